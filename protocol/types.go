@@ -1,0 +1,71 @@
+package protocol
+
+// Limits are the budgets of a run. In configuration every field is set; in a
+// run request's "limits" a zero field means "not given" (the configured value
+// applies), since every legal limit is a positive integer.
+type Limits struct {
+	CPUSeconds     int64 `json:"cpuSeconds"`
+	MaxWallMs      int64 `json:"maxWallMs"`
+	AddressSpaceMb int64 `json:"addressSpaceMb"`
+	MaxLogBytes    int64 `json:"maxLogBytes"`
+	MaxValueBytes  int64 `json:"maxValueBytes"`
+}
+
+// ErrorClass asks the child to inject an exception class for a namespace.
+type ErrorClass struct {
+	Name               string `json:"name"`
+	MemberNameProperty string `json:"memberNameProperty"`
+}
+
+// Namespace is one validated binding declaration, as sent in the boot frame.
+type Namespace struct {
+	Global     string      `json:"global"`
+	Names      []string    `json:"names"`
+	ErrorClass *ErrorClass `json:"errorClass,omitempty"`
+}
+
+// RunParams are validated run params (CHILD-CONTRACT §1.1, §1.6).
+type RunParams struct {
+	Program  string
+	Bindings []Namespace
+	Limits   Limits // zero fields: use the configured value
+	Stream   bool
+}
+
+// RunError is the "error" member of a run result (SPEC §3, CHILD-CONTRACT §4.9).
+type RunError struct {
+	Kind          string
+	Message       string
+	ExceptionType *string // kind exception, when the child supplied it
+	Line          *int64  // kind exception, 1-based
+	Budget        string  // kind timeout: BudgetCPU or BudgetWall
+	ExitCode      *int    // kind worker-exit decided at close
+	Signal        string  // kind worker-exit decided at close, e.g. "SIGKILL"
+}
+
+// Stats are always present in a run result.
+type Stats struct {
+	WallMs       int64 `json:"wallMs"`
+	CPUMs        int64 `json:"cpuMs"`
+	MaxRssKb     int64 `json:"maxRssKb"`
+	QueueMs      int64 `json:"queueMs"`
+	BindingCalls int64 `json:"bindingCalls"`
+	LogBytes     int64 `json:"logBytes"`
+}
+
+// Result is a settled run. Value holds canonical compact JSON (nil when
+// absent); Logs entries may hold WTF-8 (lone surrogates encoded as 3-byte
+// sequences), which the encoder writes back as \udxxx escapes.
+type Result struct {
+	Value []byte
+	Logs  []string
+	Error *RunError
+	Stats Stats
+}
+
+// LogEvent is one run/log notification (SPEC §5).
+type LogEvent struct {
+	Index     int
+	Text      string // WTF-8
+	Continued bool
+}
