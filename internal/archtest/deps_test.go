@@ -1,0 +1,68 @@
+// Package archtest pins the one-way import graph of ARCHITECTURE.md, in the
+// manner of the Go tree's go/build/deps_test.go: a new import that breaks the
+// direction fails here, not in review.
+package archtest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/coderun-rpc/coderun-rpc/"
+
+// allowed lists, per package, the non-standard imports it may have. Anything
+// outside the module or the three chosen dependencies is refused as well.
+var allowed = map[string][]string{
+	"protocol":           {},
+	"wireguard":          {"protocol"},
+	"py":                 {},
+	"child":              {"golang.org/x/sys/unix"},
+	"internal/leakcheck": {},
+	"internal/archtest":  {},
+	"session":            {"child", "wireguard", "py", "protocol"},
+	"config":             {"child", "protocol", "github.com/kelseyhightower/envconfig"},
+	"rpc":                {"session", "wireguard", "protocol", "config", "github.com/sourcegraph/jsonrpc2"},
+	"cmd/coderun-rpc":    {"config", "rpc", "protocol"},
+}
+
+func TestImportDirection(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(fields[0], module)
+		rules, known := allowed[pkg]
+		if !known {
+			if strings.HasPrefix(pkg, "e2e") || strings.HasPrefix(pkg, "bench") || strings.HasPrefix(pkg, "examples") {
+				continue // test-only and tooling packages sit above everything
+			}
+			t.Errorf("package %s is not in the import table; add it deliberately", pkg)
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if isStd(imp) {
+				continue
+			}
+			if !permitted(rules, imp) {
+				t.Errorf("%s imports %s, which breaks the one-way flow", pkg, imp)
+			}
+		}
+	}
+}
+
+func isStd(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+func permitted(rules []string, imp string) bool {
+	for _, r := range rules {
+		if imp == r || imp == module+r || strings.HasPrefix(imp, r+"/") {
+			return true
+		}
+	}
+	return false
+}
