@@ -1,0 +1,248 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// daemon is a running coderun-rpc driven through its real stdio JSON-RPC.
+type daemon struct {
+	cmd  *exec.Cmd
+	conn *lspConn
+}
+
+func startDaemon(o options, env ...string) (*daemon, error) {
+	cmd := exec.Command(o.daemon)
+	cmd.Env = append(os.Environ(), "CODERUN_PYTHON_BIN="+o.python, "CODERUN_LOG_LEVEL=warn")
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = os.Stderr
+	echo := func(params json.RawMessage) any {
+		var p struct {
+			Args json.RawMessage `json:"args"`
+		}
+		_ = json.Unmarshal(params, &p)
+		return p.Args
+	}
+	conn, err := startPeer(cmd, echo)
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{cmd: cmd, conn: conn}
+	if _, err := conn.call("initialize", map[string]any{"clientInfo": map[string]string{"name": "bench"}}); err != nil {
+		d.stop()
+		return nil, err
+	}
+	return d, nil
+}
+
+type runResult struct {
+	Value json.RawMessage `json:"value"`
+	Logs  []string        `json:"logs"`
+	Error *struct {
+		Kind    string `json:"kind"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// run executes program and fails unless it succeeds.
+func (d *daemon) run(program string, extra map[string]any) (runResult, error) {
+	params := map[string]any{"program": program,
+		"bindings": []map[string]any{{"global": "tools", "functions": []string{"echo"}}}}
+	for k, v := range extra {
+		params[k] = v
+	}
+	raw, err := d.conn.call("run", params)
+	var r runResult
+	if err == nil {
+		err = json.Unmarshal(raw, &r)
+	}
+	if err == nil && r.Error != nil {
+		err = fmt.Errorf("run failed: %s: %s", r.Error.Kind, r.Error.Message)
+	}
+	return r, err
+}
+
+// peakRSSKb reads the daemon's high-water RSS (VmHWM).
+func (d *daemon) peakRSSKb() float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
+			return n
+		}
+	}
+	return 0
+}
+
+func (d *daemon) stop() {
+	done := make(chan struct{})
+	go func() {
+		_, _ = d.conn.call("shutdown", nil)
+		_ = d.conn.notify("exit", nil)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
+	exited := make(chan struct{})
+	go func() { _ = d.cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-exited
+	}
+}
+
+func measureDaemon(o options, f floors) ([]row, error) {
+	rows := []row{
+		newRow("floor: python -I -S -c pass spawn", "ms", 0, ms(f.spawnBare), ""),
+		newRow("floor: python -I -c 'import asyncio' spawn", "ms", 0, ms(f.spawnAsyncio), ""),
+		newRow("floor: JSON-lines round trip Go↔Python", "µs", 0, us(f.lineRT), ""),
+		newRow("floor: pre-started child runs return 1", "ms", 0, ms(f.prestarted), ""),
+		newRow("floor: JSON-RPC round trip over stdio", "µs", 0, us(f.rpcRT), ""),
+	}
+	cold, err := measureReturn1(o, "cold (pool 0)", ms(f.spawnAsyncio), "CODERUN_WARM_POOL=0")
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, cold...)
+	d, err := startDaemon(o, "CODERUN_MAX_LOG_BYTES=16777216")
+	if err != nil {
+		return nil, err
+	}
+	defer d.stop()
+	warm, err := return1Rows(o, d, "warm (default pool)", ms(f.prestarted))
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, warm...)
+	more, err := bindingRows(o, d, f)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, more...)
+	logs, err := logRow(o, d)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, logs)
+	tp, err := throughputRow(o, d)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, tp, newRow("daemon peak RSS (VmHWM)", "MB", 0, d.peakRSSKb()/1024, ""))
+	return rows, nil
+}
+
+func measureReturn1(o options, label string, floor float64, env ...string) ([]row, error) {
+	d, err := startDaemon(o, env...)
+	if err != nil {
+		return nil, err
+	}
+	defer d.stop()
+	return return1Rows(o, d, label, floor)
+}
+
+func return1Rows(o options, d *daemon, label string, floor float64) ([]row, error) {
+	_, _ = d.run("return 1", nil)
+	s, err := timeN(o.samples, func() error { _, err := d.run("return 1", nil); return err })
+	if err != nil {
+		return nil, err
+	}
+	return []row{
+		newRow("return 1, "+label+", p50", "ms", floor, ms(s.pct(50)), ""),
+		newRow("return 1, "+label+", p90", "ms", floor, ms(s.pct(90)), ""),
+		newRow("return 1, "+label+", p99", "ms", floor, ms(s.pct(99)), ""),
+	}, nil
+}
+
+func bindingRows(o options, d *daemon, f floors) ([]row, error) {
+	n := 1000
+	if o.quick {
+		n = 20
+	}
+	seq := fmt.Sprintf("for i in range(%d):\n    await tools.echo(i)\nreturn 1", n)
+	gathered := fmt.Sprintf("import asyncio\nawait asyncio.gather(*(tools.echo(i) for i in range(%d)))\nreturn 1", n)
+	base, err := timeN(3, func() error { _, err := d.run("return 1", nil); return err })
+	if err != nil {
+		return nil, err
+	}
+	s, err := timeN(3, func() error { _, err := d.run(seq, nil); return err })
+	if err != nil {
+		return nil, err
+	}
+	per := (s.pct(50) - base.pct(50)) / time.Duration(n)
+	g, err := timeN(3, func() error { _, err := d.run(gathered, nil); return err })
+	if err != nil {
+		return nil, err
+	}
+	return []row{
+		newRow(fmt.Sprintf("sequential binding round trip (%d calls)", n), "µs", us(f.lineRT+f.rpcRT), us(per),
+			"floor = JSON-lines RT + JSON-RPC RT"),
+		newRow(fmt.Sprintf("%d gathered binding calls (run minus return 1)", n), "ms", 0, ms(g.pct(50)-base.pct(50)), ""),
+	}, nil
+}
+
+func logRow(o options, d *daemon) (row, error) {
+	lines := 10240 // 10 MiB of 1 KiB lines
+	if o.quick {
+		lines = 100
+	}
+	prog := fmt.Sprintf("line = 'x' * 1023\nfor _ in range(%d):\n    print(line)\nreturn 1", lines)
+	extra := map[string]any{"limits": map[string]any{"maxWallMs": 120000}}
+	base, err := timeN(3, func() error { _, err := d.run("return 1", nil); return err })
+	if err != nil {
+		return row{}, err
+	}
+	var got int
+	s, err := timeN(3, func() error { r, err := d.run(prog, extra); got = len(r.Logs); return err })
+	if err != nil {
+		return row{}, err
+	}
+	if got != lines {
+		return row{}, fmt.Errorf("log capture kept %d of %d lines", got, lines)
+	}
+	return newRow(fmt.Sprintf("capture %d KiB of printed lines (run minus return 1)", lines), "ms", 0,
+		ms(s.pct(50)-base.pct(50)), ""), nil
+}
+
+func throughputRow(o options, d *daemon) (row, error) {
+	window := 10 * time.Second
+	if o.quick {
+		window = time.Second
+	}
+	var count atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(window)
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				if _, err := d.run("return 1", nil); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					return
+				}
+				count.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return row{}, err
+	}
+	return newRow("return 1 throughput, 4 concurrent callers", "runs/s", 0, float64(count.Load())/window.Seconds(), ""), nil
+}
