@@ -1,0 +1,258 @@
+package wireguard
+
+import (
+	"bytes"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+)
+
+// Frame is one child frame rebuilt from its raw line (§2.5). Only the fields of its
+// Type are set; everything else the child sent is stripped.
+type Frame struct {
+	Type            string                   // protocol.FrameBootAck, FrameCall, FrameLog, FrameDone
+	Text            string                   // log: WTF-8
+	Open, Truncated bool                     // log: the member was literally true
+	ID              float64                  // call: finite, not -0 (not necessarily integral)
+	Global, Name    string                   // call: WTF-8
+	Args            []byte                   // call: canonical compact JSON, lossless
+	HasValue        bool                     // done: a "value" member was present
+	Value           []byte                   // done: the raw value text as received (aliases line)
+	Error           *protocol.DoneErrorField // done: rebuilt error (exceptionType cut, line checked)
+}
+
+// Members of a frame the rebuild reads, index-aligned with frameNames.
+const (
+	mType = iota
+	mText
+	mOpen
+	mTruncated
+	mID
+	mGlobal
+	mName
+	mArgs
+	mValue
+	mError
+	mCount
+)
+
+var frameNames = []string{"type", "text", "open", "truncated", "id", "global", "name", "args", "value", "error"}
+
+// Members of a done frame's error object, index-aligned with errorNames.
+const (
+	eKind = iota
+	eMessage
+	eExceptionType
+	eLine
+	eCount
+)
+
+var errorNames = []string{"kind", "message", "exceptionType", "line"}
+
+// member is the raw text of one member value; kind is its first token (tokEOF, the
+// zero value, when the member is absent).
+type member struct {
+	kind tokKind
+	raw  []byte
+}
+
+// DecodeFrame decodes and rebuilds one child frame (§2.4 step 3, §2.5); ok=false
+// means the frame is junk and is dropped. It never panics and never repairs: the line
+// must be strict UTF-8, hold no integer token a double cannot hold exactly (outside
+// strings), parse as exactly one JSON object, and have the shape of its type.
+//
+// Duplicate member names: a frame whose object (or its error object) names one of the
+// members the rebuild reads more than once is dropped — which one the child meant is
+// ambiguous, and Python would silently take the last. Repeats of other names are
+// ignored, like those names themselves. Inside args and value, duplicates are program
+// data and pass through unmerged (§2.7).
+func DecodeFrame(line []byte) (Frame, bool) {
+	var m [mCount]member
+	if !utf8.Valid(line) || !objectMembers(line, frameNames, m[:]) || m[mType].kind != tokString {
+		return Frame{}, false
+	}
+	f := Frame{Type: decodeTokenString(m[mType].raw)}
+	switch f.Type {
+	case protocol.FrameBootAck:
+		return f, true
+	case protocol.FrameLog:
+		return rebuildLog(f, &m)
+	case protocol.FrameCall:
+		return rebuildCall(f, &m)
+	case protocol.FrameDone:
+		return rebuildDone(f, &m)
+	}
+	return Frame{}, false
+}
+
+func rebuildLog(f Frame, m *[mCount]member) (Frame, bool) {
+	if m[mText].kind != tokString {
+		return Frame{}, false
+	}
+	f.Text = decodeTokenString(m[mText].raw)
+	f.Open = isTrue(m[mOpen])
+	f.Truncated = isTrue(m[mTruncated])
+	return f, true
+}
+
+// isTrue reports whether a member is the literal true (1, "yes" are not).
+func isTrue(v member) bool { return v.kind == tokLiteral && string(v.raw) == "true" }
+
+func rebuildCall(f Frame, m *[mCount]member) (Frame, bool) {
+	if m[mID].kind != tokNumber || m[mGlobal].kind != tokString || m[mName].kind != tokString || m[mArgs].kind == tokEOF {
+		return Frame{}, false
+	}
+	id, err := strconv.ParseFloat(string(m[mID].raw), 64)
+	if err != nil || id == 0 && math.Signbit(id) {
+		return Frame{}, false
+	}
+	args, v := CheckValue(m[mArgs].raw, math.MaxInt64)
+	if v != VerdictOK {
+		return Frame{}, false
+	}
+	f.ID, f.Args = id, args
+	f.Global = decodeTokenString(m[mGlobal].raw)
+	f.Name = decodeTokenString(m[mName].raw)
+	return f, true
+}
+
+func rebuildDone(f Frame, m *[mCount]member) (Frame, bool) {
+	if m[mValue].kind != tokEOF {
+		f.HasValue, f.Value = true, m[mValue].raw
+	}
+	if m[mError].kind == tokEOF {
+		return f, true
+	}
+	e, ok := rebuildError(m[mError])
+	if !ok {
+		return Frame{}, false
+	}
+	f.Error = e
+	return f, true
+}
+
+// rebuildError keeps an error object with a string message and a known kind;
+// exceptionType (cut to 200 code points) and line (an integral value from 1 to
+// 2147483647; 3.0 counts, as every JSON number is a double) survive only with kind
+// exception, and are stripped silently otherwise.
+func rebuildError(v member) (*protocol.DoneErrorField, bool) {
+	var m [eCount]member
+	if v.kind != tokBeginObject || !objectMembers(v.raw, errorNames, m[:]) ||
+		m[eKind].kind != tokString || m[eMessage].kind != tokString {
+		return nil, false
+	}
+	e := &protocol.DoneErrorField{
+		Kind:    decodeTokenString(m[eKind].raw),
+		Message: decodeTokenString(m[eMessage].raw),
+	}
+	switch e.Kind {
+	case protocol.KindException:
+	case protocol.KindInvalidOutput, protocol.KindOutputLimit:
+		return e, true
+	default:
+		return nil, false
+	}
+	if m[eExceptionType].kind == tokString {
+		t := cutChars(decodeTokenString(m[eExceptionType].raw), protocol.NameCut)
+		e.ExceptionType = &t
+	}
+	if line, ok := errorLine(m[eLine]); ok {
+		e.Line = &line
+	}
+	return e, true
+}
+
+func errorLine(v member) (int64, bool) {
+	if v.kind != tokNumber {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(v.raw), 64)
+	if err != nil || f != math.Trunc(f) || f < 1 || f > math.MaxInt32 {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// cutChars keeps the first n code points of the WTF-8 string s (a lone surrogate is
+// one code point).
+func cutChars(s string, n int) string {
+	i := 0
+	for ; n > 0 && i < len(s); n-- {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		if _, ok := surrogateAt(s, i); ok {
+			size = 3
+		}
+		i += size
+	}
+	return s[:i]
+}
+
+// objectMembers scans src, which must be exactly one JSON object, and stores in out
+// the values of the members named in names (index-aligned). It fails on bad syntax,
+// on a repeated wanted name, and on an unsafe integer token anywhere in src.
+func objectMembers(src []byte, names []string, out []member) bool {
+	s := newScanner(src)
+	if t, ok := s.next(); !ok || t.kind != tokBeginObject {
+		return false
+	}
+	for {
+		key, ok := s.next()
+		if !ok {
+			return false
+		}
+		if key.kind == tokEndObject {
+			t, ok := s.next()
+			return ok && t.kind == tokEOF
+		}
+		t, ok := s.next()
+		if !ok {
+			return false
+		}
+		end, ok := skipValue(&s, t)
+		if !ok {
+			return false
+		}
+		if i := nameIndex(src[key.start:key.end], names); i >= 0 {
+			if out[i].kind != tokEOF {
+				return false
+			}
+			out[i] = member{kind: t.kind, raw: src[t.start:end]}
+		}
+	}
+}
+
+// skipValue consumes the rest of the value whose first token is t, returning the end
+// offset of its last token; it fails on bad syntax and on unsafe integer tokens.
+func skipValue(s *scanner, t token) (end int, ok bool) {
+	d := s.depth()
+	if t.kind == tokBeginObject || t.kind == tokBeginArray {
+		d--
+	}
+	for {
+		if t.kind == tokNumber && t.integer && unsafeInteger(s.src[t.start:t.end]) {
+			return 0, false
+		}
+		if s.depth() <= d {
+			return t.end, true
+		}
+		if t, ok = s.next(); !ok {
+			return 0, false
+		}
+	}
+}
+
+// nameIndex returns the index of the decoded name token in names, or -1.
+func nameIndex(tok []byte, names []string) int {
+	body := tok[1 : len(tok)-1]
+	if bytes.IndexByte(body, '\\') >= 0 {
+		body = []byte(decodeTokenString(tok))
+	}
+	for i, n := range names {
+		if string(body) == n {
+			return i
+		}
+	}
+	return -1
+}

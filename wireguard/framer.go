@@ -1,0 +1,82 @@
+package wireguard
+
+import (
+	"bytes"
+	"errors"
+)
+
+// ErrFrameTooLong reports a frame longer than the Framer's cap (§2.4 step 2). It is
+// sticky: once returned, every later Feed returns it again.
+var ErrFrameTooLong = errors.New("wireguard: fd-3 frame exceeds the frame cap")
+
+// Framer splits the fd-3 byte stream into JSON-lines frames (§2.4). A frame is the
+// bytes before a '\n'. Not safe for concurrent use.
+type Framer struct {
+	cap int
+	buf []byte // the current partial frame: always our own allocation, nil when empty
+	err error
+}
+
+// NewFramer returns a Framer accepting frames of at most cap bytes (the daemon passes
+// protocol.FrameCap; a frame of exactly cap bytes is accepted).
+func NewFramer(cap int) *Framer { return &Framer{cap: max(cap, 0)} }
+
+// Feed consumes p and returns the frames it completes, in order. Each frame is a
+// fresh allocation owned by the caller (never a sub-slice of p; its backing array
+// may be up to twice its length). Empty lines are skipped, never returned.
+//
+// As soon as the current frame is known to be longer than cap — whether or not its
+// newline has arrived — Feed returns ErrFrameTooLong together with the frames
+// completed before it in p; nothing of the long frame is allocated beyond cap bytes.
+// The trailing partial frame is kept as a copy and grows geometrically, so a frame
+// delivered one byte per Feed costs O(frame) copying in total.
+func (f *Framer) Feed(p []byte) (frames [][]byte, err error) {
+	for f.err == nil && len(p) > 0 {
+		room := f.cap - len(f.buf) // bytes the current frame may still take
+		i := bytes.IndexByte(p[:min(len(p), room+1)], '\n')
+		switch {
+		case i >= 0:
+			if frame := f.complete(p[:i]); frame != nil {
+				frames = append(frames, frame)
+			}
+			p = p[i+1:]
+		case len(p) > room:
+			f.err, f.buf = ErrFrameTooLong, nil
+		default:
+			f.hold(p)
+			p = nil
+		}
+	}
+	return frames, f.err
+}
+
+// complete returns the current frame ended by tail, or nil if it is empty, and
+// resets the partial frame.
+func (f *Framer) complete(tail []byte) []byte {
+	n := len(f.buf) + len(tail)
+	if n == 0 {
+		return nil
+	}
+	if f.buf == nil {
+		return append(make([]byte, 0, n), tail...)
+	}
+	frame := append(f.grow(n), tail...)
+	f.buf = nil
+	return frame[:n:n]
+}
+
+// hold appends p to the partial frame.
+func (f *Framer) hold(p []byte) {
+	f.buf = append(f.grow(len(f.buf)+len(p)), p...)
+}
+
+// grow returns buf with capacity for n bytes, at least doubling when it reallocates
+// (amortised-linear growth) but never beyond the cap, which n never exceeds.
+func (f *Framer) grow(n int) []byte {
+	if n <= cap(f.buf) {
+		return f.buf
+	}
+	buf := make([]byte, len(f.buf), min(max(n, 2*cap(f.buf)), f.cap))
+	copy(buf, f.buf)
+	return buf
+}

@@ -1,0 +1,148 @@
+package wireguard
+
+import (
+	"bytes"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+)
+
+func feedAll(t *testing.T, f *Framer, chunks ...string) ([]string, error) {
+	t.Helper()
+	var got []string
+	var err error
+	for _, c := range chunks {
+		var frames [][]byte
+		frames, err = f.Feed([]byte(c))
+		for _, fr := range frames {
+			got = append(got, string(fr))
+		}
+	}
+	return got, err
+}
+
+func TestFramerSplits(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		cap    int
+		chunks []string
+		want   []string
+		err    bool
+	}{
+		{"one frame", 10, []string{"abc\n"}, []string{"abc"}, false},
+		{"split across feeds", 10, []string{"a", "b", "c\nd", "e\n"}, []string{"abc", "de"}, false},
+		{"empty lines skipped", 10, []string{"\n\na\n\n"}, []string{"a"}, false},
+		{"partial kept", 10, []string{"abc"}, nil, false},
+		{"exactly cap", 4, []string{"abcd\n"}, []string{"abcd"}, false},
+		{"exactly cap across feeds", 4, []string{"ab", "cd", "\n"}, []string{"abcd"}, false},
+		{"over cap without newline", 4, []string{"abcde"}, nil, true},
+		{"over cap at the byte", 4, []string{"abcd", "e"}, nil, true},
+		{"over cap with newline", 4, []string{"abcde\n"}, nil, true},
+		{"earlier frames returned with the error", 4, []string{"ab\ncd\nxxxxxxx"}, []string{"ab", "cd"}, true},
+		{"frame after a cap-sized frame judged alone", 4, []string{"abcd\nefgh\n"}, []string{"abcd", "efgh"}, false},
+		{"zero cap", 0, []string{"\n\n"}, nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := feedAll(t, NewFramer(c.cap), c.chunks...)
+			if strings.Join(got, "|") != strings.Join(c.want, "|") {
+				t.Errorf("frames = %q, want %q", got, c.want)
+			}
+			if (err != nil) != c.err || err != nil && !errors.Is(err, ErrFrameTooLong) {
+				t.Errorf("err = %v, want error %v", err, c.err)
+			}
+		})
+	}
+}
+
+func TestFramerErrorIsSticky(t *testing.T) {
+	f := NewFramer(2)
+	if _, err := f.Feed([]byte("abc")); err != ErrFrameTooLong {
+		t.Fatalf("err = %v", err)
+	}
+	if frames, err := f.Feed([]byte("\nok\n")); err != ErrFrameTooLong || frames != nil {
+		t.Fatalf("after error: %q, %v", frames, err)
+	}
+}
+
+// C228: the residual and the frames are copies; reusing the read buffer does not
+// change them and they do not hold the read buffer's capacity.
+func TestFramerCopies(t *testing.T) {
+	f := NewFramer(100)
+	read := make([]byte, 4096)
+	n := copy(read, "first\nsec")
+	frames, _ := f.Feed(read[:n])
+	copy(read, "XXXXXXXXXXXX")
+	if string(frames[0]) != "first" || cap(frames[0]) != 5 {
+		t.Fatalf("frame = %q cap %d", frames[0], cap(frames[0]))
+	}
+	if cap(f.buf) >= 4096 || string(f.buf) != "sec" {
+		t.Fatalf("residual %q cap %d pins the read buffer", f.buf, cap(f.buf))
+	}
+	n = copy(read, "ond\n")
+	frames, _ = f.Feed(read[:n])
+	if string(frames[0]) != "second" {
+		t.Fatalf("frame = %q", frames[0])
+	}
+}
+
+// C229: an empty residual carries nothing forward.
+func TestFramerEmptyResidual(t *testing.T) {
+	f := NewFramer(100)
+	f.Feed([]byte("a\n"))
+	if f.buf != nil {
+		t.Fatalf("residual %v, want nil", f.buf)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { f.Feed([]byte("\n")) }); allocs != 0 {
+		t.Fatalf("empty line allocates %v", allocs)
+	}
+}
+
+// A frame delivered one byte per Feed costs O(frame) copying (§2.4 step 4).
+func TestFramerLinearGrowth(t *testing.T) {
+	const size = 1 << 20
+	f := NewFramer(protocol.FrameCap)
+	one := []byte{'x'}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range size {
+		f.Feed(one)
+	}
+	frames, _ := f.Feed([]byte{'\n'})
+	runtime.ReadMemStats(&after)
+	if len(frames) != 1 || len(frames[0]) != size {
+		t.Fatalf("got %d frames", len(frames))
+	}
+	if total := after.TotalAlloc - before.TotalAlloc; total > 4*size {
+		t.Fatalf("allocated %d bytes for a %d-byte frame", total, size)
+	}
+}
+
+// C219: the cap is the constant 67108864: a frame of exactly that length is accepted
+// (and dropped as junk), one byte more fails at that byte.
+func TestFramerProtocolCap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 64 MiB")
+	}
+	big := bytes.Repeat([]byte{'x'}, protocol.FrameCap+1)
+	f := NewFramer(protocol.FrameCap)
+	big[protocol.FrameCap] = '\n'
+	frames, err := f.Feed(big)
+	if err != nil || len(frames) != 1 || len(frames[0]) != protocol.FrameCap {
+		t.Fatalf("exact cap: %d frames, err %v", len(frames), err)
+	}
+	if _, ok := DecodeFrame(frames[0]); ok {
+		t.Fatal("64 MiB of x decoded")
+	}
+	frames = nil
+	big[protocol.FrameCap] = 'x'
+	f = NewFramer(protocol.FrameCap)
+	if _, err := f.Feed(big[:protocol.FrameCap]); err != nil {
+		t.Fatalf("at the cap: %v", err)
+	}
+	if _, err := f.Feed(big[protocol.FrameCap:]); err != ErrFrameTooLong {
+		t.Fatalf("one byte over: %v", err)
+	}
+}
