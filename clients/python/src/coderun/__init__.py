@@ -1,0 +1,56 @@
+"""coderun — asyncio client for the coderun-rpc daemon.
+
+>>> async with await Client.start() as client:
+...     result = await client.run("return await tools.add({'a': 1, 'b': 2})",
+...                               bindings={"tools": {"add": lambda a: a["a"] + a["b"]}})
+...     result.value
+3
+"""
+
+from ._json import LossyValueError
+from .client import BindingFunction, Client, LogCallback, RunHandle, find_daemon
+from .errors import (
+    ClientClosed,
+    CodeRunError,
+    ConnectionLost,
+    DaemonNotFound,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    NotInitialized,
+    ParseError,
+    ProtocolViolation,
+    QueueFull,
+    RequestTooLarge,
+    RpcError,
+)
+from .types import Limits, LogEvent, RunError, RunResult, RunStats
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client",
+    "RunHandle",
+    "BindingFunction",
+    "LogCallback",
+    "find_daemon",
+    "RunResult",
+    "RunError",
+    "RunStats",
+    "LogEvent",
+    "Limits",
+    "CodeRunError",
+    "RpcError",
+    "ParseError",
+    "InvalidRequest",
+    "MethodNotFound",
+    "InvalidParams",
+    "QueueFull",
+    "NotInitialized",
+    "ConnectionLost",
+    "ClientClosed",
+    "DaemonNotFound",
+    "ProtocolViolation",
+    "RequestTooLarge",
+    "LossyValueError",
+]

@@ -1,0 +1,667 @@
+"""The asyncio transport: start (or attach to) a coderun-rpc daemon and run programs.
+
+Everything protocol-shaped is in the I/O-free modules (``_framing``, ``_json``, ``protocol``);
+this module only moves bytes, keeps the tables of pending requests, runs and binding tasks, and
+fails every pending call at once when the daemon goes away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import itertools
+import logging
+import os
+import shutil
+from typing import Any, Awaitable, Callable, Mapping, Optional, Protocol, Sequence, Union
+
+from . import protocol as P
+from ._framing import FrameParser, FramingError, frame_header
+from .errors import (
+    ClientClosed,
+    CodeRunError,
+    ConnectionLost,
+    DaemonNotFound,
+    ProtocolViolation,
+    error_from_response,
+)
+from .types import Limits, LogEvent, RunResult, parse_run_result
+
+__all__ = ["Client", "RunHandle", "BindingFunction", "LogCallback", "find_daemon"]
+
+log = logging.getLogger("coderun")
+
+BindingFunction = Callable[[Any], Any]
+"""A host function: called with the one JSON argument, returns a JSON value (or an awaitable)."""
+
+LogCallback = Callable[[LogEvent], Any]
+"""Called for every ``run/log`` notification, in order; may return an awaitable."""
+
+Bindings = Mapping[str, Mapping[str, BindingFunction]]
+ErrorClasses = Mapping[str, Sequence[str]]
+
+
+class StreamReaderLike(Protocol):
+    async def read(self, n: int = -1) -> bytes: ...
+
+
+class StreamWriterLike(Protocol):
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def find_daemon(command: Optional[str] = None, env: Optional[Mapping[str, Optional[str]]] = None) -> str:
+    """The daemon binary: ``command``, else ``CODERUN_RPC_BIN``, else ``coderun-rpc`` on PATH."""
+    if command:
+        found = command if os.sep in command else shutil.which(command)
+        if found is None or not os.path.exists(found):
+            raise DaemonNotFound(f"coderun-rpc binary {command!r} not found")
+        return found
+    from_env = (env or {}).get("CODERUN_RPC_BIN") or os.environ.get("CODERUN_RPC_BIN")
+    if from_env:
+        if not os.path.exists(from_env):
+            raise DaemonNotFound(f"CODERUN_RPC_BIN={from_env!r} does not exist")
+        return from_env
+    found = shutil.which("coderun-rpc")
+    if found is None:
+        raise DaemonNotFound(
+            "coderun-rpc not found: pass command=, set CODERUN_RPC_BIN, or put coderun-rpc on PATH"
+        )
+    return found
+
+
+def _merged_env(env: Optional[Mapping[str, Optional[str]]]) -> dict[str, str]:
+    merged = dict(os.environ)
+    for k, v in (env or {}).items():
+        if v is None:
+            merged.pop(k, None)
+        else:
+            merged[k] = v
+    return merged
+
+
+def _check_run_args(
+    program: object,
+    bindings: Optional[Bindings],
+    error_classes: Optional[ErrorClasses],
+    limits: object,
+    on_log: object,
+) -> tuple[dict[str, dict[str, BindingFunction]], dict[str, tuple[str, str]]]:
+    """Validate the API arguments (TypeError / ValueError); return normalised copies."""
+    if not isinstance(program, str):
+        raise TypeError(f"program must be a str, not {type(program).__name__}")
+    table: dict[str, dict[str, BindingFunction]] = {}
+    if bindings is not None and not isinstance(bindings, Mapping):
+        raise TypeError("bindings must be a mapping {namespace: {function name: callable}}")
+    for ns, functions in (bindings or {}).items():
+        if not isinstance(ns, str):
+            raise TypeError(f"binding namespace must be a str, not {type(ns).__name__}")
+        if not isinstance(functions, Mapping):
+            raise TypeError(f"bindings[{ns!r}] must be a mapping {{function name: callable}}")
+        for name, fn in functions.items():
+            if not isinstance(name, str):
+                raise TypeError(f"bindings[{ns!r}] has a function name that is not a str: {name!r}")
+            if not callable(fn):
+                raise TypeError(f"bindings[{ns!r}][{name!r}] is not callable")
+        table[ns] = dict(functions)
+    classes: dict[str, tuple[str, str]] = {}
+    if error_classes is not None and not isinstance(error_classes, Mapping):
+        raise TypeError("error_classes must be a mapping {namespace: (class name, member name property)}")
+    for ns, spec in (error_classes or {}).items():
+        if ns not in table:
+            raise ValueError(f"error_classes names namespace {ns!r}, which is not in bindings")
+        if isinstance(spec, str) or not isinstance(spec, Sequence) or len(spec) != 2:
+            raise TypeError(f"error_classes[{ns!r}] must be a pair (class name, member name property)")
+        name, prop = spec
+        if not isinstance(name, str) or not isinstance(prop, str):
+            raise TypeError(f"error_classes[{ns!r}] must hold two str")
+        classes[ns] = (name, prop)
+    if limits is not None and not isinstance(limits, Mapping):
+        raise TypeError("limits must be a mapping such as {'maxWallMs': 5000}")
+    if on_log is not None and not callable(on_log):
+        raise TypeError("on_log must be callable")
+    return table, classes
+
+
+class _RunState:
+    __slots__ = ("id", "bindings", "on_log", "future", "log_chain")
+
+    def __init__(
+        self, rid: int, bindings: dict[str, dict[str, BindingFunction]], on_log: Optional[LogCallback]
+    ) -> None:
+        self.id = rid
+        self.bindings = bindings
+        self.on_log = on_log
+        self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.log_chain: Optional[asyncio.Future[None]] = None
+
+
+class RunHandle:
+    """A submitted run: :meth:`cancel` it, or ``await handle.result()`` (also ``await handle``).
+
+    ``result()`` returns the run's :class:`RunResult` — for a cancelled run the ``abort``
+    result — and raises :class:`RpcError` subclasses or :class:`ConnectionLost`.
+    """
+
+    def __init__(self, client: "Client", state: _RunState) -> None:
+        self._client = client
+        self._state = state
+        self._cancel_sent = False
+
+    @property
+    def id(self) -> int:
+        """The ``run`` request id (the ``runId`` of its binding calls and log events)."""
+        return self._state.id
+
+    def done(self) -> bool:
+        return self._state.future.done()
+
+    def cancel(self) -> bool:
+        """Send ``$/cancelRequest`` for this run; the run then settles with kind ``abort``.
+
+        Returns False when the run is already answered or the connection is gone."""
+        if self.done() or self._client._lost is not None:
+            return False
+        if not self._cancel_sent:
+            self._cancel_sent = True
+            self._client._send_nowait(P.build_notification(P.METHOD_CANCEL, {"id": self.id}))
+        return True
+
+    async def result(self) -> RunResult:
+        raw = await asyncio.shield(self._state.future)
+        chain = self._state.log_chain
+        if chain is not None:
+            await asyncio.shield(chain)
+        try:
+            return parse_run_result(raw)
+        except ValueError as e:
+            raise ProtocolViolation(str(e)) from None
+
+    def __await__(self) -> Any:
+        return self.result().__await__()
+
+
+class Client:
+    """A connection to one coderun-rpc daemon.
+
+    Use :meth:`start` (spawns the daemon) or :meth:`attach` (given streams), then
+    :meth:`run`; :meth:`close` (or ``async with``) shuts the daemon down. A client is bound to
+    the event loop it was created on.
+    """
+
+    def __init__(
+        self,
+        reader: StreamReaderLike,
+        writer: StreamWriterLike,
+        *,
+        process: Optional[asyncio.subprocess.Process] = None,
+        cancel_grace: float = 5.0,
+        sync_bindings_in_thread: bool = True,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._process = process
+        self._cancel_grace = cancel_grace
+        self._sync_in_thread = sync_bindings_in_thread
+        self._ids = itertools.count(1)
+        self._pending: dict[Any, asyncio.Future[Any]] = {}
+        self._runs: dict[Any, _RunState] = {}
+        self._binding_tasks: dict[Any, asyncio.Task[None]] = {}
+        self._drain_lock = asyncio.Lock()
+        self._lost: Optional[ConnectionLost] = None
+        self._closing = False
+        self._closed = asyncio.Event()
+        self.server_info: dict[str, Any] = {}
+        self.capabilities: dict[str, Any] = {}
+        self._reader_task = asyncio.ensure_future(self._read_loop())
+        self._watch_task: Optional[asyncio.Task[None]] = None
+        if process is not None:
+            self._watch_task = asyncio.ensure_future(self._watch_process(process))
+
+    # ----------------------------------------------------------------------------- start / attach
+
+    @classmethod
+    async def start(
+        cls,
+        command: Union[str, Sequence[str], None] = None,
+        env: Optional[Mapping[str, Optional[str]]] = None,
+        *,
+        cwd: Optional[str] = None,
+        stderr: Any = None,
+        client_name: str = "coderun-python",
+        initialize_timeout: float = 30.0,
+        cancel_grace: float = 5.0,
+        sync_bindings_in_thread: bool = True,
+    ) -> "Client":
+        """Spawn the daemon and initialize it.
+
+        ``command``: the binary path (str) or a full argv (sequence); default
+        ``CODERUN_RPC_BIN`` then ``coderun-rpc`` on PATH. ``env``: variables layered over
+        ``os.environ`` (a value of ``None`` removes one). ``stderr``: where the daemon's log goes
+        (default: inherited).
+        """
+        if command is None or isinstance(command, str):
+            argv = [find_daemon(command, env)]
+        else:
+            argv = [str(a) for a in command]
+            if not argv:
+                raise ValueError("command must not be empty")
+            argv[0] = find_daemon(argv[0], env)
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            env=_merged_env(env),
+            cwd=cwd,
+        )
+        assert proc.stdout is not None and proc.stdin is not None
+        client = cls(
+            proc.stdout,
+            proc.stdin,
+            process=proc,
+            cancel_grace=cancel_grace,
+            sync_bindings_in_thread=sync_bindings_in_thread,
+        )
+        await client._initialize_or_abort(client_name, initialize_timeout)
+        return client
+
+    @classmethod
+    async def attach(
+        cls,
+        reader: StreamReaderLike,
+        writer: StreamWriterLike,
+        *,
+        client_name: str = "coderun-python",
+        initialize_timeout: float = 30.0,
+        cancel_grace: float = 5.0,
+        sync_bindings_in_thread: bool = True,
+    ) -> "Client":
+        """Speak to a daemon over given streams (e.g. a socket pair); initializes it."""
+        client = cls(reader, writer, cancel_grace=cancel_grace, sync_bindings_in_thread=sync_bindings_in_thread)
+        await client._initialize_or_abort(client_name, initialize_timeout)
+        return client
+
+    async def _initialize_or_abort(self, client_name: str, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self._initialize(client_name), timeout)
+        except BaseException:
+            await self._teardown(ClientClosed("initialize failed"))
+            raise
+
+    async def _initialize(self, client_name: str) -> None:
+        params = {"clientInfo": {"name": client_name}, "capabilities": {}}
+        result = await self.request(P.METHOD_INITIALIZE, params)
+        if isinstance(result, dict):
+            info, caps = result.get("serverInfo"), result.get("capabilities")
+            self.server_info = info if isinstance(info, dict) else {}
+            self.capabilities = caps if isinstance(caps, dict) else {}
+        await self._send(P.build_notification(P.METHOD_INITIALIZED, {}))
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ----------------------------------------------------------------------------- public API
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is gone (closed by us or lost)."""
+        return self._lost is not None
+
+    @property
+    def process(self) -> Optional[asyncio.subprocess.Process]:
+        """The daemon process when started with :meth:`start`."""
+        return self._process
+
+    async def run(
+        self,
+        program: str,
+        *,
+        bindings: Optional[Bindings] = None,
+        error_classes: Optional[ErrorClasses] = None,
+        limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
+        on_log: Optional[LogCallback] = None,
+        stream: Optional[bool] = None,
+    ) -> RunResult:
+        """Run ``program`` and return its :class:`RunResult` (failures are results).
+
+        Cancelling the awaiting task sends ``$/cancelRequest`` for the run, waits up to
+        ``cancel_grace`` seconds for the daemon's ``abort`` answer (so the child is stopped
+        before this returns), then re-raises :class:`asyncio.CancelledError`. To get the abort
+        result instead, use :meth:`submit` and :meth:`RunHandle.cancel`.
+
+        Raises :class:`InvalidParams` (refused params), :class:`QueueFull`,
+        :class:`ConnectionLost`, TypeError/ValueError for misuse, :class:`RequestTooLarge`.
+        """
+        handle = await self.submit(
+            program, bindings=bindings, error_classes=error_classes, limits=limits, on_log=on_log, stream=stream
+        )
+        try:
+            return await handle.result()
+        except asyncio.CancelledError:
+            await self._cancel_and_wait(handle)
+            raise
+
+    async def _cancel_and_wait(self, handle: RunHandle) -> None:
+        try:
+            if handle.cancel():
+                await asyncio.wait_for(asyncio.shield(handle._state.future), self._cancel_grace)
+        except asyncio.CancelledError:
+            pass  # cancelled again while waiting: stop waiting, the caller re-raises
+        except Exception:  # noqa: BLE001 - timeout or a lost connection: nothing more to do
+            pass
+
+    async def submit(
+        self,
+        program: str,
+        *,
+        bindings: Optional[Bindings] = None,
+        error_classes: Optional[ErrorClasses] = None,
+        limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
+        on_log: Optional[LogCallback] = None,
+        stream: Optional[bool] = None,
+    ) -> RunHandle:
+        """Send a ``run`` request and return its :class:`RunHandle` without waiting for it."""
+        table, classes = _check_run_args(program, bindings, error_classes, limits, on_log)
+        self._check_open()
+        rid = next(self._ids)
+        functions = {ns: list(fns) for ns, fns in table.items()}
+        want_stream = bool(on_log) if stream is None else bool(stream)
+        params = P.build_run_params(program, functions, classes, limits, want_stream)
+        body = P.build_request(rid, P.METHOD_RUN, params)  # LossyValueError / RequestTooLarge
+        state = _RunState(rid, table, on_log)
+        self._runs[rid] = state
+        self._pending[rid] = state.future
+        state.future.add_done_callback(lambda _f: self._runs.pop(rid, None))
+        handle = RunHandle(self, state)
+        try:
+            await self._send(body)
+        except asyncio.CancelledError:
+            handle.cancel()  # the request is already buffered: do not leave the run behind
+            raise
+        except BaseException:
+            self._pending.pop(rid, None)
+            self._runs.pop(rid, None)
+            raise
+        return handle
+
+    async def request(self, method: str, params: Any = None) -> Any:
+        """Send any request and return its result (low level; raises typed RpcError)."""
+        self._check_open()
+        return await self._request(method, params)
+
+    async def _request(self, method: str, params: Any = None) -> Any:
+        if self._lost is not None:
+            raise self._lost_error()
+        rid = next(self._ids)
+        body = P.build_request(rid, method, params)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        try:
+            await self._send(body)
+            return await fut
+        finally:
+            self._pending.pop(rid, None)
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification (low level)."""
+        self._check_open()
+        await self._send(P.build_notification(method, params))
+
+    async def close(self, *, shutdown_timeout: Optional[float] = None) -> None:
+        """``shutdown`` + ``exit``, then wait for the daemon to exit (killed if it does not).
+
+        Runs still live are answered ``abort`` by the daemon. Idempotent; bounded in time."""
+        if self._closing:
+            await self._closed.wait()
+            return
+        self._closing = True
+        try:
+            if self._lost is None:
+                await self._shutdown(shutdown_timeout if shutdown_timeout is not None else self._default_shutdown_timeout())
+        finally:
+            await self._teardown(ClientClosed("the client was closed"))
+
+    def _default_shutdown_timeout(self) -> float:
+        limits = self.capabilities.get("limits")
+        grace = limits.get("graceMs") if isinstance(limits, dict) else None
+        grace_s = grace / 1000 if isinstance(grace, int) else 3.0
+        return min(max(10.0, grace_s * 2 + 5.0), 120.0)
+
+    async def _shutdown(self, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self._request(P.METHOD_SHUTDOWN), timeout)
+            self._send_nowait(P.build_notification(P.METHOD_EXIT))
+            await asyncio.wait_for(self._drain(), 2.0)
+        except (CodeRunError, asyncio.TimeoutError, OSError) as e:
+            log.debug("coderun: shutdown did not complete: %s", e)
+
+    async def _teardown(self, reason: ConnectionLost) -> None:
+        try:
+            self._writer.close()
+        except Exception:  # noqa: BLE001 - already closed
+            pass
+        proc = self._process
+        if proc is not None:
+            try:
+                await asyncio.wait_for(proc.wait(), 5.0)
+            except asyncio.TimeoutError:
+                try:
+                    proc.kill()
+                    await asyncio.wait_for(proc.wait(), 5.0)
+                except (ProcessLookupError, asyncio.TimeoutError):
+                    pass
+        try:
+            await asyncio.wait_for(asyncio.shield(self._reader_task), 1.0)
+        except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+            pass
+        self._reader_task.cancel()
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+        self._connection_lost(reason)
+        self._closed.set()
+
+    # ----------------------------------------------------------------------------- sending
+
+    def _lost_error(self) -> ConnectionLost:
+        """A fresh exception for the loss (one instance per raise keeps tracebacks apart)."""
+        lost = self._lost or ConnectionLost("connection lost")
+        return type(lost)(*lost.args)
+
+    def _check_open(self) -> None:
+        if self._lost is not None:
+            raise self._lost_error()
+        if self._closing:
+            raise ClientClosed("the client is closing")
+
+    def _send_nowait(self, body: bytes) -> None:
+        if self._lost is not None:
+            raise self._lost_error()
+        self._writer.write(frame_header(len(body)))
+        self._writer.write(body)
+
+    async def _drain(self) -> None:
+        async with self._drain_lock:
+            try:
+                await self._writer.drain()
+            except (ConnectionError, OSError) as e:
+                self._connection_lost(ConnectionLost(f"writing to the daemon failed: {e}"))
+                raise self._lost_error() from None
+
+    async def _send(self, body: bytes) -> None:
+        self._send_nowait(body)
+        await self._drain()
+
+    # ----------------------------------------------------------------------------- receiving
+
+    async def _read_loop(self) -> None:
+        parser = FrameParser()
+        reason = "the daemon closed its stdout"
+        try:
+            while True:
+                data = await self._reader.read(1 << 16)
+                if not data:
+                    break
+                for body in parser.feed(data):
+                    self._dispatch(P.parse_message(body))
+        except FramingError as e:
+            reason = f"the daemon sent an unusable frame: {e}"
+        except (ConnectionError, OSError) as e:
+            reason = f"reading from the daemon failed: {e}"
+        await self._note_exit_code()
+        self._connection_lost(ConnectionLost(self._describe_loss(reason)))
+
+    async def _note_exit_code(self) -> None:
+        if self._process is not None and not self._closing:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._process.wait()), 0.5)
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+                pass
+
+    def _describe_loss(self, reason: str) -> str:
+        rc = self._process.returncode if self._process is not None else None
+        if rc is None:
+            return reason
+        how = f"was killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
+        return f"{reason}: the daemon {how}"
+
+    async def _watch_process(self, proc: asyncio.subprocess.Process) -> None:
+        await proc.wait()
+        try:  # let the reader consume what is left before failing what is pending
+            await asyncio.wait_for(asyncio.shield(self._reader_task), 1.0)
+        except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+            pass
+        self._connection_lost(ConnectionLost(self._describe_loss("the daemon process ended")))
+
+    def _connection_lost(self, exc: ConnectionLost) -> None:
+        """Fail every pending call at once and cancel every binding task (idempotent)."""
+        if self._lost is None:
+            if self._closing and not isinstance(exc, ClientClosed):
+                exc = ClientClosed(f"the client was closed ({exc})")
+            self._lost = exc
+            if not self._closing:
+                log.warning("coderun: connection to the daemon lost: %s", exc)
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(self._lost_error())
+                fut.exception()  # mark retrieved: a run nobody awaits must not warn
+        tasks, self._binding_tasks = self._binding_tasks, {}
+        for task in tasks.values():
+            task.cancel()
+
+    def _dispatch(self, msg: P.Message) -> None:
+        if isinstance(msg, P.Response):
+            self._on_response(msg)
+        elif isinstance(msg, P.Request):
+            self._on_request(msg)
+        elif isinstance(msg, P.Notification):
+            self._on_notification(msg)
+        else:
+            self._on_malformed(msg)
+
+    def _on_response(self, msg: P.Response) -> None:
+        fut = self._pending.pop(msg.id, None) if msg.id is not None else None
+        if fut is None:
+            if msg.is_error:
+                log.warning("coderun: daemon error for id %r: %r", msg.id, msg.error)
+            return
+        if fut.done():
+            return
+        if msg.is_error:
+            fut.set_exception(error_from_response(msg.error))
+            fut.exception()
+        else:
+            fut.set_result(msg.result)
+
+    def _on_malformed(self, msg: P.Malformed) -> None:
+        log.warning("coderun: unusable message from the daemon: %s", msg.reason)
+        if msg.id is not None:
+            self._reply(P.build_error_response(msg.id, P.CODE_INVALID_PARAMS, msg.reason))
+
+    def _reply(self, body: bytes) -> None:
+        try:
+            self._send_nowait(body)
+        except ConnectionLost:
+            pass
+
+    def _on_notification(self, msg: P.Notification) -> None:
+        params = msg.params if isinstance(msg.params, dict) else {}
+        if msg.method == P.METHOD_RUN_LOG:
+            self._on_run_log(params)
+        elif msg.method == P.METHOD_CANCEL:
+            task = self._binding_tasks.pop(params.get("id"), None)
+            if task is not None:
+                task.cancel()
+
+    def _on_run_log(self, params: dict[str, Any]) -> None:
+        state = self._runs.get(params.get("runId"))
+        if state is None or state.on_log is None:
+            return
+        index, text = params.get("index"), params.get("text")
+        if not isinstance(index, int) or not isinstance(text, str):
+            return
+        event = LogEvent(state.id, index, text, params.get("continued") is True)
+        try:
+            outcome = state.on_log(event)
+        except Exception:  # noqa: BLE001 - a callback bug must not break the connection
+            log.exception("coderun: on_log callback raised")
+            return
+        if inspect.isawaitable(outcome):
+            state.log_chain = asyncio.ensure_future(_after(state.log_chain, outcome))
+
+    def _on_request(self, msg: P.Request) -> None:
+        if msg.method != P.METHOD_BINDING_CALL:
+            self._reply(P.build_error_response(msg.id, P.CODE_METHOD_NOT_FOUND, f"method not found: {msg.method}"))
+            return
+        params = msg.params if isinstance(msg.params, dict) else {}
+        state = self._runs.get(params.get("runId"))
+        ns, name = params.get("namespace"), params.get("function")
+        fn = None
+        if state is not None and isinstance(ns, str) and isinstance(name, str):
+            fn = state.bindings.get(ns, {}).get(name)
+        if fn is None:
+            what = f"{ns}.{name}" if isinstance(ns, str) and isinstance(name, str) else "binding"
+            self._reply(P.build_error_response(msg.id, P.CODE_METHOD_NOT_FOUND, f"no {what} for run {params.get('runId')!r}"))
+            return
+        task = asyncio.ensure_future(self._call_binding(msg.id, fn, params.get("args")))
+        self._binding_tasks[msg.id] = task
+        task.add_done_callback(functools.partial(self._forget_binding, msg.id))
+
+    def _forget_binding(self, rid: Any, task: "asyncio.Task[None]") -> None:
+        if self._binding_tasks.get(rid) is task:
+            del self._binding_tasks[rid]
+
+    async def _call_binding(self, rid: Any, fn: BindingFunction, args: Any) -> None:
+        try:
+            if inspect.iscoroutinefunction(fn):
+                value = await fn(args)
+            else:
+                value = await asyncio.to_thread(fn, args) if self._sync_in_thread else fn(args)
+                if inspect.isawaitable(value):
+                    value = await value
+            body = P.response_for_value(rid, value)
+        except asyncio.CancelledError:
+            raise  # the daemon no longer needs the answer (or the client is closing)
+        except Exception as e:  # noqa: BLE001 - becomes a JSON-RPC error in the program
+            body = P.build_error_response(rid, P.CODE_BINDING_FAILED, str(e), {"type": type(e).__name__})
+        try:
+            await self._send(body)
+        except ConnectionLost:
+            pass
+
+
+async def _after(previous: Optional["asyncio.Future[None]"], outcome: Awaitable[Any]) -> None:
+    if previous is not None:
+        await previous
+    try:
+        await outcome
+    except Exception:  # noqa: BLE001
+        log.exception("coderun: on_log callback raised")

@@ -1,0 +1,133 @@
+"""Typed views of what the daemon returns (SPEC §3, §5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, TypedDict
+
+__all__ = ["Limits", "RunError", "RunStats", "RunResult", "LogEvent", "ErrorKind", "parse_run_result"]
+
+ErrorKind = Literal["exception", "timeout", "abort", "worker-exit", "invalid-output", "output-limit"]
+
+
+class Limits(TypedDict, total=False):
+    """Per-run budgets; each may only tighten the daemon's configuration."""
+
+    cpuSeconds: int
+    maxWallMs: int
+    addressSpaceMb: int
+    maxLogBytes: int
+    maxValueBytes: int
+
+
+@dataclass(frozen=True)
+class RunError:
+    """A classified failure (``result.error``). Optional fields are ``None`` when absent."""
+
+    kind: str
+    message: str
+    exception_type: str | None = None  # "exceptionType", kind exception
+    line: int | None = None  # kind exception: innermost program line, 1-based
+    budget: str | None = None  # kind timeout: "cpu" | "wall"
+    exit_code: int | None = None  # "exitCode", kind worker-exit
+    signal: str | None = None  # kind worker-exit, e.g. "SIGKILL"
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class RunStats:
+    wall_ms: int = 0
+    cpu_ms: int = 0
+    max_rss_kb: int = 0
+    queue_ms: int = 0
+    binding_calls: int = 0
+    log_bytes: int = 0
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The ``run`` response. ``value`` is meaningful only when ``has_value`` is true."""
+
+    value: Any
+    has_value: bool
+    logs: list[str]
+    error: RunError | None
+    stats: RunStats
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        """True when the program completed (no ``error``)."""
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """One ``run/log`` notification: ``continued`` means ``text`` extends entry ``index``."""
+
+    run_id: int | str
+    index: int
+    text: str
+    continued: bool
+
+
+def _opt(d: Mapping[str, Any], key: str, typ: type) -> Any:
+    v = d.get(key)
+    if isinstance(v, typ) and not (typ is int and isinstance(v, bool)):
+        return v
+    return None
+
+
+def _int(d: Mapping[str, Any], key: str) -> int:
+    v = _opt(d, key, int)
+    return v if v is not None else 0
+
+
+def _parse_error(e: Any) -> RunError | None:
+    if not isinstance(e, dict):
+        return None
+    kind = e.get("kind")
+    message = e.get("message")
+    return RunError(
+        kind=kind if isinstance(kind, str) else "",
+        message=message if isinstance(message, str) else "",
+        exception_type=_opt(e, "exceptionType", str),
+        line=_opt(e, "line", int),
+        budget=_opt(e, "budget", str),
+        exit_code=_opt(e, "exitCode", int),
+        signal=_opt(e, "signal", str),
+        raw=e,
+    )
+
+
+def _parse_stats(s: Any) -> RunStats:
+    if not isinstance(s, dict):
+        return RunStats()
+    return RunStats(
+        wall_ms=_int(s, "wallMs"),
+        cpu_ms=_int(s, "cpuMs"),
+        max_rss_kb=_int(s, "maxRssKb"),
+        queue_ms=_int(s, "queueMs"),
+        binding_calls=_int(s, "bindingCalls"),
+        log_bytes=_int(s, "logBytes"),
+    )
+
+
+def parse_run_result(result: Any) -> RunResult:
+    """Build a :class:`RunResult` from the ``result`` of a ``run`` response.
+
+    Raises ValueError when ``result`` is not an object.
+    """
+    if not isinstance(result, dict):
+        raise ValueError(f"run result is not an object: {type(result).__name__}")
+    logs = result.get("logs")
+    error = _parse_error(result.get("error"))
+    has_value = "value" in result and error is None
+    return RunResult(
+        value=result.get("value") if has_value else None,
+        has_value=has_value,
+        logs=[x for x in logs if isinstance(x, str)] if isinstance(logs, list) else [],
+        error=error,
+        stats=_parse_stats(result.get("stats")),
+        raw=result,
+    )
