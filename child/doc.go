@@ -1,0 +1,27 @@
+//go:build linux
+
+// Package child is the daemon's generic Linux process supervisor: it starts a
+// child with an exact argv, environment and working directory, wires fd 0 to
+// /dev/null, fds 1 and 2 to pipes and fd 3 to one end of a socketpair, puts it
+// in its own session with a parent-death SIGKILL, reaps it with wait4 (status
+// and rusage), and signals its process group safely against PID reuse.
+//
+// It knows nothing of JSON or Python, and it is the only package of the
+// module that imports golang.org/x/sys.
+//
+// The package is Linux-only on purpose: every file carries a linux build
+// constraint, so building the daemon for another OS fails with "build
+// constraints exclude all Go files" instead of producing a binary that starts
+// and misbehaves.
+//
+// Start-up and reaping, as seen from the daemon:
+//
+//	Start ──► spawner thread (locked, lives forever) ──fork/exec──► child
+//	  │                                                 setsid, pdeathsig=KILL
+//	  │            fd0=/dev/null fd1,fd2=pipes fd3=socketpair end
+//	  ├─ closes the child's ends, records /proc/<pid>/stat start time
+//	  ▼
+//	Process{Pid, Conn, Stdout, Stderr}
+//	  SignalGroup(sig) ──► start time unchanged? ──► kill(-pgid, sig)
+//	  Wait()           ──► wait4(pid) ──► Exit{code|signal, CPU, MaxRSS}
+package child

@@ -1,0 +1,77 @@
+//go:build linux
+
+package child
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// Descriptor helpers. Every descriptor is created close-on-exec in the same
+// system call, so no concurrent fork (of this package or of os/exec) can
+// inherit it. The daemon's ends are made non-blocking before os.NewFile so
+// they join the runtime poller: deadlines work and Close releases a blocked
+// Read or Write. The child's ends stay blocking.
+
+// pipe returns a pollable read end and the raw, blocking write end.
+func pipe(name string) (*os.File, int, error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, -1, os.NewSyscallError("pipe2", err)
+	}
+	r, err := pollable(p[0], name)
+	if err != nil {
+		unix.Close(p[1])
+		return nil, -1, err
+	}
+	return r, p[1], nil
+}
+
+// socketpair returns the daemon's pollable end and the child's raw end of an
+// AF_UNIX stream socketpair.
+func socketpair(name string) (*os.File, int, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, -1, os.NewSyscallError("socketpair", err)
+	}
+	f, err := pollable(fds[0], name)
+	if err != nil {
+		unix.Close(fds[1])
+		return nil, -1, err
+	}
+	return f, fds[1], nil
+}
+
+// pollable wraps fd in a non-blocking *os.File; on failure fd is closed.
+func pollable(fd int, name string) (*os.File, error) {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, os.NewSyscallError("setnonblock", err)
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+func openDevNull() (int, error) {
+	fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, &os.PathError{Op: "open", Path: os.DevNull, Err: err}
+	}
+	return fd, nil
+}
+
+func closeFds(fds ...int) {
+	for _, fd := range fds {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+}
+
+func closeFiles(fs ...*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
+}

@@ -1,0 +1,224 @@
+//go:build linux
+
+package child
+
+// Hostile and reporting children, run by re-executing the test binary
+// (os/exec's TestHelperProcess pattern): TestMain switches on HelperVar.
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const HelperVar = "CHILD_TEST_HELPER"
+
+// helperLife bounds every helper so a broken test cannot leave one running
+// for long.
+const helperLife = 60 * time.Second
+
+func TestMain(m *testing.M) {
+	if mode, ok := os.LookupEnv(HelperVar); ok {
+		// syscall.Exit, not os.Exit: a race-enabled binary otherwise sleeps
+		// a second at exit (the race runtime's atexit_sleep_ms).
+		runHelper(mode, os.Args[1:])
+		syscall.Exit(0)
+	}
+	// Orphaned grandchildren are reparented to the test binary rather than
+	// to PID 1, whatever PID 1 is: tests can reap them, and leakcheck sees
+	// (and fails) any that are left.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "PR_SET_CHILD_SUBREAPER:", err)
+		os.Exit(2)
+	}
+	os.Exit(m.Run())
+}
+
+// report is what the "report" helper tells the test about itself.
+type report struct {
+	Pid, Ppid, Pgid, Sid int
+	Fds                  map[int]string
+	Fd0DevNull           bool
+	Fd3Domain, Fd3Type   int
+	Nonblock             map[int]bool
+	Env                  []string
+	Cwd                  string
+}
+
+func runHelper(mode string, args []string) {
+	fd3 := os.NewFile(3, "fd3")
+	switch mode {
+	case "report":
+		r := selfReport() // first, before the runtime opens anything else
+		bufio.NewReader(fd3).ReadString('\n')
+		json.NewEncoder(fd3).Encode(r)
+	case "sleep": // [quiet]: sleep, announcing "ready" on fd 3 unless quiet
+		if len(args) == 0 {
+			fd3.Write([]byte("ready\n"))
+		}
+		time.Sleep(helperLife)
+	case "ignore-term":
+		signal.Ignore(syscall.SIGTERM)
+		fd3.Write([]byte("ready\n"))
+		time.Sleep(helperLife)
+	case "grandchild": // group|setsid: leave a grandchild holding fds 1-3, print its pid on fd 3, exit 0
+		pid := startGrandchild(args[0] == "setsid", os.Stdout, fd3)
+		fmt.Fprintf(fd3, "%d\n", pid)
+	case "flood": // n: write n bytes (0: forever) to stdout, no newline
+		flood(atoi(args[0]))
+	case "exit":
+		syscall.Exit(atoi(args[0]))
+	case "burn": // ms: burn CPU until this process has used ms of it
+		burn(time.Duration(atoi(args[0])) * time.Millisecond)
+	case "selfsignal":
+		syscall.Kill(os.Getpid(), unix.SignalNum(args[0]))
+		time.Sleep(helperLife)
+	case "daemon": // Start a sleeper from a thread that then exits; print its pid; sleep
+		daemon()
+	case "cpu-set": // soft hard req...: set RLIMIT_CPU, then exec cpu-report (inherited)
+		cpuSet(args)
+	case "cpu-report": // req...: print EffectiveSoftCPU(req) for each
+		for _, a := range args {
+			fmt.Println(EffectiveSoftCPU(int64(atoi(a))))
+		}
+	case "cpu-live": // print EffectiveSoftCPU(30), lower soft CPU to 5, print it again
+		fmt.Println(EffectiveSoftCPU(30))
+		unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: 5, Max: unix.RLIM_INFINITY})
+		fmt.Println(EffectiveSoftCPU(30))
+	case "probe-orphan": // print "ok <pid>" where pid is a setsid'd grandchild holding stdout
+		fmt.Printf("ok %d\n", startGrandchild(true, os.Stdout, nil))
+	case "probe-trap": // ignore SIGTERM, start a same-group grandchild, print its pid, sleep
+		signal.Ignore(syscall.SIGTERM)
+		fmt.Printf("%d\n", startGrandchild(false, os.Stdout, nil))
+		time.Sleep(helperLife)
+	default:
+		fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
+		syscall.Exit(99)
+	}
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+func selfReport() report {
+	r := report{Pid: os.Getpid(), Ppid: os.Getppid(), Pgid: syscall.Getpgrp(), Fds: map[int]string{}, Nonblock: map[int]bool{}}
+	r.Sid, _ = unix.Getsid(0)
+	entries, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range entries {
+		fd := atoi(e.Name())
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
+			r.Fds[fd] = target
+			fl, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFL, 0)
+			r.Nonblock[fd] = fl&unix.O_NONBLOCK != 0
+		}
+	}
+	var st0, stNull unix.Stat_t
+	if unix.Fstat(0, &st0) == nil && unix.Stat(os.DevNull, &stNull) == nil {
+		r.Fd0DevNull = st0.Rdev == stNull.Rdev && st0.Mode&unix.S_IFMT == unix.S_IFCHR
+	}
+	r.Fd3Domain, _ = unix.GetsockoptInt(3, unix.SOL_SOCKET, unix.SO_DOMAIN)
+	r.Fd3Type, _ = unix.GetsockoptInt(3, unix.SOL_SOCKET, unix.SO_TYPE)
+	r.Env = os.Environ()
+	r.Cwd, _ = os.Getwd()
+	return r
+}
+
+// startGrandchild starts a quiet sleeper that inherits stdout (and fd 3 when
+// given), in this process's group or in a new session, and returns its pid
+// without waiting for it.
+func startGrandchild(setsid bool, stdout *os.File, fd3 *os.File) int {
+	cmd := exec.Command(os.Args[0], "quiet")
+	cmd.Env = helperEnv("sleep")
+	cmd.Stdout, cmd.Stderr = stdout, os.Stderr
+	if fd3 != nil {
+		cmd.ExtraFiles = []*os.File{fd3}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: setsid}
+	if err := cmd.Start(); err != nil {
+		panic(err)
+	}
+	return cmd.Process.Pid
+}
+
+func flood(n int) {
+	buf := []byte(strings.Repeat("x", 64*1024))
+	for written := 0; n == 0 || written < n; {
+		chunk := buf
+		if n > 0 {
+			chunk = buf[:min(len(buf), n-written)]
+		}
+		k, err := os.Stdout.Write(chunk)
+		if err != nil {
+			syscall.Exit(3)
+		}
+		written += k
+	}
+}
+
+func burn(d time.Duration) {
+	for x := 0; ; x++ {
+		if x%100000 == 0 {
+			var ru syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+			if time.Duration(ru.Utime.Nano()+ru.Stime.Nano()) >= d {
+				return
+			}
+		}
+	}
+}
+
+func daemon() {
+	done := make(chan *Process)
+	go func() {
+		runtime.LockOSThread() // never unlocked: this thread exits with the goroutine
+		p, err := Start(Spec{Path: os.Args[0], Env: []string{HelperVar + "=sleep", "LEAKCHECK_OWNER=" + os.Getenv("LEAKCHECK_OWNER")}})
+		if err != nil {
+			panic(err)
+		}
+		done <- p
+	}()
+	p := <-done
+	time.Sleep(100 * time.Millisecond) // let the caller's thread exit
+	fmt.Printf("%d\n", p.Pid)
+	time.Sleep(helperLife)
+}
+
+func cpuSet(args []string) {
+	lim := func(s string) uint64 {
+		if s == "inf" {
+			return unix.RLIM_INFINITY
+		}
+		return uint64(atoi(s))
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: lim(args[0]), Max: lim(args[1])}); err != nil {
+		panic(err)
+	}
+	panic(syscall.Exec(os.Args[0], append([]string{os.Args[0]}, args[2:]...), helperEnv("cpu-report")))
+}
+
+// helperEnv is this process's environment with the helper mode replaced.
+func helperEnv(mode string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, HelperVar+"=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, HelperVar+"="+mode)
+}

@@ -1,0 +1,82 @@
+//go:build linux
+
+package child
+
+import (
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// A child's parent-death signal fires when the OS *thread* that forked it
+// exits, not when the daemon does (CHILD-CONTRACT Appendix B item 2). Every
+// fork therefore happens on one goroutine that locks its thread and never
+// returns, so that thread lives exactly as long as the daemon.
+//
+// The goroutine is started at package initialisation, which also keeps it out
+// of every test's leak-check baseline difference.
+
+type forkRequest struct {
+	path string
+	argv []string
+	attr *syscall.ProcAttr
+	done chan<- forkResult
+}
+
+type forkResult struct {
+	pid int
+	err error
+}
+
+var forkRequests = make(chan forkRequest)
+
+func init() { go spawner(forkRequests) }
+
+// spawner runs forever on its locked OS thread; it is never unlocked, so the
+// thread is never handed back to the scheduler and never exits before the
+// process does.
+func spawner(reqs <-chan forkRequest) {
+	runtime.LockOSThread()
+	for r := range reqs {
+		cloexecInherited()
+		pid, err := syscall.ForkExec(r.path, r.argv, r.attr)
+		r.done <- forkResult{pid, err}
+	}
+}
+
+// forkExec runs syscall.ForkExec on the spawner thread. ForkExec returns only
+// after the exec succeeded or failed, so a non-nil error means no child runs.
+func forkExec(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
+	done := make(chan forkResult, 1)
+	forkRequests <- forkRequest{path, argv, attr, done}
+	r := <-done
+	if r.err != nil {
+		return 0, &os.PathError{Op: "fork/exec", Path: path, Err: r.err}
+	}
+	return r.pid, nil
+}
+
+// cloexecInherited marks every descriptor above 2 close-on-exec. Go creates
+// its own descriptors close-on-exec, but the daemon may have inherited some
+// without it from whoever started it (a client, a shell, a CI runner), and
+// ForkExec passes every descriptor lacking the flag on to the child — where
+// it would outlive the run and could hold a client's pipe open. The flag
+// changes nothing for the daemon itself. The child's fds 0-3 are dup2'd by
+// ForkExec after this and are unaffected.
+func cloexecInherited() {
+	err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil {
+		return
+	}
+	// Kernels before 5.11: walk /proc/self/fd.
+	entries, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC)
+		}
+	}
+}
