@@ -37,8 +37,8 @@ type Process struct {
 
 // Exit is a reaped child's wait status and rusage.
 type Exit struct {
-	Code     int           // exit code, -1 when signaled
-	Signal   string        // "SIGKILL" … when signaled, else ""
+	Code     int    // exit code, -1 when signaled
+	Signal   string // "SIGKILL" … when signaled, else ""
 	Signaled bool
 	CPU      time.Duration // user+system from wait4 rusage (includes reaped descendants)
 	MaxRSSKb int64

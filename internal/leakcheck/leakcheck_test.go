@@ -113,9 +113,11 @@ type fakeTB struct {
 	errors   []string
 }
 
-func (f *fakeTB) Helper()                           {}
-func (f *fakeTB) Cleanup(fn func())                 { f.cleanups = append(f.cleanups, fn) }
-func (f *fakeTB) Errorf(format string, args ...any) { f.errors = append(f.errors, fmt.Sprintf(format, args...)) }
+func (f *fakeTB) Helper()           {}
+func (f *fakeTB) Cleanup(fn func()) { f.cleanups = append(f.cleanups, fn) }
+func (f *fakeTB) Errorf(format string, args ...any) {
+	f.errors = append(f.errors, fmt.Sprintf(format, args...))
+}
 
 func TestCheckFailsTheTest(t *testing.T) {
 	f := &fakeTB{}
