@@ -70,13 +70,17 @@ func (f *Framer) hold(p []byte) {
 	f.buf = append(f.grow(len(f.buf)+len(p)), p...)
 }
 
+// grow returns f.buf with capacity for n bytes (n never exceeds the cap).
+func (f *Framer) grow(n int) []byte { return grow(f.buf, n, f.cap) }
+
 // grow returns buf with capacity for n bytes, at least doubling when it reallocates
-// (amortised-linear growth) but never beyond the cap, which n never exceeds.
-func (f *Framer) grow(n int) []byte {
-	if n <= cap(f.buf) {
-		return f.buf
+// (amortised-linear growth: append's gentler growth above 256 bytes copies more) but
+// never beyond limit ≥ n.
+func grow(buf []byte, n, limit int) []byte {
+	if n <= cap(buf) {
+		return buf
 	}
-	buf := make([]byte, len(f.buf), min(max(n, 2*cap(f.buf)), f.cap))
-	copy(buf, f.buf)
-	return buf
+	out := make([]byte, len(buf), min(max(n, 2*cap(buf)), limit))
+	copy(out, buf)
+	return out
 }
