@@ -58,7 +58,7 @@ func TestStray(t *testing.T) {
 		{"C51 newline-free flood", 4096, []strayWrite{w(1, rep("A", 2000000)), eof(1)}, []string{marker(4096)}, 0},
 		{"C52 NUL residual", 4096, []strayWrite{w(1, rep("\x00", 4000)), eof(1)}, []string{marker(4096)}, 0},
 		{"C54 invalid bytes one by one", 3072, bytewise(1, rep("\xff", 3200)), []string{marker(3072)}, 0},
-		{"C56 later lines in the read dropped", 64, []strayWrite{w(1, rep("A", 100) + "\nSECOND\n")}, []string{marker(64)}, 0},
+		{"C56 later lines in the read dropped", 64, []strayWrite{w(1, rep("A", 100)+"\nSECOND\n")}, []string{marker(64)}, 0},
 		{"C57 broken sequence across reads", 1024, []strayWrite{w(1, "\xe4"), w(1, "A\n")}, []string{"\uFFFDA"}, 7},
 		{"split character reassembled", 1024, []strayWrite{w(1, "\xe4"), w(1, "\xb8"), w(1, "\xad\n")}, []string{"中"}, 6},
 		{"replacement per byte", 1024, []strayWrite{w(2, "\xff|\xed\xa0\x80|\xc0\xaf|"), w(2, "\xe4\xbd"), eof(2)},
