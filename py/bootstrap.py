@@ -1,0 +1,906 @@
+"""coderun-rpc child: runs one program, speaking the fd-3 protocol (CHILD-CONTRACT.md §3).
+
+Started as `<python> -u -I <rundir>/bootstrap.py`, fd 3 a blocking AF_UNIX stream socket:
+
+    daemon                                   child (this file)
+      |                                        | reset + unblock SIGXCPU; imports
+      | -- boot {limits, namespaces} -------->  |
+      |                                        | RLIMIT_CORE/CPU/AS, 12x recheck
+      | <------------- done{error} (failure) -- |   ... and stop, no boot-ack
+      |                                        | ledger, proxies, error classes
+      | <----------------------- boot-ack ---- |
+      | -- run {program} -------------------->  | stdout/stderr -> ledger streams
+      | <--- call / log ---  --- reply --->    | program runs (reply pump on the loop)
+      | <--------------------------- done ---- | recheck CPU, flush, validate, encode
+
+Standard library only. Everything runs inside `_coderun_child()`: the helpers are closures
+over builtins captured before the program starts, so a program that rebinds or deletes globals
+of `__main__` (this module) or attributes of the classes defined here cannot change dispatch,
+reply decoding, the CPU recheck, the verdict or the `done` frame (§3.7). asyncio is imported
+only when the program awaits (or when a warm child has time to spare before its `boot`).
+"""
+
+import sys
+
+
+def _coderun_child():
+    import builtins as B
+    import os
+    import _signal
+    import _thread
+    from _collections import deque
+    import _io
+
+    (len, type, str, int, float, bool, list, dict, tuple, bytes, bytearray, memoryview,
+     isinstance, getattr, object, min, max, id, repr, iter, next, range) = (
+        B.len, B.type, B.str, B.int, B.float, B.bool, B.list, B.dict, B.tuple, B.bytes,
+        B.bytearray, B.memoryview, B.isinstance, B.getattr, B.object, B.min, B.max, B.id,
+        B.repr, B.iter, B.next, B.range)
+    (BaseException, Exception, RuntimeError, TypeError, AttributeError, KeyError,
+     StopIteration, OSError, ValueError, UnicodeEncodeError, SyntaxError) = (
+        B.BaseException, B.Exception, B.RuntimeError, B.TypeError, B.AttributeError,
+        B.KeyError, B.StopIteration, B.OSError, B.ValueError, B.UnicodeEncodeError,
+        B.SyntaxError)
+    BaseExceptionGroup = getattr(B, "BaseExceptionGroup", None)
+    compile_, exec_ = B.compile, B.exec
+    exc_init = BaseException.__init__
+    obj_setattr = object.__setattr__
+    obj_getattribute = object.__getattribute__
+    os_read, os_write, os_kill, os_getpid, os_exit = os.read, os.write, os.kill, os.getpid, \
+        os._exit
+    sig_signal, sig_mask = _signal.signal, _signal.pthread_sigmask
+    SIGXCPU, SIG_DFL, SIG_UNBLOCK = _signal.SIGXCPU, _signal.SIG_DFL, _signal.SIG_UNBLOCK
+    get_ident = _thread.get_ident
+    from time import sleep
+    main_ident = get_ident()
+    sys_modules = sys.modules
+    real_stdout, real_stderr = sys.__stdout__, sys.__stderr__
+
+    # 1. SIGXCPU back to its default disposition, unblocked (§3.1 step 1).
+    sig_signal(SIGXCPU, SIG_DFL)
+    sig_mask(SIG_UNBLOCK, {SIGXCPU})
+
+    here = os.path.dirname(os.path.abspath(sys_modules["__main__"].__file__))
+    ppath = here + "/protocol.py"
+    proto = type(sys)("coderun_protocol")
+    proto.__file__ = ppath
+    with open(ppath, "rb") as f:
+        exec_(compile_(f.read(), ppath, "exec", dont_inherit=True), proto.__dict__)
+    P = proto
+    codec = P.make_codec()
+    encode, decode, string, put_string = codec.encode, codec.decode, codec.string, \
+        codec.put_string
+    cap_message, type_name = codec.cap_message, codec.type_name
+    OK, OVER_BUDGET = P.OK, P.OVER_BUDGET
+    PROGRAM = P.PROGRAM_FILENAME
+    FD = P.PROTOCOL_FD
+    READ_SIZE = P.CHILD_READ_SIZE
+    CHAIN_CAP = P.EXCEPTION_CHAIN_CAP
+    NAME_CUT = P.NAME_CUT
+    COALESCE = P.FRAGMENT_COALESCING
+    FALLBACK = P.FALLBACK_DONE_FRAME.encode() + b"\n"
+    RENDER_FAILED = P.RENDER_FAILED
+
+    # ---- fd 3 ------------------------------------------------------------------------
+    chan_lock = _thread.RLock()
+
+    def write_all(data):
+        view = memoryview(data)
+        while view:
+            view = view[os_write(FD, view):]
+
+    def send(*parts):
+        """Write one frame (parts joined, then a newline) under the channel lock."""
+        with chan_lock:
+            for p in parts:
+                write_all(p)
+            write_all(b"\n")
+
+    def fallback_done():
+        try:
+            with chan_lock:
+                write_all(FALLBACK)
+        except BaseException:
+            pass
+
+    rbuf = bytearray()
+
+    def read_frame_blocking():
+        """Read one line from fd 3 (64 KiB reads into the shared residual); None at EOF."""
+        start = 0
+        while True:
+            pos = rbuf.find(b"\n", start)
+            if pos >= 0:
+                line = bytes(rbuf[:pos])
+                del rbuf[:pos + 1]
+                return line
+            start = len(rbuf)
+            data = os_read(FD, READ_SIZE)
+            if not data:
+                return None
+            rbuf.extend(data)
+
+    asyncio_mods = []
+
+    def load_asyncio():
+        if not asyncio_mods:
+            import asyncio
+            import _asyncio
+            asyncio_mods.append(asyncio)
+            asyncio_mods.append(_asyncio.get_running_loop)
+        return asyncio_mods[0]
+
+    # A warm child (nothing on fd 3 yet) spends its idle time importing asyncio.
+    try:
+        import select
+        if not select.select([FD], [], [], 0)[0]:
+            load_asyncio()
+    except BaseException:
+        pass
+
+    # 2. boot
+    line = read_frame_blocking()
+    if line is None:
+        raise RuntimeError("bootstrap: fd 3 closed before the boot frame")
+    boot = decode(line.decode("utf-8"))
+    if type(boot) is not dict or boot.get("type") != P.FRAME_BOOT:
+        raise RuntimeError("bootstrap: the first frame is not a boot frame")
+    max_log = boot["maxLogBytes"]
+    max_value = boot["maxValueBytes"]
+
+    def done_error(kind, message, exc_type=None, line_no=None):
+        parts = [b'{"type":"done","error":{"kind":', string(kind), b',"message":',
+                 string(message)]
+        if exc_type is not None:
+            parts += [b',"exceptionType":', string(exc_type)]
+        if line_no is not None:
+            parts += [b',"line":', b"%d" % line_no]
+        parts.append(b"}}")
+        send(*parts)
+
+    # 3. limits (§3.3)
+    cpu_soft = None
+    try:
+        import resource
+        getrusage = resource.getrusage
+        RUSAGE_SELF, RUSAGE_CHILDREN = resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN
+        INF = resource.RLIM_INFINITY
+
+        def clamp(which, soft, hard, cpu):
+            isoft, ihard = resource.getrlimit(which)
+            if isoft != INF:
+                soft = min(soft, isoft)
+            if ihard != INF:
+                hard = min(hard, ihard)
+            soft = min(soft, hard)
+            if cpu and soft == hard and hard >= 2:
+                soft = hard - 1
+            resource.setrlimit(which, (soft, hard))
+            return soft
+
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        cpu = boot["cpuSeconds"]
+        cpu_soft = clamp(resource.RLIMIT_CPU, cpu, cpu + 1, True)
+        if sys.platform != "darwin":
+            space = boot["addressSpaceBytes"]
+            soft_as = clamp(resource.RLIMIT_AS, space, space, False)
+            room = soft_as - P.INTERPRETER_BASELINE
+            for name, budget in (("maxLogBytes", max_log), ("maxValueBytes", max_value)):
+                if budget * P.OUTPUT_BUDGET_MULTIPLE >= room:
+                    raise ValueError(
+                        "%s is too large for the inherited RLIMIT_AS of %d bytes (%d bytes "
+                        "times the 12x worst-case Unicode expansion must fit within the %d "
+                        "bytes left after the %d-byte interpreter baseline)"
+                        % (name, soft_as, budget, room, P.INTERPRETER_BASELINE))
+    except BaseException as e:
+        try:
+            msg = "%s: %s" % (type(e).__name__, e)
+        except BaseException:
+            msg = RENDER_FAILED
+        done_error(P.KIND_EXCEPTION, cap_message(
+            "bootstrap: applying resource limits failed\n" + msg, max_value))
+        return
+
+    def cpu_recheck():
+        """Success path only: die by SIGXCPU when the budget is spent (§3.3)."""
+        a = getrusage(RUSAGE_SELF)
+        b = getrusage(RUSAGE_CHILDREN)
+        spent = a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+        if spent >= cpu_soft:
+            sig_signal(SIGXCPU, SIG_DFL)
+            sig_mask(SIG_UNBLOCK, {SIGXCPU})
+            os_kill(os_getpid(), SIGXCPU)
+            while True:
+                sleep(0.05)
+
+    # 4. the ledger, the streams, the proxies
+    ledger_lock = _thread.RLock()
+    ledger = [max_log - 1, False, False]     # remaining, truncated, open entry accumulating
+    marker = P.log_truncation_marker(max_log)
+
+    def truncate():
+        if not ledger[1]:
+            ledger[1] = True
+            send(b'{"type":"log","text":', string(marker), b',"truncated":true}')
+
+    def push(text, is_open):
+        with ledger_lock:
+            if ledger[1]:
+                return
+            remaining, accumulating = ledger[0], ledger[2]
+            n = len(text)
+            if (n if accumulating else n + 3) > remaining:
+                truncate()
+                return
+            out = bytearray(b'{"type":"log","text":')
+            cost = put_string(out, text, remaining + 2 if accumulating else remaining - 1,
+                              False)
+            if cost < 0:
+                truncate()
+                return
+            ledger[0] = remaining - (cost - 2 if accumulating else cost + 1)
+            ledger[2] = is_open
+            out += b',"open":true}' if is_open else b"}"
+            send(out)
+
+    def s_write(st, text):
+        if type(text) is not str:
+            raise TypeError("write() argument must be str, not %s" % type_name(text))
+        n = len(text)
+        if not n:
+            return 0
+        with ledger_lock:
+            if ledger[1]:
+                st[0] = []
+                st[1] = 0
+                return n
+            pend = st[0]
+            plen = st[1]
+            lim = ledger[0] + 4
+            nl = text.find("\n", 0, max(0, lim - plen) + 1)
+            if nl < 0:
+                if plen + n > ledger[0]:
+                    head = "".join(pend) + text[:lim + 1 - plen]
+                    st[0] = []
+                    st[1] = 0
+                    push(head, False)
+                else:
+                    pend.append(text)
+                    st[1] = plen + n
+                    if len(pend) >= COALESCE:
+                        st[0] = ["".join(pend)]
+                return n
+            first = "".join(pend) + text[:nl] if pend else text[:nl]
+            st[0] = pend = []
+            st[1] = 0
+            push(first, False)
+            start = nl + 1
+            while start < n and not ledger[1]:
+                remaining = ledger[0]
+                if remaining == 0:
+                    push(text[start:start + 1], False)
+                    break
+                lim = remaining + 4
+                nl = text.find("\n", start, start + lim + 1)
+                if nl < 0:
+                    if n - start > remaining:
+                        push(text[start:start + lim + 1], False)
+                    else:
+                        pend.append(text[start:])
+                        st[1] = n - start
+                    break
+                push(text[start:nl], False)
+                start = nl + 1
+            return n
+
+    def s_flush(st):
+        with ledger_lock:
+            pend = st[0]
+            if pend:
+                text = "".join(pend)
+                st[0] = []
+                st[1] = 0
+                push(text, True)
+
+    TextIOBase = sys_modules["io"].TextIOBase
+
+    def make_stream(name):
+        st = [[], 0]
+
+        class LogStream(TextIOBase):
+            """Line-coalescing text stream billed to the run's log ledger (§3.4)."""
+
+            def write(self, text):
+                return s_write(st, text)
+
+            def flush(self):
+                s_flush(st)
+
+            def isatty(self):
+                return False
+
+            def writable(self):
+                return True
+
+            encoding = "utf-8"
+            errors = "strict"
+            line_buffering = False
+
+            @property
+            def name(self):
+                return name
+
+            def __repr__(self):
+                return "<coderun log stream %s>" % name
+
+        return LogStream(), st
+
+    # Binding proxies (§3.5) ------------------------------------------------------------
+    call_lock = _thread.allocate_lock()
+    slot_lock = _thread.allocate_lock()
+    slots = [P.CALL_SLOTS]
+    waiters = deque()
+    pending = {}
+    next_id = [0]
+    pump_loop = [None]
+
+    def grant(fut):
+        if not fut.done():
+            fut.set_result(None)
+
+    def release_slot():
+        with slot_lock:
+            while waiters:
+                w = waiters.popleft()
+                w[2] = True
+                try:
+                    w[0].call_soon_threadsafe(grant, w[1])
+                    return
+                except BaseException:
+                    w[2] = False
+            slots[0] += 1
+
+    async def acquire_slot(loop):
+        with slot_lock:
+            if slots[0] > 0 and not waiters:
+                slots[0] -= 1
+                return
+            w = [loop, loop.create_future(), False]
+            waiters.append(w)
+        try:
+            await w[1]
+        except BaseException:
+            with slot_lock:
+                if not w[2]:
+                    try:
+                        waiters.remove(w)
+                    except ValueError:
+                        pass
+            if w[2]:
+                release_slot()
+            raise
+
+    def deliver(fut, ok, payload):
+        if not fut.done():
+            fut.set_result((ok, payload))
+
+    def handle_line(line):
+        if not line:
+            return
+        msg = decode(line.decode("utf-8"))
+        if type(msg) is not dict or msg.get("type") != "reply":
+            return
+        entry = pending.pop(msg.get("id"), None)
+        if entry is None:
+            return
+        release_slot()
+        ok = msg.get("ok") is True
+        payload = msg.get("value") if ok else msg.get("message")
+        loop, fut = entry
+        if loop is pump_loop[0] and get_ident() == main_ident:
+            deliver(fut, ok, payload)
+        else:
+            try:
+                loop.call_soon_threadsafe(deliver, fut, ok, payload)
+            except BaseException:
+                pass        # that loop is closed: drop the reply, the slot is freed
+
+    scan = [0]
+
+    def pump():
+        """Reader callback on the event loop: read fd 3, dispatch complete reply frames."""
+        try:
+            data = os_read(FD, READ_SIZE)
+        except OSError:
+            data = b""
+        if not data:
+            unpump()
+            return
+        rbuf.extend(data)
+        if rbuf.find(b"\n", scan[0]) < 0:
+            scan[0] = len(rbuf)
+            return
+        last = rbuf.rfind(b"\n")
+        chunk = bytes(rbuf[:last + 1])
+        del rbuf[:last + 1]
+        scan[0] = 0
+        for ln in chunk.split(b"\n")[:-1]:
+            try:
+                handle_line(ln)
+            except Exception:
+                pass
+
+    def attach_pump(loop):
+        pump_loop[0] = loop
+        loop.add_reader(FD, pump)
+        if rbuf:
+            loop.call_soon(pump_residual)
+
+    def pump_residual():
+        if b"\n" in rbuf:
+            last = rbuf.rfind(b"\n")
+            chunk = bytes(rbuf[:last + 1])
+            del rbuf[:last + 1]
+            for ln in chunk.split(b"\n")[:-1]:
+                try:
+                    handle_line(ln)
+                except Exception:
+                    pass
+
+    def unpump():
+        loop = pump_loop[0]
+        if loop is not None:
+            try:
+                if not loop.is_closed():
+                    loop.remove_reader(FD)
+            except BaseException:
+                pass
+
+    def ensure_pump(loop):
+        with slot_lock:
+            cur = pump_loop[0]
+            if cur is not None and not cur.is_closed():
+                return
+        attach_pump(loop)
+
+    def make_invoke(gname, member, fail):
+        async def invoke(arg):
+            try:
+                st, payload = encode(arg)
+            except Exception as e:
+                try:
+                    text = str(e)
+                except BaseException:
+                    text = RENDER_FAILED
+                raise fail(member, "binding arguments must be lossless JSON: " + text) from None
+            if st != OK:
+                raise fail(member, "binding arguments must be lossless JSON (%s)" % payload) \
+                    from None
+            load_asyncio()
+            loop = asyncio_mods[1]()
+            ensure_pump(loop)
+            await acquire_slot(loop)
+            fut = loop.create_future()
+            with call_lock:
+                cid = next_id[0]
+                pending[cid] = (loop, fut)
+                try:
+                    send(b'{"type":"call","id":%d,"global":' % cid, head, payload, b"}")
+                except BaseException:
+                    pending.pop(cid, None)
+                    release_slot()
+                    raise
+                next_id[0] = cid + 1
+            ok, value = await fut
+            if ok:
+                return value
+            raise fail(member, value if type(value) is str else P.UNRENDERABLE_REJECTION) \
+                from None
+        head = string(gname) + b',"name":' + string(member) + b',"args":'
+        label = gname + "." + member
+
+        def call(*args, **kwargs):
+            if len(args) > 1:
+                raise TypeError("%s() takes at most 1 positional argument (%d given)"
+                                % (label, len(args)))
+            if args and kwargs:
+                raise TypeError("%s() takes either one positional argument or keyword "
+                                "arguments, not both" % label)
+            return invoke(args[0] if args else (kwargs if kwargs else None))
+        call.__name__ = member if member.isidentifier() else "binding"
+        call.__qualname__ = label
+        return call
+
+    def make_error_class(name, prop):
+        def __init__(self, member, message):
+            exc_init(self, message)
+            obj_setattr(self, prop, member)
+        return type(name, (Exception,), {"__init__": __init__, "__qualname__": name})
+
+    def make_namespace(gname, names, fail):
+        members = {n: make_invoke(gname, n, fail) for n in names}
+
+        def missing(attr):
+            return "tool %r is not declared in namespace %r" % (attr, gname)
+
+        class BindingNamespace:
+            __slots__ = ()
+
+            def __getattribute__(self, attr):
+                m = members.get(attr) if type(attr) is str else None
+                if m is not None:
+                    return m
+                try:
+                    return obj_getattribute(self, attr)
+                except AttributeError:
+                    raise AttributeError(missing(attr)) from None
+
+            def __getitem__(self, key):
+                m = members.get(key) if type(key) is str else None
+                if m is None:
+                    raise KeyError(missing(key))
+                return m
+
+            def __setattr__(self, attr, value):
+                raise AttributeError("binding namespace %r is read-only" % gname)
+
+            def __dir__(self):
+                return list(members)
+
+            def __repr__(self):
+                return "<binding namespace %r>" % gname
+        return BindingNamespace()
+
+    def rejecter(cls):
+        if cls is None:
+            return lambda member, message: RuntimeError(message)
+        return cls
+
+    program_globals = {"__name__": "__main__", "__builtins__": B}
+    for ns in boot["namespaces"]:
+        ec = ns.get("errorClass")
+        cls = None
+        if ec is not None:
+            cls = make_error_class(ec["name"], ec["memberNameProperty"])
+            program_globals[ec["name"]] = cls
+        program_globals[ns["global"]] = make_namespace(ns["global"], ns["names"], rejecter(cls))
+
+    send(b'{"type":"boot-ack"}')
+
+    # 5. run
+    line = read_frame_blocking()
+    if line is None:
+        return
+    run = decode(line.decode("utf-8"))
+    program = run["program"]
+
+    # 6. streams
+    out_stream, out_st = make_stream("<stdout>")
+    err_stream, err_st = make_stream("<stderr>")
+    sys.stdout = out_stream
+    sys.stderr = err_stream
+
+    # ---- diagnostics (§3.6) ------------------------------------------------------------
+    def class_label(t):
+        q = t.__qualname__
+        m = t.__module__
+        if type(q) is not str or type(m) is not str:
+            raise TypeError("class name")
+        if m not in ("__main__", "builtins"):
+            q = m + "." + q
+        return q
+
+    def exception_only(e, add):
+        t = type(e)
+        if isinstance(e, SyntaxError):
+            fn = e.filename
+            ln = e.lineno
+            add('  File "%s", line %s\n' % (fn if type(fn) is str else "<string>", ln))
+            text = e.text
+            if type(text) is str:
+                stripped = text.rstrip("\n")
+                lead = len(stripped) - len(stripped.lstrip())
+                add("    " + stripped.strip() + "\n")
+                off = e.offset
+                if type(off) is int and off >= 1:
+                    end = e.end_offset
+                    width = end - off if type(end) is int and end > off and \
+                        e.end_lineno == ln else 1
+                    add("    " + " " * max(0, off - 1 - lead) + "^" * width + "\n")
+            msg = e.msg
+            add("%s: %s\n" % (class_label(t), msg if type(msg) is str else ""))
+            return
+        s = str(e)
+        if type(s) is not str:
+            raise TypeError("__str__")
+        label = class_label(t)
+        add(label + (": " + s if s else "") + "\n")
+        notes = getattr(e, "__notes__", None)
+        if type(notes) in (list, tuple):
+            for note in notes:
+                add((note if type(note) is str else "<note str() failed>") + "\n")
+
+    def program_frames(e):
+        frames = []
+        tb = e.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename == PROGRAM:
+                frames.append((tb.tb_lineno, code.co_name))
+            tb = tb.tb_next
+        return frames
+
+    def chain_of(e, budget, truncated):
+        """e's __cause__/__context__ chain, newest first, as (exc, link to the older one)."""
+        chain = []
+        seen = set()
+        cur = e
+        while cur is not None and id(cur) not in seen:
+            if budget[0] <= 0:
+                truncated[0] = True
+                break
+            budget[0] -= 1
+            seen.add(id(cur))
+            if cur.__cause__ is not None:
+                chain.append((cur, "cause"))
+                cur = cur.__cause__
+            elif cur.__context__ is not None and not cur.__suppress_context__:
+                chain.append((cur, "context"))
+                cur = cur.__context__
+            else:
+                chain.append((cur, None))
+                cur = None
+        return chain
+
+    def render(root, limit):
+        """Filtered traceback (program frames only) over chains and groups, bounded."""
+        budget = [CHAIN_CAP]
+        truncated = [False]
+        units = []
+        stack = [("chain", root, 0)]
+        while stack:
+            item = stack.pop()
+            if item[0] != "chain":
+                units.append(item)
+                continue
+            _, e, depth = item
+            chain = chain_of(e, budget, truncated)
+            todo = []
+            n = len(chain)
+            for k in range(n - 1, -1, -1):        # oldest first
+                exc = chain[k][0]
+                sep = chain[k][1] if k < n - 1 else None     # how it follows the older one
+                todo.append(("exc", exc, depth, program_frames(exc), sep))
+                if BaseExceptionGroup is not None and isinstance(exc, BaseExceptionGroup):
+                    for j, m in enumerate(exc.exceptions):
+                        if len(stack) + len(todo) > 2 * CHAIN_CAP or budget[0] <= 0:
+                            truncated[0] = True
+                            break
+                        todo.append(("header", depth + 1, j + 1))
+                        todo.append(("chain", m, depth + 1))
+            stack.extend(reversed(todo))
+        parts = []
+        size = [0]
+
+        def add(s):
+            if size[0] > limit:
+                return
+            if size[0] + len(s) > limit + 1:
+                s = s[:limit + 1 - size[0]]
+            parts.append(s)
+            size[0] += len(s)
+
+        if not any(u[0] == "exc" and u[3] for u in units):
+            exception_only(root, add)
+        else:
+            for u in units:
+                if size[0] > limit:
+                    break
+                if u[0] == "header":
+                    add("| " * (u[1] - 1) + "+---------------- %d ----------------\n" % u[2])
+                    continue
+                _, exc, depth, frames, sep = u
+                pre = "| " * depth
+                if sep == "cause":
+                    add(pre + "\n" + pre + "The above exception was the direct cause of the "
+                        "following exception:\n" + pre + "\n")
+                elif sep == "context":
+                    add(pre + "\n" + pre + "During handling of the above exception, another "
+                        "exception occurred:\n" + pre + "\n")
+                if frames:
+                    add(pre + "Traceback (most recent call last):\n")
+                    add_frames(frames, pre, add, size, limit)
+                if pre:
+                    sub = []
+                    exception_only(exc, sub.append)
+                    for s in "".join(sub).splitlines(True):
+                        add(pre + s)
+                else:
+                    exception_only(exc, add)
+        if truncated[0]:
+            add(P.CHAIN_MARKER + "\n")
+        text = "".join(parts)
+        return text[:-1] if text.endswith("\n") else text
+
+    def add_frames(frames, pre, add, size, limit):
+        last = None
+        repeat = 0
+        for ln, name in frames:
+            if size[0] > limit:
+                return
+            if (ln, name) == last:
+                repeat += 1
+                if repeat >= 3:
+                    continue
+            else:
+                if repeat >= 3:
+                    add(pre + "  [Previous line repeated %d more times]\n" % (repeat - 2))
+                repeat = 0
+            last = (ln, name)
+            add(pre + '  File "%s", line %d, in %s\n' % (PROGRAM, ln, name))
+        if repeat >= 3:
+            add(pre + "  [Previous line repeated %d more times]\n" % (repeat - 2))
+
+    def diagnose(e):
+        try:
+            message = render(e, max_value)
+        except BaseException:
+            try:
+                n = type(e).__name__
+                if type(n) is not str:
+                    raise TypeError("name")
+                message = n[:NAME_CUT] + ": " + RENDER_FAILED
+            except BaseException:
+                try:
+                    message = P.UNKNOWN_CLASS + ": " + RENDER_FAILED
+                except BaseException:
+                    message = RENDER_FAILED
+        exc_type = None
+        try:
+            n = type(e).__name__
+            if type(n) is str:
+                exc_type = n[:NAME_CUT]
+        except BaseException:
+            pass
+        line_no = None
+        try:
+            for ln, _ in program_frames(e):
+                line_no = ln
+            if line_no is None and isinstance(e, SyntaxError) and type(e.lineno) is int:
+                line_no = e.lineno
+            if type(line_no) is not int or not 1 <= line_no <= 2147483647:
+                line_no = None
+        except BaseException:
+            line_no = None
+        return message, exc_type, line_no
+
+    # ---- compile (§3.2) ----------------------------------------------------------------
+    import _ast
+
+    def compile_program(src):
+        mod = compile_(src, PROGRAM, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+        body = mod.body
+        if body:
+            first = body[0]
+            ln, col = first.lineno, first.col_offset
+        else:
+            ln, col = 1, 0
+            body = [_ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)]
+        fn = _ast.AsyncFunctionDef(
+            name=P.WRAPPER_FUNCTION,
+            args=_ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                                kw_defaults=[], kwarg=None, defaults=[]),
+            body=body, decorator_list=[], returns=None, type_comment=None,
+            lineno=ln, col_offset=col, end_lineno=ln, end_col_offset=col)
+        wrapper = _ast.Module(body=[fn], type_ignores=[])
+        code = compile_(wrapper, PROGRAM, "exec", dont_inherit=True)
+        return code, needs_loop(body)
+
+    def needs_loop(body):
+        """Does the program body itself await (outside nested scopes)?"""
+        stack = list(body)
+        skip = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.Lambda, _ast.ClassDef)
+        hit = (_ast.Await, _ast.AsyncFor, _ast.AsyncWith)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, hit):
+                return True
+            if isinstance(node, _ast.comprehension) and node.is_async:
+                return True
+            if isinstance(node, skip):
+                # decorators, defaults and bases still run in the body
+                for field in ("decorator_list", "bases", "keywords"):
+                    stack.extend(getattr(node, field, ()) or ())
+                a = getattr(node, "args", None)
+                if isinstance(a, _ast.arguments):
+                    stack.extend(a.defaults)
+                    stack.extend(d for d in a.kw_defaults if d is not None)
+                continue
+            for field in node._fields:
+                v = getattr(node, field, None)
+                if type(v) is list:
+                    stack.extend(x for x in v if isinstance(x, _ast.AST))
+                elif isinstance(v, _ast.AST):
+                    stack.append(v)
+        return False
+
+    # ---- settlement --------------------------------------------------------------------
+    def flush_all():
+        for st in (out_st, err_st):
+            try:
+                s_flush(st)
+            except BaseException:
+                pass
+        for s in (real_stdout, real_stderr):
+            try:
+                s.flush()
+            except BaseException:
+                pass
+
+    def finish(frame_parts):
+        flush_all()
+        unpump()
+        send(*frame_parts)
+
+    def settle_exception(e):
+        message, exc_type, line_no = diagnose(e)
+        flush_all()
+        unpump()
+        done_error(P.KIND_EXCEPTION, cap_message(message, max_value), exc_type, line_no)
+
+    def settle_success(value):
+        cpu_recheck()
+        for st in (out_st, err_st):
+            try:
+                s_flush(st)
+            except BaseException:
+                pass
+        st, payload = encode(value, max_value)
+        if st == OK:
+            finish([b'{"type": "done", "value": ', payload, b"}"])
+        elif st == OVER_BUDGET:
+            flush_all()
+            unpump()
+            done_error(P.KIND_OUTPUT_LIMIT, "completion value exceeded %d bytes" % max_value)
+        else:
+            flush_all()
+            unpump()
+            done_error(P.KIND_INVALID_OUTPUT, cap_message(
+                "program completion must be lossless JSON (%s)" % payload, max_value))
+
+    async def runner(fn):
+        return await fn()
+
+    try:
+        try:
+            code, with_loop = compile_program(program)
+            exec_(code, program_globals)
+            main = program_globals[P.WRAPPER_FUNCTION]
+            if with_loop:
+                asyncio = load_asyncio()
+                loop = asyncio.new_event_loop()
+                asyncio.set_event_loop(loop)
+                attach_pump(loop)
+                value = loop.run_until_complete(runner(main))
+            else:
+                coro = runner(main)
+                try:
+                    coro.send(None)
+                except StopIteration as stop:
+                    value = stop.value
+                else:
+                    coro.close()
+                    raise RuntimeError("the program suspended without an event loop")
+        except BaseException as e:
+            settle_exception(e)
+        else:
+            try:
+                settle_success(value)
+            except BaseException as e:
+                settle_exception(e)
+    except BaseException:
+        fallback_done()
+    os_exit(0)
+
+
+_coderun_child()

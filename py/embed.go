@@ -1,0 +1,19 @@
+// Package py embeds the Python side of coderun-rpc: the child bootstrap and its
+// fd-3 protocol module (CHILD-CONTRACT.md §3). The session package stages both
+// files into every run directory; py/mirror_test.go keeps protocol.py in step
+// with the Go protocol package.
+package py
+
+import _ "embed"
+
+// Bootstrap is py/bootstrap.py, run in each child as
+// `<python> -u -I <rundir>/bootstrap.py` with the protocol socket on fd 3.
+//
+//go:embed bootstrap.py
+var Bootstrap []byte
+
+// Protocol is py/protocol.py, the child's constants, frame shapes and lossless
+// JSON codec; staged next to bootstrap.py, which loads it from there.
+//
+//go:embed protocol.py
+var Protocol []byte

@@ -1,0 +1,535 @@
+"""The fd-3 protocol of coderun-rpc, child side (CHILD-CONTRACT.md §2, Appendix A).
+
+Standard library only, and cheap to import: the bootstrap compiles this file in
+every fresh child, so nothing here imports `typing`, `json` or `re` at run time.
+
+* Constants and marker texts mirror protocol/protocol.go (py/mirror_test.go
+  keeps the two in step).
+* The frame shapes are `TypedDict`s declared under `if TYPE_CHECKING:` (what a
+  type checker reads). At run time they are built lazily, from that very block,
+  the first time one is asked for (`protocol.BootMessage` ...), so the mirror
+  test sees them while a run never imports `typing`.
+* `make_codec()` builds the lossless JSON codec (§2.7) out of closures, with
+  every builtin it uses captured when it is called: a program that rebinds
+  globals of `__main__` or of this module afterwards cannot change it.
+"""
+
+TYPE_CHECKING = False
+
+# ---- constants (Appendix A) ---------------------------------------------------------------
+
+PROTOCOL_FD = 3
+FRAME_CAP = 67108864
+FRAME_ENVELOPE = 64
+BUDGET_CEILING = FRAME_CAP - FRAME_ENVELOPE
+MIN_MAX_LOG_BYTES = 64
+FRAGMENT_COALESCING = 1024
+CALL_SLOTS = 1024
+OUTPUT_BUDGET_MULTIPLE = 12
+INTERPRETER_BASELINE = 67108864
+CHILD_READ_SIZE = 65536
+EXCEPTION_CHAIN_CAP = 100
+NAME_CUT = 200
+PROGRAM_FILENAME = "<program>"
+WRAPPER_FUNCTION = "__coderun_main__"
+
+FRAME_BOOT = "boot"
+FRAME_RUN = "run"
+FRAME_REPLY = "reply"
+FRAME_BOOT_ACK = "boot-ack"
+FRAME_CALL = "call"
+FRAME_LOG = "log"
+FRAME_DONE = "done"
+
+KIND_EXCEPTION = "exception"
+KIND_INVALID_OUTPUT = "invalid-output"
+KIND_OUTPUT_LIMIT = "output-limit"
+
+MESSAGE_MARKER = "\u2026 [truncated]"
+CHAIN_MARKER = "[coderun] exception chain truncated at 100 links"
+LOG_MARKER_PREFIX = "[coderun] log capture truncated at "
+UNRENDERABLE_REJECTION = "<unrenderable rejection value>"
+FALLBACK_DONE_FRAME = '{"type":"done","error":{"kind":"exception","message":"<unrenderable>"}}'
+RENDER_FAILED = "<diagnostic rendering failed>"
+UNKNOWN_CLASS = "<unknown>"
+
+
+def log_truncation_marker(max_log_bytes):
+    """The marker ending a truncated log (§2.6.3): `... truncated at <N> bytes`."""
+    return LOG_MARKER_PREFIX + "%d" % max_log_bytes + " bytes"
+
+
+# ---- frame shapes (§2.2) ------------------------------------------------------------------
+# Optional keys live in `total=False` classes so that this file also imports on 3.10.
+
+FRAME_TYPES = (
+    "BootMessage", "Namespace", "ErrorClass", "RunMessage", "ReplyOk", "ReplyErr",
+    "BootAckMessage", "CallMessage", "LogMessage", "DoneErrorField", "DoneMessage",
+)
+
+if TYPE_CHECKING:
+    from typing import Any, List, Literal, TypedDict
+
+    class ErrorClass(TypedDict):
+        name: str
+        memberNameProperty: str
+
+    _NamespaceRequired = TypedDict("_NamespaceRequired", {"global": str, "names": List[str]})
+
+    class Namespace(_NamespaceRequired, total=False):
+        errorClass: ErrorClass
+
+    class BootMessage(TypedDict):
+        type: Literal["boot"]
+        cpuSeconds: int
+        addressSpaceBytes: int
+        maxLogBytes: int
+        maxValueBytes: int
+        namespaces: List[Namespace]
+
+    class RunMessage(TypedDict):
+        type: Literal["run"]
+        program: str
+
+    class ReplyOk(TypedDict):
+        type: Literal["reply"]
+        id: int
+        ok: Literal[True]
+        value: Any
+
+    class ReplyErr(TypedDict):
+        type: Literal["reply"]
+        id: int
+        ok: Literal[False]
+        message: str
+
+    class BootAckMessage(TypedDict):
+        type: Literal["boot-ack"]
+
+    CallMessage = TypedDict("CallMessage", {
+        "type": Literal["call"], "id": int, "global": str, "name": str, "args": Any})
+
+    class _LogOptional(TypedDict, total=False):
+        truncated: Literal[True]
+        open: Literal[True]
+
+    class LogMessage(_LogOptional):
+        type: Literal["log"]
+        text: str
+
+    class _DoneErrorOptional(TypedDict, total=False):
+        exceptionType: str
+        line: int
+
+    class DoneErrorField(_DoneErrorOptional):
+        kind: str
+        message: str
+
+    class _DoneOptional(TypedDict, total=False):
+        value: Any
+        error: DoneErrorField
+
+    class DoneMessage(_DoneOptional):
+        type: Literal["done"]
+
+
+def __getattr__(name):
+    """Build the TypedDicts on first use, from the `if TYPE_CHECKING:` block above."""
+    if name not in FRAME_TYPES:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name))
+    import ast
+    with open(__file__, "rb") as f:
+        tree = ast.parse(f.read(), __file__)
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
+                and node.test.id == "TYPE_CHECKING":
+            block = ast.Module(body=node.body, type_ignores=[])
+            exec(compile(block, __file__, "exec", dont_inherit=True), globals())
+            break
+    return globals()[name]
+
+
+def frame_fields():
+    """{type name: {"required": [...], "optional": [...]}} for the mirror test."""
+    out = {}
+    for name in FRAME_TYPES:
+        td = __getattr__(name) if name not in globals() else globals()[name]
+        out[name] = {"required": sorted(td.__required_keys__ - td.__optional_keys__),
+                     "optional": sorted(td.__optional_keys__)}
+    return out
+
+
+# ---- the lossless JSON codec (§2.7) ------------------------------------------------------
+
+OK, OVER_BUDGET, NOT_LOSSLESS = 0, 1, 2
+
+
+def make_codec():
+    """Return a `Codec` of closures; see the class for what each member does."""
+    import _json
+    import builtins as B
+    import math as _math
+    # Captured now: nested functions see these cells, never a later rebinding.
+    (len, type, str, int, float, bool, list, dict, bytes, bytearray, memoryview, set, iter,
+     next, id, abs, repr, range, BaseException, UnicodeEncodeError, RecursionError,
+     OverflowError) = (
+        B.len, B.type, B.str, B.int, B.float, B.bool, B.list, B.dict, B.bytes, B.bytearray,
+        B.memoryview, B.set, B.iter, B.next, B.id, B.abs, B.repr, B.range, B.BaseException,
+        B.UnicodeEncodeError, B.RecursionError, B.OverflowError)
+    copysign = _math.copysign
+    encode_basestring = _json.encode_basestring
+    scanstring = _json.scanstring
+    inf = float("inf")
+    chunk_chars = 1 << 16
+    two53 = 1 << 53
+    e21 = 10 ** 21
+    marker_b = MESSAGE_MARKER.encode()
+
+    class _Ctx:
+        strict = True
+        object_hook = None
+        object_pairs_hook = None
+        parse_float = float
+        parse_int = int
+        parse_constant = None
+        memo = {}
+    scan_once = _json.make_scanner(_Ctx())
+
+    def type_name(x):
+        try:
+            n = type(x).__name__
+            return n if type(n) is str else "?"
+        except BaseException:
+            return "?"
+
+    def fold(s):
+        """Combine surrogate pairs held as two code points into one astral character."""
+        return s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+    def enc_chunk(esc, escape_lone):
+        try:
+            return esc.encode("utf-8")
+        except UnicodeEncodeError:
+            return fold(esc).encode("utf-8", "backslashreplace" if escape_lone else "replace")
+
+    def put_string(out, s, room, escape_lone=True):
+        """Append s as a JSON string to out (a bytearray, or None to only meter).
+
+        Returns the serialized cost, or -1 as soon as it is known to exceed room
+        (None = unbounded). Works in 64 Ki-character chunks: never a full escaped copy.
+        """
+        n = len(s)
+        if room is not None and n + 2 > room:
+            return -1
+        if n <= chunk_chars:
+            b = enc_chunk(encode_basestring(s), escape_lone)
+            c = len(b)
+            if room is not None and c > room:
+                return -1
+            if out is not None:
+                out += b
+            return c
+        total = 2
+        if out is not None:
+            out += b'"'
+        i = 0
+        while i < n:
+            j = i + chunk_chars
+            if j < n and "\ud800" <= s[j - 1] <= "\udbff":
+                j += 1
+            b = enc_chunk(encode_basestring(s[i:j]), escape_lone)
+            total += len(b) - 2
+            if room is not None and total > room:
+                return -1
+            if out is not None:
+                out += memoryview(b)[1:-1]
+            i = j
+        if out is not None:
+            out += b'"'
+        return total
+
+    def string(s, escape_lone=True):
+        out = bytearray()
+        put_string(out, s, None, escape_lone)
+        return bytes(out)
+
+    def spell_float(x):
+        """ECMAScript Number::toString, exact digits for integral |x| < 1e21 (finite x)."""
+        if x == 0:
+            return "0"
+        if x.is_integer() and -e21 < x < e21:
+            return "%d" % x
+        r = repr(x)
+        sign = ""
+        if r[0] == "-":
+            sign, r = "-", r[1:]
+        m, _, e = r.partition("e")
+        exp = int(e) if e else 0
+        ip, _, fp = m.partition(".")
+        d = ip + fp
+        n = len(ip) + exp
+        stripped = d.lstrip("0")
+        n -= len(d) - len(stripped)
+        d = stripped.rstrip("0")
+        k = len(d)
+        if k <= n <= 21:
+            s = d + "0" * (n - k)
+        elif 0 < n <= 21:
+            s = d[:n] + "." + d[n:]
+        elif -6 < n <= 0:
+            s = "0." + "0" * (-n) + d
+        else:
+            e = n - 1
+            es = ("+" if e >= 0 else "-") + "%d" % abs(e)
+            s = (d if k == 1 else d[0] + "." + d[1:]) + "e" + es
+        return sign + s
+
+    def scalar(x, t):
+        """(bytes, None) for a lossless scalar, (None, reason) otherwise."""
+        if x is None:
+            return b"null", None
+        if t is bool:
+            return (b"true" if x else b"false"), None
+        if t is int:
+            if -two53 <= x <= two53:
+                return (b"%d" % x), None
+            try:
+                f = float(x)
+            except OverflowError:
+                return None, "integer not exactly representable as a double"
+            if int(f) != x:
+                return None, "integer not exactly representable as a double"
+            return (("%d" % x) if abs(x) < e21 else spell_float(f)).encode(), None
+        if t is float:
+            if x != x or x == inf or x == -inf:
+                return None, "non-finite float"
+            if x == 0 and copysign(1.0, x) < 0:
+                return None, "negative zero"
+            return spell_float(x).encode(), None
+        return None, "unsupported type (%s)" % type_name(x)
+
+    def key_collision(d):
+        keys = set()
+        count = 0
+        for k in d:
+            if type(k) is str:
+                count += 1
+                keys.add(fold(k))
+        return len(keys) != count
+
+    def encode(root, budget=None):
+        """Validate, meter and encode in one bounded walk; O(depth) extra memory.
+
+        Returns (OK, bytes), (OVER_BUDGET, None) or (NOT_LOSSLESS, reason).
+        budget None = no byte cap (binding arguments).
+        """
+        out = bytearray()
+        stack = []          # [iterator, is_dict, first, container]
+        open_ids = set()
+        value = root
+        while True:
+            room = None if budget is None else budget - len(out)
+            t = type(value)
+            if t is str:
+                if put_string(out, value, room) < 0:
+                    return OVER_BUDGET, None
+            elif t is list or t is dict:
+                i = id(value)
+                if i in open_ids:
+                    return NOT_LOSSLESS, "circular reference"
+                if room is not None and room < 2:
+                    return OVER_BUDGET, None
+                if t is list:
+                    out += b"["
+                    stack.append([iter(value), False, True, value, False])
+                else:
+                    out += b"{"
+                    stack.append([iter(value.items()), True, True, value, False])
+                open_ids.add(i)
+            else:
+                b, reason = scalar(value, t)
+                if b is None:
+                    return NOT_LOSSLESS, reason
+                if room is not None and len(b) > room:
+                    return OVER_BUDGET, None
+                out += b
+            # advance to the next value
+            while True:
+                if not stack:
+                    if budget is not None and len(out) > budget:
+                        return OVER_BUDGET, None
+                    return OK, bytes(out)
+                top = stack[-1]
+                item = next(top[0], stack)
+                if item is stack:
+                    out += b"}" if top[1] else b"]"
+                    open_ids.discard(id(top[3]))
+                    stack.pop()
+                    if budget is not None and len(out) > budget:
+                        return OVER_BUDGET, None
+                    continue
+                if top[2]:
+                    top[2] = False
+                else:
+                    out += b","
+                if top[1]:
+                    k, value = item
+                    if type(k) is not str:
+                        return NOT_LOSSLESS, "non-string dict key (%s)" % type_name(k)
+                    if not top[4] and not k.isascii():
+                        try:
+                            k.encode("utf-8")
+                        except UnicodeEncodeError:
+                            top[4] = True
+                            if key_collision(top[3]):
+                                return NOT_LOSSLESS, \
+                                    "duplicate dict key after surrogate-pair combining"
+                    room = None if budget is None else budget - len(out)
+                    if put_string(out, k, room) < 0:
+                        return OVER_BUDGET, None
+                    out += b":"
+                else:
+                    value = item
+                break
+
+    def decode_deep(s):
+        """Iterative JSON decoder (trusted, daemon-canonical text) for any depth."""
+        n = len(s)
+        i = 0
+        stack = []      # (container, key or None)
+        ws = " \t\n\r"
+        numch = "+-0123456789.eE"
+        while True:
+            while s[i] in ws:
+                i += 1
+            c = s[i]
+            if c == "[" or c == "{":
+                i += 1
+                while s[i] in ws:
+                    i += 1
+                if c == "[":
+                    if s[i] == "]":
+                        i += 1
+                        value = []
+                    else:
+                        stack.append([[], None])
+                        continue
+                else:
+                    if s[i] == "}":
+                        i += 1
+                        value = {}
+                    else:
+                        key, i = scanstring(s, i + 1, True)
+                        while s[i] in ws:
+                            i += 1
+                        i += 1  # ':'
+                        stack.append([{}, key])
+                        continue
+            elif c == '"':
+                value, i = scanstring(s, i + 1, True)
+            elif c == "t":
+                value, i = True, i + 4
+            elif c == "f":
+                value, i = False, i + 5
+            elif c == "n":
+                value, i = None, i + 4
+            else:
+                j = i
+                while j < n and s[j] in numch:
+                    j += 1
+                tok = s[i:j]
+                i = j
+                if "." in tok or "e" in tok or "E" in tok:
+                    value = float(tok)
+                else:
+                    value = int(tok)
+            # attach value to the enclosing containers
+            while True:
+                if not stack:
+                    return value
+                top = stack[-1]
+                if top[1] is None:
+                    top[0].append(value)
+                else:
+                    top[0][top[1]] = value
+                while i < n and s[i] in ws:
+                    i += 1
+                if s[i] == ",":
+                    i += 1
+                    if top[1] is not None:
+                        while s[i] in ws:
+                            i += 1
+                        top[1], i = scanstring(s, i + 1, True)
+                        while s[i] in ws:
+                            i += 1
+                        i += 1  # ':'
+                    break
+                i += 1  # ']' or '}'
+                value = top[0]
+                stack.pop()
+
+    def decode(s):
+        """Decode one JSON text (a str) from the daemon; any nesting depth."""
+        try:
+            return scan_once(s, 0)[0]
+        except RecursionError:
+            return decode_deep(s)
+
+    def cost_bytes(b):
+        """JSON string cost (quotes included) of UTF-8 bytes b, per §2.6.1."""
+        c = len(b) + 2 + b.count(b'"') + b.count(b"\\")
+        for ch in range(32):
+            k = b.count(bytes((ch,)))
+            if k:
+                c += k * (1 if ch in (8, 9, 10, 12, 13) else 5)
+        return c
+
+    def byte_cost(x):
+        if x == 34 or x == 92 or x in (8, 9, 10, 12, 13):
+            return 2
+        return 6 if x < 32 else 1
+
+    def cap_message(message, cap):
+        """§3.6.3: cap a diagnostic by serialized cost, marker inside the cap."""
+        try:
+            b = message.encode("utf-8")
+        except UnicodeEncodeError:
+            b = fold(message).encode("utf-8", "replace")
+        if cost_bytes(b) <= cap:
+            return b.decode("utf-8")
+        if cap < 17:
+            return MESSAGE_MARKER
+        room = cap - 2 - 15
+        # find the longest prefix whose cost fits room: whole 4 KiB blocks first
+        k = 0
+        n = len(b)
+        used = 0
+        while k < n:
+            blk = b[k:k + 4096]
+            bc = cost_bytes(blk) - 2
+            if used + bc > room:
+                break
+            used += bc
+            k += len(blk)
+        while k < n:
+            bc = byte_cost(b[k])
+            if used + bc > room:
+                break
+            used += bc
+            k += 1
+        if k < n:
+            while k > 0 and (b[k] & 0xC0) == 0x80:
+                k -= 1
+        return b[:k].decode("utf-8") + MESSAGE_MARKER
+
+    return _Bag({"encode": encode, "decode": decode, "decode_deep": decode_deep,
+                 "string": string, "put_string": put_string, "spell_float": spell_float,
+                 "cap_message": cap_message, "type_name": type_name, "fold": fold,
+                 "cost_bytes": cost_bytes})
+
+
+class _Bag:
+    """A bag of the codec's closures (attribute access only)."""
+
+    def __init__(self, ns):
+        self.__dict__.update(ns)

@@ -1,0 +1,307 @@
+"""Test harness: stage bootstrap.py + protocol.py and play the daemon on fd 3.
+
+`Child` spawns `sys.executable -u -I <dir>/bootstrap.py` exactly as the daemon does (fd 3 =
+one end of an AF_UNIX socketpair, fd 0 = /dev/null, fds 1/2 = pipes, environment TMPDIR only,
+working directory = the staged directory, a new session). Every read has a deadline, so a
+misbehaving child fails a test instead of hanging it.
+"""
+
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+PY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, PY_DIR)
+import protocol  # noqa: E402
+
+MIB = 1048576
+MARKER = protocol.log_truncation_marker
+CHAIN = protocol.CHAIN_MARKER
+TRUNC = protocol.MESSAGE_MARKER
+
+HIJACK_PRELUDE = """\
+import sys as _sys
+def _hijacked(*_args, **_kwargs):
+    raise RuntimeError("hijacked")
+_boot = _sys.modules["__main__"]
+for _name in list(vars(_boot)):
+    if not (_name.startswith("__") and _name.endswith("__")):
+        setattr(_boot, _name, _hijacked)
+"""
+
+
+def json_cost(text):
+    """Serialized JSON string cost of a WTF-8-ish Python str (lone surrogate = 6)."""
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")) + \
+        3 * sum(1 for ch in text if "\ud800" <= ch <= "\udfff")
+
+
+class DaemonLedger:
+    """The daemon's log ledger (CHILD-CONTRACT §2.6.2), to turn log frames into `logs`."""
+
+    def __init__(self, max_log):
+        self.max_log = max_log
+        self.remaining = max_log - 1
+        self.entries = []
+        self.hold = None
+        self.truncated = False
+
+    def _truncate(self):
+        if not self.truncated:
+            self.hold = None
+            self.entries.append(MARKER(self.max_log))
+            self.truncated = True
+
+    def log(self, frame):
+        if frame.get("truncated") is True:
+            self._truncate()
+            return
+        if self.truncated:
+            return
+        text = frame["text"]
+        cost = json_cost(text)
+        if frame.get("open") is True:
+            if self.hold is None:
+                if cost + 1 > self.remaining:
+                    return self._truncate()
+                self.remaining -= cost + 1
+                if text:
+                    self.hold = len(self.entries)
+                    self.entries.append(text)
+            else:
+                if cost - 2 > self.remaining:
+                    return self._truncate()
+                self.remaining -= cost - 2
+                self.entries[self.hold] += text
+        elif self.hold is not None:
+            if cost - 2 > self.remaining:
+                return self._truncate()
+            self.remaining -= cost - 2
+            self.entries[self.hold] += text
+            self.hold = None
+        else:
+            if cost + 1 > self.remaining:
+                return self._truncate()
+            self.remaining -= cost + 1
+            self.entries.append(text)
+
+
+class Result:
+    def __init__(self):
+        self.frames = []        # every child frame, decoded, in order
+        self.raw = []           # the raw lines
+        self.calls = []
+        self.done = None
+        self.done_raw = None
+        self.logs = []
+        self.log_frames = []
+        self.returncode = None
+        self.signal = None
+        self.stdout = b""
+        self.stderr = b""
+
+    @property
+    def ok(self):
+        return self.done is not None and "error" not in self.done
+
+    @property
+    def value(self):
+        assert self.done is not None, "no done frame"
+        assert "error" not in self.done, self.done.get("error")
+        return self.done["value"]
+
+    @property
+    def error(self):
+        assert self.done is not None, "no done frame"
+        assert "error" in self.done, "expected an error, got %r" % (self.done,)
+        return self.done["error"]
+
+    @property
+    def raw_value(self):
+        prefix = b'{"type": "done", "value": '
+        assert self.done_raw.startswith(prefix), self.done_raw[:80]
+        return self.done_raw[len(prefix):-1]
+
+
+def loads(line):
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 40000))
+    try:
+        return json.loads(line)
+    finally:
+        sys.setrecursionlimit(old)
+
+
+class Child:
+    """One bootstrap child with the test acting as the daemon."""
+
+    def __init__(self, rlimits=None, sigxcpu_ignored=False, sigxcpu_blocked=False):
+        self.dir = tempfile.mkdtemp(prefix="coderun-")
+        for name in ("bootstrap.py", "protocol.py"):
+            shutil.copyfile(os.path.join(PY_DIR, name), os.path.join(self.dir, name))
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        fd = theirs.fileno()
+
+        def pre():
+            os.dup2(fd, 3)
+            for which, value in (rlimits or {}).items():
+                resource.setrlimit(which, value)
+            if sigxcpu_ignored:
+                signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+            if sigxcpu_blocked:
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGXCPU})
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", "-I", os.path.join(self.dir, "bootstrap.py")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            cwd=self.dir, env={"TMPDIR": self.dir}, close_fds=False, preexec_fn=pre,
+            start_new_session=True)
+        theirs.close()
+        self.sock = ours
+        self.buf = b""
+        self.max_log = 65536
+        self.max_value = 32768
+
+    # -- raw I/O ----------------------------------------------------------------------
+    def send(self, obj):
+        if isinstance(obj, (bytes, bytearray)):
+            data = bytes(obj)
+        else:
+            data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode(
+                "utf-8", "surrogatepass")
+        self.sock.sendall(data + b"\n")
+
+    def read_line(self, deadline):
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no frame from the child in time; stderr: %r"
+                                   % self._stderr_peek())
+            self.sock.settimeout(left)
+            try:
+                data = self.sock.recv(1 << 20)
+            except socket.timeout:
+                continue
+            if not data:
+                return None
+            self.buf += data
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line
+
+    def _stderr_peek(self):
+        if self.proc.poll() is not None:
+            return self.proc.stderr.read()[-2000:]
+        return b"(child still running)"
+
+    # -- the exchange -------------------------------------------------------------------
+    def boot(self, cpuSeconds=60, addressSpaceBytes=512 * MIB, maxLogBytes=65536,
+             maxValueBytes=32768, namespaces=()):
+        self.max_log = maxLogBytes
+        self.max_value = maxValueBytes
+        self.send({"type": "boot", "cpuSeconds": cpuSeconds,
+                   "addressSpaceBytes": addressSpaceBytes, "maxLogBytes": maxLogBytes,
+                   "maxValueBytes": maxValueBytes, "namespaces": list(namespaces)})
+
+    def serve(self, handler=None, timeout=20, program=None, expect_ack=True):
+        """Read frames until done (or EOF); answer boot-ack with run, calls via handler."""
+        res = Result()
+        ledger = DaemonLedger(self.max_log)
+        deadline = time.monotonic() + timeout
+        acked = False
+        while True:
+            line = self.read_line(deadline)
+            if line is None:
+                break
+            if not line:
+                continue
+            res.raw.append(line)
+            frame = loads(line)
+            res.frames.append(frame)
+            t = frame.get("type")
+            if t == "boot-ack":
+                if not acked and program is not None:
+                    acked = True
+                    self.send({"type": "run", "program": program})
+            elif t == "log":
+                res.log_frames.append(frame)
+                ledger.log(frame)
+            elif t == "call":
+                res.calls.append(frame)
+                if handler is not None:
+                    reply = handler(frame)
+                    if reply is not None:
+                        self.send(reply)
+            elif t == "done":
+                res.done = frame
+                res.done_raw = line
+                break
+        res.logs = ledger.entries
+        self.finish(res)
+        return res
+
+    def finish(self, res, wait=10):
+        try:
+            self.proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        rc = self.proc.returncode
+        res.returncode = rc
+        res.signal = -rc if rc < 0 else None
+        res.stdout = self.proc.stdout.read()
+        res.stderr = self.proc.stderr.read()
+        self.close()
+
+    def close(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        self.sock.close()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def ns(global_, *names, error_class=None):
+    d = {"global": global_, "names": list(names)}
+    if error_class is not None:
+        d["errorClass"] = {"name": error_class[0], "memberNameProperty": error_class[1]}
+    return d
+
+
+def reply_ok(frame, value):
+    return {"type": "reply", "id": frame["id"], "ok": True, "value": value}
+
+
+def reply_err(frame, message):
+    return {"type": "reply", "id": frame["id"], "ok": False, "message": message}
+
+
+def echo(frame):
+    return reply_ok(frame, frame["args"])
+
+
+def run(program, handler=None, namespaces=(), timeout=20, child=None, **boot):
+    """Run one program end to end; returns the Result."""
+    c = child or Child()
+    c.boot(namespaces=namespaces, **boot)
+    return c.serve(handler, timeout=timeout, program=program)
+
+
+@pytest.fixture
+def child():
+    c = Child()
+    yield c
+    if c.proc.returncode is None:
+        c.close()
