@@ -503,3 +503,76 @@ func TestPdeathsig(t *testing.T) {
 	}
 	t.Logf("child died %v after the daemon", time.Since(start))
 }
+
+// TestInheritedDescriptorNotPassedOn: a descriptor the daemon holds WITHOUT
+// close-on-exec (as one inherited from whoever started it) does not reach
+// the child.
+func TestInheritedDescriptorNotPassedOn(t *testing.T) {
+	leakcheck.Check(t)
+	fd, err := unix.Open(os.DevNull, unix.O_RDONLY, 0) // no O_CLOEXEC
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	p := startHelper(t, "report")
+	r := getReport(t, p)
+	waitExit(t, p, 10*time.Second)
+	if extra := extraFds(r.Fds); len(extra) > 0 {
+		t.Errorf("child has descriptors beyond 0-3: %v", extra)
+	}
+}
+
+// TestCloseReleasesBlockedRead: the daemon's ends are pollable, so closing
+// one releases a goroutine blocked reading it (abandoning a pipe held open by
+// an orphan).
+func TestCloseReleasesBlockedRead(t *testing.T) {
+	leakcheck.Check(t)
+	p := startHelper(t, "sleep")
+	readLine(t, p.Conn, 10*time.Second)
+	for _, f := range []*os.File{p.Stdout, p.Stderr, p.Conn} {
+		done := make(chan error, 1)
+		go func() { _, err := f.Read(make([]byte, 1)); done <- err }()
+		time.Sleep(20 * time.Millisecond)
+		f.Close()
+		select {
+		case err := <-done:
+			if !errors.Is(err, os.ErrClosed) {
+				t.Errorf("%s: blocked Read returned %v", f.Name(), err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("%s: Close did not release a blocked Read", f.Name())
+		}
+	}
+}
+
+// TestConnBothWays: fd 3 carries bytes in both directions.
+func TestConnBothWays(t *testing.T) {
+	leakcheck.Check(t)
+	p := startHelper(t, "report")
+	r := getReport(t, p) // writes "go\n", reads the JSON reply
+	if r.Pid != p.Pid {
+		t.Fatalf("report from pid %d", r.Pid)
+	}
+	waitExit(t, p, 10*time.Second)
+}
+
+// TestStartFailsCleanlyOutOfDescriptors runs Start in a subprocess under
+// ever larger RLIMIT_NOFILE soft limits: each failure (EMFILE at any step)
+// must leave no descriptor behind, and a large enough limit succeeds.
+func TestStartFailsCleanlyOutOfDescriptors(t *testing.T) {
+	leakcheck.Check(t)
+	out, err := helperCommand(t, "emfile").Output()
+	if err != nil {
+		t.Fatalf("emfile helper: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 2 || lines[len(lines)-1] != "started" {
+		t.Fatalf("emfile helper:\n%s", out)
+	}
+	for _, l := range lines[:len(lines)-1] {
+		if !strings.Contains(l, "too many open files") || strings.Contains(l, "leaked") {
+			t.Errorf("step: %s", l)
+		}
+	}
+	t.Logf("\n%s", out)
+}

@@ -102,6 +102,8 @@ func runHelper(mode string, args []string) {
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Printf("%d\n", startGrandchild(false, os.Stdout, nil))
 		time.Sleep(helperLife)
+	case "emfile":
+		emfile()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown helper mode", mode)
 		syscall.Exit(99)
@@ -221,4 +223,48 @@ func helperEnv(mode string) []string {
 		}
 	}
 	return append(env, HelperVar+"="+mode)
+}
+
+// emfile gives Start 0, 1, 2 … free descriptor slots (RLIMIT_NOFILE set
+// just above the k-th free descriptor number) until it succeeds, printing
+// each failure and whether it leaked descriptors.
+func emfile() {
+	var orig unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &orig)
+	before := openFds()
+	var free []int
+	for fd := 0; len(free) < 20; fd++ {
+		if _, open := before[fd]; !open {
+			free = append(free, fd)
+		}
+	}
+	for k, soft := range free {
+		unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: uint64(soft), Max: orig.Max})
+		p, err := Start(Spec{Path: os.Args[0], Env: []string{HelperVar + "=exit", "LEAKCHECK_OWNER=" + os.Getenv("LEAKCHECK_OWNER")}, Args: []string{"0"}})
+		unix.Setrlimit(unix.RLIMIT_NOFILE, &orig)
+		if err == nil {
+			p.Wait()
+			p.Conn.Close()
+			p.Stdout.Close()
+			p.Stderr.Close()
+			fmt.Println("started")
+			return
+		}
+		leak := ""
+		if after := openFds(); len(after) != len(before) {
+			leak = fmt.Sprintf(" leaked: %v -> %v", before, after)
+		}
+		fmt.Printf("%d free: %v%s\n", k, err, leak)
+	}
+}
+
+func openFds() map[int]string {
+	m := map[int]string{}
+	entries, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range entries {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
+			m[atoi(e.Name())] = target
+		}
+	}
+	return m
 }

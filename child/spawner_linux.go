@@ -18,7 +18,7 @@ import (
 // returns, so that thread lives exactly as long as the daemon.
 //
 // The goroutine is started at package initialisation, which also keeps it out
-// of every test's leak-check baseline difference.
+// of every test's leak-check baseline.
 
 type forkRequest struct {
 	path string
@@ -34,7 +34,21 @@ type forkResult struct {
 
 var forkRequests = make(chan forkRequest)
 
-func init() { go spawner(forkRequests) }
+func init() {
+	initPoller()
+	go spawner(forkRequests)
+}
+
+// initPoller makes the runtime create its network poller now. It is created
+// on first use, and failing to create it (EMFILE) is a fatal runtime error:
+// the first pollable descriptor must not be a Start's pipe under descriptor
+// pressure.
+func initPoller() {
+	if r, w, err := os.Pipe(); err == nil {
+		r.Close()
+		w.Close()
+	}
+}
 
 // spawner runs forever on its locked OS thread; it is never unlocked, so the
 // thread is never handed back to the scheduler and never exits before the
