@@ -1,0 +1,302 @@
+package wireguard
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// Fuzz properties, stated once for every target: nothing panics; nothing exceeds its
+// budget (the frame cap, the value budget, the log ledger); accepted input
+// re-encodes to the same value — canonical(canonical(x)) == canonical(x), and a
+// rebuilt frame re-encoded and decoded again is the same frame.
+
+// catalogueValues seed the JSON-level targets with the catalogue's codec cases.
+var catalogueValues = []string{
+	`null`, `true`, `false`, `0`, `-1.5`, `"a\"b\\"`, `[]`, `{}`, `[1,"x",null]`,
+	`{"a":[1,2],"b":{"c":"d"}}`, `"\u0000"`, `"é"`, `"😀"`, `"\ud800"`, `"\ud800a"`, `"中"`,
+	`{ "own" : 1 }`, `"\u00e9"`, `1.0`, `1E2`, `1e400`, `-1e400`, `-0`, `-0.0`, `-0e5`, `-1e-400`,
+	`1e-400`, `[[[[{"x":-0}]]]]`, `{"a":1,"a":2}`, `{"\u0061":1}`, `9007199254740993`,
+	`9007199254740992`, `18446744073709551616`, `9007199254740993.0`, `9e99`,
+	`"a\"9007199254740993"`, `[1152921504606846976]`, `1e21`, `1e-7`, `1e-6`, `5e-324`,
+	`1.7976931348623157e308`, `-2.5e-8`, `[1e400, "xxxxxxxxxx"]`, `"\ud83d\ude00\udc00"`,
+	strings.Repeat("[", 200) + "0" + strings.Repeat("]", 200), "\"\xed\xa0\x80\"", "\"\xff\"",
+}
+
+func FuzzCheckValue(f *testing.F) {
+	for i, v := range catalogueValues {
+		f.Add([]byte(v), int64(i*3))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, budget int64) {
+		canon, v := CheckValue(raw, budget)
+		full, fv := CheckValue(raw, noBudget)
+		valid := scans(raw)
+		if valid != (json.Valid(raw) && utf8.Valid(raw)) && bytes.Count(raw, []byte("[")) < 9000 {
+			t.Fatalf("scanner says %v, encoding/json+utf8 disagree", valid)
+		}
+		switch v {
+		case VerdictOK:
+			if int64(len(canon)) > budget || fv != VerdictOK || !bytes.Equal(canon, full) {
+				t.Fatalf("ok at %d: %q, unlimited %v %q", budget, canon, fv, full)
+			}
+		case VerdictNonLossless:
+			if fv != VerdictNonLossless {
+				t.Fatalf("non-lossless at %d but %v unlimited", budget, fv)
+			}
+		case VerdictOverBudget:
+			if fv == VerdictOK && int64(len(full)) <= budget {
+				t.Fatalf("over budget %d but the canonical form has %d bytes", budget, len(full))
+			}
+		}
+		if fv != VerdictOK {
+			return
+		}
+		if again, v := CheckValue(full, int64(len(full))); v != VerdictOK || !bytes.Equal(again, full) {
+			t.Fatalf("canonical not idempotent: %q → %v %q", full, v, again)
+		}
+		if _, v := CheckValue(full, int64(len(full))-1); v != VerdictOverBudget {
+			t.Fatalf("meter not exact for %q: %v", full, v)
+		}
+		sameValue(t, raw, full)
+	})
+}
+
+// scans reports whether the scanner accepts raw as one JSON text.
+func scans(raw []byte) bool {
+	s := newScanner(raw)
+	for {
+		t, ok := s.next()
+		if !ok || t.kind == tokEOF {
+			return ok
+		}
+	}
+}
+
+// sameValue checks with encoding/json (numbers as float64, lone surrogates turned
+// into U+FFFD on both sides, duplicates merged on both sides) that canonicalization
+// kept the value.
+func sameValue(t *testing.T, raw, canon []byte) {
+	if bytes.Count(raw, []byte("[")) >= 9000 { // encoding/json's depth limit
+		return
+	}
+	var a, b any
+	if json.Unmarshal(raw, &a) != nil || json.Unmarshal(canon, &b) != nil || !reflect.DeepEqual(a, b) {
+		t.Fatalf("value changed: %q → %q", raw, canon)
+	}
+}
+
+func FuzzDecodeFrame(f *testing.F) {
+	for _, line := range []string{
+		`{"type":"boot-ack","extra":"x"}`, `{"type":"log","text":42}`,
+		`{"type":"log","text":"a","open":true}`, `{"type":"log","text":"a","open":1,"truncated":"yes"}`,
+		`{"type":"log","text":"m","truncated":true}`, `{"type":"log","text":"\ud800\ud83d\ude00"}`,
+		`{"type":"call","id":0,"global":"t","name":"n","args":null}`,
+		`{"type":"call","id":1,"global":"t","name":"n","args":{"n":1e400}}`,
+		`{"type":"call","id":-0,"global":"t","name":"n","args":[0, 1.5]}`,
+		`{"type":"call","id":1.5,"global":"\u0074","name":"my-tool","args":{"a":1,"a":2.0}}`,
+		`{"type":"done"}`, `{"type":"done","value":null}`, `{"type": "done", "value": [1e400, {"x": -0}]}`,
+		`{"type":"done","error":{"kind":"exception","message":"m","exceptionType":"ValueError","line":3}}`,
+		`{"type":"done","error":{"kind":"output-limit","message":"m","exceptionType":7,"line":1.5}}`,
+		`{"type":"done","error":{"kind":"timeout","message":"m"}}`, `{"type":"done","error":null}`,
+		`{"type":"log","text":"a","n":9007199254740993}`, `{"type":"log","type":"log","text":"a"}`,
+		"{\"type\":\"log\",\"text\":\"\xed\xa0\x80\"}", `null`, `[]`, `{}`,
+	} {
+		f.Add([]byte(line))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		fr, ok := DecodeFrame(line)
+		if !ok {
+			return
+		}
+		if !utf8.Valid(line) {
+			t.Fatal("accepted invalid UTF-8")
+		}
+		if fr.Args != nil {
+			if again, v := CheckValue(fr.Args, noBudget); v != VerdictOK || !bytes.Equal(again, fr.Args) {
+				t.Fatalf("args not canonical: %q", fr.Args)
+			}
+		}
+		enc := encodeFrame(fr)
+		again, ok := DecodeFrame(enc)
+		if !ok || !reflect.DeepEqual(again, fr) {
+			t.Fatalf("round trip: %q\n→ %q\n%+v\n%+v", line, enc, fr, again)
+		}
+	})
+}
+
+// encodeFrame writes a rebuilt frame back as a compact line.
+func encodeFrame(f Frame) []byte {
+	b := append([]byte(`{"type":`), AppendString(nil, f.Type)...)
+	field := func(name string) { b = append(append(append(b, ','), AppendString(nil, name)...), ':') }
+	switch f.Type {
+	case "log":
+		field("text")
+		b = AppendString(b, f.Text)
+		if f.Open {
+			field("open")
+			b = append(b, "true"...)
+		}
+		if f.Truncated {
+			field("truncated")
+			b = append(b, "true"...)
+		}
+	case "call":
+		field("id")
+		b = AppendNumber(b, f.ID)
+		field("global")
+		b = AppendString(b, f.Global)
+		field("name")
+		b = AppendString(b, f.Name)
+		field("args")
+		b = append(b, f.Args...)
+	case "done":
+		if f.HasValue {
+			field("value")
+			b = append(b, f.Value...)
+		}
+		if e := f.Error; e != nil {
+			field("error")
+			b = append(append(b, `{"kind":`...), AppendString(nil, e.Kind)...)
+			field("message")
+			b = AppendString(b, e.Message)
+			if e.ExceptionType != nil {
+				field("exceptionType")
+				b = AppendString(b, *e.ExceptionType)
+			}
+			if e.Line != nil {
+				field("line")
+				b = AppendNumber(b, float64(*e.Line))
+			}
+			b = append(b, '}')
+		}
+	}
+	return append(b, '}')
+}
+
+func FuzzFramer(f *testing.F) {
+	f.Add([]byte("abc\n\nde\nfgh"), uint8(4), uint8(1))
+	f.Add([]byte("abcd\nefgh\n"), uint8(4), uint8(3))
+	f.Add([]byte("ab\ncd\nxxxxxxx"), uint8(4), uint8(2))
+	f.Fuzz(func(t *testing.T, data []byte, capacity, chunk uint8) {
+		whole, wErr := NewFramer(int(capacity)).Feed(data)
+		fr := NewFramer(int(capacity))
+		var parts [][]byte
+		var pErr error
+		for p := data; len(p) > 0 && pErr == nil; {
+			n := min(len(p), int(chunk)+1)
+			var got [][]byte
+			got, pErr = fr.Feed(p[:n])
+			parts = append(parts, got...)
+			p = p[n:]
+		}
+		if (wErr == nil) != (pErr == nil) || !reflect.DeepEqual(whole, parts) {
+			t.Fatalf("chunking changed the result: %q %v vs %q %v", whole, wErr, parts, pErr)
+		}
+		lines := bytes.Split(data, []byte("\n"))
+		tooLong := false
+		var want [][]byte
+		for i, l := range lines {
+			if len(l) > int(capacity) {
+				tooLong = true
+				break
+			}
+			if len(l) > 0 && i < len(lines)-1 {
+				want = append(want, l)
+			}
+		}
+		if tooLong != (wErr != nil) || !reflect.DeepEqual(want, whole) {
+			t.Fatalf("frames %q err %v, want %q tooLong %v", whole, wErr, want, tooLong)
+		}
+	})
+}
+
+// FuzzCapture drives the ledger with a script of frames and stray reads. Beyond the
+// common properties: the marker is unique and last, the serialized logs fit
+// maxLogBytes, streamed events rebuild the logs, and a single stray stream gives the
+// same logs whatever its read boundaries.
+func FuzzCapture(f *testing.F) {
+	for _, c := range []struct {
+		script string
+		extra  uint8
+	}{
+		{op(1, "a") + op(0, "b"), 0},
+		{op(2, "one\ntwo\nthree") + op(3, ""), 10},
+		{op(2, "\xe4") + op(2, "A\n") + op(4, "\xff\xfe") + op(5, ""), 3},
+		{strings.Repeat(op(1, "a"), 100) + op(0, "b"), 0},
+		{op(1, strings.Repeat("x", 40)) + op(0, strings.Repeat("y", 40)), 0},
+		{op(4, "ee") + op(2, "abcdefghij\xe4") + op(2, "\xb8\xad\n"), 200},
+		{op(2, "a\xf0") + op(4, strings.Repeat("e", 13)) + op(2, "\x9f\x98\x80\n"), 0},
+		{op(1, "held") + op(4, "native\n") + op(6, "x") + op(0, "after"), 1},
+		{op(0, "\xed\xa0\x80\x00\"\\") + op(2, strings.Repeat("\x00", 30)), 0},
+	} {
+		f.Add([]byte(c.script), c.extra)
+	}
+	f.Fuzz(func(t *testing.T, script []byte, extra uint8) {
+		max := 64 + int64(extra)
+		var rec recorder
+		cp := NewCapture(max, rec.add)
+		runScript(cp, script)
+		cp.FlushStray()
+		cp.CloseHold()
+		logs := cp.Entries()
+		rec.checkStream(t, logs)
+		checkLedger(t, cp, logs, max)
+		one, bytewise := NewCapture(max, nil), NewCapture(max, nil)
+		one.Stray(1, script)
+		for i := range script {
+			bytewise.Stray(1, script[i:i+1])
+		}
+		one.StrayEOF(1)
+		bytewise.StrayEOF(1)
+		if a, b := one.Entries(), bytewise.Entries(); !reflect.DeepEqual(a, b) || one.Charged() != bytewise.Charged() {
+			t.Fatalf("read boundaries changed the logs: %q vs %q", a, b)
+		}
+	})
+}
+
+// runScript interprets script as operations: an opcode byte, a length byte, then
+// that many data bytes. Opcodes (mod 8): 0 log, 1 open log, 2 stray stdout, 3 stdout
+// EOF, 4 stray stderr, 5 stderr EOF, 6 truncated log, 7 close the hold.
+func runScript(cp *Capture, script []byte) {
+	for len(script) >= 2 {
+		op, n := script[0]%8, min(int(script[1]), len(script)-2)
+		data := script[2 : 2+n]
+		script = script[2+n:]
+		switch op {
+		case 0, 1, 6:
+			cp.Log(string(data), op == 1, op == 6)
+		case 2, 4:
+			cp.Stray(1+int(op)/4, data)
+		case 3, 5:
+			cp.StrayEOF(1 + int(op)/5)
+		case 7:
+			cp.CloseHold()
+		}
+	}
+}
+
+// op encodes one runScript operation.
+func op(code byte, data string) string { return string([]byte{code, byte(len(data))}) + data }
+
+// checkLedger asserts the marker is at most once and last, and that the serialized
+// entries fit the budget the ledger charged.
+func checkLedger(t *testing.T, cp *Capture, logs []string, max int64) {
+	marker := marker(max)
+	entries := logs
+	if n := len(logs); n > 0 && logs[n-1] == marker && cp.truncated {
+		entries = logs[:n-1]
+	}
+	size := int64(1)
+	for _, e := range entries {
+		size += stringCost(e) + 1
+	}
+	if cp.Charged() > max-1 || size > cp.Charged()+1 || size > max {
+		t.Fatalf("charged %d, serialized %d, max %d", cp.Charged(), size, max)
+	}
+	if !cp.truncated && len(entries) != len(logs) {
+		t.Fatal("marker without truncation")
+	}
+}
