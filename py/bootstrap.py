@@ -26,6 +26,7 @@ import sys
 def _coderun_child():
     import builtins as B
     import os
+    import sys
     import _signal
     import _thread
     from _collections import deque

@@ -491,6 +491,8 @@ def make_codec():
 
     def cap_message(message, cap):
         """§3.6.3: cap a diagnostic by serialized cost, marker inside the cap."""
+        if len(message) > cap:
+            message = message[:cap + 1]     # every character costs >= 1 byte: same result
         try:
             b = message.encode("utf-8")
         except UnicodeEncodeError:

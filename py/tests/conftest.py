@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import pytest
@@ -167,6 +168,7 @@ class Child:
             start_new_session=True)
         theirs.close()
         self.sock = ours
+        self.send_lock = threading.Lock()
         self.buf = b""
         self.max_log = 65536
         self.max_value = 32768
@@ -176,9 +178,18 @@ class Child:
         if isinstance(obj, (bytes, bytearray)):
             data = bytes(obj)
         else:
+            # like the daemon: non-ASCII raw, a lone surrogate as its \udxxx escape
             data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode(
-                "utf-8", "surrogatepass")
-        self.sock.sendall(data + b"\n")
+                "utf-8", "backslashreplace")
+        with self.send_lock:
+            self.sock.settimeout(30)
+            self.sock.sendall(data + b"\n")
+
+    def send_in_background(self, frames):
+        """Send frames from a thread (the child may be writing to us meanwhile)."""
+        t = threading.Thread(target=lambda: [self.send(f) for f in frames], daemon=True)
+        t.start()
+        return t
 
     def read_line(self, deadline):
         while b"\n" not in self.buf:
