@@ -266,6 +266,8 @@ func TestStartErrors(t *testing.T) {
 		{"missing executable", Spec{Path: filepath.Join(dir, "nope")}, fs.ErrNotExist},
 		{"missing dir", Spec{Path: testBinary(t), Dir: filepath.Join(dir, "nodir")}, fs.ErrNotExist},
 		{"not executable", Spec{Path: notExec}, fs.ErrPermission},
+		{"NUL in an argument", Spec{Path: testBinary(t), Args: []string{"a\x00b"}}, syscall.EINVAL},
+		{"NUL in the environment", Spec{Path: testBinary(t), Env: []string{"A=\x00"}}, syscall.EINVAL},
 	} {
 		p, err := Start(tc.spec)
 		if err == nil {
@@ -575,4 +577,18 @@ func TestStartFailsCleanlyOutOfDescriptors(t *testing.T) {
 		}
 	}
 	t.Logf("\n%s", out)
+}
+
+// TestZeroProcessSignalsNothing: kill(-0) and kill(-1) would hit the daemon's
+// own group and everything it may signal; a Process without a real pid must
+// not send them.
+func TestZeroProcessSignalsNothing(t *testing.T) {
+	for _, pid := range []int{0, 1, -1} {
+		p := &Process{Pid: pid}
+		p.SignalGroup(syscall.SIGCONT) // harmless even if it escaped
+		p.Terminate(0)                 // SIGKILL: the test would die
+		if !p.GroupEmpty() {
+			t.Errorf("Process{Pid: %d}.GroupEmpty() = false", pid)
+		}
+	}
 }

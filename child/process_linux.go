@@ -15,7 +15,7 @@ import (
 
 // Spec describes one child.
 type Spec struct {
-	Path string   // executable (also argv[0])
+	Path string   // executable, absolute (also argv[0]; a relative one resolves in Dir)
 	Args []string // argv[1:]
 	Env  []string // exact environment; nil means an empty one
 	Dir  string   // working directory; "" means the daemon's
@@ -89,9 +89,9 @@ func (p *Process) Wait() (Exit, error) {
 // start time is re-read first: present and different from the recorded one
 // means the pid was reused, and the signal is withheld; absent (leader reaped)
 // means the signal proceeds, reaching any surviving group member. ESRCH (and
-// any other kill error) is ignored.
+// any other kill error) is ignored. A Process with Pid <= 1 signals nothing.
 func (p *Process) SignalGroup(sig syscall.Signal) {
-	if p.reused() {
+	if !p.valid() || p.reused() {
 		return
 	}
 	_ = unix.Kill(-p.Pid, sig)
@@ -100,8 +100,13 @@ func (p *Process) SignalGroup(sig syscall.Signal) {
 // GroupEmpty reports whether the child's process group has no member left
 // (kill(-pgid, 0) fails with ESRCH). An unreaped leader still counts.
 func (p *Process) GroupEmpty() bool {
-	return unix.Kill(-p.Pid, 0) == unix.ESRCH
+	return !p.valid() || unix.Kill(-p.Pid, 0) == unix.ESRCH
 }
+
+// valid guards the group calls: kill(-0) would signal the daemon's own
+// process group and kill(-1) every process it may signal. A zero Process
+// (or a test fake) signals nothing and has an empty group.
+func (p *Process) valid() bool { return p.Pid > 1 }
 
 // Terminate starts the os/exec-style escalation: SIGTERM to the group now,
 // SIGKILL to the group after grace (at once when grace <= 0). The returned

@@ -173,7 +173,7 @@ func TestProbeDeadline(t *testing.T) {
 	leakcheck.Check(t)
 	t.Setenv(HelperVar, "probe-trap")
 	t.Setenv(leakcheck.TagVar, strings.TrimPrefix(leakcheck.Tag(), leakcheck.TagVar+"="))
-	const deadline = 700 * time.Millisecond
+	const deadline = 1500 * time.Millisecond
 	start := time.Now()
 	out, err := Probe(testBinary(t), nil, deadline, 1024)
 	elapsed := time.Since(start)
@@ -196,7 +196,7 @@ func TestProbeOrphanHoldingPipe(t *testing.T) {
 	leakcheck.Check(t)
 	t.Setenv(HelperVar, "probe-orphan")
 	t.Setenv(leakcheck.TagVar, strings.TrimPrefix(leakcheck.Tag(), leakcheck.TagVar+"="))
-	const deadline = 500 * time.Millisecond
+	const deadline = time.Second
 	start := time.Now()
 	out, err := Probe(testBinary(t), nil, deadline, 1024)
 	elapsed := time.Since(start)
