@@ -445,28 +445,37 @@ class Client:
 
     async def _teardown(self, reason: ConnectionLost) -> None:
         try:
-            self._writer.close()
-        except Exception:  # noqa: BLE001 - already closed
-            pass
-        proc = self._process
-        if proc is not None:
             try:
-                await asyncio.wait_for(proc.wait(), 5.0)
-            except asyncio.TimeoutError:
-                try:
-                    proc.kill()
-                    await asyncio.wait_for(proc.wait(), 5.0)
-                except (ProcessLookupError, asyncio.TimeoutError):
-                    pass
+                self._writer.close()
+            except Exception:  # noqa: BLE001 - already closed
+                pass
+            if self._process is not None:
+                await self._reap(self._process)
+            try:
+                await asyncio.wait_for(asyncio.shield(self._reader_task), 1.0)
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+                pass
+        finally:
+            if self._process is not None and self._process.returncode is None:
+                _kill(self._process)  # cancelled mid-teardown: never leave the daemon behind
+            self._reader_task.cancel()
+            if self._watch_task is not None:
+                self._watch_task.cancel()
+            self._connection_lost(reason)
+            self._closed.set()
+
+    @staticmethod
+    async def _reap(proc: asyncio.subprocess.Process) -> None:
+        """Wait for the daemon to exit after stdin EOF; kill it if it does not."""
         try:
-            await asyncio.wait_for(asyncio.shield(self._reader_task), 1.0)
-        except (asyncio.TimeoutError, Exception):  # noqa: BLE001
-            pass
-        self._reader_task.cancel()
-        if self._watch_task is not None:
-            self._watch_task.cancel()
-        self._connection_lost(reason)
-        self._closed.set()
+            await asyncio.wait_for(proc.wait(), 5.0)
+            return
+        except asyncio.TimeoutError:
+            _kill(proc)
+        try:
+            await asyncio.wait_for(proc.wait(), 5.0)
+        except asyncio.TimeoutError:
+            log.warning("coderun: daemon pid %s did not exit after SIGKILL", proc.pid)
 
     # ----------------------------------------------------------------------------- sending
 
@@ -492,7 +501,8 @@ class Client:
             try:
                 await self._writer.drain()
             except (ConnectionError, OSError) as e:
-                self._connection_lost(ConnectionLost(f"writing to the daemon failed: {e}"))
+                await self._note_exit_code()
+                self._connection_lost(ConnectionLost(self._describe_loss(f"writing to the daemon failed: {e}")))
                 raise self._lost_error() from None
 
     async def _send(self, body: bytes) -> None:
@@ -515,6 +525,9 @@ class Client:
             reason = f"the daemon sent an unusable frame: {e}"
         except (ConnectionError, OSError) as e:
             reason = f"reading from the daemon failed: {e}"
+        except Exception as e:  # noqa: BLE001 - a bug here must still fail what is pending
+            log.exception("coderun: read loop failed")
+            reason = f"the client's read loop failed: {e!r}"
         await self._note_exit_code()
         self._connection_lost(ConnectionLost(self._describe_loss(reason)))
 
@@ -656,6 +669,13 @@ class Client:
             await self._send(body)
         except ConnectionLost:
             pass
+
+
+def _kill(proc: asyncio.subprocess.Process) -> None:
+    try:
+        proc.kill()
+    except (ProcessLookupError, OSError):
+        pass
 
 
 async def _after(previous: Optional["asyncio.Future[None]"], outcome: Awaitable[Any]) -> None:
