@@ -592,3 +592,47 @@ func TestZeroProcessSignalsNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestShellSeesOnlyFds0To3 is the strict form of the descriptor check, with a
+// child whose own runtime opens nothing (dash): the shell's descriptor table
+// is exactly 0-3, even though the test holds a descriptor without
+// close-on-exec.
+func TestShellSeesOnlyFds0To3(t *testing.T) {
+	leakcheck.Check(t)
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh")
+	}
+	fd, err := unix.Open(os.DevNull, unix.O_RDONLY, 0) // no O_CLOEXEC
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	p, err := Start(Spec{Path: "/bin/sh", Args: []string{"-c", "exec 2>&1; /bin/ls /proc/$$/fd"}, Env: []string{leakcheck.Tag()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { discard(p) })
+	out := readAllWithin(t, p.Stdout, 10*time.Second)
+	if e := waitExit(t, p, 10*time.Second); e.Code != 0 {
+		t.Fatalf("sh: %+v", e)
+	}
+	if string(out) != "0\n1\n2\n3\n" {
+		t.Errorf("the shell's descriptors: %q, want 0-3", out)
+	}
+}
+
+func TestCloexecFallback(t *testing.T) {
+	leakcheck.Check(t)
+	fd, err := unix.Open(os.DevNull, unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	cloexecByProcFd()
+	if fl, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); fl&unix.FD_CLOEXEC == 0 {
+		t.Error("fd not marked close-on-exec")
+	}
+	if fl, _ := unix.FcntlInt(2, unix.F_GETFD, 0); fl&unix.FD_CLOEXEC != 0 {
+		t.Error("fd 2 marked close-on-exec")
+	}
+}

@@ -86,7 +86,10 @@ func cloexecInherited() {
 	if err == nil {
 		return
 	}
-	// Kernels before 5.11: walk /proc/self/fd.
+	cloexecByProcFd() // kernels before 5.11
+}
+
+func cloexecByProcFd() {
 	entries, _ := os.ReadDir("/proc/self/fd")
 	for _, e := range entries {
 		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
