@@ -186,3 +186,52 @@ func TestCaptureCloseHold(t *testing.T) {
 		t.Fatalf("charged %d", cp.Charged())
 	}
 }
+
+// Catalogue ledger cases, fed as raw fd-3 lines through DecodeFrame and as native
+// reads, the way the session drives Capture.
+func TestCaptureCatalogue(t *testing.T) {
+	nul10 := rep("\x00", 10)
+	for _, c := range []struct {
+		name  string
+		max   int64
+		lines []string // fd-3 lines, then the stray reads of stdout
+		stray []string
+		want  []string
+	}{
+		{"C153 forged truncation frames", 4096, []string{
+			`{"type":"log","text":"first","truncated":"yes"}`,
+			`{"type":"log","text":"MARK-A","truncated":true}`,
+			`{"type":"log","text":"MARK-B","truncated":true}`,
+		}, nil, []string{"first", marker(4096)}},
+		{"C152 child truncation stops native capture", 64, []string{
+			`{"type":"log","text":"` + marker(64) + `","truncated":true}`,
+		}, []string{"AFTER"}, []string{marker(64)}},
+		{"C164 controls billed escaped", 256,
+			strings.Split(strings.TrimSuffix(rep(`{"type":"log","text":"`+rep(`\u0000`, 10)+`"}`+"\n", 500), "\n"), "\n"),
+			nil, []string{nul10, nul10, nul10, nul10, marker(256)}},
+		{"C161 flushed partial line survives", 64, []string{`{"type":"log","text":"before hang","open":true}`},
+			nil, []string{"before hang"}},
+		{"C180 multibyte split across reads", 1 << 20, nil,
+			[]string{rep("a", 65535) + "\xe0\xa4", "\x80\xe4\xbd\xa0\xe5", "\xa5\xbd\xf0\x9f\x98\x80\xf4\x8f\xbf", "\xbf"},
+			[]string{rep("a", 65535) + "\u0900\u4f60\u597d\U0001f600\U0010ffff"}},
+		{"C182 native next to fd-3", 1024, []string{`{"type":"log","text":"py"}`}, []string{"stray stdout\n"},
+			[]string{"py", "stray stdout"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cp := NewCapture(c.max, nil)
+			for _, l := range c.lines {
+				if f, ok := DecodeFrame([]byte(l)); ok {
+					cp.Log(f.Text, f.Open, f.Truncated)
+				}
+			}
+			for _, s := range c.stray {
+				cp.Stray(1, []byte(s))
+			}
+			cp.StrayEOF(1)
+			cp.CloseHold()
+			if got := cp.Entries(); !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("logs = %.300q\nwant   %.300q", got, c.want)
+			}
+		})
+	}
+}

@@ -146,3 +146,22 @@ func TestFramerProtocolCap(t *testing.T) {
 		t.Fatalf("one byte over: %v", err)
 	}
 }
+
+// C154 [unit]: a 60000-byte fd-3 trickle, one byte per read, copies fewer than
+// 256 KiB in total.
+func TestFramerTrickle(t *testing.T) {
+	f := NewFramer(protocol.FrameCap)
+	one := []byte{'x'}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 60000 {
+		f.Feed(one)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got >= 256<<10 {
+		t.Fatalf("copied %d bytes", got)
+	}
+	if frames, _ := f.Feed([]byte("\n")); len(frames) != 1 || len(frames[0]) != 60000 {
+		t.Fatal("trickled frame lost")
+	}
+}
