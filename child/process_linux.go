@@ -49,7 +49,18 @@ var ErrWaited = errors.New("child: Wait already called")
 
 // Start starts spec's program: fd 0 = /dev/null, fds 1/2 = pipes, fd 3 = the
 // child's end of an AF_UNIX stream socketpair, a new session (pgid == pid) and
-// a parent-death SIGKILL. It sets no resource limits.
+// a parent-death SIGKILL, and records the child's start time for SignalGroup.
+// It sets no resource limits (the child applies its own).
+//
+// Only fds 0-3 reach the child: every daemon-side descriptor is created
+// close-on-exec, and descriptors the daemon inherited without the flag are
+// given it before the fork. The fork runs on the package's spawner thread,
+// which lives as long as the daemon, so the parent-death signal fires when
+// the daemon dies and not when the calling goroutine's thread exits.
+//
+// Errors leave nothing open: "fork/exec <path>: <errno>" (*os.PathError, so
+// errors.Is(err, fs.ErrNotExist) etc. work; a missing Dir reports the same
+// way) or "pipe2: …", "socketpair: …", "open /dev/null: …" (EMFILE …).
 func Start(spec Spec) (*Process, error) {
 	s, err := openStdio()
 	if err != nil {
