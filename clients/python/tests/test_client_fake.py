@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 import threading
 import time
 from typing import Any
@@ -291,3 +292,21 @@ async def test_bad_api_arguments_raise_before_sending(kwargs: dict[str, Any], ex
         await c.run(**kwargs)
     with pytest.raises(asyncio.TimeoutError):
         await d.recv(timeout=0.05)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is 3.11+")
+async def test_asyncio_timeout_cancels_the_run_and_raises_timeout_error() -> None:
+    d = FakeDaemon()
+    c = await d.connect()
+
+    async def answer_cancel() -> None:
+        run = await d.recv()
+        cancel = await d.recv()
+        assert cancel["params"] == {"id": run["id"]}
+        d.result(run["id"], aborted())
+
+    helper = asyncio.ensure_future(answer_cancel())
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.2):  # type: ignore[attr-defined]
+            await c.run("while True: pass")
+    await asyncio.wait_for(helper, 5)

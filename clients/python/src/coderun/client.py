@@ -384,7 +384,7 @@ class Client:
         try:
             await self._send(body)
         except asyncio.CancelledError:
-            handle.cancel()  # the request is already buffered: do not leave the run behind
+            await self._cancel_and_wait(handle)  # the request is already buffered: stop the run
             raise
         except BaseException:
             self._pending.pop(rid, None)
