@@ -1,0 +1,61 @@
+package session
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+)
+
+// Client is what session needs from the JSON-RPC peer (rpc implements it).
+type Client interface {
+	// CallBinding sends binding/call {runId, namespace, function, args} (args canonical
+	// JSON). answer is invoked at most once, from any goroutine. cancel sends
+	// $/cancelRequest for the call and guarantees answer is not invoked afterwards.
+	CallBinding(runID string, namespace, function string, args []byte, answer func(Answer)) (cancel func())
+	// Log sends one run/log notification. Called in fd-3 frame order, interleaved in
+	// order with CallBinding.
+	Log(runID string, ev protocol.LogEvent)
+}
+
+// Answer is the client's response to a binding/call, undecoded.
+type Answer struct {
+	HasResult bool
+	Result    []byte  // raw JSON text of "result" (may be lossy, invalid UTF-8 …)
+	HasError  bool    // "error" present and not null
+	Message   *string // error.message when it is a string (WTF-8)
+}
+
+// Config is the typed configuration the Manager runs with.
+type Config struct {
+	Python                             string          // frozen interpreter path
+	Limits                             protocol.Limits // configured
+	Grace                              time.Duration
+	TempDir                            string // parent of run directories
+	MaxConcurrent, MaxQueued, WarmPool int
+	Logger                             *slog.Logger
+}
+
+// Errors returned by Submit; rpc maps them to JSON-RPC codes.
+var (
+	ErrQueueFull    = errors.New(protocol.MsgQueueFull)
+	ErrShuttingDown = errors.New(protocol.MsgShuttingDown)
+)
+
+// effectiveLimits tightens the configured limits by the run's non-zero ones.
+func effectiveLimits(cfg, run protocol.Limits) protocol.Limits {
+	tighten := func(c, r int64) int64 {
+		if r > 0 && r < c {
+			return r
+		}
+		return c
+	}
+	return protocol.Limits{
+		CPUSeconds:     tighten(cfg.CPUSeconds, run.CPUSeconds),
+		MaxWallMs:      tighten(cfg.MaxWallMs, run.MaxWallMs),
+		AddressSpaceMb: tighten(cfg.AddressSpaceMb, run.AddressSpaceMb),
+		MaxLogBytes:    tighten(cfg.MaxLogBytes, run.MaxLogBytes),
+		MaxValueBytes:  tighten(cfg.MaxValueBytes, run.MaxValueBytes),
+	}
+}

@@ -1,0 +1,200 @@
+package session
+
+import (
+	"strconv"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
+)
+
+// Daemon → child frames are built by hand from trusted data: key order is the
+// wire order of CHILD-CONTRACT §2.2, strings go through wireguard.AppendString
+// (WTF-8 aware: a lone surrogate becomes \udxxx), reply values are canonical
+// bytes spliced in raw.
+
+// bootFrame encodes the boot frame with the run's effective limits.
+func bootFrame(lim protocol.Limits, namespaces []protocol.Namespace) []byte {
+	b := []byte(`{"type":"boot","cpuSeconds":`)
+	b = strconv.AppendInt(b, lim.CPUSeconds, 10)
+	b = append(b, `,"addressSpaceBytes":`...)
+	b = strconv.AppendInt(b, lim.AddressSpaceMb*1048576, 10)
+	b = append(b, `,"maxLogBytes":`...)
+	b = strconv.AppendInt(b, lim.MaxLogBytes, 10)
+	b = append(b, `,"maxValueBytes":`...)
+	b = strconv.AppendInt(b, lim.MaxValueBytes, 10)
+	b = append(b, `,"namespaces":[`...)
+	for i, ns := range namespaces {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendNamespace(b, ns)
+	}
+	return append(b, "]}\n"...)
+}
+
+func appendNamespace(b []byte, ns protocol.Namespace) []byte {
+	b = append(b, `{"global":`...)
+	b = wireguard.AppendString(b, ns.Global)
+	b = append(b, `,"names":[`...)
+	for i, n := range ns.Names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = wireguard.AppendString(b, n)
+	}
+	b = append(b, ']')
+	if ec := ns.ErrorClass; ec != nil {
+		b = append(b, `,"errorClass":{"name":`...)
+		b = wireguard.AppendString(b, ec.Name)
+		b = append(b, `,"memberNameProperty":`...)
+		b = wireguard.AppendString(b, ec.MemberNameProperty)
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// runFrame encodes the run frame carrying the program (WTF-8).
+func runFrame(program string) []byte {
+	b := make([]byte, 0, len(program)+32)
+	b = append(b, `{"type":"run","program":`...)
+	b = wireguard.AppendString(b, program)
+	return append(b, "}\n"...)
+}
+
+// replyOK encodes {"type":"reply","id":N,"ok":true,"value":<canonical>}.
+func replyOK(id int64, canonical []byte) []byte {
+	b := make([]byte, 0, len(canonical)+48)
+	b = append(b, `{"type":"reply","id":`...)
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, `,"ok":true,"value":`...)
+	b = append(b, canonical...)
+	return append(b, "}\n"...)
+}
+
+// replyErr encodes {"type":"reply","id":N,"ok":false,"message":"…"}.
+func replyErr(id int64, message string) []byte {
+	b := make([]byte, 0, len(message)+56)
+	b = append(b, `{"type":"reply","id":`...)
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, `,"ok":false,"message":`...)
+	b = wireguard.AppendString(b, message)
+	return append(b, "}\n"...)
+}
+
+// judgeAnswer turns the client's answer into the reply frame (§2.9 table).
+func judgeAnswer(id int64, a Answer) []byte {
+	switch {
+	case a.HasError && a.Message != nil:
+		return replyErr(id, *a.Message)
+	case a.HasError:
+		return replyErr(id, protocol.UnrenderableReject)
+	case a.HasResult:
+		if canonical, ok := wireguard.CheckClientResult(a.Result); ok {
+			return replyOK(id, canonical)
+		}
+		return replyErr(id, protocol.LosslessResolution)
+	default:
+		return replyErr(id, protocol.UnrenderableReject)
+	}
+}
+
+// unknownBindingMessage builds the reply message for a call to an undeclared
+// binding (§2.9): target = global[:cap] + "." + name[:cap] (cut at character
+// boundaries), preview = the JSON-quoted first 1024 characters of the target,
+// and the whole message capped by capMessage.
+func unknownBindingMessage(global, name string, capBytes int64) string {
+	target := previewTarget(cutBytes(global, capBytes), cutBytes(name, capBytes), protocol.UnknownBindingPreview)
+	msg := append([]byte("unknown binding "), wireguard.AppendString(nil, target)...)
+	return wireguard.CapMessage(string(msg), capBytes)
+}
+
+// previewTarget is the first max characters of g + "." + n, without building
+// the (possibly huge) concatenation.
+func previewTarget(g, n string, max int) string {
+	out := make([]byte, 0, 64)
+	chars := 0
+	for _, part := range [...]string{g, ".", n} {
+		i := 0
+		for i < len(part) && chars < max {
+			i += charLen(part, i)
+			chars++
+		}
+		out = append(out, part[:min(i, len(part))]...)
+		if chars >= max {
+			break
+		}
+	}
+	return string(out)
+}
+
+// cutBytes cuts s to at most capBytes bytes at a character boundary (WTF-8:
+// a lone surrogate is one 3-byte character).
+func cutBytes(s string, capBytes int64) string {
+	if capBytes < 0 {
+		capBytes = 0
+	}
+	if int64(len(s)) <= capBytes {
+		return s
+	}
+	i := int(capBytes)
+	for i > 0 && s[i]&0xC0 == 0x80 {
+		i--
+	}
+	return s[:i]
+}
+
+// charLen is the byte length of the (WTF-8) character starting at s[i].
+func charLen(s string, i int) int {
+	switch c := s[i]; {
+	case c < 0x80:
+		return 1
+	case c >= 0xF0:
+		return 4
+	case c >= 0xE0:
+		return 3
+	case c >= 0xC0:
+		return 2
+	default:
+		return 1 // stray continuation byte: not produced by the decoder
+	}
+}
+
+// Classification messages (§4.8).
+func cpuTimeout(cpuSeconds int64) *protocol.RunError {
+	return &protocol.RunError{
+		Kind: protocol.KindTimeout,
+		Message: "CPU time exhausted (limit at most " + strconv.FormatInt(cpuSeconds, 10) +
+			"s; a stricter inherited RLIMIT_CPU can fire sooner)",
+		Budget: protocol.BudgetCPU,
+	}
+}
+
+func wallTimeout(maxWallMs int64) *protocol.RunError {
+	return &protocol.RunError{
+		Kind:    protocol.KindTimeout,
+		Message: "wall-clock ceiling reached (" + strconv.FormatInt(maxWallMs, 10) + "ms)",
+		Budget:  protocol.BudgetWall,
+	}
+}
+
+func workerExit(msg string) *protocol.RunError {
+	return &protocol.RunError{Kind: protocol.KindWorkerExit, Message: msg}
+}
+
+func abortError(msg string) *protocol.RunError {
+	return &protocol.RunError{Kind: protocol.KindAbort, Message: msg}
+}
+
+// exitedEarly is the worker-exit of a child that died before a decision.
+func exitedEarly(code int, signal string, signaled bool) *protocol.RunError {
+	e := workerExit("")
+	if signaled {
+		e.Message = "python exited (code=null, signal=" + signal + ") before completing"
+		e.Signal = signal
+		return e
+	}
+	c := code
+	e.Message = "python exited (code=" + strconv.Itoa(code) + ", signal=null) before completing"
+	e.ExitCode = &c
+	return e
+}

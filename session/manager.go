@@ -1,0 +1,175 @@
+package session
+
+import (
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+)
+
+// Manager queues runs FIFO, runs at most MaxConcurrent at once, keeps the
+// warm pool, and tears everything down on Shutdown.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+
+	mu       sync.Mutex
+	shutting bool
+	running  int           // runs holding a concurrency slot (dequeued, not settled)
+	queue    []*Run        // FIFO of runs waiting for a slot
+	runs     map[*Run]bool // accepted and not yet quiescent; value: holds a slot
+	idle     *sync.Cond    // signalled when runs shrinks
+	warm     *warmPool
+}
+
+// NewManager builds a Manager; with WarmPool > 0 it starts filling the pool.
+func NewManager(cfg Config) *Manager {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.TempDir == "" {
+		cfg.TempDir = os.TempDir()
+	}
+	if cfg.MaxConcurrent < 1 {
+		cfg.MaxConcurrent = 1
+	}
+	m := &Manager{cfg: cfg, log: cfg.Logger, runs: make(map[*Run]bool)}
+	m.idle = sync.NewCond(&m.mu)
+	m.warm = newWarmPool(m, cfg.WarmPool)
+	return m
+}
+
+// Submit queues a run. runID is the JSON text of the request id. onResult is
+// called exactly once with the settled result (from a goroutine of the run,
+// never from inside Submit or Cancel).
+func (m *Manager) Submit(runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) (*Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.shutting {
+		return nil, ErrShuttingDown
+	}
+	if m.running >= m.cfg.MaxConcurrent || len(m.queue) > 0 {
+		if len(m.queue) >= m.cfg.MaxQueued {
+			return nil, ErrQueueFull
+		}
+		r := newRun(m, runID, p, c, onResult)
+		m.runs[r] = false
+		m.queue = append(m.queue, r)
+		return r, nil
+	}
+	r := newRun(m, runID, p, c, onResult)
+	m.runs[r] = false
+	m.startLocked(r)
+	return r, nil
+}
+
+// startLocked gives r a slot and starts it.
+func (m *Manager) startLocked(r *Run) {
+	m.running++
+	m.runs[r] = true
+	r.mu.Lock()
+	r.phase = phaseStarting
+	r.dequeued = time.Now()
+	r.mu.Unlock()
+	go r.start()
+}
+
+// dispatchLocked starts queued runs while slots are free.
+func (m *Manager) dispatchLocked() {
+	for !m.shutting && m.running < m.cfg.MaxConcurrent && len(m.queue) > 0 {
+		r := m.queue[0]
+		m.queue[0] = nil
+		m.queue = m.queue[1:]
+		m.startLocked(r)
+	}
+}
+
+// abort decides r abort with msg: a queued run leaves the queue and settles
+// without a child; a live one is decided (the kill follows).
+func (m *Manager) abort(r *Run, msg string) {
+	m.mu.Lock()
+	queued := m.removeQueuedLocked(r)
+	m.mu.Unlock()
+	if queued {
+		r.failStart(abortError(msg))
+		return
+	}
+	r.decide(decision{err: abortError(msg)})
+}
+
+func (m *Manager) removeQueuedLocked(r *Run) bool {
+	for i, q := range m.queue {
+		if q == r {
+			copy(m.queue[i:], m.queue[i+1:])
+			m.queue[len(m.queue)-1] = nil
+			m.queue = m.queue[:len(m.queue)-1]
+			return true
+		}
+	}
+	return false
+}
+
+// released is called once at settlement: free the slot, start the next run.
+func (m *Manager) released(r *Run) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.runs[r] {
+		m.runs[r] = false
+		m.running--
+	}
+	m.dispatchLocked()
+}
+
+// forget is called once at quiescence.
+func (m *Manager) forget(r *Run) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.runs, r)
+	m.idle.Broadcast()
+}
+
+// Shutdown refuses new runs, decides every run abort "server is shutting
+// down", kills the warm pool, and returns when every run is quiescent (its
+// result delivered) and every run directory is removed.
+func (m *Manager) Shutdown() {
+	m.mu.Lock()
+	m.shutting = true
+	queued := m.queue
+	m.queue = nil
+	all := make([]*Run, 0, len(m.runs))
+	for r := range m.runs {
+		all = append(all, r)
+	}
+	m.mu.Unlock()
+
+	for _, r := range queued {
+		r.failStart(abortError(protocol.MsgShuttingDown))
+	}
+	for _, r := range all {
+		r.decide(decision{err: abortError(protocol.MsgShuttingDown)})
+	}
+	m.warm.stop()
+
+	m.mu.Lock()
+	for len(m.runs) > 0 {
+		m.idle.Wait()
+	}
+	m.mu.Unlock()
+	for _, r := range all {
+		<-r.delivered
+	}
+	for _, r := range queued {
+		<-r.delivered
+	}
+	m.warm.wait()
+}
+
+// takeWarm returns a warm worker, or nil.
+func (m *Manager) takeWarm() *worker { return m.warm.take() }
+
+// spawnWorker stages and spawns a cold worker.
+func (m *Manager) spawnWorker() (*worker, *protocol.RunError) {
+	return spawnWorker(m.cfg.Python, m.cfg.TempDir)
+}

@@ -1,0 +1,464 @@
+package session
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
+)
+
+// phase is where a run stands before its decision (CHILD-CONTRACT §4.6:
+// QUEUED → LIVE → DECIDED → SETTLED → QUIESCENT; decided/settled/quiescent
+// are tracked by their own flags and channels).
+type phase int
+
+const (
+	phaseQueued   phase = iota // in the Manager's FIFO
+	phaseStarting              // dequeued; staging, spawning or taking a warm child
+	phaseLive                  // a worker is attached (or the start failed: w == nil)
+)
+
+func (p phase) String() string {
+	switch p {
+	case phaseQueued:
+		return "queued"
+	case phaseStarting:
+		return "starting"
+	default:
+		return "live"
+	}
+}
+
+// Stream indexes for the three descriptors that must reach end of stream.
+const (
+	fdConn   = 0
+	fdStdout = 1
+	fdStderr = 2
+)
+
+// decision is the decided outcome (value or error) before logs and stats.
+type decision struct {
+	value    []byte // canonical, when hasValue
+	hasValue bool
+	err      *protocol.RunError
+}
+
+// call is one accepted, known binding call.
+type call struct {
+	id           int64
+	global, name string
+	args         []byte
+	cancel       func()
+	answered     bool
+}
+
+// outItem is one ordered delivery to the client.
+type outItem struct {
+	ev      *protocol.LogEvent
+	call    *call
+	cancels []func()
+	result  *protocol.Result
+}
+
+// effects are side effects computed under r.mu and run after unlocking.
+type effects []func()
+
+func (e effects) run() {
+	for _, f := range e {
+		f()
+	}
+}
+
+// Run is one accepted run.
+type Run struct {
+	m        *Manager
+	id       string
+	p        protocol.RunParams
+	lim      protocol.Limits
+	known    map[string]map[string]bool
+	client   Client
+	onResult func(protocol.Result)
+	log      *slog.Logger
+	accepted time.Time
+
+	sendMu sync.Mutex // held while delivering outbox items (ordered)
+
+	mu        sync.Mutex
+	phase     phase
+	dequeued  time.Time
+	handoff   time.Time
+	w         *worker
+	softCPU   int64
+	decided   bool
+	dec       decision
+	settled   bool
+	abandoned bool // close deadline passed: pipes abandoned
+	reaped    bool
+	eof       [3]bool
+	capture   *wireguard.Capture
+
+	wallTimer, killTimer, closeTimer *time.Timer
+
+	// fd-3 protocol state.
+	bootAcked    bool
+	nextID       int64
+	calls        map[int64]*call
+	inflight     int
+	bindingCalls int64
+
+	// reply writer state.
+	wcond     *sync.Cond
+	wBoot     []byte
+	wRun      []byte
+	wq        [][]byte
+	wstop     bool
+	wdead     bool
+	out       []outItem
+	delivered chan struct{} // closed once onResult returned
+	quiescent chan struct{} // closed once the run is forgotten
+}
+
+func newRun(m *Manager, runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) *Run {
+	r := &Run{
+		m: m, id: runID, p: p, client: c, onResult: onResult,
+		lim:       effectiveLimits(m.cfg.Limits, p.Limits),
+		known:     make(map[string]map[string]bool, len(p.Bindings)),
+		log:       m.log.With("run", runID),
+		accepted:  time.Now(),
+		calls:     make(map[int64]*call),
+		delivered: make(chan struct{}),
+		quiescent: make(chan struct{}),
+	}
+	for _, ns := range p.Bindings {
+		names := make(map[string]bool, len(ns.Names))
+		for _, n := range ns.Names {
+			names[n] = true
+		}
+		r.known[ns.Global] = names
+	}
+	r.wcond = sync.NewCond(&r.mu)
+	var onEvent func(protocol.LogEvent)
+	if p.Stream {
+		onEvent = func(ev protocol.LogEvent) { // called under r.mu, in ledger order
+			r.out = append(r.out, outItem{ev: &ev})
+		}
+	}
+	r.capture = wireguard.NewCapture(r.lim.MaxLogBytes, onEvent)
+	return r
+}
+
+// Cancel decides the run abort "run cancelled by the client" (queued or
+// live). Repeats and cancels of settled runs are no-ops.
+func (r *Run) Cancel() { r.m.abort(r, protocol.MsgCancelled) }
+
+// ---- start ----------------------------------------------------------------
+
+// start runs in its own goroutine once the run left the queue.
+func (r *Run) start() {
+	defer r.recoverPanic("start")
+	if r.isDecided() { // cancelled or shut down while leaving the queue
+		r.failStart(nil)
+		return
+	}
+	w := r.m.takeWarm()
+	if w == nil {
+		var fail *protocol.RunError
+		w, fail = r.m.spawnWorker()
+		if fail != nil {
+			r.failStart(fail)
+			return
+		}
+	}
+	r.attach(w)
+}
+
+// failStart settles a run that never got a child.
+func (r *Run) failStart(fail *protocol.RunError) {
+	var eff effects
+	func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.phase = phaseLive
+		eff = append(eff, r.decideLocked(decision{err: fail})...)
+		eff = append(eff, r.settleLocked()...)
+	}()
+	eff.run()
+}
+
+// attach hands the run to a worker: arm the wall timer, start the writer
+// (boot first), the fd-3 reader, the stray readers and the reaper watch.
+func (r *Run) attach(w *worker) {
+	var eff effects
+	func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.w = w
+		r.phase = phaseLive
+		r.handoff = time.Now()
+		r.softCPU = child.EffectiveSoftCPU(r.lim.CPUSeconds)
+		r.wBoot = bootFrame(r.lim, r.p.Bindings)
+		if r.decided {
+			eff = r.killLocked() // decided while starting (cancel, shutdown)
+		} else {
+			r.wallTimer = time.AfterFunc(time.Duration(r.lim.MaxWallMs)*time.Millisecond, r.onWall)
+		}
+	}()
+	go r.writeLoop(w)
+	go r.readLoop(w)
+	go r.strayLoop(w, fdStdout, w.stdout)
+	go r.strayLoop(w, fdStderr, w.stderr)
+	go r.watch(w)
+	eff.run()
+}
+
+// ---- decide / kill / close / settle --------------------------------------
+
+func (r *Run) onWall() { r.decide(decision{err: wallTimeout(r.lim.MaxWallMs)}) }
+
+func (r *Run) decide(d decision) {
+	var eff effects
+	func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		eff = r.decideLocked(d)
+	}()
+	eff.run()
+}
+
+// decideLocked: the first decision wins (§4.6).
+func (r *Run) decideLocked(d decision) effects {
+	if r.decided {
+		return nil
+	}
+	r.decided, r.dec = true, d
+	if r.wallTimer != nil {
+		r.wallTimer.Stop()
+	}
+	r.capture.CloseHold()
+	var cancels []func()
+	for _, c := range r.calls {
+		if c.cancel != nil {
+			cancels = append(cancels, c.cancel)
+		}
+	}
+	r.calls = make(map[int64]*call)
+	r.inflight = 0
+	r.wstop = true
+	r.wcond.Broadcast()
+	var eff effects
+	if len(cancels) > 0 {
+		r.out = append(r.out, outItem{cancels: cancels})
+	}
+	if len(r.out) > 0 {
+		eff = append(eff, func() { go r.flush() })
+	}
+	switch {
+	case r.w != nil:
+		eff = append(eff, r.killLocked()...)
+	case r.phase == phaseStarting:
+		// the starting goroutine kills the child it gets, or settles
+	default:
+		eff = append(eff, r.settleLocked()...)
+	}
+	return eff
+}
+
+// testNoGraceKill suppresses the grace-period SIGKILL (C129).
+var testNoGraceKill bool
+
+// killLocked starts the kill escalation: SIGTERM now, SIGKILL after the
+// grace, and the close deadline at grace + 2000 ms.
+func (r *Run) killLocked() effects {
+	w := r.w
+	grace := r.m.cfg.Grace
+	if !testNoGraceKill {
+		r.killTimer = time.AfterFunc(grace, func() { w.proc.SignalGroup(syscall.SIGKILL) })
+	}
+	r.closeTimer = time.AfterFunc(grace+protocol.CloseMargin, r.onCloseDeadline)
+	return effects{func() {
+		w.releaseWriter()
+		w.proc.SignalGroup(syscall.SIGTERM)
+	}}
+}
+
+// onCloseDeadline: flush stray residuals, abandon the pipes, settle.
+func (r *Run) onCloseDeadline() {
+	var eff effects
+	func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.settled {
+			return
+		}
+		r.capture.FlushStray()
+		r.abandoned = true
+		eff = r.settleLocked()
+	}()
+	eff.run()
+}
+
+// checkCloseLocked: close = reaped and fd 3, stdout, stderr at EOF.
+func (r *Run) checkCloseLocked() effects {
+	if r.settled || r.w == nil || !r.reaped || !r.eof[fdConn] || !r.eof[fdStdout] || !r.eof[fdStderr] {
+		return nil
+	}
+	var eff effects
+	if !r.decided {
+		eff = r.decideLocked(decision{err: r.classifyLocked()})
+	}
+	return append(eff, r.settleLocked()...)
+}
+
+// classifyLocked decides a close without a prior decision (§4.8).
+func (r *Run) classifyLocked() *protocol.RunError {
+	w := r.w
+	if w.waitErr != nil {
+		return workerExit("failed to wait for python subprocess: " + w.waitErr.Error())
+	}
+	e := w.exit
+	if e.Signaled && (e.Signal == "SIGXCPU" || e.Signal == "SIGKILL" && cpuAtLeast(e.CPU, r.softCPU)) {
+		return cpuTimeout(r.lim.CPUSeconds)
+	}
+	return exitedEarly(e.Code, e.Signal, e.Signaled)
+}
+
+// cpuAtLeast reports cpu >= soft seconds without overflowing a Duration.
+func cpuAtLeast(cpu time.Duration, soft int64) bool {
+	return cpu.Nanoseconds()/int64(time.Second) >= soft
+}
+
+// settleLocked: once; assemble the result and queue it behind every earlier
+// client delivery; remove the run directory first (effects).
+func (r *Run) settleLocked() effects {
+	if r.settled {
+		return nil
+	}
+	r.settled = true
+	if r.closeTimer != nil {
+		r.closeTimer.Stop()
+	}
+	now := time.Now()
+	res := protocol.Result{Logs: r.capture.Entries(), Error: r.dec.err}
+	if res.Logs == nil {
+		res.Logs = []string{}
+	}
+	if r.dec.err == nil && r.dec.hasValue {
+		res.Value = r.dec.value
+	}
+	res.Stats = r.statsLocked(now)
+	w := r.w
+	r.out = append(r.out, outItem{result: &res})
+	return effects{func() {
+		if w != nil {
+			w.closeFiles()
+			w.removeDir(r.log)
+		}
+		go r.flush()
+		r.m.released(r)
+		go r.quiesce(w)
+	}}
+}
+
+func (r *Run) statsLocked(now time.Time) protocol.Stats {
+	s := protocol.Stats{BindingCalls: r.bindingCalls, LogBytes: r.capture.Charged()}
+	switch {
+	case r.w != nil:
+		s.QueueMs = r.dequeued.Sub(r.accepted).Milliseconds()
+		s.WallMs = now.Sub(r.handoff).Milliseconds()
+	case r.phase == phaseQueued:
+		s.QueueMs = now.Sub(r.accepted).Milliseconds()
+	default: // never got a child
+		s.QueueMs = now.Sub(r.accepted).Milliseconds()
+	}
+	if r.reaped && r.w.waitErr == nil {
+		s.CPUMs = r.w.exit.CPU.Milliseconds()
+		s.MaxRssKb = r.w.exit.MaxRSSKb
+	}
+	return s
+}
+
+// quiesce polls the group every 50 ms until it is empty; at settle + grace +
+// 2000 ms it SIGKILLs again and allows one more 2000 ms; then forgets.
+func (r *Run) quiesce(w *worker) {
+	defer r.forget()
+	if w == nil {
+		return
+	}
+	deadline := time.Now().Add(r.m.cfg.Grace + protocol.CloseMargin)
+	killed := false
+	tick := time.NewTicker(protocol.GroupPoll)
+	defer tick.Stop()
+	for {
+		if w.proc.GroupEmpty() {
+			return
+		}
+		if now := time.Now(); !now.Before(deadline) {
+			if killed {
+				r.log.Warn("process group still has members after the reap deadline; forgetting the run")
+				return
+			}
+			w.proc.SignalGroup(syscall.SIGKILL)
+			killed, deadline = true, now.Add(protocol.CloseMargin)
+		}
+		<-tick.C
+	}
+}
+
+// forget: the run is QUIESCENT; stop the grace SIGKILL, leave the live set.
+func (r *Run) forget() {
+	r.mu.Lock()
+	if r.killTimer != nil {
+		r.killTimer.Stop()
+	}
+	r.mu.Unlock()
+	close(r.quiescent)
+	r.m.forget(r)
+}
+
+// ---- reaping --------------------------------------------------------------
+
+func (r *Run) watch(w *worker) {
+	defer r.recoverPanic("reaper")
+	<-w.exited
+	var eff effects
+	func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.reaped = true
+		eff = r.checkCloseLocked()
+	}()
+	eff.run()
+}
+
+// ---- panics ---------------------------------------------------------------
+
+// recoverPanic turns a panic in one of the run's goroutines into the run's
+// worker-exit (Appendix B 14).
+func (r *Run) recoverPanic(where string) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	r.log.Error("panic in a run goroutine", "where", where, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	r.decide(decision{err: workerExit(fmt.Sprintf("internal daemon error (%s): %v", where, v))})
+	if where == "start" {
+		r.failStart(workerExit(fmt.Sprintf("internal daemon error (%s): %v", where, v)))
+	}
+}
+
+// removeDir removes a run directory, logging (never reporting) failures.
+func removeDir(dir string, log *slog.Logger) {
+	if dir == "" {
+		return
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		log.Error("failed to remove a run directory", "dir", dir, "err", err)
+	}
+}

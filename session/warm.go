@@ -1,0 +1,159 @@
+package session
+
+import (
+	"sync"
+	"syscall"
+	"time"
+)
+
+// warmPool keeps up to size children staged, spawned and waiting for their
+// boot frame (SPEC §9, CHILD-CONTRACT §4.3 step 4). Each serves one run; the
+// pool refills in the background, with back-off after failures.
+type warmPool struct {
+	m    *Manager
+	size int
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	ready    []*worker
+	spawning int
+	stopped  bool
+	stopCh   chan struct{}
+	wg       sync.WaitGroup
+}
+
+const (
+	warmBackoffMin = 100 * time.Millisecond
+	warmBackoffMax = 5 * time.Second
+)
+
+func newWarmPool(m *Manager, size int) *warmPool {
+	p := &warmPool{m: m, size: size, stopCh: make(chan struct{})}
+	p.cond = sync.NewCond(&p.mu)
+	if size > 0 {
+		p.wg.Add(1)
+		go p.fill()
+	}
+	return p
+}
+
+// fill keeps the pool at size until stopped.
+func (p *warmPool) fill() {
+	defer p.wg.Done()
+	backoff := warmBackoffMin
+	for {
+		p.mu.Lock()
+		for !p.stopped && len(p.ready)+p.spawning >= p.size {
+			p.cond.Wait()
+		}
+		if p.stopped {
+			p.mu.Unlock()
+			return
+		}
+		p.spawning++
+		p.mu.Unlock()
+
+		w, fail := p.m.spawnWorker()
+
+		p.mu.Lock()
+		p.spawning--
+		switch {
+		case fail != nil:
+			p.mu.Unlock()
+			p.m.log.Error("warm pool: failed to start a child", "err", fail.Message, "retryIn", backoff)
+			select {
+			case <-p.stopCh:
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, warmBackoffMax)
+			continue
+		case p.stopped:
+			p.mu.Unlock()
+			p.discard(w)
+			return
+		}
+		backoff = warmBackoffMin
+		p.ready = append(p.ready, w)
+		p.wg.Add(1)
+		go p.monitor(w)
+		p.mu.Unlock()
+	}
+}
+
+// monitor discards a warm child that dies while waiting.
+func (p *warmPool) monitor(w *worker) {
+	defer p.wg.Done()
+	select {
+	case <-w.exited:
+	case <-p.stopCh:
+		return
+	}
+	p.mu.Lock()
+	found := p.removeLocked(w)
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	if found {
+		p.m.log.Warn("warm pool: a waiting child exited", "pid", w.proc.Pid)
+		p.discard(w)
+	}
+}
+
+func (p *warmPool) removeLocked(w *worker) bool {
+	for i, x := range p.ready {
+		if x == w {
+			p.ready = append(p.ready[:i], p.ready[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// take hands out the oldest live warm child, or nil.
+func (p *warmPool) take() *worker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.ready) > 0 && !p.stopped {
+		w := p.ready[0]
+		p.ready = p.ready[1:]
+		p.cond.Broadcast()
+		select {
+		case <-w.exited:
+			p.wg.Add(1)
+			go func() { defer p.wg.Done(); p.discard(w) }()
+		default:
+			return w
+		}
+	}
+	return nil
+}
+
+// discard kills a warm child, reaps it and removes its directory.
+func (p *warmPool) discard(w *worker) {
+	w.proc.SignalGroup(syscall.SIGKILL)
+	w.closeFiles()
+	<-w.exited
+	w.removeDir(p.m.log)
+}
+
+// stop kills every warm child and stops refilling.
+func (p *warmPool) stop() {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return
+	}
+	p.stopped = true
+	close(p.stopCh)
+	ws := p.ready
+	p.ready = nil
+	p.cond.Broadcast()
+	p.mu.Unlock()
+	for _, w := range ws {
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); p.discard(w) }()
+	}
+}
+
+// wait returns once every warm child is dead and its directory removed.
+func (p *warmPool) wait() { p.wg.Wait() }

@@ -1,0 +1,367 @@
+package session
+
+import (
+	"errors"
+	"io"
+	"os"
+	"strconv"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
+)
+
+// readSize is the fd-3 and stray read size.
+const readSize = 256 << 10
+
+// ---- fd-3 reader ------------------------------------------------------------
+
+// readLoop reads fd 3 until end of stream: frames through the Framer, each
+// processed (and its client deliveries flushed) in order. After the decision
+// the data is read and dropped so that end of stream is still observed.
+func (r *Run) readLoop(w *worker) {
+	defer r.recoverPanic("fd-3 reader")
+	defer r.markEOF(fdConn)
+	framer := wireguard.NewFramer(protocol.FrameCap)
+	buf := make([]byte, readSize)
+	discard := false
+	for {
+		n, err := w.conn.Read(buf)
+		if n > 0 && !discard && !r.isDecided() {
+			frames, ferr := framer.Feed(buf[:n])
+			for _, line := range frames {
+				r.handleFrame(line)
+				r.flush()
+			}
+			if ferr != nil {
+				discard = true
+				r.decide(decision{err: workerExit(protocol.MsgFrameTooLong)})
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !r.isDecided() {
+				r.log.Debug("fd-3 read error", "err", err)
+			}
+			return
+		}
+	}
+}
+
+func (r *Run) isDecided() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.decided
+}
+
+// markEOF records end of stream on one of the three descriptors.
+func (r *Run) markEOF(fd int) {
+	var eff effects
+	func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if fd != fdConn && !r.settled && !r.abandoned {
+			r.capture.StrayEOF(fd)
+		}
+		r.eof[fd] = true
+		eff = r.checkCloseLocked()
+	}()
+	eff.run()
+	r.flush()
+}
+
+// handleFrame processes one complete fd-3 line (§2.4 step 3, §2.5).
+func (r *Run) handleFrame(line []byte) {
+	if r.isDecided() {
+		return
+	}
+	f, ok := wireguard.DecodeFrame(line)
+	if !ok {
+		return
+	}
+	switch f.Type {
+	case protocol.FrameBootAck:
+		r.onBootAck()
+	case protocol.FrameLog:
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if !r.decided {
+			r.capture.Log(f.Text, f.Open, f.Truncated)
+		}
+	case protocol.FrameCall:
+		r.onCall(f)
+	case protocol.FrameDone:
+		r.onDone(f)
+	}
+}
+
+// onBootAck queues the run frame on the first boot-ack (§2.3 step 4).
+func (r *Run) onBootAck() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.decided || r.bootAcked {
+		return
+	}
+	r.bootAcked = true
+	r.wRun = runFrame(r.p.Program)
+	r.wcond.Broadcast()
+}
+
+// onCall: strict id sequence, dispatch, backlog cap (§2.9).
+func (r *Run) onCall(f wireguard.Frame) {
+	var eff effects
+	var id int64
+	accepted, unknown := func() (bool, bool) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.decided || f.ID != float64(r.nextID) {
+			return false, false
+		}
+		id = r.nextID
+		r.nextID++
+		if !r.known[f.Global][f.Name] {
+			return true, true
+		}
+		if r.inflight >= protocol.CallBacklog {
+			eff = r.decideLocked(decision{err: workerExit(protocol.MsgCallBacklog)})
+			return true, false
+		}
+		r.inflight++
+		c := &call{id: id, global: f.Global, name: f.Name, args: f.Args}
+		r.calls[id] = c
+		r.out = append(r.out, outItem{call: c})
+		return true, false
+	}()
+	eff.run()
+	if !accepted || !unknown {
+		return
+	}
+	msg := unknownBindingMessage(f.Global, f.Name, r.lim.MaxValueBytes)
+	frame := replyErr(id, msg)
+	r.mu.Lock()
+	eff = r.queueReplyLocked(frame)
+	r.mu.Unlock()
+	eff.run()
+}
+
+// onDone decides the run from a done frame (§2.8).
+func (r *Run) onDone(f wireguard.Frame) {
+	var d decision
+	mvb := r.lim.MaxValueBytes
+	switch {
+	case f.Error != nil:
+		d.err = &protocol.RunError{
+			Kind:          f.Error.Kind,
+			Message:       wireguard.CapMessage(f.Error.Message, mvb),
+			ExceptionType: f.Error.ExceptionType,
+			Line:          f.Error.Line,
+		}
+	case !f.HasValue:
+		// success without a value
+	default:
+		canonical, verdict := wireguard.CheckValue(f.Value, mvb)
+		switch verdict {
+		case wireguard.VerdictOverBudget:
+			d.err = &protocol.RunError{Kind: protocol.KindOutputLimit,
+				Message: "completion value exceeded " + strconv.FormatInt(mvb, 10) + " bytes"}
+		case wireguard.VerdictNonLossless:
+			d.err = &protocol.RunError{Kind: protocol.KindInvalidOutput, Message: protocol.MsgNonLossless}
+		default:
+			d.value, d.hasValue = canonical, true
+		}
+	}
+	r.decide(d)
+}
+
+// ---- replies ----------------------------------------------------------------
+
+// queueReplyLocked queues one reply frame for the writer (cap 1024 waiting).
+func (r *Run) queueReplyLocked(frame []byte) effects {
+	if r.decided || r.wdead {
+		return nil
+	}
+	if len(r.wq) >= protocol.ReplyQueue {
+		return r.decideLocked(decision{err: workerExit(protocol.MsgReplyQueueFull)})
+	}
+	r.wq = append(r.wq, frame)
+	r.wcond.Signal()
+	return nil
+}
+
+// answer receives the client's answer to one call (any goroutine, at most once).
+func (r *Run) answer(c *call, a Answer) {
+	defer r.recoverPanic("binding answer")
+	live := func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.decided || c.answered || r.calls[c.id] != c {
+			return false
+		}
+		c.answered = true
+		delete(r.calls, c.id)
+		r.inflight--
+		return true
+	}()
+	if !live {
+		return
+	}
+	frame := judgeAnswer(c.id, a) // outside the lock: may scan 64 MiB
+	var eff effects
+	func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		eff = r.queueReplyLocked(frame)
+	}()
+	eff.run()
+}
+
+// writeLoop is the run's one writer to fd 3: boot, then run (on the first
+// boot-ack), then replies in FIFO order, one frame at a time. It is released
+// at the decision (wstop + an expired write deadline) even when blocked on a
+// full socket.
+func (r *Run) writeLoop(w *worker) {
+	defer r.recoverPanic("fd-3 writer")
+	for {
+		frame, boot := r.nextWrite()
+		if frame == nil {
+			return
+		}
+		if _, err := w.conn.Write(frame); err != nil {
+			r.mu.Lock()
+			r.wdead = true
+			r.wq = nil
+			stopped := r.wstop
+			r.mu.Unlock()
+			if boot && !stopped {
+				r.decide(decision{err: workerExit("failed to boot python subprocess: " + err.Error())})
+			}
+			return
+		}
+	}
+}
+
+// nextWrite blocks until a frame is due (boot/run first) or the writer stops.
+func (r *Run) nextWrite() (frame []byte, boot bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for !r.wstop && r.wBoot == nil && r.wRun == nil && len(r.wq) == 0 {
+		r.wcond.Wait()
+	}
+	switch {
+	case r.wstop:
+		return nil, false
+	case r.wBoot != nil:
+		frame, r.wBoot = r.wBoot, nil
+		return frame, true
+	case r.wRun != nil:
+		frame, r.wRun = r.wRun, nil
+		return frame, true
+	}
+	frame = r.wq[0]
+	r.wq[0] = nil
+	r.wq = r.wq[1:]
+	return frame, false
+}
+
+// ---- stray output -------------------------------------------------------------
+
+// strayLoop reads native fd 1 or fd 2 into the ledger until end of stream;
+// capture continues after the decision until the pipes end or are abandoned.
+func (r *Run) strayLoop(w *worker, fd int, f *os.File) {
+	defer r.recoverPanic("stray reader")
+	defer r.markEOF(fd)
+	buf := make([]byte, readSize)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			func() {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if !r.settled && !r.abandoned {
+					r.capture.Stray(fd, buf[:n])
+				}
+			}()
+			r.flush()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// ---- ordered client delivery ------------------------------------------------
+
+// flush delivers queued outbox items in order. Any goroutine may call it; the
+// sendMu hand-off keeps deliveries ordered and none is lost.
+func (r *Run) flush() {
+	r.sendMu.Lock()
+	defer r.sendMu.Unlock()
+	for {
+		it, ok := r.popOut()
+		if !ok {
+			return
+		}
+		r.deliver(it)
+	}
+}
+
+func (r *Run) popOut() (outItem, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.out) == 0 {
+		return outItem{}, false
+	}
+	it := r.out[0]
+	r.out[0] = outItem{}
+	r.out = r.out[1:]
+	if len(r.out) == 0 {
+		r.out = nil
+	}
+	return it, true
+}
+
+func (r *Run) deliver(it outItem) {
+	switch {
+	case it.ev != nil:
+		r.client.Log(r.id, *it.ev)
+	case it.call != nil:
+		r.deliverCall(it.call)
+	case it.cancels != nil:
+		for _, cancel := range it.cancels {
+			cancel()
+		}
+	case it.result != nil:
+		defer close(r.delivered)
+		r.onResult(*it.result)
+	}
+}
+
+// deliverCall sends one binding/call; a decision reached meanwhile cancels it.
+func (r *Run) deliverCall(c *call) {
+	send := func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.decided {
+			return false
+		}
+		r.bindingCalls++
+		return true
+	}()
+	if !send {
+		return
+	}
+	cancel := r.client.CallBinding(r.id, c.global, c.name, c.args, func(a Answer) { r.answer(c, a) })
+	cancelNow := func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if c.answered || cancel == nil {
+			return false
+		}
+		if r.decided {
+			return true
+		}
+		c.cancel = cancel
+		return false
+	}()
+	if cancelNow {
+		cancel()
+	}
+}

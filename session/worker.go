@@ -1,0 +1,126 @@
+package session
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/py"
+)
+
+// worker is one staged and spawned child (cold, or taken from the warm pool).
+type worker struct {
+	dir  string
+	proc *child.Process
+	// The daemon's ends, registered with the runtime poller by child.Start:
+	// deadlines work and Close releases a blocked Read or Write.
+	conn   *os.File // fd 3
+	stdout *os.File
+	stderr *os.File
+
+	exited  chan struct{} // closed once reaped
+	exit    child.Exit
+	waitErr error
+
+	closeOnce  sync.Once
+	removeOnce sync.Once
+}
+
+// stageDir creates the run directory (0700) holding bootstrap.py and
+// protocol.py (0600); any failure removes the partial directory (§4.3 step 1).
+func stageDir(parent string) (dir string, err error) {
+	dir, err = os.MkdirTemp(parent, protocol.RunDirPrefix)
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+			dir = ""
+		}
+	}()
+	if err = os.Chmod(dir, 0o700); err != nil {
+		return dir, err
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"bootstrap.py", py.Bootstrap}, {"protocol.py", py.Protocol}} {
+		if err = writeFile(filepath.Join(dir, f.name), f.data); err != nil {
+			return dir, err
+		}
+	}
+	return dir, nil
+}
+
+func writeFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// spawnWorker stages and spawns one child (§4.3 steps 1–3). Failures are the
+// run's worker-exit; nothing is left behind.
+func spawnWorker(python, tempDir string) (*worker, *protocol.RunError) {
+	dir, err := stageDir(tempDir)
+	if err != nil {
+		return nil, workerExit("failed to stage the python bootstrap: " + err.Error())
+	}
+	proc, err := child.Start(child.Spec{
+		Path: python,
+		Args: []string{"-u", "-I", filepath.Join(dir, "bootstrap.py")},
+		Env:  []string{"TMPDIR=" + dir},
+		Dir:  dir,
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, workerExit("python spawn error: " + err.Error())
+	}
+	w := &worker{dir: dir, proc: proc, conn: proc.Conn, stdout: proc.Stdout, stderr: proc.Stderr,
+		exited: make(chan struct{})}
+	go w.reap()
+	return w, nil
+}
+
+// reap waits for the child once (wait4 with rusage).
+func (w *worker) reap() {
+	w.exit, w.waitErr = w.proc.Wait()
+	close(w.exited)
+}
+
+// releaseWriter unblocks a writer stuck on a full socket.
+func (w *worker) releaseWriter() {
+	if w.conn != nil {
+		w.conn.SetWriteDeadline(time.Now())
+	}
+}
+
+// closeFiles closes the three descriptors (unblocking their readers).
+func (w *worker) closeFiles() {
+	w.closeOnce.Do(func() {
+		for _, f := range []*os.File{w.conn, w.stdout, w.stderr} {
+			if f != nil {
+				f.Close()
+			}
+		}
+	})
+}
+
+func (w *worker) removeDir(log *slog.Logger) {
+	w.removeOnce.Do(func() {
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		removeDir(w.dir, log)
+	})
+}
