@@ -41,7 +41,9 @@ func TestPythonSIGXCPU(t *testing.T) {
 	}
 	t.Cleanup(func() { discard(p) })
 	e := waitExit(t, p, 20*time.Second)
-	if e.Signal != "SIGXCPU" || e.Code != -1 || e.CPU < time.Second {
-		t.Errorf("Exit %+v, want SIGXCPU after >= 1s CPU", e)
+	// The kernel enforces RLIMIT_CPU on its precise runtime clock; rusage's
+	// user/system split is sampled and can read a little lower.
+	if e.Signal != "SIGXCPU" || e.Code != -1 || e.CPU < 700*time.Millisecond {
+		t.Errorf("Exit %+v, want SIGXCPU after about 1s CPU", e)
 	}
 }
