@@ -202,8 +202,15 @@ def make_codec():
         except BaseException:
             return "?"
 
+    pair_re = []
+
     def fold(s):
         """Combine surrogate pairs held as two code points into one astral character."""
+        if not pair_re:
+            import re
+            pair_re.append(re.compile("[\ud800-\udbff][\udc00-\udfff]").search)
+        if pair_re[0](s) is None:
+            return s
         return s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
     def enc_chunk(esc, escape_lone):
@@ -308,6 +315,25 @@ def make_codec():
             return spell_float(x).encode(), None
         return None, "unsupported type (%s)" % type_name(x)
 
+    str_join = ",".join
+    map_, set_, min_, max_, sum_ = map, set, min, max, sum
+
+    def batch_piece(batch):
+        """Encoded batch of plain ints or plain strs (no surrogates), or None."""
+        kinds = set_(map_(type, batch))
+        if len(kinds) != 1:
+            return None
+        if int in kinds:
+            if min_(batch) >= -two53 and max_(batch) <= two53:
+                return repr(batch)[1:-1].replace(", ", ",").encode()
+            return None
+        if str in kinds and sum_(map_(len, batch)) <= 1 << 20:
+            try:
+                return str_join(map_(encode_basestring, batch)).encode("utf-8")
+            except UnicodeEncodeError:
+                return None
+        return None
+
     def key_collision(d):
         keys = set()
         count = 0
@@ -341,7 +367,7 @@ def make_codec():
                     return OVER_BUDGET, None
                 if t is list:
                     out += b"["
-                    stack.append([iter(value), False, True, value, False])
+                    stack.append([None, False, True, value, False, 0])
                 else:
                     out += b"{"
                     stack.append([iter(value.items()), True, True, value, False])
@@ -360,7 +386,27 @@ def make_codec():
                         return OVER_BUDGET, None
                     return OK, bytes(out)
                 top = stack[-1]
-                item = next(top[0], stack)
+                if top[0] is None:      # a list, walked by index, scalars in batches
+                    lst = top[3]
+                    i = top[5]
+                    if i < len(lst):
+                        batch = lst[i:i + 1024]
+                        piece = batch_piece(batch)
+                        if piece is not None:
+                            if not top[2]:
+                                out += b","
+                            top[2] = False
+                            if budget is not None and len(out) + len(piece) > budget:
+                                return OVER_BUDGET, None
+                            out += piece
+                            top[5] = i + len(batch)
+                            continue
+                        top[5] = i + 1
+                        item = lst[i]
+                    else:
+                        item = stack
+                else:
+                    item = next(top[0], stack)
                 if item is stack:
                     out += b"}" if top[1] else b"]"
                     open_ids.discard(id(top[3]))
