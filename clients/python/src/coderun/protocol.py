@@ -222,6 +222,8 @@ def _message_bytes(message: str) -> bytes:
 
 
 def _encode_message(message: str, room: int) -> bytes:
+    if len(message) > room:  # every character takes at least one byte
+        message = _cut(message, room - 64)
     while True:
         data = _message_bytes(message)
         if len(data) <= room:
