@@ -313,6 +313,7 @@ func TestWaitReportsSignalName(t *testing.T) {
 }
 
 func TestSignalName(t *testing.T) {
+	leakcheck.Check(t)
 	for sig, want := range map[syscall.Signal]string{
 		syscall.SIGXCPU: "SIGXCPU", syscall.SIGSEGV: "SIGSEGV", 34: "SIGRTMIN",
 		35: "SIGRTMIN+1", 64: "SIGRTMAX", 99: "SIG99",
@@ -583,6 +584,7 @@ func TestStartFailsCleanlyOutOfDescriptors(t *testing.T) {
 // own group and everything it may signal; a Process without a real pid must
 // not send them.
 func TestZeroProcessSignalsNothing(t *testing.T) {
+	leakcheck.Check(t)
 	for _, pid := range []int{0, 1, -1} {
 		p := &Process{Pid: pid}
 		p.SignalGroup(syscall.SIGCONT) // harmless even if it escaped

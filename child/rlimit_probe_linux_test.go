@@ -25,6 +25,7 @@ func helperCommand(t *testing.T, mode string, args ...string) *exec.Cmd {
 }
 
 func TestParseStartTime(t *testing.T) {
+	leakcheck.Check(t)
 	fields := func(start string) string {
 		// fields 3..22, then a few more
 		f := []string{"S", "1", "2", "3", "0", "-1", "4194560", "10", "0", "0", "0", "1", "2", "0", "0", "20", "0", "1", "0", start, "123", "456"}
@@ -52,6 +53,7 @@ func TestParseStartTime(t *testing.T) {
 }
 
 func TestStartTime(t *testing.T) {
+	leakcheck.Check(t)
 	a, ok1 := StartTime(os.Getpid())
 	b, ok2 := StartTime(os.Getpid())
 	if !ok1 || !ok2 || a != b || a == 0 {
@@ -74,6 +76,7 @@ func TestStartTime(t *testing.T) {
 }
 
 func TestClampCPU(t *testing.T) {
+	leakcheck.Check(t)
 	const inf = unix.RLIM_INFINITY
 	for _, tc := range []struct {
 		req        int64
