@@ -235,7 +235,12 @@ class Child:
             if not line:
                 continue
             res.raw.append(line)
-            frame = loads(line)
+            try:
+                frame = loads(line)
+            except ValueError:
+                continue            # junk is dropped, as the daemon does
+            if not isinstance(frame, dict):
+                continue
             res.frames.append(frame)
             t = frame.get("type")
             if t == "boot-ack":
