@@ -70,7 +70,7 @@ type member struct {
 // data and pass through unmerged (§2.7).
 func DecodeFrame(line []byte) (Frame, bool) {
 	var m [mCount]member
-	if !utf8.Valid(line) || !objectMembers(line, frameNames, m[:]) || m[mType].kind != tokString {
+	if !objectMembers(line, frameNames, m[:]) || m[mType].kind != tokString { // strict UTF-8 included
 		return Frame{}, false
 	}
 	f := Frame{Type: decodeTokenString(m[mType].raw)}

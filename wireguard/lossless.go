@@ -1,9 +1,6 @@
 package wireguard
 
-import (
-	"math"
-	"unicode/utf8"
-)
+import "math"
 
 // Verdict is the judgement of a value against a byte budget (§2.7, §2.8).
 type Verdict int
@@ -44,11 +41,9 @@ func CheckValue(raw []byte, budget int64) (canonical []byte, v Verdict) {
 
 // CheckClientResult judges a client's result text (§2.7, §2.9) with the same rules:
 // strict UTF-8 and syntax, no unsafe integer token, no overflow, no negative zero.
-// ok → canonical compact text.
+// ok → canonical compact text. (The scanner enforces strict UTF-8: non-ASCII outside
+// strings is a syntax error, and strings are validated.)
 func CheckClientResult(raw []byte) (canonical []byte, ok bool) {
-	if !utf8.Valid(raw) {
-		return nil, false
-	}
 	canonical, v := CheckValue(raw, math.MaxInt64)
 	return canonical, v == VerdictOK
 }
