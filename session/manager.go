@@ -22,6 +22,8 @@ type Manager struct {
 	runs     map[*Run]bool // accepted and not yet quiescent; value: holds a slot
 	idle     *sync.Cond    // signalled when runs shrinks
 	warm     *warmPool
+
+	noGraceKill bool // test hook (C129): suppress the grace-period SIGKILL
 }
 
 // NewManager builds a Manager; with WarmPool > 0 it starts filling the pool.

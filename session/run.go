@@ -270,15 +270,12 @@ func (r *Run) decideLocked(d decision) effects {
 	return eff
 }
 
-// testNoGraceKill suppresses the grace-period SIGKILL (C129).
-var testNoGraceKill bool
-
 // killLocked starts the kill escalation: SIGTERM now, SIGKILL after the
 // grace, and the close deadline at grace + 2000 ms.
 func (r *Run) killLocked() effects {
 	w := r.w
 	grace := r.m.cfg.Grace
-	if !testNoGraceKill {
+	if !r.m.noGraceKill {
 		r.killTimer = time.AfterFunc(grace, func() { w.proc.SignalGroup(syscall.SIGKILL) })
 	}
 	r.closeTimer = time.AfterFunc(grace+protocol.CloseMargin, r.onCloseDeadline)

@@ -148,9 +148,17 @@ func (r *Run) onDone(f wireguard.Frame) {
 	mvb := r.lim.MaxValueBytes
 	switch {
 	case f.Error != nil:
+		msg := f.Error.Message
+		// The budget message is the daemon's own wording for this run's
+		// limit (§2.8 step 3, uncapped); TEST-CATALOGUE C65 pins it exactly
+		// even when maxValueBytes is below its length. Everything else is
+		// capped (§4.7).
+		if f.Error.Kind != protocol.KindOutputLimit || msg != outputLimitMessage(mvb) {
+			msg = wireguard.CapMessage(msg, mvb)
+		}
 		d.err = &protocol.RunError{
 			Kind:          f.Error.Kind,
-			Message:       wireguard.CapMessage(f.Error.Message, mvb),
+			Message:       msg,
 			ExceptionType: f.Error.ExceptionType,
 			Line:          f.Error.Line,
 		}
@@ -160,8 +168,7 @@ func (r *Run) onDone(f wireguard.Frame) {
 		canonical, verdict := wireguard.CheckValue(f.Value, mvb)
 		switch verdict {
 		case wireguard.VerdictOverBudget:
-			d.err = &protocol.RunError{Kind: protocol.KindOutputLimit,
-				Message: "completion value exceeded " + strconv.FormatInt(mvb, 10) + " bytes"}
+			d.err = &protocol.RunError{Kind: protocol.KindOutputLimit, Message: outputLimitMessage(mvb)}
 		case wireguard.VerdictNonLossless:
 			d.err = &protocol.RunError{Kind: protocol.KindInvalidOutput, Message: protocol.MsgNonLossless}
 		default:
@@ -364,4 +371,8 @@ func (r *Run) deliverCall(c *call) {
 	if cancelNow {
 		cancel()
 	}
+}
+
+func outputLimitMessage(maxValueBytes int64) string {
+	return "completion value exceeded " + strconv.FormatInt(maxValueBytes, 10) + " bytes"
 }
