@@ -1,12 +1,139 @@
-// Command coderun-rpc serves Python runs over JSON-RPC 2.0 on stdio.
+// Command coderun-rpc serves Python runs over JSON-RPC 2.0 on stdio, framed
+// like the Language Server Protocol (SPEC.md). main only reads the
+// configuration once, keeps stdout for the protocol, wires signals and slog,
+// and hands over to rpc.
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/coderun-rpc/coderun-rpc/config"
+	"github.com/coderun-rpc/coderun-rpc/rpc"
 )
 
-func main() {
-	fmt.Fprintln(os.Stderr, "coderun-rpc: not yet serving")
-	os.Exit(1)
+// version is set with -ldflags "-X main.version=…".
+var version = "0.1.0-dev"
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	mode := ""
+	for _, a := range args {
+		switch a {
+		case "--version", "-version":
+			fmt.Println("coderun-rpc", version)
+			return 0
+		case "--help", "-help", "-h":
+			usage(os.Stdout)
+			return 0
+		case "--check", "-check":
+			mode = "check"
+		default:
+			fmt.Fprintf(os.Stderr, "coderun-rpc: unknown argument %q\n", a)
+			usage(os.Stderr)
+			return 2
+		}
+	}
+	// SIGPIPE is notified, not ignored: a closed stdout or stderr must not
+	// kill the daemon, and children must not inherit SIG_IGN.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	if mode == "check" {
+		return check()
+	}
+	cfg, err := config.Load(config.Options{})
+	if err != nil {
+		return configFailure(os.Stderr, err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	out, err := protocolStdout()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "coderun-rpc: cannot set up stdout: %v\n", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	srv := rpc.New(rpc.Options{In: os.Stdin, Out: out, Config: cfg, Runner: rpc.NewRunner(cfg, log),
+		Logger: log, Version: version})
+	log.Info("serving", "python", cfg.Python, "pythonVersion", cfg.PythonVersion,
+		"maxConcurrentRuns", cfg.MaxConcurrentRuns, "warmPool", cfg.WarmPool)
+	code := srv.Serve(ctx)
+	log.Info("exiting", "code", code)
+	return code
+}
+
+func configFailure(w io.Writer, err error) int {
+	var ce *config.Error
+	if errors.As(err, &ce) {
+		fmt.Fprintln(w, ce.Line())
+	} else {
+		fmt.Fprintf(w, "coderun-rpc: configuration error: %v\n", err)
+	}
+	return 2
+}
+
+// protocolStdout duplicates fd 1 for the protocol and points fd 1 at
+// stderr, so a stray write to stdout cannot corrupt a frame (habit 12).
+func protocolStdout() (*os.File, error) {
+	fd, err := syscall.Dup(1)
+	if err != nil {
+		return nil, err
+	}
+	syscall.CloseOnExec(fd)
+	if err := syscall.Dup3(2, 1, 0); err != nil {
+		syscall.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "protocol-stdout"), nil
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintf(w, `coderun-rpc %s — runs LLM-written Python in fresh CPython processes,
+speaking JSON-RPC 2.0 with LSP framing on stdin/stdout.
+
+Usage:
+  coderun-rpc            serve on stdio
+  coderun-rpc --check    validate the configuration, probe Python, run a smoke program
+  coderun-rpc --version  print the version
+  coderun-rpc --help     print this help
+
+Configuration (environment, read once at start-up; an invalid value exits 2):
+`, version)
+	for _, v := range config.Variables {
+		fmt.Fprintf(w, "  %-29s default %-28s %s\n", v.Name, v.Default, v.Rule)
+	}
+	fmt.Fprintln(w, "\nOther CODERUN_* variables are ignored.")
+}
+
+// check is --check: configuration, probe and one smoke run through the
+// whole stack, reported readably on stdout. Exit 0 or 2.
+func check() int {
+	fmt.Println("coderun-rpc --check", version)
+	cfg, err := config.Load(config.Options{})
+	if err != nil {
+		fmt.Println("configuration: FAILED")
+		return configFailure(os.Stdout, err)
+	}
+	fmt.Println("configuration: ok")
+	fmt.Printf("python: %s (CPython %s)\n", cfg.Python, cfg.PythonVersion)
+	fmt.Printf("limits: cpuSeconds=%d maxWallMs=%d addressSpaceMb=%d maxLogBytes=%d maxValueBytes=%d graceMs=%d\n",
+		cfg.Limits.CPUSeconds, cfg.Limits.MaxWallMs, cfg.Limits.AddressSpaceMb, cfg.Limits.MaxLogBytes,
+		cfg.Limits.MaxValueBytes, cfg.GraceMs)
+	fmt.Printf("runs: maxConcurrentRuns=%d maxQueuedRuns=%d warmPool=%d isolation=%s\n",
+		cfg.MaxConcurrentRuns, cfg.MaxQueuedRuns, cfg.WarmPool, cfg.Isolation)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	report, err := rpc.Check(context.Background(), cfg, log, version)
+	fmt.Print(report)
+	if err != nil {
+		fmt.Printf("smoke run: FAILED: %v\n", err)
+		return 2
+	}
+	fmt.Println("smoke run: ok")
+	return 0
 }

@@ -1,0 +1,231 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeProbe reports a CPython 3.12.1 behind no shim.
+func fakeProbe(path string, args []string, d time.Duration, max int) ([]byte, error) {
+	return []byte("cpython 3 12 1\n" + path + "\n"), nil
+}
+
+func clearEnv(t *testing.T) {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "CODERUN_") {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+}
+
+func load(t *testing.T, env map[string]string) (*Config, error) {
+	t.Helper()
+	clearEnv(t)
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	if _, ok := env[VarPythonBin]; !ok {
+		t.Setenv(VarPythonBin, "/bin/sh") // any executable; the probe is faked
+	}
+	return Load(Options{Probe: fakeProbe, NumCPU: 3})
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := load(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.Limits
+	if l.CPUSeconds != 60 || l.MaxWallMs != 600000 || l.AddressSpaceMb != 512 ||
+		l.MaxLogBytes != 65536 || l.MaxValueBytes != 32768 || c.GraceMs != 3000 {
+		t.Errorf("limits %+v grace %d", l, c.GraceMs)
+	}
+	if c.MaxConcurrentRuns != 6 || c.WarmPool != 2 || c.MaxQueuedRuns != 1024 ||
+		c.Isolation != "process" || c.LogLevel.String() != "INFO" {
+		t.Errorf("config %+v", c)
+	}
+	if c.Python != "/bin/sh" || c.PythonVersion != "3.12.1" {
+		t.Errorf("python %q %q", c.Python, c.PythonVersion)
+	}
+	c, err = load(t, map[string]string{VarMaxConcurrentRuns: "1"})
+	if err != nil || c.WarmPool != 1 {
+		t.Fatalf("warm pool default with 1 run: %v %+v", err, c)
+	}
+}
+
+// TestVariableNames pins the split_words names (no envconfig tags).
+func TestVariableNames(t *testing.T) {
+	for v, want := range map[string]string{VarCPUSeconds: "7", VarMaxWallMs: "8",
+		VarAddressSpaceMB: "1024", VarMaxLogBytes: "100", VarMaxValueBytes: "9", VarGraceMs: "10",
+		VarMaxConcurrentRuns: "11", VarMaxQueuedRuns: "0", VarWarmPool: "0", VarLogLevel: "debug"} {
+		c, err := load(t, map[string]string{v: want})
+		if err != nil {
+			t.Fatalf("%s: %v", v, err)
+		}
+		got := map[string]int64{VarCPUSeconds: c.Limits.CPUSeconds, VarMaxWallMs: c.Limits.MaxWallMs,
+			VarAddressSpaceMB: c.Limits.AddressSpaceMb, VarMaxLogBytes: c.Limits.MaxLogBytes,
+			VarMaxValueBytes: c.Limits.MaxValueBytes, VarGraceMs: c.GraceMs,
+			VarMaxConcurrentRuns: int64(c.MaxConcurrentRuns), VarMaxQueuedRuns: int64(c.MaxQueuedRuns),
+			VarWarmPool: int64(c.WarmPool)}
+		if v == VarLogLevel {
+			if c.LogLevel.String() != "DEBUG" {
+				t.Errorf("log level %v", c.LogLevel)
+			}
+			continue
+		}
+		if n, ok := got[v]; !ok || itoa(n) != want {
+			t.Errorf("%s=%s read as %d", v, want, n)
+		}
+	}
+	// The unprefixed name is never read.
+	clearEnv(t)
+	t.Setenv("CPU_SECONDS", "5")
+	t.Setenv("CPUSECONDS", "5")
+	t.Setenv(VarPythonBin, "/bin/sh")
+	c, err := Load(Options{Probe: fakeProbe})
+	if err != nil || c.Limits.CPUSeconds != 60 {
+		t.Errorf("unprefixed variable read: %v %+v", err, c)
+	}
+}
+
+const (
+	pos        = "must be a positive integer"
+	nonNegRule = "must be a non-negative integer"
+	frameCap   = "must be at most 67108800 (a frame carrying it must fit the 67108864-byte fd-3 frame cap)"
+)
+
+func TestRules(t *testing.T) {
+	cases := []struct {
+		env       map[string]string
+		varName   string
+		value     string
+		rule      string
+		substring bool
+	}{
+		// C6
+		{map[string]string{VarCPUSeconds: "0"}, VarCPUSeconds, "0", pos, false},
+		{map[string]string{VarMaxWallMs: "-1"}, VarMaxWallMs, "-1", pos, false},
+		// C7 and the spelling rules
+		{map[string]string{VarCPUSeconds: "1.5"}, VarCPUSeconds, "1.5", pos, false},
+		{map[string]string{VarCPUSeconds: "010"}, VarCPUSeconds, "010", pos, false},
+		{map[string]string{VarCPUSeconds: "+5"}, VarCPUSeconds, "+5", pos, false},
+		{map[string]string{VarCPUSeconds: "0x10"}, VarCPUSeconds, "0x10", pos, false},
+		{map[string]string{VarCPUSeconds: "1_000"}, VarCPUSeconds, "1_000", pos, false},
+		{map[string]string{VarCPUSeconds: " 5"}, VarCPUSeconds, " 5", pos, false},
+		{map[string]string{VarCPUSeconds: ""}, VarCPUSeconds, "", pos, false},
+		{map[string]string{VarCPUSeconds: "abc"}, VarCPUSeconds, "abc", pos, false},
+		{map[string]string{VarGraceMs: "9223372036854775808"}, VarGraceMs, "9223372036854775808", pos, false},
+		{map[string]string{VarMaxQueuedRuns: "-1"}, VarMaxQueuedRuns, "-1", nonNegRule, false},
+		{map[string]string{VarWarmPool: "00"}, VarWarmPool, "00", nonNegRule, false},
+		{map[string]string{VarWarmPool: ""}, VarWarmPool, "", nonNegRule, false},
+		{map[string]string{VarMaxConcurrentRuns: "0"}, VarMaxConcurrentRuns, "0", pos, false},
+		// C8 ceilings
+		{map[string]string{VarAddressSpaceMB: "8589934592"}, VarAddressSpaceMB, "8589934592",
+			"must be at most 8589934591 (its byte count must stay an exact JSON integer)", false},
+		{map[string]string{VarCPUSeconds: "9007199254740991"}, VarCPUSeconds, "9007199254740991",
+			"must be at most 9007199254740990 (it and its +1 hard limit must stay exact JSON integers)", false},
+		{map[string]string{VarAddressSpaceMB: "1e308"}, VarAddressSpaceMB, "1e308", pos, false},
+		{map[string]string{VarMaxWallMs: "9223372036855"}, VarMaxWallMs, "9223372036855",
+			"must be at most 9223372036854 (the largest whole-millisecond time.Duration)", false},
+		{map[string]string{VarGraceMs: "9223372034855"}, VarGraceMs, "9223372034855",
+			"must be at most 9223372034854 (graceMs + 2000 must stay a valid time.Duration)", false},
+		// C9
+		{map[string]string{VarMaxLogBytes: "67108801"}, VarMaxLogBytes, "67108801", frameCap, false},
+		{map[string]string{VarMaxValueBytes: "67108801"}, VarMaxValueBytes, "67108801", frameCap, false},
+		// C163
+		{map[string]string{VarMaxLogBytes: "63"}, VarMaxLogBytes, "63", "must be at least 64 (a marker-only log must fit)", false},
+		{map[string]string{VarMaxConcurrentRuns: "9007199254740992"}, VarMaxConcurrentRuns, "9007199254740992",
+			"must be at most 9007199254740991", false},
+		{map[string]string{VarMaxQueuedRuns: "9007199254740992"}, VarMaxQueuedRuns, "9007199254740992",
+			"must be at most 9007199254740991", false},
+		{map[string]string{VarIsolation: "docker"}, VarIsolation, "docker", `must be "process" or "sandbox"`, false},
+		{map[string]string{VarIsolation: ""}, VarIsolation, "", `must be "process" or "sandbox"`, false},
+		{map[string]string{VarLogLevel: "INFO"}, VarLogLevel, "INFO", "must be one of debug, info, warn, error", false},
+		// Warm pool against the effective concurrency.
+		{map[string]string{VarMaxConcurrentRuns: "2", VarWarmPool: "3"}, VarWarmPool, "3",
+			"must be at most CODERUN_MAX_CONCURRENT_RUNS (2)", false},
+		{map[string]string{VarWarmPool: "7"}, VarWarmPool, "7", "must be at most CODERUN_MAX_CONCURRENT_RUNS (6)", false},
+		// ...and it comes before later variables' rules.
+		{map[string]string{VarWarmPool: "7", VarLogLevel: "loud"}, VarWarmPool, "7",
+			"must be at most CODERUN_MAX_CONCURRENT_RUNS (6)", false},
+		// Order: the first variable in §4.1 order wins.
+		{map[string]string{VarLogLevel: "x", VarCPUSeconds: "x"}, VarCPUSeconds, "x", pos, false},
+		{map[string]string{VarMaxLogBytes: "x", VarMaxWallMs: "0"}, VarMaxWallMs, "0", pos, false},
+		// C53 address-space room
+		{map[string]string{VarMaxLogBytes: "50000000", VarAddressSpaceMB: "256"}, VarMaxLogBytes, "50000000",
+			"times the 12x worst-case Unicode expansion must fit within the 201326592 bytes left after the 67108864-byte interpreter baseline of the 268435456-byte CODERUN_ADDRESS_SPACE_MB; the most it may be is 16777215", false},
+		{map[string]string{VarMaxValueBytes: "50000000", VarAddressSpaceMB: "256"}, VarMaxValueBytes, "50000000",
+			"times the 12x worst-case Unicode expansion must fit within the 201326592 bytes left after the 67108864-byte interpreter baseline of the 268435456-byte CODERUN_ADDRESS_SPACE_MB; the most it may be is 16777215", false},
+		{map[string]string{VarMaxLogBytes: "50331648"}, VarMaxLogBytes, "50331648", "the most it may be is 39146837", true},
+		{map[string]string{VarAddressSpaceMB: "64"}, VarAddressSpaceMB, "64",
+			"must exceed the 67108864-byte interpreter baseline with room for the output budgets, got 64 MiB (67108864 bytes)", false},
+		{map[string]string{VarAddressSpaceMB: "32"}, VarAddressSpaceMB, "32",
+			"must exceed the 67108864-byte interpreter baseline with room for the output budgets, got 32 MiB (33554432 bytes)", false},
+		// Room is checked after every per-variable rule.
+		{map[string]string{VarAddressSpaceMB: "64", VarLogLevel: "x"}, VarLogLevel, "x", "must be one of debug, info, warn, error", false},
+		// C11
+		{map[string]string{VarPythonBin: ""}, VarPythonBin, "", "must be a non-empty path", false},
+		{map[string]string{VarIsolation: "sandbox"}, VarIsolation, "sandbox", "sandbox isolation is not implemented yet", true},
+	}
+	for _, c := range cases {
+		_, err := load(t, c.env)
+		var ce *Error
+		if !errors.As(err, &ce) {
+			t.Errorf("%v: want a configuration error, got %v", c.env, err)
+			continue
+		}
+		okRule := ce.Rule == c.rule || c.substring && strings.Contains(ce.Rule, c.rule)
+		if ce.Var != c.varName || ce.Value != c.value || !okRule {
+			t.Errorf("%v:\n got %s\nwant %s=%q: %s", c.env, ce.Line(), c.varName, c.value, c.rule)
+		}
+	}
+}
+
+func TestAccepted(t *testing.T) {
+	for _, env := range []map[string]string{
+		{VarAddressSpaceMB: "8589934591"},
+		{VarCPUSeconds: "9007199254740990"},
+		{VarMaxValueBytes: "67108800", VarAddressSpaceMB: "4096"},
+		{VarMaxValueBytes: "52428800", VarAddressSpaceMB: "1024"},
+		{VarMaxValueBytes: "1"},
+		{VarMaxLogBytes: "39146837"},
+		{VarMaxQueuedRuns: "0", VarWarmPool: "0"},
+		{"CODERUN_RPC_BIN": "/nonexistent", "CODERUN_WHATEVER": "x"},
+	} {
+		if _, err := load(t, env); err != nil {
+			t.Errorf("%v: %v", env, err)
+		}
+	}
+}
+
+func TestLine(t *testing.T) {
+	e := &Error{Var: VarMaxLogBytes, Value: "3.5", Rule: "must be a positive integer"}
+	if got := e.Line(); got != `coderun-rpc: configuration error: CODERUN_MAX_LOG_BYTES="3.5": must be a positive integer` {
+		t.Error(got)
+	}
+}
+
+func TestMaxBudgetTable(t *testing.T) {
+	for mb, want := range map[int64]int64{256: 16777215, 384: 27962026, 400: 29360127, 512: 39146837,
+		1024: 83886079, 2048: 173364565, 4096: 352321535} {
+		if got := MaxBudget(mb); got != want || !BudgetFits(want, mb) || BudgetFits(want+1, mb) {
+			t.Errorf("MaxBudget(%d) = %d, want %d", mb, got, want)
+		}
+	}
+}
+
+func writeStub(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

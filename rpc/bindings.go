@@ -1,0 +1,99 @@
+package rpc
+
+import (
+	"strconv"
+	"sync"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+)
+
+// call is one outstanding binding/call request. mu makes "answer at most
+// once, never after cancel" hold across the read loop and the canceller.
+type call struct {
+	mu     sync.Mutex
+	done   bool
+	answer func(Answer)
+}
+
+// runClient is the per-run Client handed to the Runner.
+type runClient struct {
+	s      *Server
+	stream bool
+}
+
+// CallBinding sends binding/call with an id from the daemon's own counter
+// (from 1) and returns its cancel: $/cancelRequest {id} if still outstanding.
+func (c *runClient) CallBinding(runID, namespace, function string, args []byte, answer func(Answer)) func() {
+	s := c.s
+	id := s.callSeq.Add(1)
+	k := &call{answer: answer}
+	s.mu.Lock()
+	s.calls[id] = k
+	s.mu.Unlock()
+	s.w.frame(encodeBindingCall(id, runID, namespace, function, args))
+	return func() {
+		k.mu.Lock()
+		was := k.done
+		k.done = true
+		k.mu.Unlock()
+		s.mu.Lock()
+		delete(s.calls, id)
+		s.mu.Unlock()
+		if !was {
+			s.w.frame(encodeCancel(id))
+		}
+	}
+}
+
+// Log sends one run/log notification (only for runs with stream: true).
+func (c *runClient) Log(runID string, ev protocol.LogEvent) {
+	if c.stream {
+		c.s.w.frame(encodeRunLog(runID, ev))
+	}
+}
+
+// response routes a client response to its outstanding binding/call; any
+// other response is ignored (CHILD-CONTRACT §2.9).
+func (s *Server) response(idm member, hasID bool, res member, hasResult bool, em member, hasError bool) {
+	var k *call
+	var id uint64
+	if hasID && allDigits(string(idm.raw)) {
+		if n, err := strconv.ParseUint(string(idm.raw), 10, 64); err == nil {
+			id = n
+			s.mu.Lock()
+			k = s.calls[n]
+			delete(s.calls, n)
+			s.mu.Unlock()
+		}
+	}
+	if k == nil {
+		if res.bad {
+			s.w.replyError(nil, protocol.CodeParseError, "parse error: the message body is not valid UTF-8")
+		} else {
+			s.log.Debug("response matches no outstanding binding/call; ignored", "id", string(idm.raw))
+		}
+		return
+	}
+	a := Answer{}
+	if hasError && jsonKind(em.raw) != 'n' {
+		a.HasError = true
+		if ems, ok := objectMembers(em.raw, false); ok {
+			if mm, ok := lookup(ems, "message"); ok {
+				if msg, ok := decodeString(mm.raw); ok {
+					a.Message = &msg
+				}
+			}
+		}
+	}
+	if hasResult {
+		a.HasResult = true
+		a.Result = res.raw
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.done {
+		k.done = true
+		s.log.Debug("binding answered", "id", id)
+		k.answer(a)
+	}
+}

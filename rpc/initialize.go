@@ -1,0 +1,74 @@
+package rpc
+
+import (
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+)
+
+type initializeResult struct {
+	ServerInfo   serverInfo   `json:"serverInfo"`
+	Capabilities capabilities `json:"capabilities"`
+}
+
+type serverInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+type capabilities struct {
+	Languages    []string   `json:"languages"`
+	Isolation    string     `json:"isolation"`
+	LogStreaming bool       `json:"logStreaming"`
+	Limits       limitsInfo `json:"limits"`
+	Python       pythonInfo `json:"python"`
+}
+
+type limitsInfo struct {
+	CPUSeconds        int64 `json:"cpuSeconds"`
+	MaxWallMs         int64 `json:"maxWallMs"`
+	AddressSpaceMb    int64 `json:"addressSpaceMb"`
+	MaxLogBytes       int64 `json:"maxLogBytes"`
+	MaxValueBytes     int64 `json:"maxValueBytes"`
+	GraceMs           int64 `json:"graceMs"`
+	MaxConcurrentRuns int   `json:"maxConcurrentRuns"`
+}
+
+type pythonInfo struct {
+	Executable string `json:"executable"`
+	Version    string `json:"version"`
+}
+
+// initialize answers the first initialize (SPEC §2, C5); params must be
+// absent, null or an object.
+func (s *Server) initialize(id reqID, st state, params []byte) {
+	if st != stateCreated {
+		s.w.replyError(&id, protocol.CodeInvalidRequest, "server is already initialized")
+		return
+	}
+	if k := jsonKind(params); params != nil && k != 'n' && k != '{' {
+		s.w.replyError(&id, protocol.CodeInvalidParams, "params must be an object")
+		return
+	}
+	s.mu.Lock()
+	s.state = stateInitialized
+	s.mu.Unlock()
+	s.w.reply(id, s.describe())
+}
+
+func (s *Server) describe() initializeResult {
+	c := s.opts.Config
+	return initializeResult{
+		ServerInfo: serverInfo{Name: "coderun-rpc", Version: s.opts.Version},
+		Capabilities: capabilities{
+			Languages:    []string{"python"},
+			Isolation:    c.Isolation,
+			LogStreaming: true,
+			Limits: limitsInfo{
+				CPUSeconds: c.Limits.CPUSeconds, MaxWallMs: c.Limits.MaxWallMs,
+				AddressSpaceMb: c.Limits.AddressSpaceMb, MaxLogBytes: c.Limits.MaxLogBytes,
+				MaxValueBytes: c.Limits.MaxValueBytes, GraceMs: c.GraceMs,
+				MaxConcurrentRuns: c.MaxConcurrentRuns,
+			},
+			Python: pythonInfo{Executable: c.Python, Version: c.PythonVersion},
+		},
+	}
+}

@@ -1,0 +1,118 @@
+package rpc
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"github.com/sourcegraph/jsonrpc2"
+)
+
+// writer serialises every outbound message under one lock. Messages without
+// program values (initialize, shutdown, most errors) are framed by
+// jsonrpc2.VSCodeObjectCodec; messages carrying program values or an id the
+// library cannot represent are pre-encoded and framed here with the same
+// Content-Length header (Appendix B items 5, 16).
+type writer struct {
+	mu     sync.Mutex
+	bw     *bufio.Writer
+	failed bool
+	log    *slog.Logger
+}
+
+func newWriter(w io.Writer, log *slog.Logger) *writer {
+	return &writer{bw: bufio.NewWriterSize(w, 64<<10), log: log}
+}
+
+// object writes a jsonrpc2 value through the library's codec.
+func (w *writer) object(v any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed {
+		return
+	}
+	err := jsonrpc2.VSCodeObjectCodec{}.WriteObject(w.bw, v)
+	if err == nil {
+		err = w.bw.Flush()
+	}
+	w.check(err)
+}
+
+// frame writes one pre-encoded JSON body.
+func (w *writer) frame(body []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed {
+		return
+	}
+	var hdr [40]byte
+	h := append(strconv.AppendInt(append(hdr[:0], "Content-Length: "...), int64(len(body)), 10), "\r\n\r\n"...)
+	_, err := w.bw.Write(h)
+	if err == nil {
+		_, err = w.bw.Write(body)
+	}
+	if err == nil {
+		err = w.bw.Flush()
+	}
+	w.check(err)
+}
+
+func (w *writer) check(err error) {
+	if err != nil {
+		w.failed = true
+		w.log.Warn("writing to the client failed; further output is dropped", "err", err)
+	}
+}
+
+// reqID is a usable request id: its canonical JSON text (the key of every
+// registry) and, when jsonrpc2.ID can carry it exactly, that form.
+type reqID struct {
+	text string
+	jid  jsonrpc2.ID
+	safe bool
+}
+
+// rawMessage marshals v for a jsonrpc2.Response result.
+func rawMessage(v any) *json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte("null")
+	}
+	m := json.RawMessage(b)
+	return &m
+}
+
+// reply sends a result that holds no program value.
+func (w *writer) reply(id reqID, result any) {
+	raw := rawMessage(result)
+	if id.safe {
+		w.object(&jsonrpc2.Response{ID: id.jid, Result: raw})
+		return
+	}
+	body := append([]byte(`{"jsonrpc":"2.0","id":`), id.text...)
+	body = append(append(append(body, `,"result":`...), *raw...), '}')
+	w.frame(body)
+}
+
+// replyError sends an error response; id nil means "id": null, which
+// jsonrpc2.Response cannot carry.
+func (w *writer) replyError(id *reqID, code int64, msg string) {
+	if id != nil && id.safe {
+		w.object(&jsonrpc2.Response{ID: id.jid, Error: &jsonrpc2.Error{Code: code, Message: msg}})
+		return
+	}
+	body := append([]byte(nil), `{"jsonrpc":"2.0","id":`...)
+	if id == nil {
+		body = append(body, "null"...)
+	} else {
+		body = append(body, id.text...)
+	}
+	body = append(body, `,"error":{"code":`...)
+	body = strconv.AppendInt(body, code, 10)
+	body = append(body, `,"message":`...)
+	body = appendString(body, msg)
+	w.frame(append(body, "}}"...))
+}

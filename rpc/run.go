@@ -1,0 +1,85 @@
+package rpc
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+)
+
+// runEntry is one accepted run in the cancel registry. It is registered when
+// the request is read (before it is queued) and removed in the function that
+// sends its one response (ARCHITECTURE habit 2).
+type runEntry struct {
+	id       string
+	run      Canceler // set once Submit returns (read loop only)
+	answered atomic.Bool
+}
+
+// run validates and submits a run request (CHILD-CONTRACT §1.6, §4.2).
+func (s *Server) run(id reqID, params []byte) {
+	p, err := validateRun(params, s.opts.Config.Limits)
+	if err != nil {
+		s.w.replyError(&id, protocol.CodeInvalidParams, err.Error())
+		return
+	}
+	e := &runEntry{id: id.text}
+	s.mu.Lock()
+	s.runs[id.text] = e
+	s.pending[id.text] = true
+	s.mu.Unlock()
+	c := &runClient{s: s, stream: p.Stream}
+	run, err := s.opts.Runner.Submit(id.text, p, c, func(r protocol.Result) { s.finishRun(e, r) })
+	if err != nil {
+		s.forget(e)
+		code, msg := int64(protocol.CodeInvalidRequest), protocol.MsgShuttingDown
+		if errors.Is(err, ErrQueueFull) {
+			code, msg = protocol.CodeQueueFull, protocol.MsgQueueFull
+		} else if !errors.Is(err, ErrShuttingDown) {
+			s.log.Error("run refused", "id", id.text, "err", err)
+		}
+		s.w.replyError(&id, code, msg)
+		return
+	}
+	e.run = run
+}
+
+// finishRun sends a run's one response. The registry entry goes first, so a
+// client that reuses the id after reading the response is not refused.
+func (s *Server) finishRun(e *runEntry, r protocol.Result) {
+	if !e.answered.CompareAndSwap(false, true) {
+		s.log.Error("second result for a run dropped", "id", e.id)
+		return
+	}
+	s.forget(e)
+	s.w.frame(encodeRunResponse(e.id, r))
+}
+
+func (s *Server) forget(e *runEntry) {
+	s.mu.Lock()
+	if s.runs[e.id] == e {
+		delete(s.runs, e.id)
+		delete(s.pending, e.id)
+	}
+	s.mu.Unlock()
+}
+
+// cancelRun handles $/cancelRequest {id}: unknown, finished or malformed ids
+// are ignored (CHILD-CONTRACT §1.7).
+func (s *Server) cancelRun(params []byte) {
+	ms, ok := objectMembers(params, false)
+	if !ok {
+		return
+	}
+	m, ok := lookup(ms, "id")
+	id := usableID(m, ok)
+	if id == nil {
+		return
+	}
+	s.mu.Lock()
+	e := s.runs[id.text]
+	s.mu.Unlock()
+	if e != nil && e.run != nil {
+		e.run.Cancel()
+	}
+}

@@ -1,0 +1,151 @@
+// Package rpc is the daemon's JSON-RPC 2.0 server on stdio (SPEC §2–§5) and
+// the only importer of github.com/sourcegraph/jsonrpc2.
+//
+// The read loop is this package's own: it reads the LSP header block and
+// exactly Content-Length bytes (inbound.go), scans the body with a strict
+// iterative scanner (scan.go), answers malformed input itself, routes
+// responses to outstanding binding/call requests (bindings.go) and handles
+// run, $/cancelRequest and shutdown synchronously in arrival order
+// (Appendix B items 5, 6). jsonrpc2.Conn is not used: its decoder would close
+// the connection on a deep or lossy binding result and re-marshal params.
+// The library frames the messages that carry no program value
+// (VSCodeObjectCodec, jsonrpc2.Response/Error/ID); everything else is
+// pre-encoded and written under the same lock (outbound.go, encode.go).
+package rpc
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/coderun-rpc/coderun-rpc/config"
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+)
+
+// Options configure a Server.
+type Options struct {
+	In      io.Reader // the client's requests (stdin)
+	Out     io.Writer // protocol frames only (the duplicated fd 1)
+	Config  *config.Config
+	Runner  Runner
+	Logger  *slog.Logger
+	Version string // serverInfo.version
+}
+
+// Server is one JSON-RPC connection.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	in   *frameReader
+	w    *writer
+
+	mu      sync.Mutex
+	state   state
+	runs    map[string]*runEntry // cancel registry, keyed by the run's id text
+	pending map[string]bool      // request ids not yet answered
+	calls   map[uint64]*call     // outstanding binding/call requests
+	callSeq atomic.Uint64
+
+	pendingShutdown bool          // a shutdown request was accepted
+	shutdownReplied chan struct{} // closed once the shutdown response is written
+	teardownOnce    sync.Once
+}
+
+// New creates a server; Serve runs it.
+func New(opts Options) *Server {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{
+		opts:            opts,
+		log:             log,
+		in:              newFrameReader(opts.In),
+		w:               newWriter(opts.Out, log),
+		runs:            map[string]*runEntry{},
+		pending:         map[string]bool{},
+		calls:           map[uint64]*call{},
+		shutdownReplied: make(chan struct{}),
+	}
+}
+
+// Serve reads and handles messages until the client goes away, sends exit,
+// the stream becomes unusable, or ctx is cancelled (SIGTERM/SIGINT). Every
+// path tears down (every run aborted, every child gone) before returning
+// the process exit code (SPEC §2).
+func (s *Server) Serve(ctx context.Context) int {
+	done := make(chan int, 1)
+	go func() { done <- s.readLoop() }()
+	select {
+	case code := <-done:
+		return code
+	case <-ctx.Done():
+		s.log.Info("signal received: tearing down")
+		s.teardown()
+		return 0
+	}
+}
+
+func (s *Server) readLoop() (code int) {
+	defer func() {
+		if p := recover(); p != nil { // Appendix B item 14: never crash on input
+			s.log.Error("panic in the read loop", "panic", p)
+			s.teardown()
+			code = 1
+		}
+	}()
+	for {
+		body, err := s.in.next()
+		var hf *headerFault
+		var big *oversize
+		switch {
+		case err == nil:
+			if code, exit := s.handle(body); exit {
+				return code
+			}
+		case errors.As(err, &big):
+			s.w.replyError(nil, protocol.CodeInvalidRequest, big.Error())
+		case errors.As(err, &hf):
+			s.log.Error("unusable header block; closing", "fault", hf.msg)
+			s.w.replyError(nil, protocol.CodeParseError, "unusable header block: "+hf.msg)
+			s.teardown()
+			return 1
+		default:
+			if !errors.Is(err, io.EOF) {
+				s.log.Warn("reading stdin failed", "err", err)
+			}
+			s.log.Info("stdin closed: tearing down")
+			s.teardown()
+			s.awaitShutdownReply()
+			return 0
+		}
+	}
+}
+
+// teardown aborts every run and waits until every child is gone; it runs
+// once, and later callers wait for the first.
+func (s *Server) teardown() {
+	s.teardownOnce.Do(func() {
+		s.mu.Lock()
+		if s.state != stateShuttingDown {
+			s.state = stateShuttingDown
+		}
+		s.mu.Unlock()
+		if s.opts.Runner != nil {
+			s.opts.Runner.Shutdown()
+		}
+	})
+}
+
+// awaitShutdownReply waits for an in-progress shutdown's response.
+func (s *Server) awaitShutdownReply() {
+	s.mu.Lock()
+	sent := s.pendingShutdown
+	s.mu.Unlock()
+	if sent {
+		<-s.shutdownReplied
+	}
+}

@@ -1,0 +1,52 @@
+package rpc
+
+import (
+	"errors"
+	"log/slog"
+
+	"github.com/coderun-rpc/coderun-rpc/config"
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/session"
+)
+
+// NewRunner builds the session.Manager the daemon serves with and adapts it
+// to Runner.
+func NewRunner(cfg *config.Config, log *slog.Logger) Runner {
+	return sessionRunner{session.NewManager(session.Config{
+		Python:        cfg.Python,
+		Limits:        cfg.Limits,
+		Grace:         cfg.Grace(),
+		MaxConcurrent: cfg.MaxConcurrentRuns,
+		MaxQueued:     cfg.MaxQueuedRuns,
+		WarmPool:      cfg.WarmPool,
+		Logger:        log,
+	})}
+}
+
+type sessionRunner struct{ m *session.Manager }
+
+func (s sessionRunner) Submit(runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) (Canceler, error) {
+	r, err := s.m.Submit(runID, p, sessionClient{c}, onResult)
+	switch {
+	case errors.Is(err, session.ErrQueueFull):
+		return nil, ErrQueueFull
+	case errors.Is(err, session.ErrShuttingDown):
+		return nil, ErrShuttingDown
+	case err != nil:
+		return nil, err
+	}
+	return r, nil
+}
+
+func (s sessionRunner) Shutdown() { s.m.Shutdown() }
+
+// sessionClient implements session.Client over the server's Client.
+type sessionClient struct{ c Client }
+
+var _ session.Client = sessionClient{}
+
+func (s sessionClient) CallBinding(runID, namespace, function string, args []byte, answer func(session.Answer)) func() {
+	return s.c.CallBinding(runID, namespace, function, args, func(a Answer) { answer(session.Answer(a)) })
+}
+
+func (s sessionClient) Log(runID string, ev protocol.LogEvent) { s.c.Log(runID, ev) }

@@ -1,0 +1,267 @@
+package rpc
+
+import (
+	"math"
+	"sort"
+	"strconv"
+
+	"github.com/coderun-rpc/coderun-rpc/config"
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+)
+
+// paramsError is a −32602 rejection with the exact message of
+// CHILD-CONTRACT §1.6 / §4.2.
+type paramsError struct{ msg string }
+
+func (e *paramsError) Error() string { return e.msg }
+
+func reject(msg string) error { return &paramsError{msg} }
+
+// validateRun checks run params in the order of CHILD-CONTRACT §1.6 and
+// returns the first violation. raw is nil when params were absent.
+func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
+	var p protocol.RunParams
+	ms, ok := objectMembers(raw, false)
+	if raw == nil || !ok {
+		return p, reject("params must be an object")
+	}
+	prog, _ := lookup(ms, "program")
+	s, ok := decodeString(prog.raw)
+	if !ok {
+		return p, reject("program must be a string")
+	}
+	p.Program = s
+	var err error
+	if p.Bindings, err = validateBindings(ms); err != nil {
+		return p, err
+	}
+	if m, ok := lookup(ms, "limits"); ok && jsonKind(m.raw) != 'n' {
+		if p.Limits, err = validateLimits(m.raw, cfg); err != nil {
+			return p, err
+		}
+	}
+	if m, ok := lookup(ms, "stream"); ok {
+		switch jsonKind(m.raw) {
+		case 'n':
+		case 't':
+			p.Stream = true
+		case 'f':
+		default:
+			return p, reject("stream must be a boolean")
+		}
+	}
+	return p, nil
+}
+
+func validateBindings(ms []member) ([]protocol.Namespace, error) {
+	out := []protocol.Namespace{}
+	m, ok := lookup(ms, "bindings")
+	if !ok || jsonKind(m.raw) == 'n' {
+		return out, nil
+	}
+	elems, ok := arrayElements(m.raw)
+	if !ok {
+		return nil, reject("bindings must be an array")
+	}
+	injected := map[string]bool{}     // every global and error class so far
+	globals := map[string]bool{}      // earlier globals
+	errorClasses := map[string]bool{} // earlier errorClass names
+	for i, el := range elems {
+		ns, err := validateBinding(i, el, injected, globals, errorClasses)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ns)
+	}
+	return out, nil
+}
+
+func validateBinding(i int, raw []byte, injected, globals, errorClasses map[string]bool) (protocol.Namespace, error) {
+	var ns protocol.Namespace
+	at := "bindings[" + strconv.Itoa(i) + "]"
+	ms, ok := objectMembers(raw, false)
+	if !ok {
+		return ns, reject(at + " must be an object")
+	}
+	gm, _ := lookup(ms, "global")
+	g, ok := decodeString(gm.raw)
+	if !ok {
+		return ns, reject(at + ".global must be a string")
+	}
+	q := quote(g)
+	switch {
+	case !usableIdentifier(g):
+		return ns, reject(at + ".global " + q + " is not a usable Python identifier")
+	case globals[g]:
+		return ns, reject(at + ".global " + q + " is a duplicate binding global")
+	case runtimeOwned[g]:
+		return ns, reject(at + ".global " + q + " collides with a runtime-owned global")
+	case errorClasses[g]:
+		return ns, reject(at + ".global " + q + " collides with another injected global")
+	}
+	ns.Global = g
+	if em, ok := lookup(ms, "errorClass"); ok && jsonKind(em.raw) != 'n' {
+		ec, err := validateErrorClass(at, em.raw, g, injected)
+		if err != nil {
+			return ns, err
+		}
+		ns.ErrorClass = ec
+	}
+	names, err := validateFunctions(at, ms)
+	if err != nil {
+		return ns, err
+	}
+	ns.Names = names
+	globals[g], injected[g] = true, true
+	if ns.ErrorClass != nil {
+		errorClasses[ns.ErrorClass.Name], injected[ns.ErrorClass.Name] = true, true
+	}
+	return ns, nil
+}
+
+func validateErrorClass(at string, raw []byte, global string, injected map[string]bool) (*protocol.ErrorClass, error) {
+	at += ".errorClass"
+	ms, ok := objectMembers(raw, false)
+	if !ok {
+		return nil, reject(at + " must be an object")
+	}
+	nm, _ := lookup(ms, "name")
+	name, ok := decodeString(nm.raw)
+	if !ok {
+		return nil, reject(at + ".name must be a string")
+	}
+	qn := quote(name)
+	if !usableIdentifier(name) {
+		return nil, reject(at + ".name " + qn + " is not a usable Python identifier")
+	}
+	pm, _ := lookup(ms, "memberNameProperty")
+	prop, ok := decodeString(pm.raw)
+	switch {
+	case !ok:
+		return nil, reject(at + ".memberNameProperty must be a string")
+	case prop == "":
+		return nil, reject(at + ".memberNameProperty must be a non-empty attribute name")
+	case reservedMembers[prop] || isDunder(prop):
+		return nil, reject(at + ".memberNameProperty " + quote(prop) + " is a reserved error member and cannot be assigned")
+	case runtimeOwned[name]:
+		return nil, reject(at + ".name " + qn + " collides with a runtime-owned global")
+	case injected[name] || name == global:
+		return nil, reject(at + ".name " + qn + " collides with another injected global")
+	}
+	return &protocol.ErrorClass{Name: name, MemberNameProperty: prop}, nil
+}
+
+func validateFunctions(at string, ms []member) ([]string, error) {
+	fm, ok := lookup(ms, "functions")
+	var elems [][]byte
+	if ok {
+		elems, ok = arrayElements(fm.raw)
+	}
+	if !ok {
+		return nil, reject(at + ".functions must be an array of strings")
+	}
+	names := make([]string, 0, len(elems))
+	seen := map[string]bool{}
+	for j, el := range elems {
+		f, ok := decodeString(el)
+		fat := at + ".functions[" + strconv.Itoa(j) + "]"
+		if !ok {
+			return nil, reject(fat + " must be a string")
+		}
+		if seen[f] {
+			return nil, reject(fat + " " + quote(f) + " is a duplicate function name")
+		}
+		seen[f] = true
+		names = append(names, f)
+	}
+	return names, nil
+}
+
+var limitNames = []string{"cpuSeconds", "maxWallMs", "addressSpaceMb", "maxLogBytes", "maxValueBytes"}
+
+// validateLimits applies CHILD-CONTRACT §4.2. Zero fields of the result mean
+// "not given".
+func validateLimits(raw []byte, cfg protocol.Limits) (protocol.Limits, error) {
+	var l protocol.Limits
+	ms, ok := objectMembers(raw, false)
+	if !ok {
+		return l, reject("limits must be an object")
+	}
+	var unknown []string
+	for _, m := range ms {
+		if !isLimitName(m.name) {
+			unknown = append(unknown, m.name)
+		}
+	}
+	if len(unknown) > 0 {
+		sort.Strings(unknown)
+		return l, reject("limits." + unknown[0] + " is not a known limit")
+	}
+	caps := []int64{cfg.CPUSeconds, cfg.MaxWallMs, cfg.AddressSpaceMb, cfg.MaxLogBytes, cfg.MaxValueBytes}
+	dst := []*int64{&l.CPUSeconds, &l.MaxWallMs, &l.AddressSpaceMb, &l.MaxLogBytes, &l.MaxValueBytes}
+	for k, name := range limitNames {
+		m, ok := lookup(ms, name)
+		if !ok {
+			continue
+		}
+		v, err := limitValue(name, m.raw, caps[k])
+		if err != nil {
+			return l, err
+		}
+		*dst[k] = v
+	}
+	return l, crossCheck(l, cfg)
+}
+
+func isLimitName(s string) bool {
+	for _, n := range limitNames {
+		if s == n {
+			return true
+		}
+	}
+	return false
+}
+
+// limitValue reads one limit: a JSON number with a positive integral value
+// (1000, 1e3 and 1000.0 alike), at most the configured cap.
+func limitValue(name string, raw []byte, limit int64) (int64, error) {
+	bad := reject("limits." + name + " must be a positive integer, got " + string(raw))
+	if jsonKind(raw) != '0' {
+		return 0, bad
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || f <= 0 || f != math.Trunc(f) {
+		return 0, bad
+	}
+	spelled := string(appendInteger(nil, f))
+	if f > float64(limit) {
+		return 0, reject("limits." + name + " must not exceed the daemon's configured " +
+			strconv.FormatInt(limit, 10) + ", got " + spelled)
+	}
+	v := int64(f)
+	if name == "maxLogBytes" && v < protocol.MinMaxLogBytes {
+		return 0, reject("limits.maxLogBytes must be at least 64, got " + spelled)
+	}
+	return v, nil
+}
+
+// crossCheck applies the address-space room rules to the effective limits.
+func crossCheck(l, cfg protocol.Limits) error {
+	eff := func(v, c int64) int64 {
+		if v > 0 {
+			return v
+		}
+		return c
+	}
+	mb := eff(l.AddressSpaceMb, cfg.AddressSpaceMb)
+	if msg := config.RunRoomBaseline(mb); msg != "" {
+		return reject(msg)
+	}
+	if msg := config.RunRoomBudget("maxLogBytes", eff(l.MaxLogBytes, cfg.MaxLogBytes), mb); msg != "" {
+		return reject(msg)
+	}
+	if msg := config.RunRoomBudget("maxValueBytes", eff(l.MaxValueBytes, cfg.MaxValueBytes), mb); msg != "" {
+		return reject(msg)
+	}
+	return nil
+}
