@@ -5,7 +5,7 @@ BIN     := bin/coderun-rpc
 FUZZTIME ?= 5s
 export CODERUN_RPC_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: all build test test-go test-fuzz test-py test-clients lint fuzz bench demo clean
+.PHONY: all build test test-go test-fuzz test-py test-clients test-bench lint fuzz bench demo clean
 
 all: build
 
@@ -13,7 +13,7 @@ build:
 	$(GO) build -o $(BIN) ./cmd/coderun-rpc
 
 # The whole suite: Go (race), short fuzz runs, the Python child tests, the clients.
-test: build test-go test-fuzz test-py test-clients
+test: build test-go test-fuzz test-py test-clients test-bench
 
 test-go:
 	$(GO) vet ./...
@@ -39,8 +39,13 @@ lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
+# The full benchmark: a table of daemon figures against the floor, saved under bench/results/.
 bench: build
-	@if [ -d bench/cmd ]; then $(GO) run ./bench/cmd; else echo "make bench: not yet"; fi
+	$(GO) run ./bench/cmd -daemon $(BIN)
+
+# A tiny-count run of the benchmark so it never rots (figures are meaningless at this size).
+test-bench: build
+	$(GO) run ./bench/cmd -quick -daemon $(BIN)
 
 demo: build
 	@if [ -f examples/agent.py ]; then $(PYTHON) examples/agent.py; else echo "make demo: not yet (the daemon cannot serve a run yet)"; fi
