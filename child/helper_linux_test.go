@@ -86,12 +86,14 @@ func runHelper(mode string, args []string) {
 		time.Sleep(helperLife)
 	case "daemon": // Start a sleeper from a thread that then exits; print its pid; sleep
 		daemon()
-	case "cpu-set": // soft hard req...: set RLIMIT_CPU, then exec cpu-report (inherited)
+	case "cpu-set": // soft,hard,req,req… per case; the last one inherited through exec
 		cpuSet(args)
-	case "cpu-report": // req...: print EffectiveSoftCPU(req) for each
+	case "cpu-report": // req...: print EffectiveSoftCPU(req) for each, on one line
+		var got []string
 		for _, a := range args {
-			fmt.Println(EffectiveSoftCPU(int64(atoi(a))))
+			got = append(got, strconv.FormatInt(EffectiveSoftCPU(int64(atoi(a))), 10))
 		}
+		fmt.Println(strings.Join(got, " "))
 	case "cpu-live": // print EffectiveSoftCPU(30), lower soft CPU to 5, print it again
 		fmt.Println(EffectiveSoftCPU(30))
 		unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: 5, Max: unix.RLIM_INFINITY})
@@ -201,17 +203,31 @@ func daemon() {
 	time.Sleep(helperLife)
 }
 
-func cpuSet(args []string) {
+// cpuSet takes cases "soft,hard,req,req…" whose hard limits never rise (an
+// unprivileged process cannot raise one). For each case it sets RLIMIT_CPU
+// and prints EffectiveSoftCPU(req) for each req on one line; the last case
+// is reported by a re-exec'd cpu-report that inherits the limit instead.
+func cpuSet(cases []string) {
 	lim := func(s string) uint64 {
 		if s == "inf" {
 			return unix.RLIM_INFINITY
 		}
 		return uint64(atoi(s))
 	}
-	if err := unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: lim(args[0]), Max: lim(args[1])}); err != nil {
-		panic(err)
+	for i, c := range cases {
+		f := strings.Split(c, ",")
+		if err := unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: lim(f[0]), Max: lim(f[1])}); err != nil {
+			panic(err)
+		}
+		if i == len(cases)-1 {
+			panic(syscall.Exec(os.Args[0], append([]string{os.Args[0]}, f[2:]...), helperEnv("cpu-report")))
+		}
+		var got []string
+		for _, req := range f[2:] {
+			got = append(got, strconv.FormatInt(EffectiveSoftCPU(int64(atoi(req))), 10))
+		}
+		fmt.Println(strings.Join(got, " "))
 	}
-	panic(syscall.Exec(os.Args[0], append([]string{os.Args[0]}, args[2:]...), helperEnv("cpu-report")))
 }
 
 // helperEnv is this process's environment with the helper mode replaced.

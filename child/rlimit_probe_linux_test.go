@@ -103,24 +103,26 @@ func TestClampCPU(t *testing.T) {
 	}
 }
 
-// TestEffectiveSoftCPUInherited sets RLIMIT_CPU in a subprocess (limits can
-// only be lowered), which execs a reporter that inherits it.
+// TestEffectiveSoftCPUInherited changes RLIMIT_CPU in a subprocess (hard
+// limits can only be lowered); the last limit is inherited across an exec
+// by the process that computes the clamp.
 func TestEffectiveSoftCPUInherited(t *testing.T) {
 	leakcheck.Check(t)
-	for _, tc := range []struct {
-		soft, hard string
-		req        []string
-		want       string
-	}{
-		{"inf", "inf", []string{"42", "1"}, "42\n1\n"},
-		{"5", "inf", []string{"30", "3"}, "5\n3\n"},
-		{"2", "2", []string{"30", "1"}, "1\n1\n"},
-		{"100", "100", []string{"30", "99", "100"}, "30\n99\n99\n"},
-	} {
-		out, err := helperCommand(t, "cpu-set", append([]string{tc.soft, tc.hard}, tc.req...)...).Output()
-		if err != nil || string(out) != tc.want {
-			t.Errorf("RLIMIT_CPU (%s, %s), requests %v: %q, %v; want %q", tc.soft, tc.hard, tc.req, out, err, tc.want)
-		}
+	cases := []struct{ limits, want string }{
+		{"inf,inf,42,1", "42 1"},          // no inherited limit: (req, req+1)
+		{"5,inf,30,3", "5 3"},             // ulimit -S -t 5
+		{"100,100,30,99,100", "30 99 99"}, // soft' == hard' → hard' − 1
+		{"2,2,30,1", "1 1"},               // ulimit -t 2 → (1, 2)
+	}
+	var args []string
+	var want string
+	for _, c := range cases {
+		args = append(args, c.limits)
+		want += c.want + "\n"
+	}
+	out, err := helperCommand(t, "cpu-set", args...).Output()
+	if err != nil || string(out) != want {
+		t.Errorf("cpu-set %q: %q, %v; want %q", args, out, err, want)
 	}
 }
 
