@@ -1,0 +1,45 @@
+// Package e2e drives the built coderun-rpc binary over its stdio, as a client
+// would (TEST-CATALOGUE.md [daemon] cases, lifecycle, queue, streaming).
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var (
+	daemonBin string
+	// realPython is the interpreter behind python3 (a pyenv shim here is a
+	// bash script that can take seconds under load, so parallel daemons are
+	// pointed at the real binary; TestDefaultPython covers the default).
+	realPython string
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "coderun-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	daemonBin = filepath.Join(dir, "coderun-rpc")
+	build := exec.Command("go", "build", "-o", daemonBin, "github.com/coderun-rpc/coderun-rpc/cmd/coderun-rpc")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the daemon:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	out, err := exec.Command("python3", "-I", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "python3:", err)
+		os.Exit(1)
+	}
+	realPython = strings.TrimSpace(string(out))
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
