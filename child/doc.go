@@ -17,11 +17,18 @@
 // Start-up and reaping, as seen from the daemon:
 //
 //	Start ──► spawner thread (locked, lives forever) ──fork/exec──► child
-//	  │                                                 setsid, pdeathsig=KILL
-//	  │            fd0=/dev/null fd1,fd2=pipes fd3=socketpair end
+//	  │         marks inherited fds ≥ 3 close-on-exec     setsid, pdeathsig=KILL
+//	  │            fd0=/dev/null fd1,fd2=pipes fd3=socketpair end, nothing else
 //	  ├─ closes the child's ends, records /proc/<pid>/stat start time
 //	  ▼
 //	Process{Pid, Conn, Stdout, Stderr}
-//	  SignalGroup(sig) ──► start time unchanged? ──► kill(-pgid, sig)
+//	  SignalGroup(sig) ──► start time unchanged (or leader gone)? ──► kill(-pgid, sig)
+//	  GroupEmpty()     ──► kill(-pgid, 0) == ESRCH
+//	  Terminate(grace) ──► SIGTERM group now, SIGKILL group after grace (stoppable)
 //	  Wait()           ──► wait4(pid) ──► Exit{code|signal, CPU, MaxRSS}
+//
+// Probe runs a short-lived command (the interpreter version probe) with the
+// caller's environment in its own process group, bounded by a deadline.
+// StartTime reads /proc/<pid>/stat field 22; EffectiveSoftCPU applies the
+// child's RLIMIT_CPU clamp rule to the daemon's current limit.
 package child
