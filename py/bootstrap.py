@@ -795,10 +795,15 @@ def _coderun_child():
             lineno=ln, col_offset=col, end_lineno=ln, end_col_offset=col)
         wrapper = _ast.Module(body=[fn], type_ignores=[])
         code = compile_(wrapper, PROGRAM, "exec", dont_inherit=True)
-        return code, needs_loop(body)
+        # A program that mentions asyncio could observe the running loop: give it one.
+        return code, "asyncio" in src or needs_loop(body)
 
     def needs_loop(body):
-        """Does the program body itself await (outside nested scopes)?"""
+        """Does the program body itself await (outside nested scopes)?
+
+        If not, and it never names asyncio, the coroutine completes on its first step and
+        runs without an event loop: asyncio (~60 ms of imports) is never loaded.
+        """
         stack = list(body)
         skip = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.Lambda, _ast.ClassDef)
         hit = (_ast.Await, _ast.AsyncFor, _ast.AsyncWith)

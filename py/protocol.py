@@ -517,7 +517,7 @@ def make_codec():
     def decode(s):
         """Decode one JSON text (a str) from the daemon; any nesting depth."""
         try:
-            return scan_once(s, 0)[0]
+            return scan_once(s, len(s) - len(s.lstrip(" \t\n\r")))[0]
         except RecursionError:
             return decode_deep(s)
 

@@ -264,10 +264,29 @@ def test_late_reply_for_closed_thread_loop():
     assert res.value == "released"
 
 
-def test_binding_in_sync_program_via_asyncio_run():
-    """A program without top-level await may still drive a binding with asyncio.run."""
-    prog = "import asyncio\nreturn asyncio.run(tools.echo({'x': 1}))"
-    assert run(prog, echo, TOOLS).value == {"x": 1}
+def test_program_always_sees_a_running_loop_when_it_uses_asyncio():
+    """The body runs inside an event loop whenever it could tell (no await needed)."""
+    prog = "import asyncio\nreturn asyncio.get_running_loop() is not None"
+    assert run(prog).value is True
+    prog = "import asyncio\ntry:\n    asyncio.run(tools.echo(1))\nexcept RuntimeError:\n" \
+           "    return 'refused inside the running loop'"
+    assert run(prog, echo, TOOLS).value == "refused inside the running loop"
+    prog = "import sys\nreturn 'asyn' + 'cio' in sys.modules"
+    assert run(prog).value is False            # and a plain program never loads it
+
+
+def test_binding_from_a_thread_of_a_loop_free_program():
+    """No await and no asyncio in the text: the pump attaches to the first calling loop."""
+    prog = ("import threading\n"
+            "box = {}\n"
+            "def worker():\n"
+            "    aio = __import__('asyn' + 'cio')\n"
+            "    box['v'] = aio.run(tools.echo({'t': 1}))\n"
+            "t = threading.Thread(target=worker)\n"
+            "t.start()\n"
+            "t.join(10)\n"
+            "return box.get('v')")
+    assert run(prog, echo, TOOLS).value == {"t": 1}
 
 
 def test_cancelled_call_still_frees_its_slot():

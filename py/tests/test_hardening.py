@@ -141,3 +141,19 @@ def test_truncation_marker_frame_is_exact():
     res = run("print('x' * 200)", maxLogBytes=64)
     assert res.raw[1] == json.dumps({"type": "log", "text": MARKER(64), "truncated": True},
                                     separators=(",", ":")).encode()
+
+
+def test_fallback_done_literal():
+    """§3.6.5: when the done frame cannot be built, the fixed literal is written."""
+    prog = ("import sys\n"
+            "f = sys._getframe()\n"
+            "while f.f_code.co_name != '_coderun_child':\n"
+            "    f = f.f_back\n"
+            "done_error = f.f_locals['done_error']\n"
+            "def boom(*a, **k):\n"
+            "    raise RuntimeError('no encoder')\n"
+            "done_error.__closure__[done_error.__code__.co_freevars.index('string')]"
+            ".cell_contents = boom\n"
+            "raise ValueError('x')")
+    res = run(prog)
+    assert res.done_raw == b'{"type":"done","error":{"kind":"exception","message":"<unrenderable>"}}'

@@ -128,3 +128,20 @@ def test_limits_applied_by_default():
             "        'core': list(resource.getrlimit(resource.RLIMIT_CORE))}")
     v = run(prog, cpuSeconds=42, addressSpaceBytes=400 * MIB).value
     assert v == {"cpu": [42, 43], "as": [400 * MIB, 400 * MIB], "core": [0, 0]}
+
+
+def test_non_boot_first_frame_exits_1():
+    """§3.1 step 2: a broken daemon makes the bootstrap raise (exit 1, real stderr)."""
+    c = Child()
+    c.send({"type": "run", "program": "return 1"})
+    res = c.serve()
+    assert res.done is None and res.frames == []
+    assert res.returncode == 1
+    assert b"boot" in res.stderr
+
+
+def test_eof_before_boot_exits_1():
+    c = Child()
+    c.sock.shutdown(1)
+    res = c.serve()
+    assert res.returncode == 1 and res.frames == []
