@@ -121,12 +121,15 @@ func environ(env map[string]string) []string {
 		out = append(out, "CODERUN_PYTHON_BIN="+realPython)
 	}
 	for k, v := range env {
-		if k != useDefaultPython {
+		if k != useDefaultPython && k != workDir {
 			out = append(out, k+"="+v)
 		}
 	}
 	return out
 }
+
+// workDir in env is the daemon's working directory (not an environment variable).
+const workDir = "E2E_DIR"
 
 // useDefaultPython in env leaves CODERUN_PYTHON_BIN unset.
 const useDefaultPython = "E2E_DEFAULT_PYTHON"
@@ -138,6 +141,7 @@ func start(t *testing.T, env map[string]string) *daemon {
 	t.Helper()
 	cmd := exec.Command(daemonBin)
 	cmd.Env = environ(env)
+	cmd.Dir = env[workDir]
 	d := &daemon{t: t, cmd: cmd, stderr: &lockedBuffer{}, waiters: map[string]chan *msg{},
 		responses: map[string]*msg{}, onCall: map[string]behaviour{}, exited: make(chan struct{})}
 	cmd.Stderr = d.stderr
