@@ -63,10 +63,11 @@ type member struct {
 // must be strict UTF-8, hold no integer token a double cannot hold exactly (outside
 // strings), parse as exactly one JSON object, and have the shape of its type.
 //
-// Duplicate member names: a frame whose object (or its error object) names one of the
-// members the rebuild reads more than once is dropped — which one the child meant is
-// ambiguous, and Python would silently take the last. Repeats of other names are
-// ignored, like those names themselves. Inside args and value, duplicates are program
+// Duplicate member names: a frame whose object names a frame field (type, text, open,
+// truncated, id, global, name, args, value, error — whatever its type) more than once,
+// or whose error object repeats kind, message, exceptionType or line, is dropped:
+// which one the child meant is ambiguous, and Python would silently take the last.
+// Repeats of other names are ignored, like those names themselves. Inside args and value, duplicates are program
 // data and pass through unmerged (§2.7).
 func DecodeFrame(line []byte) (Frame, bool) {
 	var m [mCount]member

@@ -106,6 +106,8 @@ func TestDecodeFrameDrops(t *testing.T) {
 		`{"type":"done","value":9007199254740993}`,
 		`{"type":"log","type":"log","text":"a"}`, // repeated read member
 		`{"type":"log","text":"a","open":true,"open":false}`,
+		`{"type":"log","text":"a","args":1,"args":2}`, // a frame field, even if unread for log
+		`{"type":"done","error":{"kind":"exception","message":"m","line":1,"line":2}}`,
 		"{\"type\":\"log\",\"text\":\"\xed\xa0\x80\"}", // encoded surrogate: invalid UTF-8
 		"{\"type\":\"log\",\"text\":\"\xff\"}",
 		"{\"type\":\"log\",\"text\":\"\xc0\xaf\"}", // overlong
