@@ -1,0 +1,402 @@
+/**
+ * The I/O-free core of the client: JSON-RPC over any `vscode-jsonrpc` reader/writer pair.
+ * It never starts processes; `./node.js` supplies a transport that spawns the daemon.
+ */
+import {
+  CancellationReceiverStrategy,
+  CancellationTokenSource,
+  createMessageConnection,
+  NullLogger,
+  ResponseError,
+} from 'vscode-jsonrpc';
+import type {
+  CancellationSenderStrategy,
+  CancellationToken,
+  Logger,
+  MessageConnection,
+  MessageReader,
+  MessageWriter,
+  RequestMessage,
+} from 'vscode-jsonrpc';
+import { BINDING_ERROR_CODE } from './encoder.js';
+import {
+  ClientClosedError,
+  CodeRunError,
+  ConnectionLostError,
+  ProtocolError,
+  rpcError,
+  TimeoutError,
+} from './errors.js';
+import { bindingResult, MAX_MESSAGE_BYTES, serializeLossless, utf8Length } from './json.js';
+import type { JsonValue } from './json.js';
+import type {
+  Binding,
+  BindingFunction,
+  InitializeResult,
+  LogEvent,
+  RunOptions,
+  RunResult,
+} from './types.js';
+
+/** How the peer ended, as far as the transport knows. */
+export interface PeerExit {
+  exitCode: number | null;
+  signal: string | null;
+  /** Extra words for error messages, e.g. the tail of the daemon's stderr. */
+  detail?: string;
+}
+
+/** What the core needs from the outside world. The encoder of the writer must be lossless. */
+export interface Transport {
+  readonly reader: MessageReader;
+  readonly writer: MessageWriter;
+  /** Resolves once the peer is gone for good. Never rejects. */
+  readonly exited: Promise<PeerExit>;
+  /** Ends the peer: waits up to `timeoutMs` for it to go on its own, then kills it. Bounded. */
+  terminate(timeoutMs: number): Promise<void>;
+}
+
+export interface ClientOptions {
+  /** `clientInfo` of `initialize`. */
+  clientInfo?: { name: string; version?: string };
+  /** Bound on `initialize` (the daemon probes Python first). Default 30000. */
+  startTimeoutMs?: number;
+  /** Bound on `shutdown` in `close()` (it waits for every child to die). Default 15000. */
+  shutdownTimeoutMs?: number;
+  /** Bound on the daemon's exit after `exit` before it is killed. Default 3000. */
+  exitTimeoutMs?: number;
+  /** Where `vscode-jsonrpc` reports its own problems. Default: silent. */
+  logger?: Logger;
+}
+
+export const CLIENT_NAME = '@coderun/client';
+export const CLIENT_VERSION = '0.1.0';
+
+type RunId = number | string;
+
+interface LiveRun {
+  id: RunId;
+  functions: Map<string, Map<string, BindingFunction>>;
+  onLog: ((event: LogEvent) => void) | undefined;
+  calls: Set<AbortController>;
+  reject(err: Error): void;
+}
+
+interface BindingCallParams {
+  runId: RunId;
+  namespace: string;
+  function: string;
+  args: JsonValue;
+}
+
+function messageOf(err: unknown): string {
+  if (typeof err === 'string') return err;
+  if (err !== null && typeof err === 'object' && typeof (err as { message?: unknown }).message === 'string') {
+    return (err as { message: string }).message;
+  }
+  try {
+    return String(err);
+  } catch {
+    return '<unrenderable rejection value>';
+  }
+}
+
+function functionTable(bindings: Binding[]): Map<string, Map<string, BindingFunction>> {
+  const table = new Map<string, Map<string, BindingFunction>>();
+  for (const b of bindings) {
+    const entries = b.functions instanceof Map ? [...b.functions] : Object.entries(b.functions ?? {});
+    for (const [name, fn] of entries) {
+      if (typeof fn !== 'function') {
+        throw new TypeError(`binding ${JSON.stringify(b.global)}.${JSON.stringify(name)} is not a function`);
+      }
+    }
+    table.set(b.global, new Map(entries));
+  }
+  return table;
+}
+
+function wireBindings(bindings: Binding[]): JsonValue[] {
+  return bindings.map((b) => {
+    const names = b.functions instanceof Map ? [...b.functions.keys()] : Object.keys(b.functions ?? {});
+    const wire: { [k: string]: JsonValue } = { global: b.global, functions: names };
+    if (b.errorClass !== undefined) wire['errorClass'] = { ...b.errorClass };
+    return wire;
+  });
+}
+
+function checkResult(raw: unknown): RunResult {
+  const r = raw as RunResult | null;
+  if (r === null || typeof r !== 'object' || !Array.isArray(r.logs)) {
+    throw new ProtocolError(`run result is not a result object: ${JSON.stringify(raw)?.slice(0, 200)}`);
+  }
+  return r;
+}
+
+/**
+ * A connection to one coderun-rpc daemon. Create it with `CodeRunClient.start()` from
+ * `@coderun/client/node`, or with {@link CodeRunClient.connect} over your own transport.
+ */
+export class CodeRunClient {
+  /** The daemon's `initialize` result (set once connected). */
+  initializeResult!: InitializeResult;
+
+  protected readonly conn: MessageConnection;
+  private readonly runs = new Map<RunId, LiveRun>();
+  private state: 'open' | 'closing' | 'closed' = 'open';
+  private lost: ConnectionLostError | undefined;
+  private readonly lostPromise: Promise<ConnectionLostError>;
+  private markLost!: (err: ConnectionLostError) => void;
+  private closing: Promise<void> | undefined;
+  private capturedRunId: RunId | undefined;
+
+  /** Use {@link CodeRunClient.connect} (or `start()` of the node entry point). */
+  constructor(
+    protected readonly transport: Transport,
+    protected readonly options: ClientOptions = {},
+  ) {
+    this.lostPromise = new Promise((resolve) => {
+      this.markLost = resolve;
+    });
+    const sender: CancellationSenderStrategy = {
+      // Called synchronously inside sendRequest, before the request is written: the only
+      // place vscode-jsonrpc shows the id it picked. The daemon names runs by that id.
+      enableCancellation: (req: RequestMessage) => {
+        if (req.method === 'run') this.capturedRunId = req.id ?? undefined;
+      },
+      sendCancellation: (conn, id) => conn.sendNotification('$/cancelRequest', { id }),
+      cleanup: () => {},
+    };
+    this.conn = createMessageConnection(transport.reader, transport.writer, options.logger ?? NullLogger, {
+      cancellationStrategy: { receiver: CancellationReceiverStrategy.Message, sender },
+    });
+    this.conn.onRequest('binding/call', (params: unknown, token: CancellationToken) =>
+      this.onBindingCall(params as BindingCallParams, token),
+    );
+    this.conn.onNotification('run/log', (params: unknown) => this.onRunLog(params));
+    this.conn.onClose(() => {
+      // Give the transport a moment to learn the exit status, for a better message.
+      const grace = new Promise<PeerExit | undefined>((r) => setTimeout(r, 250, undefined).unref?.());
+      void Promise.race([transport.exited, grace]).then((exit) => this.connectionLost(exit));
+    });
+    void transport.exited.then((exit) => this.connectionLost(exit));
+    this.conn.listen();
+  }
+
+  /** Connects over `transport`: `initialize`, then `initialized`. */
+  static async connect<C extends CodeRunClient>(
+    this: new (transport: Transport, options?: ClientOptions) => C,
+    transport: Transport,
+    options: ClientOptions = {},
+  ): Promise<C> {
+    const client = new this(transport, options);
+    try {
+      await client.initialize();
+    } catch (err) {
+      await client.transport.terminate(0).catch(() => {});
+      client.connectionLost({ exitCode: null, signal: null });
+      client.conn.dispose();
+      throw err;
+    }
+    return client;
+  }
+
+  private async initialize(): Promise<void> {
+    const params = {
+      clientInfo: this.options.clientInfo ?? { name: CLIENT_NAME, version: CLIENT_VERSION },
+      capabilities: {},
+    };
+    const result = await this.call<InitializeResult>(
+      this.conn.sendRequest('initialize', params),
+      this.options.startTimeoutMs ?? 30000,
+      'initialize',
+    );
+    this.initializeResult = result;
+    await this.conn.sendNotification('initialized', {});
+  }
+
+  /** True until `close()` begins or the daemon goes away. */
+  get isOpen(): boolean {
+    return this.state === 'open' && this.lost === undefined;
+  }
+
+  /** Runs one program. Failures of the program are results; see {@link RunResult}. */
+  run(options: RunOptions): Promise<RunResult> {
+    try {
+      return this.startRun(options);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
+  private startRun(options: RunOptions): Promise<RunResult> {
+    this.assertOpen();
+    const bindings = options.bindings ?? [];
+    const params: { [k: string]: JsonValue } = { program: options.program, bindings: wireBindings(bindings) };
+    if (options.limits !== undefined) params['limits'] = { ...options.limits } as { [k: string]: JsonValue };
+    const stream = options.stream ?? options.onLog !== undefined;
+    if (stream) params['stream'] = true;
+    const encoded = serializeLossless(params);
+    if (!encoded.ok) throw new TypeError(`run params must be lossless JSON: ${encoded.reason} (at ${encoded.path})`);
+    if (utf8Length(encoded.text) > MAX_MESSAGE_BYTES - 64) {
+      throw new RangeError(`run request exceeds the daemon's ${MAX_MESSAGE_BYTES}-byte message limit`);
+    }
+    const functions = functionTable(bindings);
+
+    const cts = new CancellationTokenSource();
+    this.capturedRunId = undefined;
+    const response = this.conn.sendRequest<unknown>('run', params, cts.token);
+    const id = this.capturedRunId as RunId | undefined;
+    if (id === undefined) throw new CodeRunError('internal: the run request id was not observed');
+
+    return new Promise<RunResult>((resolve, reject) => {
+      const signal = options.signal;
+      const onAbort = () => cts.cancel();
+      const run: LiveRun = { id, functions, onLog: options.onLog, calls: new Set(), reject: () => {} };
+      const finish = () => {
+        this.runs.delete(id);
+        signal?.removeEventListener('abort', onAbort);
+        for (const call of run.calls) call.abort(new CodeRunError('the run has settled'));
+        cts.dispose();
+      };
+      run.reject = (err) => {
+        finish();
+        reject(err);
+      };
+      this.runs.set(id, run);
+      if (signal?.aborted) cts.cancel();
+      else signal?.addEventListener('abort', onAbort, { once: true });
+      response.then(
+        (raw) => {
+          if (!this.runs.has(id)) return;
+          finish();
+          try {
+            resolve(checkResult(raw));
+          } catch (err) {
+            reject(err);
+          }
+        },
+        (err: unknown) => {
+          if (this.runs.has(id)) run.reject(this.mapError(err));
+        },
+      );
+    });
+  }
+
+  private onRunLog(params: unknown): void {
+    const p = params as { runId?: RunId } & LogEvent;
+    const run = p?.runId === undefined ? undefined : this.runs.get(p.runId);
+    if (run?.onLog === undefined) return;
+    try {
+      run.onLog({ index: p.index, text: p.text, continued: p.continued });
+    } catch {
+      // A throwing log callback must not break the connection.
+    }
+  }
+
+  private async onBindingCall(p: BindingCallParams, token: CancellationToken): Promise<unknown> {
+    const run = p === null || typeof p !== 'object' ? undefined : this.runs.get(p.runId);
+    if (run === undefined) throw new ResponseError(BINDING_ERROR_CODE, `no live run with id ${JSON.stringify(p?.runId)}`);
+    const ns = run.functions.get(p.namespace);
+    const fn = ns?.get(p.function);
+    if (fn === undefined) {
+      throw new ResponseError(BINDING_ERROR_CODE, `unknown binding ${JSON.stringify(`${p.namespace}.${p.function}`)}`);
+    }
+    const controller = new AbortController();
+    run.calls.add(controller);
+    const sub = token.onCancellationRequested(() =>
+      controller.abort(new CodeRunError('the daemon no longer needs this binding call')),
+    );
+    try {
+      let value: unknown;
+      try {
+        value = await fn(p.args === undefined ? null : p.args, controller.signal, {
+          runId: p.runId,
+          namespace: p.namespace,
+          function: p.function,
+        });
+      } catch (err) {
+        throw new ResponseError(BINDING_ERROR_CODE, messageOf(err));
+      }
+      const result = bindingResult(value);
+      if (result instanceof Error) throw new ResponseError(BINDING_ERROR_CODE, result.message);
+      return result;
+    } finally {
+      sub.dispose();
+      run.calls.delete(controller);
+    }
+  }
+
+  /**
+   * Shuts the daemon down (`shutdown`, then `exit`) and waits for its process to end. Live runs
+   * resolve first with kind `abort` ("server is shutting down"). Bounded: a daemon that does not
+   * answer or exit in time is killed. Idempotent; never rejects.
+   */
+  close(): Promise<void> {
+    this.closing ??= this.doClose();
+    return this.closing;
+  }
+
+  private async doClose(): Promise<void> {
+    const wasOpen = this.state === 'open' && this.lost === undefined;
+    this.state = 'closing';
+    if (wasOpen) {
+      try {
+        await this.call(this.conn.sendRequest('shutdown'), this.options.shutdownTimeoutMs ?? 15000, 'shutdown');
+        await this.call(this.conn.sendNotification('exit'), 1000, 'exit');
+      } catch {
+        // Lost or timed out: the transport ends the process below.
+      }
+    }
+    await this.transport.terminate(this.options.exitTimeoutMs ?? 3000).catch(() => {});
+    this.connectionLost({ exitCode: null, signal: null, detail: 'the client was closed' });
+    this.state = 'closed';
+    this.conn.dispose();
+  }
+
+  private assertOpen(): void {
+    if (this.state !== 'open') throw new ClientClosedError('the client is closed');
+    if (this.lost !== undefined) throw this.lost;
+  }
+
+  /** Awaits a request, bounded by the connection's life and `timeoutMs`. */
+  private async call<T>(request: Promise<unknown>, timeoutMs: number, what: string): Promise<T> {
+    if (this.lost !== undefined) throw this.lost;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new TimeoutError(`${what}: no answer from coderun-rpc within ${timeoutMs} ms`)), timeoutMs);
+    });
+    const lost = this.lostPromise.then((err) => Promise.reject(err));
+    request.catch(() => {});
+    lost.catch(() => {});
+    try {
+      return (await Promise.race([request.catch((err: unknown) => Promise.reject(this.mapError(err))), timeout, lost])) as T;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private mapError(err: unknown): Error {
+    if (this.lost !== undefined) return this.lost;
+    if (err instanceof ResponseError) {
+      if (err.code === -32097 /* PendingResponseRejected */ || err.code === -32099 /* write error */) {
+        return new ConnectionLostError(`connection to coderun-rpc failed: ${err.message}`);
+      }
+      return rpcError(err.code, err.message, err.data);
+    }
+    return err instanceof Error ? err : new CodeRunError(messageOf(err));
+  }
+
+  /** Fails every pending call at once; later calls fail the same way. */
+  private connectionLost(exit: PeerExit | undefined): void {
+    if (this.lost !== undefined) return;
+    let how = 'closed its connection';
+    if (exit?.signal) how = `was killed by ${exit.signal}`;
+    else if (exit?.exitCode !== null && exit?.exitCode !== undefined) how = `exited with code ${exit.exitCode}`;
+    const detail = exit?.detail ? ` (${exit.detail})` : '';
+    const pending = this.runs.size;
+    const runs = pending > 0 ? `; ${pending} pending run${pending === 1 ? '' : 's'} failed` : '';
+    this.lost = new ConnectionLostError(`coderun-rpc ${how}${detail}${runs}`, exit?.exitCode ?? null, exit?.signal ?? null);
+    this.markLost(this.lost);
+    for (const run of [...this.runs.values()]) run.reject(this.lost);
+  }
+}

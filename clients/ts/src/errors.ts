@@ -1,0 +1,88 @@
+/** Typed errors: one class per JSON-RPC error code the daemon uses, plus connection failures. */
+
+/** Base class of every error this package throws or rejects with. */
+export class CodeRunError extends Error {
+  override name = 'CodeRunError';
+}
+
+/** The daemon answered a request with a JSON-RPC error. `code` and `data` are as received. */
+export class RpcError extends CodeRunError {
+  override name = 'RpcError';
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
+    super(message);
+  }
+}
+
+/** −32700: the daemon could not parse a message. */
+export class ParseError extends RpcError {
+  override name = 'ParseError';
+}
+/** −32600: invalid request, e.g. `server is shutting down` or a message over the cap. */
+export class InvalidRequestError extends RpcError {
+  override name = 'InvalidRequestError';
+}
+/** −32601: unknown method. */
+export class MethodNotFoundError extends RpcError {
+  override name = 'MethodNotFoundError';
+}
+/** −32602: `run` params refused up front (`CHILD-CONTRACT.md` §1.6); nothing was spawned. */
+export class InvalidParamsError extends RpcError {
+  override name = 'InvalidParamsError';
+}
+/** −32001: `run queue is full`. */
+export class QueueFullError extends RpcError {
+  override name = 'QueueFullError';
+}
+/** −32002: a request before `initialize`. */
+export class ServerNotInitializedError extends RpcError {
+  override name = 'ServerNotInitializedError';
+}
+
+const byCode: Record<number, new (code: number, message: string, data?: unknown) => RpcError> = {
+  [-32700]: ParseError,
+  [-32600]: InvalidRequestError,
+  [-32601]: MethodNotFoundError,
+  [-32602]: InvalidParamsError,
+  [-32001]: QueueFullError,
+  [-32002]: ServerNotInitializedError,
+};
+
+/** The typed error for a JSON-RPC error code. */
+export function rpcError(code: number, message: string, data?: unknown): RpcError {
+  const Ctor = byCode[code] ?? RpcError;
+  return new Ctor(code, message, data);
+}
+
+/**
+ * The daemon went away (exited, was killed, or closed its stdout) while a call was pending, or
+ * a call was made after that. Every pending call rejects with it at once.
+ */
+export class ConnectionLostError extends CodeRunError {
+  override name = 'ConnectionLostError';
+  constructor(
+    message: string,
+    readonly exitCode: number | null = null,
+    readonly signal: string | null = null,
+  ) {
+    super(message);
+  }
+}
+
+/** A call was made on a client after `close()` began. */
+export class ClientClosedError extends CodeRunError {
+  override name = 'ClientClosedError';
+}
+
+/** The daemon did not answer in time (start-up, `shutdown`). */
+export class TimeoutError extends CodeRunError {
+  override name = 'TimeoutError';
+}
+
+/** A message from the daemon did not have the shape the SPEC promises. */
+export class ProtocolError extends CodeRunError {
+  override name = 'ProtocolError';
+}

@@ -1,0 +1,19 @@
+/**
+ * @coderun/client — core (no process spawning). For Node.js use `@coderun/client/node`,
+ * whose `CodeRunClient.start()` spawns the daemon.
+ */
+export { CodeRunClient, CLIENT_NAME, CLIENT_VERSION } from './client.js';
+export type { ClientOptions, PeerExit, Transport } from './client.js';
+export { encodeMessage, encodeMessageText, losslessJsonEncoder, BINDING_ERROR_CODE } from './encoder.js';
+export {
+  bindingResult,
+  canonicalNumber,
+  LOSSLESS_PREFIX,
+  MAX_MESSAGE_BYTES,
+  RawJson,
+  serializeLossless,
+  utf8Length,
+} from './json.js';
+export type { JsonValue, SerializeOptions, SerializeResult } from './json.js';
+export * from './errors.js';
+export type * from './types.js';

@@ -1,0 +1,143 @@
+/**
+ * Node.js entry point: spawns the coderun-rpc daemon and connects to it over its stdio.
+ *
+ *   import { CodeRunClient } from '@coderun/client/node';
+ *   const client = await CodeRunClient.start();
+ */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { StreamMessageReader, StreamMessageWriter } from 'vscode-jsonrpc/node';
+import { CodeRunClient as CoreClient } from './client.js';
+import type { ClientOptions, PeerExit, Transport } from './client.js';
+import { losslessJsonEncoder } from './encoder.js';
+import { CodeRunError } from './errors.js';
+
+export * from './index.js';
+
+export interface StartOptions extends ClientOptions {
+  /** The daemon binary. Default: `$CODERUN_RPC_BIN`, else `coderun-rpc` on PATH. */
+  command?: string;
+  args?: string[];
+  /**
+   * Environment of the daemon, merged over `process.env` (a key set to `undefined` is removed).
+   * `CODERUN_*` variables configure it (SPEC §7).
+   */
+  env?: Record<string, string | undefined>;
+  /** Working directory of the daemon. Default: this process's. */
+  cwd?: string;
+  /**
+   * The daemon's stderr (its structured logs): `'pipe'` (default) keeps the last 8 KiB for error
+   * messages, `'inherit'` passes it through, `'ignore'` drops it.
+   */
+  stderr?: 'pipe' | 'inherit' | 'ignore';
+}
+
+/** Resolves the daemon command: the option, then `CODERUN_RPC_BIN`, then `coderun-rpc`. */
+export function resolveDaemonCommand(options: Pick<StartOptions, 'command' | 'env'> = {}): string {
+  if (options.command !== undefined && options.command !== '') return options.command;
+  const fromEnv = options.env?.['CODERUN_RPC_BIN'] ?? process.env['CODERUN_RPC_BIN'];
+  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
+  return 'coderun-rpc';
+}
+
+const STDERR_TAIL = 8192;
+
+/** A transport over a spawned daemon's stdin/stdout. */
+export class ProcessTransport implements Transport {
+  readonly reader: StreamMessageReader;
+  readonly writer: StreamMessageWriter;
+  readonly exited: Promise<PeerExit>;
+  private stderrTail = '';
+  private hasExited = false;
+
+  constructor(readonly process: ChildProcess) {
+    const { stdin, stdout } = process;
+    if (stdin === null || stdout === null) throw new CodeRunError('the daemon needs piped stdin and stdout');
+    stdin.on('error', () => {}); // EPIPE after the daemon died: reported through `exited`.
+    process.stderr?.setEncoding('utf8');
+    process.stderr?.on('data', (chunk: string) => {
+      this.stderrTail = (this.stderrTail + chunk).slice(-STDERR_TAIL);
+    });
+    this.reader = new StreamMessageReader(stdout);
+    this.writer = new StreamMessageWriter(stdin, { contentTypeEncoder: losslessJsonEncoder });
+    this.exited = new Promise((resolve) => {
+      const done = (code: number | null, signal: NodeJS.Signals | null, error?: Error) => {
+        this.hasExited = true;
+        const tail = this.stderrTail.trim().split('\n').slice(-3).join(' | ');
+        const detail = error !== undefined ? error.message : tail === '' ? undefined : `stderr: ${tail}`;
+        resolve({ exitCode: code, signal, ...(detail === undefined ? {} : { detail }) });
+      };
+      process.once('error', (err) => done(null, null, err));
+      process.once('exit', (code, signal) => {
+        // Let stdout and stderr drain (their last frames and words), but not forever.
+        const t = setTimeout(() => done(code, signal), 500);
+        process.once('close', () => {
+          clearTimeout(t);
+          done(code, signal);
+        });
+      });
+    });
+  }
+
+  /** Closes stdin, waits up to `timeoutMs` for the exit, then SIGKILLs and waits (bounded). */
+  async terminate(timeoutMs: number): Promise<void> {
+    if (!this.hasExited) this.process.stdin?.end();
+    if (await this.waitExit(timeoutMs)) return;
+    this.process.kill('SIGKILL');
+    await this.waitExit(2000);
+  }
+
+  private async waitExit(ms: number): Promise<boolean> {
+    if (this.hasExited || this.process.exitCode !== null || this.process.signalCode !== null) return true;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<boolean>((r) => {
+      timer = setTimeout(r, ms, false);
+    });
+    const exited = this.exited.then(() => true);
+    try {
+      return await Promise.race([exited, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** Spawns the daemon; rejects if it cannot be started at all (e.g. no such file). */
+export async function spawnDaemon(options: StartOptions = {}): Promise<ProcessTransport> {
+  const command = resolveDaemonCommand(options);
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const [k, v] of Object.entries(options.env ?? {})) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  const child = spawn(command, options.args ?? [], {
+    env,
+    cwd: options.cwd,
+    stdio: ['pipe', 'pipe', options.stderr ?? 'pipe'],
+  });
+  await new Promise<void>((resolve, reject) => {
+    child.once('spawn', resolve);
+    child.once('error', (err) => {
+      const hint =
+        options.command === undefined
+          ? ' (pass `command`, set CODERUN_RPC_BIN, or put coderun-rpc on PATH)'
+          : '';
+      reject(new CodeRunError(`cannot start coderun-rpc daemon ${JSON.stringify(command)}: ${err.message}${hint}`));
+    });
+  });
+  return new ProcessTransport(child);
+}
+
+/** The client with a `start()` that spawns the daemon. */
+export class CodeRunClient extends CoreClient {
+  /** Spawns the daemon and completes the `initialize` handshake. */
+  static async start(options: StartOptions = {}): Promise<CodeRunClient> {
+    const transport = await spawnDaemon(options);
+    return CodeRunClient.connect(transport, options);
+  }
+
+  /** The daemon's process id, when this client spawned it. */
+  get pid(): number | undefined {
+    return this.transport instanceof ProcessTransport ? this.transport.process.pid : undefined;
+  }
+}

@@ -1,0 +1,143 @@
+/** Public types of the client: the `run` request and result of SPEC §3, bindings of §4. */
+import type { JsonValue } from './json.js';
+
+export type { JsonValue };
+
+/** Per-run budgets; each may only tighten the daemon's configuration (positive integers). */
+export interface RunLimits {
+  cpuSeconds?: number;
+  maxWallMs?: number;
+  addressSpaceMb?: number;
+  maxLogBytes?: number;
+  maxValueBytes?: number;
+}
+
+/** What a binding function receives besides its argument. */
+export interface BindingCallInfo {
+  /** The request id of the `run` this call belongs to. */
+  runId: number | string;
+  namespace: string;
+  function: string;
+}
+
+/**
+ * A host function the program can await. It receives the program's JSON argument (`null` when
+ * called without one) and an `AbortSignal` that fires when the daemon no longer needs the answer
+ * (the run was decided: done, timeout, abort, death) or the connection is gone. It may be sync
+ * or async. Its value must be lossless JSON; a throw (or rejection) raises in the program with
+ * the error's message.
+ */
+export type BindingFunction = (
+  args: JsonValue,
+  signal: AbortSignal,
+  call: BindingCallInfo,
+) => unknown | Promise<unknown>;
+
+/** `errorClass` of SPEC §3: a rejected call raises `name` with `memberNameProperty` = member. */
+export interface ErrorClassSpec {
+  name: string;
+  memberNameProperty: string;
+}
+
+/** One program-visible global object whose members run on the host. */
+export interface Binding {
+  global: string;
+  /**
+   * Member name → function, in declaration order. Use a `Map` for names an object literal
+   * cannot hold as own keys (`__proto__`).
+   */
+  functions: Record<string, BindingFunction> | Map<string, BindingFunction>;
+  errorClass?: ErrorClassSpec;
+}
+
+/** One `run/log` notification (SPEC §5). */
+export interface LogEvent {
+  index: number;
+  text: string;
+  /** `true`: `text` extends entry `index` (a flushed, unterminated line). */
+  continued: boolean;
+}
+
+export interface RunOptions {
+  /** Python source: the body of an async function (top-level `await` and `return` work). */
+  program: string;
+  bindings?: Binding[];
+  limits?: RunLimits;
+  /**
+   * Cancels the run: the client sends `$/cancelRequest` and the run still RESOLVES, with the
+   * daemon's result of kind `abort` ("run cancelled by the client") and the logs captured so far.
+   * A signal that is already aborted sends the run and its cancel together (same result).
+   */
+  signal?: AbortSignal;
+  /** Receives every log entry as it is captured, before the run resolves; implies `stream`. */
+  onLog?: (event: LogEvent) => void;
+  /** Ask for `run/log` notifications (defaults to `true` when `onLog` is given). */
+  stream?: boolean;
+}
+
+export type FailureKind = 'exception' | 'timeout' | 'abort' | 'worker-exit' | 'invalid-output' | 'output-limit';
+
+export interface RunFailure {
+  kind: FailureKind;
+  /** Readable by a model that must fix its code. */
+  message: string;
+  /** kind `exception`: e.g. `ZeroDivisionError`, `SyntaxError`. */
+  exceptionType?: string;
+  /** kind `exception`: innermost program line, 1-based. */
+  line?: number;
+  /** kind `timeout`. */
+  budget?: 'cpu' | 'wall';
+  /** kind `worker-exit`. */
+  exitCode?: number;
+  signal?: string;
+}
+
+export interface RunStats {
+  wallMs: number;
+  cpuMs: number;
+  maxRssKb: number;
+  queueMs: number;
+  bindingCalls: number;
+  logBytes: number;
+}
+
+interface RunResultBase {
+  /** Captured lines in order, newline stripped. */
+  logs: string[];
+  stats: RunStats;
+}
+
+/** A successful run: `value` is what the program returned (`null` for `None` / no return). */
+export interface RunSuccess extends RunResultBase {
+  value?: JsonValue;
+  error?: undefined;
+}
+
+/** A failed run: failures are results, never exceptions. */
+export interface RunFailed extends RunResultBase {
+  value?: undefined;
+  error: RunFailure;
+}
+
+export type RunResult = RunSuccess | RunFailed;
+
+/** The `initialize` result (SPEC §2). */
+export interface InitializeResult {
+  serverInfo: { name: string; version?: string };
+  capabilities: {
+    languages: string[];
+    isolation: 'process' | 'sandbox';
+    logStreaming: boolean;
+    limits: {
+      cpuSeconds: number;
+      maxWallMs: number;
+      addressSpaceMb: number;
+      maxLogBytes: number;
+      maxValueBytes: number;
+      graceMs: number;
+      maxConcurrentRuns: number;
+    };
+    python: { executable: string; version: string };
+    [key: string]: unknown;
+  };
+}
