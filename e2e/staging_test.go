@@ -1,0 +1,70 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// C20: there is no Windows build.
+func TestNoWindowsBuild(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("go", "build", "-o", os.DevNull, "github.com/coderun-rpc/coderun-rpc/cmd/coderun-rpc")
+	cmd.Env = append(os.Environ(), "GOOS=windows", "GOARCH=amd64")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "build constraints exclude all Go files") {
+		t.Errorf("GOOS=windows build: %v\n%s", err, out)
+	}
+}
+
+// C25: each run has its own staged directory (cwd, TMPDIR), removed before
+// the response.
+func TestRunDirectory(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	d := started(t, map[string]string{"TMPDIR": tmp})
+	program := prog(`import os, sys
+f = sys.modules["__main__"].__file__
+return {"file": f, "cwd": os.getcwd(), "tmpdir": os.environ.get("TMPDIR")}`)
+	var dirs []string
+	for i := 0; i < 2; i++ {
+		r := d.run(program)
+		if r.Error != nil {
+			t.Fatalf("%+v", *r.Error)
+		}
+		var v struct{ File, Cwd, Tmpdir string }
+		json.Unmarshal(r.Value, &v)
+		dir := filepath.Dir(v.File)
+		realTmp, _ := filepath.EvalSymlinks(tmp)
+		if filepath.Base(v.File) != "bootstrap.py" || !strings.HasPrefix(filepath.Base(dir), "coderun-") ||
+			filepath.Dir(dir) != realTmp && filepath.Dir(dir) != tmp || v.Cwd != dir || v.Tmpdir != dir {
+			t.Errorf("run %d: %+v", i, v)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s still exists after the response", dir)
+		}
+		dirs = append(dirs, dir)
+	}
+	if dirs[0] == dirs[1] {
+		t.Error("two runs shared a directory")
+	}
+}
+
+// C28: a staging failure is a result, not a crash.
+func TestStagingFailure(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o644)
+	d := started(t, map[string]string{"TMPDIR": file, "CODERUN_WARM_POOL": "0"})
+	r := d.run(prog("return 1"))
+	if r.Error == nil || r.Error.Kind != "worker-exit" || !strings.HasPrefix(r.Error.Message, "failed to stage the python bootstrap: ") ||
+		len(r.Logs) != 0 || r.Value != nil {
+		t.Errorf("%+v %q %s", r.Error, r.Logs, r.Value)
+	}
+	if m := d.call("initialize", ""); m.Error == nil || m.Error.Code != -32600 { // still serving
+		t.Errorf("after a staging failure: %s", m.raw)
+	}
+}
