@@ -19,7 +19,7 @@ func CapMessage(msg string, cap int64) string {
 // charStart backs i up to the first byte of the (generalized) UTF-8 sequence that
 // covers it: a lead byte at most three bytes before i whose sequence reaches past i.
 func charStart(s string, i int) int {
-	if s[i]&0xC0 != 0x80 { // the cut is already at a character start
+	if i >= len(s) || s[i]&0xC0 != 0x80 { // the cut is already at a character start
 		return i
 	}
 	for k := 1; k <= 3 && i-k >= 0; k++ {

@@ -3,6 +3,7 @@ package wireguard
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 const trunc = "… [truncated]"
@@ -22,6 +23,7 @@ func TestCapMessage(t *testing.T) {
 		{"F at 40", strings.Repeat("F", 100000), 40, strings.Repeat("F", 25) + trunc},
 		{"cap 4", "hello, world, long enough", 4, trunc},
 		{"cap 0", "x", 0, trunc},
+		{"negative cap, empty message", "", -1, trunc},
 		{"fits", "中文中文中文", 64, "中文中文中文"},
 		{"exactly cap", strings.Repeat("a", 20), 20, strings.Repeat("a", 20)},
 		{"lone surrogate is 3 bytes", "ab\xed\xa0\x80cdefghijklmnopqrst", 18, "ab" + trunc},
@@ -35,4 +37,29 @@ func TestCapMessage(t *testing.T) {
 			t.Errorf("%s: %d bytes over cap %d", c.name, len(got), c.cap)
 		}
 	}
+}
+
+// FuzzCapMessage: never panics; the result fits a cap of at least 15; a changed
+// message is a prefix plus the marker, and the prefix of valid UTF-8 never ends
+// inside a character.
+func FuzzCapMessage(f *testing.F) {
+	f.Add("E"+strings.Repeat("😀", 20), int64(66))
+	f.Add("ab\xed\xa0\x80cdefghijklmnopqrst", int64(18))
+	f.Add("", int64(-1))
+	f.Fuzz(func(t *testing.T, msg string, cap int64) {
+		got := CapMessage(msg, cap)
+		if got == msg {
+			if int64(len(msg)) > cap {
+				t.Fatalf("%d bytes over cap %d unchanged", len(msg), cap)
+			}
+			return
+		}
+		prefix, ok := strings.CutSuffix(got, trunc)
+		if !ok || !strings.HasPrefix(msg, prefix) || cap >= 15 && int64(len(got)) > cap {
+			t.Fatalf("CapMessage(%q, %d) = %q", msg, cap, got)
+		}
+		if utf8.ValidString(msg) && !utf8.ValidString(prefix) {
+			t.Fatalf("cut inside a character: %q", got)
+		}
+	})
 }
