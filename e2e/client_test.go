@@ -166,6 +166,9 @@ func start(t *testing.T, env map[string]string) *daemon {
 			<-d.exited
 			t.Errorf("daemon did not exit after stdin closed; stderr:\n%s", d.stderr)
 		}
+		if strings.Contains(d.stderr.String(), "DATA RACE") || strings.Contains(d.stderr.String(), "panic") {
+			t.Errorf("the daemon reported a data race or a panic:\n%s", d.stderr)
+		}
 	})
 	return d
 }

@@ -26,7 +26,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	daemonBin = filepath.Join(dir, "coderun-rpc")
-	build := exec.Command("go", "build", "-o", daemonBin, "github.com/coderun-rpc/coderun-rpc/cmd/coderun-rpc")
+	args := []string{"build", "-o", daemonBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "github.com/coderun-rpc/coderun-rpc/cmd/coderun-rpc")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the daemon:", err)
