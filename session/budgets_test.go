@@ -62,12 +62,12 @@ return "escaped"`, value: `"escaped"`, logsHave: []string{"leader-diagnostic-no-
 		{name: "C126", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 8000 }),
 			program: "import sys\ndata = sys.stdin.read()\nreturn \"read: \" + repr(data)", value: `"read: ''"`},
 		{name: "C127", program: "def f(x: int):\n    pass\nreturn f.__annotations__[\"x\"].__name__", value: `"int"`},
-		{name: "C161", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 1500 }),
+		{name: "C161", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 4000 }),
 			program: "print(\"before hang\", end=\"\", flush=True)\nwhile True:\n    pass", kind: protocol.KindTimeout,
-			budget: protocol.BudgetWall, message: "wall-clock ceiling reached (1500ms)", logs: []string{"before hang"}},
-		{name: "sigterm-trap-wall", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 300 }),
+			budget: protocol.BudgetWall, message: "wall-clock ceiling reached (4000ms)", logs: []string{"before hang"}},
+		{name: "sigterm-trap-wall", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 2000 }),
 			program: "import signal, time\nsignal.signal(signal.SIGTERM, lambda *a: None)\nprint('trapped', flush=True)\nwhile True:\n    time.sleep(0.01)",
-			kind:    protocol.KindTimeout, budget: protocol.BudgetWall, logs: []string{"trapped"}, maxElapsed: 3 * time.Second},
+			kind:    protocol.KindTimeout, budget: protocol.BudgetWall, logs: []string{"trapped"}, maxElapsed: 5 * time.Second},
 		{name: "stats", program: "import time\ntime.sleep(0.3)\nprint('x')\nreturn 1", value: "1",
 			extra: func(t *testing.T, res protocol.Result, _ *fakeClient) {
 				s := res.Stats

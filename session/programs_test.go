@@ -1,13 +1,13 @@
 package session
 
 import (
-	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
 func marker(n int) string { return protocol.LogMarker(int64(n)) }
@@ -283,7 +283,5 @@ func TestStreaming(t *testing.T) {
 	}})
 }
 
-func jsonQuote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
-}
+// jsonQuote is the compact JSON string form (§2.7: no HTML escaping).
+func jsonQuote(s string) string { return string(wireguard.AppendString(nil, s)) }

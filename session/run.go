@@ -238,6 +238,7 @@ func (r *Run) decideLocked(d decision) effects {
 		return nil
 	}
 	r.decided, r.dec = true, d
+	r.log.Debug("decided", "error", d.err != nil, "sinceHandoff", time.Since(r.handoff))
 	if r.wallTimer != nil {
 		r.wallTimer.Stop()
 	}
@@ -338,6 +339,7 @@ func (r *Run) settleLocked() effects {
 		return nil
 	}
 	r.settled = true
+	r.log.Debug("settled", "sinceHandoff", time.Since(r.handoff), "reaped", r.reaped, "eof", r.eof, "abandoned", r.abandoned)
 	if r.closeTimer != nil {
 		r.closeTimer.Stop()
 	}

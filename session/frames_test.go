@@ -1,0 +1,114 @@
+package session
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+)
+
+func TestBootFrame(t *testing.T) {
+	got := string(bootFrame(protocol.Limits{CPUSeconds: 60, AddressSpaceMb: 512, MaxLogBytes: 65536, MaxValueBytes: 32768, MaxWallMs: 1},
+		[]protocol.Namespace{{Global: "tools", Names: []string{"search", "my-tool"},
+			ErrorClass: &protocol.ErrorClass{Name: "ToolError", MemberNameProperty: "tool"}}}))
+	want := `{"type":"boot","cpuSeconds":60,"addressSpaceBytes":536870912,"maxLogBytes":65536,"maxValueBytes":32768,"namespaces":[{"global":"tools","names":["search","my-tool"],"errorClass":{"name":"ToolError","memberNameProperty":"tool"}}]}` + "\n"
+	if got != want {
+		t.Errorf("boot frame\n got %s\nwant %s", got, want)
+	}
+	got = string(bootFrame(protocol.Limits{CPUSeconds: 1, AddressSpaceMb: 8589934591, MaxLogBytes: 64, MaxValueBytes: 1},
+		[]protocol.Namespace{{Global: "a", Names: []string{}}, {Global: "b", Names: []string{"<x>\u2028", "\xed\xa0\x80"}}}))
+	want = `{"type":"boot","cpuSeconds":1,"addressSpaceBytes":9007199253692416,"maxLogBytes":64,"maxValueBytes":1,"namespaces":[{"global":"a","names":[]},{"global":"b","names":["<x>` + "\u2028" + `","\ud800"]}]}` + "\n"
+	if got != want {
+		t.Errorf("boot frame\n got %s\nwant %s", got, want)
+	}
+	if got := string(bootFrame(protocol.Limits{}, nil)); !strings.HasSuffix(got, `"namespaces":[]}`+"\n") {
+		t.Errorf("no namespaces: %s", got)
+	}
+}
+
+func TestDaemonFrames(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{string(runFrame("print('a\"b')\n\xed\xb0\x80")), `{"type":"run","program":"print('a\"b')\n\udc00"}` + "\n"},
+		{string(replyOK(7, []byte(`{"a":[1,2]}`))), `{"type":"reply","id":7,"ok":true,"value":{"a":[1,2]}}` + "\n"},
+		{string(replyErr(0, "nope \"x\"")), `{"type":"reply","id":0,"ok":false,"message":"nope \"x\""}` + "\n"},
+		{string(judgeAnswer(1, Answer{HasResult: true, Result: []byte(`[1.0, 2e0]`)})), `{"type":"reply","id":1,"ok":true,"value":[1,2]}` + "\n"},
+		{string(judgeAnswer(1, Answer{HasResult: true, Result: []byte(`-0`)})), `{"type":"reply","id":1,"ok":false,"message":"binding resolution must be lossless JSON"}` + "\n"},
+		{string(judgeAnswer(1, Answer{HasResult: true, Result: []byte(`null`)})), `{"type":"reply","id":1,"ok":true,"value":null}` + "\n"},
+		{string(judgeAnswer(2, Answer{HasError: true})), `{"type":"reply","id":2,"ok":false,"message":"<unrenderable rejection value>"}` + "\n"},
+		{string(judgeAnswer(2, Answer{})), `{"type":"reply","id":2,"ok":false,"message":"<unrenderable rejection value>"}` + "\n"},
+		{string(judgeAnswer(3, Answer{HasError: true, HasResult: true, Result: []byte("1"), Message: new("m")})), `{"type":"reply","id":3,"ok":false,"message":"m"}` + "\n"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got  %s\nwant %s", c.got, c.want)
+		}
+	}
+}
+
+func TestUnknownBindingMessage(t *testing.T) {
+	for _, c := range []struct {
+		g, n string
+		cap  int64
+		want string
+	}{
+		{"tools", "forged", 32768, `unknown binding "tools.forged"`},
+		{"tools", "a\"b", 32768, `unknown binding "tools.a\"b"`},
+		{"t", "\xed\xa0\x80", 32768, `unknown binding "t.\ud800"`},
+		// preview: first 1024 characters of the target, JSON-quoted
+		{"tools", strings.Repeat("n", 100000), 1048576, `unknown binding "tools.` + strings.Repeat("n", 1024-6) + `"`},
+		{strings.Repeat("é", 2000), "x", 1048576, `unknown binding "` + strings.Repeat("é", 1024) + `"`},
+		// each part cut to maxValueBytes at a character boundary, then capMessage
+		{"ab", "é€", 3, protocol.MessageMarker},
+		{"abcdef", "ghijkl", 64, `unknown binding "abcdef.ghijkl"`},
+		{"abcdef", "ghijkl", 40, `unknown binding "abcdef.ghijkl"`},
+		{strings.Repeat("g", 100), strings.Repeat("n", 100), 40, `unknown binding "gggggggg` + protocol.MessageMarker},
+	} {
+		if got := unknownBindingMessage(c.g, c.n, c.cap); got != c.want {
+			t.Errorf("unknownBindingMessage(%.20q, %.20q, %d)\n got %q\nwant %q", c.g, c.n, c.cap, got, c.want)
+		}
+	}
+	if got := previewTarget("ab", "é€", 1024); got != "ab.é€" {
+		t.Errorf("previewTarget = %q", got)
+	}
+	if got := previewTarget("abc", "def", 4); got != "abc." {
+		t.Errorf("previewTarget = %q", got)
+	}
+	for _, c := range []struct {
+		s    string
+		cap  int64
+		want string
+	}{
+		{"é€", 3, "é"}, {"é€", 2, "é"}, {"é€", 1, ""}, {"abc", 0, ""}, {"a\xed\xa0\x80b", 3, "a"}, {"a\xed\xa0\x80b", 4, "a\xed\xa0\x80"},
+		{"😀x", 4, "😀"}, {"😀x", 3, ""}, {"abc", 10, "abc"},
+	} {
+		if got := cutBytes(c.s, c.cap); got != c.want {
+			t.Errorf("cutBytes(%q, %d) = %q, want %q", c.s, c.cap, got, c.want)
+		}
+	}
+}
+
+func TestEffectiveLimits(t *testing.T) {
+	cfg := protocol.Limits{CPUSeconds: 60, MaxWallMs: 600000, AddressSpaceMb: 512, MaxLogBytes: 65536, MaxValueBytes: 32768}
+	got := effectiveLimits(cfg, protocol.Limits{CPUSeconds: 1, MaxLogBytes: 64})
+	want := protocol.Limits{CPUSeconds: 1, MaxWallMs: 600000, AddressSpaceMb: 512, MaxLogBytes: 64, MaxValueBytes: 32768}
+	if got != want {
+		t.Errorf("effectiveLimits = %+v, want %+v", got, want)
+	}
+	if got := effectiveLimits(cfg, protocol.Limits{}); got != cfg {
+		t.Errorf("no run limits: %+v", got)
+	}
+}
+
+func TestClassifyMessages(t *testing.T) {
+	if e := exitedEarly(7, "", false); e.Message != "python exited (code=7, signal=null) before completing" || *e.ExitCode != 7 || e.Signal != "" {
+		t.Errorf("%+v", e)
+	}
+	if e := exitedEarly(-1, "SIGKILL", true); e.Message != "python exited (code=null, signal=SIGKILL) before completing" || e.ExitCode != nil || e.Signal != "SIGKILL" {
+		t.Errorf("%+v", e)
+	}
+	if e := cpuTimeout(42); e.Message != "CPU time exhausted (limit at most 42s; a stricter inherited RLIMIT_CPU can fire sooner)" || e.Budget != "cpu" {
+		t.Errorf("%+v", e)
+	}
+	if !cpuAtLeast(2e9, 2) || cpuAtLeast(1999999999, 2) || cpuAtLeast(1<<62, 9007199254740990) {
+		t.Errorf("cpuAtLeast")
+	}
+}

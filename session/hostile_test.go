@@ -1,0 +1,215 @@
+package session
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+)
+
+func callFrame(id int, fn string) string {
+	return `{"type":"call","id":` + itoa(id) + `,"global":"tools","name":"` + fn + `","args":{}}`
+}
+
+func itoa(i int) string { return strings.TrimSpace(strings.Repeat(" ", 0) + fmtInt(i)) }
+
+func fmtInt(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; i > 0; i /= 10 {
+		b = append([]byte{byte('0' + i%10)}, b...)
+	}
+	return string(b)
+}
+
+// TestGroupG: hostile programs (TEST-CATALOGUE group G) at session level.
+func TestGroupG(t *testing.T) {
+	echoTools := map[string]behaviour{"echo": echo()}
+	cases := []tcase{
+		{name: "C130", program: "import os\nos.write(3, b'not-json\\n{\"type\":\"unknown\"}\\n{\"type\":\"done\",\"error\":{\"message\":42}}\\n')\nreturn \"survived\"",
+			value: `"survived"`},
+		{name: "C131", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 8000 }), bindings: tools("echo"), client: echoTools, nCalls: 1,
+			program: "import os\nr = await tools.echo({\"ping\": True})\nos.write(3, b'{\"type\":\"call\",\"id\":1,\"global\":\"tools\",\"name\":\"forged\",\"args\":{}}\\n')\nreturn r",
+			value:   `{"ping":true}`},
+		{name: "C131b-reply", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 8000 }), bindings: tools("echo"), client: echoTools, nCalls: 0,
+			// the daemon's reply to an unknown call reaches the child: read it raw.
+			program: "import os\nos.write(3, b'{\"type\":\"call\",\"id\":0,\"global\":\"tools\",\"name\":\"forged\",\"args\":{}}\\n')\nimport select\nselect.select([3], [], [], 5)\nreturn os.read(3, 4096).decode()",
+			value:   `"{\"type\":\"reply\",\"id\":0,\"ok\":false,\"message\":\"unknown binding \\\"tools.forged\\\"\"}\n"`},
+		{name: "C133", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 8000 }), bindings: tools("echo"), client: echoTools, nCalls: 1,
+			program: "try:\n    await tools.echo({\"bad\": float(\"inf\")})\nexcept RuntimeError as e:\n    first = str(e)\nreturn [first, await tools.echo({\"ok\": True})]",
+			value:   `["binding arguments must be lossless JSON (non-finite float)",{"ok":true}]`},
+		{name: "C134", bindings: tools("echo"), client: echoTools, nCalls: 1,
+			program: forge(`{"type":"call","id":7,"global":"tools","name":"echo","args":9007199254740993}`, `{"type":"done","value":9007199254740993}`) +
+				"return await tools.echo({\"ok\": True})", value: `{"ok":true}`},
+		{name: "C135", limits: lim(func(l *protocol.Limits) { l.MaxLogBytes = 128 }), program: "for _ in range(50):\n    print(\"aaaaaaaaaa\")",
+			value: "null", logs: append(repeat("aaaaaaaaaa", 9), marker(128))},
+		{name: "C136", program: `return {"lone": "a\ud800b", "spelled": "\ud83d\ude00"}`, value: `{"lone":"a\ud800b","spelled":"😀"}`},
+		{name: "C137a", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 8 }), program: `return "\ud800"`, value: `"\ud800"`},
+		{name: "C137b", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 7 }), program: `return "\ud800"`,
+			kind: protocol.KindOutputLimit, message: "completion value exceeded 7 bytes"},
+		{name: "C139a", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 4 }), program: `return "é"`, value: `"é"`},
+		{name: "C139b", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 4 }), program: `return "éx"`,
+			kind: protocol.KindOutputLimit, message: "completion value exceeded 4 bytes"},
+		{name: "C140", program: "import asyncio\nasync def boom():\n    raise ValueError(\"member failure\")\nasync with asyncio.TaskGroup() as tg:\n    tg.create_task(boom())",
+			kind: protocol.KindException, contains: []string{"<program>", "member failure"}, excludes: []string{"bootstrap.py"}},
+		{name: "C142", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 8000 }), bindings: tools("echo"), client: echoTools, nCalls: 1,
+			program: "import asyncio, threading\nbox = {}\ndef worker():\n    box[\"v\"] = asyncio.run(tools.echo({\"from\": \"thread\"}))\nt = threading.Thread(target=worker)\nt.start()\nwhile t.is_alive():\n    await asyncio.sleep(0.01)\nreturn box[\"v\"]",
+			value:   `{"from":"thread"}`},
+		{name: "C145", bindings: tools("echo"), client: echoTools, nCalls: 1, program: "v = await tools.echo(2**60)\nreturn v == 2**60", value: "true"},
+		{name: "C146a", program: "return [2**53, 2**60]", value: `[9007199254740992,1152921504606846976]`},
+		{name: "C146b", program: "return 2**53 + 1", kind: protocol.KindInvalidOutput,
+			message: "program completion must be lossless JSON (integer not exactly representable as a double)"},
+		{name: "C153", limits: lim(func(l *protocol.Limits) { l.MaxLogBytes = 4096 }),
+			program: forge(`{"type":"log","text":"first","truncated":"yes"}`, `{"type":"log","text":"MARK-A","truncated":true}`, `{"type":"log","text":"MARK-B","truncated":true}`),
+			value:   "null", logs: []string{"first", marker(4096)}},
+		{name: "C155", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 1024 }), program: `raise ValueError("boom-" + "x" * (8 * 1024 * 1024))`,
+			kind: protocol.KindException, contains: []string{"boom-"}, extra: endsTrunc(1024)},
+		{name: "C158", limits: lim(func(l *protocol.Limits) { l.MaxLogBytes = 256; l.MaxWallMs = 10000 }),
+			program: "print(\"x\\n\" * 500000, end=\"\")\nreturn \"done\"", value: `"done"`, logs: append(repeat("x", 63), marker(256)), maxElapsed: 8 * time.Second},
+		{name: "C162", limits: lim(func(l *protocol.Limits) { l.MaxLogBytes = 104 }), program: `print("y" * 100 + "\n" + "z" * 10, end="")`,
+			value: "null", logs: []string{strings.Repeat("y", 100), marker(104)}},
+		{name: "C164", limits: lim(func(l *protocol.Limits) { l.MaxLogBytes = 256 }), program: "for _ in range(500):\n    print(\"\\x00\" * 10)",
+			value: "null", logs: append(repeat(strings.Repeat("\x00", 10), 4), marker(256))},
+		{name: "C177", program: `return {"\ud83d\ude00": 1, "\U0001f600": 2}`, kind: protocol.KindInvalidOutput,
+			message: "program completion must be lossless JSON (duplicate dict key after surrogate-pair combining)"},
+		{name: "C179", limits: lim(func(l *protocol.Limits) { l.MaxLogBytes = 64 }), program: "for _ in range(10000):\n    print()",
+			value: "null", logs: append(repeat("", 21), marker(64))},
+		{name: "C182", program: "import os\nos.write(1, b\"stray stdout\\n\")\nos.write(2, b\"stray stderr\\n\")", value: "null",
+			logsHave: []string{"stray stdout", "stray stderr"}},
+		{name: "C183", program: "import sys\nsys.__stdout__.reconfigure(write_through=False)\nsys.__stderr__.reconfigure(write_through=False)\nsys.__stdout__.write(\"orig stdout\\n\")\nsys.__stderr__.write(\"orig stderr\\n\")\nreturn \"done\"",
+			value: `"done"`, logsHave: []string{"orig stdout", "orig stderr"}},
+		{name: "C185", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 64 }), program: forge(`{"type":"done","value":"` + strings.Repeat("B", 5000) + `"}`),
+			kind: protocol.KindOutputLimit, message: "completion value exceeded 64 bytes"},
+		{name: "C188", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 40 }),
+			program: forge(`{"type":"done","error":{"kind":"exception","message":"` + strings.Repeat("F", 100000) + `"}}`),
+			kind:    protocol.KindException, message: strings.Repeat("F", 25) + protocol.MessageMarker},
+		{name: "C188b", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 40 }), program: `raise ValueError("R" * 100000)`,
+			kind: protocol.KindException, extra: endsTrunc(40)},
+		{name: "C189", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 4 }),
+			program: forge(`{"type":"done","error":{"kind":"exception","message":"` + strings.Repeat("F", 500) + `"}}`),
+			kind:    protocol.KindException, message: protocol.MessageMarker},
+		{name: "C190", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 64 }),
+			program: forge(`{"type":"done","error":{"kind":"exception","message":"中文中文中文"}}`), kind: protocol.KindException, message: "中文中文中文"},
+		{name: "C191", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 66 }),
+			program: forge(`{"type":"done","error":{"kind":"exception","message":"E` + strings.Repeat("😀", 2000) + `"}}`),
+			kind:    protocol.KindException, message: "E" + strings.Repeat("😀", 12) + protocol.MessageMarker},
+		{name: "forged-error-fields", program: forge(`{"type":"done","error":{"kind":"exception","message":"m","exceptionType":"X","line":3},"value":1}`),
+			kind: protocol.KindException, message: "m", excType: "X", line: 3},
+		{name: "forged-invalid-output", program: forge(`{"type":"done","value":-0}`), kind: protocol.KindInvalidOutput, message: protocol.MsgNonLossless},
+		{name: "forged-null", program: forge(`{"type":"done","value":null}`) + "import time\ntime.sleep(5)", value: "null", maxElapsed: 4 * time.Second},
+		{name: "forged-second-boot-ack", program: forge(`{"type":"boot-ack"}`) + "return 5", value: "5"},
+	}
+	runCases(t, nil, cases)
+}
+
+// TestHeavy: the binding-traffic and cap cases that move tens of MiB or
+// thousands of calls (C132, C169–C178, C180), one at a time, with the
+// configured ceilings the catalogue's env lines give them.
+func TestHeavy(t *testing.T) {
+	echoTools := map[string]behaviour{"echo": echo()}
+	// Full catalogue sizes move ~130 MiB through the race detector; by default
+	// the payloads are scaled down (same shape: every total still far exceeds
+	// the socket buffer). CODERUN_TEST_HEAVY=1 runs the catalogue's sizes.
+	chunk, big := 4194304, 66560
+	if os.Getenv("CODERUN_TEST_HEAVY") == "" {
+		chunk, big = 524288, 8192
+	}
+	cases := []tcase{
+		{name: "C132", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 8000 }), bindings: tools("echo"), client: echoTools, nCalls: 1,
+			program: "import os\nr = await tools.echo({\"ping\": True})\nos.write(3, b'{\"type\":\"call\",\"id\":1,\"global\":\"tools\",\"name\":\"' + b'n' * 100000 + b'\",\"args\":{}}\\n')\nreturn r",
+			value:   `{"ping":true}`},
+		{name: "C169", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 1000 }), bindings: tools("slow"), nCalls: 1,
+			client:  map[string]behaviour{"slow": late(2500, "["+strings.Repeat("0,", 1999999)+"0]")},
+			program: "return await tools.slow({})", kind: protocol.KindTimeout, budget: protocol.BudgetWall,
+			message: "wall-clock ceiling reached (1000ms)", extra: cancelled(1)},
+		{name: "C170", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 60000 }), bindings: tools("chunk"), nCalls: 8,
+			client:  map[string]behaviour{"chunk": constV(`"` + strings.Repeat("A", chunk) + `"`)},
+			program: "import asyncio\nparts = await asyncio.gather(*(tools.chunk({}) for _ in range(8)))\nreturn sum(len(p) for p in parts)", value: fmtInt(8 * chunk)},
+		{name: "C171", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 10000 }), bindings: tools("chunk"), nCalls: 1,
+			client:  map[string]behaviour{"chunk": constV(`"` + strings.Repeat("A", chunk) + `"`)},
+			program: "import asyncio\ntask = asyncio.create_task(tools.chunk({}))\nawait asyncio.sleep(0.05)\nreturn \"done\"", value: `"done"`},
+		{name: "C172", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 20000 }), bindings: tools("hang"), nCalls: 1024,
+			client:  map[string]behaviour{"hang": hang()},
+			program: "import os, time\nfor i in range(5000):\n    os.write(3, b'{\"type\":\"call\",\"id\":%d,\"global\":\"tools\",\"name\":\"hang\",\"args\":{}}\\n' % i)\ntime.sleep(30)",
+			kind:    protocol.KindWorkerExit, message: protocol.MsgCallBacklog, maxElapsed: 15 * time.Second, extra: cancelled(1024)},
+		{name: "C173", bindings: tools("echo"), client: echoTools, nCalls: 1025,
+			program: "import asyncio\nr = await asyncio.gather(*(tools.echo(i) for i in range(1025)))\nreturn len(r)", value: "1025",
+			extra: func(t *testing.T, _ protocol.Result, fc *fakeClient) {
+				if fc.maxPending > 1024 {
+					t.Errorf("client had %d calls unanswered at once", fc.maxPending)
+				}
+			}},
+		{name: "C174", bindings: tools("slow"), nCalls: 1024, client: map[string]behaviour{"slow": late(5000, "null")},
+			program: "import asyncio\ntasks = [asyncio.create_task(tools.slow(i)) for i in range(1024)]\nawait asyncio.sleep(0.2)\nreturn \"done\"",
+			value:   `"done"`, maxElapsed: 4 * time.Second, extra: cancelled(1024)},
+		{name: "C175", bindings: []protocol.Namespace{{Global: "t", Names: []string{"e"}}}, client: map[string]behaviour{"e": echo()}, nCalls: 1300,
+			program: "import asyncio\nr = await asyncio.gather(*(t.e(i) for i in range(1300)))\nreturn len(r)", value: "1300"},
+		{name: "C176", bindings: tools("hang"), client: map[string]behaviour{"hang": hang()}, nCalls: 1024,
+			program: "import os\nos.write(3, b''.join(b'{\"type\":\"call\",\"id\":%d,\"global\":\"tools\",\"name\":\"hang\",\"args\":{}}\\n' % i for i in range(1025)) + b'{\"type\":\"done\",\"value\":1}\\n')\nimport time\ntime.sleep(30)",
+			kind:    protocol.KindWorkerExit, message: protocol.MsgCallBacklog, extra: cancelled(1024)},
+		{name: "C178", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 60000 }), bindings: tools("big"), nCalls: 1524,
+			client: map[string]behaviour{"big": constV(`"` + strings.Repeat("B", big) + `"`)},
+			program: `import os
+def call(i):
+    return b'{"type":"call","id":%d,"global":"tools","name":"big","args":{}}\n' % i
+os.write(3, b"".join(call(i) for i in range(1024)))
+lines = 0
+while lines < 500:
+    lines += os.read(3, 65536).count(b"\n")
+os.write(3, b"".join(call(i) for i in range(1024, 1524)))
+while lines < 1524:
+    lines += os.read(3, 65536).count(b"\n")
+return "done"`, value: `"done"`},
+		{name: "C180", program: "import os\ndata = b\"a\" * 65535 + \"\\u0900\\u4f60\\u597d\\U0001f600\\U0010ffff\".encode()\nview = memoryview(data)\nwhile view:\n    view = view[os.write(1, view):]",
+			value: "null", logs: []string{strings.Repeat("a", 65535) + "\u0900\u4f60\u597d\U0001f600\U0010ffff"}},
+		{name: "C184", program: "import os, time\nchunk = b\"A\" * (8 * 1024 * 1024)\nfor _ in range(9):\n    os.write(3, chunk)\ntime.sleep(30)",
+			kind: protocol.KindWorkerExit, message: protocol.MsgFrameTooLong, maxElapsed: 30 * time.Second},
+		{name: "C193", program: "import os\nos.write(3, b\"A\" * 67108864)\nos.write(3, b'\\n{\"type\":\"log\",\"text\":\"after-cap-frames\"}\\n')\nreturn \"done\"",
+			value: `"done"`, logs: []string{"after-cap-frames"}},
+	}
+	m := check(t, func(c *Config) {
+		c.Limits.MaxWallMs = 60000
+		c.Limits.MaxValueBytes = 1048576
+		c.Limits.MaxLogBytes = 1048576
+	})
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, fc, elapsed := execute(t, m, c)
+			c.verify(t, res, fc, elapsed)
+		})
+	}
+}
+
+func repeat(s string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+func endsTrunc(capBytes int) func(*testing.T, protocol.Result, *fakeClient) {
+	return func(t *testing.T, res protocol.Result, _ *fakeClient) {
+		m := res.Error.Message
+		if !strings.HasSuffix(m, protocol.MessageMarker) {
+			t.Errorf("message does not end with the marker: …%q", m[max(0, len(m)-40):])
+		}
+		if n := len(jsonQuote(m)); n > capBytes {
+			t.Errorf("compact JSON form is %d bytes > %d", n, capBytes)
+		}
+	}
+}
+
+// cancelled checks that the client received n $/cancelRequest before the result.
+func cancelled(n int) func(*testing.T, protocol.Result, *fakeClient) {
+	return func(t *testing.T, _ protocol.Result, fc *fakeClient) {
+		_, c, _ := fc.snapshot()
+		if c != n {
+			t.Errorf("client received %d cancels, want %d", c, n)
+		}
+	}
+}

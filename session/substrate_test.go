@@ -1,0 +1,151 @@
+package session
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+)
+
+// fakePython writes an executable shell script standing in for the
+// interpreter (argv [-u, -I, <dir>/bootstrap.py] is ignored).
+func fakePython(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "fakepython")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// bigBindings makes a boot frame far larger than a socket buffer.
+func bigBindings() []protocol.Namespace {
+	names := make([]string, 20000)
+	for i := range names {
+		names[i] = "function_with_a_rather_long_name_" + fmtInt(i)
+	}
+	return []protocol.Namespace{{Global: "tools", Names: names}}
+}
+
+// TestSubstrate: staging, spawn and boot/run write failures resolve as
+// worker-exit results, never panics, and leave no run directory (C113,
+// C224–C227).
+func TestSubstrate(t *testing.T) {
+	t.Run("staging", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "not-a-dir")
+		os.WriteFile(file, nil, 0o600)
+		m := check(t, func(c *Config) { c.TempDir = file })
+		res, fc, el := execute(t, m, tcase{name: "stage", program: "return 1"})
+		tcase{kind: protocol.KindWorkerExit, contains: []string{"failed to stage the python bootstrap: "}, logs: []string{}}.verify(t, res, fc, el)
+		if res.Stats.WallMs != 0 || res.Stats.CPUMs != 0 {
+			t.Errorf("stats %+v", res.Stats)
+		}
+	})
+	t.Run("C225-enoent", func(t *testing.T) {
+		m := check(t, func(c *Config) { c.Python = filepath.Join(t.TempDir(), "missing", "python3") })
+		res, fc, el := execute(t, m, tcase{name: "spawn", program: "return 1"})
+		tcase{kind: protocol.KindWorkerExit, contains: []string{"python spawn error: "}, logs: []string{}}.verify(t, res, fc, el)
+	})
+	t.Run("C113-removed", func(t *testing.T) {
+		d := t.TempDir()
+		link := filepath.Join(d, "python3")
+		if err := os.Symlink(realPython(t), link); err != nil {
+			t.Fatal(err)
+		}
+		m := check(t, func(c *Config) { c.Python = link })
+		res, fc, el := execute(t, m, tcase{name: "before", program: "return 1"})
+		tcase{value: "1"}.verify(t, res, fc, el)
+		os.Remove(link)
+		res, fc, el = execute(t, m, tcase{name: "after", program: "return 1", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 3000 })})
+		tcase{kind: protocol.KindWorkerExit, contains: []string{"python spawn error: "}}.verify(t, res, fc, el)
+		if !strings.HasPrefix(res.Error.Message, "python spawn error: ") {
+			t.Errorf("message %q", res.Error.Message)
+		}
+	})
+	t.Run("C224-boot-write", func(t *testing.T) {
+		// The child closes fd 3 at once; a boot frame larger than the socket
+		// buffer cannot be written.
+		py := fakePython(t, "exec 3>&-\nsleep 5")
+		m := check(t, func(c *Config) { c.Python = py })
+		res, fc, el := execute(t, m, tcase{name: "boot", program: "return 1", bindings: bigBindings()})
+		tcase{kind: protocol.KindWorkerExit, contains: []string{"failed to boot python subprocess: "}, maxElapsed: 5 * time.Second}.verify(t, res, fc, el)
+	})
+	t.Run("C226-run-write", func(t *testing.T) {
+		// Acknowledge boot, then close fd 3: a large run frame fails.
+		py := fakePython(t, "read -r line <&3\nprintf '{\"type\":\"boot-ack\"}\\n' >&3\nexec 3>&-\nsleep 5")
+		m := check(t, func(c *Config) { c.Python = py })
+		res, fc, el := execute(t, m, tcase{name: "run", program: "return 1\n" + strings.Repeat("# padding\n", 200000)})
+		tcase{kind: protocol.KindWorkerExit, contains: []string{"failed to boot python subprocess: "}, maxElapsed: 5 * time.Second}.verify(t, res, fc, el)
+	})
+	t.Run("no-boot-ack", func(t *testing.T) {
+		// A child that reads boot and exits without a frame: worker-exit
+		// with its code.
+		py := fakePython(t, "read -r line <&3\nexit 3")
+		m := check(t, func(c *Config) { c.Python = py })
+		res, fc, el := execute(t, m, tcase{name: "exit", program: "return 1"})
+		tcase{kind: protocol.KindWorkerExit, message: "python exited (code=3, signal=null) before completing", exitCode: intp(3)}.verify(t, res, fc, el)
+	})
+	t.Run("C227-writer-released", func(t *testing.T) {
+		// The program stops reading fd 3 while two 4 MiB answers are due:
+		// the writer blocks on a full socket and is released at settlement.
+		m := check(t, nil)
+		big := `"` + strings.Repeat("R", 4<<20) + `"`
+		res, fc, el := execute(t, m, tcase{name: "blocked", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 3000 }),
+			bindings: tools("big"), client: map[string]behaviour{"big": constV(big)},
+			program: forge(callFrame(0, "big"), callFrame(1, "big")) + "import time\ntime.sleep(30)"})
+		tcase{kind: protocol.KindTimeout, budget: protocol.BudgetWall, message: "wall-clock ceiling reached (3000ms)", nCalls: 2}.verify(t, res, fc, el)
+	})
+	t.Run("client-panic", func(t *testing.T) {
+		m := check(t, nil)
+		res, fc, el := execute(t, m, tcase{name: "panic", bindings: tools("boom"),
+			client:  map[string]behaviour{"boom": func([]byte) (Answer, time.Duration, bool) { panic("client exploded") }},
+			program: "return await tools.boom({})"})
+		tcase{kind: protocol.KindWorkerExit, contains: []string{"internal daemon error", "client exploded"}, nCalls: 1}.verify(t, res, fc, el)
+	})
+}
+
+// TestWarmPool: runs served by warm children behave like cold ones; the pool
+// refills; Shutdown kills the waiting children and removes their directories.
+func TestWarmPool(t *testing.T) {
+	m := check(t, func(c *Config) { c.WarmPool = 2; c.MaxConcurrent = 2 })
+	time.Sleep(500 * time.Millisecond) // let the pool fill
+	for i := range 4 {
+		res, fc, el := execute(t, m, tcase{name: "warm" + fmtInt(i), program: `import os
+env = dict(os.environ)
+env.pop("LC_CTYPE", None)
+open("mine", "w").write("x")
+return {"keys": sorted(env), "cwd": os.path.realpath(os.getcwd()) == os.path.realpath(env["TMPDIR"]), "files": sorted(os.listdir("."))}`})
+		tcase{value: `{"keys":["TMPDIR"],"cwd":true,"files":["bootstrap.py","mine","protocol.py"]}`}.verify(t, res, fc, el)
+	}
+	res, fc, el := execute(t, m, tcase{name: "warm-wall", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 400 }),
+		program: "import time\ntime.sleep(10)"})
+	tcase{kind: protocol.KindTimeout, budget: protocol.BudgetWall, message: "wall-clock ceiling reached (400ms)"}.verify(t, res, fc, el)
+}
+
+// TestCancelStarting: a run cancelled right after Submit (queued, starting or
+// live) settles abort exactly once, and nothing leaks.
+func TestCancelStarting(t *testing.T) {
+	m := check(t, func(c *Config) { c.MaxConcurrent = 2 })
+	for i := range 10 {
+		ch := make(chan protocol.Result, 2)
+		r, err := m.Submit(fmtInt(i), protocol.RunParams{Program: "import time\ntime.sleep(10)"}, newFake(nil),
+			func(res protocol.Result) { ch <- res })
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(i*7) * time.Millisecond)
+		r.Cancel()
+		res := <-ch
+		if res.Error == nil || res.Error.Kind != protocol.KindAbort || res.Error.Message != protocol.MsgCancelled {
+			t.Errorf("run %d: %s", i, describe(res))
+		}
+		select {
+		case extra := <-ch:
+			t.Errorf("second result: %s", describe(extra))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
