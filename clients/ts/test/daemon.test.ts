@@ -1,0 +1,325 @@
+/**
+ * Integration tests against the real daemon: $CODERUN_RPC_BIN (exported by the Makefile), else
+ * ../../bin/coderun-rpc relative to the package. Skipped when neither exists.
+ */
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+import {
+  CodeRunClient,
+  ConnectionLostError,
+  InvalidParamsError,
+  LOSSLESS_PREFIX,
+  MAX_MESSAGE_BYTES,
+} from '../src/node.js';
+import type { BindingFunction, JsonValue, LogEvent, RunResult } from '../src/node.js';
+
+const bin = process.env['CODERUN_RPC_BIN'] || fileURLToPath(new URL('../../../../bin/coderun-rpc', import.meta.url));
+const skip = existsSync(bin) ? false : `no daemon binary at ${bin} (run make build)`;
+
+function start(): Promise<CodeRunClient> {
+  return CodeRunClient.start({ command: bin, env: { CODERUN_GRACE_MS: '200' } });
+}
+
+function ok(r: RunResult): JsonValue | undefined {
+  assert.equal(r.error, undefined, `run failed: ${JSON.stringify(r.error)} logs=${JSON.stringify(r.logs)}`);
+  return r.value;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const py = (...lines: string[]) => lines.join('\n');
+
+describe('against the real daemon', { skip }, () => {
+  let c: CodeRunClient;
+  before(async () => {
+    c = await start();
+  });
+  after(async () => {
+    await c?.close();
+  });
+
+  test('initialize reports the daemon', () => {
+    assert.equal(c.initializeResult.serverInfo.name, 'coderun-rpc');
+    assert.deepEqual(c.initializeResult.capabilities.languages, ['python']);
+    assert.equal(c.initializeResult.capabilities.logStreaming, true);
+  });
+
+  test('round trip: value, logs, stats', async () => {
+    const r = await c.run({ program: py('print("hi")', 'print("there")', 'return {"a": [1, 2.5, None, True, "é"], "big": 2**60}') });
+    assert.deepEqual(ok(r), { a: [1, 2.5, null, true, 'é'], big: 2 ** 60 });
+    assert.deepEqual(r.logs, ['hi', 'there']);
+    for (const k of ['wallMs', 'cpuMs', 'maxRssKb', 'queueMs', 'bindingCalls', 'logBytes'] as const) {
+      assert.equal(typeof r.stats[k], 'number', k);
+    }
+    const none = await c.run({ program: 'x = 1' });
+    assert.equal(ok(none), null);
+    assert.ok('value' in none);
+  });
+
+  test('a failing program resolves with a classified error', async () => {
+    const r = await c.run({ program: py('x = 1', '1/0') });
+    assert.equal(r.error?.kind, 'exception');
+    assert.equal(r.error?.exceptionType, 'ZeroDivisionError');
+    assert.equal(r.error?.line, 2);
+    assert.equal(r.value, undefined);
+    const t = await c.run({ program: 'while True:\n    pass', limits: { maxWallMs: 300 } });
+    assert.equal(t.error?.kind, 'timeout');
+    assert.equal(t.error?.budget, 'wall');
+  });
+
+  test('bindings resolve, concurrently, with exact numbers both ways', async () => {
+    const seen: JsonValue[] = [];
+    const r = await c.run({
+      program: py(
+        'import asyncio',
+        'a = await tools.echo({"n": 1, "big": 2**60})',
+        'b, d = await asyncio.gather(tools.echo(q="x"), tools["my-tool"]())',
+        'big = await tools.big()',
+        'return [a, b, d, big == 2**60 and type(big) is int, bindings_ok]',
+      ).replace('bindings_ok', 'True'),
+      bindings: [{
+        global: 'tools',
+        functions: {
+          echo: async (args) => {
+            seen.push(args);
+            return { echoed: args };
+          },
+          'my-tool': (args) => ({ got: args }),
+          big: () => 2 ** 60,
+        },
+      }],
+    });
+    assert.deepEqual(ok(r), [{ echoed: { n: 1, big: 2 ** 60 } }, { echoed: { q: 'x' } }, { got: null }, true, true]);
+    assert.equal(r.stats.bindingCalls, 4);
+    assert.deepEqual(seen[0], { n: 1, big: 2 ** 60 });
+  });
+
+  test('a rejecting binding raises RuntimeError with its message', async () => {
+    const r = await c.run({
+      program: py(
+        'out = []',
+        'for name in ["fail", "fails"]:',
+        '    try:',
+        '        await tools[name]({})',
+        '    except RuntimeError as e:',
+        '        out.append([type(e).__name__, str(e)])',
+        'return out',
+      ),
+      bindings: [{
+        global: 'tools',
+        functions: {
+          fail: async () => {
+            throw new Error('nope');
+          },
+          fails: () => {
+            throw 'plain string';
+          },
+        },
+      }],
+    });
+    assert.deepEqual(ok(r), [['RuntimeError', 'nope'], ['RuntimeError', 'plain string']]);
+  });
+
+  test('errorClass: the rejection raises the declared class with the member name', async () => {
+    const r = await c.run({
+      program: py(
+        'try:',
+        '    await tools.boom({})',
+        'except ToolError as e:',
+        '    return [type(e).__name__, getattr(e, "tool-name"), str(e), isinstance(e, Exception)]',
+      ),
+      bindings: [{
+        global: 'tools',
+        functions: { boom: () => Promise.reject(new Error('kaput')) },
+        errorClass: { name: 'ToolError', memberNameProperty: 'tool-name' },
+      }],
+    });
+    assert.deepEqual(ok(r), ['ToolError', 'boom', 'kaput', true]);
+  });
+
+  test('non-lossless binding results are refused with the contract message, never coerced', async () => {
+    const cyc: Record<string, unknown> = {};
+    cyc['self'] = cyc;
+    const bad: Record<string, unknown> = {
+      nan: NaN,
+      inf: Infinity,
+      negzero: { x: -0 },
+      undef: undefined,
+      bigint: 1n,
+      date: new Date(0),
+      fn: () => 1,
+      cycle: cyc,
+    };
+    const functions: Record<string, BindingFunction> = {};
+    for (const [k, v] of Object.entries(bad)) functions[k] = () => v;
+    const r = await c.run({
+      program: py(
+        'out = {}',
+        `for name in ${JSON.stringify(Object.keys(bad))}:`,
+        '    try:',
+        '        out[name] = ["ok", await tools[name]()]',
+        '    except RuntimeError as e:',
+        '        out[name] = str(e)',
+        'return out',
+      ),
+      bindings: [{ global: 'tools', functions }],
+    });
+    const out = ok(r) as Record<string, string>;
+    for (const k of Object.keys(bad)) {
+      assert.equal(typeof out[k], 'string', `${k}: ${JSON.stringify(out[k])}`);
+      assert.ok(out[k]?.startsWith(`${LOSSLESS_PREFIX}: `), `${k}: ${out[k]}`);
+    }
+    assert.match(out['nan'] as string, /NaN/);
+    assert.match(out['negzero'] as string, /negative zero .*\$\.x/);
+  });
+
+  test('a binding result over the 64 MiB message cap is answered with an error naming it', async () => {
+    const r = await c.run({
+      program: py('try:', '    await tools.huge()', 'except RuntimeError as e:', '    return str(e)'),
+      bindings: [{ global: 'tools', functions: { huge: () => 'x'.repeat(MAX_MESSAGE_BYTES) } }],
+      limits: { maxWallMs: 30000 },
+    });
+    assert.match(ok(r) as string, /67108864-byte/);
+  });
+
+  test('invalid params reject with the daemon message, nothing runs', async () => {
+    await assert.rejects(
+      c.run({ program: 'return 1', bindings: [{ global: 'class', functions: {} }] }),
+      (e: unknown) => {
+        assert.ok(e instanceof InvalidParamsError, String(e));
+        assert.equal(e.code, -32602);
+        assert.equal(e.message, 'bindings[0].global "class" is not a usable Python identifier');
+        return true;
+      },
+    );
+  });
+
+  test('20 concurrent runs, each with its own binding traffic', async () => {
+    const runs = Array.from({ length: 20 }, (_, i) =>
+      c.run({
+        program: py(`x = await tools.twice(${i})`, `print("run", ${i})`, 'return x'),
+        bindings: [{ global: 'tools', functions: { twice: (n) => (n as number) * 2 } }],
+        limits: { maxWallMs: 30000 },
+      }),
+    );
+    const results = await Promise.all(runs);
+    results.forEach((r, i) => {
+      assert.equal(ok(r), i * 2);
+      assert.deepEqual(r.logs, [`run ${i}`]);
+    });
+  });
+
+  test('abort mid-binding: resolves as abort with the logs so far; the binding sees its signal', async () => {
+    const ac = new AbortController();
+    let bindingSignal: AbortSignal | undefined;
+    const r = await c.run({
+      program: py('print("before")', 'await tools.wait({})', 'print("after")'),
+      signal: ac.signal,
+      bindings: [{
+        global: 'tools',
+        functions: {
+          wait: (_args, signal) => {
+            bindingSignal = signal;
+            setTimeout(() => ac.abort(), 50);
+            return new Promise((resolve) => signal.addEventListener('abort', () => resolve(null)));
+          },
+        },
+      }],
+    });
+    assert.equal(r.error?.kind, 'abort');
+    assert.equal(r.error?.message, 'run cancelled by the client');
+    assert.deepEqual(r.logs, ['before']);
+    assert.equal(bindingSignal?.aborted, true);
+  });
+
+  test('abort mid-loop, and an already-aborted signal', async () => {
+    const t0 = Date.now();
+    const r = await c.run({ program: 'while True:\n    pass', signal: AbortSignal.timeout(300) });
+    assert.equal(r.error?.kind, 'abort');
+    assert.ok(Date.now() - t0 < 10000);
+    const pre = await c.run({ program: 'import time\ntime.sleep(20)', signal: AbortSignal.abort() });
+    assert.equal(pre.error?.kind, 'abort');
+  });
+
+  test('streaming: onLog in index order, all before the result, interleaved with bindings', async () => {
+    const events: LogEvent[] = [];
+    let settled = false;
+    const order: string[] = [];
+    const p = c.run({
+      program: py('for i in range(5):', '    print("line", i)', '    await tools.tick(i)', 'return "done"'),
+      bindings: [{
+        global: 'tools',
+        functions: {
+          tick: (i) => {
+            order.push(`tick ${String(i)}`);
+            return null;
+          },
+        },
+      }],
+      onLog: (e) => {
+        assert.equal(settled, false, 'onLog after the result');
+        events.push(e);
+        order.push(`log ${e.index}`);
+      },
+    });
+    const r = await p;
+    settled = true;
+    assert.equal(ok(r), 'done');
+    assert.deepEqual(events.map((e) => e.index), [0, 1, 2, 3, 4]);
+    assert.deepEqual(events.map((e) => e.text), ['line 0', 'line 1', 'line 2', 'line 3', 'line 4']);
+    assert.deepEqual(r.logs, events.map((e) => e.text));
+    for (let i = 0; i < 5; i++) {
+      assert.ok(order.indexOf(`log ${i}`) < order.indexOf(`tick ${i}`), `log ${i} before tick ${i}: ${order}`);
+    }
+  });
+});
+
+describe('daemon lifecycle', { skip }, () => {
+  test('daemon killed mid-run: the pending runs reject promptly', async () => {
+    const k = await start();
+    try {
+      let started!: () => void;
+      const live = new Promise<void>((r) => (started = r));
+      const pending = [1, 2].map(() =>
+        k.run({ program: py('print("started")', 'import time', 'time.sleep(30)'), onLog: () => started() }),
+      );
+      const rejected = pending.map((p) => assert.rejects(p, ConnectionLostError));
+      await live;
+      const t0 = Date.now();
+      process.kill(k.pid as number, 'SIGKILL');
+      await Promise.all(rejected);
+      assert.ok(Date.now() - t0 < 5000, `took ${Date.now() - t0} ms`);
+      await assert.rejects(k.run({ program: 'return 1' }), ConnectionLostError);
+    } finally {
+      await k.close();
+    }
+  });
+
+  test('close() with live runs: they resolve as abort, the daemon exits', async () => {
+    const k = await start();
+    const pid = k.pid as number;
+    let started!: () => void;
+    const live = new Promise<void>((r) => (started = r));
+    const runs = [1, 2].map(() =>
+      k.run({ program: py('print("started")', 'import time', 'time.sleep(30)'), onLog: () => started() }),
+    );
+    await live;
+    const t0 = Date.now();
+    await k.close();
+    assert.ok(Date.now() - t0 < 15000, `close took ${Date.now() - t0} ms`);
+    for (const r of await Promise.all(runs)) {
+      assert.equal(r.error?.kind, 'abort');
+      assert.equal(r.error?.message, 'server is shutting down');
+    }
+    assert.equal(alive(pid), false);
+  });
+});
