@@ -33,6 +33,7 @@ type Process struct {
 	startTime uint64 // /proc/<pid>/stat field 22, when known
 	hasStart  bool
 	waited    atomic.Bool
+	sandbox   *sandboxRun // StartSandboxed: Wait relays the program's status
 }
 
 // Exit is a reaped child's wait status and rusage.
@@ -90,6 +91,9 @@ func (p *Process) Wait() (Exit, error) {
 		return Exit{}, ErrWaited
 	}
 	ws, ru, err := wait4(p.Pid)
+	if p.sandbox != nil {
+		return p.sandbox.exit(ws, ru, err)
+	}
 	if err != nil {
 		return Exit{}, err
 	}

@@ -1,0 +1,590 @@
+//go:build linux
+
+package child
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
+	"golang.org/x/sys/unix"
+)
+
+// The containment tests of tier sandbox run the real interpreter with small
+// -c scripts: what is under test is the sandbox, not the bootstrap.
+
+var (
+	pythonOnce sync.Once
+	pythonExe  string
+	pythonRO   []string
+	pythonErr  error
+)
+
+// testPython resolves the real interpreter behind python3 (pyenv shims
+// included) and the trees it reads, as the daemon's configuration would.
+func testPython(t *testing.T) (string, []string) {
+	t.Helper()
+	pythonOnce.Do(func() {
+		const script = `import os, sys, sysconfig
+paths = [os.path.realpath(sys.executable)]
+paths += [sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+paths += [sysconfig.get_config_var("LIBDIR") or ""] + sys.path
+print(os.path.realpath(sys.executable))
+for p in paths:
+    if p and os.path.exists(p):
+        print(p)
+`
+		out, err := exec.Command("python3", "-I", "-c", script).Output()
+		if err != nil {
+			pythonErr = fmt.Errorf("python3: %v", err)
+			return
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		pythonExe, pythonRO = lines[0], append(lines[1:], SystemLibraryDirs()...)
+	})
+	if pythonErr != nil {
+		t.Skipf("no python3 to sandbox: %v", pythonErr)
+	}
+	return pythonExe, pythonRO
+}
+
+func testSandbox(t *testing.T) Sandbox {
+	_, ro := testPython(t)
+	return Sandbox{ReadOnly: ro, MaxProcs: 64, MaxFiles: 256, MaxFileBytes: 1 << 20}
+}
+
+// runResult is a finished sandboxed (or plain) run.
+type runResult struct {
+	exit           Exit
+	stdout, stderr string
+}
+
+// startPython starts python3 -I -c script in a fresh run directory, under
+// the sandbox when sb is non-nil, with the leakcheck tag in its environment.
+func startPython(t *testing.T, sb *Sandbox, script string, args ...string) (*Process, string) {
+	t.Helper()
+	exe, _ := testPython(t)
+	dir := t.TempDir()
+	spec := Spec{Path: exe, Args: append([]string{"-I", "-c", script}, args...), Dir: dir,
+		Env: []string{"TMPDIR=" + dir, leakcheck.Tag()}}
+	var p *Process
+	var err error
+	if sb != nil {
+		p, err = StartSandboxed(spec, *sb)
+	} else {
+		p, err = Start(spec)
+	}
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	return p, dir
+}
+
+// finish reads both pipes to end of stream and reaps, within timeout.
+func finish(t *testing.T, p *Process, timeout time.Duration) runResult {
+	t.Helper()
+	defer closeFiles(p.Conn, p.Stdout, p.Stderr)
+	var wg sync.WaitGroup
+	var out, errOut []byte
+	wg.Add(2)
+	go func() { defer wg.Done(); out = readBounded(p.Stdout, 1<<20) }()
+	go func() { defer wg.Done(); errOut = readBounded(p.Stderr, 1<<20) }()
+	p.Stdout.SetReadDeadline(time.Now().Add(timeout))
+	p.Stderr.SetReadDeadline(time.Now().Add(timeout))
+	e := waitExit(t, p, timeout)
+	wg.Wait()
+	return runResult{e, string(out), string(errOut)}
+}
+
+func runPython(t *testing.T, sb *Sandbox, script string, args ...string) runResult {
+	t.Helper()
+	p, _ := startPython(t, sb, script, args...)
+	return finish(t, p, 20*time.Second)
+}
+
+func mustJSON(t *testing.T, r runResult, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
+		t.Fatalf("decoding %q (exit %+v, stderr %q): %v", r.stdout, r.exit, r.stderr, err)
+	}
+}
+
+func TestSandboxFeatures(t *testing.T) {
+	leakcheck.Check(t)
+	for _, f := range SandboxFeatures() {
+		t.Logf("%-5v %s: %s", f.OK, f.Name, f.Detail)
+		if !f.OK {
+			t.Errorf("feature missing on the CI machine: %s (%s)", f.Name, f.Detail)
+		}
+	}
+	if err := ProbeSandbox(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSandboxNamespacesAreReal(t *testing.T) {
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	const script = `import json, os, socket
+print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "host": socket.gethostname(),
+  "pid": os.getpid(), "ppid": os.getppid(), "pgid": os.getpgid(0),
+  "uidmap": open("/proc/self/uid_map").read().split(),
+  "gidmap": open("/proc/self/gid_map").read().split(),
+  "ifaces": [n for _, n in socket.if_nameindex()],
+  "procs": sorted(int(d) for d in os.listdir("/proc") if d.isdigit())}))`
+	r := runPython(t, &sb, script)
+	if r.exit.Code != 0 {
+		t.Fatalf("exit %+v, stderr %q", r.exit, r.stderr)
+	}
+	var got struct {
+		UID, GID, Pid, Ppid, Pgid int
+		Host                      string
+		UIDMap, GIDMap, Ifaces    []string
+		Procs                     []int
+	}
+	mustJSON(t, r, &got)
+	wantMap := func(id int) []string { return []string{"0", strconv.Itoa(id), "1"} }
+	if got.UID != 0 || got.GID != 0 || fmt.Sprint(got.UIDMap) != fmt.Sprint(wantMap(os.Getuid())) ||
+		fmt.Sprint(got.GIDMap) != fmt.Sprint(wantMap(os.Getgid())) {
+		t.Errorf("ids: uid %d gid %d uid_map %v gid_map %v; want 0, 0 and one-id maps onto %d/%d",
+			got.UID, got.GID, got.UIDMap, got.GIDMap, os.Getuid(), os.Getgid())
+	}
+	if host, _ := os.Hostname(); got.Host != sandboxHostname || host == sandboxHostname {
+		t.Errorf("hostname inside %q (outside %q), want %q", got.Host, host, sandboxHostname)
+	}
+	// The init's threads take pids too, so the program's is small but not 2.
+	if got.Pid <= 1 || got.Pid > 64 || got.Ppid != 1 || got.Pgid != 1 {
+		t.Errorf("pid %d ppid %d pgid %d, want a small pid, 1 (the init) and the init's group 1", got.Pid, got.Ppid, got.Pgid)
+	}
+	if fmt.Sprint(got.Procs) != fmt.Sprint([]int{1, got.Pid}) {
+		t.Errorf("/proc inside lists %v, want only the init and the program", got.Procs)
+	}
+	if fmt.Sprint(got.Ifaces) != "[lo]" {
+		t.Errorf("interfaces %v, want only lo", got.Ifaces)
+	}
+}
+
+func TestSandboxNoNetwork(t *testing.T) {
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepted := make(chan struct{}, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	defer ln.Close()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	const script = `import socket, sys
+s = socket.socket()
+s.settimeout(5)
+try:
+    s.connect(("127.0.0.1", int(sys.argv[1])))
+    print("connected")
+except OSError as e:
+    print("failed", e.errno)`
+
+	if r := runPython(t, nil, script, port); strings.TrimSpace(r.stdout) != "connected" {
+		t.Fatalf("tier process: %q (stderr %q), want a connection", r.stdout, r.stderr)
+	}
+	<-accepted
+	r := runPython(t, &sb, script, port)
+	if !strings.HasPrefix(r.stdout, "failed") {
+		t.Fatalf("tier sandbox: %q (stderr %q), want a failed connect", r.stdout, r.stderr)
+	}
+	select {
+	case <-accepted:
+		t.Fatal("the listener accepted a connection from the sandbox")
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func TestSandboxFilesystem(t *testing.T) {
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	other := t.TempDir() // another run's directory
+	secret := filepath.Join(other, "secret")
+	if err := os.WriteFile(secret, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	const script = `import json, os, sys
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return e.__class__.__name__
+def write(p):
+    with open(p, "w") as f:
+        f.write("x")
+def read(p):
+    with open(p, "rb") as f:
+        f.read(1)
+other, secret, daemon = sys.argv[1:4]
+print(json.dumps({
+  "write-inside": attempt(lambda: write(os.path.join(os.getcwd(), "f"))),
+  "mkdir-inside": attempt(lambda: os.mkdir(os.path.join(os.environ["TMPDIR"], "d"))),
+  "read-inside": attempt(lambda: read(os.path.join(os.getcwd(), "f"))),
+  "write-tmp": attempt(lambda: write("/tmp/coderun-sandbox-escape")),
+  "write-other-run": attempt(lambda: write(os.path.join(other, "g"))),
+  "read-other-run": attempt(lambda: read(secret)),
+  "list-root": attempt(lambda: os.listdir("/root")),
+  "read-shadow": attempt(lambda: read("/etc/shadow")),
+  "read-passwd": attempt(lambda: read("/etc/passwd")),
+  "read-daemon": attempt(lambda: read(daemon)),
+  "read-stdlib": attempt(lambda: read(os.__file__)),
+  "write-stdlib": attempt(lambda: write(os.path.join(os.path.dirname(os.__file__), "coderun-escape.py"))),
+  "urandom": attempt(lambda: read("/dev/urandom")),
+  "devnull": attempt(lambda: write("/dev/null")),
+}))`
+	r := runPython(t, &sb, script, other, secret, self)
+	if r.exit.Code != 0 {
+		t.Fatalf("exit %+v, stderr %q", r.exit, r.stderr)
+	}
+	var got map[string]string
+	mustJSON(t, r, &got)
+	want := map[string]string{
+		"write-inside": "ok", "mkdir-inside": "ok", "read-inside": "ok", "read-stdlib": "ok",
+		"urandom": "ok", "devnull": "ok",
+		"write-tmp": "PermissionError", "write-other-run": "PermissionError",
+		"read-other-run": "PermissionError", "list-root": "PermissionError",
+		"read-shadow": "PermissionError", "read-passwd": "PermissionError",
+		"read-daemon": "PermissionError", "write-stdlib": "PermissionError",
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: %s, want %s", k, got[k], w)
+		}
+	}
+	if _, err := os.Stat("/tmp/coderun-sandbox-escape"); err == nil {
+		os.Remove("/tmp/coderun-sandbox-escape")
+		t.Error("the sandbox wrote /tmp/coderun-sandbox-escape")
+	}
+}
+
+func TestSandboxLimits(t *testing.T) {
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	sb.MaxFiles, sb.MaxFileBytes = 100, 4096
+	const script = `import json, os, resource
+lim = {n: resource.getrlimit(getattr(resource, "RLIMIT_" + n)) for n in ("NOFILE", "FSIZE", "NPROC")}
+try:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1000, 1000))
+    raised = "raised"
+except (OSError, ValueError) as e:
+    raised = e.__class__.__name__
+try:
+    with open("big", "wb") as f:
+        f.write(b"x" * 8192)
+    big = "wrote"
+except OSError as e:
+    big = e.__class__.__name__ + " " + str(e.errno)
+fds = []
+try:
+    while True:
+        fds.append(os.open("/dev/null", os.O_RDONLY))
+except OSError as e:
+    opened = e.errno
+print(json.dumps({"lim": lim, "raise": raised, "big": big, "size": os.path.getsize("big"), "emfile": opened}))`
+	r := runPython(t, &sb, script)
+	if r.exit.Code != 0 {
+		t.Fatalf("exit %+v, stderr %q", r.exit, r.stderr)
+	}
+	var got struct {
+		Lim          map[string][2]int64
+		Raise, Big   string
+		Size, EMFILE int64
+	}
+	mustJSON(t, r, &got)
+	if got.Lim["NOFILE"] != [2]int64{100, 100} || got.Lim["FSIZE"] != [2]int64{4096, 4096} {
+		t.Errorf("limits %v", got.Lim)
+	}
+	if got.Raise == "raised" {
+		t.Error("the program raised its hard RLIMIT_NOFILE")
+	}
+	if got.Size != 4096 || got.EMFILE != int64(unix.EMFILE) {
+		t.Errorf("file of %d bytes (%s), open stopped with errno %d; want 4096 and EMFILE", got.Size, got.Big, got.EMFILE)
+	}
+}
+
+// nsProcs lists the host pids of the processes in the PID namespace whose
+// /proc/<pid>/ns/pid link is ns.
+func nsProcs(ns string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if l, err := os.Readlink("/proc/" + e.Name() + "/ns/pid"); err == nil && l == ns {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func TestSandboxSetsidGrandchildDiesWithTheRun(t *testing.T) {
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	// The grandchild leaves the group with setsid (a double fork), keeps
+	// the pipes and fd 3 open, reports on fd 3 and sleeps forever.
+	const script = `import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.write(3, b"%d\n" % os.getpid())
+        time.sleep(3600)
+    os._exit(0)
+os.wait()
+`
+	p, _ := startPython(t, &sb, script)
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := readLine(t, p.Conn, 10*time.Second)
+	if line == "" {
+		t.Fatal("no grandchild pid")
+	}
+	start := time.Now()
+	r := finish(t, p, 10*time.Second)
+	if r.exit.Code != 0 || r.exit.Signaled {
+		t.Fatalf("exit %+v, want the program's own 0; stderr %q", r.exit, r.stderr)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the pipes reached end of stream %v after the program exited", d)
+	}
+	if left := nsProcs(ns); len(left) > 0 {
+		t.Fatalf("processes %v of the run's PID namespace outlived it", left)
+	}
+}
+
+func TestSandboxForkBomb(t *testing.T) {
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	sb.MaxProcs = 24
+	// Every process forks as fast as it can for a second; the leader then
+	// reports how far it got and exits 3. With a cgroup, pids.current never
+	// passes pids.max; with RLIMIT_NPROC the kernel refuses the fork.
+	const script = `import os, sys, time
+leader = os.getpid()
+end = time.time() + 1
+refused = 0
+while time.time() < end:
+    try:
+        os.fork()
+    except OSError as e:
+        refused += 1
+        time.sleep(0.001)
+if os.getpid() == leader:
+    print(refused, flush=True)
+    os._exit(3)
+time.sleep(3600)
+`
+	p, _ := startPython(t, &sb, script)
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := 0
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			n := 0
+			for _, pid := range nsProcs(ns) {
+				e, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+				n += len(e)
+			}
+			peak = max(peak, n)
+		}
+	}()
+	r := finish(t, p, 20*time.Second)
+	close(stop)
+	<-sampled
+	if r.exit.Code != 3 {
+		t.Fatalf("exit %+v, want the leader's 3; stdout %q stderr %q", r.exit, r.stdout, r.stderr)
+	}
+	if n, _ := strconv.Atoi(strings.TrimSpace(r.stdout)); n == 0 {
+		t.Errorf("no fork was refused (stdout %q)", r.stdout)
+	}
+	// The init's own threads are not the program's; allow for them.
+	if peak > sb.MaxProcs+16 {
+		t.Errorf("the run reached %d tasks with MaxProcs %d", peak, sb.MaxProcs)
+	}
+	if left := nsProcs(ns); len(left) > 0 {
+		t.Fatalf("processes %v of the fork bomb outlived the run", left)
+	}
+	t.Logf("peak %d tasks (init included), %s forks refused", peak, strings.TrimSpace(r.stdout))
+	// The machine and the next run are fine.
+	if r := runPython(t, &sb, `print("next")`); strings.TrimSpace(r.stdout) != "next" || r.exit.Code != 0 {
+		t.Fatalf("next run: %+v %q %q", r.exit, r.stdout, r.stderr)
+	}
+}
+
+func TestSandboxRelaysProgramStatus(t *testing.T) {
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	t.Run("exit code", func(t *testing.T) {
+		r := runPython(t, &sb, `raise SystemExit(7)`)
+		if r.exit.Code != 7 || r.exit.Signaled {
+			t.Fatalf("exit %+v, want 7", r.exit)
+		}
+	})
+	t.Run("self signal and rusage", func(t *testing.T) {
+		// Burn CPU, then die by SIGXCPU sent to itself: the default
+		// action must apply (the program is not PID 1).
+		r := runPython(t, &sb, `import os, signal, time
+end = time.process_time() + 0.3
+while time.process_time() < end:
+    pass
+os.kill(os.getpid(), signal.SIGXCPU)
+time.sleep(5)`)
+		if !r.exit.Signaled || r.exit.Signal != "SIGXCPU" {
+			t.Fatalf("exit %+v, want the program's own SIGXCPU", r.exit)
+		}
+		if r.exit.CPU < 250*time.Millisecond || r.exit.MaxRSSKb == 0 {
+			t.Errorf("rusage CPU %v maxrss %d, want the program's", r.exit.CPU, r.exit.MaxRSSKb)
+		}
+	})
+	t.Run("group SIGTERM", func(t *testing.T) {
+		p, _ := startPython(t, &sb, `import os, time
+os.write(3, b"ready\n")
+time.sleep(60)`)
+		readLine(t, p.Conn, 10*time.Second)
+		stop := p.Terminate(5 * time.Second)
+		r := finish(t, p, 10*time.Second)
+		if !stop() {
+			t.Error("the SIGKILL escalation fired: SIGTERM did not end the run")
+		}
+		if !r.exit.Signaled || r.exit.Signal != "SIGTERM" {
+			t.Fatalf("exit %+v, want the program's SIGTERM", r.exit)
+		}
+		if !p.GroupEmpty() {
+			t.Error("group not empty after the run")
+		}
+	})
+	t.Run("group SIGKILL", func(t *testing.T) {
+		p, _ := startPython(t, &sb, `import os, signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+os.write(3, b"ready\n")
+time.sleep(60)`)
+		readLine(t, p.Conn, 10*time.Second)
+		p.SignalGroup(syscall.SIGKILL)
+		r := finish(t, p, 10*time.Second)
+		if !r.exit.Signaled || r.exit.Signal != "SIGKILL" {
+			t.Fatalf("exit %+v, want SIGKILL", r.exit)
+		}
+	})
+}
+
+func TestSandboxStartErrors(t *testing.T) {
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		spec Spec
+		sb   Sandbox
+	}{
+		{"missing interpreter", Spec{Path: filepath.Join(dir, "nope"), Dir: dir}, sb},
+		{"relative interpreter", Spec{Path: "python3", Dir: dir}, sb},
+		{"not executable", Spec{Path: "/etc/passwd", Dir: dir}, sb},
+		{"no run directory", Spec{Path: "/bin/sh"}, sb},
+		{"missing run directory", Spec{Path: "/bin/sh", Dir: filepath.Join(dir, "gone")}, sb},
+		{"no limits", Spec{Path: "/bin/sh", Dir: dir}, Sandbox{}},
+	}
+	for _, c := range cases {
+		if p, err := StartSandboxed(c.spec, c.sb); err == nil {
+			discard(p)
+			t.Errorf("%s: started", c.name)
+		} else {
+			t.Logf("%s: %v", c.name, err)
+		}
+	}
+}
+
+func TestRelayEncoding(t *testing.T) {
+	ru := unix.Rusage{Maxrss: 1234}
+	ru.Utime.Sec, ru.Utime.Usec, ru.Stime.Usec = 2, 500000, 250000
+	ws, got, ok := decodeRelay(encodeRelay(unix.WaitStatus(9), ru))
+	if !ok || ws != 9 || got.Utime != ru.Utime || got.Stime != ru.Stime || got.Maxrss != 1234 {
+		t.Fatalf("round trip: %v %+v %v", ws, got, ok)
+	}
+	if _, _, ok := decodeRelay(make([]byte, relaySize)); ok {
+		t.Fatal("a zero relay decoded")
+	}
+	if e := exitOf(ws, got); e.Signal != "SIGKILL" || e.CPU != 2750*time.Millisecond {
+		t.Fatalf("exit %+v", e)
+	}
+}
+
+func TestSandboxConfArgv(t *testing.T) {
+	c := sandboxConf{rw: []string{"/r w"}, ro: []string{"/a=b", "/c"}, nproc: 3, nofile: 4, fsize: 5,
+		cgroup: true, prog: []string{"/py", "--", "x=y"}}
+	a := c.argv(initArgv0)
+	got, err := parseSandboxConf(a[1:])
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(c) {
+		t.Fatalf("parse(%q) = %+v, %v", a, got, err)
+	}
+}
+
+// TestSandboxNprocDoesNotBoundRoot pins why a root daemon needs the pids
+// cgroup: the namespace's root is mapped to global root, and the kernel
+// exempts global root from RLIMIT_NPROC.
+func TestSandboxNprocDoesNotBoundRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("not root")
+	}
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	sb.MaxProcs = 8
+	testNoCgroup = true
+	defer func() { testNoCgroup = false }()
+	r := runPython(t, &sb, `import os, resource
+kids = []
+try:
+    for _ in range(40):
+        pid = os.fork()
+        if pid == 0:
+            import time; time.sleep(2); os._exit(0)
+        kids.append(pid)
+except OSError:
+    pass
+print(resource.getrlimit(resource.RLIMIT_NPROC)[0], len(kids))
+for k in kids:
+    os.kill(k, 9)`)
+	var lim, forked int
+	fmt.Sscan(r.stdout, &lim, &forked)
+	t.Logf("RLIMIT_NPROC %d, forked %d (stderr %q)", lim, forked, r.stderr)
+	if forked < 40 {
+		t.Fatalf("RLIMIT_NPROC %d stopped root at %d forks: the cgroup may not be needed", lim, forked)
+	}
+}
