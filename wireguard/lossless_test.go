@@ -163,6 +163,10 @@ func TestCheckValueWide(t *testing.T) {
 	if _, v := check(t, strings.Replace(o, ":0}", ":-0}", 1), noBudget); v != VerdictNonLossless {
 		t.Errorf("-0 member: %v", v)
 	}
+	wide := "{" + strings.Repeat(`"k":[],`, 199999) + `"k":[]}` // C207: 200 000 members
+	if canon, v := check(t, wide, noBudget); v != VerdictOK || string(canon) != wide {
+		t.Errorf("200 000 members: %v", v)
+	}
 }
 
 // C206, C216: 100 000 nested arrays around 0 meter 200001 bytes and encode
