@@ -92,7 +92,15 @@ type Options struct {
 	Probe ProbeFunc
 	// NumCPU overrides runtime.NumCPU (tests).
 	NumCPU int
+	// SandboxProbe overrides child.ProbeSandbox (tests).
+	SandboxProbe func() error
 }
+
+// SandboxServed reports whether runs can execute in tier sandbox. The child
+// package provides the tier; session does not select it yet
+// (docs/NEEDS-rpc.md), so a kernel that has every feature is still refused
+// rather than silently served in tier process.
+const SandboxServed = false
 
 // Load reads and validates the configuration (every rule of CHILD-CONTRACT
 // §4.1, in order). A violation is returned as *Error.
@@ -124,8 +132,14 @@ func Load(opts Options) (*Config, error) {
 	}
 	c.Python, c.PythonVersion = py, ver
 	if c.Isolation == "sandbox" {
-		return nil, &Error{Var: VarIsolation, Value: e.Isolation.Value,
-			Rule: "sandbox isolation is not implemented yet (use process)"}
+		// §4.1 step 4: every kernel feature is probed; never a silent downgrade.
+		if err := opts.sandboxProbe()(); err != nil {
+			return nil, &Error{Var: VarIsolation, Value: e.Isolation.Value, Rule: err.Error()}
+		}
+		if !SandboxServed {
+			return nil, &Error{Var: VarIsolation, Value: e.Isolation.Value,
+				Rule: "sandbox isolation is not wired into run execution yet (use process)"}
+		}
 	}
 	return c, nil
 }

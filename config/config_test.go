@@ -172,7 +172,6 @@ func TestRules(t *testing.T) {
 		{map[string]string{VarAddressSpaceMB: "64", VarLogLevel: "x"}, VarLogLevel, "x", "must be one of debug, info, warn, error", false},
 		// C11
 		{map[string]string{VarPythonBin: ""}, VarPythonBin, "", "must be a non-empty path", false},
-		{map[string]string{VarIsolation: "sandbox"}, VarIsolation, "sandbox", "sandbox isolation is not implemented yet", true},
 	}
 	for _, c := range cases {
 		_, err := load(t, c.env)
@@ -228,4 +227,22 @@ func writeStub(t *testing.T, dir, name, body string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+func TestSandboxRule(t *testing.T) {
+	clearEnv(t)
+	t.Setenv(VarPythonBin, "/bin/sh")
+	t.Setenv(VarIsolation, "sandbox")
+	missing := func() error {
+		return errors.New("sandbox isolation needs Landlock, which this kernel does not provide")
+	}
+	_, err := Load(Options{Probe: fakeProbe, SandboxProbe: missing})
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Line() != `coderun-rpc: configuration error: CODERUN_ISOLATION="sandbox": sandbox isolation needs Landlock, which this kernel does not provide` {
+		t.Errorf("missing feature: %v", err)
+	}
+	_, err = Load(Options{Probe: fakeProbe, SandboxProbe: func() error { return nil }})
+	if !SandboxServed && (!errors.As(err, &ce) || ce.Var != VarIsolation) {
+		t.Errorf("sandbox accepted while runs cannot use it: %v", err)
+	}
 }
