@@ -127,13 +127,24 @@ type fakeClient struct {
 	afterResult []string // events seen after the result was delivered
 	resulted    bool
 	timers      sync.WaitGroup
+	gate        chan struct{} // closed by the first call to "release"
+	gateOnce    sync.Once
+}
+
+// gated is a delay meaning "until the program calls release" (C143).
+const gated = time.Duration(-1)
+
+func gatedV(v string) behaviour {
+	return func([]byte) (Answer, time.Duration, bool) {
+		return Answer{HasResult: true, Result: []byte(v)}, gated, false
+	}
 }
 
 func newFake(b map[string]behaviour) *fakeClient {
 	if b == nil {
 		b = map[string]behaviour{}
 	}
-	return &fakeClient{b: b}
+	return &fakeClient{b: b, gate: make(chan struct{})}
 }
 
 func (c *fakeClient) CallBinding(runID, ns, fn string, args []byte, answer func(Answer)) func() {
@@ -147,6 +158,9 @@ func (c *fakeClient) CallBinding(runID, ns, fn string, args []byte, answer func(
 	c.maxPending = max(c.maxPending, c.unanswered)
 	c.mu.Unlock()
 
+	if fn == "release" {
+		defer c.gateOnce.Do(func() { close(c.gate) })
+	}
 	b := c.b[fn]
 	if b == nil {
 		b = fail("no behaviour for " + fn)
@@ -174,9 +188,15 @@ func (c *fakeClient) CallBinding(runID, ns, fn string, args []byte, answer func(
 		c.timers.Add(1)
 		go func() {
 			defer c.timers.Done()
+			wait := c.gate
 			if delay > 0 {
+				wait = make(chan struct{})
+				tm := time.AfterFunc(delay, func() { close(wait) })
+				defer tm.Stop()
+			}
+			if delay != 0 {
 				select {
-				case <-time.After(delay):
+				case <-wait:
 				case <-stop:
 					return
 				}

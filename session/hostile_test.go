@@ -59,6 +59,15 @@ func TestGroupG(t *testing.T) {
 		{name: "C142", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 8000 }), bindings: tools("echo"), client: echoTools, nCalls: 1,
 			program: "import asyncio, threading\nbox = {}\ndef worker():\n    box[\"v\"] = asyncio.run(tools.echo({\"from\": \"thread\"}))\nt = threading.Thread(target=worker)\nt.start()\nwhile t.is_alive():\n    await asyncio.sleep(0.01)\nreturn box[\"v\"]",
 			value:   `{"from":"thread"}`},
+		{name: "C143", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 6000 }), bindings: tools("slow", "release"), nCalls: 2,
+			client:  map[string]behaviour{"slow": gatedV(`"late"`), "release": late(50, `"released"`)},
+			program: C143, value: `"released"`},
+		{name: "C144", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 6000 }), bindings: tools("slow", "release"), nCalls: 2,
+			client:  map[string]behaviour{"slow": gatedV(`"late"`), "release": late(50, `"released"`)},
+			program: "import __main__\n__main__.RuntimeError = ValueError\n" + C143, value: `"released"`},
+		{name: "C154", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 30000 }),
+			program: "import os\nfor _ in range(60000):\n    os.write(3, b\"x\")\n    os.sched_yield()\nos.write(3, b\"\\n\")\nprint(\"after-trickle\")\nreturn \"done\"",
+			value:   `"done"`, logs: []string{"after-trickle"}},
 		{name: "C145", bindings: tools("echo"), client: echoTools, nCalls: 1, program: "v = await tools.echo(2**60)\nreturn v == 2**60", value: "true"},
 		{name: "C146a", program: "return [2**53, 2**60]", value: `[9007199254740992,1152921504606846976]`},
 		{name: "C146b", program: "return 2**53 + 1", kind: protocol.KindInvalidOutput,
@@ -166,15 +175,26 @@ while lines < 1524:
 return "done"`, value: `"done"`},
 		{name: "C180", program: "import os\ndata = b\"a\" * 65535 + \"\\u0900\\u4f60\\u597d\\U0001f600\\U0010ffff\".encode()\nview = memoryview(data)\nwhile view:\n    view = view[os.write(1, view):]",
 			value: "null", logs: []string{strings.Repeat("a", 65535) + "\u0900\u4f60\u597d\U0001f600\U0010ffff"}},
+		{name: "C141", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 15000 }),
+			program: "import threading, time\ndef spam():\n    while True:\n        print(\"y\" * 100)\nthreading.Thread(target=spam, daemon=True).start()\ntime.sleep(0.05)\nreturn \"x\" * 307200",
+			value:   `"` + strings.Repeat("x", 307200) + `"`},
 		{name: "C184", program: "import os, time\nchunk = b\"A\" * (8 * 1024 * 1024)\nfor _ in range(9):\n    os.write(3, chunk)\ntime.sleep(30)",
 			kind: protocol.KindWorkerExit, message: protocol.MsgFrameTooLong, maxElapsed: 30 * time.Second},
 		{name: "C193", program: "import os\nos.write(3, b\"A\" * 67108864)\nos.write(3, b'\\n{\"type\":\"log\",\"text\":\"after-cap-frames\"}\\n')\nreturn \"done\"",
 			value: `"done"`, logs: []string{"after-cap-frames"}},
 	}
+	if os.Getenv("CODERUN_TEST_HEAVY") != "" {
+		cases = append(cases, tcase{name: "C186", limits: lim(func(l *protocol.Limits) { l.MaxLogBytes = 128 }),
+			program: "import os\nos.write(3, b'{\"type\":\"log\",\"text\":\"' + b'\\\\u0000' * 4194304 + b'\"}\\n')\nreturn \"settled\"",
+			value:   `"settled"`, logs: []string{marker(128)}},
+			tcase{name: "C187", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 64 }),
+				program: "import os\nos.write(3, b'{\"type\":\"done\",\"error\":{\"kind\":\"exception\",\"message\":\"' + b'E' * (48 << 20) + b'\"}}\\n')\nimport time\ntime.sleep(10)",
+				kind:    protocol.KindException, message: strings.Repeat("E", 49) + protocol.MessageMarker})
+	}
 	m := check(t, func(c *Config) {
 		c.Limits.MaxWallMs = 60000
 		c.Limits.MaxValueBytes = 1048576
-		c.Limits.MaxLogBytes = 1048576
+		c.Limits.MaxLogBytes = 4194304
 	})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -183,6 +203,22 @@ return "done"`, value: `"done"`},
 		})
 	}
 }
+
+const C143 = `import asyncio, threading
+def worker():
+    async def go():
+        try:
+            await asyncio.wait_for(tools.slow({}), 0.1)
+        except asyncio.TimeoutError:
+            pass
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(go())
+    loop.close()
+t = threading.Thread(target=worker)
+t.start()
+while t.is_alive():
+    await asyncio.sleep(0.01)
+return await tools.release({})`
 
 func repeat(s string, n int) []string {
 	out := make([]string, n)
