@@ -24,7 +24,8 @@ import (
 //
 //	daemon ──clone(NEWUSER|NEWPID|NEWNET|NEWNS|NEWIPC|NEWUTS)──► init (PID 1)
 //	   fds 0-3 stdio, 4 relay pipe, 5 cgroup.procs   private mounts, new /proc,
-//	                                                  hostname, all signals caught
+//	                                                  private /dev/shm, hostname,
+//	                                                  all signals caught
 //	         init ──fork/exec──► stage "exec" (PID 2) ──execve──► program
 //	                 joins the pids cgroup, RLIMIT_NPROC/NOFILE/FSIZE,
 //	                 no_new_privs, Landlock
@@ -150,6 +151,14 @@ func sandboxInit(args []string) {
 	}
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		stageFail(initFailed, "init: mounting /proc: %v", err)
+	}
+	// A private, bounded /dev/shm (POSIX semaphores and shared memory, as
+	// multiprocessing uses them), nothing of the host's.
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		opts := fmt.Sprintf("mode=1777,size=%d,nr_inodes=%d", c.fsize, 4*c.nofile)
+		if err := unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			stageFail(initFailed, "init: mounting /dev/shm: %v", err)
+		}
 	}
 	if err := unix.Sethostname([]byte(sandboxHostname)); err != nil {
 		stageFail(initFailed, "init: sethostname: %v", err)
@@ -278,6 +287,7 @@ func sandboxRules(c sandboxConf) []llRule {
 	for _, p := range c.ro {
 		rules = append(rules, llRule{path: p, access: llRead})
 	}
+	rules = append(rules, llRule{path: "/dev/shm", access: math.MaxUint64}) // the run's own tmpfs
 	for _, p := range []string{"/dev/null", "/dev/zero", "/dev/full"} {
 		rules = append(rules, llRule{path: p, access: llDevice})
 	}

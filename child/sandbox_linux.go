@@ -23,7 +23,8 @@ type Sandbox struct {
 	// Missing entries are skipped. The run directory (Spec.Dir) is always
 	// read-write; /dev/null, /dev/zero, /dev/full, /dev/urandom,
 	// /dev/random, /etc/ld.so.cache and the namespace's own /proc are
-	// always readable. Nothing else is.
+	// always readable; the run's own /dev/shm (a tmpfs of MaxFileBytes)
+	// is read-write. Nothing else is.
 	ReadOnly []string
 	// MaxProcs bounds the tasks (processes and threads) of the program and
 	// its descendants; MaxFiles is RLIMIT_NOFILE; MaxFileBytes is
