@@ -102,6 +102,7 @@ func (s *Server) request(id reqID, method string, params []byte) {
 	s.mu.Lock()
 	st, inUse := s.state, s.pending[id.text]
 	s.mu.Unlock()
+	s.log.Debug("request", "id", id.text, "method", method, "state", st)
 	switch {
 	case inUse:
 		s.w.replyError(&id, protocol.CodeInvalidRequest, "request id is already in use")
@@ -125,6 +126,7 @@ func (s *Server) notification(method string, params []byte) (int, bool) {
 	s.mu.Lock()
 	st := s.state
 	s.mu.Unlock()
+	s.log.Debug("notification", "method", method, "state", st)
 	if method == protocol.MethodExit {
 		return s.exit(), true
 	}
@@ -135,6 +137,11 @@ func (s *Server) notification(method string, params []byte) (int, bool) {
 	switch method {
 	case protocol.MethodInitialized:
 	case protocol.MethodCancelRequest:
+		if st == stateShuttingDown {
+			// Arrival order (CHILD-CONTRACT §1.7): shutdown came first and
+			// decides every run as "server is shutting down".
+			return 0, false
+		}
 		s.cancelRun(params)
 	default:
 		s.log.Warn("notification ignored", "method", method)

@@ -402,3 +402,21 @@ func inBackground(f func() func()) chan func() {
 	go func() { c <- f() }()
 	return c
 }
+
+// A cancel after shutdown in arrival order does not turn the shutdown abort
+// into a client cancel.
+func TestCancelAfterShutdownIgnored(t *testing.T) {
+	h := start(t)
+	h.init()
+	h.send(runReq("1", `{"program":""}`))
+	r := h.submitted()
+	h.send(`{"jsonrpc":"2.0","id":2,"method":"shutdown"}`)
+	h.send(`{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":1}}`)
+	if got := h.recv(); !strings.Contains(got, `"message":"server is shutting down"`) {
+		t.Errorf("run result %s", got)
+	}
+	h.expect(`{"id":2,"result":null,"jsonrpc":"2.0"}`)
+	if len(r.cancels) != 0 {
+		t.Error("the run was cancelled after shutdown")
+	}
+}
