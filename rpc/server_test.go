@@ -74,25 +74,37 @@ func testConfig() *config.Config {
 type harness struct {
 	t      *testing.T
 	w      *io.PipeWriter
+	writes chan []byte // one writer goroutine keeps the order of sends
 	r      *frameReader
 	runner *fakeRunner
 	code   chan int
+	closed sync.Once
 }
+
+// closeInput ends the daemon's stdin after every queued write.
+func (h *harness) closeInput() { h.closed.Do(func() { close(h.writes) }) }
 
 func start(t *testing.T) *harness {
 	t.Helper()
 	srvIn, w := io.Pipe()
 	r, srvOut := io.Pipe()
-	h := &harness{t: t, w: w, r: newFrameReader(r), runner: newFakeRunner(), code: make(chan int, 1)}
+	h := &harness{t: t, w: w, r: newFrameReader(r), runner: newFakeRunner(), code: make(chan int, 1),
+		writes: make(chan []byte, 1000)}
+	go func() {
+		for b := range h.writes {
+			w.Write(b)
+		}
+		w.Close()
+	}()
 	srv := New(Options{In: srvIn, Out: srvOut, Config: testConfig(), Runner: h.runner, Version: "test"})
 	go func() { h.code <- srv.Serve(context.Background()); srvOut.Close() }()
-	t.Cleanup(func() { w.Close() })
+	t.Cleanup(h.closeInput)
 	return h
 }
 
 func (h *harness) raw(s string) {
 	h.t.Helper()
-	go h.w.Write([]byte(s))
+	h.writes <- []byte(s)
 }
 
 func (h *harness) send(body string) {
@@ -231,7 +243,7 @@ func TestMalformed(t *testing.T) {
 	h.expect(errResp("8", -32602, "params must be an object"))
 	// Oversized body: discarded, -32600 id null, serving continues.
 	h.raw("Content-Length: 67108865\r\n\r\n")
-	go h.w.Write(make([]byte, 67108865))
+	h.writes <- make([]byte, 67108865)
 	h.expect(nullErr(-32600, "message body of 67108865 bytes exceeds the 67108864-byte limit"))
 	h.send(`{"jsonrpc":"2.0","id":9,"method":"x"}`)
 	h.expect(errResp("9", -32601, "method not found: x"))
@@ -267,7 +279,7 @@ func TestEOFMidMessage(t *testing.T) {
 	h := start(t)
 	h.raw("Content-Length: 100\r\n\r\n{\"a\"")
 	time.Sleep(50 * time.Millisecond)
-	h.w.Close()
+	h.closeInput()
 	if code := <-h.code; code != 0 {
 		t.Errorf("code %d", code)
 	}
@@ -380,7 +392,7 @@ func TestShutdownAbortsRuns(t *testing.T) {
 		t.Errorf("run result: %s", got)
 	}
 	h.expect(`{"id":2,"result":null,"jsonrpc":"2.0"}`)
-	h.w.Close()
+	h.closeInput()
 	if code := <-h.code; code != 0 {
 		t.Errorf("EOF after shutdown: %d", code)
 	}
