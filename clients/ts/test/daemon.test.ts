@@ -12,6 +12,7 @@ import {
   InvalidParamsError,
   LOSSLESS_PREFIX,
   MAX_MESSAGE_BYTES,
+  QueueFullError,
 } from '../src/node.js';
 import type { BindingFunction, JsonValue, LogEvent, RunResult } from '../src/node.js';
 
@@ -191,6 +192,74 @@ describe('against the real daemon', { skip }, () => {
     assert.match(ok(r) as string, /67108864-byte/);
   });
 
+  test('strings and depth survive: lone surrogates, 12 000-deep results', async () => {
+    let deep: JsonValue = 0;
+    for (let i = 0; i < 12000; i++) deep = [deep];
+    const r = await c.run({
+      program: py(
+        'a = await tools.echo("\\ud800é😀")',
+        'd = await tools.deep()',
+        'n = 0',
+        'while isinstance(d, list):',
+        '    d = d[0]',
+        '    n += 1',
+        'return [a == "\\ud800é😀", n, a]',
+      ),
+      bindings: [{ global: 'tools', functions: { echo: (x) => x, deep: () => deep } }],
+    });
+    assert.deepEqual(ok(r), [true, 12000, '\ud800é😀']);
+  });
+
+  test('streaming: continued entries and the truncation marker', async () => {
+    const events: LogEvent[] = [];
+    const r = await c.run({
+      program: py('import sys', 'print("partial", end="", flush=True)', 'await tools.noop()', 'print(" rest")'),
+      bindings: [{ global: 'tools', functions: { noop: () => null } }],
+      onLog: (e) => events.push(e),
+    });
+    ok(r);
+    assert.deepEqual(events, [
+      { index: 0, text: 'partial', continued: false },
+      { index: 0, text: ' rest', continued: true },
+    ]);
+    assert.deepEqual(r.logs, ['partial rest']);
+    const marker: LogEvent[] = [];
+    const t = await c.run({
+      program: 'for i in range(1000):\n    print("x" * 100)',
+      limits: { maxLogBytes: 1000 },
+      onLog: (e) => marker.push(e),
+    });
+    assert.equal(t.logs.at(-1), '[coderun] log capture truncated at 1000 bytes');
+    assert.equal(marker.at(-1)?.text, t.logs.at(-1));
+    assert.equal(marker.length, t.logs.length);
+  });
+
+  test('a run decided mid-binding cancels the call: the binding signal fires', async () => {
+    let called = false;
+    let signal: AbortSignal | undefined;
+    const r = await c.run({
+      program: 'return await tools.slow()',
+      limits: { maxWallMs: 1500 },
+      bindings: [{
+        global: 'tools',
+        functions: {
+          slow: (_args, s) => {
+            called = true;
+            signal = s;
+            return new Promise((resolve) => s.addEventListener('abort', () => resolve('late')));
+          },
+        },
+      }],
+    });
+    assert.equal(r.error?.kind, 'timeout');
+    assert.equal(r.error?.budget, 'wall');
+    assert.equal(called, true, 'the program reached its binding call within the wall clock');
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(signal?.aborted, true);
+    // The daemon's $/cancelRequest, or the client itself when the run settles first.
+    assert.match(String((signal?.reason as Error).message), /no longer needs|has settled/);
+  });
+
   test('invalid params reject with the daemon message, nothing runs', async () => {
     await assert.rejects(
       c.run({ program: 'return 1', bindings: [{ global: 'class', functions: {} }] }),
@@ -299,6 +368,29 @@ describe('daemon lifecycle', { skip }, () => {
       await Promise.all(rejected);
       assert.ok(Date.now() - t0 < 5000, `took ${Date.now() - t0} ms`);
       await assert.rejects(k.run({ program: 'return 1' }), ConnectionLostError);
+    } finally {
+      await k.close();
+    }
+  });
+
+  test('a full queue rejects with QueueFullError (-32001)', async () => {
+    const k = await CodeRunClient.start({
+      command: bin,
+      env: { CODERUN_MAX_CONCURRENT_RUNS: '1', CODERUN_MAX_QUEUED_RUNS: '0', CODERUN_WARM_POOL: '0', CODERUN_GRACE_MS: '200' },
+    });
+    try {
+      let started!: () => void;
+      const live = new Promise<void>((r) => (started = r));
+      const ac = new AbortController();
+      const first = k.run({ program: py('print("started")', 'import time', 'time.sleep(30)'), onLog: () => started(), signal: ac.signal });
+      await live;
+      await assert.rejects(k.run({ program: 'return 1' }), (e: unknown) => {
+        assert.ok(e instanceof QueueFullError, String(e));
+        assert.equal(e.code, -32001);
+        return true;
+      });
+      ac.abort();
+      assert.equal((await first).error?.kind, 'abort');
     } finally {
       await k.close();
     }
