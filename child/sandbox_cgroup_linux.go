@@ -135,8 +135,18 @@ func relCgroup(root, path string) string {
 	return path
 }
 
-// tryCgroup creates and removes a child cgroup with a pids.max under base.
+// tryCgroup removes the empty run cgroups a dead daemon left under base,
+// then creates and removes a child cgroup with a pids.max.
 func tryCgroup(base string) error {
+	entries, _ := os.ReadDir(base)
+	for _, e := range entries {
+		var pid, seq int
+		if _, err := fmt.Sscanf(e.Name(), "coderun-%d-%d", &pid, &seq); err == nil && pid != os.Getpid() {
+			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); errors.Is(err, os.ErrNotExist) {
+				unix.Rmdir(filepath.Join(base, e.Name()))
+			}
+		}
+	}
 	cg, err := newPidsCgroup(base, 1)
 	if err != nil {
 		return err

@@ -644,3 +644,83 @@ func TestSandboxUnprivileged(t *testing.T) {
 		}
 	}
 }
+
+// runBootstrap runs the real bootstrap (read from ../py, not imported:
+// child imports nothing of the module) under the sandbox through boot, run
+// and done (or the end of fd 3), and returns the frames and the exit.
+func runBootstrap(t *testing.T, program string, cpuSeconds int) ([]string, runResult) {
+	t.Helper()
+	sb := testSandbox(t)
+	exe, _ := testPython(t)
+	dir := t.TempDir()
+	for _, name := range []string{"bootstrap.py", "protocol.py"} {
+		b, err := os.ReadFile(filepath.Join("..", "py", name))
+		if err != nil {
+			t.Skipf("no %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := StartSandboxed(Spec{Path: exe, Args: []string{"-u", "-I", filepath.Join(dir, "bootstrap.py")},
+		Dir: dir, Env: []string{"TMPDIR=" + dir, leakcheck.Tag()}}, sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Conn.SetDeadline(time.Now().Add(20 * time.Second))
+	boot := fmt.Sprintf(`{"type":"boot","cpuSeconds":%d,"addressSpaceBytes":536870912,"maxLogBytes":65536,"maxValueBytes":32768,"namespaces":[]}`+"\n", cpuSeconds)
+	if _, err := p.Conn.Write([]byte(boot)); err != nil {
+		t.Fatal(err)
+	}
+	var frames []string
+	dec := json.NewDecoder(p.Conn)
+	for {
+		var f map[string]any
+		if err := dec.Decode(&f); err != nil {
+			break
+		}
+		b, _ := json.Marshal(f)
+		frames = append(frames, string(b))
+		if f["type"] == "boot-ack" {
+			run, _ := json.Marshal(map[string]any{"type": "run", "program": program})
+			p.Conn.Write(append(run, '\n'))
+		}
+		if f["type"] == "done" {
+			break
+		}
+	}
+	return frames, finish(t, p, 20*time.Second)
+}
+
+// TestSandboxRunsTheBootstrap: a program using what programs commonly use
+// (asyncio, tempfile, sqlite3, hashlib, multiprocessing's semaphores)
+// settles with its value.
+func TestSandboxRunsTheBootstrap(t *testing.T) {
+	leakcheck.Check(t)
+	program := `import asyncio, decimal, hashlib, json, sqlite3, tempfile, multiprocessing, zlib
+await asyncio.sleep(0)
+with tempfile.NamedTemporaryFile() as tf:
+    tf.write(b"x")
+print("hello from the sandbox")
+multiprocessing.Lock()
+return sqlite3.connect(":memory:").execute("select 1").fetchone()[0] + len(hashlib.sha256(b"").hexdigest())`
+	frames, r := runBootstrap(t, program, 60)
+	if len(frames) == 0 || !strings.Contains(frames[len(frames)-1], `"value":65`) ||
+		!strings.Contains(strings.Join(frames, " "), "hello from the sandbox") {
+		t.Fatalf("frames %q, stderr %q, exit %+v", frames, r.stderr, r.exit)
+	}
+	if r.exit.Code != 0 {
+		t.Errorf("exit %+v, stderr %q", r.exit, r.stderr)
+	}
+}
+
+// TestSandboxCPUBudget: the bootstrap's RLIMIT_CPU SIGXCPU reaches the
+// program (not PID 1, so the default action applies) and is relayed with
+// the program's rusage.
+func TestSandboxCPUBudget(t *testing.T) {
+	leakcheck.Check(t)
+	frames, r := runBootstrap(t, "while True:\n    pass", 1)
+	if !r.exit.Signaled || r.exit.Signal != "SIGXCPU" || r.exit.CPU < 900*time.Millisecond {
+		t.Fatalf("exit %+v (frames %q, stderr %q), want SIGXCPU after about 1s of CPU", r.exit, frames, r.stderr)
+	}
+}
