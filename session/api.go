@@ -35,6 +35,9 @@ type Config struct {
 	TempDir                            string // parent of run directories
 	MaxConcurrent, MaxQueued, WarmPool int
 	Logger                             *slog.Logger
+	// Isolation selects the tier: "process" (default, also for "") or
+	// "sandbox" (child.StartSandboxed; the caller has probed the kernel).
+	Isolation string
 }
 
 // Errors returned by Submit; rpc maps them to JSON-RPC codes.

@@ -3,9 +3,11 @@ package session
 import (
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
@@ -22,6 +24,7 @@ type Manager struct {
 	runs     map[*Run]bool // accepted and not yet quiescent; value: holds a slot
 	idle     *sync.Cond    // signalled when runs shrinks
 	warm     *warmPool
+	sandbox  *child.Sandbox // tier sandbox, else nil
 
 	noGraceKill bool // test hook (C129): suppress the grace-period SIGKILL
 }
@@ -34,10 +37,17 @@ func NewManager(cfg Config) *Manager {
 	if cfg.TempDir == "" {
 		cfg.TempDir = os.TempDir()
 	}
+	if abs, err := filepath.Abs(cfg.TempDir); err == nil {
+		cfg.TempDir = abs
+	}
 	if cfg.MaxConcurrent < 1 {
 		cfg.MaxConcurrent = 1
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, runs: make(map[*Run]bool)}
+	if cfg.Isolation == IsolationSandbox {
+		sb := sandboxFor(cfg.Python)
+		m.sandbox = &sb
+	}
 	m.idle = sync.NewCond(&m.mu)
 	m.warm = newWarmPool(m, cfg.WarmPool)
 	return m
@@ -65,6 +75,15 @@ func (m *Manager) Submit(runID string, p protocol.RunParams, c Client, onResult 
 	m.runs[r] = false
 	m.startLocked(r)
 	return r, nil
+}
+
+// QueueFull reports whether a Submit now would return ErrQueueFull (rpc
+// checks it before validating params, CHILD-CONTRACT §1.6).
+func (m *Manager) QueueFull() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.shutting && (m.running >= m.cfg.MaxConcurrent || len(m.queue) > 0) &&
+		len(m.queue) >= m.cfg.MaxQueued
 }
 
 // startLocked gives r a slot and starts it.
@@ -173,5 +192,5 @@ func (m *Manager) takeWarm() *worker { return m.warm.take() }
 
 // spawnWorker stages and spawns a cold worker.
 func (m *Manager) spawnWorker() (*worker, *protocol.RunError) {
-	return spawnWorker(m.cfg.Python, m.cfg.TempDir)
+	return spawnWorker(m.cfg.Python, m.cfg.TempDir, m.sandbox)
 }

@@ -71,17 +71,23 @@ func writeFile(path string, data []byte) error {
 
 // spawnWorker stages and spawns one child (§4.3 steps 1–3). Failures are the
 // run's worker-exit; nothing is left behind.
-func spawnWorker(python, tempDir string) (*worker, *protocol.RunError) {
+func spawnWorker(python, tempDir string, sandbox *child.Sandbox) (*worker, *protocol.RunError) {
 	dir, err := stageDir(tempDir)
 	if err != nil {
 		return nil, workerExit("failed to stage the python bootstrap: " + err.Error())
 	}
-	proc, err := child.Start(child.Spec{
+	spec := child.Spec{
 		Path: python,
 		Args: []string{"-u", "-I", filepath.Join(dir, "bootstrap.py")},
 		Env:  []string{"TMPDIR=" + dir},
 		Dir:  dir,
-	})
+	}
+	var proc *child.Process
+	if sandbox != nil {
+		proc, err = child.StartSandboxed(spec, *sandbox)
+	} else {
+		proc, err = child.Start(spec)
+	}
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, workerExit("python spawn error: " + err.Error())
