@@ -20,8 +20,6 @@ reply decoding, the CPU recheck, the verdict or the `done` frame (§3.7). asynci
 only when the program awaits (or when a warm child has time to spare before its `boot`).
 """
 
-import sys
-
 
 def _coderun_child():
     import builtins as B
@@ -29,31 +27,19 @@ def _coderun_child():
     import sys
     import _signal
     import _thread
-    from _collections import deque
-    import _io
+    from time import sleep
 
-    (len, type, str, int, float, bool, list, dict, tuple, bytes, bytearray, memoryview,
-     isinstance, getattr, object, min, max, id, repr, iter, next, range) = (
-        B.len, B.type, B.str, B.int, B.float, B.bool, B.list, B.dict, B.tuple, B.bytes,
-        B.bytearray, B.memoryview, B.isinstance, B.getattr, B.object, B.min, B.max, B.id,
-        B.repr, B.iter, B.next, B.range)
-    (BaseException, Exception, RuntimeError, TypeError, AttributeError, KeyError,
-     StopIteration, OSError, ValueError, UnicodeEncodeError, SyntaxError) = (
-        B.BaseException, B.Exception, B.RuntimeError, B.TypeError, B.AttributeError,
-        B.KeyError, B.StopIteration, B.OSError, B.ValueError, B.UnicodeEncodeError,
-        B.SyntaxError)
-    BaseExceptionGroup = getattr(B, "BaseExceptionGroup", None)
+    # Captured before the program runs: nested functions read these cells, never a later
+    # rebinding of __main__ globals (§3.7).
+    (len, type, bytes, bytearray, memoryview, min, dict, BaseException, RuntimeError,
+     StopIteration, ValueError) = (
+        B.len, B.type, B.bytes, B.bytearray, B.memoryview, B.min, B.dict, B.BaseException,
+        B.RuntimeError, B.StopIteration, B.ValueError)
     compile_, exec_ = B.compile, B.exec
-    exc_init = BaseException.__init__
-    obj_setattr = object.__setattr__
-    obj_getattribute = object.__getattribute__
     os_read, os_write, os_kill, os_getpid, os_exit = os.read, os.write, os.kill, os.getpid, \
         os._exit
     sig_signal, sig_mask = _signal.signal, _signal.pthread_sigmask
     SIGXCPU, SIG_DFL, SIG_UNBLOCK = _signal.SIGXCPU, _signal.SIG_DFL, _signal.SIG_UNBLOCK
-    get_ident = _thread.get_ident
-    from time import sleep
-    main_ident = get_ident()
     sys_modules = sys.modules
     real_stdout, real_stderr = sys.__stdout__, sys.__stderr__
 
@@ -69,16 +55,11 @@ def _coderun_child():
         exec_(compile_(f.read(), ppath, "exec", dont_inherit=True), proto.__dict__)
     P = proto
     codec = P.make_codec()
-    encode, decode, string, put_string = codec.encode, codec.decode, codec.string, \
-        codec.put_string
-    cap_message, type_name = codec.cap_message, codec.type_name
+    encode, decode, string, cap_message = codec.encode, codec.decode, codec.string, \
+        codec.cap_message
     OK, OVER_BUDGET = P.OK, P.OVER_BUDGET
-    PROGRAM = P.PROGRAM_FILENAME
     FD = P.PROTOCOL_FD
     READ_SIZE = P.CHILD_READ_SIZE
-    CHAIN_CAP = P.EXCEPTION_CHAIN_CAP
-    NAME_CUT = P.NAME_CUT
-    COALESCE = P.FRAGMENT_COALESCING
     FALLBACK = P.FALLBACK_DONE_FRAME.encode() + b"\n"
     RENDER_FAILED = P.RENDER_FAILED
 
@@ -215,6 +196,118 @@ def _coderun_child():
                 sleep(0.05)
 
     # 4. the ledger, the streams, the proxies
+    program_globals = {"__name__": "__main__", "__builtins__": B}
+    attach_pump, unpump = _make_bindings(
+        boot["namespaces"], program_globals, send, codec, P, rbuf, load_asyncio, asyncio_mods)
+    send(b'{"type":"boot-ack"}')
+
+    # 5. run
+    line = read_frame_blocking()
+    if line is None:
+        return
+    run = decode(line.decode("utf-8"))
+    program = run["program"]
+
+    # 6. streams
+    (out_stream, out_st), (err_stream, err_st), s_flush = _make_log_streams(
+        send, codec, P, max_log, sys_modules["io"].TextIOBase)
+    sys.stdout = out_stream
+    sys.stderr = err_stream
+
+    diagnose = P.make_diagnostics()
+    compile_program = P.compile_program
+    # ---- settlement --------------------------------------------------------------------
+    def flush_all():
+        for st in (out_st, err_st):
+            try:
+                s_flush(st)
+            except BaseException:
+                pass
+        for s in (real_stdout, real_stderr):
+            try:
+                s.flush()
+            except BaseException:
+                pass
+
+    def finish(frame_parts):
+        flush_all()
+        unpump()
+        send(*frame_parts)
+
+    def settle_exception(e):
+        message, exc_type, line_no = diagnose(e, max_value)
+        flush_all()
+        unpump()
+        done_error(P.KIND_EXCEPTION, cap_message(message, max_value), exc_type, line_no)
+
+    def settle_success(value):
+        cpu_recheck()
+        for st in (out_st, err_st):
+            try:
+                s_flush(st)
+            except BaseException:
+                pass
+        st, payload = encode(value, max_value)
+        if st == OK:
+            finish([b'{"type": "done", "value": ', payload, b"}"])
+        elif st == OVER_BUDGET:
+            flush_all()
+            unpump()
+            done_error(P.KIND_OUTPUT_LIMIT, "completion value exceeded %d bytes" % max_value)
+        else:
+            flush_all()
+            unpump()
+            done_error(P.KIND_INVALID_OUTPUT, cap_message(
+                "program completion must be lossless JSON (%s)" % payload, max_value))
+
+    async def runner(fn):
+        return await fn()
+
+    try:
+        try:
+            code, with_loop = compile_program(program)
+            exec_(code, program_globals)
+            main = program_globals[P.WRAPPER_FUNCTION]
+            if with_loop:
+                asyncio = load_asyncio()
+                loop = asyncio.new_event_loop()
+                asyncio.set_event_loop(loop)
+                attach_pump(loop)
+                value = loop.run_until_complete(runner(main))
+            else:
+                coro = runner(main)
+                try:
+                    coro.send(None)
+                except StopIteration as stop:
+                    value = stop.value
+                else:
+                    coro.close()
+                    raise RuntimeError("the program suspended without an event loop")
+        except BaseException as e:
+            settle_exception(e)
+        else:
+            try:
+                settle_success(value)
+            except BaseException as e:
+                settle_exception(e)
+    except BaseException:
+        fallback_done()
+    os_exit(0)
+
+
+def _make_log_streams(send, codec, P, max_log, TextIOBase):
+    """The shared log ledger and the two line-coalescing streams over it (§3.4).
+
+    Returns ((stdout, state), (stderr, state), flush(state)); settlement flushes through
+    the returned closure, never through the stream class (whose attributes the program
+    may rebind).
+    """
+    import builtins as B
+    len, type, str, bytearray, max, TypeError = (
+        B.len, B.type, B.str, B.bytearray, B.max, B.TypeError)
+    import _thread
+    string, put_string, type_name = codec.string, codec.put_string, codec.type_name
+    COALESCE = P.FRAGMENT_COALESCING
     ledger_lock = _thread.RLock()
     ledger = [max_log - 1, False, False]     # remaining, truncated, open entry accumulating
     marker = P.log_truncation_marker(max_log)
@@ -303,8 +396,6 @@ def _coderun_child():
                 st[1] = 0
                 push(text, True)
 
-    TextIOBase = sys_modules["io"].TextIOBase
-
     def make_stream(name):
         st = [[], 0]
 
@@ -336,6 +427,33 @@ def _coderun_child():
 
         return LogStream(), st
 
+    return make_stream("<stdout>"), make_stream("<stderr>"), s_flush
+
+
+
+def _make_bindings(namespaces, program_globals, send, codec, P, rbuf, load_asyncio,
+                   asyncio_mods):
+    """Namespace proxies, error classes, call slots and the reply pump (§2.9, §3.5).
+
+    Fills program_globals; returns (attach_pump(loop), unpump()).
+    """
+    import builtins as B
+    (len, type, str, bytes, list, dict, BaseException, Exception, RuntimeError, TypeError,
+     AttributeError, KeyError, ValueError, OSError) = (
+        B.len, B.type, B.str, B.bytes, B.list, B.dict, B.BaseException, B.Exception,
+        B.RuntimeError, B.TypeError, B.AttributeError, B.KeyError, B.ValueError, B.OSError)
+    import os
+    import _thread
+    from _collections import deque
+    encode, decode, string = codec.encode, codec.decode, codec.string
+    OK = P.OK
+    FD, READ_SIZE, RENDER_FAILED = P.PROTOCOL_FD, P.CHILD_READ_SIZE, P.RENDER_FAILED
+    os_read = os.read
+    get_ident = _thread.get_ident
+    main_ident = get_ident()
+    exc_init = BaseException.__init__
+    obj_setattr = object.__setattr__
+    obj_getattribute = object.__getattribute__
     # Binding proxies (§3.5) ------------------------------------------------------------
     call_lock = _thread.allocate_lock()
     slot_lock = _thread.allocate_lock()
@@ -557,8 +675,7 @@ def _coderun_child():
             return lambda member, message: RuntimeError(message)
         return cls
 
-    program_globals = {"__name__": "__main__", "__builtins__": B}
-    for ns in boot["namespaces"]:
+    for ns in namespaces:
         ec = ns.get("errorClass")
         cls = None
         if ec is not None:
@@ -566,347 +683,7 @@ def _coderun_child():
             program_globals[ec["name"]] = cls
         program_globals[ns["global"]] = make_namespace(ns["global"], ns["names"], rejecter(cls))
 
-    send(b'{"type":"boot-ack"}')
-
-    # 5. run
-    line = read_frame_blocking()
-    if line is None:
-        return
-    run = decode(line.decode("utf-8"))
-    program = run["program"]
-
-    # 6. streams
-    out_stream, out_st = make_stream("<stdout>")
-    err_stream, err_st = make_stream("<stderr>")
-    sys.stdout = out_stream
-    sys.stderr = err_stream
-
-    # ---- diagnostics (§3.6) ------------------------------------------------------------
-    def class_label(t):
-        q = t.__qualname__
-        m = t.__module__
-        if type(q) is not str or type(m) is not str:
-            raise TypeError("class name")
-        if m not in ("__main__", "builtins"):
-            q = m + "." + q
-        return q
-
-    def exception_only(e, add):
-        t = type(e)
-        if isinstance(e, SyntaxError):
-            fn = e.filename
-            ln = e.lineno
-            add('  File "%s", line %s\n' % (fn if type(fn) is str else "<string>", ln))
-            text = e.text
-            if type(text) is str:
-                stripped = text.rstrip("\n")
-                lead = len(stripped) - len(stripped.lstrip())
-                add("    " + stripped.strip() + "\n")
-                off = e.offset
-                if type(off) is int and off >= 1:
-                    end = e.end_offset
-                    width = end - off if type(end) is int and end > off and \
-                        e.end_lineno == ln else 1
-                    add("    " + " " * max(0, off - 1 - lead) + "^" * width + "\n")
-            msg = e.msg
-            add("%s: %s\n" % (class_label(t), msg if type(msg) is str else ""))
-            return
-        s = str(e)
-        if type(s) is not str:
-            raise TypeError("__str__")
-        label = class_label(t)
-        add(label + (": " + s if s else "") + "\n")
-        notes = getattr(e, "__notes__", None)
-        if type(notes) in (list, tuple):
-            for note in notes:
-                add((note if type(note) is str else "<note str() failed>") + "\n")
-
-    def program_frames(e):
-        frames = []
-        tb = e.__traceback__
-        while tb is not None:
-            code = tb.tb_frame.f_code
-            if code.co_filename == PROGRAM:
-                frames.append((tb.tb_lineno, code.co_name))
-            tb = tb.tb_next
-        return frames
-
-    def chain_of(e, budget, truncated):
-        """e's __cause__/__context__ chain, newest first, as (exc, link to the older one)."""
-        chain = []
-        seen = set()
-        cur = e
-        while cur is not None and id(cur) not in seen:
-            if budget[0] <= 0:
-                truncated[0] = True
-                break
-            budget[0] -= 1
-            seen.add(id(cur))
-            if cur.__cause__ is not None:
-                chain.append((cur, "cause"))
-                cur = cur.__cause__
-            elif cur.__context__ is not None and not cur.__suppress_context__:
-                chain.append((cur, "context"))
-                cur = cur.__context__
-            else:
-                chain.append((cur, None))
-                cur = None
-        return chain
-
-    def render(root, limit):
-        """Filtered traceback (program frames only) over chains and groups, bounded."""
-        budget = [CHAIN_CAP]
-        truncated = [False]
-        units = []
-        stack = [("chain", root, 0)]
-        while stack:
-            item = stack.pop()
-            if item[0] != "chain":
-                units.append(item)
-                continue
-            _, e, depth = item
-            chain = chain_of(e, budget, truncated)
-            todo = []
-            n = len(chain)
-            for k in range(n - 1, -1, -1):        # oldest first
-                exc = chain[k][0]
-                sep = chain[k][1] if k < n - 1 else None     # how it follows the older one
-                todo.append(("exc", exc, depth, program_frames(exc), sep))
-                if BaseExceptionGroup is not None and isinstance(exc, BaseExceptionGroup):
-                    for j, m in enumerate(exc.exceptions):
-                        if len(stack) + len(todo) > 2 * CHAIN_CAP or budget[0] <= 0:
-                            truncated[0] = True
-                            break
-                        todo.append(("header", depth + 1, j + 1))
-                        todo.append(("chain", m, depth + 1))
-            stack.extend(reversed(todo))
-        parts = []
-        size = [0]
-
-        def add(s):
-            if size[0] > limit:
-                return
-            if size[0] + len(s) > limit + 1:
-                s = s[:limit + 1 - size[0]]
-            parts.append(s)
-            size[0] += len(s)
-
-        if not any(u[0] == "exc" and u[3] for u in units):
-            exception_only(root, add)
-        else:
-            for u in units:
-                if size[0] > limit:
-                    break
-                if u[0] == "header":
-                    add("| " * (u[1] - 1) + "+---------------- %d ----------------\n" % u[2])
-                    continue
-                _, exc, depth, frames, sep = u
-                pre = "| " * depth
-                if sep == "cause":
-                    add(pre + "\n" + pre + "The above exception was the direct cause of the "
-                        "following exception:\n" + pre + "\n")
-                elif sep == "context":
-                    add(pre + "\n" + pre + "During handling of the above exception, another "
-                        "exception occurred:\n" + pre + "\n")
-                if frames:
-                    add(pre + "Traceback (most recent call last):\n")
-                    add_frames(frames, pre, add, size, limit)
-                if pre:
-                    sub = []
-                    exception_only(exc, sub.append)
-                    for s in "".join(sub).splitlines(True):
-                        add(pre + s)
-                else:
-                    exception_only(exc, add)
-        if truncated[0]:
-            add(P.CHAIN_MARKER + "\n")
-        text = "".join(parts)
-        return text[:-1] if text.endswith("\n") else text
-
-    def add_frames(frames, pre, add, size, limit):
-        last = None
-        repeat = 0
-        for ln, name in frames:
-            if size[0] > limit:
-                return
-            if (ln, name) == last:
-                repeat += 1
-                if repeat >= 3:
-                    continue
-            else:
-                if repeat >= 3:
-                    add(pre + "  [Previous line repeated %d more times]\n" % (repeat - 2))
-                repeat = 0
-            last = (ln, name)
-            add(pre + '  File "%s", line %d, in %s\n' % (PROGRAM, ln, name))
-        if repeat >= 3:
-            add(pre + "  [Previous line repeated %d more times]\n" % (repeat - 2))
-
-    def diagnose(e):
-        try:
-            message = render(e, max_value)
-        except BaseException:
-            try:
-                n = type(e).__name__
-                if type(n) is not str:
-                    raise TypeError("name")
-                message = n[:NAME_CUT] + ": " + RENDER_FAILED
-            except BaseException:
-                try:
-                    message = P.UNKNOWN_CLASS + ": " + RENDER_FAILED
-                except BaseException:
-                    message = RENDER_FAILED
-        exc_type = None
-        try:
-            n = type(e).__name__
-            if type(n) is str:
-                exc_type = n[:NAME_CUT]
-        except BaseException:
-            pass
-        line_no = None
-        try:
-            for ln, _ in program_frames(e):
-                line_no = ln
-            if line_no is None and isinstance(e, SyntaxError) and type(e.lineno) is int:
-                line_no = e.lineno
-            if type(line_no) is not int or not 1 <= line_no <= 2147483647:
-                line_no = None
-        except BaseException:
-            line_no = None
-        return message, exc_type, line_no
-
-    # ---- compile (§3.2) ----------------------------------------------------------------
-    import _ast
-
-    def compile_program(src):
-        mod = compile_(src, PROGRAM, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
-        body = mod.body
-        if body:
-            first = body[0]
-            ln, col = first.lineno, first.col_offset
-        else:
-            ln, col = 1, 0
-            body = [_ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)]
-        fn = _ast.AsyncFunctionDef(
-            name=P.WRAPPER_FUNCTION,
-            args=_ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
-                                kw_defaults=[], kwarg=None, defaults=[]),
-            body=body, decorator_list=[], returns=None, type_comment=None,
-            lineno=ln, col_offset=col, end_lineno=ln, end_col_offset=col)
-        wrapper = _ast.Module(body=[fn], type_ignores=[])
-        code = compile_(wrapper, PROGRAM, "exec", dont_inherit=True)
-        # A program that mentions asyncio could observe the running loop: give it one.
-        return code, "asyncio" in src or needs_loop(body)
-
-    def needs_loop(body):
-        """Does the program body itself await (outside nested scopes)?
-
-        If not, and it never names asyncio, the coroutine completes on its first step and
-        runs without an event loop: asyncio (~60 ms of imports) is never loaded.
-        """
-        stack = list(body)
-        skip = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.Lambda, _ast.ClassDef)
-        hit = (_ast.Await, _ast.AsyncFor, _ast.AsyncWith)
-        while stack:
-            node = stack.pop()
-            if isinstance(node, hit):
-                return True
-            if isinstance(node, _ast.comprehension) and node.is_async:
-                return True
-            if isinstance(node, skip):
-                # decorators, defaults and bases still run in the body
-                for field in ("decorator_list", "bases", "keywords"):
-                    stack.extend(getattr(node, field, ()) or ())
-                a = getattr(node, "args", None)
-                if isinstance(a, _ast.arguments):
-                    stack.extend(a.defaults)
-                    stack.extend(d for d in a.kw_defaults if d is not None)
-                continue
-            for field in node._fields:
-                v = getattr(node, field, None)
-                if type(v) is list:
-                    stack.extend(x for x in v if isinstance(x, _ast.AST))
-                elif isinstance(v, _ast.AST):
-                    stack.append(v)
-        return False
-
-    # ---- settlement --------------------------------------------------------------------
-    def flush_all():
-        for st in (out_st, err_st):
-            try:
-                s_flush(st)
-            except BaseException:
-                pass
-        for s in (real_stdout, real_stderr):
-            try:
-                s.flush()
-            except BaseException:
-                pass
-
-    def finish(frame_parts):
-        flush_all()
-        unpump()
-        send(*frame_parts)
-
-    def settle_exception(e):
-        message, exc_type, line_no = diagnose(e)
-        flush_all()
-        unpump()
-        done_error(P.KIND_EXCEPTION, cap_message(message, max_value), exc_type, line_no)
-
-    def settle_success(value):
-        cpu_recheck()
-        for st in (out_st, err_st):
-            try:
-                s_flush(st)
-            except BaseException:
-                pass
-        st, payload = encode(value, max_value)
-        if st == OK:
-            finish([b'{"type": "done", "value": ', payload, b"}"])
-        elif st == OVER_BUDGET:
-            flush_all()
-            unpump()
-            done_error(P.KIND_OUTPUT_LIMIT, "completion value exceeded %d bytes" % max_value)
-        else:
-            flush_all()
-            unpump()
-            done_error(P.KIND_INVALID_OUTPUT, cap_message(
-                "program completion must be lossless JSON (%s)" % payload, max_value))
-
-    async def runner(fn):
-        return await fn()
-
-    try:
-        try:
-            code, with_loop = compile_program(program)
-            exec_(code, program_globals)
-            main = program_globals[P.WRAPPER_FUNCTION]
-            if with_loop:
-                asyncio = load_asyncio()
-                loop = asyncio.new_event_loop()
-                asyncio.set_event_loop(loop)
-                attach_pump(loop)
-                value = loop.run_until_complete(runner(main))
-            else:
-                coro = runner(main)
-                try:
-                    coro.send(None)
-                except StopIteration as stop:
-                    value = stop.value
-                else:
-                    coro.close()
-                    raise RuntimeError("the program suspended without an event loop")
-        except BaseException as e:
-            settle_exception(e)
-        else:
-            try:
-                settle_success(value)
-            except BaseException as e:
-                settle_exception(e)
-    except BaseException:
-        fallback_done()
-    os_exit(0)
+    return attach_pump, unpump
 
 
 _coderun_child()

@@ -30,6 +30,7 @@ INTERPRETER_BASELINE = 67108864
 CHILD_READ_SIZE = 65536
 EXCEPTION_CHAIN_CAP = 100
 NAME_CUT = 200
+NAME_CUT_ = NAME_CUT
 PROGRAM_FILENAME = "<program>"
 WRAPPER_FUNCTION = "__coderun_main__"
 
@@ -159,6 +160,278 @@ def frame_fields():
     return out
 
 
+# ---- compilation (§3.2) ------------------------------------------------------------------
+
+def compile_program(src):
+    """Compile src as the body of `async def __coderun_main__():` in file `<program>`.
+
+    Returns (code, needs_loop): needs_loop is false when the body neither awaits (outside
+    nested scopes) nor names asyncio, so it completes on its first step without a loop.
+    Runs before the program, so plain module globals are fine here.
+    """
+    import _ast
+    mod = compile(src, PROGRAM_FILENAME, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
+    body = mod.body
+    if body:
+        ln, col = body[0].lineno, body[0].col_offset
+    else:
+        ln, col = 1, 0
+        body = [_ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)]
+    fn = _ast.AsyncFunctionDef(
+        name=WRAPPER_FUNCTION,
+        args=_ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
+                            kw_defaults=[], kwarg=None, defaults=[]),
+        body=body, decorator_list=[], returns=None, type_comment=None,
+        lineno=ln, col_offset=col, end_lineno=ln, end_col_offset=col)
+    code = compile(_ast.Module(body=[fn], type_ignores=[]), PROGRAM_FILENAME, "exec",
+                   dont_inherit=True)
+    return code, "asyncio" in src or _awaits(_ast, body)
+
+
+def _awaits(_ast, body):
+    """Does the body itself await (outside nested function, lambda and class scopes)?"""
+    stack = list(body)
+    skip = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.Lambda, _ast.ClassDef)
+    hit = (_ast.Await, _ast.AsyncFor, _ast.AsyncWith)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, hit):
+            return True
+        if isinstance(node, _ast.comprehension) and node.is_async:
+            return True
+        if isinstance(node, skip):
+            # decorators, defaults and bases still run in the body
+            for field in ("decorator_list", "bases", "keywords"):
+                stack.extend(getattr(node, field, ()) or ())
+            a = getattr(node, "args", None)
+            if isinstance(a, _ast.arguments):
+                stack.extend(a.defaults)
+                stack.extend(d for d in a.kw_defaults if d is not None)
+            continue
+        for field in node._fields:
+            v = getattr(node, field, None)
+            if type(v) is list:
+                stack.extend(x for x in v if isinstance(x, _ast.AST))
+            elif isinstance(v, _ast.AST):
+                stack.append(v)
+    return False
+
+
+# ---- diagnostics (§3.6.2) ----------------------------------------------------------------
+
+def make_diagnostics():
+    """Return diagnose(exc, limit) -> (message, exceptionType or None, line or None).
+
+    The message is the traceback filtered to `<program>` frames across __cause__/__context__
+    chains and exception groups (at most 100 links, then the chain marker), bounded to about
+    `limit` characters, with the fallbacks of §3.6.2 when rendering itself raises.
+    """
+    import builtins as B
+    (len, type, str, int, list, tuple, isinstance, getattr, max, set, id, range, any,
+     enumerate, reversed, BaseException, TypeError, SyntaxError) = (
+        B.len, B.type, B.str, B.int, B.list, B.tuple, B.isinstance, B.getattr, B.max, B.set,
+        B.id, B.range, B.any, B.enumerate, B.reversed, B.BaseException, B.TypeError,
+        B.SyntaxError)
+    BaseExceptionGroup = getattr(B, "BaseExceptionGroup", None)
+    PROGRAM, CHAIN_CAP, NAME_CUT = PROGRAM_FILENAME, EXCEPTION_CHAIN_CAP, NAME_CUT_
+    RENDER_FAILED_, UNKNOWN_CLASS_, CHAIN_MARKER_ = RENDER_FAILED, UNKNOWN_CLASS, CHAIN_MARKER
+
+    def class_label(t):
+        q = t.__qualname__
+        m = t.__module__
+        if type(q) is not str or type(m) is not str:
+            raise TypeError("class name")
+        if m not in ("__main__", "builtins"):
+            q = m + "." + q
+        return q
+
+    def exception_only(e, add):
+        t = type(e)
+        if isinstance(e, SyntaxError):
+            fn = e.filename
+            ln = e.lineno
+            add('  File "%s", line %s\n' % (fn if type(fn) is str else "<string>", ln))
+            text = e.text
+            if type(text) is str:
+                stripped = text.rstrip("\n")
+                lead = len(stripped) - len(stripped.lstrip())
+                add("    " + stripped.strip() + "\n")
+                off = e.offset
+                if type(off) is int and off >= 1:
+                    end = e.end_offset
+                    width = end - off if type(end) is int and end > off and \
+                        e.end_lineno == ln else 1
+                    add("    " + " " * max(0, off - 1 - lead) + "^" * width + "\n")
+            msg = e.msg
+            add("%s: %s\n" % (class_label(t), msg if type(msg) is str else ""))
+            return
+        s = str(e)
+        if type(s) is not str:
+            raise TypeError("__str__")
+        label = class_label(t)
+        add(label + (": " + s if s else "") + "\n")
+        notes = getattr(e, "__notes__", None)
+        if type(notes) in (list, tuple):
+            for note in notes:
+                add((note if type(note) is str else "<note str() failed>") + "\n")
+
+    def program_frames(e):
+        frames = []
+        tb = e.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename == PROGRAM:
+                frames.append((tb.tb_lineno, code.co_name))
+            tb = tb.tb_next
+        return frames
+
+    def chain_of(e, budget, truncated):
+        """e's __cause__/__context__ chain, newest first, as (exc, link to the older one)."""
+        chain = []
+        seen = set()
+        cur = e
+        while cur is not None and id(cur) not in seen:
+            if budget[0] <= 0:
+                truncated[0] = True
+                break
+            budget[0] -= 1
+            seen.add(id(cur))
+            if cur.__cause__ is not None:
+                chain.append((cur, "cause"))
+                cur = cur.__cause__
+            elif cur.__context__ is not None and not cur.__suppress_context__:
+                chain.append((cur, "context"))
+                cur = cur.__context__
+            else:
+                chain.append((cur, None))
+                cur = None
+        return chain
+
+    def render(root, limit):
+        """Filtered traceback (program frames only) over chains and groups, bounded."""
+        budget = [CHAIN_CAP]
+        truncated = [False]
+        units = []
+        stack = [("chain", root, 0)]
+        while stack:
+            item = stack.pop()
+            if item[0] != "chain":
+                units.append(item)
+                continue
+            _, e, depth = item
+            chain = chain_of(e, budget, truncated)
+            todo = []
+            n = len(chain)
+            for k in range(n - 1, -1, -1):        # oldest first
+                exc = chain[k][0]
+                sep = chain[k][1] if k < n - 1 else None     # how it follows the older one
+                todo.append(("exc", exc, depth, program_frames(exc), sep))
+                if BaseExceptionGroup is not None and isinstance(exc, BaseExceptionGroup):
+                    for j, m in enumerate(exc.exceptions):
+                        if len(stack) + len(todo) > 2 * CHAIN_CAP or budget[0] <= 0:
+                            truncated[0] = True
+                            break
+                        todo.append(("header", depth + 1, j + 1))
+                        todo.append(("chain", m, depth + 1))
+            stack.extend(reversed(todo))
+        parts = []
+        size = [0]
+
+        def add(s):
+            if size[0] > limit:
+                return
+            if size[0] + len(s) > limit + 1:
+                s = s[:limit + 1 - size[0]]
+            parts.append(s)
+            size[0] += len(s)
+
+        if not any(u[0] == "exc" and u[3] for u in units):
+            exception_only(root, add)
+        else:
+            for u in units:
+                if size[0] > limit:
+                    break
+                if u[0] == "header":
+                    add("| " * (u[1] - 1) + "+---------------- %d ----------------\n" % u[2])
+                    continue
+                _, exc, depth, frames, sep = u
+                pre = "| " * depth
+                if sep == "cause":
+                    add(pre + "\n" + pre + "The above exception was the direct cause of the "
+                        "following exception:\n" + pre + "\n")
+                elif sep == "context":
+                    add(pre + "\n" + pre + "During handling of the above exception, another "
+                        "exception occurred:\n" + pre + "\n")
+                if frames:
+                    add(pre + "Traceback (most recent call last):\n")
+                    add_frames(frames, pre, add, size, limit)
+                if pre:
+                    sub = []
+                    exception_only(exc, sub.append)
+                    for s in "".join(sub).splitlines(True):
+                        add(pre + s)
+                else:
+                    exception_only(exc, add)
+        if truncated[0]:
+            add(CHAIN_MARKER_ + "\n")
+        text = "".join(parts)
+        return text[:-1] if text.endswith("\n") else text
+
+    def add_frames(frames, pre, add, size, limit):
+        last = None
+        repeat = 0
+        for ln, name in frames:
+            if size[0] > limit:
+                return
+            if (ln, name) == last:
+                repeat += 1
+                if repeat >= 3:
+                    continue
+            else:
+                if repeat >= 3:
+                    add(pre + "  [Previous line repeated %d more times]\n" % (repeat - 2))
+                repeat = 0
+            last = (ln, name)
+            add(pre + '  File "%s", line %d, in %s\n' % (PROGRAM, ln, name))
+        if repeat >= 3:
+            add(pre + "  [Previous line repeated %d more times]\n" % (repeat - 2))
+
+    def diagnose(e, limit):
+        try:
+            message = render(e, limit)
+        except BaseException:
+            try:
+                n = type(e).__name__
+                if type(n) is not str:
+                    raise TypeError("name")
+                message = n[:NAME_CUT] + ": " + RENDER_FAILED_
+            except BaseException:
+                try:
+                    message = UNKNOWN_CLASS_ + ": " + RENDER_FAILED_
+                except BaseException:
+                    message = RENDER_FAILED_
+        exc_type = None
+        try:
+            n = type(e).__name__
+            if type(n) is str:
+                exc_type = n[:NAME_CUT]
+        except BaseException:
+            pass
+        line_no = None
+        try:
+            for ln, _ in program_frames(e):
+                line_no = ln
+            if line_no is None and isinstance(e, SyntaxError) and type(e.lineno) is int:
+                line_no = e.lineno
+            if type(line_no) is not int or not 1 <= line_no <= 2147483647:
+                line_no = None
+        except BaseException:
+            line_no = None
+        return message, exc_type, line_no
+
+    return diagnose
+
+
 # ---- the lossless JSON codec (§2.7) ------------------------------------------------------
 
 OK, OVER_BUDGET, NOT_LOSSLESS = 0, 1, 2
@@ -177,13 +450,13 @@ def make_codec():
         B.memoryview, B.set, B.iter, B.next, B.id, B.abs, B.repr, B.range, B.BaseException,
         B.UnicodeEncodeError, B.RecursionError, B.OverflowError)
     copysign = _math.copysign
+    OK_, OVER_, BAD_, MARKER_ = OK, OVER_BUDGET, NOT_LOSSLESS, MESSAGE_MARKER
     encode_basestring = _json.encode_basestring
     scanstring = _json.scanstring
     inf = float("inf")
     chunk_chars = 1 << 16
     two53 = 1 << 53
     e21 = 10 ** 21
-    marker_b = MESSAGE_MARKER.encode()
 
     class _Ctx:
         strict = True
@@ -358,13 +631,13 @@ def make_codec():
             t = type(value)
             if t is str:
                 if put_string(out, value, room) < 0:
-                    return OVER_BUDGET, None
+                    return OVER_, None
             elif t is list or t is dict:
                 i = id(value)
                 if i in open_ids:
-                    return NOT_LOSSLESS, "circular reference"
+                    return BAD_, "circular reference"
                 if room is not None and room < 2:
-                    return OVER_BUDGET, None
+                    return OVER_, None
                 if t is list:
                     out += b"["
                     stack.append([None, False, True, value, False, 0])
@@ -375,16 +648,16 @@ def make_codec():
             else:
                 b, reason = scalar(value, t)
                 if b is None:
-                    return NOT_LOSSLESS, reason
+                    return BAD_, reason
                 if room is not None and len(b) > room:
-                    return OVER_BUDGET, None
+                    return OVER_, None
                 out += b
             # advance to the next value
             while True:
                 if not stack:
                     if budget is not None and len(out) > budget:
-                        return OVER_BUDGET, None
-                    return OK, bytes(out)
+                        return OVER_, None
+                    return OK_, bytes(out)
                 top = stack[-1]
                 if top[0] is None:      # a list, walked by index, scalars in batches
                     lst = top[3]
@@ -397,7 +670,7 @@ def make_codec():
                                 out += b","
                             top[2] = False
                             if budget is not None and len(out) + len(piece) > budget:
-                                return OVER_BUDGET, None
+                                return OVER_, None
                             out += piece
                             top[5] = i + len(batch)
                             continue
@@ -412,7 +685,7 @@ def make_codec():
                     open_ids.discard(id(top[3]))
                     stack.pop()
                     if budget is not None and len(out) > budget:
-                        return OVER_BUDGET, None
+                        return OVER_, None
                     continue
                 if top[2]:
                     top[2] = False
@@ -421,18 +694,18 @@ def make_codec():
                 if top[1]:
                     k, value = item
                     if type(k) is not str:
-                        return NOT_LOSSLESS, "non-string dict key (%s)" % type_name(k)
+                        return BAD_, "non-string dict key (%s)" % type_name(k)
                     if not top[4] and not k.isascii():
                         try:
                             k.encode("utf-8")
                         except UnicodeEncodeError:
                             top[4] = True
                             if key_collision(top[3]):
-                                return NOT_LOSSLESS, \
+                                return BAD_, \
                                     "duplicate dict key after surrogate-pair combining"
                     room = None if budget is None else budget - len(out)
                     if put_string(out, k, room) < 0:
-                        return OVER_BUDGET, None
+                        return OVER_, None
                     out += b":"
                 else:
                     value = item
@@ -546,7 +819,7 @@ def make_codec():
         if cost_bytes(b) <= cap:
             return b.decode("utf-8")
         if cap < 17:
-            return MESSAGE_MARKER
+            return MARKER_
         room = cap - 2 - 15
         # find the longest prefix whose cost fits room: whole 4 KiB blocks first
         k = 0
@@ -568,7 +841,7 @@ def make_codec():
         if k < n:
             while k > 0 and (b[k] & 0xC0) == 0x80:
                 k -= 1
-        return b[:k].decode("utf-8") + MESSAGE_MARKER
+        return b[:k].decode("utf-8") + MARKER_
 
     return _Bag({"encode": encode, "decode": decode, "decode_deep": decode_deep,
                  "string": string, "put_string": put_string, "spell_float": spell_float,

@@ -157,3 +157,28 @@ def test_fallback_done_literal():
             "raise ValueError('x')")
     res = run(prog)
     assert res.done_raw == b'{"type":"done","error":{"kind":"exception","message":"<unrenderable>"}}'
+
+
+def test_no_late_global_lookups():
+    """§3.7 statically: nested code (what runs after the program starts) reads no globals.
+
+    Builtins and helpers are captured into closure cells by the factories; the only global
+    reads left in nested scopes happen while the bootstrap is still booting.
+    """
+    import os
+    import symtable
+    from conftest import PY_DIR
+    allowed = {("bootstrap.py", "property"),           # LogStream's class body, at boot
+               ("protocol.py", "isinstance")}          # compile_program's helper, at boot
+    found = set()
+    for name in ("bootstrap.py", "protocol.py"):
+        with open(os.path.join(PY_DIR, name)) as f:
+            table = symtable.symtable(f.read(), name, "exec")
+        stack = [c for top in table.get_children() for c in top.get_children()]
+        while stack:
+            t = stack.pop()
+            stack.extend(t.get_children())
+            for s in t.get_symbols():
+                if s.is_global() and s.is_referenced():
+                    found.add((name, s.get_name()))
+    assert found <= allowed, found - allowed
