@@ -4,6 +4,7 @@ package child
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -17,8 +18,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// helperCommand is an os/exec helper, killed if it outlives 30 s.
 func helperCommand(t *testing.T, mode string, args ...string) *exec.Cmd {
-	cmd := exec.Command(testBinary(t), args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, testBinary(t), args...)
 	cmd.Env = []string{HelperVar + "=" + mode, leakcheck.Tag()}
 	cmd.Stderr = os.Stderr
 	return cmd
