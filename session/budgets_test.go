@@ -139,11 +139,17 @@ func TestQueue(t *testing.T) {
 	live := submit("live", "import time\nprint('live', flush=True)\ntime.sleep(60)")
 	q1 := submit("q1", "return 'q1'")
 	q2 := submit("q2", "return 'q2'")
+	if !m.QueueFull() {
+		t.Errorf("QueueFull = false with 1 running and 2 queued (MaxQueued 2)")
+	}
 	if _, err := m.Submit("q3", protocol.RunParams{Program: "return 1"}, newFake(nil), func(protocol.Result) {}); err != ErrQueueFull {
 		t.Fatalf("third queued run: err = %v, want ErrQueueFull", err)
 	}
 	time.Sleep(50 * time.Millisecond)
 	q1.Cancel()
+	if m.QueueFull() {
+		t.Errorf("QueueFull = true after a queued run left")
+	}
 	got := <-results
 	if !strings.HasPrefix(got, "q1:abort «run cancelled by the client»") || !strings.Contains(got, "logs= ") && !strings.Contains(got, "logs= queue") {
 		t.Errorf("cancelled queued run: %s", got)

@@ -2,8 +2,10 @@ package session
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
@@ -297,8 +299,27 @@ func (r *Run) strayLoop(w *worker, fd int, f *os.File) {
 // ---- ordered client delivery ------------------------------------------------
 
 // flush delivers queued outbox items in order. Any goroutine may call it; the
-// sendMu hand-off keeps deliveries ordered and none is lost.
+// sendMu hand-off keeps deliveries ordered and none is lost. A panic in a
+// client callback becomes the run's worker-exit; the item that panicked is
+// dropped and delivery goes on (the result is always delivered).
 func (r *Run) flush() {
+	for !r.flushOnce() {
+	}
+}
+
+func (r *Run) flushOnce() (done bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.log.Error("panic in a client callback", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			r.decide(decision{err: workerExit(fmt.Sprintf("internal daemon error (client delivery): %v", v))})
+			done = false
+		}
+	}()
+	r.drain()
+	return true
+}
+
+func (r *Run) drain() {
 	r.sendMu.Lock()
 	defer r.sendMu.Unlock()
 	for {
