@@ -119,9 +119,33 @@ function wireBindings(bindings: Binding[]): JsonValue[] {
   return bindings.map((b) => {
     const names = b.functions instanceof Map ? [...b.functions.keys()] : Object.keys(b.functions ?? {});
     const wire: { [k: string]: JsonValue } = { global: b.global, functions: names };
-    if (b.errorClass !== undefined) wire['errorClass'] = { ...b.errorClass };
+    if (b.errorClass !== undefined && b.errorClass !== null) wire['errorClass'] = { ...b.errorClass };
     return wire;
   });
+}
+
+/**
+ * One 'abort' listener per signal however many runs share it (Node warns past 10 listeners on
+ * an EventTarget); returns the unsubscribe function.
+ */
+const abortFanout = new WeakMap<AbortSignal, Set<() => void>>();
+function onAbort(signal: AbortSignal, callback: () => void): () => void {
+  let set = abortFanout.get(signal);
+  if (set === undefined) {
+    const callbacks = new Set<() => void>();
+    set = callbacks;
+    abortFanout.set(signal, callbacks);
+    signal.addEventListener(
+      'abort',
+      () => {
+        abortFanout.delete(signal);
+        for (const cb of callbacks) cb();
+      },
+      { once: true },
+    );
+  }
+  set.add(callback);
+  return () => set.delete(callback);
 }
 
 function checkResult(raw: unknown): RunResult {
@@ -250,11 +274,11 @@ export class CodeRunClient {
 
     return new Promise<RunResult>((resolve, reject) => {
       const signal = options.signal;
-      const onAbort = () => cts.cancel();
+      let unsubscribe = () => {};
       const run: LiveRun = { id, functions, onLog: options.onLog, calls: new Set(), reject: () => {} };
       const finish = () => {
         this.runs.delete(id);
-        signal?.removeEventListener('abort', onAbort);
+        unsubscribe();
         for (const call of run.calls) call.abort(new CodeRunError('the run has settled'));
         cts.dispose();
       };
@@ -264,7 +288,7 @@ export class CodeRunClient {
       };
       this.runs.set(id, run);
       if (signal?.aborted) cts.cancel();
-      else signal?.addEventListener('abort', onAbort, { once: true });
+      else if (signal !== undefined) unsubscribe = onAbort(signal, () => cts.cancel());
       response.then(
         (raw) => {
           if (!this.runs.has(id)) return;

@@ -187,6 +187,26 @@ describe('client against the fake daemon', () => {
     }
   });
 
+  test('one signal shared by 20 runs: one cancel each, no listener-leak warning', async () => {
+    const c = await start();
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    try {
+      const ac = new AbortController();
+      const runs = Array.from({ length: 20 }, () => c.run({ program: script([{ sleep: 20000 }]), signal: ac.signal }));
+      const done = await c.run({ program: script([], 'quick'), signal: ac.signal });
+      assert.equal(done.value, 'quick');
+      ac.abort();
+      for (const r of await Promise.all(runs)) assert.equal(r.error?.kind, 'abort');
+      await new Promise((r) => setImmediate(r));
+      assert.deepEqual(warnings, []);
+    } finally {
+      process.off('warning', onWarning);
+      await c.close();
+    }
+  });
+
   test('JSON-RPC errors are typed', async () => {
     const c = await start();
     try {
