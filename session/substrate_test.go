@@ -98,6 +98,15 @@ func TestSubstrate(t *testing.T) {
 			program: forge(callFrame(0, "big"), callFrame(1, "big")) + "import time\ntime.sleep(30)"})
 		tcase{kind: protocol.KindTimeout, budget: protocol.BudgetWall, message: "wall-clock ceiling reached (3000ms)", nCalls: 2}.verify(t, res, fc, el)
 	})
+	t.Run("reply-queue-full", func(t *testing.T) {
+		// 1200 answered calls while the program never reads fd 3: once the
+		// socket is full, more than 1024 replies wait for the writer.
+		m := check(t, nil)
+		res, fc, el := execute(t, m, tcase{name: "rq", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 20000 }),
+			bindings: tools("echo"), client: map[string]behaviour{"echo": constV(`"` + strings.Repeat("r", 4096) + `"`)},
+			program: "import os, time\nos.write(3, b''.join(b'{\"type\":\"call\",\"id\":%d,\"global\":\"tools\",\"name\":\"echo\",\"args\":{}}\\n' % i for i in range(1200)))\ntime.sleep(30)"})
+		tcase{kind: protocol.KindWorkerExit, message: protocol.MsgReplyQueueFull, nCalls: -1, maxElapsed: 15 * time.Second}.verify(t, res, fc, el)
+	})
 	t.Run("client-panic", func(t *testing.T) {
 		m := check(t, nil)
 		res, fc, el := execute(t, m, tcase{name: "panic", bindings: tools("boom"),
