@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 import time
 from typing import Any, AsyncIterator
 
 import pytest
 
-from coderun import Client, ConnectionLost, InvalidParams, LogEvent, RunResult
+from coderun import Client, ConnectionLost, InvalidParams, LogEvent, QueueFull, RunResult
 
 from conftest import daemon_binary
 
@@ -335,3 +336,74 @@ async def test_deep_values_both_ways() -> None:
         while isinstance(back, list):
             back, n = back[0], n + 1
         assert n == depth
+
+
+async def test_queue_full_and_cancelled_queued_run() -> None:
+    async with await start(CODERUN_MAX_CONCURRENT_RUNS="1", CODERUN_MAX_QUEUED_RUNS="1", CODERUN_WARM_POOL="0") as c:
+        first, _ = await _started(c)
+        queued = await c.submit("return 'queued'")
+        await asyncio.sleep(0.1)
+        with pytest.raises(QueueFull) as info:
+            await c.run("return 'third'")
+        assert info.value.code == -32001 and info.value.message == "run queue is full"
+        queued.cancel()
+        r = await asyncio.wait_for(queued.result(), 10)
+        assert r.error is not None and r.error.kind == "abort" and r.logs == []
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert value(await c.run("return 'after'")) == "after"
+
+
+async def test_blocking_sync_binding_does_not_stall_other_runs() -> None:
+    import threading
+
+    gate = threading.Event()
+
+    def blocking(args: Any) -> Any:
+        gate.wait(20)
+        return "released"
+
+    async with await start() as c:
+        slow = asyncio.ensure_future(c.run("return await tools.block()", bindings={"tools": {"block": blocking}}))
+        fast = await asyncio.wait_for(c.run("return await tools.quick(5)", bindings={"tools": {"quick": lambda n: n + 1}}), 15)
+        assert value(fast) == 6
+        gate.set()
+        assert value(await asyncio.wait_for(slow, 15)) == "released"
+
+
+async def test_strings_survive_both_ways() -> None:
+    samples = ["", "é中😀", "\ud800", "a\udfffb", "\x00\x1f\"\\", "\u2028"]
+    async with await start() as c:
+        r = await c.run(
+            f"got = await tools.echo({samples!r})\nreturn [got == {samples!r}, got]",
+            bindings={"tools": {"echo": lambda a: a}},
+        )
+        same, got = value(r)
+        assert same is True and got == samples
+
+
+async def test_streamed_continuations_merge_into_logs() -> None:
+    events: list[LogEvent] = []
+    async with await start() as c:
+        r = await c.run(
+            "import sys\nprint('abc', end='', flush=True)\nsys.stdout.flush()\nprint('def')\nprint('ghi')",
+            on_log=events.append,
+        )
+        assert r.ok and r.logs == ["abcdef", "ghi"]
+        merged: dict[int, str] = {}
+        for ev in events:
+            assert ev.run_id is not None
+            merged[ev.index] = merged.get(ev.index, "") + ev.text if ev.continued else ev.text
+        assert [merged[i] for i in sorted(merged)] == r.logs
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is 3.11+")
+async def test_asyncio_timeout_stops_the_run() -> None:
+    async with await start() as c:
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.5):  # type: ignore[attr-defined]
+                await c.run("while True:\n    pass")
+        assert time.monotonic() - t0 < 6
+        assert value(await c.run("return 1")) == 1
