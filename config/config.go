@@ -96,11 +96,11 @@ type Options struct {
 	SandboxProbe func() error
 }
 
-// SandboxServed reports whether runs can execute in tier sandbox. The child
-// package provides the tier; session does not select it yet
-// (docs/NEEDS-rpc.md), so a kernel that has every feature is still refused
-// rather than silently served in tier process.
-const SandboxServed = false
+// SandboxServed reports whether runs can execute in tier sandbox (child
+// provides the tier, session selects it from Config.Isolation). Were it
+// false, a kernel with every feature would still be refused rather than
+// silently served in tier process.
+const SandboxServed = true
 
 // Load reads and validates the configuration (every rule of CHILD-CONTRACT
 // §4.1, in order). A violation is returned as *Error.

@@ -241,8 +241,8 @@ func TestSandboxRule(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Line() != `coderun-rpc: configuration error: CODERUN_ISOLATION="sandbox": sandbox isolation needs Landlock, which this kernel does not provide` {
 		t.Errorf("missing feature: %v", err)
 	}
-	_, err = Load(Options{Probe: fakeProbe, SandboxProbe: func() error { return nil }})
-	if !SandboxServed && (!errors.As(err, &ce) || ce.Var != VarIsolation) {
-		t.Errorf("sandbox accepted while runs cannot use it: %v", err)
+	c, err := Load(Options{Probe: fakeProbe, SandboxProbe: func() error { return nil }})
+	if SandboxServed && (err != nil || c.Isolation != "sandbox") {
+		t.Errorf("sandbox with every feature: %v", err)
 	}
 }

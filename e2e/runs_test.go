@@ -407,6 +407,7 @@ func TestQueueFull(t *testing.T) {
 	a := d.request("run", prog("import time\ntime.sleep(1)\nreturn 'a'"))
 	b := d.request("run", prog("return 'b'"))
 	expectError(t, d.call("run", prog("return 'c'")), -32001, "run queue is full")
+	expectError(t, d.call("run", `{"program":7}`), -32001, "run queue is full") // before validation
 	expectOK(t, d.result(d.wait(a)), `"a"`)
 	r := d.result(d.wait(b))
 	expectOK(t, r, `"b"`)

@@ -15,7 +15,8 @@ type nullRunner struct{}
 func (nullRunner) Submit(string, protocol.RunParams, Client, func(protocol.Result)) (Canceler, error) {
 	return nopCanceler{}, nil
 }
-func (nullRunner) Shutdown() {}
+func (nullRunner) Shutdown()       {}
+func (nullRunner) QueueFull() bool { return false }
 
 type nopCanceler struct{}
 

@@ -18,6 +18,10 @@ type runEntry struct {
 
 // run validates and submits a run request (CHILD-CONTRACT §1.6, §4.2).
 func (s *Server) run(id reqID, params []byte) {
+	if s.opts.Runner.QueueFull() { // before params validation (§1.6)
+		s.w.replyError(&id, protocol.CodeQueueFull, protocol.MsgQueueFull)
+		return
+	}
 	p, err := validateRun(params, s.opts.Config.Limits)
 	if err != nil {
 		s.w.replyError(&id, protocol.CodeInvalidParams, err.Error())

@@ -12,6 +12,9 @@ type Runner interface {
 	Submit(runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) (Canceler, error)
 	// Shutdown decides every run abort and returns once all are quiescent.
 	Shutdown()
+	// QueueFull reports whether a Submit now would fail with ErrQueueFull
+	// (checked before params validation, CHILD-CONTRACT §1.6).
+	QueueFull() bool
 }
 
 // Canceler cancels one submitted run; safe to call at any time, repeatedly.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ type fakeRunner struct {
 	mu       sync.Mutex
 	runs     map[string]*fakeRun
 	submits  chan *fakeRun
-	full     bool
+	full     atomic.Bool
 	shutdown chan struct{}
 	once     sync.Once
 }
@@ -43,7 +44,7 @@ func newFakeRunner() *fakeRunner {
 }
 
 func (f *fakeRunner) Submit(id string, p protocol.RunParams, c Client, on func(protocol.Result)) (Canceler, error) {
-	if f.full {
+	if f.full.Load() {
 		return nil, ErrQueueFull
 	}
 	r := &fakeRun{id: id, p: p, c: c, onResult: on, cancels: make(chan struct{}, 10)}
@@ -53,6 +54,8 @@ func (f *fakeRunner) Submit(id string, p protocol.RunParams, c Client, on func(p
 	f.submits <- r
 	return r, nil
 }
+
+func (f *fakeRunner) QueueFull() bool { return f.full.Load() }
 
 func (f *fakeRunner) Shutdown() {
 	f.once.Do(func() { close(f.shutdown) })
@@ -376,9 +379,11 @@ func TestRunLifecycle(t *testing.T) {
 func TestQueueFull(t *testing.T) {
 	h := start(t)
 	h.init()
-	h.runner.full = true
+	h.runner.full.Store(true)
 	h.send(runReq("1", `{"program":""}`))
 	h.expect(errResp("1", -32001, "run queue is full"))
+	h.send(runReq("2", `{"program":7}`)) // checked before params validation
+	h.expect(errResp("2", -32001, "run queue is full"))
 }
 
 // C26 shape: shutdown aborts live runs; their results precede the null.

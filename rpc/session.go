@@ -20,6 +20,7 @@ func NewRunner(cfg *config.Config, log *slog.Logger) Runner {
 		MaxQueued:     cfg.MaxQueuedRuns,
 		WarmPool:      cfg.WarmPool,
 		Logger:        log,
+		Isolation:     cfg.Isolation,
 	})}
 }
 
@@ -39,6 +40,8 @@ func (s sessionRunner) Submit(runID string, p protocol.RunParams, c Client, onRe
 }
 
 func (s sessionRunner) Shutdown() { s.m.Shutdown() }
+
+func (s sessionRunner) QueueFull() bool { return s.m.QueueFull() }
 
 // sessionClient implements session.Client over the server's Client.
 type sessionClient struct{ c Client }

@@ -1,0 +1,37 @@
+package e2e
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// CODERUN_ISOLATION=sandbox: refused with the exact feature line where the
+// kernel lacks one; otherwise initialize reports it and a run sees the
+// namespace's init as its parent and no network.
+func TestSandboxTier(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"CODERUN_ISOLATION": "sandbox", "CODERUN_WARM_POOL": "0"}
+	cmd := exec.Command(daemonBin, "--check")
+	cmd.Env = environ(env)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if strings.Contains(string(out), `CODERUN_ISOLATION="sandbox": sandbox isolation needs `) &&
+			strings.Contains(string(out), ", which this kernel does not provide") {
+			t.Skipf("kernel lacks a sandbox feature: %s", out)
+		}
+		t.Fatalf("--check in tier sandbox: %v\n%s", err, out)
+	}
+	d := started(t, env)
+	if !strings.Contains(string(d.snapshot()[0].m.Result), `"isolation":"sandbox"`) {
+		t.Errorf("initialize: %s", d.snapshot()[0].m.Result)
+	}
+	r := d.run(prog(`import os, socket
+try:
+    socket.create_connection(("127.0.0.1", 9), timeout=1)
+    net = "reachable"
+except OSError:
+    net = "unreachable"
+return [os.getppid(), net]`))
+	expectOK(t, r, `[1,"unreachable"]`)
+}
