@@ -28,7 +28,7 @@ import (
 //	                                                  all signals caught
 //	         init ──fork/exec──► stage "exec" (PID 2) ──execve──► program
 //	                 joins the pids cgroup, RLIMIT_NPROC/NOFILE/FSIZE,
-//	                 no_new_privs, Landlock
+//	                 no_new_privs, Landlock, seccomp (no AF_UNIX socket())
 //	   init: wait4(-1) until the program is reaped; write its wait status and
 //	   rusage on fd 4; exit — the PID namespace, and every descendant, dies.
 
@@ -227,6 +227,9 @@ func sandboxExec(args []string) {
 		stageFail(execFailed, "no_new_privs: %v", err)
 	}
 	if err := landlockRestrict(sandboxRules(c)); err != nil {
+		stageFail(execFailed, "%v", err)
+	}
+	if err := seccompInstall(); err != nil {
 		stageFail(execFailed, "%v", err)
 	}
 	if c.probe {

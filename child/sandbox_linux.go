@@ -77,12 +77,12 @@ func SandboxFeatures() []Feature {
 	for _, n := range ns {
 		fs = append(fs, nsFeature(n.name, unix.CLONE_NEWUSER|n.flag))
 	}
-	fs = append(fs, nnpFeature(), landlockFeature(), procBoundFeature(), rlimitFeature())
+	fs = append(fs, nnpFeature(), landlockFeature(), seccompFeature(), procBoundFeature(), rlimitFeature())
 	all := true
 	for _, f := range fs {
 		all = all && f.OK
 	}
-	f := Feature{Name: "a working sandbox init (private /proc, hostname, limits, no_new_privs, Landlock)"}
+	f := Feature{Name: "a working sandbox init (private /proc, hostname, limits, no_new_privs, Landlock, seccomp)"}
 	if !all {
 		f.Detail = "not attempted: a feature above is missing"
 	} else if err := probeInit(); err != nil {
@@ -293,8 +293,9 @@ type sandboxRun struct {
 // UTS namespaces; a minimal init as PID 1 (this binary re-executed, see
 // sandbox_init_linux.go) that runs the program as PID 2 in the init's
 // process group; for the program, a pids cgroup (root daemon) or
-// RLIMIT_NPROC (otherwise), RLIMIT_NOFILE, RLIMIT_FSIZE, no_new_privs and a
-// Landlock domain (Sandbox.ReadOnly read-only, spec.Dir read-write).
+// RLIMIT_NPROC (otherwise), RLIMIT_NOFILE, RLIMIT_FSIZE, no_new_privs, a
+// Landlock domain (Sandbox.ReadOnly read-only, spec.Dir read-write) and a
+// seccomp filter (no socket(AF_UNIX), no io_uring).
 //
 // Process.Pid is the init's pid: SignalGroup reaches the init (which
 // survives anything but SIGKILL) and the program; SIGKILL kills the init,

@@ -215,6 +215,60 @@ except OSError as e:
 	if !strings.HasPrefix(r.stdout, "failed") {
 		t.Fatalf("tier sandbox: %q (stderr %q), want a failed connect", r.stdout, r.stderr)
 	}
+
+	// A host unix socket the program can name is out of reach too
+	// (pathname and abstract); socketpair still works.
+	sock := filepath.Join(t.TempDir(), "host.sock")
+	uln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uln.Close()
+	go func() {
+		for {
+			c, err := uln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	os.Chmod(filepath.Dir(sock), 0o755)
+	const unixScript = `import json, socket, sys
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return e.__class__.__name__
+def pair():
+    a, b = socket.socketpair()
+    a.send(b"x")
+    assert b.recv(1) == b"x"
+def connect(addr):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(addr)
+print(json.dumps({"pathname": attempt(lambda: connect(sys.argv[1])),
+  "abstract": attempt(lambda: connect("\0coderun-test")),
+  "udp": attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 9))),
+  "socketpair": attempt(pair)}))`
+	if r := runPython(t, nil, unixScript, sock); !strings.Contains(r.stdout, `"pathname": "ok"`) {
+		t.Fatalf("tier process: %q %q, want the unix connect to work", r.stdout, r.stderr)
+	}
+	<-accepted
+	r = runPython(t, &sb, unixScript, sock)
+	var got map[string]string
+	mustJSON(t, r, &got)
+	want := map[string]string{"pathname": "PermissionError", "abstract": "PermissionError", "socketpair": "ok"}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s: %s, want %s", k, got[k], w)
+		}
+	}
+	if got["udp"] == "ok" {
+		t.Error("udp: a datagram left the sandbox")
+	}
 	select {
 	case <-accepted:
 		t.Fatal("the listener accepted a connection from the sandbox")
