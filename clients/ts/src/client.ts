@@ -187,7 +187,13 @@ export class CodeRunClient {
       enableCancellation: (req: RequestMessage) => {
         if (req.method === 'run') this.capturedRunId = req.id ?? undefined;
       },
-      sendCancellation: (conn, id) => conn.sendNotification('$/cancelRequest', { id }),
+      sendCancellation: async (conn, id) => {
+        try {
+          await conn.sendNotification('$/cancelRequest', { id });
+        } catch {
+          // The connection is gone: the run fails with ConnectionLostError anyway.
+        }
+      },
       cleanup: () => {},
     };
     this.conn = createMessageConnection(transport.reader, transport.writer, options.logger ?? NullLogger, {
@@ -199,7 +205,7 @@ export class CodeRunClient {
     this.conn.onNotification('run/log', (params: unknown) => this.onRunLog(params));
     this.conn.onClose(() => {
       // Give the transport a moment to learn the exit status, for a better message.
-      const grace = new Promise<PeerExit | undefined>((r) => setTimeout(r, 250, undefined).unref?.());
+      const grace = new Promise<PeerExit | undefined>((r) => setTimeout(r, 1000, undefined).unref?.());
       void Promise.race([transport.exited, grace]).then((exit) => this.connectionLost(exit));
     });
     void transport.exited.then((exit) => this.connectionLost(exit));
@@ -268,7 +274,13 @@ export class CodeRunClient {
 
     const cts = new CancellationTokenSource();
     this.capturedRunId = undefined;
-    const response = this.conn.sendRequest<unknown>('run', params, cts.token);
+    let response: Promise<unknown>;
+    try {
+      response = this.conn.sendRequest<unknown>('run', params, cts.token);
+    } catch (err) {
+      // vscode-jsonrpc refuses synchronously once its reader closed (the daemon is going away).
+      throw this.lost ?? new ConnectionLostError(`coderun-rpc connection is closed: ${messageOf(err)}`);
+    }
     const id = this.capturedRunId as RunId | undefined;
     if (id === undefined) throw new CodeRunError('internal: the run request id was not observed');
 
