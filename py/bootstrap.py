@@ -52,8 +52,16 @@ def _coderun_child():
     proto = type(sys)("coderun_protocol")
     proto.__file__ = ppath
     with open(ppath, "rb") as f:
-        exec_(compile_(f.read(), ppath, "exec", dont_inherit=True), proto.__dict__)
+        hot, sep, cold = f.read().partition(b"\n# ==== cold section")
+    # Only the hot part is compiled now; the cold part (diagnostics, frame TypedDicts) on
+    # first use: see protocol.py's COLD_SECTION.
+    exec_(compile_(hot, ppath, "exec", dont_inherit=True), proto.__dict__)
+    cold = b"\n" * (hot.count(b"\n") + 1) + sep[1:] + cold
     P = proto
+
+    def load_diagnostics():
+        exec_(compile_(cold, ppath, "exec", dont_inherit=True), proto.__dict__)
+        return proto.__dict__["make_diagnostics"]()
     codec = P.make_codec()
     encode, decode, string, cap_message = codec.encode, codec.decode, codec.string, \
         codec.cap_message
@@ -214,8 +222,8 @@ def _coderun_child():
     sys.stdout = out_stream
     sys.stderr = err_stream
 
-    diagnose = P.make_diagnostics()
     compile_program = P.compile_program
+
     # ---- settlement --------------------------------------------------------------------
     def flush_all():
         for st in (out_st, err_st):
@@ -235,7 +243,10 @@ def _coderun_child():
         send(*frame_parts)
 
     def settle_exception(e):
-        message, exc_type, line_no = diagnose(e, max_value)
+        try:
+            message, exc_type, line_no = load_diagnostics()(e, max_value)
+        except BaseException:
+            message, exc_type, line_no = P.RENDER_FAILED, None, None
         flush_all()
         unpump()
         done_error(P.KIND_EXCEPTION, cap_message(message, max_value), exc_type, line_no)

@@ -60,106 +60,6 @@ def log_truncation_marker(max_log_bytes):
     return LOG_MARKER_PREFIX + "%d" % max_log_bytes + " bytes"
 
 
-# ---- frame shapes (§2.2) ------------------------------------------------------------------
-# Optional keys live in `total=False` classes so that this file also imports on 3.10.
-
-FRAME_TYPES = (
-    "BootMessage", "Namespace", "ErrorClass", "RunMessage", "ReplyOk", "ReplyErr",
-    "BootAckMessage", "CallMessage", "LogMessage", "DoneErrorField", "DoneMessage",
-)
-
-if TYPE_CHECKING:
-    from typing import Any, List, Literal, TypedDict
-
-    class ErrorClass(TypedDict):
-        name: str
-        memberNameProperty: str
-
-    _NamespaceRequired = TypedDict("_NamespaceRequired", {"global": str, "names": List[str]})
-
-    class Namespace(_NamespaceRequired, total=False):
-        errorClass: ErrorClass
-
-    class BootMessage(TypedDict):
-        type: Literal["boot"]
-        cpuSeconds: int
-        addressSpaceBytes: int
-        maxLogBytes: int
-        maxValueBytes: int
-        namespaces: List[Namespace]
-
-    class RunMessage(TypedDict):
-        type: Literal["run"]
-        program: str
-
-    class ReplyOk(TypedDict):
-        type: Literal["reply"]
-        id: int
-        ok: Literal[True]
-        value: Any
-
-    class ReplyErr(TypedDict):
-        type: Literal["reply"]
-        id: int
-        ok: Literal[False]
-        message: str
-
-    class BootAckMessage(TypedDict):
-        type: Literal["boot-ack"]
-
-    CallMessage = TypedDict("CallMessage", {
-        "type": Literal["call"], "id": int, "global": str, "name": str, "args": Any})
-
-    class _LogOptional(TypedDict, total=False):
-        truncated: Literal[True]
-        open: Literal[True]
-
-    class LogMessage(_LogOptional):
-        type: Literal["log"]
-        text: str
-
-    class _DoneErrorOptional(TypedDict, total=False):
-        exceptionType: str
-        line: int
-
-    class DoneErrorField(_DoneErrorOptional):
-        kind: str
-        message: str
-
-    class _DoneOptional(TypedDict, total=False):
-        value: Any
-        error: DoneErrorField
-
-    class DoneMessage(_DoneOptional):
-        type: Literal["done"]
-
-
-def __getattr__(name):
-    """Build the TypedDicts on first use, from the `if TYPE_CHECKING:` block above."""
-    if name not in FRAME_TYPES:
-        raise AttributeError("module %r has no attribute %r" % (__name__, name))
-    import ast
-    with open(__file__, "rb") as f:
-        tree = ast.parse(f.read(), __file__)
-    for node in tree.body:
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
-                and node.test.id == "TYPE_CHECKING":
-            block = ast.Module(body=node.body, type_ignores=[])
-            exec(compile(block, __file__, "exec", dont_inherit=True), globals())
-            break
-    return globals()[name]
-
-
-def frame_fields():
-    """{type name: {"required": [...], "optional": [...]}} for the mirror test."""
-    out = {}
-    for name in FRAME_TYPES:
-        td = __getattr__(name) if name not in globals() else globals()[name]
-        out[name] = {"required": sorted(td.__required_keys__ - td.__optional_keys__),
-                     "optional": sorted(td.__optional_keys__)}
-    return out
-
-
 # ---- compilation (§3.2) ------------------------------------------------------------------
 
 def compile_program(src):
@@ -215,221 +115,6 @@ def _awaits(_ast, body):
             elif isinstance(v, _ast.AST):
                 stack.append(v)
     return False
-
-
-# ---- diagnostics (§3.6.2) ----------------------------------------------------------------
-
-def make_diagnostics():
-    """Return diagnose(exc, limit) -> (message, exceptionType or None, line or None).
-
-    The message is the traceback filtered to `<program>` frames across __cause__/__context__
-    chains and exception groups (at most 100 links, then the chain marker), bounded to about
-    `limit` characters, with the fallbacks of §3.6.2 when rendering itself raises.
-    """
-    import builtins as B
-    (len, type, str, int, list, tuple, isinstance, getattr, max, set, id, range, any,
-     enumerate, reversed, BaseException, TypeError, SyntaxError) = (
-        B.len, B.type, B.str, B.int, B.list, B.tuple, B.isinstance, B.getattr, B.max, B.set,
-        B.id, B.range, B.any, B.enumerate, B.reversed, B.BaseException, B.TypeError,
-        B.SyntaxError)
-    BaseExceptionGroup = getattr(B, "BaseExceptionGroup", None)
-    PROGRAM, CHAIN_CAP, NAME_CUT = PROGRAM_FILENAME, EXCEPTION_CHAIN_CAP, NAME_CUT_
-    RENDER_FAILED_, UNKNOWN_CLASS_, CHAIN_MARKER_ = RENDER_FAILED, UNKNOWN_CLASS, CHAIN_MARKER
-
-    def class_label(t):
-        q = t.__qualname__
-        m = t.__module__
-        if type(q) is not str or type(m) is not str:
-            raise TypeError("class name")
-        if m not in ("__main__", "builtins"):
-            q = m + "." + q
-        return q
-
-    def exception_only(e, add):
-        t = type(e)
-        if isinstance(e, SyntaxError):
-            fn = e.filename
-            ln = e.lineno
-            add('  File "%s", line %s\n' % (fn if type(fn) is str else "<string>", ln))
-            text = e.text
-            if type(text) is str:
-                stripped = text.rstrip("\n")
-                lead = len(stripped) - len(stripped.lstrip())
-                add("    " + stripped.strip() + "\n")
-                off = e.offset
-                if type(off) is int and off >= 1:
-                    end = e.end_offset
-                    width = end - off if type(end) is int and end > off and \
-                        e.end_lineno == ln else 1
-                    add("    " + " " * max(0, off - 1 - lead) + "^" * width + "\n")
-            msg = e.msg
-            add("%s: %s\n" % (class_label(t), msg if type(msg) is str else ""))
-            return
-        s = str(e)
-        if type(s) is not str:
-            raise TypeError("__str__")
-        label = class_label(t)
-        add(label + (": " + s if s else "") + "\n")
-        notes = getattr(e, "__notes__", None)
-        if type(notes) in (list, tuple):
-            for note in notes:
-                add((note if type(note) is str else "<note str() failed>") + "\n")
-
-    def program_frames(e):
-        frames = []
-        tb = e.__traceback__
-        while tb is not None:
-            code = tb.tb_frame.f_code
-            if code.co_filename == PROGRAM:
-                frames.append((tb.tb_lineno, code.co_name))
-            tb = tb.tb_next
-        return frames
-
-    def chain_of(e, budget, truncated):
-        """e's __cause__/__context__ chain, newest first, as (exc, link to the older one)."""
-        chain = []
-        seen = set()
-        cur = e
-        while cur is not None and id(cur) not in seen:
-            if budget[0] <= 0:
-                truncated[0] = True
-                break
-            budget[0] -= 1
-            seen.add(id(cur))
-            if cur.__cause__ is not None:
-                chain.append((cur, "cause"))
-                cur = cur.__cause__
-            elif cur.__context__ is not None and not cur.__suppress_context__:
-                chain.append((cur, "context"))
-                cur = cur.__context__
-            else:
-                chain.append((cur, None))
-                cur = None
-        return chain
-
-    def render(root, limit):
-        """Filtered traceback (program frames only) over chains and groups, bounded."""
-        budget = [CHAIN_CAP]
-        truncated = [False]
-        units = []
-        stack = [("chain", root, 0)]
-        while stack:
-            item = stack.pop()
-            if item[0] != "chain":
-                units.append(item)
-                continue
-            _, e, depth = item
-            chain = chain_of(e, budget, truncated)
-            todo = []
-            n = len(chain)
-            for k in range(n - 1, -1, -1):        # oldest first
-                exc = chain[k][0]
-                sep = chain[k][1] if k < n - 1 else None     # how it follows the older one
-                todo.append(("exc", exc, depth, program_frames(exc), sep))
-                if BaseExceptionGroup is not None and isinstance(exc, BaseExceptionGroup):
-                    for j, m in enumerate(exc.exceptions):
-                        if len(stack) + len(todo) > 2 * CHAIN_CAP or budget[0] <= 0:
-                            truncated[0] = True
-                            break
-                        todo.append(("header", depth + 1, j + 1))
-                        todo.append(("chain", m, depth + 1))
-            stack.extend(reversed(todo))
-        parts = []
-        size = [0]
-
-        def add(s):
-            if size[0] > limit:
-                return
-            if size[0] + len(s) > limit + 1:
-                s = s[:limit + 1 - size[0]]
-            parts.append(s)
-            size[0] += len(s)
-
-        if not any(u[0] == "exc" and u[3] for u in units):
-            exception_only(root, add)
-        else:
-            for u in units:
-                if size[0] > limit:
-                    break
-                if u[0] == "header":
-                    add("| " * (u[1] - 1) + "+---------------- %d ----------------\n" % u[2])
-                    continue
-                _, exc, depth, frames, sep = u
-                pre = "| " * depth
-                if sep == "cause":
-                    add(pre + "\n" + pre + "The above exception was the direct cause of the "
-                        "following exception:\n" + pre + "\n")
-                elif sep == "context":
-                    add(pre + "\n" + pre + "During handling of the above exception, another "
-                        "exception occurred:\n" + pre + "\n")
-                if frames:
-                    add(pre + "Traceback (most recent call last):\n")
-                    add_frames(frames, pre, add, size, limit)
-                if pre:
-                    sub = []
-                    exception_only(exc, sub.append)
-                    for s in "".join(sub).splitlines(True):
-                        add(pre + s)
-                else:
-                    exception_only(exc, add)
-        if truncated[0]:
-            add(CHAIN_MARKER_ + "\n")
-        text = "".join(parts)
-        return text[:-1] if text.endswith("\n") else text
-
-    def add_frames(frames, pre, add, size, limit):
-        last = None
-        repeat = 0
-        for ln, name in frames:
-            if size[0] > limit:
-                return
-            if (ln, name) == last:
-                repeat += 1
-                if repeat >= 3:
-                    continue
-            else:
-                if repeat >= 3:
-                    add(pre + "  [Previous line repeated %d more times]\n" % (repeat - 2))
-                repeat = 0
-            last = (ln, name)
-            add(pre + '  File "%s", line %d, in %s\n' % (PROGRAM, ln, name))
-        if repeat >= 3:
-            add(pre + "  [Previous line repeated %d more times]\n" % (repeat - 2))
-
-    def diagnose(e, limit):
-        try:
-            message = render(e, limit)
-        except BaseException:
-            try:
-                n = type(e).__name__
-                if type(n) is not str:
-                    raise TypeError("name")
-                message = n[:NAME_CUT] + ": " + RENDER_FAILED_
-            except BaseException:
-                try:
-                    message = UNKNOWN_CLASS_ + ": " + RENDER_FAILED_
-                except BaseException:
-                    message = RENDER_FAILED_
-        exc_type = None
-        try:
-            n = type(e).__name__
-            if type(n) is str:
-                exc_type = n[:NAME_CUT]
-        except BaseException:
-            pass
-        line_no = None
-        try:
-            for ln, _ in program_frames(e):
-                line_no = ln
-            if line_no is None and isinstance(e, SyntaxError) and type(e.lineno) is int:
-                line_no = e.lineno
-            if type(line_no) is not int or not 1 <= line_no <= 2147483647:
-                line_no = None
-        except BaseException:
-            line_no = None
-        return message, exc_type, line_no
-
-    return diagnose
 
 
 # ---- the lossless JSON codec (§2.7) ------------------------------------------------------
@@ -854,3 +539,326 @@ class _Bag:
 
     def __init__(self, ns):
         self.__dict__.update(ns)
+
+
+# ==== cold section =========================================================================
+# Everything below is needed only on the exception path or by tools (the mirror test, type
+# checkers). The bootstrap compiles the file only up to the line above and compiles the
+# rest on first use (compile time is most of a fresh child's own start-up cost); a normal
+# `import protocol` sees one ordinary module.
+COLD_SECTION = "# ==== cold section"
+
+
+# ---- diagnostics (§3.6.2) ----------------------------------------------------------------
+
+def make_diagnostics():
+    """Return diagnose(exc, limit) -> (message, exceptionType or None, line or None).
+
+    The message is the traceback filtered to `<program>` frames across __cause__/__context__
+    chains and exception groups (at most 100 links, then the chain marker), bounded to about
+    `limit` characters, with the fallbacks of §3.6.2 when rendering itself raises.
+    """
+    import builtins as B
+    (len, type, str, int, list, tuple, isinstance, getattr, max, set, id, range, any,
+     enumerate, reversed, BaseException, TypeError, SyntaxError) = (
+        B.len, B.type, B.str, B.int, B.list, B.tuple, B.isinstance, B.getattr, B.max, B.set,
+        B.id, B.range, B.any, B.enumerate, B.reversed, B.BaseException, B.TypeError,
+        B.SyntaxError)
+    BaseExceptionGroup = getattr(B, "BaseExceptionGroup", None)
+    PROGRAM, CHAIN_CAP, NAME_CUT = PROGRAM_FILENAME, EXCEPTION_CHAIN_CAP, NAME_CUT_
+    RENDER_FAILED_, UNKNOWN_CLASS_, CHAIN_MARKER_ = RENDER_FAILED, UNKNOWN_CLASS, CHAIN_MARKER
+
+    def class_label(t):
+        q = t.__qualname__
+        m = t.__module__
+        if type(q) is not str or type(m) is not str:
+            raise TypeError("class name")
+        if m not in ("__main__", "builtins"):
+            q = m + "." + q
+        return q
+
+    def exception_only(e, add):
+        t = type(e)
+        if isinstance(e, SyntaxError):
+            fn = e.filename
+            ln = e.lineno
+            add('  File "%s", line %s\n' % (fn if type(fn) is str else "<string>", ln))
+            text = e.text
+            if type(text) is str:
+                stripped = text.rstrip("\n")
+                lead = len(stripped) - len(stripped.lstrip())
+                add("    " + stripped.strip() + "\n")
+                off = e.offset
+                if type(off) is int and off >= 1:
+                    end = e.end_offset
+                    width = end - off if type(end) is int and end > off and \
+                        e.end_lineno == ln else 1
+                    add("    " + " " * max(0, off - 1 - lead) + "^" * width + "\n")
+            msg = e.msg
+            add("%s: %s\n" % (class_label(t), msg if type(msg) is str else ""))
+            return
+        s = str(e)
+        if type(s) is not str:
+            raise TypeError("__str__")
+        label = class_label(t)
+        add(label + (": " + s if s else "") + "\n")
+        notes = getattr(e, "__notes__", None)
+        if type(notes) in (list, tuple):
+            for note in notes:
+                add((note if type(note) is str else "<note str() failed>") + "\n")
+
+    def program_frames(e):
+        frames = []
+        tb = e.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            if code.co_filename == PROGRAM:
+                frames.append((tb.tb_lineno, code.co_name))
+            tb = tb.tb_next
+        return frames
+
+    def chain_of(e, budget, truncated):
+        """e's __cause__/__context__ chain, newest first, as (exc, link to the older one)."""
+        chain = []
+        seen = set()
+        cur = e
+        while cur is not None and id(cur) not in seen:
+            if budget[0] <= 0:
+                truncated[0] = True
+                break
+            budget[0] -= 1
+            seen.add(id(cur))
+            if cur.__cause__ is not None:
+                chain.append((cur, "cause"))
+                cur = cur.__cause__
+            elif cur.__context__ is not None and not cur.__suppress_context__:
+                chain.append((cur, "context"))
+                cur = cur.__context__
+            else:
+                chain.append((cur, None))
+                cur = None
+        return chain
+
+    def render(root, limit):
+        """Filtered traceback (program frames only) over chains and groups, bounded."""
+        budget = [CHAIN_CAP]
+        truncated = [False]
+        units = []
+        stack = [("chain", root, 0)]
+        while stack:
+            item = stack.pop()
+            if item[0] != "chain":
+                units.append(item)
+                continue
+            _, e, depth = item
+            chain = chain_of(e, budget, truncated)
+            todo = []
+            n = len(chain)
+            for k in range(n - 1, -1, -1):        # oldest first
+                exc = chain[k][0]
+                sep = chain[k][1] if k < n - 1 else None     # how it follows the older one
+                todo.append(("exc", exc, depth, program_frames(exc), sep))
+                if BaseExceptionGroup is not None and isinstance(exc, BaseExceptionGroup):
+                    for j, m in enumerate(exc.exceptions):
+                        if len(stack) + len(todo) > 2 * CHAIN_CAP or budget[0] <= 0:
+                            truncated[0] = True
+                            break
+                        todo.append(("header", depth + 1, j + 1))
+                        todo.append(("chain", m, depth + 1))
+            stack.extend(reversed(todo))
+        parts = []
+        size = [0]
+
+        def add(s):
+            if size[0] > limit:
+                return
+            if size[0] + len(s) > limit + 1:
+                s = s[:limit + 1 - size[0]]
+            parts.append(s)
+            size[0] += len(s)
+
+        if not any(u[0] == "exc" and u[3] for u in units):
+            exception_only(root, add)
+        else:
+            for u in units:
+                if size[0] > limit:
+                    break
+                if u[0] == "header":
+                    add("| " * (u[1] - 1) + "+---------------- %d ----------------\n" % u[2])
+                    continue
+                _, exc, depth, frames, sep = u
+                pre = "| " * depth
+                if sep == "cause":
+                    add(pre + "\n" + pre + "The above exception was the direct cause of the "
+                        "following exception:\n" + pre + "\n")
+                elif sep == "context":
+                    add(pre + "\n" + pre + "During handling of the above exception, another "
+                        "exception occurred:\n" + pre + "\n")
+                if frames:
+                    add(pre + "Traceback (most recent call last):\n")
+                    add_frames(frames, pre, add, size, limit)
+                if pre:
+                    sub = []
+                    exception_only(exc, sub.append)
+                    for s in "".join(sub).splitlines(True):
+                        add(pre + s)
+                else:
+                    exception_only(exc, add)
+        if truncated[0]:
+            add(CHAIN_MARKER_ + "\n")
+        text = "".join(parts)
+        return text[:-1] if text.endswith("\n") else text
+
+    def add_frames(frames, pre, add, size, limit):
+        last = None
+        repeat = 0
+        for ln, name in frames:
+            if size[0] > limit:
+                return
+            if (ln, name) == last:
+                repeat += 1
+                if repeat >= 3:
+                    continue
+            else:
+                if repeat >= 3:
+                    add(pre + "  [Previous line repeated %d more times]\n" % (repeat - 2))
+                repeat = 0
+            last = (ln, name)
+            add(pre + '  File "%s", line %d, in %s\n' % (PROGRAM, ln, name))
+        if repeat >= 3:
+            add(pre + "  [Previous line repeated %d more times]\n" % (repeat - 2))
+
+    def diagnose(e, limit):
+        try:
+            message = render(e, limit)
+        except BaseException:
+            try:
+                n = type(e).__name__
+                if type(n) is not str:
+                    raise TypeError("name")
+                message = n[:NAME_CUT] + ": " + RENDER_FAILED_
+            except BaseException:
+                try:
+                    message = UNKNOWN_CLASS_ + ": " + RENDER_FAILED_
+                except BaseException:
+                    message = RENDER_FAILED_
+        exc_type = None
+        try:
+            n = type(e).__name__
+            if type(n) is str:
+                exc_type = n[:NAME_CUT]
+        except BaseException:
+            pass
+        line_no = None
+        try:
+            for ln, _ in program_frames(e):
+                line_no = ln
+            if line_no is None and isinstance(e, SyntaxError) and type(e.lineno) is int:
+                line_no = e.lineno
+            if type(line_no) is not int or not 1 <= line_no <= 2147483647:
+                line_no = None
+        except BaseException:
+            line_no = None
+        return message, exc_type, line_no
+
+    return diagnose
+
+
+# ---- frame shapes (§2.2) ------------------------------------------------------------------
+# Optional keys live in `total=False` classes so that this file also imports on 3.10.
+
+FRAME_TYPES = (
+    "BootMessage", "Namespace", "ErrorClass", "RunMessage", "ReplyOk", "ReplyErr",
+    "BootAckMessage", "CallMessage", "LogMessage", "DoneErrorField", "DoneMessage",
+)
+
+if TYPE_CHECKING:
+    from typing import Any, List, Literal, TypedDict
+
+    class ErrorClass(TypedDict):
+        name: str
+        memberNameProperty: str
+
+    _NamespaceRequired = TypedDict("_NamespaceRequired", {"global": str, "names": List[str]})
+
+    class Namespace(_NamespaceRequired, total=False):
+        errorClass: ErrorClass
+
+    class BootMessage(TypedDict):
+        type: Literal["boot"]
+        cpuSeconds: int
+        addressSpaceBytes: int
+        maxLogBytes: int
+        maxValueBytes: int
+        namespaces: List[Namespace]
+
+    class RunMessage(TypedDict):
+        type: Literal["run"]
+        program: str
+
+    class ReplyOk(TypedDict):
+        type: Literal["reply"]
+        id: int
+        ok: Literal[True]
+        value: Any
+
+    class ReplyErr(TypedDict):
+        type: Literal["reply"]
+        id: int
+        ok: Literal[False]
+        message: str
+
+    class BootAckMessage(TypedDict):
+        type: Literal["boot-ack"]
+
+    CallMessage = TypedDict("CallMessage", {
+        "type": Literal["call"], "id": int, "global": str, "name": str, "args": Any})
+
+    class _LogOptional(TypedDict, total=False):
+        truncated: Literal[True]
+        open: Literal[True]
+
+    class LogMessage(_LogOptional):
+        type: Literal["log"]
+        text: str
+
+    class _DoneErrorOptional(TypedDict, total=False):
+        exceptionType: str
+        line: int
+
+    class DoneErrorField(_DoneErrorOptional):
+        kind: str
+        message: str
+
+    class _DoneOptional(TypedDict, total=False):
+        value: Any
+        error: DoneErrorField
+
+    class DoneMessage(_DoneOptional):
+        type: Literal["done"]
+
+
+def __getattr__(name):
+    """Build the TypedDicts on first use, from the `if TYPE_CHECKING:` block above."""
+    if name not in FRAME_TYPES:
+        raise AttributeError("module %r has no attribute %r" % (__name__, name))
+    import ast
+    with open(__file__, "rb") as f:
+        tree = ast.parse(f.read(), __file__)
+    for node in tree.body:
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
+                and node.test.id == "TYPE_CHECKING":
+            block = ast.Module(body=node.body, type_ignores=[])
+            exec(compile(block, __file__, "exec", dont_inherit=True), globals())
+            break
+    return globals()[name]
+
+
+def frame_fields():
+    """{type name: {"required": [...], "optional": [...]}} for the mirror test."""
+    out = {}
+    for name in FRAME_TYPES:
+        td = __getattr__(name) if name not in globals() else globals()[name]
+        out[name] = {"required": sorted(td.__required_keys__ - td.__optional_keys__),
+                     "optional": sorted(td.__optional_keys__)}
+    return out
