@@ -115,9 +115,13 @@ def test_error_message_is_cut_to_fit_the_cap() -> None:
     msg = json.loads(body)["error"]["message"]
     assert msg.endswith("… [truncated]")
     assert msg.startswith("xxx")
-    body = P.build_error_response(1, -32000, "\x01" * (CAP // 4))  # fits as text, not escaped
-    assert CAP * 0.9 < len(body) <= CAP
-    assert json.loads(body)["error"]["message"].endswith("… [truncated]")
+    # the cut loop, on a small room: escaped characters take 6 bytes each
+    assert len(P._encode_message("\x01" * 10_000, 20)) <= 20
+    for room in (1000, 5000, 50_000):
+        text = P._encode_message("\x01" * 100_000, room)
+        assert room * 0.8 < len(text) <= room
+        assert json.loads(text).endswith("… [truncated]")
+    assert P._encode_message("short", 100) == b'"short"'
 
 
 def test_error_message_with_surrogates() -> None:
