@@ -126,9 +126,11 @@ func (s *streamHook) Log(runID string, ev protocol.LogEvent) {
 func TestQueue(t *testing.T) {
 	m := check(t, func(c *Config) { c.MaxConcurrent = 1; c.MaxQueued = 2 })
 	results := make(chan string, 8)
+	printed := make(chan struct{}, 4)
 	submit := func(name, program string) *Run {
 		t.Helper()
-		r, err := m.Submit(name, protocol.RunParams{Program: program}, newFake(nil), func(res protocol.Result) {
+		fc := &streamHook{fakeClient: newFake(nil), on: func(protocol.LogEvent) { printed <- struct{}{} }}
+		r, err := m.Submit(name, protocol.RunParams{Program: program, Stream: true}, fc, func(res protocol.Result) {
 			results <- name + ":" + describe(res) + fmt.Sprintf(" queue=%d wall=%d cpu=%d", res.Stats.QueueMs, res.Stats.WallMs, res.Stats.CPUMs)
 		})
 		if err != nil {
@@ -158,7 +160,7 @@ func TestQueue(t *testing.T) {
 		t.Errorf("cancelled queued run stats: %s", got)
 	}
 	_ = q2
-	time.Sleep(300 * time.Millisecond)
+	<-printed // the live run printed
 	live.Cancel()
 	if got := <-results; !strings.HasPrefix(got, "live:abort «run cancelled by the client»") || !strings.Contains(got, "logs=live") {
 		t.Errorf("live run: %s", got)
