@@ -12,3 +12,18 @@ func (o Options) sandboxProbe() func() error {
 	}
 	return child.ProbeSandbox
 }
+
+// SandboxFeature is one kernel feature tier sandbox needs (for --check).
+type SandboxFeature struct {
+	Name, Detail string
+	OK           bool
+}
+
+// SandboxFeatures probes and reports every feature of tier sandbox.
+func SandboxFeatures() []SandboxFeature {
+	var out []SandboxFeature
+	for _, f := range child.SandboxFeatures() {
+		out = append(out, SandboxFeature{Name: f.Name, Detail: f.Detail, OK: f.OK})
+	}
+	return out
+}

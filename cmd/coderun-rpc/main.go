@@ -116,6 +116,9 @@ Configuration (environment, read once at start-up; an invalid value exits 2):
 func check() int {
 	fmt.Println("coderun-rpc --check", version)
 	cfg, err := config.Load(config.Options{})
+	if os.Getenv(config.VarIsolation) == "sandbox" {
+		printSandboxFeatures()
+	}
 	if err != nil {
 		fmt.Println("configuration: FAILED")
 		return configFailure(os.Stdout, err)
@@ -136,4 +139,15 @@ func check() int {
 	}
 	fmt.Println("smoke run: ok")
 	return 0
+}
+
+func printSandboxFeatures() {
+	fmt.Println("sandbox features:")
+	for _, f := range config.SandboxFeatures() {
+		mark := "ok     "
+		if !f.OK {
+			mark = "MISSING"
+		}
+		fmt.Printf("  %s %s: %s\n", mark, f.Name, f.Detail)
+	}
 }
