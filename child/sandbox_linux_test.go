@@ -778,3 +778,78 @@ func TestSandboxCPUBudget(t *testing.T) {
 		t.Fatalf("exit %+v (frames %q, stderr %q), want SIGXCPU after about 1s of CPU", r.exit, frames, r.stderr)
 	}
 }
+
+// sandboxDaemonVar makes the test binary a stand-in daemon (checked in an
+// init function of this file, before TestMain): it starts a sandboxed
+// python3 that sleeps, prints the init's pid, and sleeps.
+const sandboxDaemonVar = "CHILD_SANDBOX_DAEMON"
+
+func init() {
+	if exe := os.Getenv(sandboxDaemonVar); exe != "" && len(os.Args) > 0 && os.Args[0] != initArgv0 {
+		dir, _ := os.MkdirTemp("", "coderun-daemon-")
+		_, ro, _ := strings.Cut(os.Getenv("CHILD_SANDBOX_RO"), "=")
+		p, err := StartSandboxed(Spec{Path: exe, Args: []string{"-I", "-c", "import time; time.sleep(60)"}, Dir: dir,
+			Env: []string{"TMPDIR=" + dir, "LEAKCHECK_OWNER=" + os.Getenv("LEAKCHECK_OWNER")}},
+			Sandbox{ReadOnly: strings.Split(ro, "\n"), MaxProcs: 16, MaxFiles: 64, MaxFileBytes: 1 << 20})
+		if err != nil {
+			fmt.Println("error", err)
+			unix.Exit(1)
+		}
+		fmt.Printf("%d\n", p.Pid)
+		time.Sleep(60 * time.Second)
+		unix.Exit(0)
+	}
+}
+
+// TestSandboxDiesWithTheDaemon: a SIGKILLed daemon leaves no sandbox
+// behind (parent-death SIGKILL of the init, which takes the namespace).
+func TestSandboxDiesWithTheDaemon(t *testing.T) {
+	leakcheck.Check(t)
+	exe, ro := testPython(t)
+	self, _ := os.Executable()
+	cmd := exec.Command(self)
+	cmd.Env = []string{sandboxDaemonVar + "=" + exe, "CHILD_SANDBOX_RO=x=" + strings.Join(ro, "\n"), leakcheck.Tag()}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	defer func() { // the dead daemon's empty run cgroup
+		if base, err := pidsCgroupBase(); err == nil && os.Geteuid() == 0 {
+			dirs, _ := filepath.Glob(filepath.Join(base, fmt.Sprintf("coderun-%d-*", cmd.Process.Pid)))
+			for _, d := range dirs {
+				if err := unix.Rmdir(d); err != nil {
+					t.Errorf("rmdir %s: %v", d, err)
+				}
+			}
+		}
+	}()
+	var pid int
+	if _, err := fmt.Fscan(out, &pid); err != nil || pid <= 1 {
+		t.Fatalf("stand-in daemon: pid %d, %v", pid, err)
+	}
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the program is running
+	if len(nsProcs(ns)) < 2 {
+		t.Fatalf("sandbox not running: %v", nsProcs(ns))
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(nsProcs(ns)) > 0 {
+		// The orphaned init is reparented to this test binary (a
+		// subreaper, see TestMain): reap it once it is a zombie.
+		var ws unix.WaitStatus
+		unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		if time.Now().After(deadline) {
+			t.Fatalf("processes %v of the sandbox outlived its daemon", nsProcs(ns))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
