@@ -14,7 +14,12 @@ import (
 // moments (queued, starting, live, after settlement), then shuts down in the
 // middle: every run answers exactly once and nothing leaks.
 func TestStress(t *testing.T) {
-	m := check(t, func(c *Config) { c.MaxConcurrent = 3; c.MaxQueued = 64; c.WarmPool = 2; c.Grace = 100 * time.Millisecond })
+	m := check(t, func(c *Config) {
+		c.MaxConcurrent = 3
+		c.MaxQueued = 64
+		c.WarmPool = 2
+		c.Grace = 100 * time.Millisecond
+	})
 	programs := []string{
 		"return 1",
 		"import time\ntime.sleep(0.2)\nprint('slept')\nreturn 2",
