@@ -396,15 +396,23 @@ describe('daemon lifecycle', { skip }, () => {
     }
   });
 
-  test('close() with live runs: they resolve as abort, the daemon exits', async () => {
+  test('close() with live runs (one inside a binding): they resolve as abort, the daemon exits', async () => {
     const k = await start();
     const pid = k.pid as number;
     let started!: () => void;
     const live = new Promise<void>((r) => (started = r));
+    let inBinding!: () => void;
+    const stuck = new Promise<void>((r) => (inBinding = r));
     const runs = [1, 2].map(() =>
       k.run({ program: py('print("started")', 'import time', 'time.sleep(30)'), onLog: () => started() }),
     );
+    // A binding that never settles and ignores its signal must not hold close() up either.
+    runs.push(k.run({
+      program: 'await tools.forever()',
+      bindings: [{ global: 'tools', functions: { forever: () => (inBinding(), new Promise(() => {})) } }],
+    }));
     await live;
+    await stuck;
     const t0 = Date.now();
     await k.close();
     assert.ok(Date.now() - t0 < 15000, `close took ${Date.now() - t0} ms`);
