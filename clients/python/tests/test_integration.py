@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import sys
 import time
 from typing import Any, AsyncIterator
@@ -407,3 +408,19 @@ async def test_asyncio_timeout_stops_the_run() -> None:
                 await c.run("while True:\n    pass")
         assert time.monotonic() - t0 < 6
         assert value(await c.run("return 1")) == 1
+
+
+def test_example_runs() -> None:
+    import subprocess
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "tools_demo.py"
+    env = {**os.environ, "CODERUN_RPC_BIN": str(BIN), "CODERUN_LOG_LEVEL": "warn"}
+    proc = subprocess.run([sys.executable, str(example)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "value: {'hits': ['d2', 'd3'], 'chars': 132}" in out
+    assert "fetch failed: no document 'd9'" in out
+    assert "failure: exception ZeroDivisionError line 2" in out
+    assert "cancelled via handle: abort ['working']" in out
+    assert "cancelled via task: CancelledError" in out
