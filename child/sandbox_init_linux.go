@@ -186,7 +186,9 @@ func sandboxInit(args []string) {
 		unix.Dup2(devNull, fd)
 	}
 	unix.Close(3)
-	unix.Close(cgroupFd)
+	if c.cgroup {
+		unix.Close(cgroupFd) // without a cgroup, fd 5 may be the runtime's own
+	}
 	for {
 		var ws unix.WaitStatus
 		var ru unix.Rusage

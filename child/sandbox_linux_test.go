@@ -87,6 +87,7 @@ func startPython(t *testing.T, sb *Sandbox, script string, args ...string) (*Pro
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
+	t.Cleanup(func() { discard(p) }) // a test that failed half-way
 	return p, dir
 }
 
@@ -410,13 +411,16 @@ func TestSandboxSetsidGrandchildDiesWithTheRun(t *testing.T) {
 	// The grandchild leaves the group with setsid (a double fork), keeps
 	// the pipes and fd 3 open, reports on fd 3 and sleeps forever.
 	const script = `import os, time
+r, w = os.pipe()
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
         os.write(3, b"%d\n" % os.getpid())
+        os.write(w, b"x")
         time.sleep(3600)
     os._exit(0)
 os.wait()
+os.read(r, 1)
 `
 	p, _ := startPython(t, &sb, script)
 	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p.Pid))
@@ -721,6 +725,7 @@ func runBootstrap(t *testing.T, program string, cpuSeconds int) ([]string, runRe
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { discard(p) })
 	p.Conn.SetDeadline(time.Now().Add(20 * time.Second))
 	boot := fmt.Sprintf(`{"type":"boot","cpuSeconds":%d,"addressSpaceBytes":536870912,"maxLogBytes":65536,"maxValueBytes":32768,"namespaces":[]}`+"\n", cpuSeconds)
 	if _, err := p.Conn.Write([]byte(boot)); err != nil {
