@@ -32,9 +32,9 @@ def _coderun_child():
     # Captured before the program runs: nested functions read these cells, never a later
     # rebinding of __main__ globals (§3.7).
     (len, type, bytes, bytearray, memoryview, min, dict, BaseException, RuntimeError,
-     StopIteration, ValueError) = (
+     ValueError) = (
         B.len, B.type, B.bytes, B.bytearray, B.memoryview, B.min, B.dict, B.BaseException,
-        B.RuntimeError, B.StopIteration, B.ValueError)
+        B.RuntimeError, B.ValueError)
     compile_, exec_ = B.compile, B.exec
     os_read, os_write, os_kill, os_getpid, os_exit = os.read, os.write, os.kill, os.getpid, \
         os._exit
@@ -205,7 +205,7 @@ def _coderun_child():
 
     # 4. the ledger, the streams, the proxies
     program_globals = {"__name__": "__main__", "__builtins__": B}
-    attach_pump, unpump = _make_bindings(
+    attach_pump, unpump, drive = _make_bindings(
         boot["namespaces"], program_globals, send, codec, P, rbuf, load_asyncio, asyncio_mods)
     send(b'{"type":"boot-ack"}')
 
@@ -286,14 +286,7 @@ def _coderun_child():
                 attach_pump(loop)
                 value = loop.run_until_complete(runner(main))
             else:
-                coro = runner(main)
-                try:
-                    coro.send(None)
-                except StopIteration as stop:
-                    value = stop.value
-                else:
-                    coro.close()
-                    raise RuntimeError("the program suspended without an event loop")
+                value = drive(runner(main))
         except BaseException as e:
             settle_exception(e)
         else:
@@ -446,13 +439,14 @@ def _make_bindings(namespaces, program_globals, send, codec, P, rbuf, load_async
                    asyncio_mods):
     """Namespace proxies, error classes, call slots and the reply pump (§2.9, §3.5).
 
-    Fills program_globals; returns (attach_pump(loop), unpump()).
+    Fills program_globals; returns (attach_pump(loop), unpump(), drive(coro)).
     """
     import builtins as B
-    (len, type, str, bytes, list, dict, BaseException, Exception, RuntimeError, TypeError,
-     AttributeError, KeyError, ValueError, OSError) = (
-        B.len, B.type, B.str, B.bytes, B.list, B.dict, B.BaseException, B.Exception,
-        B.RuntimeError, B.TypeError, B.AttributeError, B.KeyError, B.ValueError, B.OSError)
+    (len, type, str, bytes, bool, list, dict, BaseException, Exception, RuntimeError,
+     TypeError, AttributeError, KeyError, ValueError, OSError, StopIteration) = (
+        B.len, B.type, B.str, B.bytes, B.bool, B.list, B.dict, B.BaseException, B.Exception,
+        B.RuntimeError, B.TypeError, B.AttributeError, B.KeyError, B.ValueError, B.OSError,
+        B.StopIteration)
     import os
     import _thread
     from _collections import deque
@@ -527,7 +521,9 @@ def _make_bindings(namespaces, program_globals, send, codec, P, rbuf, load_async
         ok = msg.get("ok") is True
         payload = msg.get("value") if ok else msg.get("message")
         loop, fut = entry
-        if loop is pump_loop[0] and get_ident() == main_ident:
+        if loop is None:                # awaited by the driver (no asyncio loop)
+            driver_results[fut] = (ok, payload)
+        elif loop is pump_loop[0] and get_ident() == main_ident:
             deliver(fut, ok, payload)
         else:
             try:
@@ -546,6 +542,9 @@ def _make_bindings(namespaces, program_globals, send, codec, P, rbuf, load_async
         if not data:
             unpump()
             return
+        consume(data)
+
+    def consume(data):
         rbuf.extend(data)
         if rbuf.find(b"\n", scan[0]) < 0:
             scan[0] = len(rbuf)
@@ -593,6 +592,77 @@ def _make_bindings(namespaces, program_globals, send, codec, P, rbuf, load_async
                 return
         attach_pump(loop)
 
+    # The driver: a program that cannot observe an event loop (protocol.compile_program)
+    # runs without asyncio; its binding awaits yield a DriverWait up to drive(), which
+    # reads fd 3 itself until the reply arrives.
+    driving = [False]
+    driver_results = {}
+
+    class DriverWait:
+        __slots__ = ("cid",)
+
+        def __init__(self, cid):
+            self.cid = cid
+
+        def __await__(self):
+            return (yield self)
+
+    def read_and_dispatch():
+        try:
+            data = os_read(FD, READ_SIZE)
+        except OSError:
+            data = b""
+        if data:
+            consume(data)
+        return bool(data)
+
+    def drive(coro):
+        """Run a coroutine that awaits only bindings (or bare yields) to completion."""
+        driving[0] = True
+        value = error = None
+        try:
+            while True:
+                try:
+                    req = coro.send(value) if error is None else coro.throw(error)
+                except StopIteration as stop:
+                    return stop.value
+                value = error = None
+                if req is None:             # a bare yield: the next "loop tick"
+                    continue
+                if type(req) is not DriverWait:
+                    error = RuntimeError("the program awaited an object that needs an asyncio "
+                                         "event loop (import asyncio in the program to get one)")
+                    continue
+                while req.cid not in driver_results:
+                    if not read_and_dispatch():
+                        error = RuntimeError("the protocol socket closed while a binding call "
+                                             "was outstanding")
+                        break
+                if error is None:
+                    value = driver_results.pop(req.cid)
+        finally:
+            driving[0] = False
+
+    def call_frame(cid, head, payload):
+        return b'{"type":"call","id":%d,"global":' % cid, head, payload, b"}"
+
+    async def driven_call(head, payload):
+        while slots[0] <= 0:
+            if not read_and_dispatch():
+                raise RuntimeError("the protocol socket closed")
+        with call_lock:
+            slots[0] -= 1
+            cid = next_id[0]
+            pending[cid] = (None, cid)
+            try:
+                send(*call_frame(cid, head, payload))
+            except BaseException:
+                pending.pop(cid, None)
+                release_slot()
+                raise
+            next_id[0] = cid + 1
+        return await DriverWait(cid)
+
     def make_invoke(gname, member, fail):
         async def invoke(arg):
             try:
@@ -606,6 +676,12 @@ def _make_bindings(namespaces, program_globals, send, codec, P, rbuf, load_async
             if st != OK:
                 raise fail(member, "binding arguments must be lossless JSON (%s)" % payload) \
                     from None
+            if driving[0] and get_ident() == main_ident:
+                ok, value = await driven_call(head, payload)
+                if ok:
+                    return value
+                raise fail(member, value if type(value) is str else P.UNRENDERABLE_REJECTION) \
+                    from None
             load_asyncio()
             loop = asyncio_mods[1]()
             ensure_pump(loop)
@@ -615,7 +691,7 @@ def _make_bindings(namespaces, program_globals, send, codec, P, rbuf, load_async
                 cid = next_id[0]
                 pending[cid] = (loop, fut)
                 try:
-                    send(b'{"type":"call","id":%d,"global":' % cid, head, payload, b"}")
+                    send(*call_frame(cid, head, payload))
                 except BaseException:
                     pending.pop(cid, None)
                     release_slot()
@@ -694,7 +770,7 @@ def _make_bindings(namespaces, program_globals, send, codec, P, rbuf, load_async
             program_globals[ec["name"]] = cls
         program_globals[ns["global"]] = make_namespace(ns["global"], ns["names"], rejecter(cls))
 
-    return attach_pump, unpump
+    return attach_pump, unpump, drive
 
 
 _coderun_child()

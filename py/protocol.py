@@ -65,9 +65,11 @@ def log_truncation_marker(max_log_bytes):
 def compile_program(src):
     """Compile src as the body of `async def __coderun_main__():` in file `<program>`.
 
-    Returns (code, needs_loop): needs_loop is false when the body neither awaits (outside
-    nested scopes) nor names asyncio, so it completes on its first step without a loop.
-    Runs before the program, so plain module globals are fine here.
+    Returns (code, needs_loop). needs_loop is false when the program cannot tell that no
+    asyncio event loop runs: it never names asyncio (nor threads or dynamic imports) and
+    imports only standard-library modules outside the asyncio family, so it can await
+    nothing but its own coroutines and the bindings. Such a run is driven without asyncio
+    (~60 ms of imports saved). Runs before the program: plain module globals are fine here.
     """
     import _ast
     mod = compile(src, PROGRAM_FILENAME, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
@@ -85,36 +87,51 @@ def compile_program(src):
         lineno=ln, col_offset=col, end_lineno=ln, end_col_offset=col)
     code = compile(_ast.Module(body=[fn], type_ignores=[]), PROGRAM_FILENAME, "exec",
                    dont_inherit=True)
-    return code, "asyncio" in src or _awaits(_ast, body)
+    needs_loop = "asyncio" in src or not _loop_free(_ast, mod, src)
+    return code, needs_loop
 
 
-def _awaits(_ast, body):
-    """Does the body itself await (outside nested function, lambda and class scopes)?"""
-    stack = list(body)
-    skip = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.Lambda, _ast.ClassDef)
-    hit = (_ast.Await, _ast.AsyncFor, _ast.AsyncWith)
+_LOOP_FLAGS = ("thread", "__import__", "importlib", "concurrent", "multiprocessing")
+_LOOP_MODULES = frozenset({"asyncio", "_asyncio", "threading", "_thread", "concurrent",
+                           "multiprocessing", "importlib", "unittest", "test", "idlelib",
+                           "tkinter", "turtle", "turtledemo", "pydoc", "pdb", "runpy"})
+
+
+def _loop_free(_ast, mod, src):
+    """Only standard-library imports outside the asyncio family, no dynamic imports."""
+    import sys
+    if any(flag in src for flag in _LOOP_FLAGS):
+        return False
+    stdlib = getattr(sys, "stdlib_module_names", None)
+    if stdlib is None:
+        return False
+    for node in _nodes(_ast, mod):
+        if isinstance(node, _ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, _ast.ImportFrom):
+            if node.level or not node.module:
+                return False
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            top = name.partition(".")[0]
+            if top not in stdlib or top in _LOOP_MODULES:
+                return False
+    return True
+
+
+def _nodes(_ast, root):
+    stack = [root]
     while stack:
         node = stack.pop()
-        if isinstance(node, hit):
-            return True
-        if isinstance(node, _ast.comprehension) and node.is_async:
-            return True
-        if isinstance(node, skip):
-            # decorators, defaults and bases still run in the body
-            for field in ("decorator_list", "bases", "keywords"):
-                stack.extend(getattr(node, field, ()) or ())
-            a = getattr(node, "args", None)
-            if isinstance(a, _ast.arguments):
-                stack.extend(a.defaults)
-                stack.extend(d for d in a.kw_defaults if d is not None)
-            continue
+        yield node
         for field in node._fields:
             v = getattr(node, field, None)
             if type(v) is list:
                 stack.extend(x for x in v if isinstance(x, _ast.AST))
             elif isinstance(v, _ast.AST):
                 stack.append(v)
-    return False
 
 
 # ---- the lossless JSON codec (§2.7) ------------------------------------------------------

@@ -275,20 +275,6 @@ def test_program_always_sees_a_running_loop_when_it_uses_asyncio():
     assert run(prog).value is False            # and a plain program never loads it
 
 
-def test_binding_from_a_thread_of_a_loop_free_program():
-    """No await and no asyncio in the text: the pump attaches to the first calling loop."""
-    prog = ("import threading\n"
-            "box = {}\n"
-            "def worker():\n"
-            "    aio = __import__('asyn' + 'cio')\n"
-            "    box['v'] = aio.run(tools.echo({'t': 1}))\n"
-            "t = threading.Thread(target=worker)\n"
-            "t.start()\n"
-            "t.join(10)\n"
-            "return box.get('v')")
-    assert run(prog, echo, TOOLS).value == {"t": 1}
-
-
 def test_cancelled_call_still_frees_its_slot():
     prog = ("import asyncio\n"
             "try:\n"

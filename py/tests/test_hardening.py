@@ -169,7 +169,7 @@ def test_no_late_global_lookups():
     import symtable
     from conftest import PY_DIR
     allowed = {("bootstrap.py", "property"),           # LogStream's class body, at boot
-               ("protocol.py", "isinstance")}          # compile_program's helper, at boot
+               ("protocol.py", "isinstance")}          # compile_program's helpers, at boot
     found = set()
     for name in ("bootstrap.py", "protocol.py"):
         with open(os.path.join(PY_DIR, name)) as f:

@@ -39,15 +39,66 @@ def test_cold_section_compiled_only_on_demand():
     assert v[:2] == [False, True]
 
 
-def test_awaiting_program_loads_asyncio_but_not_typing_from_us(tmp_path):
+def test_awaiting_bindings_needs_no_asyncio(tmp_path):
+    """A program awaiting only bindings (and stdlib code) is driven without asyncio."""
     base = baseline(tmp_path)
-    prog = "import sys\nawait tools.x()\nreturn sorted(sys.modules)"
+    prog = ("import sys, json\n"
+            "async def twice(v):\n"
+            "    return [await tools.x(v), await tools.x(v)]\n"
+            "r = await twice(1)\n"
+            "return [r, sorted(sys.modules)]")
+    res = run(prog, lambda f: reply_ok(f, f["args"]), [ns("tools", "x")])
+    r, mods = res.value
+    assert r == [1, 1]
+    assert set(mods) - base - {"json", "json.decoder", "json.scanner", "json.encoder", "re",
+                               "enum", "_sre", "sre_compile", "sre_parse", "sre_constants",
+                               "re._compiler", "re._parser", "re._constants", "re._casefix",
+                               "copyreg", "functools", "_functools"} <= OWN
+
+
+def test_asyncio_program_gets_asyncio_and_nothing_else_from_us(tmp_path):
+    base = baseline(tmp_path)
+    prog = "import sys, asyncio\nawait tools.x()\nreturn sorted(sys.modules)"
     res = run(prog, lambda f: reply_ok(f, 1), [ns("tools", "x")])
     extra = set(res.value) - base
     assert "asyncio" in extra
-    import asyncio  # noqa: F401  (what asyncio itself pulls in is not ours)
     probe = subprocess.run(
         [sys.executable, "-I", "-c", "import sys, asyncio, _asyncio; print(sorted(sys.modules))"],
         capture_output=True, text=True, check=True, cwd=tmp_path,
         env={"TMPDIR": str(tmp_path)}).stdout
     assert extra <= set(eval(probe)) | OWN, extra - set(eval(probe)) - OWN
+
+
+def test_driver_mode_rules():
+    """Which programs are driven without an event loop (protocol.compile_program)."""
+    import protocol
+    cases = {"return await t.x()": False,
+             "import json, re, math\nreturn await t.x()": False,
+             "import asyncio\nreturn 1": True,
+             "return 1  # asyncio": True,
+             "import numpy\nreturn await t.x()": True,
+             "import threading\nreturn await t.x()": True,
+             "from . import x\nreturn await t.x()": True,
+             "m = __import__('json')\nreturn await t.x()": True,
+             "import aiohttp\nreturn 1": True,
+             "import json\nreturn 1": False,
+             "from concurrent import futures\nreturn await t.x()": True}
+    for src, want in cases.items():
+        assert protocol.compile_program(src)[1] is want, src
+
+
+def test_driver_rejects_foreign_awaitables_clearly():
+    prog = ("class Foreign:\n"
+            "    def __await__(self):\n"
+            "        yield 'something else'\n"
+            "await Foreign()")
+    err = run(prog).error
+    assert err["exceptionType"] == "RuntimeError"
+    assert "needs an asyncio event loop" in err["message"]
+    prog = ("import types\n"
+            "@types.coroutine\n"
+            "def tick():\n"
+            "    yield\n"
+            "await tick()\n"
+            "return 'ticked'")
+    assert run(prog).value == "ticked"
