@@ -16,8 +16,13 @@ Started as `<python> -u -I <rundir>/bootstrap.py`, fd 3 a blocking AF_UNIX strea
 Standard library only. Everything runs inside `_coderun_child()`: the helpers are closures
 over builtins captured before the program starts, so a program that rebinds or deletes globals
 of `__main__` (this module) or attributes of the classes defined here cannot change dispatch,
-reply decoding, the CPU recheck, the verdict or the `done` frame (§3.7). asyncio is imported
-only when the program awaits (or when a warm child has time to spare before its `boot`).
+reply decoding, the CPU recheck, the verdict or the `done` frame (§3.7).
+
+Start-up cost is a feature: only `protocol.py`'s hot section is compiled at boot (its
+diagnostics on the exception path only), and asyncio is imported only for a program that
+could observe an event loop (see protocol.compile_program) or by a warm child with time to
+spare before its `boot`; other programs, including ones awaiting bindings, are driven
+without it.
 """
 
 
@@ -62,6 +67,7 @@ def _coderun_child():
     def load_diagnostics():
         exec_(compile_(cold, ppath, "exec", dont_inherit=True), proto.__dict__)
         return proto.__dict__["make_diagnostics"]()
+
     codec = P.make_codec()
     encode, decode, string, cap_message = codec.encode, codec.decode, codec.string, \
         codec.cap_message
@@ -70,6 +76,9 @@ def _coderun_child():
     READ_SIZE = P.CHILD_READ_SIZE
     FALLBACK = P.FALLBACK_DONE_FRAME.encode() + b"\n"
     RENDER_FAILED = P.RENDER_FAILED
+    KIND_EXCEPTION, KIND_OUTPUT_LIMIT, KIND_INVALID_OUTPUT = \
+        P.KIND_EXCEPTION, P.KIND_OUTPUT_LIMIT, P.KIND_INVALID_OUTPUT
+    WRAPPER = P.WRAPPER_FUNCTION
 
     # ---- fd 3 ------------------------------------------------------------------------
     chan_lock = _thread.RLock()
@@ -187,7 +196,7 @@ def _coderun_child():
             msg = "%s: %s" % (type(e).__name__, e)
         except BaseException:
             msg = RENDER_FAILED
-        done_error(P.KIND_EXCEPTION, cap_message(
+        done_error(KIND_EXCEPTION, cap_message(
             "bootstrap: applying resource limits failed\n" + msg, max_value))
         return
 
@@ -246,10 +255,10 @@ def _coderun_child():
         try:
             message, exc_type, line_no = load_diagnostics()(e, max_value)
         except BaseException:
-            message, exc_type, line_no = P.RENDER_FAILED, None, None
+            message, exc_type, line_no = RENDER_FAILED, None, None
         flush_all()
         unpump()
-        done_error(P.KIND_EXCEPTION, cap_message(message, max_value), exc_type, line_no)
+        done_error(KIND_EXCEPTION, cap_message(message, max_value), exc_type, line_no)
 
     def settle_success(value):
         cpu_recheck()
@@ -264,11 +273,11 @@ def _coderun_child():
         elif st == OVER_BUDGET:
             flush_all()
             unpump()
-            done_error(P.KIND_OUTPUT_LIMIT, "completion value exceeded %d bytes" % max_value)
+            done_error(KIND_OUTPUT_LIMIT, "completion value exceeded %d bytes" % max_value)
         else:
             flush_all()
             unpump()
-            done_error(P.KIND_INVALID_OUTPUT, cap_message(
+            done_error(KIND_INVALID_OUTPUT, cap_message(
                 "program completion must be lossless JSON (%s)" % payload, max_value))
 
     async def runner(fn):
@@ -278,7 +287,7 @@ def _coderun_child():
         try:
             code, with_loop = compile_program(program)
             exec_(code, program_globals)
-            main = program_globals[P.WRAPPER_FUNCTION]
+            main = program_globals[WRAPPER]
             if with_loop:
                 asyncio = load_asyncio()
                 loop = asyncio.new_event_loop()
@@ -432,7 +441,6 @@ def _make_log_streams(send, codec, P, max_log, TextIOBase):
         return LogStream(), st
 
     return make_stream("<stdout>"), make_stream("<stderr>"), s_flush
-
 
 
 def _make_bindings(namespaces, program_globals, send, codec, P, rbuf, load_asyncio,
