@@ -374,3 +374,63 @@ def test_awaiting_maps_no_extra_address_space():
     v = run(prog, echo, TOOLS, addressSpaceBytes=256 * MIB).value
     assert v["echoed"] == {"ping": True}
     assert v["delta"] < 8
+
+
+def test_wide_arguments_in_bounded_memory():
+    """C168 (child side): 6 000 000 members validated and framed under RLIMIT_AS 384 MiB."""
+    res = run("return await tools.width([0] * 6_000_000)",
+              lambda f: reply_ok(f, len(f["args"])), [ns("tools", "width")],
+              addressSpaceBytes=384 * MIB, timeout=60)
+    assert res.value == 6000000
+
+
+def test_concurrent_large_replies():
+    """C170 (child side): eight 4 MiB replies, in whatever order, reach their awaiters."""
+    prog = ("import asyncio\n"
+            "parts = await asyncio.gather(*(tools.chunk(i) for i in range(8)))\n"
+            "return [sum(len(p) for p in parts), [p[0] for p in parts]]")
+    held = []
+
+    def h(f):
+        held.append(f)
+        if len(held) < 8:
+            return None
+        return b"\n".join(json.dumps(reply_ok(g, chr(65 + g["args"]) * (4 * MIB))).encode()
+                          for g in reversed(held))
+    res = run(prog, h, [ns("tools", "chunk")], timeout=60)
+    assert res.value == [33554432, list("ABCDEFGH")]
+
+
+def test_flushed_line_reaches_the_daemon_before_the_program_blocks():
+    """C111/C161 (child side): a flushed partial line is on the wire at once."""
+    prog = ("print('before hang', end='', flush=True)\n"
+            "return await tools.echo('after')")
+    seen = []
+
+    def h(f):
+        seen.append(f)
+        return reply_ok(f, f["args"])
+    res = run(prog, h, TOOLS)
+    assert res.frames[1] == {"type": "log", "text": "before hang", "open": True}
+    assert res.frames[2]["type"] == "call"
+    assert res.logs == ["before hang"] and res.value == "after"
+
+
+def test_program_reading_fd3_itself():
+    """C178 (child side): a program that forges calls and reads fd 3 itself is not robbed."""
+    prog = ("import os\n"
+            "def call(i):\n"
+            "    return b'{\"type\":\"call\",\"id\":%d,\"global\":\"tools\",\"name\":\"big\","
+            "\"args\":{}}\\n' % i\n"
+            "os.write(3, b''.join(call(i) for i in range(50)))\n"
+            "lines = 0\n"
+            "while lines < 50:\n"
+            "    lines += os.read(3, 65536).count(b'\\n')\n"
+            "return lines")
+
+    def h(f):
+        if f["name"] == "big":
+            return reply_ok(f, "B" * 66560)
+        return reply_ok(f, f["args"])
+    res = run(prog, h, [ns("tools", "big", "echo")], timeout=60)
+    assert res.value == 50

@@ -134,3 +134,21 @@ def test_closure_cell_tampering_meets_the_hard_limit():
             "while True:\n"
             "    pass")
     killed_by_cpu(run(prog, cpuSeconds=1, timeout=30), signal.SIGKILL)
+
+
+def test_recheck_uses_the_soft_limit_computed_at_boot():
+    """C36 (child level): the kernel raises a trapped soft limit; the recheck does not care."""
+    c = Child(rlimits={resource.RLIMIT_CPU: (1, resource.RLIM_INFINITY)})
+    prog = ("import signal, time\n"
+            "signal.signal(signal.SIGXCPU, lambda *a: None)\n"
+            "start = time.process_time()\n"
+            "while time.process_time() - start < 1.3:\n"
+            "    pass\n"
+            "return 'escaped'")
+    killed_by_cpu(run(prog, child=c, cpuSeconds=30, timeout=60))
+
+
+def test_dual_inherited_cpu_limit():
+    """C33 (child level): inherited soft == hard == 2 gives (1, 2): SIGXCPU first."""
+    c = Child(rlimits={resource.RLIMIT_CPU: (2, 2)})
+    killed_by_cpu(run("while True:\n    pass", child=c, cpuSeconds=30, timeout=60))

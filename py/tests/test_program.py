@@ -145,3 +145,24 @@ def test_eof_before_boot_exits_1():
     c.sock.shutdown(1)
     res = c.serve()
     assert res.returncode == 1 and res.frames == []
+
+
+def test_original_streams_flushed_before_done():
+    """C183 (child side): buffered writes to sys.__stdout__/__stderr__ reach fds 1/2."""
+    prog = ("import sys\n"
+            "sys.__stdout__.reconfigure(write_through=False)\n"
+            "sys.__stderr__.reconfigure(write_through=False)\n"
+            "sys.__stdout__.write('orig stdout\\n')\n"
+            "sys.__stderr__.write('orig stderr\\n')\n"
+            "return 'done'")
+    res = run(prog)
+    assert res.value == "done"
+    assert res.stdout == b"orig stdout\n" and res.stderr == b"orig stderr\n"
+    assert res.logs == []
+
+
+def test_native_writes_bypass_the_ledger():
+    """§3.4: os.write(1|2) goes to the real fds (the daemon bills it, C182)."""
+    res = run("import os\nos.write(1, b'stray stdout\\n')\nos.write(2, b'stray stderr\\n')")
+    assert res.stdout == b"stray stdout\n" and res.stderr == b"stray stderr\n"
+    assert res.logs == []
