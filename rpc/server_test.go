@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/config"
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
@@ -81,6 +82,7 @@ type harness struct {
 	r      *frameReader
 	runner *fakeRunner
 	code   chan int
+	served chan struct{}
 	closed sync.Once
 }
 
@@ -89,9 +91,10 @@ func (h *harness) closeInput() { h.closed.Do(func() { close(h.writes) }) }
 
 func start(t *testing.T) *harness {
 	t.Helper()
+	leakcheck.Check(t) // registered first: runs after the harness is torn down
 	srvIn, w := io.Pipe()
 	r, srvOut := io.Pipe()
-	h := &harness{t: t, w: w, r: newFrameReader(r), runner: newFakeRunner(), code: make(chan int, 1),
+	h := &harness{t: t, w: w, r: newFrameReader(r), runner: newFakeRunner(), code: make(chan int, 1), served: make(chan struct{}),
 		writes: make(chan []byte, 1000)}
 	go func() {
 		for b := range h.writes {
@@ -100,8 +103,21 @@ func start(t *testing.T) *harness {
 		w.Close()
 	}()
 	srv := New(Options{In: srvIn, Out: srvOut, Config: testConfig(), Runner: h.runner, Version: "test"})
-	go func() { h.code <- srv.Serve(context.Background()); srvOut.Close() }()
-	t.Cleanup(h.closeInput)
+	go func() {
+		code := srv.Serve(context.Background())
+		srvOut.Close()
+		h.code <- code
+		close(h.served)
+	}()
+	t.Cleanup(func() {
+		h.closeInput()
+		r.Close() // unblocks any write nobody reads
+		select {
+		case <-h.served:
+		case <-time.After(5 * time.Second):
+			t.Error("Serve did not return after stdin closed")
+		}
+	})
 	return h
 }
 
