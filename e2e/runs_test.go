@@ -374,28 +374,33 @@ while True:
 	}
 }
 
-// SIGTERM to the daemon: every run aborted, every child gone, exit 0.
-func TestSigterm(t *testing.T) {
+// SIGTERM / SIGINT to the daemon: every run aborted, every child gone, exit 0.
+func TestSignals(t *testing.T) {
 	t.Parallel()
-	d := started(t, map[string]string{"CODERUN_GRACE_MS": "200"})
-	pids := make(chan int, 1)
-	d.behave("pid", func(p callParams) string {
-		var n int
-		json.Unmarshal(p.Args, &n)
-		pids <- n
-		return `"result":null`
-	})
-	id := d.request("run", prog("import os\nawait tools.pid(os.getpid())\nwhile True:\n    pass",
-		`"bindings":[{"global":"tools","functions":["pid"]}]`))
-	pid := <-pids
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	r := d.result(d.wait(id))
-	expectFailure(t, r, "abort", "server is shutting down")
-	if code := d.waitExit(15 * time.Second); code != 0 {
-		t.Errorf("exit code %d", code)
-	}
-	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
-		t.Errorf("run process %d survived", pid)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			t.Parallel()
+			d := started(t, map[string]string{"CODERUN_GRACE_MS": "200"})
+			pids := make(chan int, 1)
+			d.behave("pid", func(p callParams) string {
+				var n int
+				json.Unmarshal(p.Args, &n)
+				pids <- n
+				return `"result":null`
+			})
+			id := d.request("run", prog("import os\nawait tools.pid(os.getpid())\nwhile True:\n    pass",
+				`"bindings":[{"global":"tools","functions":["pid"]}]`))
+			pid := <-pids
+			d.cmd.Process.Signal(sig)
+			r := d.result(d.wait(id))
+			expectFailure(t, r, "abort", "server is shutting down")
+			if code := d.waitExit(15 * time.Second); code != 0 {
+				t.Errorf("exit code %d", code)
+			}
+			if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
+				t.Errorf("run process %d survived", pid)
+			}
+		})
 	}
 }
 
