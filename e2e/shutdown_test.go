@@ -72,3 +72,23 @@ return "spawned"`, hb), `"limits":{"maxWallMs":10000}`))
 		t.Errorf("the survivor still beats after shutdown answered")
 	}
 }
+
+// §4.10: exit right behind shutdown waits for the teardown; the shutdown
+// response is still sent, then the process exits 0.
+func TestExitWaitsForShutdown(t *testing.T) {
+	t.Parallel()
+	d := started(t, map[string]string{"CODERUN_GRACE_MS": "300"})
+	d.behave("ready", constant("null"))
+	id := d.request("run", prog("import signal, time\nsignal.signal(signal.SIGTERM, lambda *a: None)\nawait tools.ready()\nwhile True:\n    time.sleep(0.05)",
+		`"bindings":[{"global":"tools","functions":["ready"]}]`))
+	d.waitEvent(func(m *msg) bool { return m.Method == "binding/call" }, 30*time.Second)
+	time.Sleep(100 * time.Millisecond)
+	d.writeRaw(append(frame(d.requestBody("900", "shutdown", "")), frame(`{"jsonrpc":"2.0","method":"exit"}`)...))
+	if code := d.waitExit(20 * time.Second); code != 0 {
+		t.Errorf("exit code %d", code)
+	}
+	expectFailure(t, d.result(d.wait(id)), "abort", "server is shutting down")
+	if m := d.wait("900"); m.Error != nil || string(m.Result) != "null" {
+		t.Errorf("shutdown response %s", m.raw)
+	}
+}
