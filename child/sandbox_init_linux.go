@@ -201,6 +201,11 @@ func sandboxInit(args []string) {
 		}
 		if wpid == pid {
 			unix.Write(relayFd, encodeRelay(ws, ru))
+			// Kill the rest now rather than when the namespace is torn
+			// down: exit_group releases the init's other threads first,
+			// and their RLIMIT_NPROC slots would otherwise let a fork bomb
+			// grow past its bound for that moment.
+			unix.Kill(-1, unix.SIGKILL)
 			unix.Exit(0)
 		}
 	}
