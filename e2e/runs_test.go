@@ -79,6 +79,11 @@ func TestErrorClassAndOddNames(t *testing.T) {
 	if r.Stats.BindingCalls != 1 {
 		t.Errorf("bindingCalls %d", r.Stats.BindingCalls)
 	}
+	// wrap / echo: keyword arguments travel as an object, no argument as null.
+	d.behave("w", wrap)
+	r = d.run(prog(`return [await t.w(q="x"), await t.w(), await t["e"]([1, 2.5, "é"])]`,
+		`"bindings":[{"global":"t","functions":["w","e"]}]`))
+	expectOK(t, r, `[{"echoed":{"q":"x"}},{"echoed":null},[1,2.5,"é"]]`)
 	// A JSON-RPC error without an error class raises RuntimeError(message).
 	d.behave("nope", fail("tool said no"))
 	r = d.run(prog("try:\n    await t.nope()\nexcept RuntimeError as e:\n    return str(e)", `"bindings":[{"global":"t","functions":["nope"]}]`))
