@@ -26,9 +26,9 @@ import (
 //	   fds 0-3 stdio, 4 relay pipe, 5 cgroup.procs   private mounts, new /proc,
 //	                                                  private /dev/shm, hostname,
 //	                                                  all signals caught
-//	         init ──fork/exec──► stage "exec" (PID 2) ──execve──► program
-//	                 joins the pids cgroup, RLIMIT_NPROC/NOFILE/FSIZE,
-//	                 no_new_privs, Landlock, seccomp (no AF_UNIX socket())
+//	         init ──fork/exec──► stage "exec" ──execve──► program
+//	                 no_new_privs, Landlock, seccomp (no AF_UNIX socket()),
+//	                 then the pids cgroup and RLIMIT_NPROC/NOFILE/FSIZE
 //	   init: wait4(-1) until the program is reaped; write its wait status and
 //	   rusage on fd 4; exit — the PID namespace, and every descendant, dies.
 
@@ -211,7 +211,7 @@ func sandboxInit(args []string) {
 	}
 }
 
-// sandboxExec is PID 2: it confines itself and execs the program. It never
+// sandboxExec is the program's process before execve: it confines itself and execs the program. It never
 // returns.
 func sandboxExec(args []string) {
 	// no_new_privs and the Landlock domain are per thread: set them on the
@@ -221,15 +221,6 @@ func sandboxExec(args []string) {
 	if err != nil {
 		stageFail(execFailed, "%v", err)
 	}
-	if c.cgroup {
-		if _, err := unix.Write(4, []byte("0")); err != nil {
-			stageFail(execFailed, "joining the pids cgroup: %v", err)
-		}
-		unix.Close(4)
-	}
-	if err := setSandboxLimits(c); err != nil {
-		stageFail(execFailed, "%v", err)
-	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		stageFail(execFailed, "no_new_privs: %v", err)
 	}
@@ -237,6 +228,17 @@ func sandboxExec(args []string) {
 		stageFail(execFailed, "%v", err)
 	}
 	if err := seccompInstall(); err != nil {
+		stageFail(execFailed, "%v", err)
+	}
+	// The process bound last, right before execve, so this stage's own
+	// runtime threads never run into it.
+	if c.cgroup {
+		if _, err := unix.Write(4, []byte("0")); err != nil {
+			stageFail(execFailed, "joining the pids cgroup: %v", err)
+		}
+		unix.Close(4)
+	}
+	if err := setSandboxLimits(c); err != nil {
 		stageFail(execFailed, "%v", err)
 	}
 	if c.probe {

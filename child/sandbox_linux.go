@@ -208,7 +208,7 @@ func probeInit() (err error) {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	c := sandboxConf{rw: []string{dir}, nproc: 8, nofile: 64, fsize: 1 << 20, probe: true}
+	c := sandboxConf{rw: []string{dir}, nproc: 16, nofile: 64, fsize: 1 << 20, probe: true}
 	relayR, relayW, err := pipe("sandbox-probe-relay")
 	if err != nil {
 		return err
@@ -291,7 +291,7 @@ type sandboxRun struct {
 // StartSandboxed is Start plus tier sandbox: new user (the namespace's root
 // is the daemon's uid and gid, one-id mappings), PID, network, mount, IPC and
 // UTS namespaces; a minimal init as PID 1 (this binary re-executed, see
-// sandbox_init_linux.go) that runs the program as PID 2 in the init's
+// sandbox_init_linux.go) that runs the program as its child (never PID 1) in the init's
 // process group; for the program, a pids cgroup (root daemon) or
 // RLIMIT_NPROC (otherwise), RLIMIT_NOFILE, RLIMIT_FSIZE, no_new_privs, a
 // Landlock domain (Sandbox.ReadOnly read-only, spec.Dir read-write) and a
@@ -378,6 +378,11 @@ func checkSandboxSpec(spec Spec, sb Sandbox) error {
 	}
 	if !filepath.IsAbs(spec.Dir) {
 		return fmt.Errorf("child: sandbox needs an absolute run directory, got %q", spec.Dir)
+	}
+	if st, err := os.Stat(spec.Dir); err != nil {
+		return &os.PathError{Op: "chdir", Path: spec.Dir, Err: errors.Unwrap(err)}
+	} else if !st.IsDir() {
+		return &os.PathError{Op: "chdir", Path: spec.Dir, Err: unix.ENOTDIR}
 	}
 	if sb.MaxProcs <= 0 || sb.MaxFiles <= 0 || sb.MaxFileBytes <= 0 {
 		return fmt.Errorf("child: sandbox limits must be positive (procs %d, files %d, file bytes %d)",
