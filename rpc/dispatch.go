@@ -160,6 +160,7 @@ func (s *Server) exit() int {
 		return 0
 	}
 	s.log.Info("exit without shutdown: tearing down")
+	s.w.drain()
 	s.teardown()
 	return 1
 }

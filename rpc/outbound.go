@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -21,10 +23,37 @@ type writer struct {
 	bw     *bufio.Writer
 	failed bool
 	log    *slog.Logger
+
+	// dl is the output's deadline setter, when it has one (a pollable pipe
+	// or socket); draining bounds every write from then on (see drain).
+	dl       deadliner
+	draining atomic.Bool
 }
 
+type deadliner interface{ SetWriteDeadline(time.Time) error }
+
+// drainTimeout bounds each write once the daemon is tearing down because
+// the client went away or a signal arrived: a client that stopped reading
+// cannot keep the daemon alive (SPEC §2: never leave an orphan).
+const drainTimeout = 2 * time.Second
+
 func newWriter(w io.Writer, log *slog.Logger) *writer {
-	return &writer{bw: bufio.NewWriterSize(w, 64<<10), log: log}
+	dl, _ := w.(deadliner)
+	return &writer{bw: bufio.NewWriterSize(w, 64<<10), log: log, dl: dl}
+}
+
+// drain bounds the write in progress (if any) and every later one.
+func (w *writer) drain() {
+	if w.dl != nil && !w.draining.Swap(true) {
+		_ = w.dl.SetWriteDeadline(time.Now().Add(drainTimeout))
+	}
+}
+
+// bound renews the per-write deadline while draining (called under mu).
+func (w *writer) bound() {
+	if w.draining.Load() {
+		_ = w.dl.SetWriteDeadline(time.Now().Add(drainTimeout))
+	}
 }
 
 // object writes a jsonrpc2 value through the library's codec.
@@ -34,6 +63,7 @@ func (w *writer) object(v any) {
 	if w.failed {
 		return
 	}
+	w.bound()
 	err := jsonrpc2.VSCodeObjectCodec{}.WriteObject(w.bw, v)
 	if err == nil {
 		err = w.bw.Flush()
@@ -48,6 +78,7 @@ func (w *writer) frame(body []byte) {
 	if w.failed {
 		return
 	}
+	w.bound()
 	var hdr [40]byte
 	h := append(strconv.AppendInt(append(hdr[:0], "Content-Length: "...), int64(len(body)), 10), "\r\n\r\n"...)
 	_, err := w.bw.Write(h)

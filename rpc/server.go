@@ -84,6 +84,7 @@ func (s *Server) Serve(ctx context.Context) int {
 		return code
 	case <-ctx.Done():
 		s.log.Info("signal received: tearing down")
+		s.w.drain()
 		s.teardown()
 		return 0
 	}
@@ -111,6 +112,7 @@ func (s *Server) readLoop() (code int) {
 		case errors.As(err, &hf):
 			s.log.Error("unusable header block; closing", "fault", hf.msg)
 			s.w.replyError(nil, protocol.CodeParseError, "unusable header block: "+hf.msg)
+			s.w.drain()
 			s.teardown()
 			return 1
 		default:
@@ -118,6 +120,7 @@ func (s *Server) readLoop() (code int) {
 				s.log.Warn("reading stdin failed", "err", err)
 			}
 			s.log.Info("stdin closed: tearing down")
+			s.w.drain()
 			s.teardown()
 			s.awaitShutdownReply()
 			return 0

@@ -86,6 +86,15 @@ func protocolStdout() (*os.File, error) {
 		return nil, err
 	}
 	syscall.CloseOnExec(fd)
+	// A pipe or socket is made non-blocking so the runtime poller manages
+	// it and write deadlines work: at teardown a client that stopped
+	// reading cannot hold the daemon (rpc bounds each write then). A
+	// terminal or file is left as it is (its file description may be
+	// shared with the shell).
+	var st syscall.Stat_t
+	if syscall.Fstat(fd, &st) == nil && (st.Mode&syscall.S_IFMT == syscall.S_IFIFO || st.Mode&syscall.S_IFMT == syscall.S_IFSOCK) {
+		_ = syscall.SetNonblock(fd, true)
+	}
 	if err := syscall.Dup3(2, 1, 0); err != nil {
 		syscall.Close(fd)
 		return nil, err
