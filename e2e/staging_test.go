@@ -68,3 +68,10 @@ func TestStagingFailure(t *testing.T) {
 		t.Errorf("after a staging failure: %s", m.raw)
 	}
 }
+
+// C18: a forged second boot-ack does not resend run.
+func TestForgedBootAck(t *testing.T) {
+	t.Parallel()
+	d := started(t, nil)
+	expectOK(t, d.run(prog("import os\nos.write(3, b'{\"type\":\"boot-ack\"}\\n')\nreturn \"done\"")), `"done"`)
+}
