@@ -148,4 +148,3 @@ func (s *Server) notification(method string, params []byte) (int, bool) {
 	}
 	return 0, false
 }
-
