@@ -75,3 +75,18 @@ func TestClosedOutputs(t *testing.T) {
 		t.Errorf("daemon ended %v", cmd.ProcessState)
 	}
 }
+
+// CHILD-CONTRACT §2.9: a client frame that is not valid JSON gets −32700
+// (id null); the call it was meant for stays in flight and a later valid
+// answer still resolves it.
+func TestBrokenAnswerKeepsCallInFlight(t *testing.T) {
+	t.Parallel()
+	d := started(t, nil)
+	d.behave("f", hang)
+	id := d.request("run", prog("return await tools.f()", `"bindings":[{"global":"tools","functions":["f"]}]`))
+	call := d.waitEvent(func(m *msg) bool { return m.Method == "binding/call" }, 30*time.Second)
+	d.send(`{"jsonrpc":"2.0","id":` + string(call.ID) + `,"result":[1,}`)
+	expectError(t, d.wait("null"), -32700, "parse error: the message body is not valid JSON")
+	d.send(`{"jsonrpc":"2.0","id":` + string(call.ID) + `,"result":"fixed"}`)
+	expectOK(t, d.result(d.wait(id)), `"fixed"`)
+}
