@@ -8,6 +8,7 @@ misbehaving child fails a test instead of hanging it.
 
 import json
 import os
+import queue
 import resource
 import shutil
 import signal
@@ -168,28 +169,47 @@ class Child:
             start_new_session=True)
         theirs.close()
         self.sock = ours
-        self.send_lock = threading.Lock()
+        # A second socket object on the same connection for writes: a socket's timeout is
+        # per object, and reads change theirs while a background thread may be writing.
+        self.wsock = socket.socket(fileno=os.dup(ours.fileno()))
+        self.wsock.settimeout(60)
+        self.sock.settimeout(60)
+        self.outq = queue.Queue()
+        self.write_error = None
+        threading.Thread(target=self._writer, daemon=True).start()
         self.buf = b""
         self.max_log = 65536
         self.max_value = 32768
 
     # -- raw I/O ----------------------------------------------------------------------
     def send(self, obj):
+        """Queue one frame (dict, or raw bytes without the newline) for the writer thread.
+
+        The reader never blocks on a write, so a child that writes while we answer it can
+        never deadlock the harness (the daemon's reply writer is asynchronous too).
+        """
         if isinstance(obj, (bytes, bytearray)):
             data = bytes(obj)
         else:
             # like the daemon: non-ASCII raw, a lone surrogate as its \udxxx escape
             data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode(
                 "utf-8", "backslashreplace")
-        with self.send_lock:
-            self.sock.settimeout(30)
-            self.sock.sendall(data + b"\n")
+        self.outq.put(data + b"\n")
 
     def send_in_background(self, frames):
-        """Send frames from a thread (the child may be writing to us meanwhile)."""
-        t = threading.Thread(target=lambda: [self.send(f) for f in frames], daemon=True)
-        t.start()
-        return t
+        for f in frames:
+            self.send(f)
+
+    def _writer(self):
+        while True:
+            data = self.outq.get()
+            if data is None:
+                return
+            try:
+                self.wsock.sendall(data)
+            except OSError as e:
+                self.write_error = e
+                return
 
     def read_line(self, deadline):
         while b"\n" not in self.buf:
@@ -283,7 +303,9 @@ class Child:
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait()
+        self.outq.put(None)
         self.sock.close()
+        self.wsock.close()
         self.proc.stdout.close()
         self.proc.stderr.close()
         shutil.rmtree(self.dir, ignore_errors=True)
