@@ -95,10 +95,10 @@ func TestCancelLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-started
+	recv(t, started)
 	r.Cancel()
 	r.Cancel()
-	res := <-ch
+	res := recv(t, ch)
 	if res.Error == nil || res.Error.Kind != protocol.KindAbort || res.Error.Message != protocol.MsgCancelled {
 		t.Fatalf("got %s", describe(res))
 	}
@@ -152,7 +152,7 @@ func TestQueue(t *testing.T) {
 	if m.QueueFull() {
 		t.Errorf("QueueFull = true after a queued run left")
 	}
-	got := <-results
+	got := recv(t, results)
 	if !strings.HasPrefix(got, "q1:abort «run cancelled by the client»") || !strings.Contains(got, "logs= ") && !strings.Contains(got, "logs= queue") {
 		t.Errorf("cancelled queued run: %s", got)
 	}
@@ -160,12 +160,12 @@ func TestQueue(t *testing.T) {
 		t.Errorf("cancelled queued run stats: %s", got)
 	}
 	_ = q2
-	<-printed // the live run printed
+	recv(t, printed) // the live run printed
 	live.Cancel()
-	if got := <-results; !strings.HasPrefix(got, "live:abort «run cancelled by the client»") || !strings.Contains(got, "logs=live") {
+	if got := recv(t, results); !strings.HasPrefix(got, "live:abort «run cancelled by the client»") || !strings.Contains(got, "logs=live") {
 		t.Errorf("live run: %s", got)
 	}
-	if got := <-results; !strings.HasPrefix(got, `q2:ok "q2"`) {
+	if got := recv(t, results); !strings.HasPrefix(got, `q2:ok "q2"`) {
 		t.Errorf("q2: %s", got)
 	}
 	// Shutdown aborts live and queued runs, and refuses new ones.
@@ -173,7 +173,7 @@ func TestQueue(t *testing.T) {
 	submit("q4", "return 4")
 	m.Shutdown()
 	for range 2 {
-		got := <-results
+		got := recv(t, results)
 		if !strings.Contains(got, "abort «server is shutting down»") {
 			t.Errorf("after shutdown: %s", got)
 		}
@@ -204,7 +204,7 @@ while True:
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid := <-pids
+	pid := recv(t, pids)
 	time.Sleep(100 * time.Millisecond)
 	start := time.Now()
 	m.Shutdown()
@@ -214,7 +214,7 @@ while True:
 	if err := syscall.Kill(pid, 0); err != syscall.ESRCH {
 		t.Errorf("pid %d still exists after Shutdown: %v", pid, err)
 	}
-	res := <-ch
+	res := recv(t, ch)
 	if res.Error == nil || res.Error.Kind != protocol.KindAbort || res.Error.Message != protocol.MsgShuttingDown {
 		t.Errorf("result %s", describe(res))
 	}

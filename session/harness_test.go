@@ -2,10 +2,12 @@ package session
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +31,9 @@ var (
 func realPython(t testing.TB) string {
 	t.Helper()
 	pythonOnce.Do(func() {
-		out, err := exec.Command("python3", "-c", "import sys;print(sys.executable)").Output()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "python3", "-c", "import sys;print(sys.executable)").Output()
 		if err != nil {
 			pythonErr = err
 			return
@@ -274,7 +278,13 @@ func newTestManager(t *testing.T, mod func(*Config)) *Manager {
 	}
 	m := NewManager(cfg)
 	t.Cleanup(func() {
+		watchdog := time.AfterFunc(90*time.Second, func() {
+			buf := make([]byte, 8<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			panic("Manager.Shutdown hung for 90s in " + t.Name() + "\n" + string(buf))
+		})
 		m.Shutdown()
+		watchdog.Stop()
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
 			t.Errorf("run directory left behind: %s", filepath.Join(dir, e.Name()))
@@ -478,4 +488,17 @@ func runCases(t *testing.T, mod func(*Config), cases []tcase) {
 			c.verify(t, res, fc, elapsed)
 		})
 	}
+}
+
+// recv waits for one value, failing the test after a minute (a hung test
+// would otherwise only end at the package timeout).
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(60 * time.Second):
+		t.Fatalf("nothing received after 60s")
+	}
+	panic("unreachable")
 }

@@ -147,7 +147,7 @@ func TestCancelStarting(t *testing.T) {
 		}
 		time.Sleep(time.Duration(i*7) * time.Millisecond)
 		r.Cancel()
-		res := <-ch
+		res := recv(t, ch)
 		if res.Error == nil || res.Error.Kind != protocol.KindAbort || res.Error.Message != protocol.MsgCancelled {
 			t.Errorf("run %d: %s", i, describe(res))
 		}
