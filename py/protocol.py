@@ -1,7 +1,8 @@
 """The fd-3 protocol of coderun-rpc, child side (CHILD-CONTRACT.md §2, Appendix A).
 
 Standard library only, and cheap to import: the bootstrap compiles this file in
-every fresh child, so nothing here imports `typing`, `json` or `re` at run time.
+every fresh child, so nothing here imports `typing`, `json` or `re` at run time (`re`
+only once a string holding surrogates needs pair folding).
 
 * Constants and marker texts mirror protocol/protocol.go (py/mirror_test.go
   keeps the two in step).
@@ -9,9 +10,14 @@ every fresh child, so nothing here imports `typing`, `json` or `re` at run time.
   type checker reads). At run time they are built lazily, from that very block,
   the first time one is asked for (`protocol.BootMessage` ...), so the mirror
   test sees them while a run never imports `typing`.
-* `make_codec()` builds the lossless JSON codec (§2.7) out of closures, with
-  every builtin it uses captured when it is called: a program that rebinds
-  globals of `__main__` or of this module afterwards cannot change it.
+* `compile_program()` wraps a program as the body of `async def __coderun_main__`
+  (§3.2) and tells whether it needs a real event loop.
+* `make_codec()` builds the lossless JSON codec (§2.7) and `_cap_message` (§3.6.3),
+  and `make_diagnostics()` the filtered-traceback renderer (§3.6.2), out of closures
+  with every builtin captured when they are called: a program that rebinds globals of
+  `__main__` or of this module afterwards cannot change them.
+* Everything after the `COLD_SECTION` line (diagnostics, frame TypedDicts) is compiled
+  by the bootstrap only on first use; `import protocol` sees one ordinary module.
 """
 
 TYPE_CHECKING = False
