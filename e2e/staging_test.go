@@ -44,7 +44,7 @@ return {"file": f, "cwd": os.getcwd(), "tmpdir": os.environ.get("TMPDIR")}`)
 			t.Errorf("run %d: %+v", i, v)
 		}
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
-			t.Errorf("%s still exists after the response", dir)
+			t.Errorf("%s still exists after the response; daemon stderr:\n%s", dir, d.stderr)
 		}
 		dirs = append(dirs, dir)
 	}

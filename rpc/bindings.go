@@ -5,17 +5,20 @@ import (
 	"sync"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/session"
 )
+
+var _ session.Client = (*runClient)(nil)
 
 // call is one outstanding binding/call request. mu makes "answer at most
 // once, never after cancel" hold across the read loop and the canceller.
 type call struct {
 	mu     sync.Mutex
 	done   bool
-	answer func(Answer)
+	answer func(session.Answer)
 }
 
-// runClient is the per-run Client handed to the Runner.
+// runClient implements session.Client for one run.
 type runClient struct {
 	s      *Server
 	stream bool
@@ -23,7 +26,7 @@ type runClient struct {
 
 // CallBinding sends binding/call with an id from the daemon's own counter
 // (from 1) and returns its cancel: $/cancelRequest {id} if still outstanding.
-func (c *runClient) CallBinding(runID, namespace, function string, args []byte, answer func(Answer)) func() {
+func (c *runClient) CallBinding(runID, namespace, function string, args []byte, answer func(session.Answer)) func() {
 	s := c.s
 	id := s.callSeq.Add(1)
 	k := &call{answer: answer}
@@ -74,7 +77,7 @@ func (s *Server) response(idm member, hasID bool, res member, hasResult bool, em
 		}
 		return
 	}
-	a := Answer{}
+	a := session.Answer{}
 	if hasError && jsonKind(em.raw) != 'n' {
 		a.HasError = true
 		if ems, ok := objectMembers(em.raw, false); ok {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/coderun-rpc/coderun-rpc/session"
 )
 
 // Racing answers against cancels: every call is answered at most once,
@@ -21,7 +23,7 @@ func TestCallAnswerCancelRace(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		var cancelled atomic.Bool
-		cancel := c.CallBinding("1", "tools", "f", []byte("null"), func(Answer) {
+		cancel := c.CallBinding("1", "tools", "f", []byte("null"), func(session.Answer) {
 			if cancelled.Load() {
 				late.Add(1)
 			}

@@ -8,11 +8,12 @@ import (
 	"unicode/utf8"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/session"
 )
 
 type nullRunner struct{}
 
-func (nullRunner) Submit(string, protocol.RunParams, Client, func(protocol.Result)) (Canceler, error) {
+func (nullRunner) Submit(string, protocol.RunParams, session.Client, func(protocol.Result)) (Canceler, error) {
 	return nopCanceler{}, nil
 }
 func (nullRunner) Shutdown()       {}

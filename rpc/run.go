@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/session"
 )
 
 // runEntry is one accepted run in the cancel registry. It is registered when
@@ -37,9 +38,9 @@ func (s *Server) run(id reqID, params []byte) {
 	if err != nil {
 		s.forget(e)
 		code, msg := int64(protocol.CodeInvalidRequest), protocol.MsgShuttingDown
-		if errors.Is(err, ErrQueueFull) {
+		if errors.Is(err, session.ErrQueueFull) {
 			code, msg = protocol.CodeQueueFull, protocol.MsgQueueFull
-		} else if !errors.Is(err, ErrShuttingDown) {
+		} else if !errors.Is(err, session.ErrShuttingDown) {
 			s.log.Error("run refused", "id", id.text, "err", err)
 		}
 		s.w.replyError(&id, code, msg)

@@ -1,15 +1,15 @@
 package rpc
 
 import (
-	"errors"
-
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/session"
 )
 
-// Runner is what the server needs from session.Manager (SessionRunner adapts
-// one). Submit queues a run; onResult is called exactly once.
+// Runner is what the server needs from session.Manager (NewRunner adapts
+// one; tests use fakes). Submit queues a run; onResult is called exactly
+// once. Submit's errors are session.ErrQueueFull and session.ErrShuttingDown.
 type Runner interface {
-	Submit(runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) (Canceler, error)
+	Submit(runID string, p protocol.RunParams, c session.Client, onResult func(protocol.Result)) (Canceler, error)
 	// Shutdown decides every run abort and returns once all are quiescent.
 	Shutdown()
 	// QueueFull reports whether a Submit now would fail with ErrQueueFull
@@ -19,23 +19,3 @@ type Runner interface {
 
 // Canceler cancels one submitted run; safe to call at any time, repeatedly.
 type Canceler interface{ Cancel() }
-
-// Client mirrors session.Client (the server implements it for each run).
-type Client interface {
-	CallBinding(runID string, namespace, function string, args []byte, answer func(Answer)) (cancel func())
-	Log(runID string, ev protocol.LogEvent)
-}
-
-// Answer mirrors session.Answer: the client's response to a binding/call.
-type Answer struct {
-	HasResult bool
-	Result    []byte
-	HasError  bool
-	Message   *string
-}
-
-// Errors a Runner returns from Submit (SessionRunner maps session's).
-var (
-	ErrQueueFull    = errors.New(protocol.MsgQueueFull)
-	ErrShuttingDown = errors.New(protocol.MsgShuttingDown)
-)

@@ -13,6 +13,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/config"
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/session"
 )
 
 // fakeRunner records submitted runs; tests settle them by hand.
@@ -28,7 +29,7 @@ type fakeRunner struct {
 type fakeRun struct {
 	id       string
 	p        protocol.RunParams
-	c        Client
+	c        session.Client
 	onResult func(protocol.Result)
 	cancels  chan struct{}
 }
@@ -44,9 +45,9 @@ func newFakeRunner() *fakeRunner {
 	return &fakeRunner{runs: map[string]*fakeRun{}, submits: make(chan *fakeRun, 100), shutdown: make(chan struct{})}
 }
 
-func (f *fakeRunner) Submit(id string, p protocol.RunParams, c Client, on func(protocol.Result)) (Canceler, error) {
+func (f *fakeRunner) Submit(id string, p protocol.RunParams, c session.Client, on func(protocol.Result)) (Canceler, error) {
 	if f.full.Load() {
-		return nil, ErrQueueFull
+		return nil, session.ErrQueueFull
 	}
 	r := &fakeRun{id: id, p: p, c: c, onResult: on, cancels: make(chan struct{}, 10)}
 	f.mu.Lock()
@@ -334,9 +335,9 @@ func TestRunLifecycle(t *testing.T) {
 	// A log and a binding call, in order.
 	go r.c.Log("1", protocol.LogEvent{Index: 0, Text: "hi\xed\xa0\x80", Continued: false})
 	h.expect(`{"jsonrpc":"2.0","method":"run/log","params":{"runId":1,"index":0,"text":"hi\ud800","continued":false}}`)
-	answers := make(chan Answer, 4)
+	answers := make(chan session.Answer, 4)
 	cancel := inBackground(func() func() {
-		return r.c.CallBinding("1", "tools", "a", []byte(`{"q":"<&>"}`), func(a Answer) { answers <- a })
+		return r.c.CallBinding("1", "tools", "a", []byte(`{"q":"<&>"}`), func(a session.Answer) { answers <- a })
 	})
 	h.expect(`{"jsonrpc":"2.0","id":1,"method":"binding/call","params":{"runId":1,"namespace":"tools","function":"a","args":{"q":"<&>"}}}`)
 	deep := strings.Repeat("[", 12000) + strings.Repeat("]", 12000)
@@ -347,14 +348,14 @@ func TestRunLifecycle(t *testing.T) {
 	}
 	(<-cancel)() // already answered: no $/cancelRequest
 	// A lossy result with invalid UTF-8 reaches the session undecoded.
-	go r.c.CallBinding("1", "tools", "b", []byte(`null`), func(a Answer) { answers <- a })
+	go r.c.CallBinding("1", "tools", "b", []byte(`null`), func(a session.Answer) { answers <- a })
 	h.recv()
 	h.send("{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":\"\xff\"}")
 	if a := <-answers; string(a.Result) != "\"\xff\"" {
 		t.Errorf("lossy result %q", a.Result)
 	}
 	// An error answer.
-	go r.c.CallBinding("1", "tools", "a", []byte(`1`), func(a Answer) { answers <- a })
+	go r.c.CallBinding("1", "tools", "a", []byte(`1`), func(a session.Answer) { answers <- a })
 	h.recv()
 	h.send(`{"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"bad \ud800"}}`)
 	if a := <-answers; !a.HasError || a.Message == nil || *a.Message != "bad \xed\xa0\x80" {
@@ -362,7 +363,7 @@ func TestRunLifecycle(t *testing.T) {
 	}
 	// A call cancelled while outstanding gets $/cancelRequest; its late answer is dropped.
 	cancel = inBackground(func() func() {
-		return r.c.CallBinding("1", "tools", "a", []byte(`1`), func(a Answer) { t.Error("answered after cancel") })
+		return r.c.CallBinding("1", "tools", "a", []byte(`1`), func(a session.Answer) { t.Error("answered after cancel") })
 	})
 	h.recv()
 	go (<-cancel)()

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"errors"
 	"log/slog"
 
 	"github.com/coderun-rpc/coderun-rpc/config"
@@ -26,14 +25,9 @@ func NewRunner(cfg *config.Config, log *slog.Logger) Runner {
 
 type sessionRunner struct{ m *session.Manager }
 
-func (s sessionRunner) Submit(runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) (Canceler, error) {
-	r, err := s.m.Submit(runID, p, sessionClient{c}, onResult)
-	switch {
-	case errors.Is(err, session.ErrQueueFull):
-		return nil, ErrQueueFull
-	case errors.Is(err, session.ErrShuttingDown):
-		return nil, ErrShuttingDown
-	case err != nil:
+func (s sessionRunner) Submit(runID string, p protocol.RunParams, c session.Client, onResult func(protocol.Result)) (Canceler, error) {
+	r, err := s.m.Submit(runID, p, c, onResult)
+	if err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -42,14 +36,3 @@ func (s sessionRunner) Submit(runID string, p protocol.RunParams, c Client, onRe
 func (s sessionRunner) Shutdown() { s.m.Shutdown() }
 
 func (s sessionRunner) QueueFull() bool { return s.m.QueueFull() }
-
-// sessionClient implements session.Client over the server's Client.
-type sessionClient struct{ c Client }
-
-var _ session.Client = sessionClient{}
-
-func (s sessionClient) CallBinding(runID, namespace, function string, args []byte, answer func(session.Answer)) func() {
-	return s.c.CallBinding(runID, namespace, function, args, func(a Answer) { answer(session.Answer(a)) })
-}
-
-func (s sessionClient) Log(runID string, ev protocol.LogEvent) { s.c.Log(runID, ev) }
