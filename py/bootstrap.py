@@ -20,9 +20,9 @@ reply decoding, the CPU recheck, the verdict or the `done` frame (§3.7).
 
 Start-up cost is a feature: only `protocol.py`'s hot section is compiled at boot (its
 diagnostics on the exception path only), and asyncio is imported only for a program that
-could observe an event loop (see protocol.compile_program) or by a warm child with time to
-spare before its `boot`; other programs, including ones awaiting bindings, are driven
-without it.
+could observe an event loop (see protocol.compile_program); other programs, including ones
+awaiting bindings, are driven without it. A warm child waits for `boot` having imported
+nothing more than a cold one would: every import is charged to the run's CPU budget.
 """
 
 
@@ -128,14 +128,6 @@ def _coderun_child():
             asyncio_mods.append(asyncio)
             asyncio_mods.append(_asyncio.get_running_loop)
         return asyncio_mods[0]
-
-    # A warm child (nothing on fd 3 yet) spends its idle time importing asyncio.
-    try:
-        import select
-        if not select.select([FD], [], [], 0)[0]:
-            load_asyncio()
-    except BaseException:
-        pass
 
     # 2. boot
     line = read_frame_blocking()

@@ -7,7 +7,7 @@ from conftest import run, ns, reply_ok
 
 # Extension modules the bootstrap itself needs; everything else must come from the
 # interpreter's own start-up (site) or from what the program asks for.
-OWN = {"_ast", "_json", "resource", "select", "math"}
+OWN = {"_ast", "_json", "resource", "math"}
 
 
 def baseline(tmp_path):
