@@ -434,3 +434,27 @@ def test_program_reading_fd3_itself():
         return reply_ok(f, f["args"])
     res = run(prog, h, [ns("tools", "big", "echo")], timeout=60)
     assert res.value == 50
+
+
+def test_driver_mode_async_constructs():
+    """Async generators, async context managers and nested coroutines without asyncio."""
+    prog = ("import contextlib\n"
+            "async def gen(n):\n"
+            "    for i in range(n):\n"
+            "        yield await tools.echo(i)\n"
+            "@contextlib.asynccontextmanager\n"
+            "async def cm():\n"
+            "    yield await tools.echo('entered')\n"
+            "out = [x async for x in gen(3)]\n"
+            "async with cm() as v:\n"
+            "    out.append(v)\n"
+            "try:\n"
+            "    await tools.fail({})\n"
+            "except RuntimeError as e:\n"
+            "    out.append(str(e))\n"
+            "import sys\n"
+            "out.append('asyn' + 'cio' in sys.modules)\n"
+            "return out")
+    res = run(prog, wrap_or_fail, TOOLS)
+    assert res.value == [{"echoed": 0}, {"echoed": 1}, {"echoed": 2}, {"echoed": "entered"},
+                         "nope", False]
