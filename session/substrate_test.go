@@ -134,6 +134,20 @@ return {"keys": sorted(env), "cwd": os.path.realpath(os.getcwd()) == os.path.rea
 	tcase{kind: protocol.KindTimeout, budget: protocol.BudgetWall, message: "wall-clock ceiling reached (400ms)"}.verify(t, res, fc, el)
 }
 
+// TestWarmPoolFailing: a pool that cannot spawn backs off and logs; runs go
+// cold and report the spawn error; Shutdown stops the back-off at once.
+func TestWarmPoolFailing(t *testing.T) {
+	m := check(t, func(c *Config) { c.WarmPool = 1; c.Python = filepath.Join(t.TempDir(), "nope", "python3") })
+	time.Sleep(300 * time.Millisecond) // a few failed refills
+	res, fc, el := execute(t, m, tcase{name: "cold", program: "return 1"})
+	tcase{kind: protocol.KindWorkerExit, contains: []string{"python spawn error: "}}.verify(t, res, fc, el)
+	start := time.Now()
+	m.Shutdown()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Shutdown took %v with a backing-off pool", d)
+	}
+}
+
 // TestCancelStarting: a run cancelled right after Submit (queued, starting or
 // live) settles abort exactly once, and nothing leaks.
 func TestCancelStarting(t *testing.T) {

@@ -12,8 +12,11 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
-// readSize is the fd-3 and stray read size.
-const readSize = 256 << 10
+// Read sizes: fd 3 carries frames up to 64 MiB; a pipe holds 64 KiB.
+const (
+	readSize  = 256 << 10
+	straySize = 64 << 10
+)
 
 // ---- fd-3 reader ------------------------------------------------------------
 
@@ -35,7 +38,7 @@ func (r *Run) readLoop(w *worker) {
 				r.flush()
 			}
 			if ferr != nil {
-				discard = true
+				discard, framer = true, nil // drop the held partial frame
 				r.decide(decision{err: workerExit(protocol.MsgFrameTooLong)})
 			}
 		}
@@ -277,7 +280,7 @@ func (r *Run) nextWrite() (frame []byte, boot bool) {
 func (r *Run) strayLoop(w *worker, fd int, f *os.File) {
 	defer r.recoverPanic("stray reader")
 	defer r.markEOF(fd)
-	buf := make([]byte, readSize)
+	buf := make([]byte, straySize)
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
