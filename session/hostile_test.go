@@ -86,6 +86,21 @@ func TestGroupG(t *testing.T) {
 			kind: protocol.KindException, message: "Hostile: <diagnostic rendering failed>"},
 		{name: "C90", program: "from decimal import getcontext, Inexact\ngetcontext().prec = 2\ngetcontext().traps[Inexact] = True\nreturn 1.2345678901234567",
 			value: "1.2345678901234567"},
+		{name: "C72", program: "class Meta(type):\n    @property\n    def __module__(cls):\n        raise RuntimeError(\"module refused\")\n    @property\n    def __name__(cls):\n        raise RuntimeError(\"name refused\")\nclass Hostile(Exception, metaclass=Meta):\n    pass\nraise Hostile(\"original failure\")",
+			kind: protocol.KindException, message: "<unknown>: <diagnostic rendering failed>"},
+		{name: "C95", bindings: []protocol.Namespace{{Global: "tools", Names: []string{"fail"}}}, client: map[string]behaviour{"fail": fail("nope")}, nCalls: 1,
+			program: "try:\n    await tools.fail({})\nexcept RuntimeError as e:\n    return type(e).__name__ + \":\" + str(e)", value: `"RuntimeError:nope"`},
+		{name: "C122", limits: lim(func(l *protocol.Limits) { l.CPUSeconds = 1; l.MaxWallMs = 15000 }),
+			program: hijackPrelude + "import signal, time\nsignal.signal(signal.SIGXCPU, lambda *a: None)\nstart = time.process_time()\nwhile time.process_time() - start < 1.05:\n    pass\nreturn \"escaped\"",
+			kind:    protocol.KindTimeout, budget: protocol.BudgetCPU, noValue: true,
+			message: "CPU time exhausted (limit at most 1s; a stricter inherited RLIMIT_CPU can fire sooner)"},
+		{name: "C149", bindings: tools("echo"), client: echoTools,
+			program: "class Sneaky(dict):\n    def items(self): return iter([])\n    def keys(self): return iter([])\n    def __iter__(self): return iter([])\n    def __len__(self): return 0\ntry:\n    await tools.echo(Sneaky(secret=[1, 2]))\nexcept RuntimeError as e:\n    return str(e)",
+			value:   `"binding arguments must be lossless JSON (unsupported type (Sneaky))"`},
+		{name: "C150", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 1024; l.AddressSpaceMb = 384; l.MaxWallMs = 15000 }),
+			program: "return \"x\" * (100 * 1024 * 1024)", kind: protocol.KindOutputLimit, message: "completion value exceeded 1024 bytes"},
+		{name: "C151", limits: lim(func(l *protocol.Limits) { l.MaxLogBytes = 1024; l.AddressSpaceMb = 256 }),
+			program: "print(\"x\" * (100 * 1024 * 1024))\nreturn \"done\"", value: `"done"`, logs: []string{marker(1024)}},
 		{name: "C145", bindings: tools("echo"), client: echoTools, nCalls: 1, program: "v = await tools.echo(2**60)\nreturn v == 2**60", value: "true"},
 		{name: "C146a", program: "return [2**53, 2**60]", value: `[9007199254740992,1152921504606846976]`},
 		{name: "C146b", program: "return 2**53 + 1", kind: protocol.KindInvalidOutput,
@@ -226,6 +241,15 @@ return "done"`, value: `"done"`},
 		})
 	}
 }
+
+const hijackPrelude = `import sys as _sys
+def _hijacked(*_args, **_kwargs):
+    raise RuntimeError("hijacked")
+_boot = _sys.modules["__main__"]
+for _name in list(vars(_boot)):
+    if not (_name.startswith("__") and _name.endswith("__")):
+        setattr(_boot, _name, _hijacked)
+`
 
 const C143 = `import asyncio, threading
 def worker():
