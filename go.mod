@@ -3,7 +3,7 @@ module github.com/coderun-rpc/coderun-rpc
 go 1.26.0
 
 require (
-	github.com/kelseyhightower/envconfig v1.4.0 // indirect
-	github.com/sourcegraph/jsonrpc2 v0.2.3 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	github.com/kelseyhightower/envconfig v1.4.0
+	github.com/sourcegraph/jsonrpc2 v0.2.3
+	golang.org/x/sys v0.50.0
 )
