@@ -284,3 +284,26 @@ return "ok"`, hb)})
 		t.Errorf("survivor died %v after settlement: before the reap deadline (grace kill not suppressed?)", d)
 	}
 }
+
+// TestSurvivorRecreatesFiles: a same-group survivor that keeps writing into
+// the run directory after settlement does not leave it behind (the harness
+// fails the test if the temp dir is not empty after Shutdown).
+func TestSurvivorRecreatesFiles(t *testing.T) {
+	m := check(t, func(c *Config) { c.Grace = 200 * time.Millisecond })
+	res, fc, el := execute(t, m, tcase{name: "survivor", program: `import subprocess, sys, time
+code = ("import os, signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "end = time.time() + 10\n"
+        "i = 0\n"
+        "while time.time() < end:\n"
+        "    i += 1\n"
+        "    try:\n"
+        "        os.makedirs('d%d' % (i % 50), exist_ok=True)\n"
+        "        open('d%d/f%d' % (i % 50, i), 'w').close()\n"
+        "    except OSError:\n"
+        "        pass\n")
+subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(0.2)
+return "ok"`})
+	tcase{value: `"ok"`}.verify(t, res, fc, el)
+}

@@ -390,6 +390,9 @@ func (r *Run) quiesce(w *worker) {
 	if w == nil {
 		return
 	}
+	// A same-group survivor may have recreated files in the run directory
+	// after settlement removed it: remove it again once the group is gone.
+	defer func() { removeDir(w.dir, r.log) }()
 	deadline := time.Now().Add(r.m.cfg.Grace + protocol.CloseMargin)
 	killed := false
 	tick := time.NewTicker(protocol.GroupPoll)
