@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,5 +171,35 @@ func TestCancelStarting(t *testing.T) {
 			t.Errorf("second result: %s", describe(extra))
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// syncClient answers every binding/call inline, before CallBinding returns.
+type syncClient struct{ calls atomic.Int64 }
+
+func (c *syncClient) CallBinding(_, _, _ string, args []byte, answer func(Answer)) func() {
+	c.calls.Add(1)
+	answer(Answer{HasResult: true, Result: args})
+	return func() {}
+}
+
+func (c *syncClient) Log(string, protocol.LogEvent) {}
+
+// TestSyncAnswer: an answer invoked synchronously inside CallBinding (allowed
+// by the Client contract) works, also for a burst above the 1024 slots.
+func TestSyncAnswer(t *testing.T) {
+	m := check(t, nil)
+	c := &syncClient{}
+	ch := make(chan protocol.Result, 1)
+	_, err := m.Submit("1", protocol.RunParams{Bindings: tools("echo"), Stream: true,
+		Program: "import asyncio\nr = await asyncio.gather(*(tools.echo(i) for i in range(1500)))\nprint(sum(r))\nreturn len(r)"},
+		c, func(r protocol.Result) { ch <- r })
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := recv(t, ch)
+	tcase{value: "1500", logs: []string{"1124250"}, nCalls: -1}.verify(t, res, newFake(nil), 0)
+	if res.Stats.BindingCalls != 1500 || c.calls.Load() != 1500 {
+		t.Errorf("bindingCalls = %d, client saw %d", res.Stats.BindingCalls, c.calls.Load())
 	}
 }
