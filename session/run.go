@@ -204,10 +204,11 @@ func (r *Run) attach(w *worker) {
 		r.handoff = time.Now()
 		r.softCPU = child.EffectiveSoftCPU(r.lim.CPUSeconds)
 		r.wBoot = bootFrame(r.lim, r.p.Bindings)
-		if r.decided {
+		switch {
+		case r.decided:
 			eff = r.killLocked() // decided while starting (cancel, shutdown)
-		} else {
-			r.wallTimer = time.AfterFunc(time.Duration(r.lim.MaxWallMs)*time.Millisecond, r.onWall)
+		case !w.warm:
+			r.armWallLocked() // cold: the wall clock starts at spawn
 		}
 	}()
 	go r.writeLoop(w)
@@ -219,6 +220,13 @@ func (r *Run) attach(w *worker) {
 }
 
 // ---- decide / kill / close / settle --------------------------------------
+
+// armWallLocked starts the wall clock: at spawn for a cold child, at the boot
+// write for a warm one (§4.3 step 5).
+func (r *Run) armWallLocked() {
+	r.handoff = time.Now()
+	r.wallTimer = time.AfterFunc(time.Duration(r.lim.MaxWallMs)*time.Millisecond, r.onWall)
+}
 
 func (r *Run) onWall() { r.decide(decision{err: wallTimeout(r.lim.MaxWallMs)}) }
 

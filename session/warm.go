@@ -74,6 +74,7 @@ func (p *warmPool) fill() {
 			return
 		}
 		backoff = warmBackoffMin
+		w.warm = true
 		p.ready = append(p.ready, w)
 		p.wg.Add(1)
 		go p.monitor(w)

@@ -262,6 +262,9 @@ func (r *Run) nextWrite() (frame []byte, boot bool) {
 		return nil, false
 	case r.wBoot != nil:
 		frame, r.wBoot = r.wBoot, nil
+		if r.w.warm {
+			r.armWallLocked() // warm: the wall clock starts at the boot write
+		}
 		return frame, true
 	case r.wRun != nil:
 		frame, r.wRun = r.wRun, nil

@@ -22,6 +22,8 @@ type worker struct {
 	stdout *os.File
 	stderr *os.File
 
+	warm bool // started ahead of time by the warm pool
+
 	exited  chan struct{} // closed once reaped
 	exit    child.Exit
 	waitErr error
