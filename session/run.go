@@ -65,6 +65,9 @@ type outItem struct {
 	call    *call
 	cancels []func()
 	result  *protocol.Result
+	// staged is closed once the run directory is gone: the response must
+	// never reach the client while the directory still exists (C25).
+	staged chan struct{}
 }
 
 // effects are side effects computed under r.mu and run after unlocking.
@@ -361,12 +364,14 @@ func (r *Run) settleLocked() effects {
 	}
 	res.Stats = r.statsLocked(now)
 	w := r.w
-	r.out = append(r.out, outItem{result: &res})
+	staged := make(chan struct{})
+	r.out = append(r.out, outItem{result: &res, staged: staged})
 	return effects{func() {
 		if w != nil {
 			w.closeFiles()
 			w.removeDir(r.log)
 		}
+		close(staged)
 		go r.flush()
 		r.m.released(r)
 		go r.quiesce(w)

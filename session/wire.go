@@ -364,6 +364,7 @@ func (r *Run) deliver(it outItem) {
 		}
 	case it.result != nil:
 		defer close(r.delivered)
+		<-it.staged
 		r.onResult(*it.result)
 	}
 }
