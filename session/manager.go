@@ -45,7 +45,7 @@ func NewManager(cfg Config) *Manager {
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, runs: make(map[*Run]bool)}
 	if cfg.Isolation == IsolationSandbox {
-		sb := sandboxFor(cfg.Python)
+		sb := sandboxFor(cfg.Python, cfg.TempDir)
 		m.sandbox = &sb
 	}
 	m.idle = sync.NewCond(&m.mu)

@@ -23,30 +23,40 @@ const (
 )
 
 // sandboxFor builds the tier-sandbox description for the frozen interpreter:
-// read-only access to the interpreter's installation (its prefixes and
-// sys.path, as the interpreter itself reports them) and the system library
-// directories.
-func sandboxFor(python string) child.Sandbox {
-	ro := interpreterTrees(python)
-	ro = append(ro, child.SystemLibraryDirs()...)
-	return child.Sandbox{ReadOnly: dedupe(ro), MaxProcs: sandboxMaxProcs,
+// read-only access to the interpreter binary, its standard library,
+// site-packages and sys.path (as the interpreter itself reports them), and the
+// system library directories — never a tree that holds the daemon's own
+// executable or the run directories' parent.
+func sandboxFor(python, tempDir string) child.Sandbox {
+	ro := append(interpreterTrees(python), child.SystemLibraryDirs()...)
+	private := []string{tempDir}
+	if self, err := os.Executable(); err == nil {
+		private = append(private, self)
+	}
+	return child.Sandbox{ReadOnly: withoutAncestors(dedupe(ro), private), MaxProcs: sandboxMaxProcs,
 		MaxFiles: sandboxMaxFiles, MaxFileBytes: sandboxMaxFileBytes}
 }
 
-// interpreterTrees asks the interpreter for its prefixes and sys.path; on
-// failure it falls back to the executable's grandparent directory.
+// treesScript prints the paths an interpreter needs to run: the binary, the
+// standard library, site-packages, libpython's directory and sys.path.
+const treesScript = `import os, sys, sysconfig
+paths = [os.path.realpath(sys.executable)]
+paths += [sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+paths += [sysconfig.get_config_var("LIBDIR") or ""] + sys.path
+print("\n".join(p for p in paths if p))`
+
+// interpreterTrees asks the interpreter for the trees it reads; on failure
+// it falls back to the executable alone (runs then fail visibly, never
+// silently wider).
 func interpreterTrees(python string) []string {
-	var trees []string
 	exe := python
 	if real, err := filepath.EvalSymlinks(python); err == nil {
 		exe = real
 	}
-	trees = append(trees, filepath.Dir(python), filepath.Dir(exe))
-	out, err := child.Probe(python, []string{"-I", "-c",
-		"import sys\nfor p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path): print(p)"},
-		5*time.Second, 64<<10)
+	trees := []string{exe}
+	out, err := child.Probe(python, []string{"-I", "-c", treesScript}, 5*time.Second, 64<<10)
 	if err != nil {
-		return append(trees, filepath.Dir(filepath.Dir(exe)))
+		return trees
 	}
 	for _, line := range strings.Split(string(out), "\n") {
 		if p := strings.TrimSpace(line); filepath.IsAbs(p) {
@@ -56,6 +66,27 @@ func interpreterTrees(python string) []string {
 		}
 	}
 	return trees
+}
+
+// withoutAncestors drops every tree that contains one of the private paths.
+func withoutAncestors(trees, private []string) []string {
+	out := trees[:0]
+	for _, t := range trees {
+		if !containsAny(t, private) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func containsAny(tree string, paths []string) bool {
+	for _, p := range paths {
+		rel, err := filepath.Rel(tree, filepath.Clean(p))
+		if err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return true
+		}
+	}
+	return false
 }
 
 func dedupe(in []string) []string {

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -57,4 +58,20 @@ return "escaped"`, value: `"escaped"`, logsHave: []string{"leader-diagnostic-no-
 				}
 			}},
 	})
+}
+
+func TestSandboxTreesNeverHoldPrivatePaths(t *testing.T) {
+	trees := []string{"/usr/lib/python3.11", "/usr", "/usr/local/lib", "/opt/py/bin/python3", "/tmp"}
+	private := []string{"/tmp", "/usr/local/bin/coderun-rpc"}
+	got := withoutAncestors(trees, private)
+	want := []string{"/usr/lib/python3.11", "/usr/local/lib", "/opt/py/bin/python3"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("withoutAncestors = %v, want %v", got, want)
+	}
+	sb := sandboxFor(realPython(t), t.TempDir())
+	for _, tree := range sb.ReadOnly {
+		if tree == "/" || tree == "/usr" || tree == "/usr/bin" {
+			t.Errorf("read-only tree %q is wider than the interpreter needs", tree)
+		}
+	}
 }
