@@ -90,6 +90,40 @@ type daemon struct {
 	onLog     func(p json.RawMessage)
 	exited    chan struct{}
 	exitCode  int
+	gate      *gate // pauses reading the daemon's stdout (a client that stops reading)
+}
+
+// gate blocks reads while closed; open by default.
+type gate struct {
+	mu   sync.Mutex
+	open chan struct{} // closed while the gate is open
+}
+
+func newGate() *gate { g := &gate{open: make(chan struct{})}; close(g.open); return g }
+
+// pause stops reading; resume starts again.
+func (g *gate) pause() { g.mu.Lock(); g.open = make(chan struct{}); g.mu.Unlock() }
+func (g *gate) resume() {
+	g.mu.Lock()
+	select {
+	case <-g.open:
+	default:
+		close(g.open)
+	}
+	g.mu.Unlock()
+}
+
+type gatedReader struct {
+	g *gate
+	r io.Reader
+}
+
+func (gr gatedReader) Read(p []byte) (int, error) {
+	gr.g.mu.Lock()
+	c := gr.g.open
+	gr.g.mu.Unlock()
+	<-c
+	return gr.r.Read(p)
 }
 
 type lockedBuffer struct {
@@ -143,7 +177,7 @@ func start(t *testing.T, env map[string]string) *daemon {
 	cmd.Env = environ(env)
 	cmd.Dir = env[workDir]
 	d := &daemon{t: t, cmd: cmd, stderr: &lockedBuffer{}, waiters: map[string]chan *msg{},
-		responses: map[string]*msg{}, onCall: map[string]behaviour{}, exited: make(chan struct{})}
+		responses: map[string]*msg{}, onCall: map[string]behaviour{}, exited: make(chan struct{}), gate: newGate()}
 	cmd.Stderr = d.stderr
 	var err error
 	if d.stdin, err = cmd.StdinPipe(); err != nil {
@@ -156,8 +190,9 @@ func start(t *testing.T, env map[string]string) *daemon {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go d.readLoop(bufio.NewReader(out))
+	go d.readLoop(bufio.NewReader(gatedReader{d.gate, out}))
 	t.Cleanup(func() {
+		d.gate.resume()
 		d.stdin.Close()
 		select {
 		case <-d.exited:
