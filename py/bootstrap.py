@@ -88,9 +88,22 @@ def _coderun_child():
         while view:
             view = view[os_write(FD, view):]
 
+    JOIN_MAX = 1 << 16
+    join = b"".join
+
     def send(*parts):
-        """Write one frame (parts joined, then a newline) under the channel lock."""
+        """Write one frame (parts joined, then a newline) under the channel lock.
+
+        A frame up to 64 KiB goes out in ONE write (one syscall, one wake-up of the daemon's
+        reader); a bigger one is written part by part, never copied whole (RLIMIT_AS).
+        """
+        size = 0
+        for p in parts:
+            size += len(p)
         with chan_lock:
+            if size <= JOIN_MAX:
+                write_all(join(parts + (b"\n",)))
+                return
             for p in parts:
                 write_all(p)
             write_all(b"\n")
@@ -128,6 +141,14 @@ def _coderun_child():
             asyncio_mods.append(asyncio)
             asyncio_mods.append(_asyncio.get_running_loop)
         return asyncio_mods[0]
+
+    # `resource` (step 3) is loaded before the boot wait: a warm child then applies its
+    # limits without an import on the run's critical path (a cold one imports it anyway).
+    # A failure here is reported by step 3's own import.
+    try:
+        import resource
+    except BaseException:
+        pass
 
     # 2. boot
     line = read_frame_blocking()
@@ -310,16 +331,32 @@ def _make_log_streams(send, codec, P, max_log, TextIOBase):
     import builtins as B
     len, type, str, bytearray, max, TypeError = (
         B.len, B.type, B.str, B.bytearray, B.max, B.TypeError)
+    nl_join = b"\n".join
     import _thread
     string, put_string, type_name = codec.string, codec.put_string, codec.type_name
     COALESCE = P.FRAGMENT_COALESCING
     ledger_lock = _thread.RLock()
     ledger = [max_log - 1, False, False]     # remaining, truncated, open entry accumulating
     marker = P.log_truncation_marker(max_log)
+    # Frames of the write() call in progress: one write() that completes several lines
+    # sends them in one fd-3 write per 64 KiB instead of one per line. They are sent before
+    # write() returns (and before any other frame of this ledger), so order is kept and
+    # nothing waits on a later event.
+    batch = []
+    batch_state = [0, 0]                     # batching on, bytes held
+    BATCH_MAX = 1 << 16
+
+    def drain():
+        if batch:
+            frames = batch[:]
+            del batch[:]
+            batch_state[1] = 0
+            send(frames[0] if len(frames) == 1 else nl_join(frames))
 
     def truncate():
         if not ledger[1]:
             ledger[1] = True
+            drain()
             send(b'{"type":"log","text":', string(marker), b',"truncated":true}')
 
     def push(text, is_open):
@@ -340,7 +377,14 @@ def _make_log_streams(send, codec, P, max_log, TextIOBase):
             ledger[0] = remaining - (cost - 2 if accumulating else cost + 1)
             ledger[2] = is_open
             out += b',"open":true}' if is_open else b"}"
-            send(out)
+            if not batch_state[0] or len(out) >= BATCH_MAX:
+                drain()
+                send(out)
+                return
+            batch.append(out)
+            batch_state[1] += len(out)
+            if batch_state[1] >= BATCH_MAX:
+                drain()
 
     def s_write(st, text):
         if type(text) is not str:
@@ -372,24 +416,32 @@ def _make_log_streams(send, codec, P, max_log, TextIOBase):
             first = "".join(pend) + text[:nl] if pend else text[:nl]
             st[0] = pend = []
             st[1] = 0
-            push(first, False)
             start = nl + 1
-            while start < n and not ledger[1]:
-                remaining = ledger[0]
-                if remaining == 0:
-                    push(text[start:start + 1], False)
-                    break
-                lim = remaining + 4
-                nl = text.find("\n", start, start + lim + 1)
-                if nl < 0:
-                    if n - start > remaining:
-                        push(text[start:start + lim + 1], False)
-                    else:
-                        pend.append(text[start:])
-                        st[1] = n - start
-                    break
-                push(text[start:nl], False)
-                start = nl + 1
+            if start >= n:                   # one line completed (print): no batching
+                push(first, False)
+                return n
+            batch_state[0] = 1
+            try:
+                push(first, False)
+                while start < n and not ledger[1]:
+                    remaining = ledger[0]
+                    if remaining == 0:
+                        push(text[start:start + 1], False)
+                        break
+                    lim = remaining + 4
+                    nl = text.find("\n", start, start + lim + 1)
+                    if nl < 0:
+                        if n - start > remaining:
+                            push(text[start:start + lim + 1], False)
+                        else:
+                            pend.append(text[start:])
+                            st[1] = n - start
+                        break
+                    push(text[start:nl], False)
+                    start = nl + 1
+            finally:
+                batch_state[0] = 0
+                drain()
             return n
 
     def s_flush(st):
