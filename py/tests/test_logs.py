@@ -225,3 +225,19 @@ def test_stream_surface():
     assert res.value == [False, True, "utf-8", True, False, True, "no fileno",
                          "write() argument must be str, not bytes"]
     assert res.logs == ["pq"]
+
+
+def test_multi_line_write_is_batched_in_order():
+    """One write() completing many lines (sent in 64 KiB batches) keeps order and tails."""
+    prog = ('import sys\n'
+            'sys.stdout.write("".join("l%d\\n" % i for i in range(20000)) + "tail")\n'
+            'sys.stderr.write("e1\\ne2\\n")\n'
+            'print("z")\n'
+            'sys.stdout.write("a\\nb\\nc")\n'
+            'sys.stdout.flush()\n'
+            'return "done"')
+    res = run(prog, maxLogBytes=1 << 20)
+    assert res.value == "done"
+    want = ["l%d" % i for i in range(20000)] + ["e1", "e2", "tailz", "a", "b", "c"]
+    assert res.logs == want
+    assert texts(res)[-3:] == [("a", False), ("b", False), ("c", True)]
