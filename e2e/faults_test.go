@@ -353,4 +353,3 @@ func TestUnknownAndDuplicateAnswers(t *testing.T) {
 	}
 	expectOK(t, d.run(prog("return 'still serving'")), `"still serving"`)
 }
-

@@ -69,7 +69,9 @@ func soakRun(i int) string {
 func soakCheck(t *testing.T, d *daemon, i int, id string, m *msg) {
 	t.Helper()
 	r := d.result(m)
-	fail := func(format string, a ...any) { t.Errorf("run %d (kind %d): %s", i, i%soakKinds, fmt.Sprintf(format, a...)) }
+	fail := func(format string, a ...any) {
+		t.Errorf("run %d (kind %d): %s", i, i%soakKinds, fmt.Sprintf(format, a...))
+	}
 	switch i % soakKinds {
 	case 0:
 		if r.Error != nil || compact(r.Value) != itoa(i) {
