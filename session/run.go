@@ -105,7 +105,10 @@ type Run struct {
 	abandoned bool // close deadline passed: pipes abandoned
 	reaped    bool
 	eof       [3]bool
-	capture   *wireguard.Capture
+	// tailAdmitted marks the stray pipes whose final residual reached the
+	// ledger (admitted only after fd 3 ended, see admitStrayTailsLocked).
+	tailAdmitted [3]bool
+	capture      *wireguard.Capture
 
 	wallTimer, killTimer, closeTimer *time.Timer
 

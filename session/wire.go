@@ -63,14 +63,28 @@ func (r *Run) markEOF(fd int) {
 	func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if fd != fdConn && !r.settled && !r.abandoned {
-			r.capture.StrayEOF(fd)
-		}
 		r.eof[fd] = true
+		r.admitStrayTailsLocked()
 		eff = r.checkCloseLocked()
 	}()
 	eff.run()
 	r.flush()
+}
+
+// admitStrayTailsLocked admits the newline-free tail of each stray pipe that
+// has ended, but only once fd 3 has ended too: every frame the child wrote
+// before exiting (a truncation marker above all) is then already processed,
+// so a tail written after it cannot slip in ahead of it (C152).
+func (r *Run) admitStrayTailsLocked() {
+	if !r.eof[fdConn] || r.settled || r.abandoned {
+		return
+	}
+	for _, fd := range []int{fdStdout, fdStderr} {
+		if r.eof[fd] && !r.tailAdmitted[fd] {
+			r.tailAdmitted[fd] = true
+			r.capture.StrayEOF(fd)
+		}
+	}
 }
 
 // handleFrame processes one complete fd-3 line (§2.4 step 3, §2.5).
