@@ -24,16 +24,14 @@ type hcase struct {
 	program string
 	extra   []string // extra run params members
 	// expectations
-	value    string // compact JSON value (success) unless kind != ""
-	kind     string
-	message  string // exact, when set
-	contains string // message substring, when set
-	budget   string
-	logs     []string // exact, when non-nil
-	logsHave []string
-	nCalls   int // exact number of binding/call requests seen for this run (-1: don't check)
-	within   time.Duration
-	check    func(t *testing.T, r runResult, raw []byte)
+	value   string // compact JSON value (success) unless kind != ""
+	kind    string
+	message string // exact, when set
+	budget  string
+	logs    []string // exact, when non-nil
+	nCalls  int      // exact number of binding/call requests seen for this run (-1: don't check)
+	within  time.Duration
+	check   func(t *testing.T, r runResult, raw []byte)
 }
 
 func forgeFrames(frames ...string) string {
