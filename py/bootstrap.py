@@ -705,15 +705,25 @@ def _make_bindings(namespaces, program_globals, send, codec, P, rbuf, load_async
         with call_lock:
             slots[0] -= 1
             cid = next_id[0]
-            pending[cid] = (None, cid)
-            try:
-                send(*call_frame(cid, head, payload))
-            except BaseException:
-                pending.pop(cid, None)
-                release_slot()
-                raise
-            next_id[0] = cid + 1
+            send_claimed(cid, (None, cid), head, payload)
         return await DriverWait(cid)
+
+    def send_claimed(cid, entry, head, payload):
+        # Under call_lock: register the waiter, write the frame, advance the id —
+        # so ids reach the wire in order; a failed write frees the slot again.
+        pending[cid] = entry
+        try:
+            send(*call_frame(cid, head, payload))
+        except BaseException:
+            pending.pop(cid, None)
+            release_slot()
+            raise
+        next_id[0] = cid + 1
+
+    def settled(member, fail, ok, value):
+        if ok:
+            return value
+        raise fail(member, value if type(value) is str else P.UNRENDERABLE_REJECTION) from None
 
     def make_invoke(gname, member, fail):
         async def invoke(arg):
@@ -730,30 +740,16 @@ def _make_bindings(namespaces, program_globals, send, codec, P, rbuf, load_async
                     from None
             if driving[0] and get_ident() == main_ident:
                 ok, value = await driven_call(head, payload)
-                if ok:
-                    return value
-                raise fail(member, value if type(value) is str else P.UNRENDERABLE_REJECTION) \
-                    from None
+                return settled(member, fail, ok, value)
             load_asyncio()
             loop = asyncio_mods[1]()
             ensure_pump(loop)
             await acquire_slot(loop)
             fut = loop.create_future()
             with call_lock:
-                cid = next_id[0]
-                pending[cid] = (loop, fut)
-                try:
-                    send(*call_frame(cid, head, payload))
-                except BaseException:
-                    pending.pop(cid, None)
-                    release_slot()
-                    raise
-                next_id[0] = cid + 1
+                send_claimed(next_id[0], (loop, fut), head, payload)
             ok, value = await fut
-            if ok:
-                return value
-            raise fail(member, value if type(value) is str else P.UNRENDERABLE_REJECTION) \
-                from None
+            return settled(member, fail, ok, value)
         head = string(gname) + b',"name":' + string(member) + b',"args":'
         label = gname + "." + member
 
