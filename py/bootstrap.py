@@ -40,7 +40,7 @@ def _coderun_child():
      ValueError) = (
         B.len, B.type, B.bytes, B.bytearray, B.memoryview, B.min, B.dict, B.BaseException,
         B.RuntimeError, B.ValueError)
-    compile_, exec_ = B.compile, B.exec
+    compile_, exec_, open_ = B.compile, B.exec, B.open
     os_read, os_write, os_kill, os_getpid, os_exit = os.read, os.write, os.kill, os.getpid, \
         os._exit
     sig_signal, sig_mask = _signal.signal, _signal.pthread_sigmask
@@ -54,17 +54,25 @@ def _coderun_child():
 
     here = os.path.dirname(os.path.abspath(sys_modules["__main__"].__file__))
     ppath = here + "/protocol.py"
-    proto = type(sys)("coderun_protocol")
+    cold_marker = b"\n# ==== cold section"
+    # A fork server (py/forkserver.py) hands over protocol.py's hot section already executed
+    # in its pristine interpreter; a spawned child compiles it here. Only the hot part is
+    # compiled at boot; the cold part (diagnostics, frame TypedDicts) on first use: see
+    # protocol.py's COLD_SECTION.
+    proto = sys_modules.pop("_coderun_forked_protocol", None)
+    if proto is None:
+        proto = type(sys)("coderun_protocol")
+        with open_(ppath, "rb") as f:
+            hot = f.read().partition(cold_marker)[0]
+        exec_(compile_(hot, ppath, "exec", dont_inherit=True), proto.__dict__)
     proto.__file__ = ppath
-    with open(ppath, "rb") as f:
-        hot, sep, cold = f.read().partition(b"\n# ==== cold section")
-    # Only the hot part is compiled now; the cold part (diagnostics, frame TypedDicts) on
-    # first use: see protocol.py's COLD_SECTION.
-    exec_(compile_(hot, ppath, "exec", dont_inherit=True), proto.__dict__)
-    cold = b"\n" * (hot.count(b"\n") + 1) + sep[1:] + cold
     P = proto
 
     def load_diagnostics():
+        with open_(ppath, "rb") as f:
+            hot, sep, cold = f.read().partition(cold_marker)
+        # Blank lines in place of the hot section keep the cold section's line numbers.
+        cold = b"\n" * (hot.count(b"\n") + 1) + sep[1:] + cold
         exec_(compile_(cold, ppath, "exec", dont_inherit=True), proto.__dict__)
         return proto.__dict__["make_diagnostics"]()
 
