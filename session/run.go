@@ -119,13 +119,16 @@ type Run struct {
 	inflight     int
 	bindingCalls int64
 
-	// reply writer state.
-	wcond     *sync.Cond
-	wBoot     []byte
-	wRun      []byte
-	wq        [][]byte
-	wstop     bool
-	wdead     bool
+	// fd-3 writer state (wire.go).
+	raw   syscall.RawConn // fd 3 for non-blocking writes; nil until attached
+	wcond *sync.Cond
+	wBoot []byte
+	wRun  []byte
+	wRest []byte   // the unwritten tail of a reply cut short by a full socket
+	wq    [][]byte // replies waiting (cap protocol.ReplyQueue)
+	wbusy bool     // a goroutine is writing to fd 3
+	wstop bool
+	wdead bool
 	out       []outItem
 	delivered chan struct{} // closed once onResult returned
 	quiescent chan struct{} // closed once the run is forgotten
@@ -210,6 +213,9 @@ func (r *Run) attach(w *worker) {
 		r.handoff = time.Now()
 		r.softCPU = child.EffectiveSoftCPU(r.lim.CPUSeconds)
 		r.wBoot = bootFrame(r.lim, r.p.Bindings)
+		if raw, err := w.conn.SyscallConn(); err == nil {
+			r.raw = raw
+		}
 		switch {
 		case r.decided:
 			eff = r.killLocked() // decided while starting (cancel, shutdown)

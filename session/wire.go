@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"syscall"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
@@ -197,12 +198,24 @@ func (r *Run) onDone(f wireguard.Frame) {
 	r.decide(d)
 }
 
-// ---- replies ----------------------------------------------------------------
+// ---- replies and the fd-3 writer ---------------------------------------------
+//
+// Frames reach fd 3 in order: boot, run (on the first boot-ack), then replies
+// FIFO, and at most one goroutine writes at a time (it holds wbusy). A reply
+// that finds fd 3 idle is written at once by the goroutine that produced it,
+// with one non-blocking write(2): no hand-off to the writer goroutine on the
+// common path. The writer goroutine writes the boot and run frames, whatever a
+// full socket did not take, and every reply queued behind it.
 
-// queueReplyLocked queues one reply frame for the writer (cap 1024 waiting).
+// queueReplyLocked writes one reply frame now if fd 3 is idle (the returned
+// effect), else queues it for the writer (cap 1024 waiting).
 func (r *Run) queueReplyLocked(frame []byte) effects {
 	if r.decided || r.wdead {
 		return nil
+	}
+	if r.writerIdleLocked() {
+		r.wbusy = true
+		return effects{func() { r.writeNow(frame) }}
 	}
 	if len(r.wq) >= protocol.ReplyQueue {
 		return r.decideLocked(decision{err: workerExit(protocol.MsgReplyQueueFull)})
@@ -210,6 +223,32 @@ func (r *Run) queueReplyLocked(frame []byte) effects {
 	r.wq = append(r.wq, frame)
 	r.wcond.Signal()
 	return nil
+}
+
+// writerIdleLocked: nothing is being written to fd 3 and nothing waits.
+func (r *Run) writerIdleLocked() bool {
+	return !r.wbusy && !r.wstop && r.raw != nil &&
+		r.wBoot == nil && r.wRun == nil && r.wRest == nil && len(r.wq) == 0
+}
+
+// writeNow makes one non-blocking write of frame (the caller set wbusy) and
+// leaves what the socket did not take to the writer goroutine, which finishes
+// it before anything else (or meets the write error and handles it).
+func (r *Run) writeNow(frame []byte) {
+	n := 0
+	_ = r.raw.Write(func(fd uintptr) bool {
+		n, _ = syscall.Write(int(fd), frame)
+		return true // never wait for the socket here
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.wbusy = false
+	if n = max(n, 0); n < len(frame) && !r.wstop && !r.wdead {
+		r.wRest = frame[n:]
+	}
+	if r.wRest != nil || len(r.wq) > 0 {
+		r.wcond.Signal()
+	}
 }
 
 // answer receives the client's answer to one call (any goroutine, at most once).
@@ -239,10 +278,9 @@ func (r *Run) answer(c *call, a Answer) {
 	eff.run()
 }
 
-// writeLoop is the run's one writer to fd 3: boot, then run (on the first
-// boot-ack), then replies in FIFO order, one frame at a time. It is released
-// at the decision (wstop + an expired write deadline) even when blocked on a
-// full socket.
+// writeLoop is the run's writer goroutine (see above). It is released at the
+// decision (wstop + an expired write deadline) even when blocked on a full
+// socket.
 func (r *Run) writeLoop(w *worker) {
 	defer r.recoverPanic("fd-3 writer")
 	for {
@@ -253,7 +291,7 @@ func (r *Run) writeLoop(w *worker) {
 		if _, err := w.conn.Write(frame); err != nil {
 			r.mu.Lock()
 			r.wdead = true
-			r.wq = nil
+			r.wq, r.wRest = nil, nil
 			stopped := r.wstop
 			r.mu.Unlock()
 			if boot && !stopped {
@@ -261,19 +299,25 @@ func (r *Run) writeLoop(w *worker) {
 			}
 			return
 		}
+		r.mu.Lock()
+		r.wbusy = false
+		r.mu.Unlock()
 	}
 }
 
-// nextWrite blocks until a frame is due (boot/run first) or the writer stops.
+// nextWrite blocks until a frame is due and fd 3 is free (boot, run, the rest
+// of a cut reply, then the queue) or the writer stops; it sets wbusy.
 func (r *Run) nextWrite() (frame []byte, boot bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for !r.wstop && r.wBoot == nil && r.wRun == nil && len(r.wq) == 0 {
+	for !r.wstop && (r.wbusy || r.wBoot == nil && r.wRun == nil && r.wRest == nil && len(r.wq) == 0) {
 		r.wcond.Wait()
 	}
-	switch {
-	case r.wstop:
+	if r.wstop {
 		return nil, false
+	}
+	r.wbusy = true
+	switch {
 	case r.wBoot != nil:
 		frame, r.wBoot = r.wBoot, nil
 		if r.w.warm {
@@ -283,6 +327,9 @@ func (r *Run) nextWrite() (frame []byte, boot bool) {
 	case r.wRun != nil:
 		frame, r.wRun = r.wRun, nil
 		return frame, true
+	case r.wRest != nil:
+		frame, r.wRest = r.wRest, nil
+		return frame, false
 	}
 	frame = r.wq[0]
 	r.wq[0] = nil
