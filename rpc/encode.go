@@ -11,22 +11,29 @@ import (
 
 const jsonrpcHead = `{"jsonrpc":"2.0",`
 
-func encodeRunResponse(id string, r protocol.Result) []byte {
-	b := make([]byte, 0, 256+len(r.Value))
+// emitRunResponse produces a run's response body piece by piece through put:
+// each log entry is encoded on its own (into scratch, reused), so the body,
+// which can carry megabytes of logs, is never assembled whole (writer.pieces).
+// It produces the same bytes every time it is called with the same result.
+func emitRunResponse(id string, r protocol.Result, put func([]byte)) {
+	b := make([]byte, 0, 256)
 	b = append(append(append(b, jsonrpcHead...), `"id":`...), id...)
 	b = append(b, `,"result":{`...)
 	if r.Value != nil && r.Error == nil {
-		b = append(append(b, `"value":`...), r.Value...)
-		b = append(b, ',')
+		put(append(b, `"value":`...))
+		put(r.Value)
+		b = append(b[:0], ',')
 	}
-	b = append(b, `"logs":[`...)
+	put(append(b, `"logs":[`...))
 	for i, l := range r.Logs {
+		b = b[:0]
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = appendString(b, l)
+		put(b)
 	}
-	b = append(b, ']')
+	b = append(b[:0], ']')
 	if r.Error != nil {
 		b = appendRunError(append(b, `,"error":`...), r.Error)
 	}
@@ -38,7 +45,7 @@ func encodeRunResponse(id string, r protocol.Result) []byte {
 	b = strconv.AppendInt(append(b, `,"queueMs":`...), s.QueueMs, 10)
 	b = strconv.AppendInt(append(b, `,"bindingCalls":`...), s.BindingCalls, 10)
 	b = strconv.AppendInt(append(b, `,"logBytes":`...), s.LogBytes, 10)
-	return append(b, "}}}"...)
+	put(append(b, "}}}"...))
 }
 
 func appendRunError(b []byte, e *protocol.RunError) []byte {

@@ -73,6 +73,23 @@ func (w *writer) object(v any) {
 
 // frame writes one pre-encoded JSON body.
 func (w *writer) frame(body []byte) {
+	w.body(len(body), func(bw *bufio.Writer) { bw.Write(body) })
+}
+
+// pieces writes one JSON body that emit produces piece by piece: a first pass
+// (outside the lock) counts its bytes for the Content-Length, a second writes
+// them through the buffer, so a large body is never held whole. emit must
+// produce the same bytes in both passes and put must not keep its argument.
+func (w *writer) pieces(emit func(put func([]byte))) {
+	n := 0
+	emit(func(p []byte) { n += len(p) })
+	w.body(n, func(bw *bufio.Writer) { emit(func(p []byte) { bw.Write(p) }) })
+}
+
+// body writes (under the lock) the header for n bytes and the n bytes write
+// puts into the buffer, then flushes: one write(2) when the message fits the
+// buffer. A failed write is sticky in bufio.Writer, so the flush reports it.
+func (w *writer) body(n int, write func(*bufio.Writer)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.failed {
@@ -80,15 +97,9 @@ func (w *writer) frame(body []byte) {
 	}
 	w.bound()
 	var hdr [40]byte
-	h := append(strconv.AppendInt(append(hdr[:0], "Content-Length: "...), int64(len(body)), 10), "\r\n\r\n"...)
-	_, err := w.bw.Write(h)
-	if err == nil {
-		_, err = w.bw.Write(body)
-	}
-	if err == nil {
-		err = w.bw.Flush()
-	}
-	w.check(err)
+	w.bw.Write(append(strconv.AppendInt(append(hdr[:0], "Content-Length: "...), int64(n), 10), "\r\n\r\n"...))
+	write(w.bw)
+	w.check(w.bw.Flush())
 }
 
 func (w *writer) check(err error) {

@@ -3,10 +3,13 @@ package rpc
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 
+	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -60,5 +63,27 @@ func TestUnsafeIDReply(t *testing.T) {
 	w.reply(*id, nil)
 	if got := out.String(); got != "Content-Length: 46\r\n\r\n"+`{"jsonrpc":"2.0","id":"a\ud800","result":null}` {
 		t.Errorf("%q", got)
+	}
+}
+
+// A run response is written piece by piece: its Content-Length is exact and
+// its body is the whole encoding, also when the logs exceed the write buffer
+// and need escaping.
+func TestRunResponsePieces(t *testing.T) {
+	var out bytes.Buffer
+	w := newWriter(&out, slog.New(slog.DiscardHandler))
+	big := strings.Repeat("é\"\x01\xed\xa0\x80x", 20000) // beyond 64 KiB encoded
+	res := protocol.Result{Value: []byte(`[1]`), Logs: []string{"a", big, ""},
+		Stats: protocol.Stats{WallMs: 5, LogBytes: 9}}
+	w.pieces(func(put func([]byte)) { emitRunResponse("7", res, put) })
+	want := `{"jsonrpc":"2.0","id":7,"result":{"value":[1],"logs":["a",` + string(appendString(nil, big)) +
+		`,""],"stats":{"wallMs":5,"cpuMs":0,"maxRssKb":0,"queueMs":0,"bindingCalls":0,"logBytes":9}}}`
+	r := newFrameReader(&out)
+	body, err := r.next()
+	if err != nil || string(body) != want {
+		t.Fatalf("err %v, body %d bytes, want %d", err, len(body), len(want))
+	}
+	if _, err := r.next(); err != io.EOF {
+		t.Errorf("bytes after the body: %v", err)
 	}
 }

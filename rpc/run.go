@@ -57,7 +57,7 @@ func (s *Server) finishRun(e *runEntry, r protocol.Result) {
 		return
 	}
 	s.forget(e)
-	s.w.frame(encodeRunResponse(e.id, r))
+	s.w.pieces(func(put func([]byte)) { emitRunResponse(e.id, r, put) })
 }
 
 func (s *Server) forget(e *runEntry) {
