@@ -29,9 +29,9 @@ func pipe(name string) (*os.File, int, error) {
 }
 
 // socketpair returns the daemon's pollable end and the child's raw end of an
-// AF_UNIX stream socketpair.
-func socketpair(name string) (*os.File, int, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+// AF_UNIX socketpair of sockType (SOCK_STREAM, SOCK_SEQPACKET).
+func socketpair(name string, sockType int) (*os.File, int, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, sockType|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, -1, os.NewSyscallError("socketpair", err)
 	}

@@ -34,6 +34,7 @@ type Process struct {
 	hasStart  bool
 	waited    atomic.Bool
 	sandbox   *sandboxRun // StartSandboxed: Wait relays the program's status
+	relay     chan Exit   // ForkServer.Spawn: the server reports the exit here
 }
 
 // Exit is a reaped child's wait status and rusage.
@@ -89,6 +90,12 @@ func Start(spec Spec) (*Process, error) {
 func (p *Process) Wait() (Exit, error) {
 	if !p.waited.CompareAndSwap(false, true) {
 		return Exit{}, ErrWaited
+	}
+	if p.relay != nil {
+		if e, ok := <-p.relay; ok {
+			return e, nil
+		}
+		return Exit{}, fmt.Errorf("wait %d: %w before reporting the exit", p.Pid, ErrForkServerDown)
 	}
 	ws, ru, err := wait4(p.Pid)
 	if p.sandbox != nil {
@@ -196,7 +203,10 @@ type stdio struct {
 	sock                 int      // child end of fd 3
 }
 
-func openStdio() (_ *stdio, err error) {
+func openStdio() (*stdio, error) { return openStdioSock(unix.SOCK_STREAM) }
+
+// openStdioSock is openStdio with fd 3 an AF_UNIX socketpair of sockType.
+func openStdioSock(sockType int) (_ *stdio, err error) {
 	s := &stdio{devNull: -1, out: -1, errw: -1, sock: -1}
 	defer func() {
 		if err != nil {
@@ -213,7 +223,7 @@ func openStdio() (_ *stdio, err error) {
 	if s.stderr, s.errw, err = pipe("child-stderr"); err != nil {
 		return nil, err
 	}
-	if s.conn, s.sock, err = socketpair("child-fd3"); err != nil {
+	if s.conn, s.sock, err = socketpair("child-fd3", sockType); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -31,7 +31,11 @@ type Config struct {
 	MaxQueuedRuns     int
 	WarmPool          int
 	Isolation         string
-	LogLevel          slog.Level
+	// StartMode is how children start: "fork" (from the fork server, SPEC §9)
+	// or "spawn" (a fresh interpreter each). "auto" resolves to fork in tier
+	// process and spawn in tier sandbox.
+	StartMode string
+	LogLevel  slog.Level
 }
 
 // Grace is GraceMs as a duration.
@@ -66,6 +70,7 @@ type env struct {
 	MaxQueuedRuns     Int[CountRule]         `split_words:"true" default:"1024"`
 	WarmPool          Int[CountRule]         `split_words:"true"`
 	Isolation         Choice[IsolationWords] `split_words:"true" default:"process"`
+	StartMode         Choice[StartWords]     `split_words:"true" default:"auto"`
 	LogLevel          Choice[LevelWords]     `split_words:"true" default:"info"`
 	PythonBin         Text                   `split_words:"true" default:"python3"`
 }
@@ -82,6 +87,7 @@ const (
 	VarMaxQueuedRuns     = "CODERUN_MAX_QUEUED_RUNS"
 	VarWarmPool          = "CODERUN_WARM_POOL"
 	VarIsolation         = "CODERUN_ISOLATION"
+	VarStartMode         = "CODERUN_START_MODE"
 	VarLogLevel          = "CODERUN_LOG_LEVEL"
 	VarPythonBin         = "CODERUN_PYTHON_BIN"
 )
@@ -141,6 +147,10 @@ func Load(opts Options) (*Config, error) {
 				Rule: "sandbox isolation is not wired into run execution yet (use process)"}
 		}
 	}
+	if c.Isolation == "sandbox" && e.StartMode.Value == "fork" {
+		return nil, &Error{Var: VarStartMode, Value: e.StartMode.Value,
+			Rule: `"fork" requires CODERUN_ISOLATION=process (sandboxed children are always spawned)`}
+	}
 	return c, nil
 }
 
@@ -156,7 +166,7 @@ func unwrapRule(err error) string {
 
 var checkOrder = []string{VarCPUSeconds, VarMaxWallMs, VarAddressSpaceMB, VarMaxLogBytes,
 	VarMaxValueBytes, VarGraceMs, VarMaxConcurrentRuns, VarMaxQueuedRuns, VarWarmPool,
-	VarIsolation, VarLogLevel, VarPythonBin}
+	VarIsolation, VarStartMode, VarLogLevel, VarPythonBin}
 
 func order(name string) int {
 	for i, n := range checkOrder {
@@ -209,8 +219,20 @@ func build(e *env, opts Options) *Config {
 		MaxQueuedRuns:     clampInt(e.MaxQueuedRuns.Value),
 		WarmPool:          clampInt(warm),
 		Isolation:         e.Isolation.Value,
+		StartMode:         startMode(e.StartMode.Value, e.Isolation.Value),
 		LogLevel:          levels[e.LogLevel.Value],
 	}
+}
+
+// startMode resolves "auto": fork where it is served (tier process).
+func startMode(mode, isolation string) string {
+	if mode != "auto" {
+		return mode
+	}
+	if isolation == "sandbox" {
+		return "spawn"
+	}
+	return "fork"
 }
 
 var levels = map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo,
@@ -255,6 +277,7 @@ var Variables = []Variable{
 	{VarMaxQueuedRuns, "1024", "non-negative integer; runs waiting for a slot"},
 	{VarWarmPool, "min(2, max concurrent runs)", "non-negative integer ≤ max concurrent runs; pre-started children"},
 	{VarIsolation, "process", `"process" or "sandbox"`},
+	{VarStartMode, "auto", `"auto", "fork" or "spawn"; auto = fork in tier process, spawn in tier sandbox`},
 	{VarLogLevel, "info", "debug, info, warn or error (daemon log on stderr)"},
 	{VarPythonBin, "python3", "path or bare name on PATH; CPython ≥ 3.10 (shims resolved)"},
 }

@@ -48,7 +48,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("limits %+v grace %d", l, c.GraceMs)
 	}
 	if c.MaxConcurrentRuns != 6 || c.WarmPool != 2 || c.MaxQueuedRuns != 1024 ||
-		c.Isolation != "process" || c.LogLevel.String() != "INFO" {
+		c.Isolation != "process" || c.StartMode != "fork" || c.LogLevel.String() != "INFO" {
 		t.Errorf("config %+v", c)
 	}
 	if c.Python != "/bin/sh" || c.PythonVersion != "3.12.1" {
@@ -147,6 +147,8 @@ func TestRules(t *testing.T) {
 			"must be at most 9007199254740991", false},
 		{map[string]string{VarIsolation: "docker"}, VarIsolation, "docker", `must be "process" or "sandbox"`, false},
 		{map[string]string{VarIsolation: ""}, VarIsolation, "", `must be "process" or "sandbox"`, false},
+		{map[string]string{VarStartMode: "vfork"}, VarStartMode, "vfork", `must be "auto", "fork" or "spawn"`, false},
+		{map[string]string{VarStartMode: ""}, VarStartMode, "", `must be "auto", "fork" or "spawn"`, false},
 		{map[string]string{VarLogLevel: "INFO"}, VarLogLevel, "INFO", "must be one of debug, info, warn, error", false},
 		// Warm pool against the effective concurrency.
 		{map[string]string{VarMaxConcurrentRuns: "2", VarWarmPool: "3"}, VarWarmPool, "3",
@@ -244,5 +246,36 @@ func TestSandboxRule(t *testing.T) {
 	c, err := Load(Options{Probe: fakeProbe, SandboxProbe: func() error { return nil }})
 	if SandboxServed && (err != nil || c.Isolation != "sandbox") {
 		t.Errorf("sandbox with every feature: %v", err)
+	}
+}
+
+// TestStartModeRule: auto is fork in tier process and spawn in tier sandbox;
+// an explicit fork is refused with the sandbox, never silently spawned.
+func TestStartModeRule(t *testing.T) {
+	ok := func() error { return nil }
+	for _, tc := range []struct{ isolation, mode, want, refused string }{
+		{"process", "", "fork", ""},
+		{"process", "spawn", "spawn", ""},
+		{"process", "fork", "fork", ""},
+		{"sandbox", "", "spawn", ""},
+		{"sandbox", "auto", "spawn", ""},
+		{"sandbox", "fork", "", `coderun-rpc: configuration error: CODERUN_START_MODE="fork": "fork" requires CODERUN_ISOLATION=process (sandboxed children are always spawned)`},
+	} {
+		clearEnv(t)
+		t.Setenv(VarPythonBin, "/bin/sh")
+		t.Setenv(VarIsolation, tc.isolation)
+		if tc.mode != "" {
+			t.Setenv(VarStartMode, tc.mode)
+		}
+		c, err := Load(Options{Probe: fakeProbe, SandboxProbe: ok})
+		var ce *Error
+		switch {
+		case tc.refused != "":
+			if !errors.As(err, &ce) || ce.Line() != tc.refused {
+				t.Errorf("%s/%s: %v", tc.isolation, tc.mode, err)
+			}
+		case err != nil || c.StartMode != tc.want:
+			t.Errorf("%s/%s: %v %+v, want %s", tc.isolation, tc.mode, err, c, tc.want)
+		}
 	}
 }

@@ -155,6 +155,11 @@ type IsolationWords struct{}
 func (IsolationWords) words() []string { return []string{"process", "sandbox"} }
 func (IsolationWords) rule() string    { return `must be "process" or "sandbox"` }
 
+type StartWords struct{}
+
+func (StartWords) words() []string { return []string{"auto", "fork", "spawn"} }
+func (StartWords) rule() string    { return `must be "auto", "fork" or "spawn"` }
+
 type LevelWords struct{}
 
 func (LevelWords) words() []string { return []string{"debug", "info", "warn", "error"} }

@@ -24,7 +24,7 @@ func runProcs(tmp string) []int {
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+		if err != nil || isForkServer(pid) {
 			continue
 		}
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
@@ -53,7 +53,7 @@ func runDirs(tmp string) []string {
 	var out []string
 	ents, _ := os.ReadDir(tmp)
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "coderun-") {
+		if strings.HasPrefix(e.Name(), "coderun-") && !isForkServerDir(tmp, e.Name()) {
 			out = append(out, e.Name())
 		}
 	}

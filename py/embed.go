@@ -17,3 +17,11 @@ var Bootstrap []byte
 //
 //go:embed protocol.py
 var Protocol []byte
+
+// ForkServer is py/forkserver.py, the pristine interpreter that forks one
+// child per run (SPEC §9): staged with bootstrap.py and protocol.py in its own
+// directory and run as `<python> -u -I <dir>/forkserver.py` with a
+// SOCK_SEQPACKET control socket on fd 3 (package child, ForkServer).
+//
+//go:embed forkserver.py
+var ForkServer []byte

@@ -20,6 +20,7 @@ func NewRunner(cfg *config.Config, log *slog.Logger) Runner {
 		WarmPool:      cfg.WarmPool,
 		Logger:        log,
 		Isolation:     cfg.Isolation,
+		StartMode:     cfg.StartMode,
 	})}
 }
 

@@ -38,6 +38,9 @@ type Config struct {
 	// Isolation selects the tier: "process" (default, also for "") or
 	// "sandbox" (child.StartSandboxed; the caller has probed the kernel).
 	Isolation string
+	// StartMode is StartSpawn (also for "") or StartFork (tier process only:
+	// with tier sandbox children are always spawned).
+	StartMode string
 }
 
 // Errors returned by Submit; rpc maps them to JSON-RPC codes.

@@ -272,6 +272,7 @@ func newTestManager(t *testing.T, mod func(*Config)) *Manager {
 		TempDir:       dir,
 		MaxConcurrent: 4,
 		MaxQueued:     64,
+		StartMode:     StartFork, // the daemon's default in tier process
 	}
 	if mod != nil {
 		mod(&cfg)

@@ -25,6 +25,8 @@ type Manager struct {
 	idle     *sync.Cond    // signalled when runs shrinks
 	warm     *warmPool
 	sandbox  *child.Sandbox // tier sandbox, else nil
+	forker   *forker        // start mode fork, else nil
+	start    startFunc
 
 	noGraceKill bool // test hook (C129): suppress the grace-period SIGKILL
 }
@@ -47,7 +49,10 @@ func NewManager(cfg Config) *Manager {
 	if cfg.Isolation == IsolationSandbox {
 		sb := sandboxFor(cfg.Python, cfg.TempDir)
 		m.sandbox = &sb
+	} else if cfg.StartMode == StartFork {
+		m.forker = newForker(cfg.Python, cfg.TempDir, cfg.Logger)
 	}
+	m.start = m.startFunc()
 	m.idle = sync.NewCond(&m.mu)
 	m.warm = newWarmPool(m, cfg.WarmPool)
 	return m
@@ -185,12 +190,27 @@ func (m *Manager) Shutdown() {
 		<-r.delivered
 	}
 	m.warm.wait()
+	if m.forker != nil {
+		m.forker.close()
+	}
 }
 
 // takeWarm returns a warm worker, or nil.
 func (m *Manager) takeWarm() *worker { return m.warm.take() }
 
-// spawnWorker stages and spawns a cold worker.
+// spawnWorker stages and starts a worker the way the configuration says.
 func (m *Manager) spawnWorker() (*worker, *protocol.RunError) {
-	return spawnWorker(m.cfg.Python, m.cfg.TempDir, m.sandbox)
+	return spawnWorker(m.cfg.Python, m.cfg.TempDir, m.start)
+}
+
+// startFunc picks how children start: sandboxed, forked or spawned.
+func (m *Manager) startFunc() startFunc {
+	switch {
+	case m.sandbox != nil:
+		sb := *m.sandbox
+		return func(spec child.Spec) (*child.Process, error) { return child.StartSandboxed(spec, sb) }
+	case m.forker != nil:
+		return m.forker.spawn
+	}
+	return child.Start
 }

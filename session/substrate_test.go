@@ -56,7 +56,7 @@ func TestSubstrate(t *testing.T) {
 		if err := os.Symlink(realPython(t), link); err != nil {
 			t.Fatal(err)
 		}
-		m := check(t, func(c *Config) { c.Python = link })
+		m := check(t, func(c *Config) { c.Python = link; c.StartMode = StartSpawn })
 		res, fc, el := execute(t, m, tcase{name: "before", program: "return 1"})
 		tcase{value: "1"}.verify(t, res, fc, el)
 		os.Remove(link)
@@ -70,14 +70,14 @@ func TestSubstrate(t *testing.T) {
 		// The child closes fd 3 at once; a boot frame larger than the socket
 		// buffer cannot be written.
 		py := fakePython(t, "exec 3>&-\nsleep 5")
-		m := check(t, func(c *Config) { c.Python = py })
+		m := check(t, func(c *Config) { c.Python = py; c.StartMode = StartSpawn })
 		res, fc, el := execute(t, m, tcase{name: "boot", program: "return 1", bindings: bigBindings()})
 		tcase{kind: protocol.KindWorkerExit, contains: []string{"failed to boot python subprocess: "}, maxElapsed: 5 * time.Second}.verify(t, res, fc, el)
 	})
 	t.Run("C226-run-write", func(t *testing.T) {
 		// Acknowledge boot, then close fd 3: a large run frame fails.
 		py := fakePython(t, "read -r line <&3\nprintf '{\"type\":\"boot-ack\"}\\n' >&3\nexec 3>&-\nsleep 5")
-		m := check(t, func(c *Config) { c.Python = py })
+		m := check(t, func(c *Config) { c.Python = py; c.StartMode = StartSpawn })
 		res, fc, el := execute(t, m, tcase{name: "run", program: "return 1\n" + strings.Repeat("# padding\n", 200000)})
 		tcase{kind: protocol.KindWorkerExit, contains: []string{"failed to boot python subprocess: "}, maxElapsed: 5 * time.Second}.verify(t, res, fc, el)
 	})
@@ -85,7 +85,7 @@ func TestSubstrate(t *testing.T) {
 		// A child that reads boot and exits without a frame: worker-exit
 		// with its code.
 		py := fakePython(t, "read -r line <&3\nexit 3")
-		m := check(t, func(c *Config) { c.Python = py })
+		m := check(t, func(c *Config) { c.Python = py; c.StartMode = StartSpawn })
 		res, fc, el := execute(t, m, tcase{name: "exit", program: "return 1"})
 		tcase{kind: protocol.KindWorkerExit, message: "python exited (code=3, signal=null) before completing", exitCode: intp(3)}.verify(t, res, fc, el)
 	})

@@ -32,9 +32,15 @@ type worker struct {
 	removeOnce sync.Once
 }
 
-// stageDir creates the run directory (0700) holding bootstrap.py and
-// protocol.py (0600); any failure removes the partial directory (§4.3 step 1).
-func stageDir(parent string) (dir string, err error) {
+// stagedFile is one file of a staged directory.
+type stagedFile struct {
+	name string
+	data []byte
+}
+
+// stageDir creates a run directory (0700) holding bootstrap.py, protocol.py
+// and extra (0600); any failure removes the partial directory (§4.3 step 1).
+func stageDir(parent string, extra ...stagedFile) (dir string, err error) {
 	dir, err = os.MkdirTemp(parent, protocol.RunDirPrefix)
 	if err != nil {
 		return "", err
@@ -48,10 +54,8 @@ func stageDir(parent string) (dir string, err error) {
 	if err = os.Chmod(dir, 0o700); err != nil {
 		return dir, err
 	}
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{"bootstrap.py", py.Bootstrap}, {"protocol.py", py.Protocol}} {
+	files := append([]stagedFile{{"bootstrap.py", py.Bootstrap}, {"protocol.py", py.Protocol}}, extra...)
+	for _, f := range files {
 		if err = writeFile(filepath.Join(dir, f.name), f.data); err != nil {
 			return dir, err
 		}
@@ -71,9 +75,13 @@ func writeFile(path string, data []byte) error {
 	return err
 }
 
-// spawnWorker stages and spawns one child (§4.3 steps 1–3). Failures are the
+// startFunc starts a staged child: child.Start, a sandboxed start, or a fork
+// of the fork server.
+type startFunc func(child.Spec) (*child.Process, error)
+
+// spawnWorker stages and starts one child (§4.3 steps 1–3). Failures are the
 // run's worker-exit; nothing is left behind.
-func spawnWorker(python, tempDir string, sandbox *child.Sandbox) (*worker, *protocol.RunError) {
+func spawnWorker(python, tempDir string, start startFunc) (*worker, *protocol.RunError) {
 	dir, err := stageDir(tempDir)
 	if err != nil {
 		return nil, workerExit("failed to stage the python bootstrap: " + err.Error())
@@ -84,12 +92,7 @@ func spawnWorker(python, tempDir string, sandbox *child.Sandbox) (*worker, *prot
 		Env:  []string{"TMPDIR=" + dir},
 		Dir:  dir,
 	}
-	var proc *child.Process
-	if sandbox != nil {
-		proc, err = child.StartSandboxed(spec, *sandbox)
-	} else {
-		proc, err = child.Start(spec)
-	}
+	proc, err := start(spec)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, workerExit("python spawn error: " + err.Error())

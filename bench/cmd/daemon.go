@@ -118,6 +118,12 @@ func measureDaemon(o options, f floors) ([]row, error) {
 		return nil, err
 	}
 	rows = append(rows, cold...)
+	spawned, err := measureReturn1(o, "cold (pool 0), spawn mode", ms(f.spawnAsyncio),
+		"CODERUN_WARM_POOL=0", "CODERUN_START_MODE=spawn")
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, spawned...)
 	d, err := startDaemon(o, "CODERUN_MAX_LOG_BYTES=16777216")
 	if err != nil {
 		return nil, err
@@ -148,7 +154,24 @@ func measureDaemon(o options, f floors) ([]row, error) {
 		return nil, err
 	}
 	rows = append(rows, tp, newRow("daemon peak RSS (VmHWM)", "MB", 0, d.peakRSSKb()/1024, ""))
-	return rows, nil
+	spawnTP, err := spawnThroughputRow(o)
+	if err != nil {
+		return nil, err
+	}
+	return append(rows, spawnTP), nil
+}
+
+// spawnThroughputRow is the throughput row with a fresh interpreter per run
+// (CODERUN_START_MODE=spawn), the start mode the fork server replaces.
+func spawnThroughputRow(o options) (row, error) {
+	d, err := startDaemon(o, "CODERUN_START_MODE=spawn")
+	if err != nil {
+		return row{}, err
+	}
+	defer d.stop()
+	r, err := throughputRow(o, d)
+	r.Metric += ", spawn mode"
+	return r, err
 }
 
 func measureReturn1(o options, label string, floor float64, env ...string) ([]row, error) {

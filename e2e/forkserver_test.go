@@ -1,0 +1,43 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// The fork server (CODERUN_START_MODE fork, the default) is one process and
+// one directory per daemon, alive as long as the daemon: neither is a run's.
+// Its forked children keep the server's command line and original
+// environment in /proc (exec never happened), so a server is told from its
+// children by its parent: a child's parent is a server.
+
+// isForkServer reports whether pid runs forkserver.py and its parent does not.
+func isForkServer(pid int) bool {
+	return runsForkServer(pid) && !runsForkServer(parentPid(pid))
+}
+
+func runsForkServer(pid int) bool {
+	cmd, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err == nil && bytes.HasSuffix(bytes.TrimRight(cmd, "\x00"), []byte("/forkserver.py"))
+}
+
+func parentPid(pid int) int {
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	fields := bytes.Fields(st[bytes.LastIndexByte(st, ')')+1:])
+	if len(fields) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(string(fields[1]))
+	return ppid
+}
+
+// isForkServerDir reports whether tmp/name is the fork server's staged directory.
+func isForkServerDir(tmp, name string) bool {
+	_, err := os.Stat(filepath.Join(tmp, name, "forkserver.py"))
+	return err == nil
+}

@@ -1,0 +1,179 @@
+"""coderun-rpc fork server: forks one fresh child per run from a pristine interpreter (SPEC §9).
+
+Started as `<python> -u -I <serverdir>/forkserver.py` next to bootstrap.py and protocol.py, with
+fd 3 a SOCK_SEQPACKET control socket to the daemon (package child, ForkServer). It imports what
+the bootstrap needs before its boot frame, executes protocol.py's hot section, compiles
+bootstrap.py, and then only serves requests: it never executes program code and never reads a
+boot frame, so every child starts from the same untouched state.
+
+Control messages, one per packet:
+
+    daemon -> server   b"S" seq NUL dir NUL argv... NUL NUL env...   SCM_RIGHTS [fd0, fd1, fd2, fd3]
+    server -> daemon   b"P <seq> <pid> <start-time>"           the child runs
+                       b"E <seq> <errno> <message>"            no child
+                       b"X <pid> <wait-status> <utime-us> <stime-us> <maxrss-kb>"   reaped
+
+A child, before anything else: becomes a session leader, sets its parent-death signal to SIGKILL
+(the chain: daemon dies -> server killed by its own -> child killed), moves the four descriptors
+to 0-3 and closes every other one, restores signal dispositions and the mask, enters `dir` with
+`env` as its whole environment, takes `argv` as sys.argv, and runs bootstrap.py as `__main__`
+from there: it reads its boot frame and applies its limits exactly as a spawned child does. The
+server learns that the child is set up when the child's end of a sync pipe closes, so a `P`
+reply always names a process that already leads its own group.
+"""
+
+
+def _serve():
+    import builtins
+    import os
+    import sys
+    import _signal
+    import _socket
+    import select
+    import ctypes
+
+    here = os.path.dirname(os.path.abspath(sys.modules["__main__"].__file__))
+
+    # What a spawned child imports before its boot frame, done once here.
+    import _thread  # noqa: F401
+    import time  # noqa: F401
+    import resource  # noqa: F401
+    with open(here + "/protocol.py", "rb") as f:
+        hot = f.read().partition(b"\n# ==== cold section")[0]
+    proto = type(sys)("coderun_protocol")
+    exec(compile(hot, here + "/protocol.py", "exec", dont_inherit=True), proto.__dict__)
+    with open(here + "/bootstrap.py", "rb") as f:
+        bootstrap = compile(f.read(), here + "/bootstrap.py", "exec", dont_inherit=True)
+
+    # Every object so far is the server's, never garbage: frozen, a child's collections skip
+    # them instead of touching (and so copying) every page the server filled.
+    import gc
+    gc.collect()
+    gc.freeze()
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    PR_SET_PDEATHSIG = 1
+    server_pid = os.getpid()
+    ctl = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, 3)
+    fds_space = _socket.CMSG_SPACE(4 * 4)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    _signal.set_wakeup_fd(wake_w)
+    _signal.signal(_signal.SIGCHLD, lambda signum, frame: None)
+    poller = select.poll()
+    poller.register(3, select.POLLIN)
+    poller.register(wake_r, select.POLLIN)
+
+    def start_time(pid):
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(b")") + 2:].split()[19])
+
+    def run_child(dir_, argv, env, fds):
+        ctl.detach()  # fd 3 becomes the run's socket: this object must never close it
+        os.setsid()
+        if prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != server_pid:
+            os._exit(127)
+        _signal.set_wakeup_fd(-1)
+        for sig in (_signal.SIGCHLD, _signal.SIGXCPU):
+            _signal.signal(sig, _signal.SIG_DFL)
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        os.closerange(4, os.sysconf("SC_OPEN_MAX"))  # also the sync pipe: the server goes on
+        os.chdir(dir_)
+        os.environb.clear()
+        for entry in env:
+            key, _, value = entry.partition(b"=")
+            os.environb[key] = value
+        sys.argv = [os.fsdecode(a) for a in argv]
+        sys.orig_argv = sys.orig_argv[:-1] + sys.argv
+        main = type(sys)("__main__")
+        main.__file__ = sys.argv[0]
+        main.__builtins__ = builtins
+        sys.modules["__main__"] = main
+        sys.modules["_coderun_forked_protocol"] = proto
+        exec(bootstrap, main.__dict__)
+
+    def child_main(dir_, argv, env, fds):
+        # Mirrors the interpreter's own end of a script: an uncaught exception is printed and
+        # exits 1, SystemExit exits with its code; stdio is flushed before the exit.
+        code = 0
+        try:
+            run_child(dir_, argv, env, fds)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:
+            code = 1
+            try:
+                sys.excepthook(*sys.exc_info())
+            except BaseException:
+                pass
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        os._exit(code)
+
+    def spawn(seq, parts, fds):
+        if len(fds) != 4 or len(parts) < 3 or b"" not in parts[2:] or not parts[1]:
+            return b"E %s 22 malformed spawn request" % seq
+        sep = parts.index(b"", 2)
+        dir_, argv, env = parts[1], parts[2:sep], parts[sep + 1:]
+        if not argv:
+            return b"E %s 22 malformed spawn request" % seq
+        sync_r, sync_w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError as e:
+            os.close(sync_r)
+            os.close(sync_w)
+            return b"E %s %d %s" % (seq, e.errno or 0, str(e).encode("utf-8", "replace"))
+        if pid == 0:
+            child_main(dir_, argv, env, fds)
+        os.close(sync_w)
+        os.read(sync_r, 1)  # end of file once the child is set up (or dead)
+        os.close(sync_r)
+        return b"P %s %d %d" % (seq, pid, start_time(pid))
+
+    def reap():
+        while True:
+            try:
+                pid, status, ru = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            ctl.send(b"X %d %d %d %d %d" % (pid, status, round(ru.ru_utime * 1e6),
+                                            round(ru.ru_stime * 1e6), ru.ru_maxrss))
+
+    while True:
+        for fd, _ in poller.poll():
+            if fd == wake_r:
+                try:
+                    while os.read(wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+                reap()
+                continue
+            data, anc, _, _ = ctl.recvmsg(1 << 16, fds_space)
+            if not data:
+                os._exit(0)  # the daemon closed the socket: every child dies with this process
+            fds = []
+            for level, kind, payload in anc:
+                if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+                    n = len(payload) - len(payload) % 4
+                    fds += [int.from_bytes(payload[i:i + 4], sys.byteorder)
+                            for i in range(0, n, 4)]
+            parts = data[1:].split(b"\0")
+            seq = parts[0] if parts[0].isdigit() else b"0"
+            reply = spawn(seq, parts, fds) if data[:1] == b"S" else b"E %s 22 unknown request" % seq
+            for fd in fds:
+                os.close(fd)
+            ctl.send(reply)
+
+
+_serve()

@@ -1,0 +1,119 @@
+package session
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/py"
+)
+
+// Start modes (Config.StartMode): a fresh interpreter per run, or a fork of
+// the fork server's pristine interpreter (SPEC §9; tier process only).
+const (
+	StartSpawn = "spawn"
+	StartFork  = "fork"
+)
+
+// forker owns the daemon's fork server (py/forkserver.py, child.ForkServer).
+// The server is started on first use and again, after a back-off, once it has
+// died; a spawn the server cannot serve falls back to a cold start, logged,
+// so a broken server costs speed, never a run.
+type forker struct {
+	python, tempDir string
+	log             *slog.Logger
+
+	mu      sync.Mutex
+	srv     *child.ForkServer
+	dir     string    // the server's staged directory
+	retryAt time.Time // no new server before this, after a failure
+	backoff time.Duration
+	closed  bool
+}
+
+func newForker(python, tempDir string, log *slog.Logger) *forker {
+	return &forker{python: python, tempDir: tempDir, log: log, backoff: warmBackoffMin}
+}
+
+// spawn forks a child for the staged run directory spec.Dir (the bootstrap
+// path, spec's last argument, becomes its argv), or starts it cold when the
+// server cannot serve it.
+func (f *forker) spawn(spec child.Spec) (*child.Process, error) {
+	if srv := f.server(); srv != nil {
+		p, err := srv.Spawn(child.ForkSpec{Argv: spec.Args[len(spec.Args)-1:], Env: spec.Env, Dir: spec.Dir})
+		if err == nil {
+			return p, nil
+		}
+		f.log.Warn("fork server: spawn failed; starting the child cold", "err", err)
+	}
+	return child.Start(spec)
+}
+
+// server returns a live fork server, starting one if allowed, or nil.
+func (f *forker) server() *child.ForkServer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.srv != nil {
+		select {
+		case <-f.srv.Done():
+			f.log.Warn("fork server: ended", "err", f.srv.Err())
+			f.stopLocked()
+			f.retryAt = time.Now().Add(f.backoff)
+			f.backoff = min(f.backoff*2, warmBackoffMax)
+		default:
+			return f.srv
+		}
+	}
+	if f.closed || time.Now().Before(f.retryAt) {
+		return nil
+	}
+	if err := f.startLocked(); err != nil {
+		f.log.Error("fork server: failed to start; children start cold", "err", err,
+			"retryIn", f.backoff)
+		f.retryAt = time.Now().Add(f.backoff)
+		f.backoff = min(f.backoff*2, warmBackoffMax)
+		return nil
+	}
+	return f.srv
+}
+
+func (f *forker) startLocked() error {
+	dir, err := stageDir(f.tempDir, stagedFile{"forkserver.py", py.ForkServer})
+	if err != nil {
+		return err
+	}
+	srv, err := child.StartForkServer(child.Spec{
+		Path: f.python,
+		Args: []string{"-u", "-I", filepath.Join(dir, "forkserver.py")},
+		Env:  []string{"TMPDIR=" + dir},
+		Dir:  dir,
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return err
+	}
+	f.srv, f.dir = srv, dir
+	return nil
+}
+
+// stopLocked closes the server (its children die of their parent-death
+// signal; runs using them settle as worker-exit) and removes its directory.
+func (f *forker) stopLocked() {
+	if f.srv == nil {
+		return
+	}
+	f.srv.Close()
+	removeDir(f.dir, f.log)
+	f.srv, f.dir = nil, ""
+}
+
+// close stops the server for good (Manager.Shutdown, after every run).
+func (f *forker) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	f.stopLocked()
+}
