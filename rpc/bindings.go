@@ -18,7 +18,9 @@ type call struct {
 	answer func(session.Answer)
 }
 
-// runClient implements session.Client for one run.
+// runClient implements session.Client for one run, and session's optional
+// Flush: binding/call, run/log and $/cancelRequest messages are buffered until
+// the run's deliveries flush (session flushes after every burst).
 type runClient struct {
 	s      *Server
 	stream bool
@@ -33,7 +35,7 @@ func (c *runClient) CallBinding(runID, namespace, function string, args []byte, 
 	s.mu.Lock()
 	s.calls[id] = k
 	s.mu.Unlock()
-	s.w.frame(encodeBindingCall(id, runID, namespace, function, args))
+	s.w.buffer(encodeBindingCall(id, runID, namespace, function, args))
 	return func() {
 		k.mu.Lock()
 		was := k.done
@@ -43,7 +45,7 @@ func (c *runClient) CallBinding(runID, namespace, function string, args []byte, 
 		delete(s.calls, id)
 		s.mu.Unlock()
 		if !was {
-			s.w.frame(encodeCancel(id))
+			s.w.buffer(encodeCancel(id))
 		}
 	}
 }
@@ -51,9 +53,12 @@ func (c *runClient) CallBinding(runID, namespace, function string, args []byte, 
 // Log sends one run/log notification (only for runs with stream: true).
 func (c *runClient) Log(runID string, ev protocol.LogEvent) {
 	if c.stream {
-		c.s.w.frame(encodeRunLog(runID, ev))
+		c.s.w.buffer(encodeRunLog(runID, ev))
 	}
 }
+
+// Flush writes the messages buffered by CallBinding, Log and the cancels.
+func (c *runClient) Flush() { c.s.w.flush() }
 
 // response routes a client response to its outstanding binding/call; any
 // other response is ignored (CHILD-CONTRACT §2.9).

@@ -72,9 +72,19 @@ func (w *writer) object(v any) {
 }
 
 // frame writes one pre-encoded JSON body.
-func (w *writer) frame(body []byte) {
-	w.body(len(body), func(bw *bufio.Writer) { bw.Write(body) })
+func (w *writer) frame(body []byte) { w.put(body, true) }
+
+// buffer puts one pre-encoded JSON body into the buffer only: the next flush
+// (or any message written meanwhile) writes it, so a burst of messages costs
+// a few write(2)s instead of one each.
+func (w *writer) buffer(body []byte) { w.put(body, false) }
+
+func (w *writer) put(body []byte, flush bool) {
+	w.body(len(body), func(bw *bufio.Writer) { bw.Write(body) }, flush)
 }
+
+// flush writes whatever buffer left in the buffer.
+func (w *writer) flush() { w.body(-1, nil, true) }
 
 // pieces writes one JSON body that emit produces piece by piece: a first pass
 // (outside the lock) counts its bytes for the Content-Length, a second writes
@@ -83,23 +93,28 @@ func (w *writer) frame(body []byte) {
 func (w *writer) pieces(emit func(put func([]byte))) {
 	n := 0
 	emit(func(p []byte) { n += len(p) })
-	w.body(n, func(bw *bufio.Writer) { emit(func(p []byte) { bw.Write(p) }) })
+	w.body(n, func(bw *bufio.Writer) { emit(func(p []byte) { bw.Write(p) }) }, true)
 }
 
 // body writes (under the lock) the header for n bytes and the n bytes write
-// puts into the buffer, then flushes: one write(2) when the message fits the
-// buffer. A failed write is sticky in bufio.Writer, so the flush reports it.
-func (w *writer) body(n int, write func(*bufio.Writer)) {
+// puts into the buffer (nothing when n < 0), then flushes if asked: one
+// write(2) for everything buffered when it fits. A failed write is sticky in
+// bufio.Writer, so the flush or a later one reports it.
+func (w *writer) body(n int, write func(*bufio.Writer), flush bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.failed {
 		return
 	}
 	w.bound()
-	var hdr [40]byte
-	w.bw.Write(append(strconv.AppendInt(append(hdr[:0], "Content-Length: "...), int64(n), 10), "\r\n\r\n"...))
-	write(w.bw)
-	w.check(w.bw.Flush())
+	if n >= 0 {
+		var hdr [40]byte
+		w.bw.Write(append(strconv.AppendInt(append(hdr[:0], "Content-Length: "...), int64(n), 10), "\r\n\r\n"...))
+		write(w.bw)
+	}
+	if flush {
+		w.check(w.bw.Flush())
+	}
 }
 
 func (w *writer) check(err error) {

@@ -332,11 +332,15 @@ func TestRunLifecycle(t *testing.T) {
 	// The same id while the run is live.
 	h.send(runReq("1", `{"program":""}`))
 	h.expect(errResp("1", -32600, "request id is already in use"))
-	// A log and a binding call, in order.
-	go r.c.Log("1", protocol.LogEvent{Index: 0, Text: "hi\xed\xa0\x80", Continued: false})
+	// A log and a binding call, in order; each delivery is flushed, as
+	// session does after every burst.
+	rc := r.c.(*runClient)
+	flushed := func(deliver func()) { deliver(); rc.Flush() }
+	go flushed(func() { r.c.Log("1", protocol.LogEvent{Index: 0, Text: "hi\xed\xa0\x80", Continued: false}) })
 	h.expect(`{"jsonrpc":"2.0","method":"run/log","params":{"runId":1,"index":0,"text":"hi\ud800","continued":false}}`)
 	answers := make(chan session.Answer, 4)
 	cancel := inBackground(func() func() {
+		defer rc.Flush()
 		return r.c.CallBinding("1", "tools", "a", []byte(`{"q":"<&>"}`), func(a session.Answer) { answers <- a })
 	})
 	h.expect(`{"jsonrpc":"2.0","id":1,"method":"binding/call","params":{"runId":1,"namespace":"tools","function":"a","args":{"q":"<&>"}}}`)
@@ -348,14 +352,14 @@ func TestRunLifecycle(t *testing.T) {
 	}
 	(<-cancel)() // already answered: no $/cancelRequest
 	// A lossy result with invalid UTF-8 reaches the session undecoded.
-	go r.c.CallBinding("1", "tools", "b", []byte(`null`), func(a session.Answer) { answers <- a })
+	go flushed(func() { r.c.CallBinding("1", "tools", "b", []byte(`null`), func(a session.Answer) { answers <- a }) })
 	h.recv()
 	h.send("{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":\"\xff\"}")
 	if a := <-answers; string(a.Result) != "\"\xff\"" {
 		t.Errorf("lossy result %q", a.Result)
 	}
 	// An error answer.
-	go r.c.CallBinding("1", "tools", "a", []byte(`1`), func(a session.Answer) { answers <- a })
+	go flushed(func() { r.c.CallBinding("1", "tools", "a", []byte(`1`), func(a session.Answer) { answers <- a }) })
 	h.recv()
 	h.send(`{"jsonrpc":"2.0","id":3,"error":{"code":-32000,"message":"bad \ud800"}}`)
 	if a := <-answers; !a.HasError || a.Message == nil || *a.Message != "bad \xed\xa0\x80" {
@@ -363,10 +367,11 @@ func TestRunLifecycle(t *testing.T) {
 	}
 	// A call cancelled while outstanding gets $/cancelRequest; its late answer is dropped.
 	cancel = inBackground(func() func() {
+		defer rc.Flush()
 		return r.c.CallBinding("1", "tools", "a", []byte(`1`), func(a session.Answer) { t.Error("answered after cancel") })
 	})
 	h.recv()
-	go (<-cancel)()
+	go flushed(<-cancel)
 	h.expect(`{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":4}}`)
 	h.send(`{"jsonrpc":"2.0","id":4,"result":1}`)
 	// Cancel the run, then settle it.

@@ -120,15 +120,15 @@ type Run struct {
 	bindingCalls int64
 
 	// fd-3 writer state (wire.go).
-	raw   syscall.RawConn // fd 3 for non-blocking writes; nil until attached
-	wcond *sync.Cond
-	wBoot []byte
-	wRun  []byte
-	wRest []byte   // the unwritten tail of a reply cut short by a full socket
-	wq    [][]byte // replies waiting (cap protocol.ReplyQueue)
-	wbusy bool     // a goroutine is writing to fd 3
-	wstop bool
-	wdead bool
+	raw       syscall.RawConn // fd 3 for non-blocking writes; nil until attached
+	wcond     *sync.Cond
+	wBoot     []byte
+	wRun      []byte
+	wRest     []byte   // the unwritten tail of a reply cut short by a full socket
+	wq        [][]byte // replies waiting (cap protocol.ReplyQueue)
+	wbusy     bool     // a goroutine is writing to fd 3
+	wstop     bool
+	wdead     bool
 	out       []outItem
 	delivered chan struct{} // closed once onResult returned
 	quiescent chan struct{} // closed once the run is forgotten

@@ -36,7 +36,10 @@ func (r *Run) readLoop(w *worker) {
 			frames, ferr := framer.Feed(buf[:n])
 			for _, line := range frames {
 				r.handleFrame(line)
-				r.flush()
+				r.deliverQueued(false) // before the next frame can decide
+			}
+			if len(frames) > 0 {
+				r.flush() // the client writes one read's deliveries together
 			}
 			if ferr != nil {
 				discard, framer = true, nil // drop the held partial frame
@@ -365,16 +368,34 @@ func (r *Run) strayLoop(w *worker, fd int, f *os.File) {
 
 // ---- ordered client delivery ------------------------------------------------
 
-// flush delivers queued outbox items in order. Any goroutine may call it; the
-// sendMu hand-off keeps deliveries ordered and none is lost. A panic in a
-// client callback becomes the run's worker-exit; the item that panicked is
-// dropped and delivery goes on (the result is always delivered).
-func (r *Run) flush() {
-	for !r.flushOnce() {
+// flusher is an optional extension of Client: a client that has it may buffer
+// what CallBinding, Log and the cancels send until Flush, so a burst of
+// deliveries reaches the client in a few writes. flush ends with a Flush, and
+// nothing stays buffered while the result waits for its directory.
+type flusher interface{ Flush() }
+
+func (r *Run) flushClient() {
+	if f, ok := r.client.(flusher); ok {
+		f.Flush()
 	}
 }
 
-func (r *Run) flushOnce() (done bool) {
+// flush delivers queued outbox items in order, then has the client write out
+// what it buffered.
+func (r *Run) flush() { r.deliverQueued(true) }
+
+// deliverQueued delivers queued outbox items in order; push ends with the
+// client's Flush (the fd-3 reader delivers each frame's items without it and
+// pushes once per read). Any goroutine may call it; the sendMu hand-off keeps
+// deliveries ordered and none is lost. A panic in a client callback becomes
+// the run's worker-exit; the item that panicked is dropped and delivery goes
+// on (the result is always delivered).
+func (r *Run) deliverQueued(push bool) {
+	for !r.deliverOnce(push) {
+	}
+}
+
+func (r *Run) deliverOnce(push bool) (done bool) {
 	defer func() {
 		if v := recover(); v != nil {
 			r.log.Error("panic in a client callback", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
@@ -382,13 +403,16 @@ func (r *Run) flushOnce() (done bool) {
 			done = false
 		}
 	}()
-	r.drain()
+	r.drain(push)
 	return true
 }
 
-func (r *Run) drain() {
+func (r *Run) drain(push bool) {
 	r.sendMu.Lock()
 	defer r.sendMu.Unlock()
+	if push {
+		defer r.flushClient()
+	}
 	for {
 		it, ok := r.popOut()
 		if !ok {
@@ -425,6 +449,7 @@ func (r *Run) deliver(it outItem) {
 		}
 	case it.result != nil:
 		defer close(r.delivered)
+		r.flushClient()
 		<-it.staged
 		r.onResult(*it.result)
 	}
