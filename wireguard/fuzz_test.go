@@ -24,6 +24,9 @@ var catalogueValues = []string{
 	`"a\"9007199254740993"`, `[1152921504606846976]`, `1e21`, `1e-7`, `1e-6`, `5e-324`,
 	`1.7976931348623157e308`, `-2.5e-8`, `[1e400, "xxxxxxxxxx"]`, `"\ud83d\ude00\udc00"`,
 	strings.Repeat("[", 200) + "0" + strings.Repeat("]", 200), "\"\xed\xa0\x80\"", "\"\xff\"",
+	// strings long enough for the word-at-a-time skips, specials at uneven offsets
+	`{"text":"` + strings.Repeat("abcdefg", 5) + `\"x\\` + strings.Repeat("hij", 7) + `\u0041é\n"}`,
+	"\"" + strings.Repeat("0123456789", 3) + "\x1f" + strings.Repeat("y", 11) + "\"",
 }
 
 func FuzzCheckValue(f *testing.F) {

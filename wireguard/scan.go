@@ -196,14 +196,6 @@ func (s *scanner) literal(sep byte, word string) (token, bool) {
 	return t, true
 }
 
-// strSafe marks the ASCII bytes that may appear raw in a string without attention.
-var strSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
 // str scans a string token starting at its opening quote.
 func (s *scanner) str(sep byte) (token, bool) {
 	start := s.pos
@@ -212,7 +204,7 @@ func (s *scanner) str(sep byte) (token, bool) {
 		c := s.src[i]
 		switch {
 		case c < utf8.RuneSelf && strSafe[c]:
-			i++
+			i = skipSafe(s.src, i+1)
 		case c == '"':
 			s.pos = i + 1
 			return token{kind: tokString, start: start, end: s.pos, sep: sep}, true

@@ -65,6 +65,40 @@ func surrogateAt(s string, i int) (rune, bool) {
 	return 0xD000 | rune(s[i+1]&0x3F)<<6 | rune(s[i+2]&0x3F), true
 }
 
+// strSafe marks the ASCII bytes that appear raw in a JSON string and in its canonical
+// form: everything from 0x20 to 0x7F except `"` and `\`.
+var strSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// skipSafe returns the index of the first byte at or after i that is not strSafe (or
+// len(p)): the run every string walker copies or counts without decoding. It is the
+// per-byte strSafe loop, eight bytes at a time while a whole word is safe (a word with
+// any other byte falls through to that loop, so the result is the loop's).
+func skipSafe[T string | []byte](p T, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(p); i += 8 {
+		w := p[i : i+8]
+		x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+			uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+		// The high bit of a byte of bad is set when that byte is ≥ 0x80, or (for the first
+		// such byte, which is all that matters here) < 0x20, '"' or '\\': the classic
+		// has-less-than and has-zero-byte tests, exact as a whole-word yes/no.
+		q, b := x^('"'*ones), x^('\\'*ones)
+		bad := x | (x-0x20*ones) & ^x | (q-ones) & ^q | (b-ones) & ^b
+		if bad&highs != 0 {
+			break
+		}
+	}
+	for i < len(p) && p[i] < utf8.RuneSelf && strSafe[p[i]] {
+		i++
+	}
+	return i
+}
+
 // nextWTF8Piece returns the piece of the WTF-8 string s that starts at i: a verbatim
 // span s[i:next] (span true), or one code point r ending at next. Bytes that are
 // neither UTF-8 nor a surrogate form are read as U+FFFD, one per byte, so a caller
@@ -74,10 +108,10 @@ func nextWTF8Piece(s string, i int) (next int, r rune, span bool) {
 	for j < len(s) {
 		c := s[j]
 		if c < utf8.RuneSelf {
-			if c < 0x20 || c == '"' || c == '\\' {
+			if !strSafe[c] {
 				break
 			}
-			j++
+			j = skipSafe(s, j+1)
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[j:])
