@@ -20,12 +20,21 @@
 //	  │         marks inherited fds ≥ 3 close-on-exec     setsid, pdeathsig=KILL
 //	  │            fd0=/dev/null fd1,fd2=pipes fd3=socketpair end, nothing else
 //	  ├─ closes the child's ends, records /proc/<pid>/stat start time
+//	  ├─ registers the group with the watchdog (if one runs)
 //	  ▼
 //	Process{Pid, Conn, Stdout, Stderr}
 //	  SignalGroup(sig) ──► start time unchanged (or leader gone)? ──► kill(-pgid, sig)
-//	  GroupEmpty()     ──► kill(-pgid, 0) == ESRCH
+//	  GroupEmpty()     ──► kill(-pgid, 0) == ESRCH (then unregistered)
 //	  Terminate(grace) ──► SIGTERM group now, SIGKILL group after grace (stoppable)
 //	  Wait()           ──► wait4(pid) ──► Exit{code|signal, CPU, MaxRSS}
+//
+// The parent-death signal reaches the child only. StartWatchdog (called once
+// by the daemon's main) starts the watchdog: this binary re-executed in its
+// own session, fed the registered groups over a pipe only the daemon holds.
+// When that pipe ends — the daemon died, however it died, or stopped it —
+// the watchdog SIGKILLs every group still registered, so a same-group
+// grandchild dies with the daemon too (watchdog_linux.go). Without a
+// watchdog, registration is a no-op.
 //
 // Probe runs a short-lived command (the interpreter version probe) with the
 // caller's environment in its own process group, bounded by a deadline.

@@ -81,6 +81,9 @@ func Start(spec Spec) (*Process, error) {
 	}
 	p := &Process{Pid: pid, Conn: s.conn, Stdout: s.stdout, Stderr: s.stderr}
 	p.startTime, p.hasStart = StartTime(pid)
+	if p.hasStart {
+		watchGroup(pid, p.startTime) // its descendants die with the daemon too
+	}
 	return p, nil
 }
 
@@ -120,10 +123,17 @@ func (p *Process) SignalGroup(sig syscall.Signal) {
 }
 
 // GroupEmpty reports whether the child's process group has no member left
-// (kill(-pgid, 0) fails with ESRCH). An unreaped leader still counts.
+// (kill(-pgid, 0) fails with ESRCH). An unreaped leader still counts. An
+// empty group is no longer watched (see StartWatchdog).
 func (p *Process) GroupEmpty() bool {
-	return !p.valid() || unix.Kill(-p.Pid, 0) == unix.ESRCH
+	if !p.groupEmpty() {
+		return false
+	}
+	unwatchGroup(p.Pid)
+	return true
 }
+
+func (p *Process) groupEmpty() bool { return !p.valid() || unix.Kill(-p.Pid, 0) == unix.ESRCH }
 
 // valid guards the group calls: kill(-0) would signal the daemon's own
 // process group and kill(-1) every process it may signal. A zero Process

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/config"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
 )
@@ -57,6 +58,18 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "coderun-rpc: cannot set up stdout: %v\n", err)
 		return 1
 	}
+	// Before the first child: from here on a run's process group dies with
+	// the daemon, however the daemon dies (SPEC §8).
+	stopWatchdog, err := child.StartWatchdog(func(err error) { log.Warn("watchdog", "err", err) })
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "coderun-rpc: %v\n", err)
+		return 1
+	}
+	defer func() {
+		if err := stopWatchdog(); err != nil {
+			log.Warn("watchdog", "err", err)
+		}
+	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	srv := rpc.New(rpc.Options{In: os.Stdin, Out: out, Config: cfg, Runner: rpc.NewRunner(cfg, log),
@@ -139,6 +152,22 @@ func check() int {
 		cfg.Limits.MaxValueBytes, cfg.GraceMs)
 	fmt.Printf("runs: maxConcurrentRuns=%d maxQueuedRuns=%d warmPool=%d isolation=%s\n",
 		cfg.MaxConcurrentRuns, cfg.MaxQueuedRuns, cfg.WarmPool, cfg.Isolation)
+	stopWatchdog, err := child.StartWatchdog(nil)
+	if err != nil {
+		fmt.Printf("watchdog: FAILED: %v\n", err)
+		return 2
+	}
+	code := smoke(cfg)
+	if err := stopWatchdog(); err != nil {
+		fmt.Printf("watchdog: FAILED: %v\n", err)
+		return 2
+	}
+	fmt.Println("watchdog: ok (started, watched the smoke run, stopped)")
+	return code
+}
+
+// smoke runs --check's smoke program and reports it. Exit 0 or 2.
+func smoke(cfg *config.Config) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	report, err := rpc.Check(context.Background(), cfg, log, version)
 	fmt.Print(report)

@@ -23,7 +23,7 @@ var allowed = map[string][]string{
 	"session":            {"child", "wireguard", "py", "protocol"},
 	"config":             {"child", "protocol", "github.com/kelseyhightower/envconfig"},
 	"rpc":                {"session", "wireguard", "protocol", "config", "github.com/sourcegraph/jsonrpc2"},
-	"cmd/coderun-rpc":    {"config", "rpc", "protocol"},
+	"cmd/coderun-rpc":    {"config", "rpc", "protocol", "child"},
 }
 
 func TestImportDirection(t *testing.T) {
