@@ -30,7 +30,8 @@
 //
 // The parent-death signal reaches the child only. StartWatchdog (called once
 // by the daemon's main) starts the watchdog: this binary re-executed in its
-// own session, fed the registered groups over a pipe only the daemon holds.
+// own process group, fed the registered groups over a pipe only the daemon
+// holds.
 // When that pipe ends — the daemon died, however it died, or stopped it —
 // the watchdog SIGKILLs every group still registered, so a same-group
 // grandchild dies with the daemon too (watchdog_linux.go). Without a

@@ -22,8 +22,8 @@ import (
 // by SIGKILL, whose group kills never run.
 //
 //	daemon ──fork/exec /proc/self/exe "coderun-watchdog"──► watchdog
-//	  │   new session; SIGINT/TERM/HUP/PIPE ignored, then "ready" on fd 1;
-//	  │   no parent-death signal; fd 0 = read end of a pipe, fd 2 = stderr
+//	  │   own process group; SIGINT/TERM/HUP/PIPE ignored, then "ready" on
+//	  │   fd 1; no parent-death signal; fd 0 = read end of a pipe, fd 2 = stderr
 //	  │
 //	  ├─ Start:      "w <pgid> <start>\n" ─┐  one write under a mutex; only
 //	  ├─ GroupEmpty: "u <pgid>\n"         ─┤  the daemon holds the write end
@@ -69,7 +69,7 @@ const minPruneAt = 64
 var dog atomic.Pointer[watchdog]
 
 // StartWatchdog starts the daemon's watchdog: a re-execution of this binary
-// (/proc/self/exe) in its own session that outlives the daemon. From then on
+// (/proc/self/exe) in its own process group that outlives the daemon. From then on
 // Start registers every new child's process group with it, and
 // Process.GroupEmpty returning true unregisters it. When the daemon dies,
 // however it dies (SIGKILL included), the watchdog SIGKILLs every group still
@@ -312,6 +312,14 @@ func (p *watchdogProc) write(b []byte) error {
 // watchdog_main_linux.go) and waits until it is ready. It is started through
 // the spawner, so it inherits no descriptor but its fds 0-2; no parent-death
 // signal: it must outlive the daemon.
+//
+// Its own process group keeps a terminal's and a supervisor's group signals
+// away from it. It stays in the daemon's session on purpose: when the daemon
+// dies, the watchdog's group becomes orphaned, and the kernel sends an
+// orphaned group with a stopped member SIGHUP (ignored) and SIGCONT — so
+// even a watchdog someone stopped wakes up, reads the end of its input and
+// does its job. (A new session would be orphaned from the start, and a
+// stopped watchdog would stay stopped for good.)
 func startWatchdogProc() (*watchdogProc, error) {
 	r, input, err := watchdogPipe()
 	if err != nil {
@@ -327,7 +335,7 @@ func startWatchdogProc() (*watchdogProc, error) {
 	pid, err := forkExec("/proc/self/exe", []string{watchdogArgv0}, &syscall.ProcAttr{
 		Env:   []string{},
 		Files: []uintptr{uintptr(r), uintptr(readyW), uintptr(unix.Stderr)},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
 	closeFds(r, readyW)
 	if err != nil {

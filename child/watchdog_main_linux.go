@@ -39,8 +39,9 @@ func init() {
 // runWatchdog keeps the set of groups that the records read from in
 // describe, and kills those left when in ends. It never returns.
 func runWatchdog(in io.Reader) {
-	// Ignored, not caught: a terminal's or a supervisor's signal for the
-	// daemon's group or session must not end the watchdog before the daemon.
+	// Ignored, not caught: a signal meant for the daemon (a terminal's, a
+	// supervisor's) must not end the watchdog before the daemon; SIGHUP also
+	// comes with the SIGCONT that wakes a stopped, newly orphaned watchdog.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	unix.Write(1, []byte(watchdogReady))
 	records := make(chan record)
