@@ -160,6 +160,7 @@ func (s *ForkServer) Spawn(spec ForkSpec) (*Process, error) {
 	}
 	p := &Process{Pid: r.pid, Conn: st.conn, Stdout: st.stdout, Stderr: st.stderr,
 		startTime: r.startTime, hasStart: true, relay: r.exit}
+	watchGroup(p.Pid, p.startTime) // its descendants die with the daemon too
 	return p, nil
 }
 

@@ -144,12 +144,20 @@ func TestDaemonSIGKILLMidRun(t *testing.T) {
 // No parent-death signal reaches it (it is not the daemon's child): the
 // daemon's watchdog, which outlives it, kills the group (finding F1, fixed)
 // and exits. Each must be gone within a second; the poll is longer so that
-// only a survivor fails, not a loaded machine. Spawn mode: a fork server's
-// children are not registered with the watchdog yet (RELIABILITY.md, F1).
+// only a survivor fails, not a loaded machine. Both start modes: a forked
+// run process is the fork server's child, registered all the same.
 func TestDaemonSIGKILLGrandchild(t *testing.T) {
-	t.Parallel()
+	for _, mode := range []string{"spawn", "fork"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			daemonSIGKILLGrandchild(t, mode)
+		})
+	}
+}
+
+func daemonSIGKILLGrandchild(t *testing.T, mode string) {
 	tmp := t.TempDir()
-	d := started(t, map[string]string{"TMPDIR": tmp, "CODERUN_WARM_POOL": "0", "CODERUN_START_MODE": "spawn"})
+	d := started(t, map[string]string{"TMPDIR": tmp, "CODERUN_WARM_POOL": "0", "CODERUN_START_MODE": mode})
 	pids := make(chan int, 2)
 	d.behave("pid", pidsBehaviour(pids))
 	d.request("run", prog(`import os, subprocess, sys

@@ -15,25 +15,12 @@ import (
 
 // isForkServer reports whether pid runs forkserver.py and its parent does not.
 func isForkServer(pid int) bool {
-	return runsForkServer(pid) && !runsForkServer(parentPid(pid))
+	return runsForkServer(pid) && !runsForkServer(ppid(pid))
 }
 
 func runsForkServer(pid int) bool {
 	cmd, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	return err == nil && bytes.HasSuffix(bytes.TrimRight(cmd, "\x00"), []byte("/forkserver.py"))
-}
-
-func parentPid(pid int) int {
-	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	fields := bytes.Fields(st[bytes.LastIndexByte(st, ')')+1:])
-	if len(fields) < 2 {
-		return 0
-	}
-	ppid, _ := strconv.Atoi(string(fields[1]))
-	return ppid
 }
 
 // isForkServerDir reports whether tmp/name is the fork server's staged directory.

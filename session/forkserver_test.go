@@ -19,11 +19,11 @@ func TestStartModes(t *testing.T) {
 }
 
 var startModeCases = []tcase{
-		{name: "C45", program: "return 2 + 2", value: "4"},
-		{name: "C39", bindings: tools("echo", "fail"), client: map[string]behaviour{"echo": wrap(), "fail": fail("nope")}, nCalls: 2,
-			program: "first = await tools.echo({\"n\": 1})\ntry:\n    await tools.fail({})\nexcept RuntimeError as e:\n    caught = str(e)\nreturn {\"first\": first, \"caught\": caught}",
-			value:   `{"first":{"echoed":{"n":1}},"caught":"nope"}`},
-		{name: "view", program: `import os, sys
+	{name: "C45", program: "return 2 + 2", value: "4"},
+	{name: "C39", bindings: tools("echo", "fail"), client: map[string]behaviour{"echo": wrap(), "fail": fail("nope")}, nCalls: 2,
+		program: "first = await tools.echo({\"n\": 1})\ntry:\n    await tools.fail({})\nexcept RuntimeError as e:\n    caught = str(e)\nreturn {\"first\": first, \"caught\": caught}",
+		value:   `{"first":{"echoed":{"n":1}},"caught":"nope"}`},
+	{name: "view", program: `import os, sys
 env = dict(os.environ)
 env.pop("LC_CTYPE", None)
 here = os.getcwd()
@@ -31,15 +31,15 @@ return {"keys": sorted(env), "tmp": os.environ["TMPDIR"] == here,
         "argv0": sys.argv[0] == here + "/bootstrap.py", "file": sys.modules["__main__"].__file__ == sys.argv[0],
         "pgid": os.getpgid(0) == os.getpid(), "sid": os.getsid(0) == os.getpid(),
         "fds": [f for f in range(64) if os.path.exists("/proc/self/fd/%d" % f)]}`,
-			value: `{"keys":["TMPDIR"],"tmp":true,"argv0":true,"file":true,"pgid":true,"sid":true,"fds":[0,1,2,3]}`},
-		{name: "C115", program: "import os\nos._exit(7)", kind: protocol.KindWorkerExit,
-			message: "python exited (code=7, signal=null) before completing", exitCode: intp(7)},
-		{name: "C116", program: "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", kind: protocol.KindWorkerExit,
-			message: "python exited (code=null, signal=SIGKILL) before completing", signal: "SIGKILL"},
-		{name: "C110", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 500 }), program: "import time\nwhile True:\n    time.sleep(1)",
-			kind: protocol.KindTimeout, budget: protocol.BudgetWall, message: "wall-clock ceiling reached (500ms)", maxElapsed: 3 * time.Second},
-		{name: "C120", limits: lim(func(l *protocol.Limits) { l.CPUSeconds = 1; l.MaxWallMs = 15000 }),
-			program: "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass",
-			kind:    protocol.KindTimeout, budget: protocol.BudgetCPU,
-			message: "CPU time exhausted (limit at most 1s; a stricter inherited RLIMIT_CPU can fire sooner)"},
+		value: `{"keys":["TMPDIR"],"tmp":true,"argv0":true,"file":true,"pgid":true,"sid":true,"fds":[0,1,2,3]}`},
+	{name: "C115", program: "import os\nos._exit(7)", kind: protocol.KindWorkerExit,
+		message: "python exited (code=7, signal=null) before completing", exitCode: intp(7)},
+	{name: "C116", program: "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", kind: protocol.KindWorkerExit,
+		message: "python exited (code=null, signal=SIGKILL) before completing", signal: "SIGKILL"},
+	{name: "C110", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 500 }), program: "import time\nwhile True:\n    time.sleep(1)",
+		kind: protocol.KindTimeout, budget: protocol.BudgetWall, message: "wall-clock ceiling reached (500ms)", maxElapsed: 3 * time.Second},
+	{name: "C120", limits: lim(func(l *protocol.Limits) { l.CPUSeconds = 1; l.MaxWallMs = 15000 }),
+		program: "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass",
+		kind:    protocol.KindTimeout, budget: protocol.BudgetCPU,
+		message: "CPU time exhausted (limit at most 1s; a stricter inherited RLIMIT_CPU can fire sooner)"},
 }
