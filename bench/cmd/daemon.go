@@ -105,6 +105,9 @@ func (d *daemon) stop() {
 	}
 }
 
+// measureDaemon runs every measurement whose group name matches o.only:
+// cold, cold-spawn, warm, paced, bindings, logs, throughput, throughput-spawn.
+// The groups after cold-spawn share one daemon, in that order.
 func measureDaemon(o options, f floors) ([]row, error) {
 	rows := []row{
 		newRow("floor: python -I -S -c pass spawn", "ms", 0, ms(f.spawnBare), ""),
@@ -113,52 +116,68 @@ func measureDaemon(o options, f floors) ([]row, error) {
 		newRow("floor: pre-started child runs return 1", "ms", 0, ms(f.prestarted), ""),
 		newRow("floor: JSON-RPC round trip over stdio", "µs", 0, us(f.rpcRT), ""),
 	}
-	cold, err := measureReturn1(o, "cold (pool 0)", ms(f.spawnAsyncio), "CODERUN_WARM_POOL=0")
-	if err != nil {
-		return nil, err
+	var shared *daemon
+	defer func() {
+		if shared != nil {
+			shared.stop()
+		}
+	}()
+	// on runs fn against the shared daemon, started on first use.
+	on := func(fn func(d *daemon) ([]row, error)) func() ([]row, error) {
+		return func() ([]row, error) {
+			if shared == nil {
+				d, err := startDaemon(o, "CODERUN_MAX_LOG_BYTES=16777216")
+				if err != nil {
+					return nil, err
+				}
+				shared = d
+			}
+			return fn(shared)
+		}
 	}
-	rows = append(rows, cold...)
-	spawned, err := measureReturn1(o, "cold (pool 0), spawn mode", ms(f.spawnAsyncio),
-		"CODERUN_WARM_POOL=0", "CODERUN_START_MODE=spawn")
-	if err != nil {
-		return nil, err
+	one := func(fn func(options, *daemon) (row, error)) func(d *daemon) ([]row, error) {
+		return func(d *daemon) ([]row, error) {
+			r, err := fn(o, d)
+			return []row{r}, err
+		}
 	}
-	rows = append(rows, spawned...)
-	d, err := startDaemon(o, "CODERUN_MAX_LOG_BYTES=16777216")
-	if err != nil {
-		return nil, err
+	steps := []struct {
+		group string
+		run   func() ([]row, error)
+	}{
+		{"cold", func() ([]row, error) {
+			return measureReturn1(o, "cold (pool 0)", ms(f.spawnAsyncio), "CODERUN_WARM_POOL=0")
+		}},
+		{"cold-spawn", func() ([]row, error) {
+			return measureReturn1(o, "cold (pool 0), spawn mode", ms(f.spawnAsyncio),
+				"CODERUN_WARM_POOL=0", "CODERUN_START_MODE=spawn")
+		}},
+		{"warm", on(func(d *daemon) ([]row, error) {
+			return return1Rows(o, d, "warm (default pool)", ms(f.prestarted))
+		})},
+		{"paced", on(func(d *daemon) ([]row, error) { return pacedRows(o, d, ms(f.prestarted)) })},
+		{"bindings", on(func(d *daemon) ([]row, error) { return bindingRows(o, d, f) })},
+		{"logs", on(one(logRow))},
+		{"throughput", on(func(d *daemon) ([]row, error) {
+			r, err := throughputRow(o, d)
+			return []row{r, newRow("daemon peak RSS (VmHWM)", "MB", 0, d.peakRSSKb()/1024, "")}, err
+		})},
+		{"throughput-spawn", func() ([]row, error) {
+			r, err := spawnThroughputRow(o)
+			return []row{r}, err
+		}},
 	}
-	defer d.stop()
-	warm, err := return1Rows(o, d, "warm (default pool)", ms(f.prestarted))
-	if err != nil {
-		return nil, err
+	for _, st := range steps {
+		if !o.only.MatchString(st.group) {
+			continue
+		}
+		more, err := st.run()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", st.group, err)
+		}
+		rows = append(rows, more...)
 	}
-	rows = append(rows, warm...)
-	paced, err := pacedRows(o, d, ms(f.prestarted))
-	if err != nil {
-		return nil, err
-	}
-	rows = append(rows, paced...)
-	more, err := bindingRows(o, d, f)
-	if err != nil {
-		return nil, err
-	}
-	rows = append(rows, more...)
-	logs, err := logRow(o, d)
-	if err != nil {
-		return nil, err
-	}
-	rows = append(rows, logs)
-	tp, err := throughputRow(o, d)
-	if err != nil {
-		return nil, err
-	}
-	rows = append(rows, tp, newRow("daemon peak RSS (VmHWM)", "MB", 0, d.peakRSSKb()/1024, ""))
-	spawnTP, err := spawnThroughputRow(o)
-	if err != nil {
-		return nil, err
-	}
-	return append(rows, spawnTP), nil
+	return rows, nil
 }
 
 // spawnThroughputRow is the throughput row with a fresh interpreter per run

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -24,6 +25,7 @@ type options struct {
 	daemon  string
 	python  string
 	outDir  string
+	only    *regexp.Regexp
 	samples int
 }
 
@@ -37,12 +39,18 @@ func main() {
 	flag.StringVar(&o.daemon, "daemon", "bin/coderun-rpc", "daemon binary")
 	flag.StringVar(&o.python, "python", "python3", "interpreter (shims are resolved)")
 	flag.StringVar(&o.outDir, "out", "bench/results", "directory for the JSON table ('' to skip)")
+	only := flag.String("only", "", "regexp of the measurement groups to run (cold, cold-spawn, warm, paced, bindings, logs, throughput, throughput-spawn); floors always run")
 	flag.Parse()
+	var err error
+	if o.only, err = regexp.Compile(*only); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: -only:", err)
+		os.Exit(2)
+	}
 	o.samples = 200
 	if o.quick {
 		o.samples = 5
 	}
-	if err := run(o); err != nil {
+	if err = run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}

@@ -150,8 +150,8 @@ func check() int {
 	fmt.Printf("limits: cpuSeconds=%d maxWallMs=%d addressSpaceMb=%d maxLogBytes=%d maxValueBytes=%d graceMs=%d\n",
 		cfg.Limits.CPUSeconds, cfg.Limits.MaxWallMs, cfg.Limits.AddressSpaceMb, cfg.Limits.MaxLogBytes,
 		cfg.Limits.MaxValueBytes, cfg.GraceMs)
-	fmt.Printf("runs: maxConcurrentRuns=%d maxQueuedRuns=%d warmPool=%d isolation=%s\n",
-		cfg.MaxConcurrentRuns, cfg.MaxQueuedRuns, cfg.WarmPool, cfg.Isolation)
+	fmt.Printf("runs: maxConcurrentRuns=%d maxQueuedRuns=%d warmPool=%d isolation=%s startMode=%s\n",
+		cfg.MaxConcurrentRuns, cfg.MaxQueuedRuns, cfg.WarmPool, cfg.Isolation, cfg.StartMode)
 	stopWatchdog, err := child.StartWatchdog(nil)
 	if err != nil {
 		fmt.Printf("watchdog: FAILED: %v\n", err)
