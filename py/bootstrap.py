@@ -337,120 +337,64 @@ def _make_log_streams(send, codec, P, max_log, TextIOBase):
     may rebind).
     """
     import builtins as B
-    len, type, str, bytearray, max, TypeError = (
-        B.len, B.type, B.str, B.bytearray, B.max, B.TypeError)
-    nl_join = b"\n".join
+    len, type, str, max, TypeError = B.len, B.type, B.str, B.max, B.TypeError
+    join = b"".join
     import _thread
-    string, put_string, type_name = codec.string, codec.put_string, codec.type_name
+    string, quoted, type_name = codec.string, codec.quoted, codec.type_name
     COALESCE = P.FRAGMENT_COALESCING
     ledger_lock = _thread.RLock()
     ledger = [max_log - 1, False, False]     # remaining, truncated, open entry accumulating
     marker = P.log_truncation_marker(max_log)
+    LOG_HEAD, CLOSED, OPEN = b'{"type":"log","text":', b"}", b',"open":true}'
     # Frames of the write() call in progress: one write() that completes several lines
     # sends them in one fd-3 write per 64 KiB instead of one per line. They are sent before
     # write() returns (and before any other frame of this ledger), so order is kept and
-    # nothing waits on a later event.
+    # nothing waits on a later event. batch holds their parts, newline-separated.
     batch = []
     batch_state = [0, 0]                     # batching on, bytes held
     BATCH_MAX = 1 << 16
 
     def drain():
         if batch:
-            frames = batch[:]
+            data = join(batch)
             del batch[:]
             batch_state[1] = 0
-            send(frames[0] if len(frames) == 1 else nl_join(frames))
+            send(data)
 
     def truncate():
         if not ledger[1]:
             ledger[1] = True
             drain()
-            send(b'{"type":"log","text":', string(marker), b',"truncated":true}')
+            send(LOG_HEAD, string(marker), b',"truncated":true}')
 
     def push(text, is_open):
-        with ledger_lock:
-            if ledger[1]:
-                return
-            remaining, accumulating = ledger[0], ledger[2]
-            n = len(text)
-            if (n if accumulating else n + 3) > remaining:
-                truncate()
-                return
-            out = bytearray(b'{"type":"log","text":')
-            cost = put_string(out, text, remaining + 2 if accumulating else remaining - 1,
-                              False)
-            if cost < 0:
-                truncate()
-                return
-            ledger[0] = remaining - (cost - 2 if accumulating else cost + 1)
-            ledger[2] = is_open
-            out += b',"open":true}' if is_open else b"}"
-            if not batch_state[0] or len(out) >= BATCH_MAX:
-                drain()
-                send(out)
-                return
-            batch.append(out)
-            batch_state[1] += len(out)
-            if batch_state[1] >= BATCH_MAX:
-                drain()
-
-    def s_write(st, text):
-        if type(text) is not str:
-            raise TypeError("write() argument must be str, not %s" % type_name(text))
+        """Bill one entry or fragment and send its frame; the caller holds ledger_lock."""
+        if ledger[1]:
+            return
+        remaining, accumulating = ledger[0], ledger[2]
         n = len(text)
-        if not n:
-            return 0
-        with ledger_lock:
-            if ledger[1]:
-                st[0] = []
-                st[1] = 0
-                return n
-            pend = st[0]
-            plen = st[1]
-            lim = ledger[0] + 4
-            nl = text.find("\n", 0, max(0, lim - plen) + 1)
-            if nl < 0:
-                if plen + n > ledger[0]:
-                    head = "".join(pend) + text[:lim + 1 - plen]
-                    st[0] = []
-                    st[1] = 0
-                    push(head, False)
-                else:
-                    pend.append(text)
-                    st[1] = plen + n
-                    if len(pend) >= COALESCE:
-                        st[0] = ["".join(pend)]
-                return n
-            first = "".join(pend) + text[:nl] if pend else text[:nl]
-            st[0] = pend = []
-            st[1] = 0
-            start = nl + 1
-            if start >= n:                   # one line completed (print): no batching
-                push(first, False)
-                return n
-            batch_state[0] = 1
-            try:
-                push(first, False)
-                while start < n and not ledger[1]:
-                    remaining = ledger[0]
-                    if remaining == 0:
-                        push(text[start:start + 1], False)
-                        break
-                    lim = remaining + 4
-                    nl = text.find("\n", start, start + lim + 1)
-                    if nl < 0:
-                        if n - start > remaining:
-                            push(text[start:start + lim + 1], False)
-                        else:
-                            pend.append(text[start:])
-                            st[1] = n - start
-                        break
-                    push(text[start:nl], False)
-                    start = nl + 1
-            finally:
-                batch_state[0] = 0
-                drain()
-            return n
+        if (n if accumulating else n + 3) > remaining:
+            truncate()
+            return
+        body = quoted(text, remaining + 2 if accumulating else remaining - 1, False)
+        if body is None:
+            truncate()
+            return
+        cost = len(body)
+        ledger[0] = remaining - (cost - 2 if accumulating else cost + 1)
+        ledger[2] = is_open
+        tail = OPEN if is_open else CLOSED
+        size = len(LOG_HEAD) + cost + len(tail)
+        if not batch_state[0] or size >= BATCH_MAX:
+            drain()
+            send(LOG_HEAD, body, tail)
+            return
+        if batch:
+            batch.append(b"\n")
+        batch.extend((LOG_HEAD, body, tail))
+        batch_state[1] += size
+        if batch_state[1] >= BATCH_MAX:
+            drain()
 
     def s_flush(st):
         with ledger_lock:
@@ -462,13 +406,68 @@ def _make_log_streams(send, codec, P, max_log, TextIOBase):
                 push(text, True)
 
     def make_stream(name):
-        st = [[], 0]
+        st = [[], 0]                         # pending fragments, their total length
 
         class LogStream(TextIOBase):
             """Line-coalescing text stream billed to the run's log ledger (§3.4)."""
 
             def write(self, text):
-                return s_write(st, text)
+                if type(text) is not str:
+                    raise TypeError("write() argument must be str, not %s" % type_name(text))
+                n = len(text)
+                if not n:
+                    return 0
+                with ledger_lock:
+                    if ledger[1]:
+                        st[0] = []
+                        st[1] = 0
+                        return n
+                    pend = st[0]
+                    plen = st[1]
+                    lim = ledger[0] + 4
+                    nl = text.find("\n", 0, max(0, lim - plen) + 1)
+                    if nl < 0:
+                        if plen + n > ledger[0]:
+                            head = "".join(pend) + text[:lim + 1 - plen]
+                            st[0] = []
+                            st[1] = 0
+                            push(head, False)
+                        else:
+                            pend.append(text)
+                            st[1] = plen + n
+                            if len(pend) >= COALESCE:
+                                st[0] = ["".join(pend)]
+                        return n
+                    first = "".join(pend) + text[:nl] if pend else text[:nl]
+                    st[0] = pend = []
+                    st[1] = 0
+                    start = nl + 1
+                    if start >= n:           # one line completed (print): no batching
+                        push(first, False)
+                        return n
+                    batch_state[0] = 1
+                    try:
+                        push(first, False)
+                        while start < n and not ledger[1]:
+                            remaining = ledger[0]
+                            if remaining == 0:
+                                push(text[start:start + 1], False)
+                                break
+                            lim = remaining + 4
+                            nl = text.find("\n", start, start + lim + 1)
+                            if nl < 0:
+                                if n - start > remaining:
+                                    push(text[start:start + lim + 1], False)
+                                else:
+                                    pend.append(text[start:])
+                                    st[1] = n - start
+                                break
+                            push(text[start:nl], False)
+                            start = nl + 1
+                    finally:
+                        batch_state[0] = 0
+                        drain()
+                    return n
 
             def flush(self):
                 s_flush(st)

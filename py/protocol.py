@@ -160,6 +160,10 @@ def make_codec():
     copysign = _math.copysign
     OK_, OVER_, BAD_, MARKER_ = OK, OVER_BUDGET, NOT_LOSSLESS, MESSAGE_MARKER
     encode_basestring = _json.encode_basestring
+    # The ASCII characters encode_basestring escapes (C0 controls, '"', '\\'), for
+    # str.translate to delete.
+    escaped = dict.fromkeys((*range(32), 34, 92))
+    join = b"".join
     scanstring = _json.scanstring
     inf = float("inf")
     chunk_chars = 1 << 16
@@ -200,6 +204,26 @@ def make_codec():
         except UnicodeEncodeError:
             return fold(esc).encode("utf-8", "backslashreplace" if escape_lone else "replace")
 
+    def quoted(s, room=None, escape_lone=True):
+        """s as a JSON string, quotes included, or None once its serialized cost (its
+        length) is known to exceed room (None = unbounded).
+
+        Up to 64 Ki characters it is the encoder's own bytes object (no copy); a longer
+        string is built chunk by chunk into a bytearray (never a full escaped copy).
+        """
+        if len(s) > chunk_chars:
+            out = bytearray()
+            return out if put_string(out, s, room, escape_lone) >= 0 else None
+        n = len(s)
+        if room is not None and n + 2 > room:
+            return None
+        if s.isascii() and len(s.translate(escaped)) == n:
+            # Nothing the encoder would escape: its output is the text in quotes. (Two
+            # C-speed passes instead of its per-character escape loop.)
+            return join((b'"', s.encode(), b'"'))
+        b = enc_chunk(encode_basestring(s), escape_lone)
+        return b if room is None or len(b) <= room else None
+
     def put_string(out, s, room, escape_lone=True):
         """Append s as a JSON string to out (a bytearray, or None to only meter).
 
@@ -207,16 +231,15 @@ def make_codec():
         (None = unbounded). Works in 64 Ki-character chunks: never a full escaped copy.
         """
         n = len(s)
-        if room is not None and n + 2 > room:
-            return -1
         if n <= chunk_chars:
-            b = enc_chunk(encode_basestring(s), escape_lone)
-            c = len(b)
-            if room is not None and c > room:
+            b = quoted(s, room, escape_lone)
+            if b is None:
                 return -1
             if out is not None:
                 out += b
-            return c
+            return len(b)
+        if room is not None and n + 2 > room:
+            return -1
         total = 2
         if out is not None:
             out += b'"'
@@ -237,9 +260,7 @@ def make_codec():
         return total
 
     def string(s, escape_lone=True):
-        out = bytearray()
-        put_string(out, s, None, escape_lone)
-        return bytes(out)
+        return bytes(quoted(s, None, escape_lone))
 
     def spell_float(x):
         """ECMAScript Number::toString, exact digits for integral |x| < 1e21 (finite x)."""
@@ -552,9 +573,9 @@ def make_codec():
         return b[:k].decode("utf-8") + MARKER_
 
     return _Bag({"encode": encode, "decode": decode, "decode_deep": decode_deep,
-                 "string": string, "put_string": put_string, "spell_float": spell_float,
-                 "cap_message": cap_message, "type_name": type_name, "fold": fold,
-                 "cost_bytes": cost_bytes})
+                 "string": string, "quoted": quoted, "put_string": put_string,
+                 "spell_float": spell_float, "cap_message": cap_message,
+                 "type_name": type_name, "fold": fold, "cost_bytes": cost_bytes})
 
 
 class _Bag:

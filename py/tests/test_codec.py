@@ -73,6 +73,24 @@ def test_string_encoding():
     assert C.string(big) == ('"' + "é" * 200000 + "😀x\"").encode()
 
 
+def test_quoted_plain_ascii_is_the_encoders_output():
+    """quoted's shortcut (ASCII with nothing to escape) against _json.encode_basestring."""
+    import _json
+    import random
+    rnd = random.Random(7)
+    pool = [chr(c) for c in range(128)] + ["é", "\ud800", "😀"]
+    texts = [""] + [c * k for c in pool for k in (1, 9)] + \
+        ["x" * 40 + c + "y" * 3 for c in pool] + \
+        ["".join(rnd.choice(pool[32:] if k % 2 else pool) for _ in range(rnd.randint(1, 60)))
+         for k in range(400)]
+    for t in texts:
+        for lone in (True, False):
+            want = C.fold(_json.encode_basestring(t)).encode(
+                "utf-8", "backslashreplace" if lone else "replace")
+            assert C.quoted(t, None, lone) == want, t
+            assert C.quoted(t, len(want), lone) == want and C.quoted(t, len(want) - 1) is None
+
+
 def test_metering_matches_encoding():
     """C210/C212 analogues: exact length, one byte less is over budget."""
     values = [None, True, False, 0, -1.5, 'a"b\\', [], {}, [1, "x", None],
