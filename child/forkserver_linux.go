@@ -67,7 +67,7 @@ type ForkSpec struct {
 
 // Errors reported by a ForkServer.
 var (
-	ErrForkServerDown = errors.New("fork server: not running")
+	ErrForkServerDown = errors.New("the fork server ended (its children die with it)")
 	errForkProtocol   = errors.New("fork server: malformed control message")
 )
 

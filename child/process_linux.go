@@ -98,7 +98,7 @@ func (p *Process) Wait() (Exit, error) {
 		if e, ok := <-p.relay; ok {
 			return e, nil
 		}
-		return Exit{}, fmt.Errorf("wait %d: %w before reporting the exit", p.Pid, ErrForkServerDown)
+		return Exit{}, fmt.Errorf("wait %d: %w", p.Pid, ErrForkServerDown)
 	}
 	ws, ru, err := wait4(p.Pid)
 	if p.sandbox != nil {

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -42,4 +43,18 @@ return {"keys": sorted(env), "tmp": os.environ["TMPDIR"] == here,
 		program: "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass",
 		kind:    protocol.KindTimeout, budget: protocol.BudgetCPU,
 		message: "CPU time exhausted (limit at most 1s; a stricter inherited RLIMIT_CPU can fire sooner)"},
+}
+
+// A fork server that dies (a hostile program can kill its parent) costs the
+// runs of its children, never the daemon: the next run starts cold or from a
+// new server, and Shutdown leaves nothing behind.
+func TestForkServerDeath(t *testing.T) {
+	m := check(t, func(c *Config) { c.WarmPool = 0 })
+	res, fc, el := execute(t, m, tcase{name: "kill-parent", program: "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(10)"})
+	tcase{kind: protocol.KindWorkerExit, maxElapsed: 8 * time.Second,
+		contains: []string{"failed to wait for python subprocess: wait ", ": the fork server ended (its children die with it)"}}.verify(t, res, fc, el)
+	for i := range 3 {
+		res, fc, el = execute(t, m, tcase{name: fmt.Sprintf("after-%d", i), program: "return 2 + 2"})
+		tcase{value: "4"}.verify(t, res, fc, el)
+	}
 }
