@@ -12,7 +12,7 @@ import (
 const jsonrpcHead = `{"jsonrpc":"2.0",`
 
 // emitRunResponse produces a run's response body piece by piece through put:
-// each log entry is encoded on its own (into scratch, reused), so the body,
+// each log entry is encoded on its own into one reused buffer, so the body,
 // which can carry megabytes of logs, is never assembled whole (writer.pieces).
 // It produces the same bytes every time it is called with the same result.
 func emitRunResponse(id string, r protocol.Result, put func([]byte)) {

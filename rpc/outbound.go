@@ -83,7 +83,7 @@ func (w *writer) put(body []byte, flush bool) {
 	w.body(len(body), func(bw *bufio.Writer) { bw.Write(body) }, flush)
 }
 
-// flush writes whatever buffer left in the buffer.
+// flush writes out what calls to buffer left in the buffer.
 func (w *writer) flush() { w.body(-1, nil, true) }
 
 // pieces writes one JSON body that emit produces piece by piece: a first pass
