@@ -24,11 +24,11 @@ var startModeCases = []tcase{
 	{name: "C39", bindings: tools("echo", "fail"), client: map[string]behaviour{"echo": wrap(), "fail": fail("nope")}, nCalls: 2,
 		program: "first = await tools.echo({\"n\": 1})\ntry:\n    await tools.fail({})\nexcept RuntimeError as e:\n    caught = str(e)\nreturn {\"first\": first, \"caught\": caught}",
 		value:   `{"first":{"echoed":{"n":1}},"caught":"nope"}`},
-	{name: "view", program: `import os, sys
+	{name: "view", program: `import os, sys, tempfile
 env = dict(os.environ)
 env.pop("LC_CTYPE", None)
 here = os.getcwd()
-return {"keys": sorted(env), "tmp": os.environ["TMPDIR"] == here,
+return {"keys": sorted(env), "tmp": os.environ["TMPDIR"] == here and tempfile.gettempdir() == here,
         "argv0": sys.argv[0] == here + "/bootstrap.py", "file": sys.modules["__main__"].__file__ == sys.argv[0],
         "pgid": os.getpgid(0) == os.getpid(), "sid": os.getsid(0) == os.getpid(),
         "fds": [f for f in range(64) if os.path.exists("/proc/self/fd/%d" % f)]}`,
@@ -56,5 +56,21 @@ func TestForkServerDeath(t *testing.T) {
 	for i := range 3 {
 		res, fc, el = execute(t, m, tcase{name: fmt.Sprintf("after-%d", i), program: "return 2 + 2"})
 		tcase{value: "4"}.verify(t, res, fc, el)
+	}
+}
+
+// Forked children share the server's state at the fork, not its random
+// generator: two runs never draw the same numbers.
+func TestForkedRandomIsFresh(t *testing.T) {
+	m := check(t, func(c *Config) { c.WarmPool = 1 })
+	draw := tcase{program: "import random\nreturn random.getrandbits(52)"}
+	seen := map[string]bool{}
+	for i := range 3 {
+		draw.name = fmt.Sprintf("draw-%d", i)
+		res, _, _ := execute(t, m, draw)
+		if res.Error != nil || seen[string(res.Value)] {
+			t.Fatalf("run %d: %s %+v (seen: %v)", i, res.Value, res.Error, seen)
+		}
+		seen[string(res.Value)] = true
 	}
 }
