@@ -308,8 +308,10 @@ func (r *Run) writeLoop(w *worker) {
 	}
 }
 
-// nextWrite blocks until a frame is due and fd 3 is free (boot, run, the rest
-// of a cut reply, then the queue) or the writer stops; it sets wbusy.
+// nextWrite blocks until a frame is due and fd 3 is free (the rest of a cut
+// reply, boot, run, then the queue) or the writer stops; it sets wbusy. The
+// rest of a cut reply goes first: a run frame queued meanwhile (a forged call
+// answered before boot-ack) must not land inside it.
 func (r *Run) nextWrite() (frame []byte, boot bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -321,6 +323,9 @@ func (r *Run) nextWrite() (frame []byte, boot bool) {
 	}
 	r.wbusy = true
 	switch {
+	case r.wRest != nil:
+		frame, r.wRest = r.wRest, nil
+		return frame, false
 	case r.wBoot != nil:
 		frame, r.wBoot = r.wBoot, nil
 		if r.w.warm {
@@ -330,9 +335,6 @@ func (r *Run) nextWrite() (frame []byte, boot bool) {
 	case r.wRun != nil:
 		frame, r.wRun = r.wRun, nil
 		return frame, true
-	case r.wRest != nil:
-		frame, r.wRest = r.wRest, nil
-		return frame, false
 	}
 	frame = r.wq[0]
 	r.wq[0] = nil
