@@ -85,19 +85,8 @@ var spawnReplyTimeout = 10 * time.Second
 
 // StartForkServer starts spec's program as a fork server (see ForkServer).
 func StartForkServer(spec Spec) (*ForkServer, error) {
-	s, err := openStdioSock(unix.SOCK_SEQPACKET)
+	s, pid, err := startWired(spec, unix.SOCK_SEQPACKET)
 	if err != nil {
-		return nil, err
-	}
-	pid, err := forkExec(spec.Path, append([]string{spec.Path}, spec.Args...), &syscall.ProcAttr{
-		Dir:   spec.Dir,
-		Env:   append([]string{}, spec.Env...),
-		Files: s.childFiles(),
-		Sys:   &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL},
-	})
-	s.closeChild()
-	if err != nil {
-		s.closeDaemon()
 		return nil, err
 	}
 	fc, err := net.FileConn(s.conn)

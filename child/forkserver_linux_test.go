@@ -5,7 +5,6 @@ package child
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,20 +15,6 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 	"golang.org/x/sys/unix"
 )
-
-// realPython resolves python3 (through a version-manager shim) or skips.
-func realPython(t *testing.T) string {
-	t.Helper()
-	shim, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3 on PATH")
-	}
-	out, err := Probe(shim, []string{"-I", "-c", "import sys; print(sys.executable)"}, 5*time.Second, 1024)
-	if err != nil {
-		t.Fatalf("probe %s: %v", shim, err)
-	}
-	return strings.TrimSpace(string(out))
-}
 
 // startRealForkServer stages the repository's py/ files (the real fork
 // server and the bootstrap its children run) and starts the server.

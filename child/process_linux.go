@@ -64,9 +64,25 @@ var ErrWaited = errors.New("child: Wait already called")
 // errors.Is(err, fs.ErrNotExist) etc. work; a missing Dir reports the same
 // way) or "pipe2: …", "socketpair: …", "open /dev/null: …" (EMFILE …).
 func Start(spec Spec) (*Process, error) {
-	s, err := openStdio()
+	s, pid, err := startWired(spec, unix.SOCK_STREAM)
 	if err != nil {
 		return nil, err
+	}
+	p := &Process{Pid: pid, Conn: s.conn, Stdout: s.stdout, Stderr: s.stderr}
+	p.startTime, p.hasStart = StartTime(pid)
+	if p.hasStart {
+		watchGroup(pid, p.startTime) // its descendants die with the daemon too
+	}
+	return p, nil
+}
+
+// startWired opens the child's fds 0-3 (fd 3 a socketpair of sockType),
+// starts spec in its own session with a parent-death SIGKILL, and returns
+// the daemon's ends. On error nothing is left open.
+func startWired(spec Spec, sockType int) (*stdio, int, error) {
+	s, err := openStdioSock(sockType)
+	if err != nil {
+		return nil, 0, err
 	}
 	pid, err := forkExec(spec.Path, append([]string{spec.Path}, spec.Args...), &syscall.ProcAttr{
 		Dir:   spec.Dir,
@@ -77,14 +93,9 @@ func Start(spec Spec) (*Process, error) {
 	s.closeChild()
 	if err != nil {
 		s.closeDaemon()
-		return nil, err
+		return nil, 0, err
 	}
-	p := &Process{Pid: pid, Conn: s.conn, Stdout: s.stdout, Stderr: s.stderr}
-	p.startTime, p.hasStart = StartTime(pid)
-	if p.hasStart {
-		watchGroup(pid, p.startTime) // its descendants die with the daemon too
-	}
-	return p, nil
+	return s, pid, nil
 }
 
 // Wait blocks in wait4 until the child exits and returns its status and

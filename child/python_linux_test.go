@@ -4,7 +4,6 @@ package child
 
 import (
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,20 +16,7 @@ import (
 // RLIMIT_CPU fires) is reported by signal name with its rusage.
 func TestPythonSIGXCPU(t *testing.T) {
 	leakcheck.Check(t)
-	shim, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3 on PATH")
-	}
-	// Resolve a version-manager shim as the daemon does: Probe runs with our
-	// environment (which the shim needs) and reports the real interpreter.
-	out, err := Probe(shim, []string{"-I", "-c", "import sys; print(sys.executable)"}, 5*time.Second, 1024)
-	if err != nil {
-		t.Fatalf("probe %s: %v", shim, err)
-	}
-	python := strings.TrimSpace(string(out))
-	if !filepath.IsAbs(python) {
-		t.Fatalf("probe %s: %q", shim, out)
-	}
+	python := realPython(t)
 	p, err := Start(Spec{
 		Path: python,
 		Args: []string{"-I", "-c", "import os, signal\nx = sum(range(3_000_000))\nos.kill(os.getpid(), signal.SIGXCPU)"},
@@ -44,4 +30,18 @@ func TestPythonSIGXCPU(t *testing.T) {
 	if e.Signal != "SIGXCPU" || !e.Signaled || e.Code != -1 || e.CPU <= 0 || e.MaxRSSKb <= 0 {
 		t.Errorf("Exit %+v, want SIGXCPU with some CPU and RSS", e)
 	}
+}
+
+// realPython resolves python3 (through a version-manager shim) or skips.
+func realPython(t *testing.T) string {
+	t.Helper()
+	shim, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on PATH")
+	}
+	out, err := Probe(shim, []string{"-I", "-c", "import sys; print(sys.executable)"}, 5*time.Second, 1024)
+	if err != nil {
+		t.Fatalf("probe %s: %v", shim, err)
+	}
+	return strings.TrimSpace(string(out))
 }

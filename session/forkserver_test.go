@@ -14,7 +14,7 @@ import (
 func TestStartModes(t *testing.T) {
 	for _, mode := range []string{StartSpawn, StartFork} {
 		t.Run(mode, func(t *testing.T) {
-			runCases(t, func(c *Config) { c.StartMode = mode; c.WarmPool = 1 }, startModeCases)
+			runCases(t, func(c *Config) { c.StartMode = mode; c.WarmPool = 1 }, append(startModeCases, endingCases...))
 		})
 	}
 }
@@ -33,16 +33,6 @@ return {"keys": sorted(env), "tmp": os.environ["TMPDIR"] == here and tempfile.ge
         "pgid": os.getpgid(0) == os.getpid(), "sid": os.getsid(0) == os.getpid(),
         "fds": [f for f in range(64) if os.path.exists("/proc/self/fd/%d" % f)]}`,
 		value: `{"keys":["TMPDIR"],"tmp":true,"argv0":true,"file":true,"pgid":true,"sid":true,"fds":[0,1,2,3]}`},
-	{name: "C115", program: "import os\nos._exit(7)", kind: protocol.KindWorkerExit,
-		message: "python exited (code=7, signal=null) before completing", exitCode: intp(7)},
-	{name: "C116", program: "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", kind: protocol.KindWorkerExit,
-		message: "python exited (code=null, signal=SIGKILL) before completing", signal: "SIGKILL"},
-	{name: "C110", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 500 }), program: "import time\nwhile True:\n    time.sleep(1)",
-		kind: protocol.KindTimeout, budget: protocol.BudgetWall, message: "wall-clock ceiling reached (500ms)", maxElapsed: 3 * time.Second},
-	{name: "C120", limits: lim(func(l *protocol.Limits) { l.CPUSeconds = 1; l.MaxWallMs = 15000 }),
-		program: "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass",
-		kind:    protocol.KindTimeout, budget: protocol.BudgetCPU,
-		message: "CPU time exhausted (limit at most 1s; a stricter inherited RLIMIT_CPU can fire sooner)"},
 }
 
 // A fork server that dies (a hostile program can kill its parent) costs the
@@ -73,4 +63,19 @@ func TestForkedRandomIsFresh(t *testing.T) {
 		}
 		seen[string(res.Value)] = true
 	}
+}
+
+// endingCases end a run by exit, signal, wall clock and CPU: every start
+// mode and tier must report them alike.
+var endingCases = []tcase{
+	{name: "C115", program: "import os\nos._exit(7)", kind: protocol.KindWorkerExit,
+		message: "python exited (code=7, signal=null) before completing", exitCode: intp(7)},
+	{name: "C116", program: "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", kind: protocol.KindWorkerExit,
+		message: "python exited (code=null, signal=SIGKILL) before completing", signal: "SIGKILL"},
+	{name: "C110", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 500 }), program: "import time\nwhile True:\n    time.sleep(1)",
+		kind: protocol.KindTimeout, budget: protocol.BudgetWall, message: "wall-clock ceiling reached (500ms)", maxElapsed: 3 * time.Second},
+	{name: "C120", limits: lim(func(l *protocol.Limits) { l.CPUSeconds = 1; l.MaxWallMs = 15000 }),
+		program: "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass",
+		kind:    protocol.KindTimeout, budget: protocol.BudgetCPU,
+		message: "CPU time exhausted (limit at most 1s; a stricter inherited RLIMIT_CPU can fire sooner)"},
 }
