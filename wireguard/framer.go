@@ -21,15 +21,19 @@ type Framer struct {
 // protocol.FrameCap; a frame of exactly cap bytes is accepted).
 func NewFramer(cap int) *Framer { return &Framer{cap: max(cap, 0)} }
 
-// Feed consumes p and returns the frames it completes, in order. Each frame is a
-// fresh allocation owned by the caller (never a sub-slice of p; its backing array
-// may be up to twice its length). Empty lines are skipped, never returned.
+// Feed consumes p and returns the frames it completes, in order. A frame that lies
+// whole in p is a sub-slice of p (capacity = length, so appending to it cannot touch
+// p) and is valid only until the caller reuses p: a frame kept longer must be copied
+// (CHILD-CONTRACT Appendix B.12). A frame begun in an earlier Feed is a fresh
+// allocation (its backing array may be up to twice its length). Empty lines are
+// skipped, never returned.
 //
 // As soon as the current frame is known to be longer than cap — whether or not its
 // newline has arrived — Feed returns ErrFrameTooLong together with the frames
 // completed before it in p; nothing of the long frame is allocated beyond cap bytes.
-// The trailing partial frame is kept as a copy and grows geometrically, so a frame
-// delivered one byte per Feed costs O(frame) copying in total.
+// The trailing partial frame is kept as a copy (never p's memory) and grows
+// geometrically, so a frame delivered one byte per Feed costs O(frame) copying in
+// total.
 func (f *Framer) Feed(p []byte) (frames [][]byte, err error) {
 	for f.err == nil && len(p) > 0 {
 		room := f.cap - len(f.buf) // bytes the current frame may still take
@@ -50,15 +54,15 @@ func (f *Framer) Feed(p []byte) (frames [][]byte, err error) {
 	return frames, f.err
 }
 
-// complete returns the current frame ended by tail, or nil if it is empty, and
-// resets the partial frame.
+// complete returns the current frame ended by tail (a sub-slice of the caller's p),
+// or nil if it is empty, and resets the partial frame.
 func (f *Framer) complete(tail []byte) []byte {
 	n := len(f.buf) + len(tail)
 	if n == 0 {
 		return nil
 	}
 	if f.buf == nil {
-		return append(make([]byte, 0, n), tail...)
+		return tail[:n:n]
 	}
 	frame := append(f.grow(n), tail...)
 	f.buf = nil
