@@ -33,6 +33,8 @@ func (r *Run) readLoop(w *worker) {
 	for {
 		n, err := w.conn.Read(buf)
 		if n > 0 && !discard && !r.isDecided() {
+			// Frames may alias buf: each is handled (and whatever is kept
+			// of it copied by the decoder) before the next Read.
 			frames, ferr := framer.Feed(buf[:n])
 			for _, line := range frames {
 				r.handleFrame(line)
