@@ -38,6 +38,10 @@ def _serve():
     import _thread  # noqa: F401
     import time  # noqa: F401
     import resource  # noqa: F401
+    # asyncio too: a spawned child imports it only for a program that could observe an event
+    # loop (~60-90 ms of its CPU); here it is imported once, and a program that awaits
+    # asyncio.gather starts at once. Nothing of it runs until a child's program uses it.
+    import asyncio  # noqa: F401
     with open(here + "/protocol.py", "rb") as f:
         hot = f.read().partition(b"\n# ==== cold section")[0]
     proto = type(sys)("coderun_protocol")
