@@ -17,6 +17,11 @@ type Client interface {
 	// Log sends one run/log notification. Called in fd-3 frame order, interleaved in
 	// order with CallBinding.
 	Log(runID string, ev protocol.LogEvent)
+	// Flush writes out what CallBinding, Log and the cancels buffered. A client may
+	// buffer them until Flush, so a burst of deliveries reaches it in a few writes; the
+	// session flushes after each fd-3 read's frames and before a result waits for its
+	// run directory, so nothing stays buffered while the run waits.
+	Flush()
 }
 
 // Answer is the client's response to a binding/call, undecoded.

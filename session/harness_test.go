@@ -230,6 +230,9 @@ func (c *fakeClient) CallBinding(runID, ns, fn string, args []byte, answer func(
 	}
 }
 
+// Flush: the fake delivers at once, nothing is buffered.
+func (c *fakeClient) Flush() {}
+
 func (c *fakeClient) Log(runID string, ev protocol.LogEvent) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

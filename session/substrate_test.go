@@ -184,6 +184,7 @@ func (c *syncClient) CallBinding(_, _, _ string, args []byte, answer func(Answer
 }
 
 func (c *syncClient) Log(string, protocol.LogEvent) {}
+func (c *syncClient) Flush()                        {}
 
 // TestSyncAnswer: an answer invoked synchronously inside CallBinding (allowed
 // by the Client contract) works, also for a burst above the 1024 slots.

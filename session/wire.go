@@ -372,17 +372,8 @@ func (r *Run) strayLoop(w *worker, fd int, f *os.File) {
 
 // ---- ordered client delivery ------------------------------------------------
 
-// flusher is an optional extension of Client: a client that has it may buffer
-// what CallBinding, Log and the cancels send until Flush, so a burst of
-// deliveries reaches the client in a few writes. flush ends with a Flush, and
-// nothing stays buffered while the result waits for its directory.
-type flusher interface{ Flush() }
-
-func (r *Run) flushClient() {
-	if f, ok := r.client.(flusher); ok {
-		f.Flush()
-	}
-}
+// flushClient has the client write out what it buffered (Client.Flush).
+func (r *Run) flushClient() { r.client.Flush() }
 
 // flush delivers queued outbox items in order, then has the client write out
 // what it buffered.
