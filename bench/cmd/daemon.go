@@ -53,12 +53,22 @@ type runResult struct {
 
 // run executes program and fails unless it succeeds.
 func (d *daemon) run(program string, extra map[string]any) (runResult, error) {
+	raw, err := d.runRaw(program, extra)
+	return decodeRun(raw, err)
+}
+
+// runRaw executes program and returns the response's result undecoded.
+func (d *daemon) runRaw(program string, extra map[string]any) (json.RawMessage, error) {
 	params := map[string]any{"program": program,
 		"bindings": []map[string]any{{"global": "tools", "functions": []string{"echo"}}}}
 	for k, v := range extra {
 		params[k] = v
 	}
-	raw, err := d.conn.call("run", params)
+	return d.conn.call("run", params)
+}
+
+// decodeRun decodes a run's result and fails unless the run succeeded.
+func decodeRun(raw json.RawMessage, err error) (runResult, error) {
 	var r runResult
 	if err == nil {
 		err = json.Unmarshal(raw, &r)
@@ -277,16 +287,22 @@ func logRow(o options, d *daemon) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	var got int
-	s, err := timeN(3, func() error { r, err := d.run(prog, extra); got = len(r.Logs); return err })
+	// The client's own decoding of the ~10.5 MB response is checked outside the timing:
+	// the figure is the daemon's capture and the transfer of its response.
+	var raw json.RawMessage
+	s, err := timeN(3, func() error {
+		var err error
+		raw, err = d.runRaw(prog, extra)
+		return err
+	})
 	if err != nil {
 		return row{}, err
 	}
-	if got != lines {
-		return row{}, fmt.Errorf("log capture kept %d of %d lines", got, lines)
+	if r, err := decodeRun(raw, nil); err != nil || len(r.Logs) != lines {
+		return row{}, fmt.Errorf("log capture kept %d of %d lines (%v)", len(r.Logs), lines, err)
 	}
 	return newRow(fmt.Sprintf("capture %d KiB of printed lines (run minus return 1)", lines), "ms", 0,
-		ms(s.pct(50)-base.pct(50)), ""), nil
+		ms(s.pct(50)-base.pct(50)), "response received, not decoded"), nil
 }
 
 func throughputRow(o options, d *daemon) (row, error) {

@@ -45,11 +45,10 @@ func newLSPConn(w io.Writer, r io.Reader, onCall func(json.RawMessage) any) *lsp
 	return c
 }
 
+// writeFrame writes header and body in one write.
 func writeFrame(w io.Writer, body []byte) error {
-	if _, err := fmt.Fprintf(w, "Content-Length: %d\r\n\r\n", len(body)); err != nil {
-		return err
-	}
-	_, err := w.Write(body)
+	frame := fmt.Appendf(nil, "Content-Length: %d\r\n\r\n", len(body))
+	_, err := w.Write(append(frame, body...))
 	return err
 }
 
