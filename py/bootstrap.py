@@ -604,14 +604,18 @@ def _make_bindings(namespaces, program_globals, send, codec, P, rbuf, load_async
         consume(data)
 
     def consume(data):
-        rbuf.extend(data)
-        if rbuf.find(b"\n", scan[0]) < 0:
-            scan[0] = len(rbuf)
-            return
-        last = rbuf.rfind(b"\n")
-        chunk = bytes(rbuf[:last + 1])
-        del rbuf[:last + 1]
-        scan[0] = 0
+        """Dispatch the complete lines of rbuf + data; the unterminated tail stays in rbuf."""
+        if not rbuf and data.endswith(b"\n"):   # the usual read: whole replies, no copy
+            chunk = data
+        else:
+            rbuf.extend(data)
+            if rbuf.find(b"\n", scan[0]) < 0:
+                scan[0] = len(rbuf)
+                return
+            last = rbuf.rfind(b"\n")
+            chunk = rbuf[:last + 1]
+            del rbuf[:last + 1]
+            scan[0] = 0
         for ln in chunk.split(b"\n")[:-1]:
             try:
                 handle_line(ln)
