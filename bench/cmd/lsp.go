@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // lspConn is a minimal JSON-RPC 2.0 peer over LSP framing: just enough to
@@ -22,11 +23,18 @@ type lspConn struct {
 	wmu     sync.Mutex
 	nextID  atomic.Int64
 	mu      sync.Mutex
-	pending map[int64]chan json.RawMessage
+	pending map[int64]chan reply
 	// onCall answers a server → client request (binding/call).
 	onCall func(params json.RawMessage) any
 	done   chan struct{}
 	err    error
+}
+
+// reply is a response's result (or error) and when its last byte was read,
+// before the client decoded it.
+type reply struct {
+	raw json.RawMessage
+	at  time.Time
 }
 
 type message struct {
@@ -39,7 +47,7 @@ type message struct {
 }
 
 func newLSPConn(w io.Writer, r io.Reader, onCall func(json.RawMessage) any) *lspConn {
-	c := &lspConn{w: w, r: bufio.NewReaderSize(r, 1<<16), pending: map[int64]chan json.RawMessage{},
+	c := &lspConn{w: w, r: bufio.NewReaderSize(r, 1<<16), pending: map[int64]chan reply{},
 		onCall: onCall, done: make(chan struct{})}
 	go c.readLoop()
 	return c
@@ -80,19 +88,25 @@ func (c *lspConn) send(v any) error {
 // call sends a request and waits for its result (an error response is
 // returned as an error).
 func (c *lspConn) call(method string, params any) (json.RawMessage, error) {
+	r, err := c.callTimed(method, params)
+	return r.raw, err
+}
+
+// callTimed is call, also returning when the response had arrived.
+func (c *lspConn) callTimed(method string, params any) (reply, error) {
 	id := c.nextID.Add(1)
-	ch := make(chan json.RawMessage, 1)
+	ch := make(chan reply, 1)
 	c.mu.Lock()
 	c.pending[id] = ch
 	c.mu.Unlock()
 	if err := c.send(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params}); err != nil {
-		return nil, err
+		return reply{}, err
 	}
 	select {
 	case res := <-ch:
 		return res, nil
 	case <-c.done:
-		return nil, fmt.Errorf("connection closed: %v", c.err)
+		return reply{}, fmt.Errorf("connection closed: %v", c.err)
 	}
 }
 
@@ -108,16 +122,17 @@ func (c *lspConn) readLoop() {
 			c.err = err
 			return
 		}
+		at := time.Now()
 		var m message
 		if err := json.Unmarshal(body, &m); err != nil {
 			c.err = err
 			return
 		}
-		c.dispatch(m)
+		c.dispatch(m, at)
 	}
 }
 
-func (c *lspConn) dispatch(m message) {
+func (c *lspConn) dispatch(m message, at time.Time) {
 	switch {
 	case m.Method != "" && m.ID != nil:
 		result := c.onCall(m.Params)
@@ -132,9 +147,9 @@ func (c *lspConn) dispatch(m message) {
 		c.mu.Unlock()
 		if ch != nil {
 			if len(m.Error) > 0 {
-				ch <- m.Error
+				ch <- reply{m.Error, at}
 			} else {
-				ch <- m.Result
+				ch <- reply{m.Result, at}
 			}
 		}
 	}
