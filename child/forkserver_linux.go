@@ -39,16 +39,17 @@ type ForkServer struct {
 	proc *Process
 	ctl  *net.UnixConn
 
-	spawnMu  sync.Mutex        // one request in flight, so replies pair with requests
-	seq      uint64            // the last request's number (under spawnMu)
-	awaiting atomic.Uint64     // the number of the request in flight, 0 when none
-	replies  chan spawnReply   // capacity 1
-	done     chan struct{}     // closed when the control socket has ended
-	mu       sync.Mutex        // guards exits and err
-	exits    map[int]chan Exit // forked children not yet reported, by pid
-	err      error             // why the server ended
-	tail     tailBuffer        // the server's last output, for the error
-	wg       sync.WaitGroup
+	spawnMu   sync.Mutex        // one request in flight, so replies pair with requests
+	seq       uint64            // the last request's number (under spawnMu)
+	awaiting  atomic.Uint64     // the number of the request in flight, 0 when none
+	replies   chan spawnReply   // capacity 1
+	done      chan struct{}     // closed when the control socket has ended
+	tailsDone chan struct{}     // closed when the server's stdout and stderr have ended
+	mu        sync.Mutex        // guards exits and err
+	exits     map[int]chan Exit // forked children not yet reported, by pid
+	err       error             // why the server ended
+	tail      tailBuffer        // the server's last output, for the error
+	wg        sync.WaitGroup
 }
 
 type spawnReply struct {
@@ -98,16 +99,21 @@ func StartForkServer(spec Spec) (*ForkServer, error) {
 		return nil, err
 	}
 	fs := &ForkServer{
-		proc:    &Process{Pid: pid, Stdout: s.stdout, Stderr: s.stderr},
-		ctl:     fc.(*net.UnixConn),
-		replies: make(chan spawnReply, 1),
-		done:    make(chan struct{}),
-		exits:   make(map[int]chan Exit),
+		proc:      &Process{Pid: pid, Stdout: s.stdout, Stderr: s.stderr},
+		ctl:       fc.(*net.UnixConn),
+		replies:   make(chan spawnReply, 1),
+		done:      make(chan struct{}),
+		tailsDone: make(chan struct{}),
+		exits:     make(map[int]chan Exit),
 	}
 	fs.proc.startTime, fs.proc.hasStart = StartTime(pid)
-	fs.wg.Add(3)
-	go fs.keepTail(s.stdout)
-	go fs.keepTail(s.stderr)
+	var tails sync.WaitGroup
+	tails.Add(2)
+	fs.wg.Add(4)
+	for _, f := range []io.ReadCloser{s.stdout, s.stderr} {
+		go func() { defer fs.wg.Done(); defer tails.Done(); fs.keepTail(f) }()
+	}
+	go func() { defer fs.wg.Done(); tails.Wait(); close(fs.tailsDone) }()
 	go fs.readLoop()
 	return fs, nil
 }
@@ -247,6 +253,11 @@ func (s *ForkServer) readLoop() {
 	for {
 		n, err := s.ctl.Read(buf)
 		if err != nil || n == 0 {
+			// The server's last words (a traceback) may still be in its pipes.
+			select {
+			case <-s.tailsDone:
+			case <-time.After(time.Second):
+			}
 			s.fail(fmt.Errorf("fork server: exited (%s)", s.tail.String()))
 			return
 		}
@@ -288,6 +299,8 @@ func (s *ForkServer) onSpawned(f [][]byte) error {
 	s.mu.Lock()
 	if s.exits != nil {
 		s.exits[r.pid] = r.exit
+	} else {
+		close(r.exit) // the server already ended: its Wait must not block
 	}
 	s.mu.Unlock()
 	return s.reply(v[0], r)
@@ -338,8 +351,8 @@ func parseUints(f [][]byte, n int) ([]uint64, bool) {
 	return v, true
 }
 
+// keepTail keeps the last of r's output in s.tail until end of stream.
 func (s *ForkServer) keepTail(r io.ReadCloser) {
-	defer s.wg.Done()
 	defer r.Close()
 	buf := make([]byte, 4096)
 	for {

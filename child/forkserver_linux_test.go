@@ -145,6 +145,7 @@ func TestForkServerHostileReplies(t *testing.T) {
 		"two replies":  "ctl.send(b'E 1 11 again')\nctl.send(b'E 1 11 again')\ntime.sleep(30)",
 		"wrong seq":    "ctl.send(b'P 2 100 5')\ntime.sleep(30)",
 		"exits":        "pass",
+		"raises":       "raise SystemError('server broke')",
 		"negative pid": "ctl.send(b'P 1 -5 5')\ntime.sleep(30)",
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -163,6 +164,9 @@ func TestForkServerHostileReplies(t *testing.T) {
 			}
 			if !errors.Is(err, ErrForkServerDown) {
 				t.Errorf("Spawn: %v, want ErrForkServerDown", err)
+			}
+			if name == "raises" && !strings.Contains(err.Error(), "SystemError: server broke") {
+				t.Errorf("Spawn: %v, want the server's last words", err)
 			}
 			select {
 			case <-s.Done():
