@@ -61,8 +61,7 @@ func (f *forker) server() *child.ForkServer {
 		case <-f.srv.Done():
 			f.log.Warn("fork server: ended", "err", f.srv.Err())
 			f.stopLocked()
-			f.retryAt = time.Now().Add(f.backoff)
-			f.backoff = min(f.backoff*2, warmBackoffMax)
+			f.backOffLocked()
 		default:
 			return f.srv
 		}
@@ -73,11 +72,17 @@ func (f *forker) server() *child.ForkServer {
 	if err := f.startLocked(); err != nil {
 		f.log.Error("fork server: failed to start; children start cold", "err", err,
 			"retryIn", f.backoff)
-		f.retryAt = time.Now().Add(f.backoff)
-		f.backoff = min(f.backoff*2, warmBackoffMax)
+		f.backOffLocked()
 		return nil
 	}
 	return f.srv
+}
+
+// backOffLocked defers the next start by the current back-off and doubles it
+// (up to the warm pool's maximum); meanwhile children start cold.
+func (f *forker) backOffLocked() {
+	f.retryAt = time.Now().Add(f.backoff)
+	f.backoff = min(f.backoff*2, warmBackoffMax)
 }
 
 func (f *forker) startLocked() error {
