@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
@@ -19,6 +20,14 @@ const (
 	straySize = 64 << 10
 )
 
+// Read buffers are reused across runs (384 KiB a run otherwise): nothing keeps
+// a slice of one once its reader returns — frames and stray bytes are decoded
+// or copied before the next read.
+var (
+	readBufs  = sync.Pool{New: func() any { b := make([]byte, readSize); return &b }}
+	strayBufs = sync.Pool{New: func() any { b := make([]byte, straySize); return &b }}
+)
+
 // ---- fd-3 reader ------------------------------------------------------------
 
 // readLoop reads fd 3 until end of stream: frames through the Framer, each
@@ -28,7 +37,9 @@ func (r *Run) readLoop(w *worker) {
 	defer r.recoverPanic("fd-3 reader")
 	defer r.markEOF(fdConn)
 	framer := wireguard.NewFramer(protocol.FrameCap)
-	buf := make([]byte, readSize)
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	buf := *bp
 	discard := false
 	for {
 		n, err := w.conn.Read(buf)
@@ -351,7 +362,9 @@ func (r *Run) nextWrite() (frame []byte, boot bool) {
 func (r *Run) strayLoop(w *worker, fd int, f *os.File) {
 	defer r.recoverPanic("stray reader")
 	defer r.markEOF(fd)
-	buf := make([]byte, straySize)
+	bp := strayBufs.Get().(*[]byte)
+	defer strayBufs.Put(bp)
+	buf := *bp
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
