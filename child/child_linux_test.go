@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -28,6 +29,26 @@ func testBinary(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return exe
+}
+
+// startStandIn starts this test binary as a stand-in daemon with env (and
+// attr, if any; its stderr is the test's) and returns it with its stdout. At
+// cleanup it is killed and reaped.
+func startStandIn(t *testing.T, env []string, attr *syscall.SysProcAttr) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(testBinary(t))
+	cmd.Env = env
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = attr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, out
 }
 
 func helperSpec(t *testing.T, mode string, args ...string) Spec {

@@ -187,16 +187,7 @@ func TestSandboxNoNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	accepted := make(chan struct{}, 4)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- struct{}{}
-			c.Close()
-		}
-	}()
+	go acceptAll(ln, accepted)
 	defer ln.Close()
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	const script = `import socket, sys
@@ -225,16 +216,7 @@ except OSError as e:
 		t.Fatal(err)
 	}
 	defer uln.Close()
-	go func() {
-		for {
-			c, err := uln.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- struct{}{}
-			c.Close()
-		}
-	}()
+	go acceptAll(uln, accepted)
 	os.Chmod(filepath.Dir(sock), 0o755)
 	const unixScript = `import json, socket, sys
 def attempt(f):
@@ -815,17 +797,7 @@ func init() {
 func TestSandboxDiesWithTheDaemon(t *testing.T) {
 	leakcheck.Check(t)
 	exe, ro := testPython(t)
-	self, _ := os.Executable()
-	cmd := exec.Command(self)
-	cmd.Env = []string{sandboxDaemonVar + "=" + exe, "CHILD_SANDBOX_RO=x=" + strings.Join(ro, "\n"), leakcheck.Tag()}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	cmd, out := startStandIn(t, []string{sandboxDaemonVar + "=" + exe, "CHILD_SANDBOX_RO=x=" + strings.Join(ro, "\n"), leakcheck.Tag()}, nil)
 	defer func() { // the dead daemon's empty run cgroup
 		if base, err := pidsCgroupBase(); err == nil && os.Geteuid() == 0 {
 			dirs, _ := filepath.Glob(filepath.Join(base, fmt.Sprintf("coderun-%d-*", cmd.Process.Pid)))
@@ -860,5 +832,18 @@ func TestSandboxDiesWithTheDaemon(t *testing.T) {
 			t.Fatalf("processes %v of the sandbox outlived its daemon", nsProcs(ns))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// acceptAll accepts and closes connections until ln is closed, signalling
+// each on accepted.
+func acceptAll(ln net.Listener, accepted chan<- struct{}) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		accepted <- struct{}{}
+		c.Close()
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -143,18 +142,8 @@ func expectRunning(t *testing.T, name string, pid int) {
 // RELIABILITY.md.)
 func TestWatchdogKillsTheGroupsOfADeadDaemon(t *testing.T) {
 	leakcheck.Check(t)
-	cmd := exec.Command(testBinary(t))
-	cmd.Env = []string{watchdogDaemonVar + "=1", leakcheck.Tag()}
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	cmd, out := startStandIn(t, []string{watchdogDaemonVar + "=1", leakcheck.Tag()},
+		&syscall.SysProcAttr{Setsid: true})
 	var leader, grandchild, watchdog int
 	if _, err := fmt.Fscan(out, &leader, &grandchild, &watchdog); err != nil || watchdog <= 1 {
 		t.Fatalf("stand-in daemon: %d %d %d, %v", leader, grandchild, watchdog, err)
