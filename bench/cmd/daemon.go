@@ -235,29 +235,32 @@ func return1Rows(o options, d *daemon, label string, floor float64) ([]row, erro
 // finished booting its children: the per-run path without pool starvation
 // (the back-to-back rows above take children still importing).
 func pacedRows(o options, d *daemon, floor float64) ([]row, error) {
-	n, gap := 40, 300*time.Millisecond
+	n := 40
 	if o.quick {
-		n, gap = 3, 50*time.Millisecond
+		n = 3
 	}
 	s := make(samples, 0, n)
-	for i := 0; i < n; i++ {
-		time.Sleep(gap)
-		start := time.Now()
-		if _, err := d.run("return 1", nil); err != nil {
+	for range n {
+		took, err := pacedRun(d, "return 1")
+		if err != nil {
 			return nil, err
 		}
-		s = append(s, time.Since(start))
+		s = append(s, took)
 	}
-	note := fmt.Sprintf("%v pause before each run (pool ready)", gap)
+	note := fmt.Sprintf("%v pause before each run (pool ready)", refillPause)
 	return []row{
 		newRow("return 1, warm, paced, p50", "ms", floor, ms(s.pct(50)), note),
 		newRow("return 1, warm, paced, p90", "ms", floor, ms(s.pct(90)), note),
 	}, nil
 }
 
+// refillPause is long enough for the warm pool to have a ready child again,
+// in either start mode.
+const refillPause = 300 * time.Millisecond
+
 // pacedRun times one run of program after a pause that lets the pool refill.
 func pacedRun(d *daemon, program string) (time.Duration, error) {
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(refillPause)
 	start := time.Now()
 	_, err := d.run(program, nil)
 	return time.Since(start), err
