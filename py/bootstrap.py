@@ -158,6 +158,16 @@ def _coderun_child():
     except BaseException:
         pass
 
+    # What needs nothing from the boot frame is built before waiting for it: a warm child
+    # does it while in the pool, off the run's critical path. Nothing of it can run the
+    # program's code or write to fd 3 before the boot frame has been read.
+    program_globals = {"__name__": "__main__", "__builtins__": B}
+    install, attach_pump, unpump, drive = _make_bindings(
+        send, codec, P, rbuf, load_asyncio, asyncio_mods)
+    (out_stream, out_st), (err_stream, err_st), s_flush, set_budget = _make_log_streams(
+        send, codec, P, sys_modules["io"].TextIOBase)
+    compile_program = P.compile_program
+
     # 2. boot
     line = read_frame_blocking()
     if line is None:
@@ -233,10 +243,9 @@ def _coderun_child():
             while True:
                 sleep(0.05)
 
-    # 4. the ledger, the streams, the proxies
-    program_globals = {"__name__": "__main__", "__builtins__": B}
-    attach_pump, unpump, drive = _make_bindings(
-        boot["namespaces"], program_globals, send, codec, P, rbuf, load_asyncio, asyncio_mods)
+    # 4. the ledger, the proxies
+    set_budget(max_log)
+    install(boot["namespaces"], program_globals)
     send(b'{"type":"boot-ack"}')
 
     # 5. run
@@ -247,12 +256,8 @@ def _coderun_child():
     program = run["program"]
 
     # 6. streams
-    (out_stream, out_st), (err_stream, err_st), s_flush = _make_log_streams(
-        send, codec, P, max_log, sys_modules["io"].TextIOBase)
     sys.stdout = out_stream
     sys.stderr = err_stream
-
-    compile_program = P.compile_program
 
     # ---- settlement --------------------------------------------------------------------
     def flush_all():
@@ -329,12 +334,14 @@ def _coderun_child():
     os_exit(0)
 
 
-def _make_log_streams(send, codec, P, max_log, TextIOBase):
+def _make_log_streams(send, codec, P, TextIOBase):
     """The shared log ledger and the two line-coalescing streams over it (§3.4).
 
-    Returns ((stdout, state), (stderr, state), flush(state)); settlement flushes through
-    the returned closure, never through the stream class (whose attributes the program
-    may rebind).
+    Returns ((stdout, state), (stderr, state), flush(state), set_budget(max_log)). Built
+    before the boot frame (a warm child does it while it waits); set_budget sizes the
+    ledger once the run's maxLogBytes is known, before anything is written. Settlement
+    flushes through the returned closure, never through the stream class (whose
+    attributes the program may rebind).
     """
     import builtins as B
     len, type, str, max, TypeError = B.len, B.type, B.str, B.max, B.TypeError
@@ -343,8 +350,12 @@ def _make_log_streams(send, codec, P, max_log, TextIOBase):
     string, quoted, type_name = codec.string, codec.quoted, codec.type_name
     COALESCE = P.FRAGMENT_COALESCING
     ledger_lock = _thread.RLock()
-    ledger = [max_log - 1, False, False]     # remaining, truncated, open entry accumulating
-    marker = P.log_truncation_marker(max_log)
+    ledger = [0, False, False]               # remaining, truncated, open entry accumulating
+    marker = [None]
+
+    def set_budget(max_log):
+        ledger[0] = max_log - 1
+        marker[0] = P.log_truncation_marker(max_log)
     LOG_HEAD, CLOSED, OPEN = b'{"type":"log","text":', b"}", b',"open":true}'
     # Frames of the write() call in progress: one write() that completes several lines
     # sends them in one fd-3 write per 64 KiB instead of one per line. They are sent before
@@ -365,7 +376,7 @@ def _make_log_streams(send, codec, P, max_log, TextIOBase):
         if not ledger[1]:
             ledger[1] = True
             drain()
-            send(LOG_HEAD, string(marker), b',"truncated":true}')
+            send(LOG_HEAD, string(marker[0]), b',"truncated":true}')
 
     def push(text, is_open):
         """Bill one entry or fragment and send its frame; the caller holds ledger_lock."""
@@ -491,14 +502,15 @@ def _make_log_streams(send, codec, P, max_log, TextIOBase):
 
         return LogStream(), st
 
-    return make_stream("<stdout>"), make_stream("<stderr>"), s_flush
+    return make_stream("<stdout>"), make_stream("<stderr>"), s_flush, set_budget
 
 
-def _make_bindings(namespaces, program_globals, send, codec, P, rbuf, load_asyncio,
-                   asyncio_mods):
+def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods):
     """Namespace proxies, error classes, call slots and the reply pump (§2.9, §3.5).
 
-    Fills program_globals; returns (attach_pump(loop), unpump(), drive(coro)).
+    Built before the boot frame; returns (install(namespaces, program_globals),
+    attach_pump(loop), unpump(), drive(coro)). install puts the boot frame's proxies and
+    error classes into the program's globals.
     """
     import builtins as B
     (len, type, str, bytes, bool, list, dict, BaseException, Exception, RuntimeError,
@@ -821,15 +833,17 @@ def _make_bindings(namespaces, program_globals, send, codec, P, rbuf, load_async
             return lambda member, message: RuntimeError(message)
         return cls
 
-    for ns in namespaces:
-        ec = ns.get("errorClass")
-        cls = None
-        if ec is not None:
-            cls = make_error_class(ec["name"], ec["memberNameProperty"])
-            program_globals[ec["name"]] = cls
-        program_globals[ns["global"]] = make_namespace(ns["global"], ns["names"], rejecter(cls))
+    def install(namespaces, program_globals):
+        for ns in namespaces:
+            ec = ns.get("errorClass")
+            cls = None
+            if ec is not None:
+                cls = make_error_class(ec["name"], ec["memberNameProperty"])
+                program_globals[ec["name"]] = cls
+            program_globals[ns["global"]] = make_namespace(ns["global"], ns["names"],
+                                                           rejecter(cls))
 
-    return attach_pump, unpump, drive
+    return install, attach_pump, unpump, drive
 
 
 _coderun_child()
