@@ -383,6 +383,9 @@ func (r *Run) settleLocked() effects {
 		close(staged)
 		go r.flush()
 		r.m.released(r)
+		if w != nil && w.release != nil {
+			w.release()
+		}
 		go r.quiesce(w)
 	}}
 }

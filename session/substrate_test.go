@@ -135,6 +135,71 @@ return {"keys": sorted(env), "cwd": os.path.realpath(os.getcwd()) == os.path.rea
 	tcase{kind: protocol.KindTimeout, budget: protocol.BudgetWall, message: "wall-clock ceiling reached (400ms)"}.verify(t, res, fc, el)
 }
 
+// TestWarmPoolLease: a taken child's place is refilled when its run gives it
+// back, at once when no child is left ready, or when the lease runs out.
+func TestWarmPoolLease(t *testing.T) {
+	m := check(t, func(c *Config) { c.WarmPool = 2 })
+	p := m.warm
+	p.mu.Lock()
+	p.lease = time.Hour
+	p.mu.Unlock()
+	counts := func() (ready, spawning int) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.ready), p.spawning
+	}
+	waitReady := func(want int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ready, spawning := counts()
+			if ready == want && spawning == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pool: %d ready, %d spawning; want %d ready", ready, spawning, want)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	var taken []*worker
+	t.Cleanup(func() {
+		for _, w := range taken {
+			p.discard(w)
+		}
+	})
+	take := func() *worker {
+		w := p.take()
+		if w == nil {
+			t.Fatal("no warm child to take")
+		}
+		taken = append(taken, w)
+		return w
+	}
+	waitReady(2)
+	a := take()
+	time.Sleep(300 * time.Millisecond)
+	if ready, spawning := counts(); ready != 1 || spawning != 0 {
+		t.Fatalf("while a run holds its place: %d ready, %d spawning; want 1, 0", ready, spawning)
+	}
+	b := take() // none left ready: one is started at once
+	waitReady(1)
+	a.release() // b still holds its place
+	time.Sleep(300 * time.Millisecond)
+	waitReady(1)
+	b.release()
+	waitReady(2)
+	b.release() // a second release is a no-op
+	time.Sleep(100 * time.Millisecond)
+	waitReady(2)
+
+	p.mu.Lock()
+	p.lease = 50 * time.Millisecond
+	p.mu.Unlock()
+	take()
+	waitReady(2) // the lease ran out without a release
+}
+
 // TestWarmPoolFailing: a pool that cannot spawn backs off and logs; runs go
 // cold and report the spawn error; Shutdown stops the back-off at once.
 func TestWarmPoolFailing(t *testing.T) {

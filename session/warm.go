@@ -9,6 +9,12 @@ import (
 // warmPool keeps up to size children staged, spawned and waiting for their
 // boot frame (SPEC §9, CHILD-CONTRACT §4.3 step 4). Each serves one run; the
 // pool refills in the background, with back-off after failures.
+//
+// A taken child's place is refilled once its run settles, or warmLease after
+// the take, whichever comes first, while another child is still ready: a
+// refill (staging, fork, the child's start-up) costs a few milliseconds of CPU
+// that would otherwise compete with the run that just started for the
+// machine's cores. With no child left ready the refill starts at once.
 type warmPool struct {
 	m    *Manager
 	size int
@@ -17,6 +23,8 @@ type warmPool struct {
 	cond     *sync.Cond
 	ready    []*worker
 	spawning int
+	lent     int           // taken children whose runs hold their places (see lendLocked)
+	lease    time.Duration // how long at most a run holds its child's place
 	stopped  bool
 	stopCh   chan struct{}
 	wg       sync.WaitGroup
@@ -25,10 +33,11 @@ type warmPool struct {
 const (
 	warmBackoffMin = 100 * time.Millisecond
 	warmBackoffMax = 5 * time.Second
+	warmLease      = 20 * time.Millisecond
 )
 
 func newWarmPool(m *Manager, size int) *warmPool {
-	p := &warmPool{m: m, size: size, stopCh: make(chan struct{})}
+	p := &warmPool{m: m, size: size, lease: warmLease, stopCh: make(chan struct{})}
 	p.cond = sync.NewCond(&p.mu)
 	if size > 0 {
 		p.wg.Add(1)
@@ -43,7 +52,7 @@ func (p *warmPool) fill() {
 	backoff := warmBackoffMin
 	for {
 		p.mu.Lock()
-		for !p.stopped && len(p.ready)+p.spawning >= p.size {
+		for !p.stopped && len(p.ready)+p.spawning >= p.targetLocked() {
 			p.cond.Wait()
 		}
 		if p.stopped {
@@ -82,6 +91,29 @@ func (p *warmPool) fill() {
 	}
 }
 
+// targetLocked is how many children the pool should hold now: its size less
+// the places lent to running runs, but never below one.
+func (p *warmPool) targetLocked() int {
+	return max(p.size-p.lent, 1)
+}
+
+// lendLocked holds a taken child's place until the returned release is called
+// (at its run's settlement) or the lease has passed.
+func (p *warmPool) lendLocked() (release func()) {
+	p.lent++
+	giveBack := sync.OnceFunc(func() {
+		p.mu.Lock()
+		p.lent--
+		p.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	t := time.AfterFunc(p.lease, giveBack)
+	return func() {
+		t.Stop()
+		giveBack()
+	}
+}
+
 // monitor discards a warm child that dies while waiting.
 func (p *warmPool) monitor(w *worker) {
 	defer p.wg.Done()
@@ -110,7 +142,8 @@ func (p *warmPool) removeLocked(w *worker) bool {
 	return false
 }
 
-// take hands out the oldest live warm child, or nil.
+// take hands out the oldest live warm child, or nil. The child's release
+// must be called when its run settles.
 func (p *warmPool) take() *worker {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -123,6 +156,7 @@ func (p *warmPool) take() *worker {
 			p.wg.Add(1)
 			go func() { defer p.wg.Done(); p.discard(w) }()
 		default:
+			w.release = p.lendLocked()
 			return w
 		}
 	}

@@ -22,7 +22,8 @@ type worker struct {
 	stdout *os.File
 	stderr *os.File
 
-	warm bool // started ahead of time by the warm pool
+	warm    bool   // started ahead of time by the warm pool
+	release func() // a warm child's: gives its place back to the pool (at settlement)
 
 	exited  chan struct{} // closed once reaped
 	exit    child.Exit
