@@ -322,10 +322,15 @@ func (r *Run) onCloseDeadline() {
 	eff.run()
 }
 
-// checkCloseLocked: close = reaped and fd 3, stdout, stderr at EOF.
+// checkCloseLocked: close = reaped and fd 3, stdout, stderr at EOF. The three
+// EOFs before the reap start removing the run directory early.
 func (r *Run) checkCloseLocked() effects {
-	if r.settled || r.w == nil || !r.reaped || !r.eof[fdConn] || !r.eof[fdStdout] || !r.eof[fdStderr] {
+	if r.settled || r.w == nil || !r.eof[fdConn] || !r.eof[fdStdout] || !r.eof[fdStderr] {
 		return nil
+	}
+	if !r.reaped {
+		w := r.w
+		return effects{w.removeEarly}
 	}
 	var eff effects
 	if !r.decided {

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,6 +199,58 @@ func TestWarmPoolLease(t *testing.T) {
 	p.mu.Unlock()
 	take()
 	waitReady(2) // the lease ran out without a release
+}
+
+// TestRunDirGoneAtResponse: the run directory is removed before the response
+// is delivered, also when the program closed its descriptors (which starts
+// the early removal pass) and races that pass by creating files.
+func TestRunDirGoneAtResponse(t *testing.T) {
+	m := check(t, nil)
+	cases := map[string]string{
+		"done": "import os\nos.write(1, os.getcwd().encode() + b'\\n')\nreturn 1",
+		// Keeps creating files while the early pass removes the directory.
+		"racing": `import os, time
+os.write(1, os.getcwd().encode() + b'\n')
+for fd in (1, 2, 3):
+    os.close(fd)
+end = time.monotonic() + 0.5
+i = 0
+while time.monotonic() < end:
+    try:
+        open("f%d" % i, "w").close()
+    except OSError:
+        pass
+    i += 1`,
+	}
+	for name, program := range cases {
+		t.Run(name, func(t *testing.T) {
+			gone := make(chan error, 1)
+			_, err := m.Submit(`"`+name+`"`, protocol.RunParams{Program: program}, newFake(nil), func(res protocol.Result) {
+				if len(res.Logs) == 0 {
+					gone <- fmt.Errorf("no log line naming the directory: %s", describe(res))
+					return
+				}
+				_, err := os.Stat(res.Logs[0])
+				if !os.IsNotExist(err) {
+					err = fmt.Errorf("run directory %s at the response: stat error %v", res.Logs[0], err)
+				} else {
+					err = nil
+				}
+				gone <- err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-gone:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("no result after 30s")
+			}
+		})
+	}
 }
 
 // TestWarmPoolFailing: a pool that cannot spawn backs off and logs; runs go

@@ -31,6 +31,8 @@ type worker struct {
 
 	closeOnce  sync.Once
 	removeOnce sync.Once
+	earlyOnce  sync.Once     // the early removal pass (removeEarly), started at most once
+	earlyDone  chan struct{} // closed when that pass is over, or when it will never run
 }
 
 // stagedFile is one file of a staged directory.
@@ -99,7 +101,7 @@ func spawnWorker(python, tempDir string, start startFunc) (*worker, *protocol.Ru
 		return nil, workerExit("python spawn error: " + err.Error())
 	}
 	w := &worker{dir: dir, proc: proc, conn: proc.Conn, stdout: proc.Stdout, stderr: proc.Stderr,
-		exited: make(chan struct{})}
+		exited: make(chan struct{}), earlyDone: make(chan struct{})}
 	go w.reap()
 	return w, nil
 }
@@ -128,11 +130,32 @@ func (w *worker) closeFiles() {
 	})
 }
 
+// removeDir removes the run directory, once; it first waits for an early
+// removal pass that is under way, then removes whatever is left.
 func (w *worker) removeDir(log *slog.Logger) {
 	w.removeOnce.Do(func() {
 		if log == nil {
 			log = slog.New(slog.DiscardHandler)
 		}
+		w.earlyOnce.Do(func() { close(w.earlyDone) })
+		<-w.earlyDone
 		removeDir(w.dir, log)
+	})
+}
+
+// removeEarly starts a removal pass of the run directory in the background,
+// at most once and never after removeDir has begun. It is called when every
+// descriptor of the child has reached end of stream: removing a directory can
+// take milliseconds (ext4 with online discard issues a synchronous discard for
+// the directory's block: 0.3–5 ms measured), and the pass then overlaps the
+// wait for the exit report. A program that closed its descriptors and still
+// runs can make the pass fail by creating files meanwhile; removeDir, at
+// settlement, removes what is left.
+func (w *worker) removeEarly() {
+	w.earlyOnce.Do(func() {
+		go func() {
+			defer close(w.earlyDone)
+			os.RemoveAll(w.dir) // a failure is removeDir's to retry and log
+		}()
 	})
 }
