@@ -92,9 +92,11 @@ def _coderun_child():
     chan_lock = _thread.RLock()
 
     def write_all(data):
-        view = memoryview(data)
-        while view:
-            view = view[os_write(FD, view):]
+        n = os_write(FD, data)
+        if n < len(data):           # rare: a big frame on a full socket
+            view = memoryview(data)[n:]
+            while view:
+                view = view[os_write(FD, view):]
 
     JOIN_MAX = 1 << 16
     join = b"".join
@@ -721,16 +723,6 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods):
     def call_frame(cid, head, payload):
         return b'{"type":"call","id":%d,"global":' % cid, head, payload, b"}"
 
-    async def driven_call(head, payload):
-        while slots[0] <= 0:
-            if not read_and_dispatch():
-                raise RuntimeError("the protocol socket closed")
-        with call_lock:
-            slots[0] -= 1
-            cid = next_id[0]
-            send_claimed(cid, (None, cid), head, payload)
-        return await DriverWait(cid)
-
     def send_claimed(cid, entry, head, payload):
         # Under call_lock: register the waiter, write the frame, advance the id —
         # so ids reach the wire in order; a failed write frees the slot again.
@@ -762,7 +754,16 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods):
                 raise fail(member, "binding arguments must be lossless JSON (%s)" % payload) \
                     from None
             if driving[0] and get_ident() == main_ident:
-                ok, value = await driven_call(head, payload)
+                # Driven (no event loop): claim a slot, send, and yield to drive(); inline,
+                # not a nested coroutine, as this is the sequential call's whole path.
+                while slots[0] <= 0:
+                    if not read_and_dispatch():
+                        raise RuntimeError("the protocol socket closed")
+                with call_lock:
+                    slots[0] -= 1
+                    cid = next_id[0]
+                    send_claimed(cid, (None, cid), head, payload)
+                ok, value = await DriverWait(cid)
                 return settled(member, fail, ok, value)
             load_asyncio()
             loop = asyncio_mods[1]()
