@@ -39,7 +39,7 @@ func main() {
 	flag.StringVar(&o.daemon, "daemon", "bin/coderun-rpc", "daemon binary")
 	flag.StringVar(&o.python, "python", "python3", "interpreter (shims are resolved)")
 	flag.StringVar(&o.outDir, "out", "bench/results", "directory for the JSON table ('' to skip)")
-	only := flag.String("only", "", "regexp of the measurement groups to run (cold, cold-spawn, warm, paced, bindings, logs, throughput, throughput-spawn); floors always run")
+	only := flag.String("only", "", "regexp of the measurement groups to run (cold, cold-spawn, warm, paced, paced-tmpfs, bindings, logs, throughput, throughput-spawn); floors always run")
 	flag.Parse()
 	var err error
 	if o.only, err = regexp.Compile(*only); err != nil {
