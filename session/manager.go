@@ -196,7 +196,12 @@ func (m *Manager) Shutdown() {
 }
 
 // takeWarm returns a warm worker, or nil.
-func (m *Manager) takeWarm() *worker { return m.warm.take() }
+func (m *Manager) takeWarm() *worker {
+	m.mu.Lock()
+	alone := m.running == 1
+	m.mu.Unlock()
+	return m.warm.take(alone)
+}
 
 // spawnWorker stages and starts a worker the way the configuration says.
 func (m *Manager) spawnWorker() (*worker, *protocol.RunError) {

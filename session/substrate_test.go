@@ -136,8 +136,9 @@ return {"keys": sorted(env), "cwd": os.path.realpath(os.getcwd()) == os.path.rea
 	tcase{kind: protocol.KindTimeout, budget: protocol.BudgetWall, message: "wall-clock ceiling reached (400ms)"}.verify(t, res, fc, el)
 }
 
-// TestWarmPoolLease: a taken child's place is refilled when its run gives it
-// back, at once when no child is left ready, or when the lease runs out.
+// TestWarmPoolLease: a child taken by the only running run has its place
+// refilled when the run gives it back or the lease runs out; at once when no
+// child is left ready or other runs are going.
 func TestWarmPoolLease(t *testing.T) {
 	m := check(t, func(c *Config) { c.WarmPool = 2 })
 	p := m.warm
@@ -169,8 +170,8 @@ func TestWarmPoolLease(t *testing.T) {
 			p.discard(w)
 		}
 	})
-	take := func() *worker {
-		w := p.take()
+	take := func(alone bool) *worker {
+		w := p.take(alone)
 		if w == nil {
 			t.Fatal("no warm child to take")
 		}
@@ -178,12 +179,12 @@ func TestWarmPoolLease(t *testing.T) {
 		return w
 	}
 	waitReady(2)
-	a := take()
+	a := take(true)
 	time.Sleep(300 * time.Millisecond)
 	if ready, spawning := counts(); ready != 1 || spawning != 0 {
 		t.Fatalf("while a run holds its place: %d ready, %d spawning; want 1, 0", ready, spawning)
 	}
-	b := take() // none left ready: one is started at once
+	b := take(true) // none left ready: one is started at once
 	waitReady(1)
 	a.release() // b still holds its place
 	time.Sleep(300 * time.Millisecond)
@@ -194,10 +195,13 @@ func TestWarmPoolLease(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	waitReady(2)
 
+	take(false) // other runs are going: refilled at once
+	waitReady(2)
+
 	p.mu.Lock()
 	p.lease = 50 * time.Millisecond
 	p.mu.Unlock()
-	take()
+	take(true)
 	waitReady(2) // the lease ran out without a release
 }
 

@@ -10,11 +10,13 @@ import (
 // boot frame (SPEC §9, CHILD-CONTRACT §4.3 step 4). Each serves one run; the
 // pool refills in the background, with back-off after failures.
 //
-// A taken child's place is refilled once its run settles, or warmLease after
-// the take, whichever comes first, while another child is still ready: a
-// refill (staging, fork, the child's start-up) costs a few milliseconds of CPU
-// that would otherwise compete with the run that just started for the
-// machine's cores. With no child left ready the refill starts at once.
+// A child taken by the only running run has its place refilled once that run
+// settles, or warmLease after the take, whichever comes first, while another
+// child is still ready: a refill (staging, fork, the child's start-up) costs a
+// few milliseconds of CPU that would otherwise compete with the run for the
+// machine's cores. With other runs going (the cores are busy anyway, and the
+// next run should find a child), or no child left ready, the refill starts at
+// once.
 type warmPool struct {
 	m    *Manager
 	size int
@@ -143,8 +145,9 @@ func (p *warmPool) removeLocked(w *worker) bool {
 }
 
 // take hands out the oldest live warm child, or nil. The child's release
-// must be called when its run settles.
-func (p *warmPool) take() *worker {
+// must be called when its run settles; alone says whether its run is the only
+// one running (only then is its place lent, see warmPool).
+func (p *warmPool) take(alone bool) *worker {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(p.ready) > 0 && !p.stopped {
@@ -156,7 +159,10 @@ func (p *warmPool) take() *worker {
 			p.wg.Add(1)
 			go func() { defer p.wg.Done(); p.discard(w) }()
 		default:
-			w.release = p.lendLocked()
+			w.release = func() {}
+			if alone {
+				w.release = p.lendLocked()
+			}
 			return w
 		}
 	}
