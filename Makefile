@@ -21,12 +21,7 @@ test-go:
 
 # A short run of every fuzz target (FUZZTIME each). `make fuzz FUZZTIME=60s` for a long one.
 test-fuzz fuzz:
-	@set -e; for pkg in $$($(GO) list ./...); do \
-	  for t in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "fuzz $$pkg $$t"; \
-	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
-	  done; \
-	done
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) .ci/fuzz
 
 test-py:
 	@if [ -d py/tests ]; then $(PYTHON) -m pytest -q py/tests; fi
