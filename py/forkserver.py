@@ -55,7 +55,13 @@ def _serve():
     gc.collect()
     gc.freeze()
 
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    libc = ctypes.CDLL(None, use_errno=True)
+    prctl = libc.prctl
+    # Heap pages malloc keeps after the imports go back to the kernel: a child inherits the
+    # server's page tables, and its exit tears them down (~26 us per MB here); ~1.6 MB less.
+    trim = getattr(libc, "malloc_trim", None)  # glibc only
+    if trim is not None:
+        trim(0)
     PR_SET_PDEATHSIG = 1
     server_pid = os.getpid()
     ctl = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, 3)
