@@ -144,9 +144,9 @@ func (p *warmPool) removeLocked(w *worker) bool {
 	return false
 }
 
-// take hands out the oldest live warm child, or nil. The child's release
-// must be called when its run settles; alone says whether its run is the only
-// one running (only then is its place lent, see warmPool).
+// take hands out the oldest live warm child, or nil. alone says whether its
+// run is the only one running: only then is its place lent (see warmPool), and
+// the child's release must be called when the run settles.
 func (p *warmPool) take(alone bool) *worker {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -159,7 +159,6 @@ func (p *warmPool) take(alone bool) *worker {
 			p.wg.Add(1)
 			go func() { defer p.wg.Done(); p.discard(w) }()
 		default:
-			w.release = func() {}
 			if alone {
 				w.release = p.lendLocked()
 			}

@@ -23,7 +23,7 @@ type worker struct {
 	stderr *os.File
 
 	warm    bool   // started ahead of time by the warm pool
-	release func() // a warm child's: gives its place back to the pool (at settlement)
+	release func() // set when the pool lent the child's place: gives it back (at settlement)
 
 	exited  chan struct{} // closed once reaped
 	exit    child.Exit
