@@ -329,8 +329,7 @@ func (r *Run) checkCloseLocked() effects {
 		return nil
 	}
 	if !r.reaped {
-		w := r.w
-		return effects{w.removeEarly}
+		return effects{r.w.removeEarly}
 	}
 	var eff effects
 	if !r.decided {
