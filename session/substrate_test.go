@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
@@ -203,6 +205,88 @@ func TestWarmPoolLease(t *testing.T) {
 	p.mu.Unlock()
 	take(true)
 	waitReady(2) // the lease ran out without a release
+}
+
+// TestWarmPoolTakeWaitsForRefill: a run that finds no child ready while a
+// refill is under way gets that refill's child; another run finding the same
+// (that refill already claimed) spawns its own at once; stopping the pool
+// releases a waiting run empty-handed.
+func TestWarmPoolTakeWaitsForRefill(t *testing.T) {
+	m := check(t, func(c *Config) { c.WarmPool = 1 })
+	p := m.warm
+	until := func(what string, cond func(p *warmPool) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			p.mu.Lock()
+			ok := cond(p)
+			p.mu.Unlock()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pool: never %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	var taken []*worker
+	t.Cleanup(func() {
+		for _, w := range taken {
+			p.discard(w)
+		}
+	})
+	// hold makes the next refills wait until the returned release is called.
+	// The pool's lock orders the write before the filler's next read of m.start.
+	start := m.start
+	hold := func() (release func()) {
+		gate := make(chan struct{})
+		p.mu.Lock()
+		m.start = func(spec child.Spec) (*child.Process, error) { <-gate; return start(spec) }
+		p.mu.Unlock()
+		release = sync.OnceFunc(func() { close(gate) })
+		t.Cleanup(release)
+		return release
+	}
+	until("one ready", func(p *warmPool) bool { return len(p.ready) == 1 && p.spawning == 0 })
+	release := hold()
+	taken = append(taken, p.take(false))
+	until("refilling", func(p *warmPool) bool { return p.spawning == 1 })
+
+	got := make(chan *worker, 1)
+	go func() { got <- p.take(false) }()
+	until("a run waiting", func(p *warmPool) bool { return p.waiting == 1 })
+	if w := p.take(false); w != nil {
+		taken = append(taken, w)
+		t.Fatal("a second run waited for a refill the first one waits for")
+	}
+	release()
+	select {
+	case w := <-got:
+		if w == nil {
+			t.Fatal("the waiting run got no child from the refill")
+		}
+		taken = append(taken, w)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting run never got the refill's child")
+	}
+
+	until("one ready", func(p *warmPool) bool { return len(p.ready) == 1 && p.spawning == 0 })
+	hold()
+	taken = append(taken, p.take(false))
+	until("refilling", func(p *warmPool) bool { return p.spawning == 1 })
+	go func() { got <- p.take(false) }()
+	until("a run waiting", func(p *warmPool) bool { return p.waiting == 1 })
+	p.stop()
+	select {
+	case w := <-got:
+		if w != nil {
+			taken = append(taken, w)
+			t.Fatal("a run waiting when the pool stopped got a child")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("stopping the pool left a run waiting")
+	}
 }
 
 // TestRunDirGoneAtResponse: the run directory is removed before the response
