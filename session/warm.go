@@ -152,8 +152,8 @@ func (p *warmPool) removeLocked(w *worker) bool {
 // take hands out the oldest live warm child, or nil when the run must spawn
 // its own. With none ready but a refill under way that no other run waits for,
 // it waits for that refill: it started before a spawn of the run's own could,
-// and in fork mode such a spawn would queue behind it anyway (~4 ms to ~10 ms
-// for a run that found the pool empty, back to back here). alone says whether
+// and in fork mode such a spawn would queue behind it anyway (back to back
+// here, one run in five found the pool empty and took 9-12 ms). alone says whether
 // the run is the only one running: only then is its child's place lent (see
 // warmPool), and the child's release must be called when the run settles.
 func (p *warmPool) take(alone bool) *worker {
