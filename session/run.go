@@ -48,6 +48,7 @@ type decision struct {
 	value    []byte // canonical, when hasValue
 	hasValue bool
 	err      *protocol.RunError
+	lost     bool // the boot frame could not be written: the child was lost before boot
 }
 
 // call is one accepted, known binding call.
@@ -109,6 +110,8 @@ type Run struct {
 	// ledger (admitted only after fd 3 ended, see admitStrayTailsLocked).
 	tailAdmitted [3]bool
 	capture      *wireguard.Capture
+	onEvent      func(protocol.LogEvent) // the capture's stream callback (nil unless stream)
+	restarted    bool                    // moved once to a fresh child (lostBeforeBootLocked)
 
 	wallTimer, killTimer, closeTimer *time.Timer
 
@@ -153,13 +156,12 @@ func newRun(m *Manager, runID string, p protocol.RunParams, c Client, onResult f
 		r.known[ns.Global] = names
 	}
 	r.wcond = sync.NewCond(&r.mu)
-	var onEvent func(protocol.LogEvent)
 	if p.Stream {
-		onEvent = func(ev protocol.LogEvent) { // called under r.mu, in ledger order
+		r.onEvent = func(ev protocol.LogEvent) { // called under r.mu, in ledger order
 			r.out = append(r.out, outItem{ev: &ev})
 		}
 	}
-	r.capture = wireguard.NewCapture(r.lim.MaxLogBytes, onEvent)
+	r.capture = wireguard.NewCapture(r.lim.MaxLogBytes, r.onEvent)
 	return r
 }
 
@@ -172,18 +174,25 @@ func (r *Run) Cancel() { r.m.abort(r, protocol.MsgCancelled) }
 // start runs in its own goroutine once the run left the queue.
 func (r *Run) start() {
 	defer r.recoverPanic("start")
-	if r.isDecided() { // cancelled or shut down while leaving the queue
+	r.startOn(func() (*worker, *protocol.RunError) {
+		if w := r.m.takeWarm(); w != nil {
+			return w, nil
+		}
+		return r.m.spawnWorker()
+	})
+}
+
+// startOn attaches the run to the worker get returns, unless the run was
+// decided (cancelled, shut down) before; a failure to get one settles it.
+func (r *Run) startOn(get func() (*worker, *protocol.RunError)) {
+	if r.isDecided() {
 		r.failStart(nil)
 		return
 	}
-	w := r.m.takeWarm()
-	if w == nil {
-		var fail *protocol.RunError
-		w, fail = r.m.spawnWorker()
-		if fail != nil {
-			r.failStart(fail)
-			return
-		}
+	w, fail := get()
+	if fail != nil {
+		r.failStart(fail)
+		return
 	}
 	r.attach(w)
 }
@@ -299,20 +308,21 @@ func (r *Run) killLocked() effects {
 	if !r.m.noGraceKill {
 		r.killTimer = time.AfterFunc(grace, func() { w.proc.SignalGroup(syscall.SIGKILL) })
 	}
-	r.closeTimer = time.AfterFunc(grace+protocol.CloseMargin, r.onCloseDeadline)
+	r.closeTimer = time.AfterFunc(grace+protocol.CloseMargin, func() { r.onCloseDeadline(w) })
 	return effects{func() {
 		w.releaseWriter()
 		w.proc.SignalGroup(syscall.SIGTERM)
 	}}
 }
 
-// onCloseDeadline: flush stray residuals, abandon the pipes, settle.
-func (r *Run) onCloseDeadline() {
+// onCloseDeadline: flush stray residuals, abandon the pipes, settle — unless
+// the run has moved on from w (restartLocked).
+func (r *Run) onCloseDeadline(w *worker) {
 	var eff effects
 	func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if r.settled {
+		if r.settled || r.w != w {
 			return
 		}
 		r.capture.FlushStray()
@@ -330,6 +340,9 @@ func (r *Run) checkCloseLocked() effects {
 	}
 	if !r.reaped {
 		return effects{r.w.removeEarly}
+	}
+	if r.lostBeforeBootLocked() {
+		return r.restartLocked()
 	}
 	var eff effects
 	if !r.decided {
@@ -354,6 +367,63 @@ func (r *Run) classifyLocked() *protocol.RunError {
 // cpuAtLeast reports cpu >= soft seconds without overflowing a Duration.
 func cpuAtLeast(cpu time.Duration, soft int64) bool {
 	return cpu.Nanoseconds()/int64(time.Second) >= soft
+}
+
+// lostBeforeBootLocked: the run's warm child has ended before acknowledging
+// boot, undecided or with only its boot write failed, leaving nothing in the
+// ledger and making no call. No program code has run (the run frame follows
+// boot-ack): the child was lost while waiting in the pool or just after (its
+// fork server died, say), so the run moves to a fresh child, once.
+func (r *Run) lostBeforeBootLocked() bool {
+	return r.w.warm && !r.restarted && !r.bootAcked && (!r.decided || r.dec.lost) &&
+		r.bindingCalls == 0 && len(r.capture.Entries()) == 0
+}
+
+// restartLocked takes the run back to starting: a decision from now on
+// (cancel, shutdown) is the restart's to settle, as for any starting run. The
+// lost child's writer is told to stop; the effect retires the child and
+// starts the run again.
+func (r *Run) restartLocked() effects {
+	w := r.w
+	r.restarted = true
+	r.log.Warn("the warm child was lost before boot; the run starts on a fresh child",
+		"pid", w.proc.Pid, "exit", w.exit, "waitErr", w.waitErr)
+	for _, t := range []*time.Timer{r.wallTimer, r.killTimer, r.closeTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	r.wallTimer, r.killTimer, r.closeTimer = nil, nil, nil
+	r.w, r.raw, r.phase = nil, nil, phaseStarting
+	r.decided, r.dec = false, decision{}
+	// The lost child's readers and reaper are done (close came); its writer
+	// may still be waiting for a frame.
+	r.reaped, r.eof, r.tailAdmitted = false, [3]bool{}, [3]bool{}
+	r.capture = wireguard.NewCapture(r.lim.MaxLogBytes, r.onEvent)
+	r.wstop = true
+	r.wcond.Broadcast()
+	return effects{func() { go r.restart(w) }}
+}
+
+// restart retires the lost child w — its writer gone, its descriptors closed,
+// its directory removed, its pool place given back — resets the writer and
+// starts the run on a cold child (the pool's other children may share its
+// fate). The wall clock starts again with the new child.
+func (r *Run) restart(w *worker) {
+	defer r.recoverPanic("start")
+	w.proc.SignalGroup(syscall.SIGKILL) // a child whose relay failed may still be dying
+	w.releaseWriter()
+	<-w.writerDone
+	w.closeFiles()
+	w.removeDir(r.log)
+	if w.release != nil {
+		w.release()
+	}
+	r.mu.Lock()
+	r.wBoot, r.wRun, r.wRest, r.wq = nil, nil, nil, nil
+	r.wbusy, r.wdead, r.wstop = false, false, r.decided
+	r.mu.Unlock()
+	r.startOn(r.m.spawnWorker)
 }
 
 // settleLocked: once; assemble the result and queue it behind every earlier

@@ -120,6 +120,53 @@ func TestSubstrate(t *testing.T) {
 	})
 }
 
+// TestWarmChildLostBeforeBoot: a warm child that ends before acknowledging
+// boot (its fork server was killed, say) costs its run nothing: no program
+// code has run, so the run starts again on a fresh child — once. A cold child
+// that does the same fails its run (no-boot-ack above), and so does a second
+// loss.
+func TestWarmChildLostBeforeBoot(t *testing.T) {
+	// lostFirst makes the first interpreter started run body instead; every
+	// later one is the real interpreter.
+	lostFirst := func(body string) string {
+		marker := filepath.Join(t.TempDir(), "first")
+		return fakePython(t, fmt.Sprintf("if mkdir %q 2>/dev/null; then\n%s\nfi\nexec %q \"$@\"", marker, body, realPython(t)))
+	}
+	warm := func(t *testing.T, py string) *Manager {
+		m := check(t, func(c *Config) { c.Python = py; c.StartMode = StartSpawn; c.WarmPool = 1 })
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			m.warm.mu.Lock()
+			ready := len(m.warm.ready)
+			m.warm.mu.Unlock()
+			if ready == 1 {
+				return m
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the warm child never became ready")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	t.Run("exits", func(t *testing.T) {
+		m := warm(t, lostFirst("read -r line <&3\nexit 3"))
+		res, fc, el := execute(t, m, tcase{name: "exits", program: "return 1"})
+		tcase{value: "1"}.verify(t, res, fc, el)
+	})
+	t.Run("boot-write", func(t *testing.T) {
+		// fd 3 closed at once: the boot frame, larger than the socket buffer,
+		// cannot be written.
+		m := warm(t, lostFirst("exec 3>&-\nsleep 5"))
+		res, fc, el := execute(t, m, tcase{name: "boot-write", program: "return 1", bindings: bigBindings()})
+		tcase{value: "1"}.verify(t, res, fc, el)
+	})
+	t.Run("twice", func(t *testing.T) {
+		m := warm(t, fakePython(t, "read -r line <&3\nexit 3"))
+		res, fc, el := execute(t, m, tcase{name: "twice", program: "return 1"})
+		tcase{kind: protocol.KindWorkerExit, message: "python exited (code=3, signal=null) before completing", exitCode: intp(3)}.verify(t, res, fc, el)
+	})
+}
+
 // TestWarmPool: runs served by warm children behave like cold ones; the pool
 // refills; Shutdown kills the waiting children and removes their directories.
 func TestWarmPool(t *testing.T) {

@@ -298,6 +298,7 @@ func (r *Run) answer(c *call, a Answer) {
 // decision (wstop + an expired write deadline) even when blocked on a full
 // socket.
 func (r *Run) writeLoop(w *worker) {
+	defer close(w.writerDone)
 	defer r.recoverPanic("fd-3 writer")
 	for {
 		frame, boot := r.nextWrite()
@@ -311,7 +312,7 @@ func (r *Run) writeLoop(w *worker) {
 			stopped := r.wstop
 			r.mu.Unlock()
 			if boot && !stopped {
-				r.decide(decision{err: workerExit("failed to boot python subprocess: " + err.Error())})
+				r.decide(decision{err: workerExit("failed to boot python subprocess: " + err.Error()), lost: true})
 			}
 			return
 		}

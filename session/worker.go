@@ -25,9 +25,10 @@ type worker struct {
 	warm    bool   // started ahead of time by the warm pool
 	release func() // set when the pool lent the child's place: gives it back (at settlement)
 
-	exited  chan struct{} // closed once reaped
-	exit    child.Exit
-	waitErr error
+	exited     chan struct{} // closed once reaped
+	writerDone chan struct{} // closed once the run's fd-3 writer for this child has returned
+	exit       child.Exit
+	waitErr    error
 
 	closeOnce  sync.Once
 	removeOnce sync.Once
@@ -101,7 +102,7 @@ func spawnWorker(python, tempDir string, start startFunc) (*worker, *protocol.Ru
 		return nil, workerExit("python spawn error: " + err.Error())
 	}
 	w := &worker{dir: dir, proc: proc, conn: proc.Conn, stdout: proc.Stdout, stderr: proc.Stderr,
-		exited: make(chan struct{}), earlyDone: make(chan struct{})}
+		exited: make(chan struct{}), writerDone: make(chan struct{}), earlyDone: make(chan struct{})}
 	go w.reap()
 	return w, nil
 }
