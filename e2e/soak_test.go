@@ -110,8 +110,8 @@ func soakCheck(t *testing.T, d *daemon, i int, id string, m *msg) {
 var goroutineHeader = regexp.MustCompile(`(?m)^goroutine \d+ `)
 
 // goroutinesAfterShutdown sends shutdown, checks nothing is left, then dumps
-// the daemon's goroutines with SIGQUIT (GOTRACEBACK=all) and counts them.
-func goroutinesAfterShutdown(t *testing.T, d *daemon, tmp string) int {
+// the daemon's goroutines with SIGQUIT (GOTRACEBACK=all): their count and the dump.
+func goroutinesAfterShutdown(t *testing.T, d *daemon, tmp string) (int, string) {
 	t.Helper()
 	if m := d.waitFor(d.request("shutdown", ""), 60*time.Second); m.Error != nil {
 		t.Fatalf("shutdown: %s", m.raw)
@@ -132,7 +132,7 @@ func goroutinesAfterShutdown(t *testing.T, d *daemon, tmp string) int {
 	dump := d.stderr.b.String()
 	d.stderr.b.Reset() // the dump is not a panic of the daemon
 	d.stderr.mu.Unlock()
-	return len(goroutineHeader.FindAllString(dump, -1))
+	return len(goroutineHeader.FindAllString(dump, -1)), dump
 }
 
 func soakEnv(tmp string) map[string]string {
@@ -166,6 +166,7 @@ func quiesce(t *testing.T, tmp string, warm int) {
 func soak(t *testing.T, sequential, concurrent int, rssBound float64) {
 	// Baseline goroutine count: a twin daemon that only warms up.
 	var baseG int
+	var baseDump string
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -177,7 +178,7 @@ func soak(t *testing.T, sequential, concurrent int, rssBound float64) {
 			soakCheck(t, b, i, id, b.waitFor(id, 60*time.Second))
 		}
 		quiesce(t, tmp, 2)
-		baseG = goroutinesAfterShutdown(t, b, tmp)
+		baseG, baseDump = goroutinesAfterShutdown(t, b, tmp)
 	}()
 
 	tmp := t.TempDir()
@@ -236,10 +237,10 @@ func soak(t *testing.T, sequential, concurrent int, rssBound float64) {
 	if growth > rssBound {
 		t.Errorf("daemon RSS %d KiB after warm-up, %d KiB after the soak (%+.1f%% > %.0f%%)", rssW, rssA, 100*growth, 100*rssBound)
 	}
-	g := goroutinesAfterShutdown(t, d, tmp)
+	g, dump := goroutinesAfterShutdown(t, d, tmp)
 	wg.Wait()
 	if g > baseG+2 {
-		t.Errorf("daemon goroutines after shutdown: %d, baseline daemon %d", g, baseG)
+		t.Errorf("daemon goroutines after shutdown: %d, baseline daemon %d\n-- soaked --\n%s\n-- baseline --\n%s", g, baseG, dump, baseDump)
 	}
 	stats, _ := json.Marshal(map[string]any{"sequential": sequential, "concurrent": concurrent, "seqSeconds": seqTime.Seconds(),
 		"concSeconds": concTime.Seconds(), "rssWarmKiB": rssW, "rssAfterSequentialKiB": rssS, "rssAfterKiB": rssA, "rssGrowthPct": 100 * growth,
