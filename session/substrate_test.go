@@ -25,6 +25,26 @@ func fakePython(t *testing.T, body string) string {
 	return p
 }
 
+// poolUntil polls the pool, under its lock, until cond holds; after 10 s it
+// fails the test with what it was waiting for and the pool's counts.
+func poolUntil(t *testing.T, p *warmPool, what string, cond func(p *warmPool) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		ok := cond(p)
+		counts := fmt.Sprintf("%d ready, %d spawning, %d waiting, %d lent", len(p.ready), p.spawning, p.waiting, p.lent)
+		p.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool never %s (%s)", what, counts)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // bigBindings makes a boot frame far larger than a socket buffer.
 func bigBindings() []protocol.Namespace {
 	names := make([]string, 20000)
@@ -134,19 +154,8 @@ func TestWarmChildLostBeforeBoot(t *testing.T) {
 	}
 	warm := func(t *testing.T, py string) *Manager {
 		m := check(t, func(c *Config) { c.Python = py; c.StartMode = StartSpawn; c.WarmPool = 1 })
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			m.warm.mu.Lock()
-			ready := len(m.warm.ready)
-			m.warm.mu.Unlock()
-			if ready == 1 {
-				return m
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the warm child never became ready")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		poolUntil(t, m.warm, "had its child ready", func(p *warmPool) bool { return len(p.ready) == 1 })
+		return m
 	}
 	t.Run("exits", func(t *testing.T) {
 		m := warm(t, lostFirst("read -r line <&3\nexit 3"))
@@ -201,17 +210,7 @@ func TestWarmPoolLease(t *testing.T) {
 	}
 	waitReady := func(want int) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			ready, spawning := counts()
-			if ready == want && spawning == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("pool: %d ready, %d spawning; want %d ready", ready, spawning, want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		poolUntil(t, p, fmt.Sprintf("settled at %d ready", want), func(p *warmPool) bool { return len(p.ready) == want && p.spawning == 0 })
 	}
 	var taken []*worker
 	t.Cleanup(func() {
@@ -261,22 +260,6 @@ func TestWarmPoolLease(t *testing.T) {
 func TestWarmPoolTakeWaitsForRefill(t *testing.T) {
 	m := check(t, func(c *Config) { c.WarmPool = 1 })
 	p := m.warm
-	until := func(what string, cond func(p *warmPool) bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			p.mu.Lock()
-			ok := cond(p)
-			p.mu.Unlock()
-			if ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("pool: never %s", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
 	var taken []*worker
 	t.Cleanup(func() {
 		for _, w := range taken {
@@ -295,14 +278,14 @@ func TestWarmPoolTakeWaitsForRefill(t *testing.T) {
 		t.Cleanup(release)
 		return release
 	}
-	until("one ready", func(p *warmPool) bool { return len(p.ready) == 1 && p.spawning == 0 })
+	poolUntil(t, p, "settled at one ready", func(p *warmPool) bool { return len(p.ready) == 1 && p.spawning == 0 })
 	release := hold()
 	taken = append(taken, p.take(false))
-	until("refilling", func(p *warmPool) bool { return p.spawning == 1 })
+	poolUntil(t, p, "had a refill under way", func(p *warmPool) bool { return p.spawning == 1 })
 
 	got := make(chan *worker, 1)
 	go func() { got <- p.take(false) }()
-	until("a run waiting", func(p *warmPool) bool { return p.waiting == 1 })
+	poolUntil(t, p, "had a run waiting", func(p *warmPool) bool { return p.waiting == 1 })
 	if w := p.take(false); w != nil {
 		taken = append(taken, w)
 		t.Fatal("a second run waited for a refill the first one waits for")
@@ -318,12 +301,12 @@ func TestWarmPoolTakeWaitsForRefill(t *testing.T) {
 		t.Fatal("the waiting run never got the refill's child")
 	}
 
-	until("one ready", func(p *warmPool) bool { return len(p.ready) == 1 && p.spawning == 0 })
+	poolUntil(t, p, "settled at one ready", func(p *warmPool) bool { return len(p.ready) == 1 && p.spawning == 0 })
 	hold()
 	taken = append(taken, p.take(false))
-	until("refilling", func(p *warmPool) bool { return p.spawning == 1 })
+	poolUntil(t, p, "had a refill under way", func(p *warmPool) bool { return p.spawning == 1 })
 	go func() { got <- p.take(false) }()
-	until("a run waiting", func(p *warmPool) bool { return p.waiting == 1 })
+	poolUntil(t, p, "had a run waiting", func(p *warmPool) bool { return p.waiting == 1 })
 	p.stop()
 	select {
 	case w := <-got:
