@@ -143,8 +143,8 @@ func TestSubstrate(t *testing.T) {
 // TestWarmChildLostBeforeBoot: a warm child that ends before acknowledging
 // boot (its fork server was killed, say) costs its run nothing: no program
 // code has run, so the run starts again on a fresh child — once. A cold child
-// that does the same fails its run (no-boot-ack above), and so does a second
-// loss.
+// that does the same fails its run (no-boot-ack and C224 above), and so does a
+// second loss.
 func TestWarmChildLostBeforeBoot(t *testing.T) {
 	// lostFirst makes the first interpreter started run body instead; every
 	// later one is the real interpreter.
@@ -173,6 +173,12 @@ func TestWarmChildLostBeforeBoot(t *testing.T) {
 		m := warm(t, fakePython(t, "read -r line <&3\nexit 3"))
 		res, fc, el := execute(t, m, tcase{name: "twice", program: "return 1"})
 		tcase{kind: protocol.KindWorkerExit, message: "python exited (code=3, signal=null) before completing", exitCode: intp(3)}.verify(t, res, fc, el)
+	})
+	t.Run("boot-write-twice", func(t *testing.T) {
+		// C224 with a warm pool: the boot write fails on both children.
+		m := warm(t, fakePython(t, "exec 3>&-\nsleep 5"))
+		res, fc, el := execute(t, m, tcase{name: "boot-write-twice", program: "return 1", bindings: bigBindings()})
+		tcase{kind: protocol.KindWorkerExit, contains: []string{"failed to boot python subprocess: "}, maxElapsed: 5 * time.Second}.verify(t, res, fc, el)
 	})
 }
 
