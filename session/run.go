@@ -48,7 +48,7 @@ type decision struct {
 	value    []byte // canonical, when hasValue
 	hasValue bool
 	err      *protocol.RunError
-	lost     bool // the boot frame could not be written: the child was lost before boot
+	lost     bool // the boot or run frame could not be written (a loss before boot-ack if not acked)
 }
 
 // call is one accepted, known binding call.
@@ -416,9 +416,7 @@ func (r *Run) restart(w *worker) {
 	<-w.writerDone
 	w.closeFiles()
 	w.removeDir(r.log)
-	if w.release != nil {
-		w.release()
-	}
+	w.giveBackPlace()
 	r.mu.Lock()
 	r.wBoot, r.wRun, r.wRest, r.wq = nil, nil, nil, nil
 	r.wbusy, r.wdead, r.wstop = false, false, r.decided
@@ -457,8 +455,8 @@ func (r *Run) settleLocked() effects {
 		close(staged)
 		go r.flush()
 		r.m.released(r)
-		if w != nil && w.release != nil {
-			w.release()
+		if w != nil {
+			w.giveBackPlace()
 		}
 		go r.quiesce(w)
 	}}

@@ -113,6 +113,14 @@ func (w *worker) reap() {
 	close(w.exited)
 }
 
+// giveBackPlace returns the child's lent place to the warm pool (a no-op when
+// the place was not lent).
+func (w *worker) giveBackPlace() {
+	if w.release != nil {
+		w.release()
+	}
+}
+
 // releaseWriter unblocks a writer stuck on a full socket.
 func (w *worker) releaseWriter() {
 	if w.conn != nil {
