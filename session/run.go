@@ -379,6 +379,9 @@ func (r *Run) lostBeforeBootLocked() bool {
 		r.bindingCalls == 0 && len(r.capture.Entries()) == 0
 }
 
+// logLostBeforeBoot is the daemon's log message for each restart.
+const logLostBeforeBoot = "the warm child was lost before boot; the run starts on a fresh child"
+
 // restartLocked takes the run back to starting: a decision from now on
 // (cancel, shutdown) is the restart's to settle, as for any starting run. The
 // lost child's writer is told to stop; the effect retires the child and
@@ -386,8 +389,7 @@ func (r *Run) lostBeforeBootLocked() bool {
 func (r *Run) restartLocked() effects {
 	w := r.w
 	r.restarted = true
-	r.log.Warn("the warm child was lost before boot; the run starts on a fresh child",
-		"pid", w.proc.Pid, "exit", w.exit, "waitErr", w.waitErr)
+	r.log.Warn(logLostBeforeBoot, "pid", w.proc.Pid, "exit", w.exit, "waitErr", w.waitErr)
 	for _, t := range []*time.Timer{r.wallTimer, r.killTimer, r.closeTimer} {
 		if t != nil {
 			t.Stop()

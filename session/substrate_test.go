@@ -1,7 +1,9 @@
 package session
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,6 +46,22 @@ func poolUntil(t *testing.T, p *warmPool, what string, cond func(p *warmPool) bo
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// countingHandler is a log handler that counts the records whose message is msg.
+type countingHandler struct {
+	msg string
+	n   *atomic.Int64
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }
 
 // bigBindings makes a boot frame far larger than a socket buffer.
 func bigBindings() []protocol.Namespace {
@@ -152,32 +170,38 @@ func TestWarmChildLostBeforeBoot(t *testing.T) {
 		marker := filepath.Join(t.TempDir(), "first")
 		return fakePython(t, fmt.Sprintf("if mkdir %q 2>/dev/null; then\n%s\nfi\nexec %q \"$@\"", marker, body, realPython(t)))
 	}
-	warm := func(t *testing.T, py string) *Manager {
-		m := check(t, func(c *Config) { c.Python = py; c.StartMode = StartSpawn; c.WarmPool = 1 })
+	// run executes tc on a daemon whose one warm child is ready, and checks
+	// that exactly one restart was logged.
+	run := func(t *testing.T, py string, tc tcase) (protocol.Result, *fakeClient, time.Duration) {
+		var restarts atomic.Int64
+		m := check(t, func(c *Config) {
+			c.Python, c.StartMode, c.WarmPool = py, StartSpawn, 1
+			c.Logger = slog.New(countingHandler{msg: logLostBeforeBoot, n: &restarts})
+		})
 		poolUntil(t, m.warm, "had its child ready", func(p *warmPool) bool { return len(p.ready) == 1 })
-		return m
+		res, fc, el := execute(t, m, tc)
+		if n := restarts.Load(); n != 1 {
+			t.Errorf("%d restarts logged, want 1", n)
+		}
+		return res, fc, el
 	}
 	t.Run("exits", func(t *testing.T) {
-		m := warm(t, lostFirst("read -r line <&3\nexit 3"))
-		res, fc, el := execute(t, m, tcase{name: "exits", program: "return 1"})
+		res, fc, el := run(t, lostFirst("read -r line <&3\nexit 3"), tcase{name: "exits", program: "return 1"})
 		tcase{value: "1"}.verify(t, res, fc, el)
 	})
 	t.Run("boot-write", func(t *testing.T) {
 		// fd 3 closed at once: the boot frame, larger than the socket buffer,
 		// cannot be written.
-		m := warm(t, lostFirst("exec 3>&-\nsleep 5"))
-		res, fc, el := execute(t, m, tcase{name: "boot-write", program: "return 1", bindings: bigBindings()})
+		res, fc, el := run(t, lostFirst("exec 3>&-\nsleep 5"), tcase{name: "boot-write", program: "return 1", bindings: bigBindings()})
 		tcase{value: "1"}.verify(t, res, fc, el)
 	})
 	t.Run("twice", func(t *testing.T) {
-		m := warm(t, fakePython(t, "read -r line <&3\nexit 3"))
-		res, fc, el := execute(t, m, tcase{name: "twice", program: "return 1"})
+		res, fc, el := run(t, fakePython(t, "read -r line <&3\nexit 3"), tcase{name: "twice", program: "return 1"})
 		tcase{kind: protocol.KindWorkerExit, message: "python exited (code=3, signal=null) before completing", exitCode: intp(3)}.verify(t, res, fc, el)
 	})
 	t.Run("boot-write-twice", func(t *testing.T) {
 		// C224 with a warm pool: the boot write fails on both children.
-		m := warm(t, fakePython(t, "exec 3>&-\nsleep 5"))
-		res, fc, el := execute(t, m, tcase{name: "boot-write-twice", program: "return 1", bindings: bigBindings()})
+		res, fc, el := run(t, fakePython(t, "exec 3>&-\nsleep 5"), tcase{name: "boot-write-twice", program: "return 1", bindings: bigBindings()})
 		tcase{kind: protocol.KindWorkerExit, contains: []string{"failed to boot python subprocess: "}, maxElapsed: 5 * time.Second}.verify(t, res, fc, el)
 	})
 }
