@@ -761,11 +761,14 @@ return sqlite3.connect(":memory:").execute("select 1").fetchone()[0] + len(hashl
 
 // TestSandboxCPUBudget: the bootstrap's RLIMIT_CPU SIGXCPU reaches the
 // program (not PID 1, so the default action applies) and is relayed with
-// the program's rusage.
+// the program's rusage. The kernel checks RLIMIT_CPU against tick-sampled
+// time while rusage reports scheduler runtime; on a busy VM the two differ
+// by a tenth or more (CI saw SIGXCPU at 896 ms of rusage), so the lower
+// bound only proves the signal came from the 1 s limit, not at once.
 func TestSandboxCPUBudget(t *testing.T) {
 	leakcheck.Check(t)
 	frames, r := runBootstrap(t, "while True:\n    pass", 1)
-	if !r.exit.Signaled || r.exit.Signal != "SIGXCPU" || r.exit.CPU < 900*time.Millisecond {
+	if !r.exit.Signaled || r.exit.Signal != "SIGXCPU" || r.exit.CPU < 500*time.Millisecond {
 		t.Fatalf("exit %+v (frames %q, stderr %q), want SIGXCPU after about 1s of CPU", r.exit, frames, r.stderr)
 	}
 }
