@@ -176,8 +176,7 @@ func (s *ForkServer) request(seq uint64, spec ForkSpec, rights []byte) spawnRepl
 		return r
 	case <-s.done:
 	case <-deadline.C:
-		s.proc.SignalGroup(syscall.SIGKILL)
-		s.fail(fmt.Errorf("fork server: no reply to a spawn within %v", spawnReplyTimeout))
+		s.kill(fmt.Errorf("fork server: no reply to a spawn within %v", spawnReplyTimeout))
 	}
 	return spawnReply{err: s.downErr()}
 }
@@ -247,6 +246,14 @@ func (s *ForkServer) fail(why error) {
 	}
 }
 
+// kill ends a misbehaving server. The reason is recorded before the signal:
+// the other way round, readLoop could see the death first and record
+// "exited" in its place.
+func (s *ForkServer) kill(why error) {
+	s.fail(why)
+	s.proc.SignalGroup(syscall.SIGKILL)
+}
+
 func (s *ForkServer) readLoop() {
 	defer s.wg.Done()
 	buf := make([]byte, maxControlMessage+1)
@@ -262,8 +269,7 @@ func (s *ForkServer) readLoop() {
 			return
 		}
 		if err := s.handle(buf[:n]); err != nil {
-			s.proc.SignalGroup(syscall.SIGKILL)
-			s.fail(err)
+			s.kill(err)
 			return
 		}
 	}
