@@ -218,6 +218,8 @@ return "done"`, value: `"done"`},
 			kind: protocol.KindWorkerExit, message: protocol.MsgFrameTooLong, logs: []string{}},
 		{name: "C184", program: "import os, time\nchunk = b\"A\" * (8 * 1024 * 1024)\nfor _ in range(9):\n    os.write(3, chunk)\ntime.sleep(30)",
 			kind: protocol.KindWorkerExit, message: protocol.MsgFrameTooLong, maxElapsed: 30 * time.Second},
+		{name: "C192", program: "import os\nos.write(3, b\"A\" * 67108864 + b\"AAAA\\n\")",
+			kind: protocol.KindWorkerExit, message: protocol.MsgFrameTooLong, logs: []string{}},
 		{name: "C193", program: "import os\nos.write(3, b\"A\" * 67108864)\nos.write(3, b'\\n{\"type\":\"log\",\"text\":\"after-cap-frames\"}\\n')\nreturn \"done\"",
 			value: `"done"`, logs: []string{"after-cap-frames"}},
 	}
