@@ -624,9 +624,15 @@ def make_diagnostics():
     def exception_only(e, add):
         t = type(e)
         if isinstance(e, SyntaxError):
+            # As CPython renders it: a location only when there is a line
+            # number, else the file (if any) after the message.
             fn = e.filename
             ln = e.lineno
-            add('  File "%s", line %s\n' % (fn if type(fn) is str else "<string>", ln))
+            where = ""
+            if ln is not None:
+                add('  File "%s", line %s\n' % (fn if type(fn) is str else "<string>", ln))
+            elif type(fn) is str:
+                where = " (%s)" % fn
             text = e.text
             if type(text) is str:
                 stripped = text.rstrip("\n")
@@ -639,7 +645,7 @@ def make_diagnostics():
                         e.end_lineno == ln else 1
                     add("    " + " " * max(0, off - 1 - lead) + "^" * width + "\n")
             msg = e.msg
-            add("%s: %s\n" % (class_label(t), msg if type(msg) is str else ""))
+            add("%s: %s%s\n" % (class_label(t), msg if type(msg) is str else "", where))
             return
         s = str(e)
         if type(s) is not str:

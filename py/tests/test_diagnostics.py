@@ -196,6 +196,19 @@ def test_syntax_error_rendering():
     assert err["line"] == 3
 
 
+def test_syntax_error_without_a_line_has_no_location():
+    """As CPython's exception-only rendering: no invented file or "line None"."""
+    err = run("x = 1\0").error
+    assert err["message"] == "SyntaxError: source code string cannot contain null bytes"
+    assert "line" not in err
+    err = run("raise SyntaxError('custom')").error
+    assert err["message"] == ("Traceback (most recent call last):\n"
+                              '  File "<program>", line 1, in __coderun_main__\n'
+                              "SyntaxError: custom")
+    err = run("raise SyntaxError('m', ('f.py', None, None, None))").error
+    assert err["message"].endswith("\nSyntaxError: m (f.py)")
+
+
 def test_notes_are_rendered():
     prog = "e = ValueError('v')\ne.add_note('a note')\nraise e"
     assert run(prog).error["message"].endswith("ValueError: v\na note")
