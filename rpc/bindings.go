@@ -60,28 +60,27 @@ func (c *runClient) Log(runID string, ev protocol.LogEvent) {
 // Flush writes the messages buffered by CallBinding, Log and the cancels.
 func (c *runClient) Flush() { c.s.w.flush() }
 
-// response routes a client response to its outstanding binding/call; any
-// other response is ignored (CHILD-CONTRACT §2.9).
-func (s *Server) response(idm member, hasID bool, res member, hasResult bool, em member, hasError bool) {
-	var k *call
-	var id uint64
-	if hasID && allDigits(string(idm.raw)) {
-		if n, err := strconv.ParseUint(string(idm.raw), 10, 64); err == nil {
-			id = n
-			s.mu.Lock()
-			k = s.calls[n]
-			delete(s.calls, n)
-			s.mu.Unlock()
-		}
+// takeCall removes and returns the outstanding binding/call whose id the
+// message carries, or nil.
+func (s *Server) takeCall(idm member, hasID bool) (*call, uint64) {
+	if !hasID || !allDigits(string(idm.raw)) {
+		return nil, 0
 	}
-	if k == nil {
-		if res.bad {
-			s.w.replyError(nil, protocol.CodeParseError, "parse error: the message body is not valid UTF-8")
-		} else {
-			s.log.Debug("response matches no outstanding binding/call; ignored", "id", string(idm.raw))
-		}
-		return
+	n, err := strconv.ParseUint(string(idm.raw), 10, 64)
+	if err != nil {
+		return nil, 0
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.calls[n]
+	delete(s.calls, n)
+	return k, n
+}
+
+// answerCall answers call k with a client response; one with neither a
+// result nor a non-null error reaches the program as an unrenderable
+// rejection (CHILD-CONTRACT §2.9).
+func (s *Server) answerCall(k *call, id uint64, res member, hasResult bool, em member, hasError bool) {
 	a := session.Answer{}
 	if hasError && jsonKind(em.raw) != 'n' {
 		a.HasError = true

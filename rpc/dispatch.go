@@ -41,12 +41,7 @@ func (s *Server) handle(body []byte) (code int, exit bool) {
 		return 0, false
 	}
 	if !hasMethod {
-		if hasResult || hasError {
-			s.response(idm, hasID, res, hasResult, em, hasError)
-			return 0, false
-		}
-		s.w.replyError(usableID(idm, hasID), protocol.CodeInvalidRequest,
-			"invalid request: no method, result or error member")
+		s.response(idm, hasID, res, hasResult, em, hasError)
 		return 0, false
 	}
 	method, ok := decodeString(mm.raw)
@@ -69,6 +64,26 @@ func (s *Server) handle(body []byte) (code int, exit bool) {
 	}
 	s.request(*id, method, praw)
 	return 0, false
+}
+
+// response handles a message without a method. With the id of an
+// outstanding binding/call it is that call's answer, whatever it holds
+// (CHILD-CONTRACT §2.9, more precise than SPEC §2 here); other responses
+// are ignored; anything else is not a JSON-RPC message.
+func (s *Server) response(idm member, hasID bool, res member, hasResult bool, em member, hasError bool) {
+	if k, id := s.takeCall(idm, hasID); k != nil {
+		s.answerCall(k, id, res, hasResult, em, hasError)
+		return
+	}
+	switch {
+	case res.bad:
+		s.w.replyError(nil, protocol.CodeParseError, "parse error: the message body is not valid UTF-8")
+	case hasResult || hasError:
+		s.log.Debug("response matches no outstanding binding/call; ignored", "id", string(idm.raw))
+	default:
+		s.w.replyError(usableID(idm, hasID), protocol.CodeInvalidRequest,
+			"invalid request: no method, result or error member")
+	}
 }
 
 // usableID parses a request id: a string, or a non-negative integer written

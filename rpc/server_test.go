@@ -365,6 +365,14 @@ func TestRunLifecycle(t *testing.T) {
 	if a := <-answers; !a.HasError || a.Message == nil || *a.Message != "bad \xed\xa0\x80" {
 		t.Errorf("error answer %+v", a)
 	}
+	// An answer with neither result nor error still answers its call, and
+	// is no −32600 (the next expect would see one).
+	go flushed(func() { r.c.CallBinding("1", "tools", "a", []byte(`1`), func(a session.Answer) { answers <- a }) })
+	h.recv()
+	h.send(`{"jsonrpc":"2.0","id":4}`)
+	if a := <-answers; a.HasError || a.HasResult {
+		t.Errorf("empty answer %+v", a)
+	}
 	// A call cancelled while outstanding gets $/cancelRequest; its late answer is dropped.
 	cancel = inBackground(func() func() {
 		defer rc.Flush()
@@ -372,8 +380,8 @@ func TestRunLifecycle(t *testing.T) {
 	})
 	h.recv()
 	go flushed(<-cancel)
-	h.expect(`{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":4}}`)
-	h.send(`{"jsonrpc":"2.0","id":4,"result":1}`)
+	h.expect(`{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":5}}`)
+	h.send(`{"jsonrpc":"2.0","id":5,"result":1}`)
 	// Cancel the run, then settle it.
 	h.send(`{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":1}}`)
 	select {
