@@ -20,7 +20,9 @@ type headerFault struct{ msg string }
 
 func (e *headerFault) Error() string { return e.msg }
 
-// oversize is a body above the inbound cap, already read and discarded.
+// oversize is a body above the inbound cap. It is answered before it is
+// discarded (by the next call to next), so a client that sent an impossible
+// length hears why the daemon reads on, instead of a silence until EOF.
 type oversize struct{ length string }
 
 func (e *oversize) Error() string {
@@ -28,7 +30,8 @@ func (e *oversize) Error() string {
 }
 
 type frameReader struct {
-	r *bufio.Reader
+	r    *bufio.Reader
+	skip int64 // body bytes of an oversize message still to discard
 }
 
 func newFrameReader(r io.Reader) *frameReader {
@@ -38,15 +41,19 @@ func newFrameReader(r io.Reader) *frameReader {
 // next returns the next body. Errors: io.EOF (end of stream anywhere inside
 // a message), *headerFault, *oversize (serving continues), or a read error.
 func (f *frameReader) next() ([]byte, error) {
+	if n := f.skip; n > 0 {
+		f.skip = 0
+		if _, err := io.CopyN(io.Discard, f.r, n); err != nil {
+			return nil, eof(err)
+		}
+	}
 	n, digits, err := f.header()
 	if err != nil {
 		return nil, err
 	}
 	if n > protocol.InboundMessageCap {
-		if _, err := io.CopyN(io.Discard, f.r, n); err != nil {
-			return nil, eof(err)
-		}
-		return nil, &oversize{digits}
+		f.skip = n
+		return nil, &oversize{strings.TrimLeft(digits, "0")}
 	}
 	body := make([]byte, n)
 	if _, err := io.ReadFull(f.r, body); err != nil {
@@ -115,7 +122,8 @@ func allDigits(s string) bool {
 	return true
 }
 
-// parseLength saturates: a length beyond int64 is discarded until EOF.
+// parseLength saturates: a length beyond int64 is answered as oversize, then
+// discarded until EOF.
 func parseLength(s string) int64 {
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {

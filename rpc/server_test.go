@@ -261,16 +261,21 @@ func TestMalformed(t *testing.T) {
 	deep := strings.Repeat("[", 20000) + strings.Repeat("]", 20000)
 	h.send(`{"jsonrpc":"2.0","id":8,"method":"run","params":` + deep + `}`)
 	h.expect(errResp("8", -32602, "params must be an object"))
-	// Oversized body: discarded, -32600 id null, serving continues.
-	h.raw("Content-Length: 67108865\r\n\r\n")
-	h.writes <- make([]byte, 67108865)
+	// Oversized body: answered (id null, the length without its leading
+	// zeros) before its bytes are sent, discarded, and serving continues.
+	h.raw("Content-Length: 0067108865\r\n\r\n")
 	h.expect(nullErr(-32600, "message body of 67108865 bytes exceeds the 67108864-byte limit"))
+	h.writes <- make([]byte, 67108865)
 	h.send(`{"jsonrpc":"2.0","id":9,"method":"x"}`)
 	h.expect(errResp("9", -32601, "method not found: x"))
 	// Headers: case-insensitive name, Content-Type ignored, spaces around the value.
 	body := `{"jsonrpc":"2.0","id":10,"method":"x"}`
 	h.raw(fmt.Sprintf("content-type: application/vscode-jsonrpc; charset=utf-8\r\ncontent-LENGTH:  %d \r\nX-Other: 1\r\n\r\n%s", len(body), body))
 	h.expect(errResp("10", -32601, "method not found: x"))
+	// A length beyond int64 is answered at once too (the rest of the stream
+	// is its body).
+	h.raw("Content-Length: 99999999999999999999999\r\n\r\n")
+	h.expect(nullErr(-32600, "message body of 99999999999999999999999 bytes exceeds the 67108864-byte limit"))
 }
 
 func TestHeaderFaults(t *testing.T) {
