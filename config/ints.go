@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"math"
 	"strconv"
 )
 
@@ -50,8 +51,9 @@ func (x *Int[B]) Decode(s string) error {
 	return nil
 }
 
-// parseDecimal accepts "0" or a digit string without a leading zero that fits
-// an int64.
+// parseDecimal accepts "0" or a digit string without a leading zero. One
+// beyond int64 saturates, so it meets its variable's ceiling rule (every
+// ceiling is below MaxInt64) rather than a spelling rule it obeys.
 func parseDecimal(s string) (int64, bool) {
 	if s == "" || (len(s) > 1 && s[0] == '0') {
 		return 0, false
@@ -62,6 +64,9 @@ func parseDecimal(s string) (int64, bool) {
 		}
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return math.MaxInt64, true
+	}
 	return v, err == nil
 }
 
