@@ -785,8 +785,10 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods):
                 raise TypeError("%s() takes either one positional argument or keyword "
                                 "arguments, not both" % label)
             return invoke(args[0] if args else (kwargs if kwargs else None))
-        call.__name__ = member if member.isidentifier() else "binding"
-        call.__qualname__ = label
+        # The coroutine takes its names from invoke: a forgotten await is then
+        # reported as "coroutine 'tools.search' was never awaited".
+        call.__name__ = invoke.__name__ = member if member.isidentifier() else "binding"
+        call.__qualname__ = invoke.__qualname__ = label
         return call
 
     def make_error_class(name, prop):

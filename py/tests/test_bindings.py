@@ -29,6 +29,14 @@ def test_bindings_both_ways():
     assert res.calls[1]["args"] == {}
 
 
+def test_forgotten_await_names_the_binding():
+    """The never-awaited warning names tools.echo, not the bootstrap's closure."""
+    for prog in ("c = tools.echo(1)\nreturn 1", "tools.echo(1)\nreturn 1"):
+        res = run(prog, echo, TOOLS)
+        assert res.value == 1 and res.calls == []
+        assert "RuntimeWarning: coroutine 'tools.echo' was never awaited" in res.logs[0]
+
+
 def test_calling_conventions():
     prog = ("return [await tools.echo(5), await tools.echo(), await tools.echo(q='a', n=1),\n"
             "        await tools['echo']([1, 2]), await tools.echo(None)]")
