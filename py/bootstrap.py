@@ -37,9 +37,9 @@ def _coderun_child():
     # Captured before the program runs: nested functions read these cells, never a later
     # rebinding of __main__ globals (§3.7).
     (len, type, bytes, bytearray, memoryview, min, dict, BaseException, RuntimeError,
-     ValueError) = (
+     ValueError, MemoryError, isinstance) = (
         B.len, B.type, B.bytes, B.bytearray, B.memoryview, B.min, B.dict, B.BaseException,
-        B.RuntimeError, B.ValueError)
+        B.RuntimeError, B.ValueError, B.MemoryError, B.isinstance)
     compile_, exec_, open_ = B.compile, B.exec, B.open
     os_read, os_write, os_kill, os_getpid, os_exit = os.read, os.write, os.kill, os.getpid, \
         os._exit
@@ -279,7 +279,24 @@ def _coderun_child():
         unpump()
         send(*frame_parts)
 
+    def release_frames(e):
+        # A program that ran out of address space usually still holds the memory in its
+        # frames' locals (top-level names are locals of the wrapper), leaving too little to
+        # compile the diagnostics; they need only code objects and line numbers.
+        try:
+            tb = e.__traceback__
+            while tb is not None:
+                try:
+                    tb.tb_frame.clear()
+                except BaseException:   # a frame still executing (this file's)
+                    pass
+                tb = tb.tb_next
+        except BaseException:
+            pass
+
     def settle_exception(e):
+        if isinstance(e, MemoryError):
+            release_frames(e)
         try:
             message, exc_type, line_no = load_diagnostics()(e, max_value)
         except BaseException:

@@ -152,3 +152,16 @@ def test_dual_inherited_cpu_limit():
     """C33 (child level): inherited soft == hard == 2 gives (1, 2): SIGXCPU first."""
     c = Child(rlimits={resource.RLIMIT_CPU: (2, 2)})
     killed_by_cpu(run("while True:\n    pass", child=c, cpuSeconds=30, timeout=60))
+
+
+def test_exhausted_address_space_still_gets_its_traceback():
+    """A program that fills RLIMIT_AS in small pieces still holds the memory when its
+    MemoryError is settled; its frames are released so the diagnostics can be built."""
+    for prog, line in (("x = []\nwhile True:\n    x.append(' ' * 100000)", 3),
+                       ("def f():\n    x = []\n    while True:\n        x.append(bytearray(10000))\n"
+                        "f()", 4)):
+        err = run(prog, addressSpaceBytes=256 * MIB).error
+        assert err["kind"] == "exception"
+        assert err["exceptionType"] == "MemoryError" and err["line"] == line
+        assert err["message"].startswith("Traceback (most recent call last):\n")
+        assert err["message"].endswith("\nMemoryError")
