@@ -4,10 +4,14 @@ connection loss. They need no built daemon."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import os
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -135,6 +139,71 @@ async def test_daemon_cancel_request_cancels_the_binding_task() -> None:
     await task
     with pytest.raises(asyncio.TimeoutError):
         await d.recv(timeout=0.1)  # no answer is sent for a cancelled call
+
+
+async def test_binding_cancelled_by_someone_else_is_answered() -> None:
+    d = FakeDaemon()
+    c = await d.connect()
+
+    async def self_cancel(args: Any) -> Any:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()  # a Task.cancel that came from neither the daemon nor the client
+        await asyncio.sleep(30)
+
+    task = asyncio.ensure_future(c.run("...", bindings={"tools": {"f": self_cancel}}))
+    run = await d.recv()
+    d.send(call(60, run["id"], "f", None))
+    ans = await d.recv()
+    assert ans["id"] == 60 and ans["error"]["message"] == "binding was cancelled"
+    assert ans["error"]["data"] == {"type": "CancelledError"}
+    d.result(run["id"], ok(None))
+    await task
+
+
+_STOP_SCRIPT = """
+import asyncio, json, sys
+from fakedaemon import FakeDaemon
+
+exc = {"KeyboardInterrupt": KeyboardInterrupt, "SystemExit": SystemExit}[sys.argv[1]]
+daemons = []
+
+async def stop(args):
+    raise exc("stop")
+
+async def main():
+    d = FakeDaemon()  # made in the loop: its StreamReader belongs to it
+    daemons.append(d)
+    c = await d.connect()
+    await c.submit("...", bindings={"tools": {"stop": stop}})
+    run = await d.recv()
+    params = {"runId": run["id"], "namespace": "tools", "function": "stop", "args": None}
+    d.send({"jsonrpc": "2.0", "id": 70, "method": "binding/call", "params": params})
+    await asyncio.sleep(5)  # the binding's exception ends the loop long before this
+
+try:
+    asyncio.run(main())
+    print(json.dumps({"escaped": None}))
+except BaseException as e:
+    print(json.dumps({"escaped": type(e).__name__}))
+while not daemons[0].writer.inbox.empty():
+    print(json.dumps(daemons[0].writer.inbox.get_nowait()))
+"""
+
+
+@pytest.mark.parametrize("exc", ["KeyboardInterrupt", "SystemExit"])
+def test_keyboard_interrupt_and_system_exit_are_answered_then_propagate(exc: str) -> None:
+    # In a subprocess: on CPython 3.11.7 a KeyboardInterrupt or SystemExit leaving an asyncio
+    # task leaks the interpreter's C recursion counter, and ast.parse then fails in that process.
+    here = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here.parent / "src"), str(here)])}
+    proc = subprocess.run(
+        [sys.executable, "-c", _STOP_SCRIPT, exc], env=env, capture_output=True, text=True, timeout=30
+    )
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert lines and lines[0] == {"escaped": exc}, proc.stdout + proc.stderr
+    answers = [m for m in lines[1:] if isinstance(m, dict) and m.get("id") == 70]
+    assert answers and answers[0]["error"]["message"] == f"binding raised {exc}: stop", proc.stdout
 
 
 async def test_cancelling_the_task_sends_cancel_request_and_reraises() -> None:

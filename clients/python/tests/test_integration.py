@@ -86,6 +86,67 @@ async def test_binding_raising_becomes_runtime_error() -> None:
         assert value(r) == [["RuntimeError", "nope"], ["RuntimeError", ""]]
 
 
+CATCH_EACH = (
+    "out = []\n"
+    "for name in NAMES:\n"
+    "    try:\n"
+    "        await tools[name]({})\n"
+    "    except RuntimeError as e:\n"
+    "        out.append([type(e).__name__, str(e)])\n"
+    "return out"
+)
+
+
+async def _run_promptly(c: Client, bindings: dict[str, Any]) -> RunResult:
+    """Run CATCH_EACH over every binding, with a wall clock a hanging call would hit."""
+    program = CATCH_EACH.replace("NAMES", repr(list(bindings)))
+    t0 = time.monotonic()
+    r = await c.run(program, bindings={"tools": bindings}, limits={"maxWallMs": 15000})
+    assert time.monotonic() - t0 < 8, r.error
+    return r
+
+
+async def test_binding_raising_cancelled_error_is_answered() -> None:
+    async def cancelled(args: Any) -> Any:
+        raise asyncio.CancelledError()
+
+    async def cancelled_with_message(args: Any) -> Any:
+        await asyncio.sleep(0)
+        raise asyncio.CancelledError("quota exhausted")
+
+    def cancelled_in_thread(args: Any) -> Any:
+        raise asyncio.CancelledError()
+
+    async with await start() as c:
+        r = await _run_promptly(c, {"a": cancelled, "m": cancelled_with_message, "s": cancelled_in_thread})
+        assert value(r) == [
+            ["RuntimeError", "binding was cancelled"],
+            ["RuntimeError", "binding was cancelled: quota exhausted"],
+            ["RuntimeError", "binding was cancelled"],
+        ]
+        assert value(await c.run("return 7")) == 7  # the connection is fine afterwards
+
+
+class Halt(BaseException):
+    """A BaseException that is not an Exception, as some frameworks define."""
+
+
+async def test_binding_raising_a_base_exception_is_answered() -> None:
+    async def halt(args: Any) -> Any:
+        raise Halt("stop here")
+
+    def halt_in_thread(args: Any) -> Any:
+        raise Halt()
+
+    async with await start() as c:
+        r = await _run_promptly(c, {"a": halt, "s": halt_in_thread})
+        assert value(r) == [["RuntimeError", "binding raised Halt: stop here"], ["RuntimeError", "binding raised Halt"]]
+        # uncaught in the program, with an error class: an exception result carrying the message
+        r = await c.run("await tools.a(1)", bindings={"tools": {"a": halt}}, error_classes={"tools": ("ToolError", "tool")})
+        assert r.error is not None and r.error.kind == "exception" and r.error.exception_type == "ToolError"
+        assert "binding raised Halt: stop here" in r.error.message
+
+
 async def test_error_class_mapping() -> None:
     def fail(args: Any) -> Any:
         raise RuntimeError("no results for " + args["q"])

@@ -652,7 +652,22 @@ class Client:
         if self._binding_tasks.get(rid) is task:
             del self._binding_tasks[rid]
 
+    def _abandoned(self, rid: Any) -> bool:
+        """True when the client itself gave up call ``rid``: on the daemon's ``$/cancelRequest``
+        and when the connection goes, the call's task is removed from ``_binding_tasks`` before
+        it is cancelled, so a task that is no longer registered was cancelled by us."""
+        return self._binding_tasks.get(rid) is not asyncio.current_task()
+
     async def _call_binding(self, rid: Any, fn: BindingFunction, args: Any) -> None:
+        """Answer binding call ``rid`` with ``fn(args)``'s value, or with an error if it raises.
+
+        Every way ``fn`` can end is answered, so the program's ``await`` never hangs: an
+        Exception, and also a BaseException that is not one, e.g. a CancelledError the binding
+        raised itself or got from a Task.cancel that was not ours (the program sees "binding was
+        cancelled"). KeyboardInterrupt and SystemExit are answered, then re-raised. Only a call
+        the client abandoned (see :meth:`_abandoned`) goes unanswered, its exception propagating:
+        the daemon has stopped waiting for it.
+        """
         try:
             if inspect.iscoroutinefunction(fn):
                 value = await fn(args)
@@ -661,14 +676,30 @@ class Client:
                 if inspect.isawaitable(value):
                     value = await value
             body = P.response_for_value(rid, value)
-        except asyncio.CancelledError:
-            raise  # the daemon no longer needs the answer (or the client is closing)
         except Exception as e:  # noqa: BLE001 - becomes a JSON-RPC error in the program
             body = P.build_error_response(rid, P.CODE_BINDING_FAILED, str(e), {"type": type(e).__name__})
+        except BaseException as e:
+            if self._abandoned(rid):
+                raise  # the daemon no longer needs the answer (or the client is closing)
+            message = _base_exception_message(e)
+            body = P.build_error_response(rid, P.CODE_BINDING_FAILED, message, {"type": type(e).__name__})
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                # They ask the host process to stop, which a tool call must not swallow: answer
+                # the program now (a buffered write, no await) and let them leave the event loop.
+                self._reply(body)
+                raise
         try:
             await self._send(body)
         except ConnectionLost:
             pass
+
+
+def _base_exception_message(e: BaseException) -> str:
+    """The error message for a binding's BaseException that is not an Exception: it says what
+    happened, since such exceptions rarely carry a message of their own."""
+    what = "binding was cancelled" if isinstance(e, asyncio.CancelledError) else f"binding raised {type(e).__name__}"
+    detail = str(e)
+    return f"{what}: {detail}" if detail else what
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
