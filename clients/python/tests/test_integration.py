@@ -147,6 +147,26 @@ async def test_binding_raising_a_base_exception_is_answered() -> None:
         assert "binding raised Halt: stop here" in r.error.message
 
 
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise ValueError("no text")
+
+
+async def test_binding_exception_whose_str_raises_is_answered() -> None:
+    async def unprintable(args: Any) -> Any:
+        raise Unprintable()
+
+    async def unprintable_base(args: Any) -> Any:
+        raise asyncio.CancelledError(Unprintable())
+
+    async with await start() as c:
+        r = await _run_promptly(c, {"a": unprintable, "b": unprintable_base})
+        assert value(r) == [
+            ["RuntimeError", "<Unprintable: str() failed>"],
+            ["RuntimeError", "binding was cancelled: <CancelledError: str() failed>"],
+        ]
+
+
 async def test_error_class_mapping() -> None:
     def fail(args: Any) -> Any:
         raise RuntimeError("no results for " + args["q"])

@@ -677,7 +677,7 @@ class Client:
                     value = await value
             body = P.response_for_value(rid, value)
         except Exception as e:  # noqa: BLE001 - becomes a JSON-RPC error in the program
-            body = P.build_error_response(rid, P.CODE_BINDING_FAILED, str(e), {"type": type(e).__name__})
+            body = P.build_error_response(rid, P.CODE_BINDING_FAILED, _text(e), {"type": type(e).__name__})
         except BaseException as e:
             if self._abandoned(rid):
                 raise  # the daemon no longer needs the answer (or the client is closing)
@@ -698,8 +698,17 @@ def _base_exception_message(e: BaseException) -> str:
     """The error message for a binding's BaseException that is not an Exception: it says what
     happened, since such exceptions rarely carry a message of their own."""
     what = "binding was cancelled" if isinstance(e, asyncio.CancelledError) else f"binding raised {type(e).__name__}"
-    detail = str(e)
+    detail = _text(e)
     return f"{what}: {detail}" if detail else what
+
+
+def _text(e: BaseException) -> str:
+    """``str(e)``, or a note that it failed: a hostile ``__str__`` must not leave the call
+    unanswered."""
+    try:
+        return str(e)
+    except Exception:  # noqa: BLE001
+        return f"<{type(e).__name__}: str() failed>"
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
