@@ -27,7 +27,7 @@ import {
   rpcError,
   TimeoutError,
 } from './errors.js';
-import { bindingResult, MAX_MESSAGE_BYTES, serializeLossless, utf8Length } from './json.js';
+import { bindingResult, MAX_MESSAGE_BYTES, messageOf, serializeLossless, utf8Length } from './json.js';
 import type { JsonValue } from './json.js';
 import type {
   Binding,
@@ -89,16 +89,17 @@ interface BindingCallParams {
   args: JsonValue;
 }
 
-function messageOf(err: unknown): string {
-  if (typeof err === 'string') return err;
-  if (err !== null && typeof err === 'object' && typeof (err as { message?: unknown }).message === 'string') {
-    return (err as { message: string }).message;
-  }
-  try {
-    return String(err);
-  } catch {
-    return '<unrenderable rejection value>';
-  }
+/** How long a connection failure waits for the daemon's exit status, for a better error. */
+const EXIT_GRACE_MS = 1000;
+
+/** `p`'s value, or `undefined` once `ms` have passed first. The timer never holds the process open. */
+function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+  return Promise.race([p, new Promise<undefined>((r) => setTimeout(r, ms, undefined).unref?.())]);
+}
+
+/** A failure of the connection itself (a write error, or the connection disposed). */
+function isConnectionFailure(err: unknown): err is ResponseError<unknown> {
+  return err instanceof ResponseError && (err.code === -32097 /* PendingResponseRejected */ || err.code === -32099 /* write error */);
 }
 
 function functionTable(bindings: Binding[]): Map<string, Map<string, BindingFunction>> {
@@ -205,8 +206,7 @@ export class CodeRunClient {
     this.conn.onNotification('run/log', (params: unknown) => this.onRunLog(params));
     this.conn.onClose(() => {
       // Give the transport a moment to learn the exit status, for a better message.
-      const grace = new Promise<PeerExit | undefined>((r) => setTimeout(r, 1000, undefined).unref?.());
-      void Promise.race([transport.exited, grace]).then((exit) => this.connectionLost(exit));
+      void within(transport.exited, EXIT_GRACE_MS).then((exit) => this.connectionLost(exit));
     });
     void transport.exited.then((exit) => this.connectionLost(exit));
     this.conn.listen();
@@ -311,8 +311,9 @@ export class CodeRunClient {
             reject(err);
           }
         },
-        (err: unknown) => {
-          if (this.runs.has(id)) run.reject(this.mapError(err));
+        async (err: unknown) => {
+          const error = await this.failure(err);
+          if (this.runs.has(id)) run.reject(error);
         },
       );
     });
@@ -405,20 +406,25 @@ export class CodeRunClient {
     request.catch(() => {});
     lost.catch(() => {});
     try {
-      return (await Promise.race([request.catch((err: unknown) => Promise.reject(this.mapError(err))), timeout, lost])) as T;
+      const answer = request.catch(async (err: unknown) => {
+        throw await this.failure(err);
+      });
+      return (await Promise.race([answer, timeout, lost])) as T;
     } finally {
       clearTimeout(timer);
     }
   }
 
-  private mapError(err: unknown): Error {
+  /**
+   * The error a failed request rejects with. A connection failure is usually seen before the
+   * daemon's exit is; it waits (up to {@link EXIT_GRACE_MS}) for the connection to be marked lost,
+   * so the error carries the exit code or signal and the stderr tail whenever the daemon exited.
+   */
+  private async failure(err: unknown): Promise<Error> {
+    if (this.lost === undefined && isConnectionFailure(err)) await within(this.lostPromise, EXIT_GRACE_MS);
     if (this.lost !== undefined) return this.lost;
-    if (err instanceof ResponseError) {
-      if (err.code === -32097 /* PendingResponseRejected */ || err.code === -32099 /* write error */) {
-        return new ConnectionLostError(`connection to coderun-rpc failed: ${err.message}`);
-      }
-      return rpcError(err.code, err.message, err.data);
-    }
+    if (isConnectionFailure(err)) return new ConnectionLostError(`connection to coderun-rpc failed: ${err.message}`);
+    if (err instanceof ResponseError) return rpcError(err.code, err.message, err.data);
     return err instanceof Error ? err : new CodeRunError(messageOf(err));
   }
 

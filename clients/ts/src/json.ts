@@ -19,6 +19,14 @@ export const MAX_MESSAGE_BYTES = 67108864;
 /** Prefix of every rejection of a binding result that is not lossless JSON (SPEC §10). */
 export const LOSSLESS_PREFIX = 'binding resolution must be lossless JSON';
 
+/** Ends every message this package had to cut (the daemon's marker, CHILD-CONTRACT §4.7). */
+export const TRUNCATION_MARKER = '… [truncated]';
+
+const utf8 = new TextEncoder();
+
+/** Longest detail (in UTF-16 units) quoted from a value that threw while being walked. */
+const WALK_DETAIL_CHARS = 200;
+
 /** Already-serialized canonical JSON text, spliced verbatim by {@link encodeMessage}. */
 export class RawJson {
   constructor(readonly text: string) {}
@@ -106,7 +114,9 @@ function pathOf(stack: Frame[]): string {
 
 /**
  * Serializes `value` to canonical compact JSON, or explains why it is not lossless JSON.
- * Shared (acyclic) references are fine; a cycle is refused.
+ * Shared (acyclic) references are fine; a cycle is refused. Never throws: a getter or proxy
+ * trap that throws while the value is walked is refused as `value could not be walked: <its
+ * message, cut to 200 characters>`.
  */
 export function serializeLossless(value: unknown, options: SerializeOptions = {}): SerializeResult {
   const maxLength = options.maxLength ?? Infinity;
@@ -124,62 +134,66 @@ export function serializeLossless(value: unknown, options: SerializeOptions = {}
 
   let next: unknown = value;
   let pending = true; // `next` still has to be written
-  for (;;) {
-    if (pending) {
-      pending = false;
-      const v = next;
-      const raw = allowRaw && v instanceof RawJson;
-      const bad = raw ? undefined : describe(v);
-      if (bad !== undefined) return fail(bad);
-      let ok: boolean;
-      if (raw) ok = emit(v.text);
-      else if (v === null) ok = emit('null');
-      else if (typeof v === 'string') ok = emit(JSON.stringify(v));
-      else if (typeof v === 'number') ok = emit(canonicalNumber(v));
-      else if (typeof v === 'boolean') ok = emit(v ? 'true' : 'false');
-      else {
-        const obj = v as object;
-        if (onPath.has(obj)) return fail('a cycle is not JSON');
-        onPath.add(obj);
-        if (Array.isArray(obj)) {
-          stack.push({ array: obj, i: 0 });
-          ok = emit('[');
-        } else {
-          stack.push({ obj: obj as Record<string, unknown>, keys: Object.keys(obj), i: 0 });
-          ok = emit('{');
+  try {
+    for (;;) {
+      if (pending) {
+        pending = false;
+        const v = next;
+        const raw = allowRaw && v instanceof RawJson;
+        const bad = raw ? undefined : describe(v);
+        if (bad !== undefined) return fail(bad);
+        let ok: boolean;
+        if (raw) ok = emit(v.text);
+        else if (v === null) ok = emit('null');
+        else if (typeof v === 'string') ok = emit(JSON.stringify(v));
+        else if (typeof v === 'number') ok = emit(canonicalNumber(v));
+        else if (typeof v === 'boolean') ok = emit(v ? 'true' : 'false');
+        else {
+          const obj = v as object;
+          if (onPath.has(obj)) return fail('a cycle is not JSON');
+          onPath.add(obj);
+          if (Array.isArray(obj)) {
+            stack.push({ array: obj, i: 0 });
+            ok = emit('[');
+          } else {
+            stack.push({ obj: obj as Record<string, unknown>, keys: Object.keys(obj), i: 0 });
+            ok = emit('{');
+          }
         }
+        if (!ok) return { ok: false, reason: 'too large', path: pathOf(stack), tooLarge: true };
       }
-      if (!ok) return { ok: false, reason: 'too large', path: pathOf(stack), tooLarge: true };
+      const top = stack[stack.length - 1];
+      if (top === undefined) break;
+      if (top.array !== undefined) {
+        const arr = top.array;
+        if (top.i < arr.length) {
+          if (top.i > 0) emit(',');
+          const i = top.i++;
+          if (!(i in arr)) return fail('an array hole is not JSON');
+          next = arr[i];
+          pending = true;
+          continue;
+        }
+        emit(']');
+        onPath.delete(arr);
+      } else {
+        const { obj, keys } = top;
+        if (top.i < keys.length) {
+          const key = keys[top.i++] as string;
+          emit((top.i > 1 ? ',' : '') + JSON.stringify(key) + ':');
+          next = obj[key];
+          pending = true;
+          continue;
+        }
+        emit('}');
+        onPath.delete(obj);
+      }
+      stack.pop();
     }
-    const top = stack[stack.length - 1];
-    if (top === undefined) break;
-    if (top.array !== undefined) {
-      const arr = top.array;
-      if (top.i < arr.length) {
-        if (top.i > 0) emit(',');
-        const i = top.i++;
-        if (!(i in arr)) return fail('an array hole is not JSON');
-        next = arr[i];
-        pending = true;
-        continue;
-      }
-      emit(']');
-      onPath.delete(arr);
-    } else {
-      const { obj, keys } = top;
-      if (top.i < keys.length) {
-        const key = keys[top.i++] as string;
-        emit((top.i > 1 ? ',' : '') + JSON.stringify(key) + ':');
-        next = obj[key];
-        pending = true;
-        continue;
-      }
-      emit('}');
-      onPath.delete(obj);
-    }
-    stack.pop();
+    return { ok: true, text: out.join('') };
+  } catch (err) {
+    return fail(`value could not be walked: ${cutMessage(messageOf(err), WALK_DETAIL_CHARS)}`);
   }
-  return { ok: true, text: out.join('') };
 }
 
 /** Exact UTF-8 byte length of a JS string (a lone surrogate counts as its 3-byte WTF-8 form). */
@@ -218,4 +232,38 @@ export function bindingResult(value: unknown, budget: number = MAX_MESSAGE_BYTES
 export function tooLargeMessage(bytes: number | undefined): string {
   const size = bytes === undefined ? 'is too large' : `of ${bytes} bytes is too large`;
   return `binding resolution ${size}: a response must fit the daemon's ${MAX_MESSAGE_BYTES}-byte message limit`;
+}
+
+/**
+ * `message` whose JSON string body (quotes excluded) takes at most `room` UTF-8 bytes: as is
+ * when it fits, else cut and ended with {@link TRUNCATION_MARKER}. `room` is at least 15 (the
+ * marker's bytes).
+ */
+export function fitMessage(message: string, room: number): string {
+  let text = message.length > room ? cutMessage(message, room - utf8Length(TRUNCATION_MARKER)) : message;
+  for (;;) {
+    const bytes = utf8.encode(JSON.stringify(text)).byteLength - 2;
+    if (bytes <= room) return text;
+    const keep = Math.floor(((text.length * room) / bytes) * 0.95) - TRUNCATION_MARKER.length;
+    text = keep > 0 ? cutMessage(message, keep) : TRUNCATION_MARKER;
+  }
+}
+
+/** The first `chars` UTF-16 units of `s` (never half a surrogate pair) plus the marker, if `s` is longer. */
+export function cutMessage(s: string, chars: number): string {
+  if (s.length <= chars) return s;
+  const c = s.charCodeAt(chars - 1);
+  const end = c >= 0xd800 && c <= 0xdbff ? chars - 1 : chars;
+  return s.slice(0, Math.max(0, end)) + TRUNCATION_MARKER;
+}
+
+/** The message of a thrown value (an `Error`'s `message`, a string as is). Never throws. */
+export function messageOf(err: unknown): string {
+  try {
+    if (typeof err === 'string') return err;
+    const message = (err as { message?: unknown } | null | undefined)?.message;
+    return typeof message === 'string' ? message : String(err);
+  } catch {
+    return '<unrenderable rejection value>';
+  }
 }

@@ -192,6 +192,47 @@ describe('against the real daemon', { skip }, () => {
     assert.match(ok(r) as string, /67108864-byte/);
   });
 
+  test('a thrown error over the 64 MiB message cap is answered, cut to fit, not dropped', async () => {
+    const t0 = Date.now();
+    const r = await c.run({
+      program: py(
+        'try:',
+        '    await tools.loud()',
+        'except RuntimeError as e:',
+        '    s = str(e)',
+        '    return [len(s.encode()), s[:3], s[-20:]]',
+      ),
+      bindings: [{ global: 'tools', functions: { loud: () => { throw new Error('y'.repeat(70 << 20)); } } }],
+      limits: { maxWallMs: 30000 },
+    });
+    const [bytes, head, tail] = ok(r) as [number, string, string];
+    assert.ok(bytes < MAX_MESSAGE_BYTES && bytes > MAX_MESSAGE_BYTES - 1024, `message of ${bytes} bytes`);
+    assert.equal(head, 'yyy');
+    assert.equal(tail, `${'y'.repeat(7)}… [truncated]`);
+    assert.ok(Date.now() - t0 < 20000, `took ${Date.now() - t0} ms`);
+  });
+
+  test('a value that throws while being serialized is refused with the lossless prefix', async () => {
+    const getter = { get a() { throw new Error('getter boom'); } };
+    const keys = new Proxy({}, { ownKeys() { throw new Error('ownKeys boom'); } });
+    const r = await c.run({
+      program: py(
+        'out = []',
+        'for name in ["getter", "keys"]:',
+        '    try:',
+        '        await tools[name]()',
+        '    except RuntimeError as e:',
+        '        out.append(str(e))',
+        'return out',
+      ),
+      bindings: [{ global: 'tools', functions: { getter: () => getter, keys: () => keys } }],
+    });
+    assert.deepEqual(ok(r), [
+      `${LOSSLESS_PREFIX}: value could not be walked: getter boom (at $.a)`,
+      `${LOSSLESS_PREFIX}: value could not be walked: ownKeys boom (at $)`,
+    ]);
+  });
+
   test('strings and depth survive: lone surrogates, 12 000-deep results', async () => {
     let deep: JsonValue = 0;
     for (let i = 0; i < 12000; i++) deep = [deep];
@@ -370,6 +411,17 @@ describe('daemon lifecycle', { skip }, () => {
       await assert.rejects(k.run({ program: 'return 1' }), ConnectionLostError);
     } finally {
       await k.close();
+    }
+  });
+
+  test('a daemon that exits at start: every start rejects with its exit code and stderr', async () => {
+    for (let i = 0; i < 30; i++) {
+      await assert.rejects(CodeRunClient.start({ command: bin, env: { CODERUN_CPU_SECONDS: '0' } }), (e: unknown) => {
+        assert.ok(e instanceof ConnectionLostError, `start ${i}: ${String(e)}`);
+        assert.equal(e.exitCode, 2, `start ${i}: ${e.message}`);
+        assert.match(e.message, /^coderun-rpc exited with code 2 \(stderr: .*CODERUN_CPU_SECONDS/, `start ${i}`);
+        return true;
+      });
     }
   });
 

@@ -10,6 +10,7 @@ import {
   serializeLossless,
   utf8Length,
 } from '../src/index.js';
+import { fitMessage, TRUNCATION_MARKER } from '../src/json.js';
 
 function text(v: unknown): string {
   const r = serializeLossless(v);
@@ -110,6 +111,15 @@ describe('non-lossless values are refused with a reason and a path', () => {
     arr.push([arr]);
     assert.match(reason(arr), /cycle/);
   });
+  test('a getter or proxy trap that throws is refused with its message, cut short', () => {
+    assert.equal(reason({ get a() { throw new Error('boom'); } }), 'value could not be walked: boom at $.a');
+    const keys = new Proxy({}, { ownKeys() { throw 'no keys'; } });
+    assert.equal(reason([1, keys]), 'value could not be walked: no keys at $[1]');
+    const long = reason({ get a() { throw new Error('z'.repeat(1000)); } });
+    assert.equal(long, `value could not be walked: ${'z'.repeat(200)}… [truncated] at $.a`);
+    const pair = reason({ get a() { throw new Error(`${'z'.repeat(199)}😀😀`); } });
+    assert.equal(pair, `value could not be walked: ${'z'.repeat(199)}… [truncated] at $.a`, 'never half a pair');
+  });
   test('RawJson is spliced only when allowed', () => {
     assert.match(reason(new RawJson('1')), /RawJson instance/);
     const r = serializeLossless({ a: new RawJson('[1]') }, { allowRaw: true });
@@ -169,5 +179,30 @@ describe('encodeMessage', () => {
     const fits = new RawJson(`"${'x'.repeat(MAX_MESSAGE_BYTES - envelope)}"`);
     const bytes = encodeMessage({ jsonrpc: '2.0', id: 7, result: fits } as never);
     assert.equal(bytes.byteLength, MAX_MESSAGE_BYTES);
+  });
+});
+
+describe('fitMessage: the message of an error response over the cap', () => {
+  const body = (m: string) => Buffer.byteLength(JSON.stringify(m)) - 2;
+  test('a message that fits is unchanged', () => {
+    assert.equal(fitMessage('é"x', 5), 'é"x');
+  });
+  test('a cut message fits its room, is a prefix, ends with the marker, never splits a pair', () => {
+    const messages = ['y'.repeat(1000), '😀'.repeat(100), 'é😀"\u0001'.repeat(100), '\u0001'.repeat(500)];
+    for (const m of messages) {
+      for (const room of [15, 16, 20, 43, 100, 999]) {
+        const fit = fitMessage(m, room);
+        if (body(m) <= room) {
+          assert.equal(fit, m);
+          continue;
+        }
+        assert.ok(body(fit) <= room, `${JSON.stringify(fit)} > ${room}`);
+        assert.ok(fit.endsWith(TRUNCATION_MARKER), fit);
+        const kept = fit.slice(0, -TRUNCATION_MARKER.length);
+        assert.ok(m.startsWith(kept));
+        assert.doesNotMatch(kept, /[\ud800-\udbff]$/, `half a pair at room ${room}`);
+      }
+    }
+    assert.equal(fitMessage('y'.repeat(1000), 100), `${'y'.repeat(85)}${TRUNCATION_MARKER}`, 'ASCII fills its room');
   });
 });
