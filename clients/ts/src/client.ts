@@ -5,6 +5,7 @@
 import {
   CancellationReceiverStrategy,
   CancellationTokenSource,
+  ConnectionError,
   createMessageConnection,
   NullLogger,
   ResponseError,
@@ -97,8 +98,12 @@ function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
   return Promise.race([p, new Promise<undefined>((r) => setTimeout(r, ms, undefined).unref?.())]);
 }
 
-/** A failure of the connection itself (a write error, or the connection disposed). */
-function isConnectionFailure(err: unknown): err is ResponseError<unknown> {
+/**
+ * A failure of the connection itself, as vscode-jsonrpc reports it: a request's write error or
+ * disposed connection, or a call refused because the connection is closed or disposed.
+ */
+function isConnectionFailure(err: unknown): boolean {
+  if (err instanceof ConnectionError) return true;
   return err instanceof ResponseError && (err.code === -32097 /* PendingResponseRejected */ || err.code === -32099 /* write error */);
 }
 
@@ -241,7 +246,13 @@ export class CodeRunClient {
       'initialize',
     );
     this.initializeResult = result;
-    await this.conn.sendNotification('initialized', {});
+    try {
+      await this.conn.sendNotification('initialized', {});
+    } catch (err) {
+      // vscode-jsonrpc passes a notification's write error through raw (e.g. EPIPE when the
+      // daemon exited right after answering): a connection failure all the same.
+      throw await this.failure(err, true);
+    }
   }
 
   /** True until `close()` begins or the daemon goes away. */
@@ -279,7 +290,7 @@ export class CodeRunClient {
       response = this.conn.sendRequest<unknown>('run', params, cts.token);
     } catch (err) {
       // vscode-jsonrpc refuses synchronously once its reader closed (the daemon is going away).
-      throw this.lost ?? new ConnectionLostError(`coderun-rpc connection is closed: ${messageOf(err)}`);
+      return this.failure(err).then((error) => Promise.reject(error));
     }
     const id = this.capturedRunId as RunId | undefined;
     if (id === undefined) throw new CodeRunError('internal: the run request id was not observed');
@@ -416,14 +427,15 @@ export class CodeRunClient {
   }
 
   /**
-   * The error a failed request rejects with. A connection failure is usually seen before the
-   * daemon's exit is; it waits (up to {@link EXIT_GRACE_MS}) for the connection to be marked lost,
-   * so the error carries the exit code or signal and the stderr tail whenever the daemon exited.
+   * The error a failed call rejects with. A connection failure (`ofConnection`, by default
+   * recognised by {@link isConnectionFailure}) is usually seen before the daemon's exit is; it
+   * waits (up to {@link EXIT_GRACE_MS}) for the connection to be marked lost, so the error carries
+   * the exit code or signal and the stderr tail whenever the daemon exited.
    */
-  private async failure(err: unknown): Promise<Error> {
-    if (this.lost === undefined && isConnectionFailure(err)) await within(this.lostPromise, EXIT_GRACE_MS);
+  private async failure(err: unknown, ofConnection = isConnectionFailure(err)): Promise<Error> {
+    if (this.lost === undefined && ofConnection) await within(this.lostPromise, EXIT_GRACE_MS);
     if (this.lost !== undefined) return this.lost;
-    if (isConnectionFailure(err)) return new ConnectionLostError(`connection to coderun-rpc failed: ${err.message}`);
+    if (ofConnection) return new ConnectionLostError(`connection to coderun-rpc failed: ${messageOf(err)}`);
     if (err instanceof ResponseError) return rpcError(err.code, err.message, err.data);
     return err instanceof Error ? err : new CodeRunError(messageOf(err));
   }

@@ -298,6 +298,17 @@ describe('client against the fake daemon', () => {
     );
   });
 
+  test('a daemon that exits right after answering initialize: start() rejects with its exit, every time', async () => {
+    for (let i = 0; i < 10; i++) {
+      await assert.rejects(start({ env: { FAKE_EXIT_AFTER_INITIALIZE: '3' } }), (e: unknown) => {
+        assert.ok(e instanceof ConnectionLostError, `start ${i}: ${String(e)}`);
+        assert.equal(e.exitCode, 3, `start ${i}: ${e.message}`);
+        assert.match(e.message, /^coderun-rpc exited with code 3 \(stderr: fake: exiting after initialize\)/, `start ${i}`);
+        return true;
+      });
+    }
+  });
+
   test('binary resolution: option, then CODERUN_RPC_BIN, then PATH', () => {
     assert.equal(resolveDaemonCommand({ command: '/x/y' }), '/x/y');
     assert.equal(resolveDaemonCommand({ env: { CODERUN_RPC_BIN: '/from/env' } }), '/from/env');

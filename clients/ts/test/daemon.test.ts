@@ -414,6 +414,31 @@ describe('daemon lifecycle', { skip }, () => {
     }
   });
 
+  test('runs made while a killed daemon is going away reject with its signal, never "connection is closed"', async () => {
+    for (let i = 0; i < 6; i++) {
+      const k = await start();
+      try {
+        process.kill(k.pid as number, 'SIGKILL');
+        // One run per event-loop turn until the loss is recorded: some land after the daemon's
+        // stdout closed but before its exit is known.
+        const runs: Promise<unknown>[] = [];
+        const runOnce = () => runs.push(k.run({ program: 'return 1' }).catch((e: unknown) => e));
+        while (k.isOpen) {
+          runOnce();
+          await new Promise((r) => setImmediate(r));
+        }
+        runOnce();
+        for (const [j, e] of (await Promise.all(runs)).entries()) {
+          assert.ok(e instanceof ConnectionLostError, `daemon ${i}, run ${j}: ${String(e)}`);
+          assert.equal(e.signal, 'SIGKILL', `daemon ${i}, run ${j}: ${e.message}`);
+          assert.match(e.message, /^coderun-rpc was killed by SIGKILL/, `daemon ${i}, run ${j}`);
+        }
+      } finally {
+        await k.close();
+      }
+    }
+  });
+
   test('a daemon that exits at start: every start rejects with its exit code and stderr', async () => {
     for (let i = 0; i < 30; i++) {
       await assert.rejects(CodeRunClient.start({ command: bin, env: { CODERUN_CPU_SECONDS: '0' } }), (e: unknown) => {

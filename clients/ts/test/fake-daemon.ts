@@ -7,11 +7,16 @@
  * Each call's outcome is recorded as {"raw": <result text as received>} or {"error": message};
  * `"$results"` returns them in order.
  * env FAKE_IGNORE_SHUTDOWN=1: never answer `shutdown`, ignore `exit` and stdin EOF.
+ * env FAKE_EXIT_AFTER_INITIALIZE=<code>: close stdin (so the client's next write fails), answer
+ * `initialize`, write "fake: exiting after initialize" to stderr and exit with <code>.
  */
+import { closeSync } from 'node:fs';
+
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type Id = number | string;
 
 const ignoreShutdown = process.env['FAKE_IGNORE_SHUTDOWN'] === '1';
+const exitAfterInitialize = process.env['FAKE_EXIT_AFTER_INITIALIZE'];
 
 function send(msg: object): void {
   const body = Buffer.from(JSON.stringify(msg), 'utf8');
@@ -106,10 +111,19 @@ function onMessage(raw: string): void {
   const p = msg.params ?? {};
   switch (msg.method) {
     case 'initialize':
-      return reply({
+      if (exitAfterInitialize !== undefined) {
+        process.stdin.destroy();
+        closeSync(0); // libuv never closes a stdio fd itself
+      }
+      reply({
         serverInfo: { name: 'coderun-rpc', version: 'fake' },
         capabilities: { languages: ['python'], isolation: 'process', logStreaming: true, limits: {}, python: {} },
       });
+      if (exitAfterInitialize !== undefined) {
+        process.stderr.write('fake: exiting after initialize\n');
+        process.exit(Number(exitAfterInitialize));
+      }
+      return;
     case 'run': {
       if (typeof p['program'] !== 'string') {
         return send({ jsonrpc: '2.0', id: msg.id, error: { code: -32602, message: 'program must be a string' } });
