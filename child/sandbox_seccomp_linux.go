@@ -13,18 +13,26 @@ import (
 // A small seccomp filter closes what namespaces and Landlock leave open to
 // the program:
 //
-//   - socket(AF_UNIX, …) → EACCES. Connecting to an existing pathname unix
-//     socket is not a Landlock right before LANDLOCK_ACCESS_FS_RESOLVE_UNIX,
-//     and the network namespace does not isolate the filesystem, so a host
-//     socket (a container runtime's, a database's) would otherwise be
-//     reachable. socketpair(2) stays allowed (asyncio's self-pipe,
-//     multiprocessing pipes), as do inherited sockets (fd 3).
+//   - socket() of any family but AF_INET, AF_INET6 and AF_NETLINK → EACCES.
+//     Those three are confined by the network namespace; others are not:
+//     AF_UNIX reaches host pathname sockets (connecting to one is not a
+//     Landlock right before LANDLOCK_ACCESS_FS_RESOLVE_UNIX), AF_VSOCK
+//     shares the machine's vsock space with the host and the hypervisor.
+//   - socketpair() of a type other than SOCK_STREAM or SOCK_SEQPACKET →
+//     EACCES: an AF_UNIX datagram socket can sendto any pathname address.
+//     Connected stream pairs stay allowed (asyncio's self-pipe,
+//     multiprocessing), as do inherited sockets (fd 3).
+//   - changes of a file's mode, owner, times or extended attributes →
+//     EPERM. Landlock does not govern them, and the program's user is the
+//     daemon's (root's, for a root daemon), the owner of whatever the
+//     daemon's user owns: through a read-only descriptor or a bare path it
+//     could chmod /etc/shadow or the daemon's binary.
 //   - io_uring_setup → ENOSYS: io_uring operations (IORING_OP_SOCKET …) are
 //     not seen by seccomp.
 //   - any other architecture or ABI (x32, int 0x80 on amd64) → ENOSYS, so
 //     the filter cannot be sidestepped through another system call table.
 //
-// seccomp_data: nr at 0, arch at 4, args[0] at 16 (its low 32 bits on a
+// seccomp_data: nr at 0, arch at 4, args[i] at 16+8i (its low 32 bits on a
 // little-endian machine; only little-endian architectures are listed).
 
 var seccompArch = map[string]uint32{
@@ -35,35 +43,110 @@ var seccompArch = map[string]uint32{
 	"ppc64le": unix.AUDIT_ARCH_PPC64LE,
 }
 
+// metadataSyscalls change a file's mode, owner, times or extended
+// attributes (legacyMetadataSyscalls: the old path-only forms some
+// architectures still have).
+var metadataSyscalls = append([]uint32{
+	unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2,
+	unix.SYS_FCHOWN, unix.SYS_FCHOWNAT,
+	unix.SYS_UTIMENSAT,
+	unix.SYS_SETXATTR, unix.SYS_LSETXATTR, unix.SYS_FSETXATTR, unix.SYS_SETXATTRAT,
+	unix.SYS_REMOVEXATTR, unix.SYS_LREMOVEXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_REMOVEXATTRAT,
+}, legacyMetadataSyscalls...)
+
+// A filter is written with symbolic jump targets: the instruction indexes
+// of the returns are only known once every check is laid out.
+type bpfLabel int
+
+const (
+	toAllow bpfLabel = iota
+	toEACCES
+	toEPERM
+	toENOSYS
+	toSocket     // the socket() family check
+	toSocketpair // the socketpair() type check
+	labels
+)
+
+type bpfInsn struct {
+	unix.SockFilter
+	jt, jf bpfLabel // targets of a conditional jump; -1: the next instruction
+}
+
+const next bpfLabel = -1
+
 func seccompFilter() ([]unix.SockFilter, error) {
 	arch, ok := seccompArch[runtime.GOARCH]
 	if !ok {
 		return nil, fmt.Errorf("no seccomp filter for GOARCH %s", runtime.GOARCH)
 	}
 	const (
-		ld    = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jge   = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
-		ret   = unix.BPF_RET | unix.BPF_K
-		x32   = 0x40000000 // __X32_SYSCALL_BIT
-		allow = 8          // instruction indexes of the three returns
-		eacc  = 9
-		nosys = 10
+		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+		and = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
+		ret = unix.BPF_RET | unix.BPF_K
+		x32 = 0x40000000 // __X32_SYSCALL_BIT
 	)
-	f := []unix.SockFilter{
-		0:  {Code: ld, K: 4},                           // arch
-		1:  {Code: jeq, K: arch, Jt: 0, Jf: nosys - 2}, // other ABI → ENOSYS
-		2:  {Code: ld, K: 0},                           // nr
-		3:  {Code: jge, K: x32, Jt: nosys - 4, Jf: 0},  // x32 → ENOSYS
-		4:  {Code: jeq, K: unix.SYS_IO_URING_SETUP, Jt: nosys - 5, Jf: 0},
-		5:  {Code: jeq, K: unix.SYS_SOCKET, Jt: 0, Jf: allow - 6},
-		6:  {Code: ld, K: 16}, // args[0], low half
-		7:  {Code: jeq, K: unix.AF_UNIX, Jt: eacc - 8, Jf: allow - 8},
-		8:  {Code: ret, K: unix.SECCOMP_RET_ALLOW},
-		9:  {Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)},
-		10: {Code: ret, K: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
+	load := func(off uint32) bpfInsn { return bpfInsn{unix.SockFilter{Code: ld, K: off}, next, next} }
+	is := func(k uint32, then bpfLabel) bpfInsn { return bpfInsn{unix.SockFilter{Code: jeq, K: k}, then, next} }
+	jump := func(to bpfLabel) bpfInsn { return bpfInsn{unix.SockFilter{Code: jeq, K: 0}, to, to} }
+	var p []bpfInsn
+	at := make([]int, labels)
+	mark := func(l bpfLabel) { at[l] = len(p) }
+
+	p = append(p, load(4), bpfInsn{unix.SockFilter{Code: jeq, K: arch}, next, toENOSYS}, load(0),
+		bpfInsn{unix.SockFilter{Code: jge, K: x32}, toENOSYS, next},
+		is(unix.SYS_IO_URING_SETUP, toENOSYS), is(unix.SYS_SOCKET, toSocket), is(unix.SYS_SOCKETPAIR, toSocketpair))
+	for _, nr := range metadataSyscalls {
+		p = append(p, is(nr, toEPERM))
 	}
-	return f, nil
+	p = append(p, jump(toAllow))
+	mark(toSocket)
+	p = append(p, load(16), is(unix.AF_INET, toAllow), is(unix.AF_INET6, toAllow), is(unix.AF_NETLINK, toAllow), jump(toEACCES))
+	mark(toSocketpair)
+	p = append(p, load(24), bpfInsn{unix.SockFilter{Code: and, K: 0xf}, next, next}, // SOCK_TYPE_MASK
+		is(unix.SOCK_STREAM, toAllow), is(unix.SOCK_SEQPACKET, toAllow), jump(toEACCES))
+	returns := []struct {
+		l   bpfLabel
+		ret uint32
+	}{
+		{toAllow, unix.SECCOMP_RET_ALLOW},
+		{toEACCES, unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)},
+		{toEPERM, unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+		{toENOSYS, unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
+	}
+	for _, r := range returns {
+		mark(r.l)
+		p = append(p, bpfInsn{unix.SockFilter{Code: ret, K: r.ret}, next, next})
+	}
+	return assemble(p, at)
+}
+
+// assemble resolves symbolic targets into the relative offsets BPF jumps
+// take (at most 255 instructions forward).
+func assemble(p []bpfInsn, at []int) ([]unix.SockFilter, error) {
+	out := make([]unix.SockFilter, len(p))
+	for i, in := range p {
+		out[i] = in.SockFilter
+		if in.Code&0x07 != unix.BPF_JMP {
+			continue
+		}
+		for _, j := range []struct {
+			l   bpfLabel
+			off *uint8
+		}{{in.jt, &out[i].Jt}, {in.jf, &out[i].Jf}} {
+			if j.l == next {
+				continue
+			}
+			d := at[j.l] - i - 1
+			if d < 0 || d > 255 {
+				return nil, fmt.Errorf("seccomp filter: jump of %d instructions", d)
+			}
+			*j.off = uint8(d)
+		}
+	}
+	return out, nil
 }
 
 // seccompInstall installs the filter on the calling thread (which then
@@ -91,6 +174,6 @@ func seccompFeature() Feature {
 		f.Detail = "prctl(PR_GET_SECCOMP): " + err.Error()
 		return f
 	}
-	f.OK, f.Detail = true, "socket(AF_UNIX) and io_uring denied to the program"
+	f.OK, f.Detail = true, "only inet and netlink sockets, stream socket pairs, no file metadata changes, no io_uring"
 	return f
 }
