@@ -2,6 +2,6 @@
 
 package child
 
-// legacyMetadataSyscalls: none; this architecture has only the *at forms
-// (see metadataSyscalls).
-var legacyMetadataSyscalls []uint32
+// legacySyscalls: none; this architecture has only the forms listed in
+// epermSyscalls.
+var legacySyscalls []uint32

@@ -4,8 +4,9 @@ package child
 
 import "golang.org/x/sys/unix"
 
-// legacyMetadataSyscalls: the path-only forms this architecture keeps
-// besides the *at ones (see metadataSyscalls).
-var legacyMetadataSyscalls = []uint32{
+// legacySyscalls: the old forms this architecture keeps besides those in
+// epermSyscalls, denied with them.
+var legacySyscalls = []uint32{
 	unix.SYS_CHMOD, unix.SYS_CHOWN, unix.SYS_LCHOWN, unix.SYS_UTIME, unix.SYS_UTIMES, unix.SYS_FUTIMESAT,
+	unix.SYS_INOTIFY_INIT,
 }

@@ -27,6 +27,9 @@ import (
 //     daemon's (root's, for a root daemon), the owner of whatever the
 //     daemon's user owns: through a read-only descriptor or a bare path it
 //     could chmod /etc/shadow or the daemon's binary.
+//   - inotify → EPERM: a watch needs only search access, so it would report
+//     the names of files created in host directories Landlock will not let
+//     the program list.
 //   - io_uring_setup → ENOSYS: io_uring operations (IORING_OP_SOCKET …) are
 //     not seen by seccomp.
 //   - any other architecture or ABI (x32, int 0x80 on amd64) → ENOSYS, so
@@ -43,16 +46,17 @@ var seccompArch = map[string]uint32{
 	"ppc64le": unix.AUDIT_ARCH_PPC64LE,
 }
 
-// metadataSyscalls change a file's mode, owner, times or extended
-// attributes (legacyMetadataSyscalls: the old path-only forms some
-// architectures still have).
-var metadataSyscalls = append([]uint32{
+// epermSyscalls change a file's mode, owner, times or extended attributes,
+// or watch directories (legacySyscalls: the old forms some architectures
+// still have besides these).
+var epermSyscalls = append([]uint32{
 	unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2,
 	unix.SYS_FCHOWN, unix.SYS_FCHOWNAT,
 	unix.SYS_UTIMENSAT,
 	unix.SYS_SETXATTR, unix.SYS_LSETXATTR, unix.SYS_FSETXATTR, unix.SYS_SETXATTRAT,
 	unix.SYS_REMOVEXATTR, unix.SYS_LREMOVEXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_REMOVEXATTRAT,
-}, legacyMetadataSyscalls...)
+	unix.SYS_INOTIFY_INIT1,
+}, legacySyscalls...)
 
 // A filter is written with symbolic jump targets: the instruction indexes
 // of the returns are only known once every check is laid out.
@@ -98,7 +102,7 @@ func seccompFilter() ([]unix.SockFilter, error) {
 	p = append(p, load(4), bpfInsn{unix.SockFilter{Code: jeq, K: arch}, next, toENOSYS}, load(0),
 		bpfInsn{unix.SockFilter{Code: jge, K: x32}, toENOSYS, next},
 		is(unix.SYS_IO_URING_SETUP, toENOSYS), is(unix.SYS_SOCKET, toSocket), is(unix.SYS_SOCKETPAIR, toSocketpair))
-	for _, nr := range metadataSyscalls {
+	for _, nr := range epermSyscalls {
 		p = append(p, is(nr, toEPERM))
 	}
 	p = append(p, jump(toAllow))
@@ -174,6 +178,6 @@ func seccompFeature() Feature {
 		f.Detail = "prctl(PR_GET_SECCOMP): " + err.Error()
 		return f
 	}
-	f.OK, f.Detail = true, "only inet and netlink sockets, stream socket pairs, no file metadata changes, no io_uring"
+	f.OK, f.Detail = true, "only inet and netlink sockets, stream socket pairs, no file metadata changes, no inotify, no io_uring"
 	return f
 }

@@ -31,6 +31,11 @@ def attempt(f):
         return e.__class__.__name__
 open("own", "w").close()
 fd = os.open(os.__file__, os.O_RDONLY)  # a read-only tree
+def inotify():
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.inotify_init1(0) < 0:
+        raise OSError(ctypes.get_errno(), "inotify_init1")
 def pair(kind):
     a, b = socket.socketpair(socket.AF_UNIX, kind)
     a.close(); b.close()
@@ -42,6 +47,7 @@ print(json.dumps({
   "utime own": attempt(lambda: os.utime("own", (0, 0))),
   "setxattr own": attempt(lambda: os.setxattr("own", "user.x", b"1")),
   "removexattr own": attempt(lambda: os.removexattr("own", "user.x")),
+  "inotify": attempt(inotify),
   "vsock": attempt(lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM).close()),
   "packet": attempt(lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW).close()),
   "unix dgram pair": attempt(lambda: pair(socket.SOCK_DGRAM)),
@@ -58,9 +64,9 @@ print(json.dumps({
 	want := map[string]string{
 		"chmod host": "PermissionError", "chmod own": "PermissionError", "fchmod read-only": "PermissionError",
 		"chown own": "PermissionError", "utime own": "PermissionError", "setxattr own": "PermissionError",
-		"removexattr own": "PermissionError", "vsock": "PermissionError", "packet": "PermissionError",
+		"removexattr own": "PermissionError", "inotify": "PermissionError", "vsock": "PermissionError", "packet": "PermissionError",
 		"unix dgram pair": "PermissionError",
-		"inet": "ok", "inet6": "ok", "netlink": "ok", "stream pair": "ok", "seqpacket pair": "ok",
+		"inet":            "ok", "inet6": "ok", "netlink": "ok", "stream pair": "ok", "seqpacket pair": "ok",
 		"nonblocking stream pair": "ok",
 	}
 	for k, w := range want {
