@@ -5,6 +5,7 @@ package child
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"unsafe"
 
@@ -35,9 +36,18 @@ const (
 	llFileRights = unix.LANDLOCK_ACCESS_FS_EXECUTE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE |
 		unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_TRUNCATE |
 		unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
-	llRead = unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR |
-		unix.LANDLOCK_ACCESS_FS_EXECUTE
-	llDevice = unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE |
+	// llRead has no EXECUTE: a read-only tree (the system library
+	// directories among them) holds binaries the program must not run.
+	// Shared objects need only READ_FILE: the dynamic loader opens them for
+	// reading and maps them, and Landlock checks EXECUTE only on the opens
+	// of execve (__FMODE_EXEC), of the binary and of its PT_INTERP.
+	llRead = unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR
+	// llExec is for the few files execve must open (see execRules).
+	llExec = unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_EXECUTE
+	// llReadWrite is every right but EXECUTE (the run directory, /dev/shm):
+	// nothing the program writes can be executed.
+	llReadWrite = math.MaxUint64 &^ uint64(unix.LANDLOCK_ACCESS_FS_EXECUTE)
+	llDevice    = unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_WRITE_FILE |
 		unix.LANDLOCK_ACCESS_FS_TRUNCATE | unix.LANDLOCK_ACCESS_FS_IOCTL_DEV
 )
 

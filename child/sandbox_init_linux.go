@@ -3,6 +3,7 @@
 package child
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -290,16 +291,20 @@ func countTasks(dir string) int {
 }
 
 // sandboxRules: the run directory read-write, the configured trees
-// read-only, and what CPython reads outside them.
+// read-only, what CPython reads outside them, and execute only for the
+// program binary (execRules). Nothing is both writable and executable.
 func sandboxRules(c sandboxConf) []llRule {
 	var rules []llRule
 	for _, p := range c.rw {
-		rules = append(rules, llRule{path: p, access: math.MaxUint64, must: true})
+		rules = append(rules, llRule{path: p, access: llReadWrite, must: true})
 	}
 	for _, p := range c.ro {
 		rules = append(rules, llRule{path: p, access: llRead})
 	}
-	rules = append(rules, llRule{path: "/dev/shm", access: math.MaxUint64}) // the run's own tmpfs
+	if len(c.prog) > 0 {
+		rules = append(rules, execRules(c.prog[0])...)
+	}
+	rules = append(rules, llRule{path: "/dev/shm", access: llReadWrite}) // the run's own tmpfs
 	for _, p := range []string{"/dev/null", "/dev/zero", "/dev/full"} {
 		rules = append(rules, llRule{path: p, access: llDevice})
 	}
@@ -310,6 +315,52 @@ func sandboxRules(c sandboxConf) []llRule {
 	// run's own processes, nothing of the host's.
 	rules = append(rules, llRule{path: "/proc", access: unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR})
 	return rules
+}
+
+// execRules grants EXECUTE where execve needs it and nowhere else: on the
+// program binary (the interpreter) and on its ELF program interpreter
+// (PT_INTERP, the dynamic loader). The kernel opens both with __FMODE_EXEC,
+// which Landlock checks against EXECUTE; the shared libraries the loader
+// then maps are ordinary reads. So the program can run its interpreter again
+// (subprocess of sys.executable, multiprocessing's spawn) and execve no
+// other binary: not a system tool in a read-only tree, not a file it
+// writes. This is not a bound on native code: the loader, executable as a
+// program ("ld.so ./elf"), maps any ELF it can read, as ctypes can; what
+// runs stays in this domain (Landlock and seccomp survive execve).
+// Landlock rules attach to inodes, and llAddPath opens the paths following
+// symlinks, so a symlinked interpreter or loader gets the right on the file
+// the kernel opens. A program that is not a dynamic ELF (a static binary)
+// gets the rule on itself alone; a "#!" script cannot be run (its
+// interpreter has no EXECUTE), which the daemon never asks for: it runs
+// sys.executable.
+func execRules(prog string) []llRule {
+	rules := []llRule{{path: prog, access: llExec, must: true}}
+	if interp := elfInterp(prog); interp != "" {
+		rules = append(rules, llRule{path: interp, access: llExec, must: true})
+	}
+	return rules
+}
+
+// elfInterp returns the PT_INTERP path of an ELF file, or "" (not an ELF,
+// unreadable, or static).
+func elfInterp(path string) string {
+	f, err := elf.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_INTERP {
+			continue
+		}
+		b := make([]byte, min(p.Filesz, 4096))
+		if _, err := p.ReadAt(b, 0); err != nil {
+			return ""
+		}
+		s, _, _ := strings.Cut(string(b), "\x00")
+		return s
+	}
+	return ""
 }
 
 // The relay: the program's wait status and rusage, from the init to the

@@ -17,10 +17,12 @@ import (
 
 // Sandbox describes the extra containment of tier sandbox (SPEC.md §8).
 type Sandbox struct {
-	// ReadOnly are the trees the program may read (and execute from): the
-	// interpreter's installation, standard library, site-packages and the
-	// directories of the system libraries it links (see SystemLibraryDirs).
-	// Missing entries are skipped. The run directory (Spec.Dir) is always
+	// ReadOnly are the trees the program may read: the interpreter's
+	// installation, standard library, site-packages and the directories of
+	// the system libraries it links (see SystemLibraryDirs). Missing
+	// entries are skipped. Only the program binary (Spec.Path) and its
+	// dynamic loader may be executed (execRules), nothing else in these
+	// trees or writable. The run directory (Spec.Dir) is always
 	// read-write; /dev/null, /dev/zero, /dev/full, /dev/urandom,
 	// /dev/random, /etc/ld.so.cache and the namespace's own /proc are
 	// always readable; the run's own /dev/shm (a tmpfs of MaxFileBytes)
