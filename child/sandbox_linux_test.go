@@ -113,6 +113,17 @@ func runPython(t *testing.T, sb *Sandbox, script string, args ...string) runResu
 	return finish(t, p, 20*time.Second)
 }
 
+// attemptPrelude starts a probe script: attempt(f) is "ok", or the name of
+// the OSError f raised.
+const attemptPrelude = `import json
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return e.__class__.__name__
+`
+
 func mustJSON(t *testing.T, r runResult, v any) {
 	t.Helper()
 	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
@@ -218,13 +229,7 @@ except OSError as e:
 	defer uln.Close()
 	go acceptAll(uln, accepted)
 	os.Chmod(filepath.Dir(sock), 0o755)
-	const unixScript = `import json, socket, sys
-def attempt(f):
-    try:
-        f()
-        return "ok"
-    except OSError as e:
-        return e.__class__.__name__
+	unixScript := attemptPrelude + `import socket, sys
 def pair():
     a, b = socket.socketpair()
     a.send(b"x")
@@ -268,13 +273,7 @@ func TestSandboxFilesystem(t *testing.T) {
 		t.Fatal(err)
 	}
 	self, _ := os.Executable()
-	const script = `import json, os, sys
-def attempt(f):
-    try:
-        f()
-        return "ok"
-    except OSError as e:
-        return e.__class__.__name__
+	script := attemptPrelude + `import os, sys
 def write(p):
     with open(p, "w") as f:
         f.write("x")

@@ -22,13 +22,7 @@ func TestSandboxSeccomp(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(filepath.Dir(host), 0o755) // reachable by path; Landlock still denies opening it
-	const script = `import json, os, socket, sys
-def attempt(f):
-    try:
-        f()
-        return "ok"
-    except OSError as e:
-        return e.__class__.__name__
+	script := attemptPrelude + `import os, socket, sys
 open("own", "w").close()
 fd = os.open(os.__file__, os.O_RDONLY)  # a read-only tree
 def inotify():
