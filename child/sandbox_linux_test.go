@@ -671,7 +671,7 @@ func TestSandboxUnprivileged(t *testing.T) {
 	}
 	os.Chmod(dir, 0o755)
 	cmd := exec.Command(bin, "-test.count=1", "-test.v",
-		"-test.run=^TestSandbox(Features|NamespacesAreReal|NoNetwork|Filesystem|Limits|SetsidGrandchildDiesWithTheRun|ForkBomb|RelaysProgramStatus|Exec|InterpreterStillWorks)$")
+		"-test.run=^TestSandbox(Features|NamespacesAreReal|NoNetwork|Filesystem|Limits|SetsidGrandchildDiesWithTheRun|ForkBomb|RelaysProgramStatus|Exec|InterpreterStillWorks|Seccomp)$")
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, unprivilegedVar + "=1"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Setpgid: true}
