@@ -74,10 +74,10 @@ const (
 
 type bpfInsn struct {
 	unix.SockFilter
-	jt, jf bpfLabel // targets of a conditional jump; -1: the next instruction
+	jt, jf bpfLabel // targets of a conditional jump; nextInsn: fall through
 }
 
-const next bpfLabel = -1
+const nextInsn bpfLabel = -1
 
 func seccompFilter() ([]unix.SockFilter, error) {
 	arch, ok := seccompArch[runtime.GOARCH]
@@ -92,15 +92,18 @@ func seccompFilter() ([]unix.SockFilter, error) {
 		ret = unix.BPF_RET | unix.BPF_K
 		x32 = 0x40000000 // __X32_SYSCALL_BIT
 	)
-	load := func(off uint32) bpfInsn { return bpfInsn{unix.SockFilter{Code: ld, K: off}, next, next} }
-	is := func(k uint32, then bpfLabel) bpfInsn { return bpfInsn{unix.SockFilter{Code: jeq, K: k}, then, next} }
+	load := func(off uint32) bpfInsn { return bpfInsn{unix.SockFilter{Code: ld, K: off}, nextInsn, nextInsn} }
+	is := func(k uint32, then bpfLabel) bpfInsn {
+		return bpfInsn{unix.SockFilter{Code: jeq, K: k}, then, nextInsn}
+	}
+	// jump is unconditional: both outcomes of a comparison go to the same place.
 	jump := func(to bpfLabel) bpfInsn { return bpfInsn{unix.SockFilter{Code: jeq, K: 0}, to, to} }
 	var p []bpfInsn
 	at := make([]int, labels)
 	mark := func(l bpfLabel) { at[l] = len(p) }
 
-	p = append(p, load(4), bpfInsn{unix.SockFilter{Code: jeq, K: arch}, next, toENOSYS}, load(0),
-		bpfInsn{unix.SockFilter{Code: jge, K: x32}, toENOSYS, next},
+	p = append(p, load(4), bpfInsn{unix.SockFilter{Code: jeq, K: arch}, nextInsn, toENOSYS}, load(0),
+		bpfInsn{unix.SockFilter{Code: jge, K: x32}, toENOSYS, nextInsn},
 		is(unix.SYS_IO_URING_SETUP, toENOSYS), is(unix.SYS_SOCKET, toSocket), is(unix.SYS_SOCKETPAIR, toSocketpair))
 	for _, nr := range epermSyscalls {
 		p = append(p, is(nr, toEPERM))
@@ -109,7 +112,7 @@ func seccompFilter() ([]unix.SockFilter, error) {
 	mark(toSocket)
 	p = append(p, load(16), is(unix.AF_INET, toAllow), is(unix.AF_INET6, toAllow), is(unix.AF_NETLINK, toAllow), jump(toEACCES))
 	mark(toSocketpair)
-	p = append(p, load(24), bpfInsn{unix.SockFilter{Code: and, K: 0xf}, next, next}, // SOCK_TYPE_MASK
+	p = append(p, load(24), bpfInsn{unix.SockFilter{Code: and, K: 0xf}, nextInsn, nextInsn}, // SOCK_TYPE_MASK
 		is(unix.SOCK_STREAM, toAllow), is(unix.SOCK_SEQPACKET, toAllow), jump(toEACCES))
 	returns := []struct {
 		l   bpfLabel
@@ -122,7 +125,7 @@ func seccompFilter() ([]unix.SockFilter, error) {
 	}
 	for _, r := range returns {
 		mark(r.l)
-		p = append(p, bpfInsn{unix.SockFilter{Code: ret, K: r.ret}, next, next})
+		p = append(p, bpfInsn{unix.SockFilter{Code: ret, K: r.ret}, nextInsn, nextInsn})
 	}
 	return assemble(p, at)
 }
@@ -140,7 +143,7 @@ func assemble(p []bpfInsn, at []int) ([]unix.SockFilter, error) {
 			l   bpfLabel
 			off *uint8
 		}{{in.jt, &out[i].Jt}, {in.jf, &out[i].Jf}} {
-			if j.l == next {
+			if j.l == nextInsn {
 				continue
 			}
 			d := at[j.l] - i - 1
