@@ -5,7 +5,16 @@ BIN     := bin/coderun-rpc
 FUZZTIME ?= 5s
 export CODERUN_RPC_BIN := $(CURDIR)/$(BIN)
 
-.PHONY: all build test test-go test-fuzz test-py test-clients test-bench lint fuzz bench demo clean
+# Test dependencies are installed by the targets that need them, so a fresh
+# clone needs nothing before `make test`: a project-local virtual environment
+# for pytest and mypy, and the TypeScript client's npm packages. Each is
+# (re)installed when its manifest is newer than the stamp the install left.
+VENV      := .venv
+VENV_PY   := $(VENV)/bin/python
+VENV_STAMP := $(VENV)/.installed
+TS_STAMP  := clients/ts/node_modules/.installed
+
+.PHONY: all build test test-go test-fuzz test-py test-clients test-bench lint fuzz bench demo clean deps
 
 all: build
 
@@ -23,12 +32,24 @@ test-go:
 test-fuzz fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) .ci/fuzz
 
-test-py:
-	@if [ -d py/tests ]; then $(PYTHON) -m pytest -q py/tests; fi
+test-py: $(VENV_STAMP)
+	$(VENV_PY) -m pytest -q py/tests
 
-test-clients: build
-	@if [ -f clients/python/tests/conftest.py ]; then $(PYTHON) -m pytest -q clients/python/tests; fi
-	@if [ -f clients/ts/package.json ]; then cd clients/ts && npm test; fi
+test-clients: build $(VENV_STAMP) $(TS_STAMP)
+	$(VENV_PY) -m pytest -q clients/python/tests
+	cd clients/ts && npm test
+
+# Everything the tests need beyond Go, Python and Node.
+deps: $(VENV_STAMP) $(TS_STAMP)
+
+$(VENV_STAMP): requirements-test.txt
+	@test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
+	$(VENV_PY) -m pip install -q --disable-pip-version-check -r requirements-test.txt
+	@touch $@
+
+$(TS_STAMP): clients/ts/package.json clients/ts/package-lock.json
+	cd clients/ts && npm ci --no-audit --no-fund
+	@touch $@
 
 lint:
 	$(GO) vet ./...
@@ -43,7 +64,7 @@ test-bench: build
 	$(GO) run ./bench/cmd -quick -daemon $(BIN)
 
 demo: build
-	@if [ -f examples/agent.py ]; then $(PYTHON) examples/agent.py; else echo "make demo: not yet (the daemon cannot serve a run yet)"; fi
+	$(PYTHON) examples/agent.py
 
 clean:
-	rm -rf bin
+	rm -rf bin $(VENV) clients/ts/node_modules clients/ts/dist

@@ -1,6 +1,6 @@
 """Test harness: stage bootstrap.py + protocol.py and play the daemon on fd 3.
 
-`Child` spawns `sys.executable -u -I <dir>/bootstrap.py` exactly as the daemon does (fd 3 =
+`Child` spawns `PYTHON -u -I <dir>/bootstrap.py` exactly as the daemon does (fd 3 =
 one end of an AF_UNIX socketpair, fd 0 = /dev/null, fds 1/2 = pipes, environment TMPDIR only,
 working directory = the staged directory, a new session). Every read has a deadline, so a
 misbehaving child fails a test instead of hanging it.
@@ -20,6 +20,12 @@ import threading
 import time
 
 import pytest
+
+# The interpreter the daemon would run. Under a virtual environment (make test
+# runs pytest from .venv) sys.executable is the venv's launcher, whose start-up
+# differs from the real interpreter's; the daemon resolves shims to the real
+# binary, and so do these tests.
+PYTHON = getattr(sys, "_base_executable", None) or sys.executable
 
 PY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, PY_DIR)
@@ -163,7 +169,7 @@ class Child:
                 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGXCPU})
 
         self.proc = subprocess.Popen(
-            [sys.executable, "-u", "-I", os.path.join(self.dir, "bootstrap.py")],
+            [PYTHON, "-u", "-I", os.path.join(self.dir, "bootstrap.py")],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             cwd=self.dir, env={"TMPDIR": self.dir}, close_fds=False, preexec_fn=pre,
             start_new_session=True)

@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import protocol
-from conftest import PY_DIR
+from conftest import PY_DIR, PYTHON
 
 C = protocol.make_codec()
 OK, OVER, BAD = protocol.OK, protocol.OVER_BUDGET, protocol.NOT_LOSSLESS
@@ -25,7 +25,7 @@ def test_importing_protocol_is_cheap():
     code = ("import sys\nsys.path.insert(0, %r)\nbefore = set(sys.modules)\nimport protocol\n"
             "protocol.make_codec()\n"
             "print(sorted(set(sys.modules) - before))" % PY_DIR)
-    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True,
+    out = subprocess.run([PYTHON, "-I", "-S", "-c", code], capture_output=True,
                          text=True, check=True).stdout
     assert eval(out) == ["_json", "math", "protocol"] or set(eval(out)) <= {
         "_json", "math", "protocol"}

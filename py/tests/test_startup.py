@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from conftest import run, ns, reply_ok
+from conftest import PYTHON, run, ns, reply_ok
 
 # Extension modules the bootstrap itself needs; everything else must come from the
 # interpreter's own start-up (site) or from what the program asks for.
@@ -11,7 +11,7 @@ OWN = {"_ast", "_json", "resource", "math"}
 
 
 def baseline(tmp_path):
-    out = subprocess.run([sys.executable, "-I", "-c", "import sys; print(sorted(sys.modules))"],
+    out = subprocess.run([PYTHON, "-I", "-c", "import sys; print(sorted(sys.modules))"],
                          capture_output=True, text=True, check=True, cwd=tmp_path,
                          env={"TMPDIR": str(tmp_path)}).stdout
     return set(eval(out))
@@ -63,7 +63,7 @@ def test_asyncio_program_gets_asyncio_and_nothing_else_from_us(tmp_path):
     extra = set(res.value) - base
     assert "asyncio" in extra
     probe = subprocess.run(
-        [sys.executable, "-I", "-c", "import sys, asyncio, _asyncio; print(sorted(sys.modules))"],
+        [PYTHON, "-I", "-c", "import sys, asyncio, _asyncio; print(sorted(sys.modules))"],
         capture_output=True, text=True, check=True, cwd=tmp_path,
         env={"TMPDIR": str(tmp_path)}).stdout
     assert extra <= set(eval(probe)) | OWN, extra - set(eval(probe)) - OWN
