@@ -248,13 +248,13 @@ func clampInt(v int64) int {
 
 func checkRoom(e *env) error {
 	mb := e.AddressSpaceMB.Value
-	if msg := ConfigRoomBaseline(mb); msg != "" {
+	if msg := protocol.ConfigRoomBaseline(mb); msg != "" {
 		return &Error{Var: VarAddressSpaceMB, Value: e.AddressSpaceMB.Raw, Rule: msg}
 	}
-	if msg := ConfigRoomBudget(e.MaxLogBytes.Value, mb); msg != "" {
+	if msg := protocol.ConfigRoomBudget(e.MaxLogBytes.Value, mb, VarAddressSpaceMB); msg != "" {
 		return &Error{Var: VarMaxLogBytes, Value: e.MaxLogBytes.Raw, Rule: msg}
 	}
-	if msg := ConfigRoomBudget(e.MaxValueBytes.Value, mb); msg != "" {
+	if msg := protocol.ConfigRoomBudget(e.MaxValueBytes.Value, mb, VarAddressSpaceMB); msg != "" {
 		return &Error{Var: VarMaxValueBytes, Value: e.MaxValueBytes.Raw, Rule: msg}
 	}
 	return nil
