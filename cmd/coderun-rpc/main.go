@@ -153,9 +153,7 @@ Usage:
 
 Configuration (environment, read once at start-up; an invalid value exits 2):
 `, version)
-	for _, v := range config.Variables {
-		fmt.Fprintf(w, "  %-29s default %-28s %s\n", v.Name, v.Default, v.Rule)
-	}
+	config.Help(w)
 	fmt.Fprintln(w, "\nOther CODERUN_* variables are ignored.")
 }
 
