@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
 // rule is one variable's per-variable check (CHILD-CONTRACT §4.1 step 1),
@@ -31,9 +33,10 @@ type intRule struct {
 
 func positive(ceiling int64, why string) intRule { return intRule{ceiling: ceiling, ceilingWhy: why} }
 
-// count is a run count: its ceiling keeps it an exact JSON integer.
+// count is a run count: its ceiling keeps it an exact JSON integer
+// (initialize reports maxConcurrentRuns).
 func count(nonNegative bool) intRule {
-	return intRule{nonNegative: nonNegative, ceiling: maxCount}
+	return intRule{nonNegative: nonNegative, ceiling: protocol.CountCeiling}
 }
 
 func (r intRule) parse(text string) (int64, error) {

@@ -58,9 +58,6 @@ const (
 var frameBudget = positive(protocol.BudgetCeiling,
 	"a frame carrying it must fit the "+itoa(protocol.FrameCap)+"-byte fd-3 frame cap")
 
-// maxCount keeps counts exact JSON integers (initialize reports them).
-const maxCount = protocol.CountCeiling
-
 var table = []variable{
 	{name: VarCPUSeconds, def: "60", note: "; RLIMIT_CPU soft limit (hard = soft + 1)",
 		rule: positive(protocol.CPUSecondsCeiling, "it and its +1 hard limit must stay exact JSON integers"),

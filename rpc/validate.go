@@ -239,7 +239,7 @@ func limitValue(name string, raw []byte, limit int64) (int64, error) {
 	}
 	v := int64(f)
 	if name == "maxLogBytes" && v < protocol.MinMaxLogBytes {
-		return 0, reject("limits.maxLogBytes must be at least 64, got " + spelled)
+		return 0, reject("limits.maxLogBytes must be at least " + strconv.Itoa(protocol.MinMaxLogBytes) + ", got " + spelled)
 	}
 	return v, nil
 }
