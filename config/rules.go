@@ -33,6 +33,12 @@ type intRule struct {
 
 func positive(ceiling int64, why string) intRule { return intRule{ceiling: ceiling, ceilingWhy: why} }
 
+// atLeast is r with a floor.
+func (r intRule) atLeast(floor int64, why string) intRule {
+	r.floor, r.floorWhy = floor, why
+	return r
+}
+
 // count is a run count: its ceiling keeps it an exact JSON integer
 // (initialize reports maxConcurrentRuns).
 func count(nonNegative bool) intRule {
