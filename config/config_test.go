@@ -4,9 +4,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kelseyhightower/envconfig"
 )
 
 // fakeProbe reports a CPython 3.12.1 behind no shim.
@@ -80,7 +83,7 @@ func TestVariableNames(t *testing.T) {
 			}
 			continue
 		}
-		if n, ok := got[v]; !ok || itoa(n) != want {
+		if n, ok := got[v]; !ok || strconv.FormatInt(n, 10) != want {
 			t.Errorf("%s=%s read as %d", v, want, n)
 		}
 	}
@@ -99,6 +102,7 @@ const (
 	pos        = "must be a positive integer"
 	nonNegRule = "must be a non-negative integer"
 	frameCap   = "must be at most 67108800 (a frame carrying it must fit the 67108864-byte fd-3 frame cap)"
+	ruleCount  = "must be at most 9007199254740991"
 )
 
 func TestRules(t *testing.T) {
@@ -218,15 +222,6 @@ func TestLine(t *testing.T) {
 	}
 }
 
-func TestMaxBudgetTable(t *testing.T) {
-	for mb, want := range map[int64]int64{256: 16777215, 384: 27962026, 400: 29360127, 512: 39146837,
-		1024: 83886079, 2048: 173364565, 4096: 352321535} {
-		if got := MaxBudget(mb); got != want || !BudgetFits(want, mb) || BudgetFits(want+1, mb) {
-			t.Errorf("MaxBudget(%d) = %d, want %d", mb, got, want)
-		}
-	}
-}
-
 func writeStub(t *testing.T, dir, name, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
@@ -249,7 +244,7 @@ func TestSandboxRule(t *testing.T) {
 		t.Errorf("missing feature: %v", err)
 	}
 	c, err := Load(Options{Probe: fakeProbe, SandboxProbe: func() error { return nil }})
-	if SandboxServed && (err != nil || c.Isolation != "sandbox") {
+	if err != nil || c.Isolation != "sandbox" {
 		t.Errorf("sandbox with every feature: %v", err)
 	}
 }
@@ -281,6 +276,72 @@ func TestStartModeRule(t *testing.T) {
 			}
 		case err != nil || c.StartMode != tc.want:
 			t.Errorf("%s/%s: %v %+v, want %s", tc.isolation, tc.mode, err, c, tc.want)
+		}
+	}
+}
+
+// TestHelpListsTable: --help has one line per table variable, in table
+// order, naming it with its default and its rule's summary.
+func TestHelpListsTable(t *testing.T) {
+	var b strings.Builder
+	Help(&b)
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != len(table) {
+		t.Fatalf("%d help lines for %d variables:\n%s", len(lines), len(table), b.String())
+	}
+	for i, v := range table {
+		fields := strings.Fields(lines[i])
+		if fields[0] != v.name || fields[1] != "default" ||
+			!strings.Contains(lines[i], " default "+v.def+" ") || !strings.Contains(lines[i], v.rule.summary()) {
+			t.Errorf("help line %d %q does not list %s with default %q", i, lines[i], v.name, v.def)
+		}
+	}
+}
+
+// TestEveryVariableValidated: each table variable has a rule that refuses
+// a bad value, naming the variable and the value, and every default that is
+// not computed passes its own rule.
+func TestEveryVariableValidated(t *testing.T) {
+	bad := map[string]string{VarCPUSeconds: "0", VarMaxWallMs: "x", VarAddressSpaceMB: "0x10",
+		VarMaxLogBytes: "63", VarMaxValueBytes: "67108801", VarGraceMs: "-1", VarMaxConcurrentRuns: "0",
+		VarMaxQueuedRuns: "-1", VarWarmPool: "1e3", VarIsolation: "docker", VarStartMode: "vfork",
+		VarLogLevel: "INFO", VarPythonBin: ""}
+	if len(bad) != len(table) {
+		t.Errorf("%d bad values for %d variables", len(bad), len(table))
+	}
+	for _, v := range table {
+		value, ok := bad[v.name]
+		if !ok {
+			t.Errorf("%s: no bad value in this test", v.name)
+			continue
+		}
+		_, err := load(t, map[string]string{v.name: value})
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Var != v.name || ce.Value != value || ce.Rule == "" {
+			t.Errorf("%s=%q: want its configuration error, got %v", v.name, value, err)
+		}
+		if v.defaultOf == nil {
+			if _, err := v.rule.parse(v.def); err != nil {
+				t.Errorf("%s: default %q breaks its rule: %v", v.name, v.def, err)
+			}
+		}
+	}
+}
+
+// TestEnvconfigNames: envconfig's split_words spelling of the spec built
+// from the table is exactly each variable's name, in table order.
+func TestEnvconfigNames(t *testing.T) {
+	var b strings.Builder
+	if err := envconfig.Usagef(Prefix, envSpec().Interface(), &b, "{{range .}}{{usage_key .}}\n{{end}}"); err != nil {
+		t.Fatal(err)
+	}
+	keys := strings.Fields(b.String())
+	if len(keys) != len(table) {
+		t.Fatalf("envconfig keys %v", keys)
+	}
+	for i, v := range table {
+		if keys[i] != v.name {
+			t.Errorf("envconfig reads %s for %s", keys[i], v.name)
 		}
 	}
 }

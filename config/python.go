@@ -27,6 +27,11 @@ func (o Options) probe() ProbeFunc {
 	return defaultProbe
 }
 
+// minPython is the oldest CPython served (CHILD-CONTRACT §4.1 step 3).
+var minPython = [2]uint64{3, 10}
+
+var minPythonText = strconv.FormatUint(minPython[0], 10) + "." + strconv.FormatUint(minPython[1], 10)
+
 var versionLine = regexp.MustCompile(`^(\S+) (\d+) (\d+) (\d+)$`)
 
 // resolvePython applies CHILD-CONTRACT §4.1 step 3: resolve the path, probe
@@ -62,8 +67,8 @@ func resolvePython(value string, probe ProbeFunc) (exe, version string, err erro
 	if impl != "cpython" {
 		return fail("interpreter " + q + " must be CPython, got " + impl)
 	}
-	if v[0] < 3 || (v[0] == 3 && v[1] < 10) {
-		return fail("interpreter " + q + " must be CPython 3.10 or newer, got " + impl + " " + version)
+	if v[0] < minPython[0] || (v[0] == minPython[0] && v[1] < minPython[1]) {
+		return fail("interpreter " + q + " must be CPython " + minPythonText + " or newer, got " + impl + " " + version)
 	}
 	return shimTarget(abs, rest), version, nil
 }

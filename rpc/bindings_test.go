@@ -15,7 +15,7 @@ import (
 // Racing answers against cancels: every call is answered at most once,
 // never after its cancel returned, and the outstanding table empties.
 func TestCallAnswerCancelRace(t *testing.T) {
-	s := New(Options{In: strings.NewReader(""), Out: io.Discard, Config: testConfig(), Runner: nullRunner{},
+	s := New(Options{In: strings.NewReader(""), Out: io.Discard, Daemon: testDaemon(), Runner: nullRunner{},
 		Logger: slog.New(slog.DiscardHandler)})
 	c := &runClient{s: s}
 	const n = 500

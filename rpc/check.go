@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"time"
-
-	"github.com/coderun-rpc/coderun-rpc/config"
 )
 
 // The --check smoke run: a real Server and Runner driven in-process through
@@ -20,14 +17,16 @@ r = await check.echo({"n": 41})
 return r["n"] + 1`
 
 // Check initializes a server, runs one program that prints and awaits a
-// binding, verifies the result, shuts down and exits. It returns a readable
-// report and the first failure.
-func Check(ctx context.Context, cfg *config.Config, log *slog.Logger, version string) (string, error) {
+// binding, verifies the result, shuts down and exits. opts are the server's
+// but for In and Out, which Check supplies. It returns a readable report and
+// the first failure.
+func Check(ctx context.Context, opts Options) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	srvIn, clientW := io.Pipe()
 	clientR, srvOut := io.Pipe()
-	srv := New(Options{In: srvIn, Out: srvOut, Config: cfg, Runner: NewRunner(cfg, log), Logger: log, Version: version})
+	opts.In, opts.Out = srvIn, srvOut
+	srv := New(opts)
 	served := make(chan int, 1)
 	go func() { served <- srv.Serve(ctx); srvOut.Close() }()
 	var report strings.Builder

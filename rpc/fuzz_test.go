@@ -39,7 +39,7 @@ func FuzzHandle(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		s := New(Options{In: strings.NewReader(""), Out: io.Discard, Config: testConfig(), Runner: nullRunner{}})
+		s := New(Options{In: strings.NewReader(""), Out: io.Discard, Daemon: testDaemon(), Runner: nullRunner{}})
 		s.handle([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize"}`))
 		s.handle(body)
 	})

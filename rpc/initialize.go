@@ -55,7 +55,7 @@ func (s *Server) initialize(id reqID, st state, params []byte) {
 }
 
 func (s *Server) describe() initializeResult {
-	c := s.opts.Config
+	c := s.opts.Daemon
 	return initializeResult{
 		ServerInfo: serverInfo{Name: "coderun-rpc", Version: s.opts.Version},
 		Capabilities: capabilities{

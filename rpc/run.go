@@ -23,7 +23,7 @@ func (s *Server) run(id reqID, params []byte) {
 		s.w.replyError(&id, protocol.CodeQueueFull, protocol.MsgQueueFull)
 		return
 	}
-	p, err := validateRun(params, s.opts.Config.Limits)
+	p, err := validateRun(params, s.opts.Daemon.Limits)
 	if err != nil {
 		s.w.replyError(&id, protocol.CodeInvalidParams, err.Error())
 		return

@@ -21,18 +21,30 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/coderun-rpc/coderun-rpc/config"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
-// Options configure a Server.
+// Options configure a Server. The caller builds everything from the
+// daemon's configuration; rpc itself never reads it.
 type Options struct {
 	In      io.Reader // the client's requests (stdin)
 	Out     io.Writer // protocol frames only (the duplicated fd 1)
-	Config  *config.Config
-	Runner  Runner
+	Runner  Runner    // executes runs (NewRunner adapts a session.Manager)
+	Daemon  Daemon    // what initialize reports; its Limits cap every run's
 	Logger  *slog.Logger
 	Version string // serverInfo.version
+}
+
+// Daemon is what initialize tells the client about the daemon (SPEC §2).
+// Limits are also the configured budgets a run's own limits may only
+// tighten (CHILD-CONTRACT §4.2).
+type Daemon struct {
+	Limits            protocol.Limits // every field set
+	GraceMs           int64
+	MaxConcurrentRuns int
+	Isolation         string // the tier: "process" or "sandbox"
+	Python            string // the frozen interpreter every child runs
+	PythonVersion     string // "<maj>.<min>.<micro>"
 }
 
 // Server is one JSON-RPC connection.

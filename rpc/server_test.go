@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coderun-rpc/coderun-rpc/config"
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
@@ -70,10 +69,10 @@ func (f *fakeRunner) Shutdown() {
 	}
 }
 
-func testConfig() *config.Config {
-	return &config.Config{Python: "/usr/bin/python3", PythonVersion: "3.11.7",
+func testDaemon() Daemon {
+	return Daemon{Python: "/usr/bin/python3", PythonVersion: "3.11.7",
 		Limits:  protocol.Limits{CPUSeconds: 60, MaxWallMs: 600000, AddressSpaceMb: 512, MaxLogBytes: 65536, MaxValueBytes: 32768},
-		GraceMs: 3000, MaxConcurrentRuns: 4, MaxQueuedRuns: 1024, WarmPool: 2, Isolation: "process"}
+		GraceMs: 3000, MaxConcurrentRuns: 4, Isolation: "process"}
 }
 
 type harness struct {
@@ -103,7 +102,7 @@ func start(t *testing.T) *harness {
 		}
 		w.Close()
 	}()
-	srv := New(Options{In: srvIn, Out: srvOut, Config: testConfig(), Runner: h.runner, Version: "test"})
+	srv := New(Options{In: srvIn, Out: srvOut, Daemon: testDaemon(), Runner: h.runner, Version: "test"})
 	go func() {
 		code := srv.Serve(context.Background())
 		srvOut.Close()

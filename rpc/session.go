@@ -1,35 +1,19 @@
 package rpc
 
 import (
-	"log/slog"
-
-	"github.com/coderun-rpc/coderun-rpc/config"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
 )
 
-// NewRunner builds the session.Manager the daemon serves with and adapts it
-// to Runner.
-func NewRunner(cfg *config.Config, log *slog.Logger) Runner {
-	return sessionRunner{session.NewManager(session.Config{
-		Python:        cfg.Python,
-		Limits:        cfg.Limits,
-		Grace:         cfg.Grace(),
-		MaxConcurrent: cfg.MaxConcurrentRuns,
-		MaxQueued:     cfg.MaxQueuedRuns,
-		WarmPool:      cfg.WarmPool,
-		Logger:        log,
-		Isolation:     cfg.Isolation,
-		StartMode:     cfg.StartMode,
-	})}
-}
+// NewRunner adapts m, the session.Manager the daemon serves with, to Runner.
+func NewRunner(m *session.Manager) Runner { return sessionRunner{m} }
 
 type sessionRunner struct{ m *session.Manager }
 
 func (s sessionRunner) Submit(runID string, p protocol.RunParams, c session.Client, onResult func(protocol.Result)) (Canceler, error) {
 	r, err := s.m.Submit(runID, p, c, onResult)
 	if err != nil {
-		return nil, err
+		return nil, err // not a nil *Run wrapped in a non-nil Canceler
 	}
 	return r, nil
 }

@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/coderun-rpc/coderun-rpc/config"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
@@ -240,7 +239,7 @@ func limitValue(name string, raw []byte, limit int64) (int64, error) {
 	}
 	v := int64(f)
 	if name == "maxLogBytes" && v < protocol.MinMaxLogBytes {
-		return 0, reject("limits.maxLogBytes must be at least 64, got " + spelled)
+		return 0, reject("limits.maxLogBytes must be at least " + strconv.Itoa(protocol.MinMaxLogBytes) + ", got " + spelled)
 	}
 	return v, nil
 }
@@ -254,13 +253,13 @@ func crossCheck(l, cfg protocol.Limits) error {
 		return c
 	}
 	mb := eff(l.AddressSpaceMb, cfg.AddressSpaceMb)
-	if msg := config.RunRoomBaseline(mb); msg != "" {
+	if msg := protocol.RunRoomBaseline(mb); msg != "" {
 		return reject(msg)
 	}
-	if msg := config.RunRoomBudget("maxLogBytes", eff(l.MaxLogBytes, cfg.MaxLogBytes), mb); msg != "" {
+	if msg := protocol.RunRoomBudget("maxLogBytes", eff(l.MaxLogBytes, cfg.MaxLogBytes), mb); msg != "" {
 		return reject(msg)
 	}
-	if msg := config.RunRoomBudget("maxValueBytes", eff(l.MaxValueBytes, cfg.MaxValueBytes), mb); msg != "" {
+	if msg := protocol.RunRoomBudget("maxValueBytes", eff(l.MaxValueBytes, cfg.MaxValueBytes), mb); msg != "" {
 		return reject(msg)
 	}
 	return nil

@@ -1,7 +1,8 @@
 // Command coderun-rpc serves Python runs over JSON-RPC 2.0 on stdio, framed
 // like the Language Server Protocol (SPEC.md). main only reads the
-// configuration once, keeps stdout for the protocol, wires signals and slog,
-// and hands over to rpc.
+// configuration once, builds the session manager and what initialize
+// reports from it, keeps stdout for the protocol, wires signals and slog, and
+// hands over to rpc. It is the only importer of config.
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/config"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
+	"github.com/coderun-rpc/coderun-rpc/session"
 )
 
 // version is set with -ldflags "-X main.version=…".
@@ -72,13 +74,37 @@ func run(args []string) int {
 	}()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	srv := rpc.New(rpc.Options{In: os.Stdin, Out: out, Config: cfg, Runner: rpc.NewRunner(cfg, log),
-		Logger: log, Version: version})
+	srv := rpc.New(serverOptions(cfg, os.Stdin, out, log))
 	log.Info("serving", "python", cfg.Python, "pythonVersion", cfg.PythonVersion,
 		"maxConcurrentRuns", cfg.MaxConcurrentRuns, "warmPool", cfg.WarmPool)
 	code := srv.Serve(ctx)
 	log.Info("exiting", "code", code)
 	return code
+}
+
+// serverOptions are a server's over in/out: a session manager of its own
+// built from cfg, and what initialize reports.
+func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Logger) rpc.Options {
+	m := session.NewManager(session.Config{
+		Python:        cfg.Python,
+		Limits:        cfg.Limits,
+		Grace:         cfg.Grace(),
+		MaxConcurrent: cfg.MaxConcurrentRuns,
+		MaxQueued:     cfg.MaxQueuedRuns,
+		WarmPool:      cfg.WarmPool,
+		Logger:        log,
+		Isolation:     cfg.Isolation,
+		StartMode:     cfg.StartMode,
+	})
+	return rpc.Options{In: in, Out: out, Runner: rpc.NewRunner(m), Logger: log, Version: version,
+		Daemon: rpc.Daemon{
+			Limits:            cfg.Limits,
+			GraceMs:           cfg.GraceMs,
+			MaxConcurrentRuns: cfg.MaxConcurrentRuns,
+			Isolation:         cfg.Isolation,
+			Python:            cfg.Python,
+			PythonVersion:     cfg.PythonVersion,
+		}}
 }
 
 func configFailure(w io.Writer, err error) int {
@@ -127,9 +153,7 @@ Usage:
 
 Configuration (environment, read once at start-up; an invalid value exits 2):
 `, version)
-	for _, v := range config.Variables {
-		fmt.Fprintf(w, "  %-29s default %-28s %s\n", v.Name, v.Default, v.Rule)
-	}
+	config.Help(w)
 	fmt.Fprintln(w, "\nOther CODERUN_* variables are ignored.")
 }
 
@@ -169,7 +193,7 @@ func check() int {
 // smoke runs --check's smoke program and reports it. Exit 0 or 2.
 func smoke(cfg *config.Config) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	report, err := rpc.Check(context.Background(), cfg, log, version)
+	report, err := rpc.Check(context.Background(), serverOptions(cfg, nil, nil, log))
 	fmt.Print(report)
 	if err != nil {
 		fmt.Printf("smoke run: FAILED: %v\n", err)

@@ -22,8 +22,8 @@ var allowed = map[string][]string{
 	"internal/archtest":  {},
 	"session":            {"child", "wireguard", "py", "protocol"},
 	"config":             {"child", "protocol", "github.com/kelseyhightower/envconfig"},
-	"rpc":                {"session", "wireguard", "protocol", "config", "github.com/sourcegraph/jsonrpc2"},
-	"cmd/coderun-rpc":    {"config", "rpc", "protocol", "child"},
+	"rpc":                {"session", "wireguard", "protocol", "github.com/sourcegraph/jsonrpc2"},
+	"cmd/coderun-rpc":    {"config", "rpc", "session", "protocol", "child"},
 }
 
 func TestImportDirection(t *testing.T) {
@@ -49,6 +49,17 @@ func TestImportDirection(t *testing.T) {
 			if !permitted(rules, imp) {
 				t.Errorf("%s imports %s, which breaks the one-way flow", pkg, imp)
 			}
+		}
+	}
+}
+
+// TestConfigOnlyInMain keeps the table honest: configuration reaches the
+// rest of the daemon as plain values main builds, so no package but main may
+// be allowed to import config (rpc did once).
+func TestConfigOnlyInMain(t *testing.T) {
+	for pkg, rules := range allowed {
+		if pkg != "cmd/coderun-rpc" && permitted(rules, module+"config") {
+			t.Errorf("%s may import config; only cmd/coderun-rpc may", pkg)
 		}
 	}
 }

@@ -1,0 +1,141 @@
+package config
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+)
+
+// Variable names, in check order (CHILD-CONTRACT §4.1 step 1), then
+// CODERUN_PYTHON_BIN (step 3).
+const (
+	VarCPUSeconds        = "CODERUN_CPU_SECONDS"
+	VarMaxWallMs         = "CODERUN_MAX_WALL_MS"
+	VarAddressSpaceMB    = "CODERUN_ADDRESS_SPACE_MB"
+	VarMaxLogBytes       = "CODERUN_MAX_LOG_BYTES"
+	VarMaxValueBytes     = "CODERUN_MAX_VALUE_BYTES"
+	VarGraceMs           = "CODERUN_GRACE_MS"
+	VarMaxConcurrentRuns = "CODERUN_MAX_CONCURRENT_RUNS"
+	VarMaxQueuedRuns     = "CODERUN_MAX_QUEUED_RUNS"
+	VarWarmPool          = "CODERUN_WARM_POOL"
+	VarIsolation         = "CODERUN_ISOLATION"
+	VarStartMode         = "CODERUN_START_MODE"
+	VarLogLevel          = "CODERUN_LOG_LEVEL"
+	VarPythonBin         = "CODERUN_PYTHON_BIN"
+)
+
+// variable is one row of the configuration table, the only description of
+// a variable: envconfig reads it by name (env.go), Load applies its default
+// and rule in table order and stores it, and Help prints it.
+type variable struct {
+	name string
+	// def is the default as --help shows it and, unless defaultOf computes
+	// the value, the text used when the variable is unset. Either way the
+	// default passes through rule like a set value.
+	def string
+	// defaultOf computes the default from the platform and the variables
+	// before this one.
+	defaultOf func(c *Config, o Options) string
+	rule      rule
+	// cross is a rule against the variables before this one, checked after
+	// rule: nil when it holds.
+	cross func(c *Config, n int64) error
+	// set stores the checked value (text as set or defaulted, n its integer
+	// value); nil when a later step of Load consumes the text.
+	set func(c *Config, text string, n int64)
+	// note follows the rule's summary on the --help line.
+	note string
+}
+
+// Defaults computed from the platform and from other variables.
+const (
+	runsPerCPU  = 2 // CODERUN_MAX_CONCURRENT_RUNS = runsPerCPU × CPUs
+	warmDefault = 2 // CODERUN_WARM_POOL = min(warmDefault, concurrent runs)
+)
+
+// frameBudget is an output budget's rule: a frame carrying it must fit.
+var frameBudget = positive(protocol.BudgetCeiling,
+	"a frame carrying it must fit the "+itoa(protocol.FrameCap)+"-byte fd-3 frame cap")
+
+var table = []variable{
+	{name: VarCPUSeconds, def: "60", note: "; RLIMIT_CPU soft limit (hard = soft + 1)",
+		rule: positive(protocol.CPUSecondsCeiling, "it and its +1 hard limit must stay exact JSON integers"),
+		set:  func(c *Config, _ string, n int64) { c.Limits.CPUSeconds = n }},
+	{name: VarMaxWallMs, def: "600000", note: "; wall-clock budget per run",
+		rule: positive(protocol.MaxWallMsCeiling, "the largest whole-millisecond time.Duration"),
+		set:  func(c *Config, _ string, n int64) { c.Limits.MaxWallMs = n }},
+	{name: VarAddressSpaceMB, def: "512", note: "; RLIMIT_AS per run, must leave room for the output budgets",
+		rule: positive(protocol.AddressSpaceMbCeiling, "its byte count must stay an exact JSON integer"),
+		set:  func(c *Config, _ string, n int64) { c.Limits.AddressSpaceMb = n }},
+	{name: VarMaxLogBytes, def: "65536", note: "; log capture budget per run",
+		rule: frameBudget.atLeast(protocol.MinMaxLogBytes, "a marker-only log must fit"),
+		set:  func(c *Config, _ string, n int64) { c.Limits.MaxLogBytes = n }},
+	{name: VarMaxValueBytes, def: "32768", note: "; serialized completion value budget",
+		rule: frameBudget,
+		set:  func(c *Config, _ string, n int64) { c.Limits.MaxValueBytes = n }},
+	{name: VarGraceMs, def: "3000", note: "; SIGTERM → SIGKILL grace",
+		rule: positive(protocol.GraceMsCeiling,
+			"graceMs + "+itoa(protocol.CloseMargin.Milliseconds())+" must stay a valid time.Duration"),
+		set: func(c *Config, _ string, n int64) { c.GraceMs = n }},
+	{name: VarMaxConcurrentRuns, def: itoa(runsPerCPU) + " × CPUs", note: "; children running at once",
+		defaultOf: func(_ *Config, o Options) string { return itoa(runsPerCPU * int64(o.numCPU())) },
+		rule:      count(false),
+		set:       func(c *Config, _ string, n int64) { c.MaxConcurrentRuns = clampInt(n) }},
+	{name: VarMaxQueuedRuns, def: "1024", note: "; runs waiting for a slot",
+		rule: count(true),
+		set:  func(c *Config, _ string, n int64) { c.MaxQueuedRuns = clampInt(n) }},
+	{name: VarWarmPool, def: "min(" + itoa(warmDefault) + ", max concurrent runs)",
+		note:      " ≤ max concurrent runs; pre-started children",
+		defaultOf: func(c *Config, _ Options) string { return itoa(min(warmDefault, int64(c.MaxConcurrentRuns))) },
+		rule:      count(true),
+		cross:     atMostConcurrency,
+		set:       func(c *Config, _ string, n int64) { c.WarmPool = clampInt(n) }},
+	{name: VarIsolation, def: "process",
+		rule: wordRule{words: []string{"process", "sandbox"}, quoted: true},
+		set:  func(c *Config, text string, _ int64) { c.Isolation = text }},
+	{name: VarStartMode, def: "auto", note: "; auto = fork in tier process, spawn in tier sandbox",
+		rule: wordRule{words: []string{"auto", "fork", "spawn"}, quoted: true},
+		set:  func(c *Config, text string, _ int64) { c.StartMode = startMode(text, c.Isolation) }},
+	{name: VarLogLevel, def: "info", note: " (daemon log on stderr)",
+		rule: wordRule{words: []string{"debug", "info", "warn", "error"}},
+		set: func(c *Config, text string, _ int64) {
+			_ = c.LogLevel.UnmarshalText([]byte(text)) // the rule admits only words slog reads
+		}},
+	{name: VarPythonBin, def: "python3", note: " (shims resolved)", rule: interpreterRule{}},
+}
+
+// atMostConcurrency is the warm pool's cross rule; a default meets it.
+func atMostConcurrency(c *Config, n int64) error {
+	if limit := int64(c.MaxConcurrentRuns); n > limit {
+		return fmt.Errorf("must be at most %s (%d)", VarMaxConcurrentRuns, limit)
+	}
+	return nil
+}
+
+// startMode resolves "auto": fork where it is served (tier process).
+func startMode(mode, isolation string) string {
+	if mode != "auto" {
+		return mode
+	}
+	if isolation == "sandbox" {
+		return "spawn"
+	}
+	return "fork"
+}
+
+// clampInt keeps counts within int on any platform (they are ≤ 2^53 − 1).
+func clampInt(v int64) int {
+	if int64(int(v)) != v {
+		return int(^uint(0) >> 1)
+	}
+	return int(v)
+}
+
+// Help writes --help's list of variables: one line each, in table order,
+// with the default and the rule.
+func Help(w io.Writer) {
+	for _, v := range table {
+		fmt.Fprintf(w, "  %-29s default %-28s %s%s\n", v.name, v.def, v.rule.summary(), v.note)
+	}
+}
