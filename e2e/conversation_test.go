@@ -1,0 +1,415 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Conversation transcripts (testdata/conversations/*.conv; the format is in
+// the README there) pin protocol behaviour as data: each file is played
+// against its own real daemon, sending its client lines and matching every
+// daemon message against its expectation lines, in arrival order.
+
+// conversationDir holds the transcripts; one subtest per file.
+const conversationDir = "testdata/conversations"
+
+// expectTimeout bounds the wait for each expected message or exit (generous:
+// the daemon is built with -race and the machine is shared).
+const expectTimeout = 30 * time.Second
+
+// endID is the id of the request the runner sends after the last line of a
+// transcript whose daemon is still running: every message the daemon sent
+// before answering it must have been expected.
+const endID = `"end-of-transcript"`
+
+func TestConversation(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join(conversationDir, "*.conv"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no transcripts in %s (%v)", conversationDir, err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".conv"), func(t *testing.T) {
+			t.Parallel()
+			tr, err := parseTranscript(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr.play(t)
+		})
+	}
+}
+
+// stepKind is what one transcript line does.
+type stepKind int
+
+const (
+	sendFramed stepKind = iota // "-->": a body, framed by the runner
+	sendRaw                    // "--> raw": Go-quoted bytes, written as they are
+	expectMsg                  // "<--": the next daemon message matches a pattern
+	expectExit                 // "<-- exit N": the daemon process exits with code N
+)
+
+// step is one transcript line (with its continuation lines).
+type step struct {
+	kind    stepKind
+	where   string // file:line, for failures
+	text    string // the line as written, for failures
+	body    string // sendFramed: body text with $captures still in it
+	raw     []byte // sendRaw
+	pattern any    // expectMsg: decoded JSON with placeholders
+	code    int    // expectExit
+}
+
+type transcript struct {
+	env   map[string]string
+	steps []step
+}
+
+// parseTranscript reads a transcript file; syntax errors name the line.
+func parseTranscript(path string) (*transcript, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	tr := &transcript{env: map[string]string{}}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(nil, 1<<20)
+	var lines []numberedLine
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		switch {
+		case strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#"):
+		case line[0] == ' ' || line[0] == '\t':
+			if len(lines) == 0 {
+				return nil, fmt.Errorf("%s:%d: continuation line with nothing to continue", path, n)
+			}
+			lines[len(lines)-1].text += "\n" + line
+		default:
+			lines = append(lines, numberedLine{fmt.Sprintf("%s:%d", path, n), line})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	for _, l := range lines {
+		if err := tr.add(l); err != nil {
+			return nil, fmt.Errorf("%s: %v", l.where, err)
+		}
+	}
+	return tr, nil
+}
+
+type numberedLine struct{ where, text string }
+
+func (tr *transcript) add(l numberedLine) error {
+	s := step{where: l.where, text: l.text}
+	var err error
+	switch verb, rest, _ := strings.Cut(l.text, " "); verb {
+	case "env":
+		if len(tr.steps) > 0 {
+			return fmt.Errorf("env must come before the first message")
+		}
+		k, v, ok := strings.Cut(rest, "=")
+		if !ok {
+			return fmt.Errorf("env wants KEY=VALUE")
+		}
+		tr.env[k] = v
+		return nil
+	case "-->":
+		if q, ok := strings.CutPrefix(rest, "raw "); ok {
+			s.kind = sendRaw
+			var str string
+			str, err = strconv.Unquote(strings.TrimSpace(q))
+			s.raw = []byte(str)
+		} else {
+			s.kind, s.body = sendFramed, rest
+		}
+	case "<--":
+		if c, ok := strings.CutPrefix(rest, "exit "); ok {
+			s.kind = expectExit
+			s.code, err = strconv.Atoi(strings.TrimSpace(c))
+		} else {
+			s.kind = expectMsg
+			s.pattern, err = decodeJSON([]byte(markPlaceholders(rest)))
+		}
+	default:
+		return fmt.Errorf("a line starts with -->, <--, env or # (got %q)", verb)
+	}
+	tr.steps = append(tr.steps, s)
+	return err
+}
+
+// placeholder is how a bare $name in a pattern survives JSON decoding: a
+// string no daemon message carries (JSON text cannot hold a raw NUL).
+const placeholder = "\x00$"
+
+var bareName = regexp.MustCompile(`^\$[A-Za-z_][A-Za-z0-9_]*`)
+
+// rewriteBare replaces every $name outside JSON strings in text with
+// repl(name); "$/cancelRequest" inside a string is left alone.
+func rewriteBare(text string, repl func(name string) (string, error)) (string, error) {
+	var b strings.Builder
+	inString, escaped := false, false
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case inString:
+			inString = escaped || c != '"'
+			escaped = !escaped && c == '\\'
+		case c == '"':
+			inString = true
+		case c == '$':
+			if name := bareName.FindString(text[i:]); name != "" {
+				r, err := repl(name[1:])
+				if err != nil {
+					return "", err
+				}
+				b.WriteString(r)
+				i += len(name) - 1
+				continue
+			}
+		}
+		b.WriteByte(c)
+	}
+	return b.String(), nil
+}
+
+func markPlaceholders(pattern string) string {
+	s, _ := rewriteBare(pattern, func(name string) (string, error) {
+		return show(placeholder + name), nil
+	})
+	return s
+}
+
+func decodeJSON(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("more than one JSON value")
+	}
+	return v, nil
+}
+
+// player is one transcript being played against one daemon.
+type player struct {
+	t        *testing.T
+	d        *daemon
+	seen     int            // daemon messages consumed so far
+	captures map[string]any // $name values captured by patterns
+	exited   bool
+}
+
+func (tr *transcript) play(t *testing.T) {
+	p := &player{t: t, d: start(t, tr.env), captures: map[string]any{}}
+	for _, s := range tr.steps {
+		switch s.kind {
+		case sendFramed:
+			p.sendBody(s)
+		case sendRaw:
+			p.d.writeRaw(s.raw)
+		case expectMsg:
+			p.expect(s)
+		case expectExit:
+			if code := p.d.waitExit(expectTimeout); code != s.code {
+				t.Fatalf("%s: %s\nthe daemon exited with code %d", s.where, s.text, code)
+			}
+			p.exited = true
+		}
+	}
+	p.noneUnexpected()
+}
+
+// sendBody substitutes captured values and sends the body framed. The e2e
+// helper answers binding/call on its own (echo) unless told otherwise, so
+// every function a run declares is set to never be answered by it: the
+// transcript answers.
+func (p *player) sendBody(s step) {
+	body, err := rewriteBare(s.body, func(name string) (string, error) {
+		v, ok := p.captures[name]
+		if !ok {
+			return "", fmt.Errorf("$%s was not captured by an earlier <-- line", name)
+		}
+		b, err := json.Marshal(v)
+		return string(b), err
+	})
+	if err != nil {
+		p.t.Fatalf("%s: %s\n%v", s.where, s.text, err)
+	}
+	for _, f := range declaredFunctions(body) {
+		p.d.behave(f, hang)
+	}
+	p.d.send(body)
+}
+
+// declaredFunctions lists the binding functions a run request declares.
+func declaredFunctions(body string) []string {
+	var req struct {
+		Params struct {
+			Bindings []struct {
+				Functions []json.RawMessage `json:"functions"`
+			} `json:"bindings"`
+		} `json:"params"`
+	}
+	var out []string
+	if json.Unmarshal([]byte(body), &req) != nil {
+		return nil
+	}
+	for _, b := range req.Params.Bindings {
+		for _, f := range b.Functions {
+			var name string
+			if json.Unmarshal(f, &name) == nil {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// next returns the next daemon message not yet consumed, or nil after timeout.
+func (p *player) next(timeout time.Duration) *msg {
+	deadline := time.Now().Add(timeout)
+	for {
+		if ev := p.d.snapshot(); len(ev) > p.seen {
+			p.seen++
+			return ev[p.seen-1].m
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (p *player) expect(s step) {
+	m := p.next(expectTimeout)
+	if m == nil {
+		p.t.Fatalf("%s: %s\nno message from the daemon within %v", s.where, s.text, expectTimeout)
+	}
+	p.t.Logf("%s: %s", s.where, m.raw) // with -v: what a new transcript's lines should say
+	got, err := decodeJSON(m.raw)
+	if err != nil {
+		p.t.Fatalf("%s: %s\nthe daemon sent invalid JSON %q: %v", s.where, s.text, m.raw, err)
+	}
+	captured := map[string]any{}
+	if err := p.match("", s.pattern, got, captured); err != nil {
+		p.t.Fatalf("%s: %s\nexpected: %s\nactual:   %s\nmismatch: %v", s.where, s.text, strings.TrimSpace(s.text[3:]), m.raw, err)
+	}
+	for k, v := range captured {
+		p.captures[k] = v
+	}
+}
+
+// match compares a pattern with a decoded message: objects by member set
+// (order ignored), arrays element by element, scalars exactly (numbers by
+// their text), placeholders as the README says. New captures go to captured;
+// they are kept only when the whole message matches.
+func (p *player) match(path string, want, got any, captured map[string]any) error {
+	if s, ok := want.(string); ok && strings.HasPrefix(s, placeholder) {
+		return p.matchPlaceholder(path, strings.TrimPrefix(s, placeholder), got, captured)
+	}
+	switch w := want.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return fmt.Errorf("at %s: want an object, got %s", pathOr(path), show(got))
+		}
+		if wk, gk := keys(w), keys(g); !slices.Equal(wk, gk) {
+			return fmt.Errorf("at %s: members %v, want %v", pathOr(path), gk, wk)
+		}
+		for k, wv := range w {
+			if err := p.match(path+"."+k, wv, g[k], captured); err != nil {
+				return err
+			}
+		}
+		return nil
+	case []any:
+		g, ok := got.([]any)
+		if !ok || len(g) != len(w) {
+			return fmt.Errorf("at %s: want an array of %d, got %s", pathOr(path), len(w), show(got))
+		}
+		for i := range w {
+			if err := p.match(fmt.Sprintf("%s[%d]", path, i), w[i], g[i], captured); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if !reflect.DeepEqual(want, got) {
+		return fmt.Errorf("at %s: got %s, want %s", pathOr(path), show(got), show(want))
+	}
+	return nil
+}
+
+var integer = regexp.MustCompile(`^-?[0-9]+$`)
+
+func (p *player) matchPlaceholder(path, name string, got any, captured map[string]any) error {
+	ok := true
+	switch name {
+	case "any":
+	case "int":
+		n, isNum := got.(json.Number)
+		ok = isNum && integer.MatchString(string(n))
+	case "num":
+		_, ok = got.(json.Number)
+	case "str":
+		_, ok = got.(string)
+	default:
+		if v, seen := p.captures[name]; seen {
+			ok = reflect.DeepEqual(v, got)
+		} else if v, seen := captured[name]; seen {
+			ok = reflect.DeepEqual(v, got)
+		} else {
+			captured[name] = got
+		}
+	}
+	if !ok {
+		return fmt.Errorf("at %s: got %s, want $%s", pathOr(path), show(got), name)
+	}
+	return nil
+}
+
+// noneUnexpected fails if the daemon sent a message no line expected. A
+// daemon still running is first sent a request (endID) and its answer awaited,
+// so messages caused by the transcript's last lines have arrived.
+func (p *player) noneUnexpected() {
+	if !p.exited {
+		p.d.send(`{"jsonrpc":"2.0","id":` + endID + `,"method":"conversation/end"}`)
+		p.d.wait(endID)
+	}
+	for _, e := range p.d.snapshot()[p.seen:] {
+		if string(e.m.ID) != endID || e.m.Method != "" {
+			p.t.Errorf("after the last line, an unexpected message: %s", e.m.raw)
+		}
+	}
+}
+
+func keys(m map[string]any) []string { return slices.Sorted(maps.Keys(m)) }
+
+func show(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func pathOr(path string) string {
+	if path == "" {
+		return "the top"
+	}
+	return path
+}
