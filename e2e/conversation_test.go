@@ -17,11 +17,6 @@ import (
 	"time"
 )
 
-// Conversation transcripts (testdata/conversations/*.conv; the format is in
-// the README there) pin protocol behaviour as data: each file is played
-// against its own real daemon, sending its client lines and matching every
-// daemon message against its expectation lines, in arrival order.
-
 // conversationDir holds the transcripts; one subtest per file.
 const conversationDir = "testdata/conversations"
 
@@ -29,6 +24,10 @@ const conversationDir = "testdata/conversations"
 // the daemon is built with -race and the machine is shared).
 const expectTimeout = 30 * time.Second
 
+// TestConversation plays every transcript in conversationDir (the format is
+// in the README there) against its own real daemon: it sends the client
+// lines and matches every daemon message, in arrival order, against the
+// expectation lines; a message no line expects fails the transcript.
 func TestConversation(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join(conversationDir, "*.conv"))
@@ -302,22 +301,20 @@ func (p *player) expect(s step) {
 	if err != nil {
 		p.t.Fatalf("%s: %s\nthe daemon sent invalid JSON %q: %v", s.where, s.text, m.raw, err)
 	}
-	captured := map[string]any{}
-	if err := p.match("", s.pattern, got, captured); err != nil {
+	vars := maps.Clone(p.captures)
+	if err := match("", s.pattern, got, vars); err != nil {
 		p.t.Fatalf("%s: %s\nactual:   %s\nmismatch: %v", s.where, s.text, m.raw, err)
 	}
-	for k, v := range captured {
-		p.captures[k] = v
-	}
+	p.captures = vars
 }
 
 // match compares a pattern with a decoded message: objects by member set
 // (order ignored), arrays element by element, scalars exactly (numbers by
-// their text), placeholders as the README says. New captures go to captured;
-// they are kept only when the whole message matches.
-func (p *player) match(path string, want, got any, captured map[string]any) error {
+// their text), placeholders as the README says. A capture's first occurrence
+// adds it to vars; later ones must equal it.
+func match(path string, want, got any, vars map[string]any) error {
 	if s, ok := want.(string); ok && strings.HasPrefix(s, placeholder) {
-		return p.matchPlaceholder(path, strings.TrimPrefix(s, placeholder), got, captured)
+		return matchPlaceholder(path, strings.TrimPrefix(s, placeholder), got, vars)
 	}
 	switch w := want.(type) {
 	case map[string]any:
@@ -329,7 +326,7 @@ func (p *player) match(path string, want, got any, captured map[string]any) erro
 			return fmt.Errorf("at %s: members %v, want %v", pathOr(path), gk, wk)
 		}
 		for k, wv := range w {
-			if err := p.match(path+"."+k, wv, g[k], captured); err != nil {
+			if err := match(path+"."+k, wv, g[k], vars); err != nil {
 				return err
 			}
 		}
@@ -340,7 +337,7 @@ func (p *player) match(path string, want, got any, captured map[string]any) erro
 			return fmt.Errorf("at %s: want an array of %d, got %s", pathOr(path), len(w), show(got))
 		}
 		for i := range w {
-			if err := p.match(fmt.Sprintf("%s[%d]", path, i), w[i], g[i], captured); err != nil {
+			if err := match(fmt.Sprintf("%s[%d]", path, i), w[i], g[i], vars); err != nil {
 				return err
 			}
 		}
@@ -354,7 +351,7 @@ func (p *player) match(path string, want, got any, captured map[string]any) erro
 
 var integer = regexp.MustCompile(`^-?[0-9]+$`)
 
-func (p *player) matchPlaceholder(path, name string, got any, captured map[string]any) error {
+func matchPlaceholder(path, name string, got any, vars map[string]any) error {
 	ok := true
 	switch name {
 	case "any":
@@ -366,12 +363,10 @@ func (p *player) matchPlaceholder(path, name string, got any, captured map[strin
 	case "str":
 		_, ok = got.(string)
 	default:
-		if v, seen := p.captures[name]; seen {
-			ok = reflect.DeepEqual(v, got)
-		} else if v, seen := captured[name]; seen {
+		if v, seen := vars[name]; seen {
 			ok = reflect.DeepEqual(v, got)
 		} else {
-			captured[name] = got
+			vars[name] = got
 		}
 	}
 	if !ok {
@@ -405,4 +400,45 @@ func pathOr(path string) string {
 		return "the top"
 	}
 	return path
+}
+
+// TestConversationMatch pins the pattern semantics the README promises, so a
+// transcript's expectations mean what they say.
+func TestConversationMatch(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		pattern, message string
+		ok               bool
+	}{
+		{`{"a":1,"b":[true,null]}`, `{"b":[true,null],"a":1}`, true}, // member order ignored
+		{`{"a":1}`, `{"a":1,"b":2}`, false},                          // an extra member
+		{`{"a":1,"b":2}`, `{"a":1}`, false},                          // a missing member
+		{`[1,2]`, `[2,1]`, false},
+		{`{"n":1}`, `{"n":1.0}`, false}, // numbers by their text
+		{`{"n":$int}`, `{"n":-12}`, true},
+		{`{"n":$int}`, `{"n":1.5}`, false},
+		{`{"n":$int}`, `{"n":"1"}`, false},
+		{`{"n":$num}`, `{"n":1.5e3}`, true},
+		{`{"s":$str}`, `{"s":""}`, true},
+		{`{"s":$str}`, `{"s":null}`, false},
+		{`{"v":$any}`, `{"v":{"deep":[1]}}`, true},
+		{`{"v":$any}`, `{}`, false}, // $any is present
+		{`{"m":"$/cancelRequest"}`, `{"m":"$/cancelRequest"}`, true},
+		{`{"m":"$str"}`, `{"m":"other"}`, false}, // inside a string, $ is literal
+		{`{"a":$x,"b":$x}`, `{"a":"id","b":"id"}`, true},
+		{`{"a":$x,"b":$x}`, `{"a":1,"b":2}`, false}, // a capture reused must be equal
+	}
+	for _, c := range cases {
+		want, err := decodeJSON([]byte(markPlaceholders(c.pattern)))
+		if err != nil {
+			t.Fatalf("pattern %s: %v", c.pattern, err)
+		}
+		got, err := decodeJSON([]byte(c.message))
+		if err != nil {
+			t.Fatalf("message %s: %v", c.message, err)
+		}
+		if err := match("", want, got, map[string]any{}); (err == nil) != c.ok {
+			t.Errorf("pattern %s, message %s: match error %v, want ok=%v", c.pattern, c.message, err, c.ok)
+		}
+	}
 }
