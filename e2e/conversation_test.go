@@ -221,6 +221,7 @@ func (tr *transcript) play(t *testing.T) {
 		case expectMsg:
 			p.expect(s)
 		case expectExit:
+			t.Logf("%s: %s", s.where, s.text) // waitExit's failure does not name the line
 			if code := p.d.waitExit(expectTimeout); code != s.code {
 				t.Fatalf("%s: %s\nthe daemon exited with code %d", s.where, s.text, code)
 			}
