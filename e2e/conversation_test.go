@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -79,24 +78,18 @@ func parseTranscript(path string) (*transcript, error) {
 		return nil, err
 	}
 	tr := &transcript{env: map[string]string{}}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, 1<<20)
 	var lines []numberedLine
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
+	for i, line := range strings.Split(string(data), "\n") {
 		switch {
 		case strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#"):
 		case line[0] == ' ' || line[0] == '\t':
 			if len(lines) == 0 {
-				return nil, fmt.Errorf("%s:%d: continuation line with nothing to continue", path, n)
+				return nil, fmt.Errorf("%s:%d: continuation line with nothing to continue", path, i+1)
 			}
 			lines[len(lines)-1].text += "\n" + line
 		default:
-			lines = append(lines, numberedLine{fmt.Sprintf("%s:%d", path, n), line})
+			lines = append(lines, numberedLine{fmt.Sprintf("%s:%d", path, i+1), line})
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
 	}
 	for _, l := range lines {
 		if err := tr.add(l); err != nil {
@@ -108,6 +101,7 @@ func parseTranscript(path string) (*transcript, error) {
 
 type numberedLine struct{ where, text string }
 
+// add appends the step a line (joined with its continuations) describes.
 func (tr *transcript) add(l numberedLine) error {
 	s := step{where: l.where, text: l.text}
 	var err error
@@ -142,8 +136,11 @@ func (tr *transcript) add(l numberedLine) error {
 	default:
 		return fmt.Errorf("a line starts with -->, <--, env or # (got %q)", verb)
 	}
+	if err != nil {
+		return err
+	}
 	tr.steps = append(tr.steps, s)
-	return err
+	return nil
 }
 
 // placeholder is how a bare $name in a pattern survives JSON decoding: a
