@@ -37,7 +37,9 @@ func newPair(t *testing.T, opts Options) (*Client, *peer) {
 	return c, &peer{t: t, r: peerR, w: peerW}
 }
 
-func frameOf(body string) string { return "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body }
+func frameOf(body string) string {
+	return "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+}
 
 // expect reads the next bytes the client wrote and compares them with want.
 func (p *peer) expect(want string) {
