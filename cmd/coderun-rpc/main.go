@@ -16,6 +16,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/config"
+	"github.com/coderun-rpc/coderun-rpc/internal/selfcheck"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
 )
 
@@ -169,7 +170,10 @@ func check() int {
 // smoke runs --check's smoke program and reports it. Exit 0 or 2.
 func smoke(cfg *config.Config) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	report, err := rpc.Check(context.Background(), cfg, log, version)
+	serve := func(ctx context.Context, in io.Reader, out io.Writer) int {
+		return rpc.New(rpc.Options{In: in, Out: out, Config: cfg, Runner: rpc.NewRunner(cfg, log), Logger: log, Version: version}).Serve(ctx)
+	}
+	report, err := selfcheck.Run(context.Background(), serve)
 	fmt.Print(report)
 	if err != nil {
 		fmt.Printf("smoke run: FAILED: %v\n", err)

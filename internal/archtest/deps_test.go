@@ -23,10 +23,11 @@ var allowed = map[string][]string{
 	// The client drives the daemon from outside: standard library only,
 	// never rpc or session (and rpc never imports it).
 	"internal/lspclient": {},
+	"internal/selfcheck": {"internal/lspclient"},
 	"session":            {"child", "wireguard", "py", "protocol"},
 	"config":             {"child", "protocol", "github.com/kelseyhightower/envconfig"},
 	"rpc":                {"session", "wireguard", "protocol", "config", "github.com/sourcegraph/jsonrpc2"},
-	"cmd/coderun-rpc":    {"config", "rpc", "protocol", "child"},
+	"cmd/coderun-rpc":    {"config", "rpc", "protocol", "child", "internal/selfcheck"},
 }
 
 func TestImportDirection(t *testing.T) {
