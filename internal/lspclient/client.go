@@ -138,18 +138,18 @@ func (c *Client) WriteRaw(b []byte) error {
 }
 
 // Send frames body (written as it is, valid or not) and writes it.
-func (c *Client) Send(body []byte) error { return c.WriteRaw(appendFrame(nil, body)) }
+func (c *Client) Send(body []byte) error { return c.WriteRaw(Frame(body)) }
 
 // Request sends a request with the next id and returns the id's text, for
 // Wait. params is written as it is; empty leaves it out.
 func (c *Client) Request(method string, params json.RawMessage) (string, error) {
 	id := strconv.FormatInt(c.ids.Add(1), 10)
-	return id, c.Send(messageBody(id, method, params))
+	return id, c.Send(Body(id, method, params))
 }
 
 // Notify sends a notification; params as for Request.
 func (c *Client) Notify(method string, params json.RawMessage) error {
-	return c.Send(messageBody("", method, params))
+	return c.Send(Body("", method, params))
 }
 
 // Call is Request then Wait. An error response is a Message with Error set,
@@ -162,8 +162,10 @@ func (c *Client) Call(ctx context.Context, method string, params json.RawMessage
 	return c.Wait(ctx, id)
 }
 
-// messageBody is a request (id != "") or notification body.
-func messageBody(id, method string, params json.RawMessage) []byte {
+// Body is the body of a request with id written as it is, or of a
+// notification when id is "". params is written as it is; empty leaves it
+// out. Tests build bodies with it to send raw, in a batch or out of order.
+func Body(id, method string, params json.RawMessage) []byte {
 	b := []byte(`{"jsonrpc":"2.0",`)
 	if id != "" {
 		b = append(append(append(b, `"id":`...), id...), ',')

@@ -13,9 +13,10 @@ import (
 // Content-Length line; LSP allows a Content-Type line too).
 const maxHeaderBytes = 4096
 
-// appendFrame appends body with its LSP header: the header and the body go
-// out in one write, so a frame is never interleaved with another writer's.
-func appendFrame(dst, body []byte) []byte {
+// Frame is body (as it is, valid or not) after its LSP header, ready for
+// one write, so a frame is never interleaved with another writer's.
+func Frame(body []byte) []byte {
+	dst := make([]byte, 0, len(body)+32)
 	dst = append(dst, "Content-Length: "...)
 	dst = strconv.AppendInt(dst, int64(len(body)), 10)
 	dst = append(dst, "\r\n\r\n"...)
