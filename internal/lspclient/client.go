@@ -13,6 +13,11 @@
 // Concurrency: one goroutine, started by New, reads; it calls the handlers
 // one at a time in arrival order. Every method is safe for concurrent use;
 // writes are serialized so a frame is never interleaved with another.
+//
+// End: reading stops at the end of the stream (io.EOF) or at a malformed
+// message. Then every pending Wait or Call fails with ErrClosed, and so does
+// every later one, except for responses already read. The read goroutine
+// lives until its reader ends: whoever owns the peer ends it by closing it.
 package lspclient
 
 import (
