@@ -171,7 +171,8 @@ func check() int {
 func smoke(cfg *config.Config) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	serve := func(ctx context.Context, in io.Reader, out io.Writer) int {
-		return rpc.New(rpc.Options{In: in, Out: out, Config: cfg, Runner: rpc.NewRunner(cfg, log), Logger: log, Version: version}).Serve(ctx)
+		return rpc.New(rpc.Options{In: in, Out: out, Config: cfg, Runner: rpc.NewRunner(cfg, log),
+			Logger: log, Version: version}).Serve(ctx)
 	}
 	report, err := selfcheck.Run(context.Background(), serve)
 	fmt.Print(report)
