@@ -1,34 +1,32 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"io"
-	"net/textproto"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/lspclient"
 )
 
 // msg is one message from the daemon, decoded loosely (the test trusts it).
 type msg struct {
-	ID     json.RawMessage `json:"id,omitempty"`
-	Method string          `json:"method,omitempty"`
-	Params json.RawMessage `json:"params,omitempty"`
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  *rpcError       `json:"error,omitempty"`
-	raw    []byte
+	ID     json.RawMessage
+	Method string
+	Params json.RawMessage
+	Result json.RawMessage
+	Error  *lspclient.Error
+	raw    []byte // exactly as received
 }
 
-type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
+func fromClient(m *lspclient.Message) *msg {
+	return &msg{ID: m.ID, Method: m.Method, Params: m.Params, Result: m.Result, Error: m.Error, raw: m.Raw}
 }
 
 // runResult is a run response's result.
@@ -68,29 +66,28 @@ func late(ms int, v string) behaviour {
 }
 func hang(callParams) string { return "" }
 
-// event is what the client saw, in order.
+// event is one message the client saw, in order.
 type event struct {
-	at time.Time
-	m  *msg
+	m *msg
 }
 
+// daemon is a running coderun-rpc and the test's client of it: a thin layer
+// over internal/lspclient that records every message, answers binding/call
+// by behaviour and turns failures into test failures.
 type daemon struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stderr *lockedBuffer
-	wmu    sync.Mutex
-	nextID int
+	conn   *lspclient.Client
 
-	mu        sync.Mutex
-	waiters   map[string]chan *msg
-	responses map[string]*msg
-	events    []event
-	onCall    map[string]behaviour // by function name; default echo
-	onLog     func(p json.RawMessage)
-	exited    chan struct{}
-	exitCode  int
-	gate      *gate // pauses reading the daemon's stdout (a client that stops reading)
+	mu       sync.Mutex
+	events   []event
+	onCall   map[string]behaviour // by function name; default echo
+	onLog    func(p json.RawMessage)
+	exited   chan struct{}
+	exitCode int
+	gate     *gate // pauses reading the daemon's stdout (a client that stops reading)
 }
 
 // gate blocks reads while closed; open by default.
@@ -126,58 +123,14 @@ func (gr gatedReader) Read(p []byte) (int, error) {
 	return gr.r.Read(p)
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// environ is the test's environment without CODERUN_* variables, plus env.
-func environ(env map[string]string) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CODERUN_") {
-			out = append(out, kv)
-		}
-	}
-	if _, ok := env["CODERUN_PYTHON_BIN"]; !ok && !defaultPython(env) {
-		out = append(out, "CODERUN_PYTHON_BIN="+realPython)
-	}
-	for k, v := range env {
-		if k != useDefaultPython && k != workDir {
-			out = append(out, k+"="+v)
-		}
-	}
-	return out
-}
-
-// workDir in env is the daemon's working directory (not an environment variable).
-const workDir = "E2E_DIR"
-
-// useDefaultPython in env leaves CODERUN_PYTHON_BIN unset.
-const useDefaultPython = "E2E_DEFAULT_PYTHON"
-
-func defaultPython(env map[string]string) bool { _, ok := env[useDefaultPython]; return ok }
-
 // start launches a daemon with env added; it is shut down at cleanup.
 func start(t *testing.T, env map[string]string) *daemon {
 	t.Helper()
 	cmd := exec.Command(daemonBin)
 	cmd.Env = environ(env)
 	cmd.Dir = env[workDir]
-	d := &daemon{t: t, cmd: cmd, stderr: &lockedBuffer{}, waiters: map[string]chan *msg{},
-		responses: map[string]*msg{}, onCall: map[string]behaviour{}, exited: make(chan struct{}), gate: newGate()}
+	d := &daemon{t: t, cmd: cmd, stderr: &lockedBuffer{}, onCall: map[string]behaviour{}, exited: make(chan struct{}),
+		gate: newGate()}
 	cmd.Stderr = d.stderr
 	var err error
 	if d.stdin, err = cmd.StdinPipe(); err != nil {
@@ -190,7 +143,9 @@ func start(t *testing.T, env map[string]string) *daemon {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go d.readLoop(bufio.NewReader(gatedReader{d.gate, out}))
+	d.conn = lspclient.New(d.stdin, gatedReader{d.gate, out}, lspclient.Options{FirstID: 1001,
+		OnMessage: d.record, OnRequest: d.called, OnNotification: d.notified})
+	go d.reap()
 	t.Cleanup(func() {
 		d.gate.resume()
 		d.stdin.Close()
@@ -218,62 +173,41 @@ func started(t *testing.T, env map[string]string) *daemon {
 	return d
 }
 
-func readFrame(r *bufio.Reader) ([]byte, error) {
-	hdr, err := textproto.NewReader(r).ReadMIMEHeader()
-	if err != nil {
-		return nil, err
+// reap waits, once the daemon's stdout has ended, for its exit.
+func (d *daemon) reap() {
+	<-d.conn.Done()
+	if err := d.conn.Err(); errors.Is(err, lspclient.ErrMalformed) {
+		d.t.Errorf("the daemon wrote a malformed message: %v", err)
 	}
-	n, err := strconv.Atoi(hdr.Get("Content-Length"))
-	if err != nil {
-		return nil, fmt.Errorf("bad Content-Length %q", hdr.Get("Content-Length"))
-	}
-	body := make([]byte, n)
-	_, err = io.ReadFull(r, body)
-	return body, err
+	d.cmd.Wait()
+	d.exitCode = d.cmd.ProcessState.ExitCode()
+	close(d.exited)
 }
 
-func (d *daemon) readLoop(r *bufio.Reader) {
-	defer func() {
-		err := d.cmd.Wait()
-		d.exitCode = d.cmd.ProcessState.ExitCode()
-		_ = err
-		close(d.exited)
-	}()
-	for {
-		body, err := readFrame(r)
-		if err != nil {
-			return
-		}
-		m := &msg{raw: body}
-		if err := json.Unmarshal(body, m); err != nil {
-			d.t.Errorf("daemon sent invalid JSON %q: %v", body, err)
-			return
-		}
-		d.mu.Lock()
-		d.events = append(d.events, event{time.Now(), m})
-		d.mu.Unlock()
-		switch {
-		case m.Method == "binding/call":
-			go d.answer(m)
-		case m.Method == "run/log":
-			d.mu.Lock()
-			f := d.onLog
-			d.mu.Unlock()
-			if f != nil {
-				f(m.Params)
-			}
-		case m.Method != "":
-		default:
-			id := string(m.ID)
-			d.mu.Lock()
-			if c := d.waiters[id]; c != nil {
-				delete(d.waiters, id)
-				c <- m
-			} else {
-				d.responses[id] = m
-			}
-			d.mu.Unlock()
-		}
+// record keeps every message, in order (on the read goroutine).
+func (d *daemon) record(m *lspclient.Message) {
+	d.mu.Lock()
+	d.events = append(d.events, event{fromClient(m)})
+	d.mu.Unlock()
+}
+
+// called answers a binding/call off the read goroutine (behaviours sleep
+// or never answer); other requests go unanswered.
+func (d *daemon) called(m *lspclient.Message, _ lspclient.Reply) {
+	if m.Method == "binding/call" {
+		go d.answer(fromClient(m))
+	}
+}
+
+func (d *daemon) notified(m *lspclient.Message) {
+	if m.Method != "run/log" {
+		return
+	}
+	d.mu.Lock()
+	f := d.onLog
+	d.mu.Unlock()
+	if f != nil {
+		f(m.Params)
 	}
 }
 
@@ -301,39 +235,23 @@ func (d *daemon) behave(function string, b behaviour) {
 }
 
 // writeRaw writes bytes to the daemon's stdin as they are.
-func (d *daemon) writeRaw(b []byte) {
-	d.wmu.Lock()
-	defer d.wmu.Unlock()
-	d.stdin.Write(b)
-}
+func (d *daemon) writeRaw(b []byte) { d.conn.WriteRaw(b) }
 
-func frame(body string) []byte {
-	return []byte("Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
-}
+func frame(body string) []byte { return lspclient.Frame([]byte(body)) }
 
-func (d *daemon) send(body string) { d.writeRaw(frame(body)) }
+func (d *daemon) send(body string) { d.conn.Send([]byte(body)) }
 
-// request sends a request and returns its id text.
+// request sends a request (ids from 1001 up) and returns its id text.
 func (d *daemon) request(method, params string) string {
-	d.mu.Lock()
-	d.nextID++
-	id := strconv.Itoa(1000 + d.nextID)
-	d.mu.Unlock()
-	d.send(d.requestBody(id, method, params))
+	id, _ := d.conn.Request(method, json.RawMessage(params))
 	return id
 }
 
 func (d *daemon) requestBody(id, method, params string) string {
-	body := `{"jsonrpc":"2.0","id":` + id + `,"method":"` + method + `"`
-	if params != "" {
-		body += `,"params":` + params
-	}
-	return body + "}"
+	return string(lspclient.Body(id, method, json.RawMessage(params)))
 }
 
-func (d *daemon) notify(method, params string) {
-	d.send(`{"jsonrpc":"2.0","method":"` + method + `","params":` + params + `}`)
-}
+func (d *daemon) notify(method, params string) { d.conn.Notify(method, json.RawMessage(params)) }
 
 // wait returns the response with id (JSON text).
 func (d *daemon) wait(id string) *msg {
@@ -343,23 +261,20 @@ func (d *daemon) wait(id string) *msg {
 
 func (d *daemon) waitFor(id string, timeout time.Duration) *msg {
 	d.t.Helper()
-	d.mu.Lock()
-	if m := d.responses[id]; m != nil {
-		delete(d.responses, id)
-		d.mu.Unlock()
-		return m
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	m, err := d.conn.Wait(ctx, id)
+	if err == nil {
+		return fromClient(m)
 	}
-	c := make(chan *msg, 1)
-	d.waiters[id] = c
-	d.mu.Unlock()
-	select {
-	case m := <-c:
-		return m
-	case <-d.exited:
-		d.t.Fatalf("daemon exited (code %d) while waiting for %s; stderr:\n%s", d.exitCode, id, d.stderr)
-	case <-time.After(timeout):
-		d.t.Fatalf("no response %s within %v; stderr:\n%s", id, timeout, d.stderr)
+	if errors.Is(err, lspclient.ErrClosed) {
+		select {
+		case <-d.exited:
+			d.t.Fatalf("daemon exited (code %d) while waiting for %s; stderr:\n%s", d.exitCode, id, d.stderr)
+		case <-ctx.Done():
+		}
 	}
+	d.t.Fatalf("no response %s within %v (%v); stderr:\n%s", id, timeout, err, d.stderr)
 	return nil
 }
 
@@ -419,42 +334,4 @@ func (d *daemon) waitExit(timeout time.Duration) int {
 		d.t.Fatalf("daemon still running after %v; stderr:\n%s", timeout, d.stderr)
 	}
 	return -1
-}
-
-// prog builds run params from a program and extra members.
-func prog(program string, extra ...string) string {
-	b, _ := json.Marshal(program)
-	s := `{"program":` + string(b)
-	for _, e := range extra {
-		s += "," + e
-	}
-	return s + "}"
-}
-
-func expectOK(t *testing.T, r runResult, value string) {
-	t.Helper()
-	if r.Error != nil {
-		t.Fatalf("run failed: %+v (logs %q)", *r.Error, r.Logs)
-	}
-	if compact(r.Value) != value {
-		t.Fatalf("value %s, want %s", r.Value, value)
-	}
-}
-
-func expectFailure(t *testing.T, r runResult, kind, message string) {
-	t.Helper()
-	if r.Error == nil || r.Error.Kind != kind || r.Error.Message != message {
-		t.Fatalf("got error %+v value %s, want %s «%s»", r.Error, r.Value, kind, message)
-	}
-	if r.Value != nil {
-		t.Errorf("a failed run carries a value %s", r.Value)
-	}
-}
-
-func compact(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return string(raw)
-	}
-	return b.String()
 }

@@ -224,9 +224,7 @@ func soak(t *testing.T, sequential, concurrent int, rssBound float64) {
 	concTime := time.Since(start)
 	quiesce(t, tmp, 2)
 	rssA, fdA := settledRSS(pid), fdCount(pid)
-	d.mu.Lock()
-	stray := len(d.responses)
-	d.mu.Unlock()
+	stray := d.conn.Unclaimed()
 	if stray != 0 {
 		t.Errorf("%d responses nobody asked for (a run answered twice?)", stray)
 	}

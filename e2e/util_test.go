@@ -1,5 +1,99 @@
 package e2e
 
-import "strconv"
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Helpers of the e2e tests that do not talk to the daemon: its environment,
+// run parameters, expectations on run results.
 
 func strconvItoa(n int) string { return strconv.Itoa(n) }
+
+// lockedBuffer collects the daemon's stderr while tests read it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// environ is the test's environment without CODERUN_* variables, plus env.
+func environ(env map[string]string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "CODERUN_") {
+			out = append(out, kv)
+		}
+	}
+	if _, ok := env["CODERUN_PYTHON_BIN"]; !ok && !defaultPython(env) {
+		out = append(out, "CODERUN_PYTHON_BIN="+realPython)
+	}
+	for k, v := range env {
+		if k != useDefaultPython && k != workDir {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
+}
+
+// workDir in env is the daemon's working directory (not an environment variable).
+const workDir = "E2E_DIR"
+
+// useDefaultPython in env leaves CODERUN_PYTHON_BIN unset.
+const useDefaultPython = "E2E_DEFAULT_PYTHON"
+
+func defaultPython(env map[string]string) bool { _, ok := env[useDefaultPython]; return ok }
+
+// prog builds run params from a program and extra members.
+func prog(program string, extra ...string) string {
+	b, _ := json.Marshal(program)
+	s := `{"program":` + string(b)
+	for _, e := range extra {
+		s += "," + e
+	}
+	return s + "}"
+}
+
+func expectOK(t *testing.T, r runResult, value string) {
+	t.Helper()
+	if r.Error != nil {
+		t.Fatalf("run failed: %+v (logs %q)", *r.Error, r.Logs)
+	}
+	if compact(r.Value) != value {
+		t.Fatalf("value %s, want %s", r.Value, value)
+	}
+}
+
+func expectFailure(t *testing.T, r runResult, kind, message string) {
+	t.Helper()
+	if r.Error == nil || r.Error.Kind != kind || r.Error.Message != message {
+		t.Fatalf("got error %+v value %s, want %s «%s»", r.Error, r.Value, kind, message)
+	}
+	if r.Value != nil {
+		t.Errorf("a failed run carries a value %s", r.Value)
+	}
+}
+
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}

@@ -11,12 +11,14 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/lspclient"
 )
 
 // daemon is a running coderun-rpc driven through its real stdio JSON-RPC.
 type daemon struct {
 	cmd  *exec.Cmd
-	conn *lspConn
+	conn *lspclient.Client
 }
 
 func startDaemon(o options, env ...string) (*daemon, error) {
@@ -24,19 +26,19 @@ func startDaemon(o options, env ...string) (*daemon, error) {
 	cmd.Env = append(os.Environ(), "CODERUN_PYTHON_BIN="+o.python, "CODERUN_LOG_LEVEL=warn")
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
-	echo := func(params json.RawMessage) any {
+	echo := func(m *lspclient.Message, reply lspclient.Reply) {
 		var p struct {
 			Args json.RawMessage `json:"args"`
 		}
-		_ = json.Unmarshal(params, &p)
-		return p.Args
+		_ = json.Unmarshal(m.Params, &p)
+		_ = reply.Result(p.Args)
 	}
 	conn, err := startPeer(cmd, echo)
 	if err != nil {
 		return nil, err
 	}
 	d := &daemon{cmd: cmd, conn: conn}
-	if _, err := conn.call("initialize", map[string]any{"clientInfo": map[string]string{"name": "bench"}}); err != nil {
+	if _, err := call(conn, "initialize", map[string]any{"clientInfo": map[string]string{"name": "bench"}}); err != nil {
 		d.stop()
 		return nil, err
 	}
@@ -60,18 +62,21 @@ func (d *daemon) run(program string, extra map[string]any) (runResult, error) {
 
 // runRaw executes program and returns the response's result undecoded.
 func (d *daemon) runRaw(program string, extra map[string]any) (json.RawMessage, error) {
-	r, err := d.runTimed(program, extra)
-	return r.raw, err
+	m, err := d.runTimed(program, extra)
+	if err != nil {
+		return nil, err
+	}
+	return m.Result, nil
 }
 
-// runTimed is runRaw, also returning when the response had arrived.
-func (d *daemon) runTimed(program string, extra map[string]any) (reply, error) {
+// runTimed is runRaw, also returning when the response had arrived (At).
+func (d *daemon) runTimed(program string, extra map[string]any) (*lspclient.Message, error) {
 	params := map[string]any{"program": program,
 		"bindings": []map[string]any{{"global": "tools", "functions": []string{"echo"}}}}
 	for k, v := range extra {
 		params[k] = v
 	}
-	return d.conn.callTimed("run", params)
+	return call(d.conn, "run", params)
 }
 
 // decodeRun decodes a run's result and fails unless the run succeeded.
@@ -104,8 +109,8 @@ func (d *daemon) peakRSSKb() float64 {
 func (d *daemon) stop() {
 	done := make(chan struct{})
 	go func() {
-		_, _ = d.conn.call("shutdown", nil)
-		_ = d.conn.notify("exit", nil)
+		_, _ = call(d.conn, "shutdown", nil)
+		_ = d.conn.Notify("exit", nil)
 		close(done)
 	}()
 	select {
@@ -360,7 +365,7 @@ func logRow(o options, d *daemon) (row, error) {
 		if err != nil {
 			return row{}, err
 		}
-		s, raw = append(s, r.at.Sub(start)-b), r.raw
+		s, raw = append(s, r.At.Sub(start)-b), r.Result
 	}
 	if r, err := decodeRun(raw, nil); err != nil || len(r.Logs) != lines {
 		return row{}, fmt.Errorf("log capture kept %d of %d lines (%v)", len(r.Logs), lines, err)
@@ -373,10 +378,11 @@ func logRow(o options, d *daemon) (row, error) {
 func arrival(d *daemon, program string, extra map[string]any) (time.Duration, error) {
 	start := time.Now()
 	r, err := d.runTimed(program, extra)
-	if err == nil {
-		_, err = decodeRun(r.raw, nil)
+	if err != nil {
+		return 0, err
 	}
-	return r.at.Sub(start), err
+	_, err = decodeRun(r.Result, nil)
+	return r.At.Sub(start), err
 }
 
 func throughputRow(o options, d *daemon) (row, error) {

@@ -2,12 +2,13 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/lspclient"
 )
 
 // floors are the costs no daemon can avoid, measured in the same run.
@@ -103,7 +104,7 @@ func rpcRoundTrip(o options) (time.Duration, error) {
 	}
 	defer func() { cmd.Process.Kill(); _ = cmd.Wait() }()
 	rt := func() error {
-		_, err := conn.call("echo", map[string]int{"n": 1})
+		_, err := call(conn, "echo", map[string]int{"n": 1})
 		return err
 	}
 	_, _ = timeN(10, rt)
@@ -111,24 +112,14 @@ func rpcRoundTrip(o options) (time.Duration, error) {
 	return s.pct(50), err
 }
 
-// echoServer answers every request with its params (the -echo-server mode).
+// echoServer answers every request with its params (the -echo-server mode),
+// on the read goroutine, one write per response.
 func echoServer() {
-	r := bufio.NewReader(os.Stdin)
-	w := bufio.NewWriter(os.Stdout)
-	for {
-		body, err := readFrame(r)
-		if err != nil {
-			if err != io.EOF {
-				fmt.Fprintln(os.Stderr, "echo-server:", err)
-			}
-			return
-		}
-		var m message
-		if json.Unmarshal(body, &m) != nil || m.ID == nil {
-			continue
-		}
-		reply, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": m.Params})
-		_ = writeFrame(w, reply)
-		_ = w.Flush()
+	c := lspclient.New(os.Stdout, os.Stdin, lspclient.Options{
+		OnRequest: func(m *lspclient.Message, reply lspclient.Reply) { _ = reply.Result(m.Params) },
+	})
+	<-c.Done()
+	if err := c.Err(); err != io.EOF {
+		fmt.Fprintln(os.Stderr, "echo-server:", err)
 	}
 }

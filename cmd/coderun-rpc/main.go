@@ -17,6 +17,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/config"
+	"github.com/coderun-rpc/coderun-rpc/internal/selfcheck"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
 	"github.com/coderun-rpc/coderun-rpc/session"
 )
@@ -193,7 +194,10 @@ func check() int {
 // smoke runs --check's smoke program and reports it. Exit 0 or 2.
 func smoke(cfg *config.Config) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	report, err := rpc.Check(context.Background(), serverOptions(cfg, nil, nil, log))
+	serve := func(ctx context.Context, in io.Reader, out io.Writer) int {
+		return rpc.New(serverOptions(cfg, in, out, log)).Serve(ctx)
+	}
+	report, err := selfcheck.Run(context.Background(), serve)
 	fmt.Print(report)
 	if err != nil {
 		fmt.Printf("smoke run: FAILED: %v\n", err)

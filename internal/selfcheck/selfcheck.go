@@ -1,0 +1,153 @@
+// Package selfcheck is the smoke conversation of `coderun-rpc --check`: it
+// drives a server, through the module's JSON-RPC client over in-memory pipes,
+// exactly as a client would over stdio (initialize, a run that prints and
+// awaits a binding, the result verified, shutdown, exit) and reports it.
+//
+// It does not build the server: main passes a Serve, so this package knows
+// nothing of rpc's constructor or of the configuration.
+package selfcheck
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/lspclient"
+)
+
+// Serve serves one connection reading in and writing out until the client
+// sends exit or closes in, and returns the process exit code it would end
+// with.
+type Serve func(ctx context.Context, in io.Reader, out io.Writer) int
+
+// The bounds of the whole conversation and of the server's exit after it.
+const (
+	answerTimeout = 60 * time.Second // the failure says "60 s"
+	exitTimeout   = 30 * time.Second
+)
+
+const program = `print("hello from the smoke run")
+r = await check.echo({"n": 41})
+return r["n"] + 1`
+
+// Run starts serve on pipes, holds the smoke conversation with it and waits
+// for it to exit. It returns the readable report (one line per step) and the
+// first failure: a step's, or the server's exit code if not 0.
+func Run(ctx context.Context, serve Serve) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, answerTimeout)
+	defer cancel()
+	srvIn, clientW := io.Pipe()
+	clientR, srvOut := io.Pipe()
+	served := make(chan int, 1)
+	go func() {
+		served <- serve(ctx, srvIn, srvOut)
+		srvOut.Close() // the client reads to the end
+		srvIn.Close()  // and cannot write to a server that is gone
+	}()
+	rep := &report{}
+	c := lspclient.New(clientW, clientR, lspclient.Options{OnRequest: rep.echo})
+	errc := make(chan error, 1)
+	go func() { errc <- converse(ctx, c, rep) }()
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = errors.New("no answer within 60 s")
+	}
+	clientW.Close()
+	select {
+	case code := <-served:
+		if err == nil && code != 0 {
+			err = fmt.Errorf("server exited with code %d", code)
+		}
+	case <-time.After(exitTimeout):
+		if err == nil {
+			err = errors.New("server did not exit")
+		}
+	}
+	return rep.String(), err
+}
+
+// report is the readable transcript; the read goroutine adds to it too.
+type report struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (r *report) printf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(&r.b, format, args...)
+}
+
+func (r *report) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.b.String()
+}
+
+// echo answers a binding/call with its arguments.
+func (r *report) echo(m *lspclient.Message, reply lspclient.Reply) {
+	var p struct{ Args json.RawMessage }
+	_ = json.Unmarshal(m.Params, &p)
+	_ = reply.Result(p.Args)
+	r.printf("binding/call: answered %s\n", p.Args)
+}
+
+func converse(ctx context.Context, c *lspclient.Client, rep *report) error {
+	if _, err := call(ctx, c, "initialize", `{"clientInfo":{"name":"coderun-rpc --check"}}`); err != nil {
+		return fmt.Errorf("initialize: %w", err)
+	}
+	rep.printf("initialize: ok\n")
+	if err := smokeRun(ctx, c, rep); err != nil {
+		return err
+	}
+	if _, err := call(ctx, c, "shutdown", ""); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	rep.printf("shutdown: ok\n")
+	return c.Notify("exit", nil)
+}
+
+// smokeRun runs the program and checks its value and logs.
+func smokeRun(ctx context.Context, c *lspclient.Client, rep *report) error {
+	quoted, _ := json.Marshal(program)
+	params := `{"program":` + string(quoted) + `,"bindings":[{"global":"check","functions":["echo"]}],"limits":{"maxWallMs":30000}}`
+	start := time.Now()
+	res, err := call(ctx, c, "run", params)
+	if err != nil {
+		return fmt.Errorf("run: %w", err)
+	}
+	var r struct{ Value, Logs, Stats, Error json.RawMessage }
+	_ = json.Unmarshal(res, &r)
+	rep.printf("run: value %s, logs %s, %v\n", r.Value, r.Logs, time.Since(start).Round(time.Millisecond))
+	rep.printf("run stats: %s\n", r.Stats)
+	if r.Error != nil {
+		return fmt.Errorf("the smoke program failed: %s", r.Error)
+	}
+	if string(r.Value) != "42" || string(r.Logs) != `["hello from the smoke run"]` {
+		return errors.New("unexpected smoke result")
+	}
+	return nil
+}
+
+// call returns a request's result; an error response is an error.
+func call(ctx context.Context, c *lspclient.Client, method, params string) (json.RawMessage, error) {
+	m, err := c.Call(ctx, method, json.RawMessage(params))
+	if err != nil {
+		return nil, err
+	}
+	if m.Error != nil {
+		e, _ := json.Marshal(m.Error)
+		return nil, fmt.Errorf("error response %s", e)
+	}
+	return m.Result, nil
+}
