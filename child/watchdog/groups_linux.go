@@ -1,11 +1,12 @@
 //go:build linux
 
-package child
+package watchdog
 
 import (
 	"bytes"
 	"strconv"
 
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,22 +29,12 @@ type groupSet map[int]uint64
 
 // leader is the group's registration as a Process, so the group calls share
 // Process's pid-reuse and validity checks.
-func (s groupSet) leader(pgid int) *Process {
-	return &Process{Pid: pgid, startTime: s[pgid], hasStart: true}
-}
+func (s groupSet) leader(pgid int) *spawn.Process { return spawn.Leader(pgid, s[pgid]) }
 
-// gone reports whether the group has no member left, or its id now names
-// another group: a live leader with another start time means the pid was
-// recycled, which the kernel does only once the old group has no member.
-func (s groupSet) gone(pgid int) bool {
-	p := s.leader(pgid)
-	return p.reused() || p.groupEmpty()
-}
-
-// prune forgets every group that is gone.
+// prune forgets every group that is gone (spawn.GroupGone).
 func (s groupSet) prune() {
 	for pgid := range s {
-		if s.gone(pgid) {
+		if spawn.GroupGone(s.leader(pgid)) {
 			delete(s, pgid)
 		}
 	}

@@ -1,6 +1,6 @@
 //go:build linux && (amd64 || ppc64le)
 
-package child
+package sandbox
 
 import "golang.org/x/sys/unix"
 

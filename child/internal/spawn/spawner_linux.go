@@ -1,12 +1,13 @@
 //go:build linux
 
-package child
+package spawn
 
 import (
 	"math"
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -17,8 +18,10 @@ import (
 // fork therefore happens on one goroutine that locks its thread and never
 // returns, so that thread lives exactly as long as the daemon.
 //
-// The goroutine is started at package initialisation, which also keeps it out
-// of every test's leak-check baseline.
+// The goroutine is started on the first fork, not at package initialisation:
+// importing the package starts nothing. It lives from then on, so a test's
+// leak check sees it in the baseline of every test after the first fork; a
+// test that checks for leaks and is the first to fork calls Warm first.
 
 type forkRequest struct {
 	path string
@@ -32,17 +35,25 @@ type forkResult struct {
 	err error
 }
 
-var forkRequests = make(chan forkRequest)
+var (
+	forkRequests = make(chan forkRequest)
+	startSpawner sync.Once
+)
 
-func init() {
-	initPoller()
-	go spawner(forkRequests)
+// Warm starts the spawner thread (and the runtime poller) if it is not
+// running yet. ForkExec does so itself; Warm lets a caller do it at a moment
+// of its choosing (before a leak check's baseline, under no fd pressure).
+func Warm() {
+	startSpawner.Do(func() {
+		initPoller()
+		go spawner(forkRequests)
+	})
 }
 
-// initPoller makes the runtime create its network poller now. It is created
-// on first use, and failing to create it (EMFILE) is a fatal runtime error:
-// the first pollable descriptor must not be a Start's pipe under descriptor
-// pressure.
+// initPoller makes the runtime create its network poller now, before the
+// first fork's pipes. It is created on first use, and failing to create it
+// (EMFILE) is a fatal runtime error: the first pollable descriptor must not
+// be a Start's pipe under descriptor pressure.
 func initPoller() {
 	if r, w, err := os.Pipe(); err == nil {
 		r.Close()
@@ -62,9 +73,11 @@ func spawner(reqs <-chan forkRequest) {
 	}
 }
 
-// forkExec runs syscall.ForkExec on the spawner thread. ForkExec returns only
-// after the exec succeeded or failed, so a non-nil error means no child runs.
-func forkExec(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
+// ForkExec runs syscall.ForkExec on the spawner thread, starting it on first
+// use. ForkExec returns only after the exec succeeded or failed, so a non-nil
+// error (*os.PathError "fork/exec <path>") means no child runs.
+func ForkExec(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
+	Warm()
 	done := make(chan forkResult, 1)
 	forkRequests <- forkRequest{path, argv, attr, done}
 	r := <-done

@@ -1,6 +1,6 @@
 //go:build linux && !(amd64 || ppc64le)
 
-package child
+package sandbox
 
 // legacySyscalls: none; this architecture has only the forms listed in
 // epermSyscalls.

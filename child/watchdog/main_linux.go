@@ -1,6 +1,6 @@
 //go:build linux
 
-package child
+package watchdog
 
 import (
 	"bufio"
@@ -15,8 +15,8 @@ import (
 )
 
 // The watchdog process (see watchdog_linux.go): this binary re-executed with
-// argv[0] "coderun-watchdog". The package's init function below takes over
-// before main (or TestMain) runs and never returns.
+// argv[0] "coderun-watchdog". HelperMain, called through reexec.Dispatch as
+// the first statement of main (or TestMain), takes over and never returns.
 
 const (
 	// watchdogPruneEvery is how often the watchdog forgets groups that are
@@ -30,10 +30,14 @@ const (
 	maxWatchedGroups = 1 << 16
 )
 
-func init() {
-	if len(os.Args) > 0 && os.Args[0] == watchdogArgv0 {
-		runWatchdog(os.Stdin)
+// HelperMain runs the watchdog process when argv[0] names it, and then does
+// not return; it returns false otherwise. reexec.Dispatch calls it.
+func HelperMain(argv []string) bool {
+	if len(argv) == 0 || argv[0] != watchdogArgv0 {
+		return false
 	}
+	runWatchdog(os.Stdin)
+	return true // not reached: runWatchdog exits
 }
 
 // runWatchdog keeps the set of groups that the records read from in

@@ -1,6 +1,6 @@
 //go:build linux
 
-package child
+package sandbox
 
 import (
 	"debug/elf"
@@ -15,13 +15,15 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
 	"golang.org/x/sys/unix"
 )
 
 // The sandbox init and the program's pre-exec stage run inside the binary
-// that imports this package (the daemon, or a test binary): StartSandboxed
-// re-executes /proc/self/exe with a marker argv[0], and the package's init
-// function below takes over before main (or TestMain) runs.
+// that imports this package (the daemon, or a test binary): Start
+// re-executes /proc/self/exe with a marker argv[0], and HelperMain, called
+// through reexec.Dispatch as the first statement of main (or TestMain),
+// takes over.
 //
 //	daemon ──clone(NEWUSER|NEWPID|NEWNET|NEWNS|NEWIPC|NEWUTS)──► init (PID 1)
 //	   fds 0-3 stdio, 4 relay pipe, 5 cgroup.procs   private mounts, new /proc,
@@ -47,18 +49,22 @@ const (
 	cgroupFd = 5 // in the init: cgroup.procs (4 in the exec stage)
 )
 
-func init() {
-	if len(os.Args) == 0 {
-		return
+// HelperMain runs the stage argv[0] names (the init, the exec stage, or a
+// namespace probe, which exits 0 at once) and does not return; it returns
+// false when argv names none of them. reexec.Dispatch calls it.
+func HelperMain(argv []string) bool {
+	if len(argv) == 0 {
+		return false
 	}
-	switch os.Args[0] {
+	switch argv[0] {
 	case probeArgv0:
 		unix.Exit(0)
 	case initArgv0:
-		sandboxInit(os.Args[1:])
+		sandboxInit(argv[1:])
 	case execArgv0:
-		sandboxExec(os.Args[1:])
+		sandboxExec(argv[1:])
 	}
+	return false
 }
 
 // sandboxConf is what the daemon tells the init, as argv
@@ -164,7 +170,7 @@ func sandboxInit(args []string) {
 	if err := unix.Sethostname([]byte(sandboxHostname)); err != nil {
 		stageFail(initFailed, "init: sethostname: %v", err)
 	}
-	devNull, err := openDevNull()
+	devNull, err := spawn.OpenDevNull()
 	if err != nil {
 		stageFail(initFailed, "init: %v", err)
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package child
+package forkserver
 
 import (
 	"bytes"
@@ -15,10 +15,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
 	"golang.org/x/sys/unix"
 )
 
-// ForkServer is a long-lived process that forks one child per Spawn request,
+// Server is a long-lived process that forks one child per Spawn request,
 // so that a child costs a fork instead of an interpreter start-up (SPEC §9).
 // The server is started like any child (its own session, a parent-death
 // SIGKILL, fds 0-2 as Start) with fd 3 a SOCK_SEQPACKET control socket; the
@@ -35,41 +37,41 @@ import (
 // server's, not the daemon's: the server reaps it and relays its wait status
 // and rusage, which Process.Wait returns. Every message is validated; a
 // malformed one kills the server, as does Close.
-type ForkServer struct {
-	proc *Process
+type Server struct {
+	proc *child.Process
 	ctl  *net.UnixConn
 
-	spawnMu   sync.Mutex        // one request in flight, so replies pair with requests
-	seq       uint64            // the last request's number (under spawnMu)
-	awaiting  atomic.Uint64     // the number of the request in flight, 0 when none
-	replies   chan spawnReply   // capacity 1
-	done      chan struct{}     // closed when the control socket has ended
-	tailsDone chan struct{}     // closed when the server's stdout and stderr have ended
-	mu        sync.Mutex        // guards exits and err
-	exits     map[int]chan Exit // forked children not yet reported, by pid
-	err       error             // why the server ended
-	tail      tailBuffer        // the server's last output, for the error
+	spawnMu   sync.Mutex              // one request in flight, so replies pair with requests
+	seq       uint64                  // the last request's number (under spawnMu)
+	awaiting  atomic.Uint64           // the number of the request in flight, 0 when none
+	replies   chan spawnReply         // capacity 1
+	done      chan struct{}           // closed when the control socket has ended
+	tailsDone chan struct{}           // closed when the server's stdout and stderr have ended
+	mu        sync.Mutex              // guards exits and err
+	exits     map[int]chan child.Exit // forked children not yet reported, by pid
+	err       error                   // why the server ended
+	tail      tailBuffer              // the server's last output, for the error
 	wg        sync.WaitGroup
 }
 
 type spawnReply struct {
 	pid       int
 	startTime uint64
-	exit      chan Exit
+	exit      chan child.Exit
 	err       error
 }
 
-// ForkSpec is what a forked child is given; its executable is the server's.
-type ForkSpec struct {
+// Spec is what a forked child is given; its executable is the server's.
+type Spec struct {
 	Argv []string // the child's argument vector (the server decides its use)
 	Env  []string // exact environment
 	Dir  string   // working directory, required
 }
 
-// Errors reported by a ForkServer.
+// Errors reported by a Server.
 var (
-	ErrForkServerDown = errors.New("the fork server ended (its children die with it)")
-	errForkProtocol   = errors.New("fork server: malformed control message")
+	ErrDown         = errors.New("the fork server ended (its children die with it)")
+	errForkProtocol = errors.New("fork server: malformed control message")
 )
 
 // maxControlMessage bounds one server → daemon message (real ones are < 100
@@ -84,33 +86,32 @@ const (
 // worst on a loaded machine). A server that misses it is killed.
 var spawnReplyTimeout = 10 * time.Second
 
-// StartForkServer starts spec's program as a fork server (see ForkServer).
-func StartForkServer(spec Spec) (*ForkServer, error) {
-	s, pid, err := startWired(spec, unix.SOCK_SEQPACKET)
+// Start starts spec's program as a fork server (see Server).
+func Start(spec child.Spec) (*Server, error) {
+	s, pid, err := spawn.StartWired(spec, unix.SOCK_SEQPACKET)
 	if err != nil {
 		return nil, err
 	}
-	fc, err := net.FileConn(s.conn)
-	s.conn.Close()
+	fc, err := net.FileConn(s.Conn)
+	s.Conn.Close()
 	if err != nil {
-		closeFiles(s.stdout, s.stderr)
+		spawn.CloseFiles(s.Stdout, s.Stderr)
 		_ = unix.Kill(pid, syscall.SIGKILL)
-		_, _, _ = wait4(pid)
+		_, _, _ = spawn.Wait4(pid)
 		return nil, err
 	}
-	fs := &ForkServer{
-		proc:      &Process{Pid: pid, Stdout: s.stdout, Stderr: s.stderr},
+	fs := &Server{
+		proc:      spawn.Started(pid, nil, s.Stdout, s.Stderr),
 		ctl:       fc.(*net.UnixConn),
 		replies:   make(chan spawnReply, 1),
 		done:      make(chan struct{}),
 		tailsDone: make(chan struct{}),
-		exits:     make(map[int]chan Exit),
+		exits:     make(map[int]chan child.Exit),
 	}
-	fs.proc.startTime, fs.proc.hasStart = StartTime(pid)
 	var tails sync.WaitGroup
 	tails.Add(2)
 	fs.wg.Add(4)
-	for _, f := range []io.ReadCloser{s.stdout, s.stderr} {
+	for _, f := range []io.ReadCloser{s.Stdout, s.Stderr} {
 		go func() { defer fs.wg.Done(); defer tails.Done(); fs.keepTail(f) }()
 	}
 	go func() { defer fs.wg.Done(); tails.Wait(); close(fs.tailsDone) }()
@@ -119,14 +120,14 @@ func StartForkServer(spec Spec) (*ForkServer, error) {
 }
 
 // Pid is the server's process id.
-func (s *ForkServer) Pid() int { return s.proc.Pid }
+func (s *Server) Pid() int { return s.proc.Pid }
 
 // Done is closed once the server can no longer spawn (it exited, broke the
 // protocol, or Close was called); Err then says why.
-func (s *ForkServer) Done() <-chan struct{} { return s.done }
+func (s *Server) Done() <-chan struct{} { return s.done }
 
 // Err is the reason the server ended, or nil while it runs.
-func (s *ForkServer) Err() error {
+func (s *Server) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
@@ -135,31 +136,37 @@ func (s *ForkServer) Err() error {
 // Spawn forks one child with fd 0 = /dev/null, fds 1/2 = pipes and fd 3 = a
 // stream socketpair end, exactly as Start wires them, and returns it. Its
 // Wait returns the wait status and rusage the server relays, or an error
-// wrapping ErrForkServerDown if the server ended first (the child then dies
+// wrapping ErrDown if the server ended first (the child then dies
 // of its parent-death signal). Spawns are serialised. A server that does not
 // reply within spawnReplyTimeout is killed, and Spawn returns an error
-// wrapping ErrForkServerDown, as it does once the server has ended.
-func (s *ForkServer) Spawn(spec ForkSpec) (*Process, error) {
-	st, err := openStdio()
+// wrapping ErrDown, as it does once the server has ended.
+func (s *Server) Spawn(spec Spec) (*child.Process, error) {
+	st, err := spawn.OpenStdio(unix.SOCK_STREAM)
 	if err != nil {
 		return nil, err
 	}
 	s.spawnMu.Lock()
 	s.seq++
-	r := s.request(s.seq, spec, unix.UnixRights(st.devNull, st.out, st.errw, st.sock))
+	r := s.request(s.seq, spec, unix.UnixRights(st.DevNull, st.Out, st.Errw, st.Sock))
 	s.spawnMu.Unlock()
-	st.closeChild()
+	st.CloseChild()
 	if r.err != nil {
-		st.closeDaemon()
+		st.CloseDaemon()
 		return nil, r.err
 	}
-	p := &Process{Pid: r.pid, Conn: st.conn, Stdout: st.stdout, Stderr: st.stderr,
-		startTime: r.startTime, hasStart: true, relay: r.exit}
-	watchGroup(p.Pid, p.startTime) // its descendants die with the daemon too
+	p := spawn.Leader(r.pid, r.startTime)
+	p.Conn, p.Stdout, p.Stderr = st.Conn, st.Stdout, st.Stderr
+	spawn.SetReap(p, func() (child.Exit, error) {
+		if e, ok := <-r.exit; ok {
+			return e, nil
+		}
+		return child.Exit{}, fmt.Errorf("wait %d: %w", r.pid, ErrDown)
+	})
+	spawn.WatchGroup(p) // its descendants die with the daemon too
 	return p, nil
 }
 
-func (s *ForkServer) request(seq uint64, spec ForkSpec, rights []byte) spawnReply {
+func (s *Server) request(seq uint64, spec Spec, rights []byte) spawnReply {
 	msg, err := spawnRequest(seq, spec)
 	if err != nil {
 		return spawnReply{err: err}
@@ -181,17 +188,17 @@ func (s *ForkServer) request(seq uint64, spec ForkSpec, rights []byte) spawnRepl
 	return spawnReply{err: s.downErr()}
 }
 
-func (s *ForkServer) downErr() error {
+func (s *Server) downErr() error {
 	if err := s.Err(); err != nil {
-		return fmt.Errorf("%w: %v", ErrForkServerDown, err)
+		return fmt.Errorf("%w: %v", ErrDown, err)
 	}
-	return ErrForkServerDown
+	return ErrDown
 }
 
 // spawnRequest encodes request seq for spec: "S" seq, NUL, dir, then NUL
 // before each argv entry, an empty field, and NUL before each env entry.
 // Fields are non-empty and hold no NUL, so the encoding is unambiguous.
-func spawnRequest(seq uint64, spec ForkSpec) ([]byte, error) {
+func spawnRequest(seq uint64, spec Spec) ([]byte, error) {
 	if spec.Dir == "" || len(spec.Argv) == 0 {
 		return nil, errors.New("fork server: a spawn needs a directory and an argv")
 	}
@@ -218,7 +225,7 @@ func spawnRequest(seq uint64, spec ForkSpec) ([]byte, error) {
 // Close stops the server: the control socket is closed (the server exits and
 // its children die of their parent-death signal), the server is killed if it
 // lingers, reaped, and every pending Wait returns an error.
-func (s *ForkServer) Close() error {
+func (s *Server) Close() error {
 	s.fail(errors.New("fork server: closed"))
 	stop := time.AfterFunc(2*time.Second, func() { s.proc.SignalGroup(syscall.SIGKILL) })
 	_, err := s.proc.Wait()
@@ -229,7 +236,7 @@ func (s *ForkServer) Close() error {
 
 // fail records why the server ended (first reason wins), shuts the control
 // socket and releases every waiter.
-func (s *ForkServer) fail(why error) {
+func (s *Server) fail(why error) {
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
@@ -249,12 +256,12 @@ func (s *ForkServer) fail(why error) {
 // kill ends a misbehaving server. The reason is recorded before the signal:
 // the other way round, readLoop could see the death first and record
 // "exited" in its place.
-func (s *ForkServer) kill(why error) {
+func (s *Server) kill(why error) {
 	s.fail(why)
 	s.proc.SignalGroup(syscall.SIGKILL)
 }
 
-func (s *ForkServer) readLoop() {
+func (s *Server) readLoop() {
 	defer s.wg.Done()
 	buf := make([]byte, maxControlMessage+1)
 	for {
@@ -275,7 +282,7 @@ func (s *ForkServer) readLoop() {
 	}
 }
 
-func (s *ForkServer) handle(msg []byte) error {
+func (s *Server) handle(msg []byte) error {
 	if len(msg) > maxControlMessage || len(msg) < 2 || msg[1] != ' ' {
 		return errForkProtocol
 	}
@@ -296,12 +303,12 @@ func (s *ForkServer) handle(msg []byte) error {
 	return errForkProtocol
 }
 
-func (s *ForkServer) onSpawned(f [][]byte) error {
+func (s *Server) onSpawned(f [][]byte) error {
 	v, ok := parseUints(f, 3)
 	if !ok || v[1] <= 1 || v[1] > 1<<22 {
 		return errForkProtocol
 	}
-	r := spawnReply{pid: int(v[1]), startTime: v[2], exit: make(chan Exit, 1)}
+	r := spawnReply{pid: int(v[1]), startTime: v[2], exit: make(chan child.Exit, 1)}
 	s.mu.Lock()
 	if s.exits != nil {
 		s.exits[r.pid] = r.exit
@@ -314,7 +321,7 @@ func (s *ForkServer) onSpawned(f [][]byte) error {
 
 // reply hands r to the Spawn waiting for request seq; a reply to any other
 // request (stale, repeated, unasked) is a protocol error.
-func (s *ForkServer) reply(seq uint64, r spawnReply) error {
+func (s *Server) reply(seq uint64, r spawnReply) error {
 	if seq == 0 || !s.awaiting.CompareAndSwap(seq, 0) {
 		return errForkProtocol
 	}
@@ -322,7 +329,7 @@ func (s *ForkServer) reply(seq uint64, r spawnReply) error {
 	return nil
 }
 
-func (s *ForkServer) onExit(f [][]byte) error {
+func (s *Server) onExit(f [][]byte) error {
 	v, ok := parseUints(f, 5)
 	if !ok || v[1] > 0xffff {
 		return errForkProtocol
@@ -337,7 +344,7 @@ func (s *ForkServer) onExit(f [][]byte) error {
 	ws := unix.WaitStatus(v[1])
 	ru := unix.Rusage{Utime: unix.NsecToTimeval(int64(v[2]) * 1000),
 		Stime: unix.NsecToTimeval(int64(v[3]) * 1000), Maxrss: int64(v[4])}
-	ch <- exitOf(ws, ru)
+	ch <- spawn.ExitOf(ws, ru)
 	return nil
 }
 
@@ -358,7 +365,7 @@ func parseUints(f [][]byte, n int) ([]uint64, bool) {
 }
 
 // keepTail keeps the last of r's output in s.tail until end of stream.
-func (s *ForkServer) keepTail(r io.ReadCloser) {
+func (s *Server) keepTail(r io.ReadCloser) {
 	defer r.Close()
 	buf := make([]byte, 4096)
 	for {

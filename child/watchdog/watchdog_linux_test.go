@@ -1,6 +1,6 @@
 //go:build linux
 
-package child
+package watchdog
 
 import (
 	"bufio"

@@ -1,6 +1,6 @@
 //go:build linux
 
-package child
+package spawn
 
 import (
 	"os"
@@ -14,13 +14,13 @@ import (
 // they join the runtime poller: deadlines work and Close releases a blocked
 // Read or Write. The child's ends stay blocking.
 
-// pipe returns a pollable read end and the raw, blocking write end.
-func pipe(name string) (*os.File, int, error) {
+// Pipe returns a pollable read end and the raw, blocking write end.
+func Pipe(name string) (*os.File, int, error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		return nil, -1, os.NewSyscallError("pipe2", err)
 	}
-	r, err := pollable(p[0], name)
+	r, err := Pollable(p[0], name)
 	if err != nil {
 		unix.Close(p[1])
 		return nil, -1, err
@@ -28,14 +28,14 @@ func pipe(name string) (*os.File, int, error) {
 	return r, p[1], nil
 }
 
-// socketpair returns the daemon's pollable end and the child's raw end of an
+// Socketpair returns the daemon's pollable end and the child's raw end of an
 // AF_UNIX socketpair of sockType (SOCK_STREAM, SOCK_SEQPACKET).
-func socketpair(name string, sockType int) (*os.File, int, error) {
+func Socketpair(name string, sockType int) (*os.File, int, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, sockType|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, -1, os.NewSyscallError("socketpair", err)
 	}
-	f, err := pollable(fds[0], name)
+	f, err := Pollable(fds[0], name)
 	if err != nil {
 		unix.Close(fds[1])
 		return nil, -1, err
@@ -43,8 +43,10 @@ func socketpair(name string, sockType int) (*os.File, int, error) {
 	return f, fds[1], nil
 }
 
-// pollable wraps fd in a non-blocking *os.File; on failure fd is closed.
-func pollable(fd int, name string) (*os.File, error) {
+// Pollable wraps fd in a non-blocking *os.File; on failure fd is closed. It
+// starts the spawner first, which creates the runtime poller.
+func Pollable(fd int, name string) (*os.File, error) {
+	Warm()
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
 		return nil, os.NewSyscallError("setnonblock", err)
@@ -52,7 +54,8 @@ func pollable(fd int, name string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), name), nil
 }
 
-func openDevNull() (int, error) {
+// OpenDevNull opens /dev/null read-only, close-on-exec.
+func OpenDevNull() (int, error) {
 	fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, &os.PathError{Op: "open", Path: os.DevNull, Err: err}
@@ -60,7 +63,8 @@ func openDevNull() (int, error) {
 	return fd, nil
 }
 
-func closeFds(fds ...int) {
+// CloseFds closes each fd that is not negative.
+func CloseFds(fds ...int) {
 	for _, fd := range fds {
 		if fd >= 0 {
 			unix.Close(fd)
@@ -68,7 +72,8 @@ func closeFds(fds ...int) {
 	}
 }
 
-func closeFiles(fs ...*os.File) {
+// CloseFiles closes each file that is not nil.
+func CloseFiles(fs ...*os.File) {
 	for _, f := range fs {
 		if f != nil {
 			f.Close()

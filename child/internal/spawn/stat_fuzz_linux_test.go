@@ -1,6 +1,6 @@
 //go:build linux
 
-package child
+package spawn
 
 import (
 	"bytes"

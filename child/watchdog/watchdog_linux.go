@@ -1,6 +1,6 @@
 //go:build linux
 
-package child
+package watchdog
 
 import (
 	"errors"
@@ -8,10 +8,10 @@ import (
 	"io"
 	"os"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,14 +64,10 @@ const watchdogReady = "ready\n"
 // minPruneAt is the daemon-side set's size below which it is never pruned.
 const minPruneAt = 64
 
-// dog is the running watchdog, nil when none runs (registration is then a
-// no-op: unit tests of other packages, --help, --version).
-var dog atomic.Pointer[watchdog]
-
-// StartWatchdog starts the daemon's watchdog: a re-execution of this binary
+// Start starts the daemon's watchdog: a re-execution of this binary
 // (/proc/self/exe) in its own process group that outlives the daemon. From then on
-// Start registers every new child's process group with it, and
-// Process.GroupEmpty returning true unregisters it. When the daemon dies,
+// child.Start and a fork server's Spawn register every new child's process
+// group with it, and Process.GroupEmpty returning true unregisters it. When the daemon dies,
 // however it dies (SIGKILL included), the watchdog SIGKILLs every group still
 // registered — so a run's same-group descendants die with the daemon — and
 // exits. A group whose id was recycled is never signalled.
@@ -85,7 +81,9 @@ var dog atomic.Pointer[watchdog]
 // reaped. stop waits at most a few seconds (then SIGKILLs the watchdog), is
 // idempotent, returns an error when the watchdog did not exit 0, and makes
 // registration a no-op again. Only one watchdog runs at a time: a second
-// StartWatchdog before stop fails.
+// Start before stop fails. Without a watchdog (unit tests of other packages,
+// --help, --version), registration is a no-op. The binary must call
+// reexec.Dispatch first thing in main (or TestMain) for the watchdog to run.
 //
 // A watchdog that dies while the daemon lives (someone killed it) is replaced
 // at once and told every group still registered; one that died within a
@@ -94,37 +92,22 @@ var dog atomic.Pointer[watchdog]
 // and each failure to replace it. Registration itself never fails; it costs
 // one write, which waits at most 2 s (a wedged watchdog, then killed), or,
 // when it replaces a dead watchdog, that replacement's start.
-func StartWatchdog(report func(error)) (stop func() error, err error) {
+func Start(report func(error)) (stop func() error, err error) {
 	if report == nil {
 		report = func(error) {}
 	}
 	w := &watchdog{groups: groupSet{}, pruneAt: minPruneAt, report: report}
-	if !dog.CompareAndSwap(nil, w) {
+	if !spawn.SetWatcher(w) {
 		return nil, errors.New("child: a watchdog is already running")
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err := w.startLocked(); err != nil {
 		w.stopped = true // a registration already holding w must not start one
-		dog.Store(nil)
+		spawn.ClearWatcher(w)
 		return nil, err
 	}
 	return w.stop, nil
-}
-
-// watchGroup registers the process group pid, whose leader has startTime,
-// with the running watchdog (if any).
-func watchGroup(pid int, startTime uint64) {
-	if w := dog.Load(); w != nil {
-		w.watch(pid, startTime)
-	}
-}
-
-// unwatchGroup unregisters the process group pid (if registered).
-func unwatchGroup(pid int) {
-	if w := dog.Load(); w != nil {
-		w.unwatch(pid)
-	}
 }
 
 // watchdog is the daemon's side: the registered groups and the process that
@@ -148,7 +131,9 @@ type watchdogProc struct {
 	status error         // nil when it exited 0
 }
 
-func (w *watchdog) watch(pgid int, start uint64) {
+// Watch registers the process group pgid, whose leader has start time start
+// (spawn.Watcher).
+func (w *watchdog) Watch(pgid int, start uint64) {
 	if !validPgid(pgid) {
 		return
 	}
@@ -159,7 +144,8 @@ func (w *watchdog) watch(pgid int, start uint64) {
 	})
 }
 
-func (w *watchdog) unwatch(pgid int) {
+// Unwatch unregisters the process group pgid, if registered (spawn.Watcher).
+func (w *watchdog) Unwatch(pgid int) {
 	w.update(func() error {
 		if _, ok := w.groups[pgid]; !ok {
 			return nil
@@ -265,7 +251,7 @@ func (w *watchdog) replace(p *watchdogProc) error {
 	return fmt.Errorf("%w; replaced by pid %d", died, w.proc.proc.Pid)
 }
 
-// stop is StartWatchdog's stop function.
+// stop is Start's stop function.
 func (w *watchdog) stop() error {
 	w.mu.Lock()
 	if w.stopped {
@@ -276,7 +262,7 @@ func (w *watchdog) stop() error {
 	p := w.proc
 	w.proc = nil
 	w.mu.Unlock()
-	dog.CompareAndSwap(w, nil)
+	spawn.ClearWatcher(w)
 	var err error
 	if p != nil {
 		err = p.finish()
@@ -325,19 +311,19 @@ func startWatchdogProc() (*watchdogProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	ready, readyW, err := pipe("watchdog-ready")
+	ready, readyW, err := spawn.Pipe("watchdog-ready")
 	if err != nil {
-		closeFds(r)
+		spawn.CloseFds(r)
 		input.Close()
 		return nil, err
 	}
 	defer ready.Close()
-	pid, err := forkExec("/proc/self/exe", []string{watchdogArgv0}, &syscall.ProcAttr{
+	pid, err := spawn.ForkExec("/proc/self/exe", []string{watchdogArgv0}, &syscall.ProcAttr{
 		Env:   []string{},
 		Files: []uintptr{uintptr(r), uintptr(readyW), uintptr(unix.Stderr)},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
-	closeFds(r, readyW)
+	spawn.CloseFds(r, readyW)
 	if err != nil {
 		input.Close()
 		return nil, err
@@ -371,7 +357,7 @@ func watchdogPipe() (int, *os.File, error) {
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		return -1, nil, os.NewSyscallError("pipe2", err)
 	}
-	w, err := pollable(p[1], "watchdog-input")
+	w, err := spawn.Pollable(p[1], "watchdog-input")
 	if err != nil {
 		unix.Close(p[0])
 		return -1, nil, err

@@ -1,6 +1,6 @@
 //go:build linux
 
-package child
+package sandbox
 
 import (
 	"fmt"
