@@ -20,7 +20,6 @@ type Feature struct {
 	Detail string // how it is provided, or why it is not
 }
 
-
 // Probe checks every feature tier sandbox needs. The error names the
 // first missing one: "sandbox isolation needs <feature>, which this kernel
 // does not provide".
@@ -214,4 +213,3 @@ func probeInit() (err error) {
 	}
 	return nil
 }
-

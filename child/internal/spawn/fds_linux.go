@@ -43,10 +43,13 @@ func Socketpair(name string, sockType int) (*os.File, int, error) {
 	return f, fds[1], nil
 }
 
-// Pollable wraps fd in a non-blocking *os.File; on failure fd is closed. It
-// starts the spawner first, which creates the runtime poller.
+// Pollable wraps fd in a non-blocking *os.File; on failure fd is closed.
+// The runtime poller is made to exist first (see Warm).
 func Pollable(fd int, name string) (*os.File, error) {
-	Warm()
+	if err := Warm(); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
 		return nil, os.NewSyscallError("setnonblock", err)

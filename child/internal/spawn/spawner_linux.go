@@ -18,10 +18,10 @@ import (
 // fork therefore happens on one goroutine that locks its thread and never
 // returns, so that thread lives exactly as long as the daemon.
 //
-// The goroutine is started on the first fork, not at package initialisation:
-// importing the package starts nothing. It lives from then on, so a test's
-// leak check sees it in the baseline of every test after the first fork; a
-// test that checks for leaks and is the first to fork calls Warm first.
+// The goroutine is started on first use (a fork or a pollable descriptor),
+// not at package initialisation: importing the package starts nothing. It
+// lives from then on (leakcheck knows it). A daemon starts it early, by
+// starting its watchdog; Warm does so explicitly.
 
 type forkRequest struct {
 	path string
@@ -38,27 +38,62 @@ type forkResult struct {
 var (
 	forkRequests = make(chan forkRequest)
 	startSpawner sync.Once
+
+	pollerMu sync.Mutex
+	pollerUp bool
 )
 
-// Warm starts the spawner thread (and the runtime poller) if it is not
-// running yet. ForkExec does so itself; Warm lets a caller do it at a moment
-// of its choosing (before a leak check's baseline, under no fd pressure).
-func Warm() {
-	startSpawner.Do(func() {
-		initPoller()
-		go spawner(forkRequests)
-	})
+// Warm starts the spawner thread and the runtime poller if they are not
+// running yet, at a moment of the caller's choosing (under no descriptor
+// pressure). ForkExec and Pollable do so themselves.
+func Warm() error {
+	startSpawner.Do(func() { go spawner(forkRequests) })
+	return ensurePoller()
 }
 
-// initPoller makes the runtime create its network poller now, before the
-// first fork's pipes. It is created on first use, and failing to create it
-// (EMFILE) is a fatal runtime error: the first pollable descriptor must not
-// be a Start's pipe under descriptor pressure.
-func initPoller() {
-	if r, w, err := os.Pipe(); err == nil {
-		r.Close()
-		w.Close()
+// pollerFds is how many free descriptors creating the poller takes: the pipe
+// that triggers it, the epoll descriptor and the runtime's wake-up eventfd.
+const pollerFds = 4
+
+// ensurePoller makes the runtime create its network poller, with a pipe of
+// its own, before the first pollable descriptor of this package. The runtime
+// creates it on first use, and failing to create it (EMFILE) is a fatal
+// runtime error: the first pollable descriptor must not be a Start's pipe
+// under descriptor pressure. So the descriptors it needs are checked to be
+// free first; when they are not, the error (EMFILE) is returned, the caller
+// makes no pollable descriptor, and the next use tries again.
+func ensurePoller() error {
+	pollerMu.Lock()
+	defer pollerMu.Unlock()
+	if pollerUp {
+		return nil
 	}
+	if err := reserveFds(pollerFds); err != nil {
+		return err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	r.Close()
+	w.Close()
+	pollerUp = true
+	return nil
+}
+
+// reserveFds reports whether n descriptors can be opened now, by opening
+// and closing them.
+func reserveFds(n int) error {
+	fds := make([]int, 0, n)
+	defer func() { CloseFds(fds...) }()
+	for range n {
+		fd, err := OpenDevNull()
+		if err != nil {
+			return err
+		}
+		fds = append(fds, fd)
+	}
+	return nil
 }
 
 // spawner runs forever on its locked OS thread; it is never unlocked, so the
@@ -77,7 +112,7 @@ func spawner(reqs <-chan forkRequest) {
 // use. ForkExec returns only after the exec succeeded or failed, so a non-nil
 // error (*os.PathError "fork/exec <path>") means no child runs.
 func ForkExec(path string, argv []string, attr *syscall.ProcAttr) (int, error) {
-	Warm()
+	startSpawner.Do(func() { go spawner(forkRequests) })
 	done := make(chan forkResult, 1)
 	forkRequests <- forkRequest{path, argv, attr, done}
 	r := <-done

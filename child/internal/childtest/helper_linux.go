@@ -1,9 +1,9 @@
 //go:build linux
 
-package child
+package childtest
 
 // Hostile and reporting children, run by re-executing the test binary
-// (os/exec's TestHelperProcess pattern): TestMain switches on HelperVar.
+// (os/exec's TestHelperProcess pattern): Main switches on HelperVar.
 
 import (
 	"bufio"
@@ -19,16 +19,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
 	"golang.org/x/sys/unix"
 )
 
+// HelperVar, in a test binary's environment, names the helper mode it runs
+// as (see Main) instead of running tests.
 const HelperVar = "CHILD_TEST_HELPER"
 
-// helperLife bounds every helper so a broken test cannot leave one running
+// HelperLife bounds every helper so a broken test cannot leave one running
 // for long.
-const helperLife = 60 * time.Second
+const HelperLife = 60 * time.Second
 
-func TestMain(m *testing.M) {
+// Main is the tail of the TestMain of the packages under child: a test
+// binary started with HelperVar set runs that helper mode and exits;
+// otherwise it becomes a child subreaper and runs the tests. Callers first
+// dispatch their own re-executed helpers (HelperMain, stand-in daemons).
+func Main(m *testing.M) {
 	if mode, ok := os.LookupEnv(HelperVar); ok {
 		// syscall.Exit, not os.Exit: a race-enabled binary otherwise sleeps
 		// a second at exit (the race runtime's atexit_sleep_ms).
@@ -45,8 +53,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// report is what the "report" helper tells the test about itself.
-type report struct {
+// Report is what the "report" helper tells the test about itself.
+type Report struct {
 	Pid, Ppid, Pgid, Sid int
 	Fds                  map[int]string
 	Fd0DevNull           bool
@@ -67,11 +75,11 @@ func runHelper(mode string, args []string) {
 		if len(args) == 0 {
 			fd3.Write([]byte("ready\n"))
 		}
-		time.Sleep(helperLife)
+		time.Sleep(HelperLife)
 	case "ignore-term":
 		signal.Ignore(syscall.SIGTERM)
 		fd3.Write([]byte("ready\n"))
-		time.Sleep(helperLife)
+		time.Sleep(HelperLife)
 	case "grandchild": // group|setsid: leave a grandchild holding fds 1-3, print its pid on fd 3, exit 0
 		pid := startGrandchild(args[0] == "setsid", os.Stdout, fd3)
 		fmt.Fprintf(fd3, "%d\n", pid)
@@ -83,27 +91,27 @@ func runHelper(mode string, args []string) {
 		burn(time.Duration(atoi(args[0])) * time.Millisecond)
 	case "selfsignal":
 		syscall.Kill(os.Getpid(), unix.SignalNum(args[0]))
-		time.Sleep(helperLife)
+		time.Sleep(HelperLife)
 	case "daemon": // Start a sleeper from a thread that then exits; print its pid; sleep
 		daemon()
 	case "cpu-set": // soft,hard,req,req… per case; the last one inherited through exec
 		cpuSet(args)
-	case "cpu-report": // req...: print EffectiveSoftCPU(req) for each, on one line
+	case "cpu-report": // req...: print child.EffectiveSoftCPU(req) for each, on one line
 		var got []string
 		for _, a := range args {
-			got = append(got, strconv.FormatInt(EffectiveSoftCPU(int64(atoi(a))), 10))
+			got = append(got, strconv.FormatInt(child.EffectiveSoftCPU(int64(atoi(a))), 10))
 		}
 		fmt.Println(strings.Join(got, " "))
-	case "cpu-live": // print EffectiveSoftCPU(30), lower soft CPU to 5, print it again
-		fmt.Println(EffectiveSoftCPU(30))
+	case "cpu-live": // print child.EffectiveSoftCPU(30), lower soft CPU to 5, print it again
+		fmt.Println(child.EffectiveSoftCPU(30))
 		unix.Setrlimit(unix.RLIMIT_CPU, &unix.Rlimit{Cur: 5, Max: unix.RLIM_INFINITY})
-		fmt.Println(EffectiveSoftCPU(30))
+		fmt.Println(child.EffectiveSoftCPU(30))
 	case "probe-orphan": // print "ok <pid>" where pid is a setsid'd grandchild holding stdout
 		fmt.Printf("ok %d\n", startGrandchild(true, os.Stdout, nil))
 	case "probe-trap": // ignore SIGTERM, start a same-group grandchild, print its pid, sleep
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Printf("%d\n", startGrandchild(false, os.Stdout, nil))
-		time.Sleep(helperLife)
+		time.Sleep(HelperLife)
 	case "emfile":
 		emfile()
 	default:
@@ -120,8 +128,8 @@ func atoi(s string) int {
 	return n
 }
 
-func selfReport() report {
-	r := report{Pid: os.Getpid(), Ppid: os.Getppid(), Pgid: syscall.Getpgrp(), Fds: map[int]string{}, Nonblock: map[int]bool{}}
+func selfReport() Report {
+	r := Report{Pid: os.Getpid(), Ppid: os.Getppid(), Pgid: syscall.Getpgrp(), Fds: map[int]string{}, Nonblock: map[int]bool{}}
 	r.Sid, _ = unix.Getsid(0)
 	entries, _ := os.ReadDir("/proc/self/fd")
 	for _, e := range entries {
@@ -188,10 +196,10 @@ func burn(d time.Duration) {
 }
 
 func daemon() {
-	done := make(chan *Process)
+	done := make(chan *child.Process)
 	go func() {
 		runtime.LockOSThread() // never unlocked: this thread exits with the goroutine
-		p, err := Start(Spec{Path: os.Args[0], Env: []string{HelperVar + "=sleep", "LEAKCHECK_OWNER=" + os.Getenv("LEAKCHECK_OWNER")}})
+		p, err := child.Start(child.Spec{Path: os.Args[0], Env: []string{HelperVar + "=sleep", "LEAKCHECK_OWNER=" + os.Getenv("LEAKCHECK_OWNER")}})
 		if err != nil {
 			panic(err)
 		}
@@ -200,12 +208,12 @@ func daemon() {
 	p := <-done
 	time.Sleep(100 * time.Millisecond) // let the caller's thread exit
 	fmt.Printf("%d\n", p.Pid)
-	time.Sleep(helperLife)
+	time.Sleep(HelperLife)
 }
 
 // cpuSet takes cases "soft,hard,req,req…" whose hard limits never rise (an
 // unprivileged process cannot raise one). For each case it sets RLIMIT_CPU
-// and prints EffectiveSoftCPU(req) for each req on one line; the last case
+// and prints child.EffectiveSoftCPU(req) for each req on one line; the last case
 // is reported by a re-exec'd cpu-report that inherits the limit instead.
 func cpuSet(cases []string) {
 	lim := func(s string) uint64 {
@@ -224,7 +232,7 @@ func cpuSet(cases []string) {
 		}
 		var got []string
 		for _, req := range f[2:] {
-			got = append(got, strconv.FormatInt(EffectiveSoftCPU(int64(atoi(req))), 10))
+			got = append(got, strconv.FormatInt(child.EffectiveSoftCPU(int64(atoi(req))), 10))
 		}
 		fmt.Println(strings.Join(got, " "))
 	}
@@ -241,10 +249,15 @@ func helperEnv(mode string) []string {
 	return append(env, HelperVar+"="+mode)
 }
 
-// emfile gives Start 0, 1, 2 … free descriptor slots (RLIMIT_NOFILE set
+// emfile gives child.Start 0, 1, 2 … free descriptor slots (RLIMIT_NOFILE set
 // just above the k-th free descriptor number) until it succeeds, printing
 // each failure and whether it leaked descriptors.
 func emfile() {
+	// As in the daemon, which has started its watchdog by then: the
+	// spawner and the runtime poller exist before any descriptor pressure.
+	if err := spawn.Warm(); err != nil {
+		panic(err)
+	}
 	var orig unix.Rlimit
 	unix.Getrlimit(unix.RLIMIT_NOFILE, &orig)
 	before := openFds()
@@ -256,7 +269,7 @@ func emfile() {
 	}
 	for k, soft := range free {
 		unix.Setrlimit(unix.RLIMIT_NOFILE, &unix.Rlimit{Cur: uint64(soft), Max: orig.Max})
-		p, err := Start(Spec{Path: os.Args[0], Env: []string{HelperVar + "=exit", "LEAKCHECK_OWNER=" + os.Getenv("LEAKCHECK_OWNER")}, Args: []string{"0"}})
+		p, err := child.Start(child.Spec{Path: os.Args[0], Env: []string{HelperVar + "=exit", "LEAKCHECK_OWNER=" + os.Getenv("LEAKCHECK_OWNER")}, Args: []string{"0"}})
 		unix.Setrlimit(unix.RLIMIT_NOFILE, &orig)
 		if err == nil {
 			p.Wait()
