@@ -12,18 +12,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/internal/childtest"
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
 // startRealForkServer stages the repository's py/ files (the real fork
 // server and the bootstrap its children run) and starts the server.
-func startRealForkServer(t *testing.T) *ForkServer {
+func startRealForkServer(t *testing.T) *Server {
 	t.Helper()
-	python := realPython(t)
+	python := childtest.RealPython(t)
 	dir := t.TempDir()
 	for _, name := range []string{"forkserver.py", "bootstrap.py", "protocol.py"} {
-		data, err := os.ReadFile(filepath.Join("..", "py", name))
+		data, err := os.ReadFile(filepath.Join("..", "..", "py", name))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -31,7 +34,7 @@ func startRealForkServer(t *testing.T) *ForkServer {
 			t.Fatal(err)
 		}
 	}
-	s, err := StartForkServer(Spec{Path: python, Args: []string{"-u", "-I", filepath.Join(dir, "forkserver.py")},
+	s, err := Start(child.Spec{Path: python, Args: []string{"-u", "-I", filepath.Join(dir, "forkserver.py")},
 		Env: []string{"TMPDIR=" + dir, leakcheck.Tag()}, Dir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -43,13 +46,13 @@ func startRealForkServer(t *testing.T) *ForkServer {
 // startFakeForkServer runs a Python script as the server: it receives one
 // spawn request, closes the descriptors, then does what body says with the
 // control socket `ctl`.
-func startFakeForkServer(t *testing.T, body string) *ForkServer {
+func startFakeForkServer(t *testing.T, body string) *Server {
 	t.Helper()
 	script := "import os, socket, time\nctl = socket.socket(fileno=3)\n" +
 		"msg, anc, _, _ = ctl.recvmsg(65536, socket.CMSG_SPACE(16))\n" +
 		"for _, _, data in anc:\n    for i in range(0, len(data), 4):\n        os.close(int.from_bytes(data[i:i+4], 'little'))\n" +
 		body
-	s, err := StartForkServer(Spec{Path: realPython(t), Args: []string{"-I", "-c", script},
+	s, err := Start(child.Spec{Path: childtest.RealPython(t), Args: []string{"-I", "-c", script},
 		Env: []string{leakcheck.Tag()}})
 	if err != nil {
 		t.Fatal(err)
@@ -58,9 +61,9 @@ func startFakeForkServer(t *testing.T, body string) *ForkServer {
 	return s
 }
 
-func forkSpec(t *testing.T) ForkSpec {
+func forkSpec(t *testing.T) Spec {
 	dir := t.TempDir()
-	return ForkSpec{Argv: []string{filepath.Join(dir, "bootstrap.py")}, Env: []string{"TMPDIR=" + dir, leakcheck.Tag()}, Dir: dir}
+	return Spec{Argv: []string{filepath.Join(dir, "bootstrap.py")}, Env: []string{"TMPDIR=" + dir, leakcheck.Tag()}, Dir: dir}
 }
 
 // A forked child is wired like a started one and leads its own session; its
@@ -82,26 +85,26 @@ func TestForkServerSpawnAndRelay(t *testing.T) {
 	// The bootstrap waits for its boot frame; closing fd 3 makes it fail: an
 	// uncaught exception, printed on fd 2, exit status 1.
 	p.Conn.Close()
-	stderr := readAllWithin(t, p.Stderr, 10*time.Second)
-	e := waitExit(t, p, 10*time.Second)
+	stderr := childtest.ReadAllWithin(t, p.Stderr, 10*time.Second)
+	e := childtest.WaitExit(t, p, 10*time.Second)
 	if e.Code != 1 || e.Signaled || !strings.Contains(string(stderr), "fd 3 closed before the boot frame") {
 		t.Errorf("exit %+v, stderr %q", e, stderr)
 	}
-	closeFiles(p.Stdout, p.Stderr)
+	spawn.CloseFiles(p.Stdout, p.Stderr)
 
 	p, err = s.Spawn(forkSpec(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p.SignalGroup(syscall.SIGKILL)
-	if e := waitExit(t, p, 10*time.Second); e.Signal != "SIGKILL" || e.Code != -1 {
+	if e := childtest.WaitExit(t, p, 10*time.Second); e.Signal != "SIGKILL" || e.Code != -1 {
 		t.Errorf("exit %+v, want SIGKILL", e)
 	}
-	closeFiles(p.Conn, p.Stdout, p.Stderr)
+	spawn.CloseFiles(p.Conn, p.Stdout, p.Stderr)
 }
 
 // When the server dies, its children die with it (parent-death signal) and a
-// pending Wait reports ErrForkServerDown instead of hanging.
+// pending Wait reports ErrDown instead of hanging.
 func TestForkServerDeathEndsChildren(t *testing.T) {
 	leakcheck.Check(t)
 	s := startRealForkServer(t)
@@ -109,15 +112,15 @@ func TestForkServerDeathEndsChildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeFiles(p.Conn, p.Stdout, p.Stderr)
+	defer spawn.CloseFiles(p.Conn, p.Stdout, p.Stderr)
 	unix.Kill(s.Pid(), syscall.SIGKILL)
 	select {
 	case <-s.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("Done not closed after the server died")
 	}
-	if _, err := p.Wait(); !errors.Is(err, ErrForkServerDown) {
-		t.Errorf("Wait: %v, want ErrForkServerDown", err)
+	if _, err := p.Wait(); !errors.Is(err, ErrDown) {
+		t.Errorf("Wait: %v, want ErrDown", err)
 	}
 	// Orphaned, the child is reparented to this test binary (a subreaper),
 	// once the server has finished exiting.
@@ -127,10 +130,10 @@ func TestForkServerDeathEndsChildren(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if ws := reapPid(t, p.Pid, 5*time.Second); ws.Signal() != syscall.SIGKILL {
+	if ws := childtest.ReapPid(t, p.Pid, 5*time.Second); ws.Signal() != syscall.SIGKILL {
 		t.Errorf("child %d: %v, want killed by its parent-death signal", p.Pid, ws)
 	}
-	if _, err := s.Spawn(forkSpec(t)); !errors.Is(err, ErrForkServerDown) {
+	if _, err := s.Spawn(forkSpec(t)); !errors.Is(err, ErrDown) {
 		t.Errorf("Spawn after death: %v", err)
 	}
 }
@@ -159,11 +162,11 @@ func TestForkServerHostileReplies(t *testing.T) {
 				p, err = s.Spawn(forkSpec(t))
 			}
 			if err == nil {
-				closeFiles(p.Conn, p.Stdout, p.Stderr)
+				spawn.CloseFiles(p.Conn, p.Stdout, p.Stderr)
 				t.Fatalf("Spawn succeeded against %s", name)
 			}
-			if !errors.Is(err, ErrForkServerDown) {
-				t.Errorf("Spawn: %v, want ErrForkServerDown", err)
+			if !errors.Is(err, ErrDown) {
+				t.Errorf("Spawn: %v, want ErrDown", err)
 			}
 			if name == "raises" && !strings.Contains(err.Error(), "SystemError: server broke") {
 				t.Errorf("Spawn: %v, want the server's last words", err)
@@ -184,14 +187,14 @@ func TestForkServerSilent(t *testing.T) {
 	spawnReplyTimeout = 300 * time.Millisecond
 	defer func() { spawnReplyTimeout = old }()
 	s := startFakeForkServer(t, "time.sleep(30)")
-	if _, err := s.Spawn(forkSpec(t)); !errors.Is(err, ErrForkServerDown) ||
+	if _, err := s.Spawn(forkSpec(t)); !errors.Is(err, ErrDown) ||
 		!strings.Contains(err.Error(), "no reply to a spawn") {
 		t.Errorf("Spawn: %v", err)
 	}
 }
 
 func TestSpawnRequestRefusesAmbiguousFields(t *testing.T) {
-	for _, spec := range []ForkSpec{
+	for _, spec := range []Spec{
 		{Argv: []string{"a"}},
 		{Argv: nil, Dir: "/tmp"},
 		{Argv: []string{""}, Dir: "/tmp"},
@@ -203,7 +206,7 @@ func TestSpawnRequestRefusesAmbiguousFields(t *testing.T) {
 			t.Errorf("spawnRequest(%q) accepted", spec)
 		}
 	}
-	b, err := spawnRequest(7, ForkSpec{Argv: []string{"a", "b"}, Env: []string{"K=v"}, Dir: "/d"})
+	b, err := spawnRequest(7, Spec{Argv: []string{"a", "b"}, Env: []string{"K=v"}, Dir: "/d"})
 	if err != nil || string(b) != "S7\x00/d\x00a\x00b\x00\x00K=v" {
 		t.Errorf("spawnRequest = %q, %v", b, err)
 	}
@@ -216,5 +219,11 @@ func parentOf(t *testing.T, pid int) int {
 		t.Fatal(err)
 	}
 	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return atoi(fields[1])
+	ppid, err := strconv.Atoi(fields[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ppid
 }
+
+func TestMain(m *testing.M) { childtest.Main(m) }

@@ -36,7 +36,7 @@ except OSError as e:
 `
 
 // sandboxedExec runs execScript in the sandbox and returns its first word.
-func sandboxedExec(t *testing.T, sb *Sandbox, src string, argv ...string) string {
+func sandboxedExec(t *testing.T, sb *Config, src string, argv ...string) string {
 	t.Helper()
 	r := runPython(t, sb, execScript, append([]string{src}, argv...)...)
 	if r.exit.Code != 0 {

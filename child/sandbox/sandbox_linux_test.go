@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/internal/childtest"
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 	"golang.org/x/sys/unix"
 )
@@ -58,56 +61,56 @@ for p in paths:
 	return pythonExe, pythonRO
 }
 
-func testSandbox(t *testing.T) Sandbox {
+func testSandbox(t *testing.T) Config {
 	_, ro := testPython(t)
-	return Sandbox{ReadOnly: ro, MaxProcs: 64, MaxFiles: 256, MaxFileBytes: 1 << 20}
+	return Config{ReadOnly: ro, MaxProcs: 64, MaxFiles: 256, MaxFileBytes: 1 << 20}
 }
 
 // runResult is a finished sandboxed (or plain) run.
 type runResult struct {
-	exit           Exit
+	exit           child.Exit
 	stdout, stderr string
 }
 
 // startPython starts python3 -I -c script in a fresh run directory, under
 // the sandbox when sb is non-nil, with the leakcheck tag in its environment.
-func startPython(t *testing.T, sb *Sandbox, script string, args ...string) (*Process, string) {
+func startPython(t *testing.T, sb *Config, script string, args ...string) (*child.Process, string) {
 	t.Helper()
 	exe, _ := testPython(t)
 	dir := t.TempDir()
-	spec := Spec{Path: exe, Args: append([]string{"-I", "-c", script}, args...), Dir: dir,
+	spec := child.Spec{Path: exe, Args: append([]string{"-I", "-c", script}, args...), Dir: dir,
 		Env: []string{"TMPDIR=" + dir, leakcheck.Tag()}}
-	var p *Process
+	var p *child.Process
 	var err error
 	if sb != nil {
-		p, err = StartSandboxed(spec, *sb)
+		p, err = Start(spec, *sb)
 	} else {
-		p, err = Start(spec)
+		p, err = child.Start(spec)
 	}
 	if err != nil {
 		t.Fatalf("start: %v", err)
 	}
-	t.Cleanup(func() { discard(p) }) // a test that failed half-way
+	t.Cleanup(func() { childtest.Discard(p) }) // a test that failed half-way
 	return p, dir
 }
 
 // finish reads both pipes to end of stream and reaps, within timeout.
-func finish(t *testing.T, p *Process, timeout time.Duration) runResult {
+func finish(t *testing.T, p *child.Process, timeout time.Duration) runResult {
 	t.Helper()
-	defer closeFiles(p.Conn, p.Stdout, p.Stderr)
+	defer spawn.CloseFiles(p.Conn, p.Stdout, p.Stderr)
 	var wg sync.WaitGroup
 	var out, errOut []byte
 	wg.Add(2)
-	go func() { defer wg.Done(); out = readBounded(p.Stdout, 1<<20) }()
-	go func() { defer wg.Done(); errOut = readBounded(p.Stderr, 1<<20) }()
+	go func() { defer wg.Done(); out = spawn.ReadBounded(p.Stdout, 1<<20) }()
+	go func() { defer wg.Done(); errOut = spawn.ReadBounded(p.Stderr, 1<<20) }()
 	p.Stdout.SetReadDeadline(time.Now().Add(timeout))
 	p.Stderr.SetReadDeadline(time.Now().Add(timeout))
-	e := waitExit(t, p, timeout)
+	e := childtest.WaitExit(t, p, timeout)
 	wg.Wait()
 	return runResult{e, string(out), string(errOut)}
 }
 
-func runPython(t *testing.T, sb *Sandbox, script string, args ...string) runResult {
+func runPython(t *testing.T, sb *Config, script string, args ...string) runResult {
 	t.Helper()
 	p, _ := startPython(t, sb, script, args...)
 	return finish(t, p, 20*time.Second)
@@ -133,13 +136,13 @@ func mustJSON(t *testing.T, r runResult, v any) {
 
 func TestSandboxFeatures(t *testing.T) {
 	leakcheck.Check(t)
-	for _, f := range SandboxFeatures() {
+	for _, f := range Features() {
 		t.Logf("%-5v %s: %s", f.OK, f.Name, f.Detail)
 		if !f.OK {
 			t.Errorf("feature missing on the CI machine: %s (%s)", f.Name, f.Detail)
 		}
 	}
-	if err := ProbeSandbox(); err != nil {
+	if err := Probe(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -408,7 +411,7 @@ os.read(r, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	line := readLine(t, p.Conn, 10*time.Second)
+	line := childtest.ReadLine(t, p.Conn, 10*time.Second)
 	if line == "" {
 		t.Fatal("no grandchild pid")
 	}
@@ -529,7 +532,7 @@ time.sleep(5)`)
 		p, _ := startPython(t, &sb, `import os, time
 os.write(3, b"ready\n")
 time.sleep(60)`)
-		readLine(t, p.Conn, 10*time.Second)
+		childtest.ReadLine(t, p.Conn, 10*time.Second)
 		stop := p.Terminate(5 * time.Second)
 		r := finish(t, p, 10*time.Second)
 		if !stop() {
@@ -547,7 +550,7 @@ time.sleep(60)`)
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 os.write(3, b"ready\n")
 time.sleep(60)`)
-		readLine(t, p.Conn, 10*time.Second)
+		childtest.ReadLine(t, p.Conn, 10*time.Second)
 		p.SignalGroup(syscall.SIGKILL)
 		r := finish(t, p, 10*time.Second)
 		if !r.exit.Signaled || r.exit.Signal != "SIGKILL" {
@@ -562,19 +565,19 @@ func TestSandboxStartErrors(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct {
 		name string
-		spec Spec
-		sb   Sandbox
+		spec child.Spec
+		sb   Config
 	}{
-		{"missing interpreter", Spec{Path: filepath.Join(dir, "nope"), Dir: dir}, sb},
-		{"relative interpreter", Spec{Path: "python3", Dir: dir}, sb},
-		{"not executable", Spec{Path: "/etc/passwd", Dir: dir}, sb},
-		{"no run directory", Spec{Path: "/bin/sh"}, sb},
-		{"missing run directory", Spec{Path: "/bin/sh", Dir: filepath.Join(dir, "gone")}, sb},
-		{"no limits", Spec{Path: "/bin/sh", Dir: dir}, Sandbox{}},
+		{"missing interpreter", child.Spec{Path: filepath.Join(dir, "nope"), Dir: dir}, sb},
+		{"relative interpreter", child.Spec{Path: "python3", Dir: dir}, sb},
+		{"not executable", child.Spec{Path: "/etc/passwd", Dir: dir}, sb},
+		{"no run directory", child.Spec{Path: "/bin/sh"}, sb},
+		{"missing run directory", child.Spec{Path: "/bin/sh", Dir: filepath.Join(dir, "gone")}, sb},
+		{"no limits", child.Spec{Path: "/bin/sh", Dir: dir}, Config{}},
 	}
 	for _, c := range cases {
-		if p, err := StartSandboxed(c.spec, c.sb); err == nil {
-			discard(p)
+		if p, err := Start(c.spec, c.sb); err == nil {
+			childtest.Discard(p)
 			t.Errorf("%s: started", c.name)
 		} else {
 			t.Logf("%s: %v", c.name, err)
@@ -592,7 +595,7 @@ func TestRelayEncoding(t *testing.T) {
 	if _, _, ok := decodeRelay(make([]byte, relaySize)); ok {
 		t.Fatal("a zero relay decoded")
 	}
-	if e := exitOf(ws, got); e.Signal != "SIGKILL" || e.CPU != 2750*time.Millisecond {
+	if e := spawn.ExitOf(ws, got); e.Signal != "SIGKILL" || e.CPU != 2750*time.Millisecond {
 		t.Fatalf("exit %+v", e)
 	}
 }
@@ -665,7 +668,7 @@ func TestSandboxUnprivileged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "child.test")
+	bin := filepath.Join(dir, "sandbox.test")
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -688,7 +691,7 @@ func TestSandboxUnprivileged(t *testing.T) {
 	}
 }
 
-// runBootstrap runs the real bootstrap (read from ../py, not imported:
+// runBootstrap runs the real bootstrap (read from ../../py, not imported:
 // child imports nothing of the module) under the sandbox through boot, run
 // and done (or the end of fd 3), and returns the frames and the exit.
 func runBootstrap(t *testing.T, program string, cpuSeconds int) ([]string, runResult) {
@@ -697,7 +700,7 @@ func runBootstrap(t *testing.T, program string, cpuSeconds int) ([]string, runRe
 	exe, _ := testPython(t)
 	dir := t.TempDir()
 	for _, name := range []string{"bootstrap.py", "protocol.py"} {
-		b, err := os.ReadFile(filepath.Join("..", "py", name))
+		b, err := os.ReadFile(filepath.Join("..", "..", "py", name))
 		if err != nil {
 			t.Skipf("no %s: %v", name, err)
 		}
@@ -705,12 +708,12 @@ func runBootstrap(t *testing.T, program string, cpuSeconds int) ([]string, runRe
 			t.Fatal(err)
 		}
 	}
-	p, err := StartSandboxed(Spec{Path: exe, Args: []string{"-u", "-I", filepath.Join(dir, "bootstrap.py")},
+	p, err := Start(child.Spec{Path: exe, Args: []string{"-u", "-I", filepath.Join(dir, "bootstrap.py")},
 		Dir: dir, Env: []string{"TMPDIR=" + dir, leakcheck.Tag()}}, sb)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { discard(p) })
+	t.Cleanup(func() { childtest.Discard(p) })
 	p.Conn.SetDeadline(time.Now().Add(20 * time.Second))
 	boot := fmt.Sprintf(`{"type":"boot","cpuSeconds":%d,"addressSpaceBytes":536870912,"maxLogBytes":65536,"maxValueBytes":32768,"namespaces":[]}`+"\n", cpuSeconds)
 	if _, err := p.Conn.Write([]byte(boot)); err != nil {
@@ -772,26 +775,32 @@ func TestSandboxCPUBudget(t *testing.T) {
 	}
 }
 
-// sandboxDaemonVar makes the test binary a stand-in daemon (checked in an
-// init function of this file, before TestMain): it starts a sandboxed
-// python3 that sleeps, prints the init's pid, and sleeps.
+// sandboxDaemonVar makes the test binary a stand-in daemon (checked first in
+// TestMain): it starts a sandboxed python3 that sleeps, prints the init's
+// pid, and sleeps.
 const sandboxDaemonVar = "CHILD_SANDBOX_DAEMON"
 
-func init() {
-	if exe := os.Getenv(sandboxDaemonVar); exe != "" && len(os.Args) > 0 && os.Args[0] != initArgv0 {
-		dir, _ := os.MkdirTemp("", "coderun-daemon-")
-		_, ro, _ := strings.Cut(os.Getenv("CHILD_SANDBOX_RO"), "=")
-		p, err := StartSandboxed(Spec{Path: exe, Args: []string{"-I", "-c", "import time; time.sleep(60)"}, Dir: dir,
-			Env: []string{"TMPDIR=" + dir, "LEAKCHECK_OWNER=" + os.Getenv("LEAKCHECK_OWNER")}},
-			Sandbox{ReadOnly: strings.Split(ro, "\n"), MaxProcs: 16, MaxFiles: 64, MaxFileBytes: 1 << 20})
-		if err != nil {
-			fmt.Println("error", err)
-			unix.Exit(1)
-		}
-		fmt.Printf("%d\n", p.Pid)
-		time.Sleep(60 * time.Second)
-		unix.Exit(0)
+func TestMain(m *testing.M) {
+	HelperMain(os.Args) // the sandbox inits and probes these tests start
+	if exe := os.Getenv(sandboxDaemonVar); exe != "" {
+		standInDaemon(exe)
 	}
+	childtest.Main(m)
+}
+
+func standInDaemon(exe string) {
+	dir, _ := os.MkdirTemp("", "coderun-daemon-")
+	_, ro, _ := strings.Cut(os.Getenv("CHILD_SANDBOX_RO"), "=")
+	p, err := Start(child.Spec{Path: exe, Args: []string{"-I", "-c", "import time; time.sleep(60)"}, Dir: dir,
+		Env: []string{"TMPDIR=" + dir, "LEAKCHECK_OWNER=" + os.Getenv("LEAKCHECK_OWNER")}},
+		Config{ReadOnly: strings.Split(ro, "\n"), MaxProcs: 16, MaxFiles: 64, MaxFileBytes: 1 << 20})
+	if err != nil {
+		fmt.Println("error", err)
+		unix.Exit(1)
+	}
+	fmt.Printf("%d\n", p.Pid)
+	time.Sleep(60 * time.Second)
+	unix.Exit(0)
 }
 
 // TestSandboxDiesWithTheDaemon: a SIGKILLed daemon leaves no sandbox
@@ -799,7 +808,7 @@ func init() {
 func TestSandboxDiesWithTheDaemon(t *testing.T) {
 	leakcheck.Check(t)
 	exe, ro := testPython(t)
-	cmd, out := startStandIn(t, []string{sandboxDaemonVar + "=" + exe, "CHILD_SANDBOX_RO=x=" + strings.Join(ro, "\n"), leakcheck.Tag()}, nil)
+	cmd, out := childtest.StartStandIn(t, []string{sandboxDaemonVar + "=" + exe, "CHILD_SANDBOX_RO=x=" + strings.Join(ro, "\n"), leakcheck.Tag()}, nil)
 	defer func() { // the dead daemon's empty run cgroup
 		if base, err := pidsCgroupBase(); err == nil && os.Geteuid() == 0 {
 			dirs, _ := filepath.Glob(filepath.Join(base, fmt.Sprintf("coderun-%d-*", cmd.Process.Pid)))

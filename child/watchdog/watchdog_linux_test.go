@@ -13,20 +13,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/internal/childtest"
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
-// watchdogDaemonVar makes the test binary a stand-in daemon (checked in an
-// init function of this file, before TestMain): it starts a watchdog and a
+// watchdogDaemonVar makes the test binary a stand-in daemon (checked first
+// in TestMain): it starts a watchdog and a
 // child that leaves a grandchild in its group, prints "<child> <grandchild>
 // <watchdog>" and sleeps until killed.
 const watchdogDaemonVar = "CHILD_WATCHDOG_DAEMON"
 
-func init() {
+func TestMain(m *testing.M) {
+	HelperMain(os.Args) // the watchdog processes these tests start
 	if os.Getenv(watchdogDaemonVar) != "" {
 		standInDaemon()
 	}
+	childtest.Main(m)
 }
 
 func standInDaemon() {
@@ -34,10 +39,10 @@ func standInDaemon() {
 		fmt.Println("error", err)
 		unix.Exit(1)
 	}
-	if _, err := StartWatchdog(nil); err != nil {
+	if _, err := Start(nil); err != nil {
 		fail(err)
 	}
-	p, err := Start(Spec{Path: os.Args[0], Env: []string{HelperVar + "=probe-trap", leakcheck.TagVar + "=" + os.Getenv(leakcheck.TagVar)}})
+	p, err := child.Start(child.Spec{Path: os.Args[0], Env: []string{childtest.HelperVar + "=probe-trap", leakcheck.TagVar + "=" + os.Getenv(leakcheck.TagVar)}})
 	if err != nil {
 		fail(err)
 	}
@@ -46,13 +51,13 @@ func standInDaemon() {
 		fail(err)
 	}
 	fmt.Printf("%d %s %d\n", p.Pid, strings.TrimSpace(grandchild), watchdogPid())
-	time.Sleep(helperLife)
+	time.Sleep(childtest.HelperLife)
 	unix.Exit(0)
 }
 
 // watchdogPid is the running watchdog process's pid, 0 if none runs.
 func watchdogPid() int {
-	w := dog.Load()
+	w := current()
 	if w == nil {
 		return 0
 	}
@@ -64,12 +69,24 @@ func watchdogPid() int {
 	return w.proc.proc.Pid
 }
 
+// current is the running watchdog, nil if none runs.
+func current() *watchdog {
+	w, _ := spawn.Watching().(*watchdog)
+	return w
+}
+
+// startOf is p's start time, as Start recorded it (p must not be reaped).
+func startOf(p *child.Process) uint64 {
+	start, _ := child.StartTime(p.Pid)
+	return start
+}
+
 // startTestWatchdog starts the watchdog for this test (stopped at cleanup)
 // and collects what it reports.
 func startTestWatchdog(t *testing.T) (stop func() error, reports <-chan error) {
 	t.Helper()
 	ch := make(chan error, 64)
-	stop, err := StartWatchdog(func(err error) {
+	stop, err := Start(func(err error) {
 		select {
 		case ch <- err:
 		default:
@@ -107,13 +124,13 @@ func noReport(t *testing.T, reports <-chan error) {
 
 // waitAsync reaps p in the background (the watchdog's kill passes wait for
 // the group's zombies to be reaped).
-func waitAsync(p *Process) <-chan Exit {
-	c := make(chan Exit, 1)
+func waitAsync(p *child.Process) <-chan child.Exit {
+	c := make(chan child.Exit, 1)
 	go func() { e, _ := p.Wait(); c <- e }()
 	return c
 }
 
-func expectKilled(t *testing.T, name string, exited <-chan Exit) {
+func expectKilled(t *testing.T, name string, exited <-chan child.Exit) {
 	t.Helper()
 	select {
 	case e := <-exited:
@@ -127,7 +144,7 @@ func expectKilled(t *testing.T, name string, exited <-chan Exit) {
 
 func expectRunning(t *testing.T, name string, pid int) {
 	t.Helper()
-	if st, ok := readState(pid); !ok || st == "Z" {
+	if st, ok := childtest.ReadState(pid); !ok || st == "Z" {
 		t.Errorf("%s (pid %d) was killed (state %q)", name, pid, st)
 	}
 }
@@ -142,7 +159,7 @@ func expectRunning(t *testing.T, name string, pid int) {
 // RELIABILITY.md.)
 func TestWatchdogKillsTheGroupsOfADeadDaemon(t *testing.T) {
 	leakcheck.Check(t)
-	cmd, out := startStandIn(t, []string{watchdogDaemonVar + "=1", leakcheck.Tag()},
+	cmd, out := childtest.StartStandIn(t, []string{watchdogDaemonVar + "=1", leakcheck.Tag()},
 		&syscall.SysProcAttr{Setsid: true})
 	var leader, grandchild, watchdog int
 	if _, err := fmt.Fscan(out, &leader, &grandchild, &watchdog); err != nil || watchdog <= 1 {
@@ -152,13 +169,13 @@ func TestWatchdogKillsTheGroupsOfADeadDaemon(t *testing.T) {
 	cmd.Wait()
 	// All three are reparented to this test binary, a subreaper (TestMain):
 	// the grandchild only once the child has died.
-	if ws := reapPid(t, leader, 5*time.Second); ws.Signal() != syscall.SIGKILL {
+	if ws := childtest.ReapPid(t, leader, 5*time.Second); ws.Signal() != syscall.SIGKILL {
 		t.Errorf("child status %v, want SIGKILL", ws)
 	}
-	if ws := reapPid(t, grandchild, 5*time.Second); ws.Signal() != syscall.SIGKILL {
+	if ws := childtest.ReapPid(t, grandchild, 5*time.Second); ws.Signal() != syscall.SIGKILL {
 		t.Errorf("grandchild status %v, want SIGKILL", ws)
 	}
-	if ws := reapPid(t, watchdog, 5*time.Second); ws.Signaled() || ws.ExitStatus() != 0 {
+	if ws := childtest.ReapPid(t, watchdog, 5*time.Second); ws.Signaled() || ws.ExitStatus() != 0 {
 		t.Errorf("watchdog status %v, want exit 0", ws)
 	}
 }
@@ -168,7 +185,7 @@ func sigstop(t *testing.T, pid int) {
 	t.Helper()
 	unix.Kill(pid, unix.SIGSTOP)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		if st, _ := readState(pid); st == "T" {
+		if st, _ := childtest.ReadState(pid); st == "T" {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -184,19 +201,19 @@ func sigstop(t *testing.T, pid int) {
 func TestWatchdogKillsOnlyRegisteredGroups(t *testing.T) {
 	leakcheck.Check(t)
 	stop, reports := startTestWatchdog(t)
-	registered := startHelper(t, "sleep")
-	unregistered := startHelper(t, "sleep")
-	unwatchGroup(unregistered.Pid)
-	recycled := startHelper(t, "sleep")
-	watchGroup(recycled.Pid, recycled.startTime+1)
-	stranger := helperCommand(t, "sleep", "quiet")
+	registered := childtest.StartHelper(t, "sleep")
+	unregistered := childtest.StartHelper(t, "sleep")
+	current().Unwatch(unregistered.Pid)
+	recycled := childtest.StartHelper(t, "sleep")
+	current().Watch(recycled.Pid, startOf(recycled)+1)
+	stranger := childtest.HelperCommand(t, "sleep", "quiet")
 	stranger.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := stranger.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { stranger.Process.Kill(); stranger.Wait() }()
-	for _, p := range []*Process{registered, unregistered, recycled} {
-		readLine(t, p.Conn, 10*time.Second)
+	for _, p := range []*child.Process{registered, unregistered, recycled} {
+		childtest.ReadLine(t, p.Conn, 10*time.Second)
 	}
 	exited := waitAsync(registered)
 	if err := stop(); err != nil {
@@ -213,13 +230,14 @@ func TestWatchdogKillsOnlyRegisteredGroups(t *testing.T) {
 // stay.
 func TestGroupSetPrune(t *testing.T) {
 	leakcheck.Check(t)
-	live := startHelper(t, "sleep")
-	recycled := startHelper(t, "sleep")
-	emptied := startHelper(t, "exit", "0")
-	waitExit(t, emptied, 10*time.Second)
-	s := groupSet{live.Pid: live.startTime, recycled.Pid: recycled.startTime + 1, emptied.Pid: emptied.startTime}
+	live := childtest.StartHelper(t, "sleep")
+	recycled := childtest.StartHelper(t, "sleep")
+	emptied := childtest.StartHelper(t, "exit", "0")
+	emptiedStart := startOf(emptied)
+	childtest.WaitExit(t, emptied, 10*time.Second)
+	s := groupSet{live.Pid: startOf(live), recycled.Pid: startOf(recycled) + 1, emptied.Pid: emptiedStart}
 	s.prune()
-	if len(s) != 1 || s[live.Pid] != live.startTime {
+	if len(s) != 1 || s[live.Pid] != startOf(live) {
 		t.Errorf("after prune: %v, want only %d", s, live.Pid)
 	}
 }
@@ -229,16 +247,16 @@ func TestGroupSetPrune(t *testing.T) {
 func TestWatchdogPrunesItsRegistry(t *testing.T) {
 	leakcheck.Check(t)
 	startTestWatchdog(t)
-	live := startHelper(t, "sleep")
+	live := childtest.StartHelper(t, "sleep")
 	for pgid := range goneGroups(t, 2*minPruneAt) {
-		watchGroup(pgid, 1)
+		current().Watch(pgid, 1)
 	}
-	w := dog.Load()
+	w := current()
 	w.mu.Lock()
 	n, kept := len(w.groups), w.groups[live.Pid]
 	w.mu.Unlock()
-	if n > minPruneAt || kept != live.startTime {
-		t.Errorf("%d groups registered (live one kept: %v), want ≤ %d", n, kept == live.startTime, minPruneAt)
+	if n > minPruneAt || kept != startOf(live) {
+		t.Errorf("%d groups registered (live one kept: %v), want ≤ %d", n, kept == startOf(live), minPruneAt)
 	}
 }
 
@@ -262,8 +280,8 @@ func TestWatchdogReplacedAfterItsDeath(t *testing.T) {
 	defer func(gap time.Duration) { watchdogRestartGap = gap }(watchdogRestartGap)
 	watchdogRestartGap = 0
 	stop, reports := startTestWatchdog(t)
-	p := startHelper(t, "sleep")
-	readLine(t, p.Conn, 10*time.Second)
+	p := childtest.StartHelper(t, "sleep")
+	childtest.ReadLine(t, p.Conn, 10*time.Second)
 	first := watchdogPid()
 	unix.Kill(first, unix.SIGKILL)
 	awaitReport(t, reports, fmt.Sprintf("the watchdog (pid %d) died: signal: killed; replaced by pid", first))
@@ -285,18 +303,18 @@ func TestWatchdogDyingYoungReplacedAtNextRegistration(t *testing.T) {
 	defer func(gap time.Duration) { watchdogRestartGap = gap }(watchdogRestartGap)
 	watchdogRestartGap = time.Hour // however slow this machine is, it dies young
 	stop, reports := startTestWatchdog(t)
-	before := startHelper(t, "sleep")
-	readLine(t, before.Conn, 10*time.Second)
+	before := childtest.StartHelper(t, "sleep")
+	childtest.ReadLine(t, before.Conn, 10*time.Second)
 	unix.Kill(watchdogPid(), unix.SIGKILL)
 	awaitReport(t, reports, "replaced at the next registration")
 	if pid := watchdogPid(); pid != 0 {
 		t.Fatalf("watchdog %d running before the next registration", pid)
 	}
-	after := startHelper(t, "sleep")
+	after := childtest.StartHelper(t, "sleep")
 	if watchdogPid() == 0 {
 		t.Fatal("no watchdog after a registration")
 	}
-	readLine(t, after.Conn, 10*time.Second)
+	childtest.ReadLine(t, after.Conn, 10*time.Second)
 	exitedBefore, exitedAfter := waitAsync(before), waitAsync(after)
 	if err := stop(); err != nil {
 		t.Errorf("stop: %v", err)
@@ -313,14 +331,14 @@ func TestWedgedWatchdogReplaced(t *testing.T) {
 	defer func(gap, write time.Duration) { watchdogRestartGap, watchdogWriteTimeout = gap, write }(watchdogRestartGap, watchdogWriteTimeout)
 	watchdogRestartGap, watchdogWriteTimeout = 0, 100*time.Millisecond
 	stop, reports := startTestWatchdog(t)
-	p := startHelper(t, "sleep")
-	readLine(t, p.Conn, 10*time.Second)
+	p := childtest.StartHelper(t, "sleep")
+	childtest.ReadLine(t, p.Conn, 10*time.Second)
 	wedged := watchdogPid()
 	sigstop(t, wedged)
 	var slowest time.Duration
 	for giveUp := time.Now().Add(10 * time.Second); watchdogPid() == wedged && time.Now().Before(giveUp); {
 		began := time.Now()
-		watchGroup(p.Pid, p.startTime) // 64 KiB is about 2 000 of these
+		current().Watch(p.Pid, startOf(p)) // 64 KiB is about 2 000 of these
 		slowest = max(slowest, time.Since(began))
 	}
 	awaitReport(t, reports, fmt.Sprintf("the watchdog (pid %d) died: signal: killed; replaced by pid", wedged))
@@ -354,7 +372,7 @@ func TestWatchdogIgnoresTerminalSignals(t *testing.T) {
 func TestWatchdogLifecycle(t *testing.T) {
 	leakcheck.Check(t)
 	stop, _ := startTestWatchdog(t)
-	if _, err := StartWatchdog(nil); err == nil {
+	if _, err := Start(nil); err == nil {
 		t.Error("a second watchdog started")
 	}
 	if err := stop(); err != nil {
@@ -366,8 +384,8 @@ func TestWatchdogLifecycle(t *testing.T) {
 	if watchdogPid() != 0 {
 		t.Error("a watchdog runs after stop")
 	}
-	p := startHelper(t, "sleep") // registers nothing: no watchdog
-	readLine(t, p.Conn, 10*time.Second)
+	p := childtest.StartHelper(t, "sleep") // registers nothing: no watchdog
+	childtest.ReadLine(t, p.Conn, 10*time.Second)
 	stop2, _ := startTestWatchdog(t)
 	if err := stop2(); err != nil {
 		t.Errorf("stop of the second watchdog: %v", err)
@@ -380,11 +398,11 @@ func TestWatchdogLifecycle(t *testing.T) {
 // ends like a record, and so is a last line without its newline.
 func TestWatchdogInput(t *testing.T) {
 	leakcheck.Check(t)
-	watched := startHelper(t, "sleep")
-	hiddenInLongLine := startHelper(t, "sleep")
-	unterminated := startHelper(t, "sleep")
-	for _, p := range []*Process{watched, hiddenInLongLine, unterminated} {
-		readLine(t, p.Conn, 10*time.Second)
+	watched := childtest.StartHelper(t, "sleep")
+	hiddenInLongLine := childtest.StartHelper(t, "sleep")
+	unterminated := childtest.StartHelper(t, "sleep")
+	for _, p := range []*child.Process{watched, hiddenInLongLine, unterminated} {
+		childtest.ReadLine(t, p.Conn, 10*time.Second)
 	}
 	wp, err := startWatchdogProc()
 	if err != nil {
@@ -393,9 +411,9 @@ func TestWatchdogInput(t *testing.T) {
 	reaped := make(chan error, 1)
 	go func() { st, err := wp.proc.Wait(); reaped <- errors.Join(err, exitError(st)) }()
 	input := "garbage\n\nw\nw 12\nu x\nw -5 1\nw 5 1 1\n" +
-		strings.Repeat("x", 2*maxRecordLen) + record{watch: true, pgid: hiddenInLongLine.Pid, start: hiddenInLongLine.startTime}.String() +
-		record{watch: true, pgid: watched.Pid, start: watched.startTime}.String() +
-		strings.TrimSuffix(record{watch: true, pgid: unterminated.Pid, start: unterminated.startTime}.String(), "\n")
+		strings.Repeat("x", 2*maxRecordLen) + record{watch: true, pgid: hiddenInLongLine.Pid, start: startOf(hiddenInLongLine)}.String() +
+		record{watch: true, pgid: watched.Pid, start: startOf(watched)}.String() +
+		strings.TrimSuffix(record{watch: true, pgid: unterminated.Pid, start: startOf(unterminated)}.String(), "\n")
 	if err := wp.write([]byte(input)); err != nil {
 		t.Fatal(err)
 	}
