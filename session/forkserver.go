@@ -19,7 +19,7 @@ const (
 	StartFork  = "fork"
 )
 
-// forker owns the daemon's fork server (py/forkserver.py, child.ForkServer).
+// forker owns the daemon's fork server (py/forkserver.py, forkserver.Server).
 // The server is started on first use and again, after a back-off, once it has
 // died; a spawn the server cannot serve falls back to a cold start, logged,
 // so a broken server costs speed, never a run.

@@ -36,7 +36,7 @@ import (
 //	  there was one (a fork in flight), and exits 0
 //
 // Tier sandbox needs none of this (killing the namespace's init takes every
-// descendant, and the init has a parent-death signal); StartSandboxed does
+// descendant, and the init has a parent-death signal); sandbox.Start does
 // not register.
 
 const watchdogArgv0 = "coderun-watchdog"
@@ -295,7 +295,7 @@ func (p *watchdogProc) write(b []byte) error {
 }
 
 // startWatchdogProc re-executes this binary as a watchdog (see
-// watchdog_main_linux.go) and waits until it is ready. It is started through
+// main_linux.go) and waits until it is ready. It is started through
 // the spawner, so it inherits no descriptor but its fds 0-2; no parent-death
 // signal: it must outlive the daemon.
 //
