@@ -441,6 +441,27 @@ func TestStartFailsCleanlyOutOfDescriptors(t *testing.T) {
 	t.Logf("\n%s", out)
 }
 
+// TestFirstStartUnderDescriptorPressure: in a process whose first Start
+// meets EMFILE, the runtime poller (whose creation failing is a fatal runtime
+// error) is not created by a Start's pipe: every attempt fails cleanly until
+// there is room for the poller and the child's descriptors.
+func TestFirstStartUnderDescriptorPressure(t *testing.T) {
+	leakcheck.Check(t)
+	out, err := childtest.HelperCommand(t, "emfile-cold").Output()
+	if err != nil {
+		t.Fatalf("emfile-cold helper: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 2 || lines[len(lines)-1] != "started" {
+		t.Fatalf("emfile-cold helper:\n%s", out)
+	}
+	for _, l := range lines[:len(lines)-1] {
+		if !strings.Contains(l, "too many open files") {
+			t.Errorf("step: %s", l)
+		}
+	}
+}
+
 // TestZeroProcessSignalsNothing: kill(-0) and kill(-1) would hit the daemon's
 // own group and everything it may signal; a child.Process without a real pid must
 // not send them.
