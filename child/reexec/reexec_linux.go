@@ -22,7 +22,6 @@ import (
 // Dispatch runs the helper that os.Args[0] names and never returns, or
 // returns at once when this process was not started as a helper.
 func Dispatch() {
-	if sandbox.HelperMain(os.Args) || watchdog.HelperMain(os.Args) {
-		os.Exit(2) // not reached: a helper exits by itself
-	}
+	sandbox.HelperMain(os.Args)
+	watchdog.HelperMain(os.Args)
 }

@@ -50,11 +50,11 @@ const (
 )
 
 // HelperMain runs the stage argv[0] names (the init, the exec stage, or a
-// namespace probe, which exits 0 at once) and does not return; it returns
-// false when argv names none of them. reexec.Dispatch calls it.
-func HelperMain(argv []string) bool {
+// namespace probe, which exits 0 at once) and does not return; it returns at
+// once when argv names none of them. reexec.Dispatch calls it.
+func HelperMain(argv []string) {
 	if len(argv) == 0 {
-		return false
+		return
 	}
 	switch argv[0] {
 	case probeArgv0:
@@ -64,7 +64,6 @@ func HelperMain(argv []string) bool {
 	case execArgv0:
 		sandboxExec(argv[1:])
 	}
-	return false
 }
 
 // sandboxConf is what the daemon tells the init, as argv

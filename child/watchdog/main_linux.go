@@ -30,14 +30,12 @@ const (
 	maxWatchedGroups = 1 << 16
 )
 
-// HelperMain runs the watchdog process when argv[0] names it, and then does
-// not return; it returns false otherwise. reexec.Dispatch calls it.
-func HelperMain(argv []string) bool {
-	if len(argv) == 0 || argv[0] != watchdogArgv0 {
-		return false
+// HelperMain runs the watchdog process, and does not return, when argv[0]
+// names it; otherwise it returns at once. reexec.Dispatch calls it.
+func HelperMain(argv []string) {
+	if len(argv) > 0 && argv[0] == watchdogArgv0 {
+		runWatchdog(os.Stdin)
 	}
-	runWatchdog(os.Stdin)
-	return true // not reached: runWatchdog exits
 }
 
 // runWatchdog keeps the set of groups that the records read from in
