@@ -45,7 +45,7 @@ var (
 
 // Warm starts the spawner thread and the runtime poller if they are not
 // running yet, at a moment of the caller's choosing (under no descriptor
-// pressure). ForkExec and Pollable do so themselves.
+// pressure). ForkExec starts the spawner itself, and Pollable calls Warm.
 func Warm() error {
 	startSpawner.Do(func() { go spawner(forkRequests) })
 	return ensurePoller()
