@@ -1,14 +1,11 @@
 //go:build linux
 
-package child
+package child_test
 
 import (
-	"encoding/json"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -18,164 +15,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/internal/childtest"
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
-func testBinary(t *testing.T) string {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return exe
-}
-
-// startStandIn starts this test binary as a stand-in daemon with env (and
-// attr, if any; its stderr is the test's) and returns it with its stdout. At
-// cleanup it is killed and reaped.
-func startStandIn(t *testing.T, env []string, attr *syscall.SysProcAttr) (*exec.Cmd, io.Reader) {
-	t.Helper()
-	cmd := exec.Command(testBinary(t))
-	cmd.Env = env
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = attr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return cmd, out
-}
-
-func helperSpec(t *testing.T, mode string, args ...string) Spec {
-	return Spec{Path: testBinary(t), Args: args, Env: []string{HelperVar + "=" + mode, leakcheck.Tag()}}
-}
-
-// startHelper starts a helper and registers a cleanup that kills its group,
-// reaps it (unless the test did) and closes the daemon's ends.
-func startHelper(t *testing.T, mode string, args ...string) *Process {
-	t.Helper()
-	p, err := Start(helperSpec(t, mode, args...))
-	if err != nil {
-		t.Fatalf("Start(%s): %v", mode, err)
-	}
-	t.Cleanup(func() { discard(p) })
-	return p
-}
-
-func discard(p *Process) {
-	p.SignalGroup(syscall.SIGKILL)
-	p.Wait()
-	closeFiles(p.Conn, p.Stdout, p.Stderr)
-}
-
-// readLine reads one line byte by byte (no read-ahead) within timeout.
-func readLine(t *testing.T, f *os.File, timeout time.Duration) string {
-	t.Helper()
-	f.SetReadDeadline(time.Now().Add(timeout))
-	defer f.SetReadDeadline(time.Time{})
-	var line []byte
-	b := make([]byte, 1)
-	for {
-		if _, err := f.Read(b); err != nil {
-			t.Fatalf("reading a line from %s: %v (got %q)", f.Name(), err, line)
-		}
-		if b[0] == '\n' {
-			return string(line)
-		}
-		line = append(line, b[0])
-	}
-}
-
-// waitExit runs Wait with a timeout.
-func waitExit(t *testing.T, p *Process, timeout time.Duration) Exit {
-	t.Helper()
-	type result struct {
-		e   Exit
-		err error
-	}
-	done := make(chan result, 1)
-	go func() { e, err := p.Wait(); done <- result{e, err} }()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			t.Fatalf("Wait: %v", r.err)
-		}
-		return r.e
-	case <-time.After(timeout):
-		p.SignalGroup(syscall.SIGKILL)
-		<-done
-		t.Fatalf("child %d did not exit within %v", p.Pid, timeout)
-		return Exit{}
-	}
-}
-
-// readAllWithin reads f to end of stream within timeout.
-func readAllWithin(t *testing.T, f *os.File, timeout time.Duration) []byte {
-	t.Helper()
-	f.SetReadDeadline(time.Now().Add(timeout))
-	b, err := io.ReadAll(f)
-	if err != nil {
-		t.Fatalf("reading %s to end of stream: %v", f.Name(), err)
-	}
-	return b
-}
-
-// reapPid waits for a (subreaped) orphan and returns its status.
-func reapPid(t *testing.T, pid int, timeout time.Duration) unix.WaitStatus {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		var ws unix.WaitStatus
-		n, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
-		if err != nil && err != unix.EINTR {
-			t.Fatalf("wait4(%d): %v", pid, err)
-		}
-		if n == pid {
-			return ws
-		}
-		if time.Now().After(deadline) {
-			unix.Kill(pid, unix.SIGKILL)
-			unix.Wait4(pid, &ws, 0, nil)
-			t.Fatalf("process %d still alive after %v", pid, timeout)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func getReport(t *testing.T, p *Process) report {
-	t.Helper()
-	p.Conn.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := p.Conn.Write([]byte("go\n")); err != nil {
-		t.Fatal(err)
-	}
-	var r report
-	if err := json.NewDecoder(p.Conn).Decode(&r); err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 func TestStartDescriptorsSessionEnvDir(t *testing.T) {
 	leakcheck.Check(t)
 	dir := t.TempDir()
-	spec := helperSpec(t, "report")
+	spec := childtest.HelperSpec(t, "report")
 	spec.Env = append(spec.Env, "EMPTY=", "SPACES=a b  c", "NOEQUALS")
 	spec.Dir = dir
-	p, err := Start(spec)
+	p, err := child.Start(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { discard(p) })
+	t.Cleanup(func() { childtest.Discard(p) })
 	for _, f := range []*os.File{p.Conn, p.Stdout, p.Stderr} {
 		checkDaemonEnd(t, f)
 	}
-	r := getReport(t, p)
-	if e := waitExit(t, p, 10*time.Second); e.Code != 0 || e.Signaled {
+	r := childtest.GetReport(t, p)
+	if e := childtest.WaitExit(t, p, 10*time.Second); e.Code != 0 || e.Signaled {
 		t.Fatalf("report helper: %+v", e)
 	}
 
@@ -248,11 +110,11 @@ func extraFds(fds map[int]string) []string {
 func TestStartConcurrentChildrenInheritNothingExtra(t *testing.T) {
 	leakcheck.Check(t)
 	const n = 8
-	procs := make([]*Process, n)
+	procs := make([]*child.Process, n)
 	var wg sync.WaitGroup
 	for i := range procs {
 		wg.Go(func() {
-			p, err := Start(helperSpec(t, "report"))
+			p, err := child.Start(childtest.HelperSpec(t, "report"))
 			if err != nil {
 				t.Error(err)
 				return
@@ -265,12 +127,12 @@ func TestStartConcurrentChildrenInheritNothingExtra(t *testing.T) {
 		if p == nil {
 			continue
 		}
-		t.Cleanup(func() { discard(p) })
-		r := getReport(t, p)
+		t.Cleanup(func() { childtest.Discard(p) })
+		r := childtest.GetReport(t, p)
 		if extra := extraFds(r.Fds); len(extra) > 0 {
 			t.Errorf("child %d has descriptors beyond 0-3: %v", p.Pid, extra)
 		}
-		waitExit(t, p, 10*time.Second)
+		childtest.WaitExit(t, p, 10*time.Second)
 	}
 }
 
@@ -281,19 +143,19 @@ func TestStartErrors(t *testing.T) {
 	os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o600)
 	for _, tc := range []struct {
 		name string
-		spec Spec
+		spec child.Spec
 		want error
 	}{
-		{"missing executable", Spec{Path: filepath.Join(dir, "nope")}, fs.ErrNotExist},
-		{"missing dir", Spec{Path: testBinary(t), Dir: filepath.Join(dir, "nodir")}, fs.ErrNotExist},
-		{"not executable", Spec{Path: notExec}, fs.ErrPermission},
-		{"NUL in an argument", Spec{Path: testBinary(t), Args: []string{"a\x00b"}}, syscall.EINVAL},
-		{"NUL in the environment", Spec{Path: testBinary(t), Env: []string{"A=\x00"}}, syscall.EINVAL},
+		{"missing executable", child.Spec{Path: filepath.Join(dir, "nope")}, fs.ErrNotExist},
+		{"missing dir", child.Spec{Path: childtest.TestBinary(t), Dir: filepath.Join(dir, "nodir")}, fs.ErrNotExist},
+		{"not executable", child.Spec{Path: notExec}, fs.ErrPermission},
+		{"NUL in an argument", child.Spec{Path: childtest.TestBinary(t), Args: []string{"a\x00b"}}, syscall.EINVAL},
+		{"NUL in the environment", child.Spec{Path: childtest.TestBinary(t), Env: []string{"A=\x00"}}, syscall.EINVAL},
 	} {
-		p, err := Start(tc.spec)
+		p, err := child.Start(tc.spec)
 		if err == nil {
-			discard(p)
-			t.Errorf("%s: Start succeeded", tc.name)
+			childtest.Discard(p)
+			t.Errorf("%s: child.Start succeeded", tc.name)
 			continue
 		}
 		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), "fork/exec "+tc.spec.Path) {
@@ -304,110 +166,98 @@ func TestStartErrors(t *testing.T) {
 
 func TestWaitExitCodeAndEndOfStream(t *testing.T) {
 	leakcheck.Check(t)
-	p := startHelper(t, "exit", "3")
-	e := waitExit(t, p, 10*time.Second)
+	p := childtest.StartHelper(t, "exit", "3")
+	e := childtest.WaitExit(t, p, 10*time.Second)
 	if e.Code != 3 || e.Signaled || e.Signal != "" {
-		t.Errorf("Exit %+v, want code 3", e)
+		t.Errorf("child.Exit %+v, want code 3", e)
 	}
 	for _, f := range []*os.File{p.Conn, p.Stdout, p.Stderr} {
-		if b := readAllWithin(t, f, 5*time.Second); len(b) != 0 {
+		if b := childtest.ReadAllWithin(t, f, 5*time.Second); len(b) != 0 {
 			t.Errorf("%s: %q before end of stream", f.Name(), b)
 		}
 	}
-	if _, err := p.Wait(); !errors.Is(err, ErrWaited) {
+	if _, err := p.Wait(); !errors.Is(err, child.ErrWaited) {
 		t.Errorf("second Wait: %v, want ErrWaited", err)
 	}
 }
 
 func TestWaitReportsSignalName(t *testing.T) {
 	leakcheck.Check(t)
-	p := startHelper(t, "sleep")
-	readLine(t, p.Conn, 10*time.Second)
+	p := childtest.StartHelper(t, "sleep")
+	childtest.ReadLine(t, p.Conn, 10*time.Second)
 	p.SignalGroup(syscall.SIGKILL)
-	if e := waitExit(t, p, 5*time.Second); !e.Signaled || e.Signal != "SIGKILL" || e.Code != -1 {
-		t.Errorf("Exit %+v, want signaled SIGKILL, code -1", e)
+	if e := childtest.WaitExit(t, p, 5*time.Second); !e.Signaled || e.Signal != "SIGKILL" || e.Code != -1 {
+		t.Errorf("child.Exit %+v, want signaled SIGKILL, code -1", e)
 	}
-	p = startHelper(t, "selfsignal", "SIGTERM")
-	if e := waitExit(t, p, 10*time.Second); e.Signal != "SIGTERM" {
-		t.Errorf("Exit %+v, want SIGTERM", e)
-	}
-}
-
-func TestSignalName(t *testing.T) {
-	leakcheck.Check(t)
-	for sig, want := range map[syscall.Signal]string{
-		syscall.SIGXCPU: "SIGXCPU", syscall.SIGSEGV: "SIGSEGV", 34: "SIGRTMIN",
-		35: "SIGRTMIN+1", 64: "SIGRTMAX", 99: "SIG99",
-	} {
-		if got := signalName(sig); got != want {
-			t.Errorf("signalName(%d) = %q, want %q", int(sig), got, want)
-		}
+	p = childtest.StartHelper(t, "selfsignal", "SIGTERM")
+	if e := childtest.WaitExit(t, p, 10*time.Second); e.Signal != "SIGTERM" {
+		t.Errorf("child.Exit %+v, want SIGTERM", e)
 	}
 }
 
 func TestWaitRusage(t *testing.T) {
 	leakcheck.Check(t)
-	p := startHelper(t, "burn", "300")
-	e := waitExit(t, p, 20*time.Second)
+	p := childtest.StartHelper(t, "burn", "300")
+	e := childtest.WaitExit(t, p, 20*time.Second)
 	if e.Code != 0 || e.CPU < 300*time.Millisecond || e.MaxRSSKb <= 0 {
-		t.Errorf("Exit %+v, want code 0, CPU >= 300ms, MaxRSSKb > 0", e)
+		t.Errorf("child.Exit %+v, want code 0, CPU >= 300ms, MaxRSSKb > 0", e)
 	}
 }
 
 func TestFloodWithoutNewline(t *testing.T) {
 	leakcheck.Check(t)
 	const n = 3 << 20
-	p := startHelper(t, "flood", strconv.Itoa(n))
-	out := readAllWithin(t, p.Stdout, 20*time.Second)
-	if e := waitExit(t, p, 10*time.Second); e.Code != 0 {
-		t.Errorf("Exit %+v", e)
+	p := childtest.StartHelper(t, "flood", strconv.Itoa(n))
+	out := childtest.ReadAllWithin(t, p.Stdout, 20*time.Second)
+	if e := childtest.WaitExit(t, p, 10*time.Second); e.Code != 0 {
+		t.Errorf("child.Exit %+v", e)
 	}
 	if len(out) != n || strings.Count(string(out), "x") != n {
 		t.Errorf("read %d bytes, want %d x's", len(out), n)
 	}
 
 	// Nobody reads: the child blocks on a full pipe and is still killable.
-	p = startHelper(t, "flood", "0")
+	p = childtest.StartHelper(t, "flood", "0")
 	time.Sleep(200 * time.Millisecond)
 	p.SignalGroup(syscall.SIGKILL)
-	if e := waitExit(t, p, 5*time.Second); e.Signal != "SIGKILL" {
-		t.Errorf("Exit %+v, want SIGKILL", e)
+	if e := childtest.WaitExit(t, p, 5*time.Second); e.Signal != "SIGKILL" {
+		t.Errorf("child.Exit %+v, want SIGKILL", e)
 	}
 }
 
 func TestTerminate(t *testing.T) {
 	leakcheck.Check(t)
 	t.Run("ignores SIGTERM", func(t *testing.T) {
-		p := startHelper(t, "ignore-term")
-		readLine(t, p.Conn, 10*time.Second)
+		p := childtest.StartHelper(t, "ignore-term")
+		childtest.ReadLine(t, p.Conn, 10*time.Second)
 		const grace = 300 * time.Millisecond
 		start := time.Now()
 		stop := p.Terminate(grace)
-		e := waitExit(t, p, 5*time.Second)
+		e := childtest.WaitExit(t, p, 5*time.Second)
 		if elapsed := time.Since(start); e.Signal != "SIGKILL" || elapsed < grace {
-			t.Errorf("Exit %+v after %v, want SIGKILL after >= %v", e, elapsed, grace)
+			t.Errorf("child.Exit %+v after %v, want SIGKILL after >= %v", e, elapsed, grace)
 		}
 		if stop() {
 			t.Error("stop() cancelled a SIGKILL that had fired")
 		}
 	})
 	t.Run("honours SIGTERM", func(t *testing.T) {
-		p := startHelper(t, "sleep")
-		readLine(t, p.Conn, 10*time.Second)
+		p := childtest.StartHelper(t, "sleep")
+		childtest.ReadLine(t, p.Conn, 10*time.Second)
 		stop := p.Terminate(time.Minute)
-		if e := waitExit(t, p, 5*time.Second); e.Signal != "SIGTERM" {
-			t.Errorf("Exit %+v, want SIGTERM", e)
+		if e := childtest.WaitExit(t, p, 5*time.Second); e.Signal != "SIGTERM" {
+			t.Errorf("child.Exit %+v, want SIGTERM", e)
 		}
 		if !stop() {
 			t.Error("stop() did not cancel the pending SIGKILL")
 		}
 	})
 	t.Run("no grace", func(t *testing.T) {
-		p := startHelper(t, "ignore-term")
-		readLine(t, p.Conn, 10*time.Second)
+		p := childtest.StartHelper(t, "ignore-term")
+		childtest.ReadLine(t, p.Conn, 10*time.Second)
 		p.Terminate(0)
-		if e := waitExit(t, p, 5*time.Second); e.Signal != "SIGKILL" {
-			t.Errorf("Exit %+v, want SIGKILL", e)
+		if e := childtest.WaitExit(t, p, 5*time.Second); e.Signal != "SIGKILL" {
+			t.Errorf("child.Exit %+v, want SIGKILL", e)
 		}
 	})
 }
@@ -416,12 +266,12 @@ func TestGrandchildHoldingPipes(t *testing.T) {
 	leakcheck.Check(t)
 	for _, mode := range []string{"group", "setsid"} {
 		t.Run(mode, func(t *testing.T) {
-			p := startHelper(t, "grandchild", mode)
-			gpid, err := strconv.Atoi(readLine(t, p.Conn, 10*time.Second))
+			p := childtest.StartHelper(t, "grandchild", mode)
+			gpid, err := strconv.Atoi(childtest.ReadLine(t, p.Conn, 10*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if e := waitExit(t, p, 10*time.Second); e.Code != 0 {
+			if e := childtest.WaitExit(t, p, 10*time.Second); e.Code != 0 {
 				t.Fatalf("leader: %+v", e)
 			}
 			// The leader is reaped but its pipes stay open: no end of stream.
@@ -440,53 +290,43 @@ func TestGrandchildHoldingPipes(t *testing.T) {
 				}
 				p.SignalGroup(syscall.SIGKILL) // cannot reach it
 				time.Sleep(50 * time.Millisecond)
-				if st, _ := readState(gpid); st != "S" && st != "R" {
+				if st, _ := childtest.ReadState(gpid); st != "S" && st != "R" {
 					t.Fatalf("setsid grandchild state %q, want alive", st)
 				}
 				unix.Kill(gpid, unix.SIGKILL)
 			}
-			if ws := reapPid(t, gpid, 5*time.Second); ws.Signal() != syscall.SIGKILL {
+			if ws := childtest.ReapPid(t, gpid, 5*time.Second); ws.Signal() != syscall.SIGKILL {
 				t.Errorf("grandchild status %v, want SIGKILL", ws)
 			}
 			if !p.GroupEmpty() {
 				t.Error("group not empty after the grandchild was reaped")
 			}
-			readAllWithin(t, p.Stdout, 5*time.Second)
-			readAllWithin(t, p.Conn, 5*time.Second)
+			childtest.ReadAllWithin(t, p.Stdout, 5*time.Second)
+			childtest.ReadAllWithin(t, p.Conn, 5*time.Second)
 		})
 	}
 }
 
-func readState(pid int) (string, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return "", false
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return f[0], true
-}
-
 func TestSignalGroupWithheldOnPidReuse(t *testing.T) {
 	leakcheck.Check(t)
-	p := startHelper(t, "sleep")
-	readLine(t, p.Conn, 10*time.Second)
-	if !p.hasStart {
-		t.Fatal("no start time recorded")
+	p := childtest.StartHelper(t, "sleep")
+	childtest.ReadLine(t, p.Conn, 10*time.Second)
+	recorded, ok := child.StartTime(p.Pid)
+	if !ok {
+		t.Fatal("no start time")
 	}
-	recorded := p.startTime
-	p.startTime = recorded + 1 // as if the pid now named another process
-	p.SignalGroup(syscall.SIGKILL)
+	// The same group, as if its pid now named another process.
+	spawn.Leader(p.Pid, recorded+1).SignalGroup(syscall.SIGKILL)
 	time.Sleep(100 * time.Millisecond)
 	if p.GroupEmpty() {
 		t.Fatal("group gone")
 	}
-	if st, _ := readState(p.Pid); st == "Z" {
+	if st, _ := childtest.ReadState(p.Pid); st == "Z" {
 		t.Fatal("signal was not withheld")
 	}
-	p.startTime = recorded
 	p.SignalGroup(syscall.SIGKILL)
-	if e := waitExit(t, p, 5*time.Second); e.Signal != "SIGKILL" {
-		t.Errorf("Exit %+v", e)
+	if e := childtest.WaitExit(t, p, 5*time.Second); e.Signal != "SIGKILL" {
+		t.Errorf("child.Exit %+v", e)
 	}
 	if !p.GroupEmpty() {
 		t.Error("group not empty after the leader was reaped")
@@ -499,7 +339,7 @@ func TestSignalGroupWithheldOnPidReuse(t *testing.T) {
 // daemon is SIGKILLed.
 func TestPdeathsig(t *testing.T) {
 	leakcheck.Check(t)
-	d := helperCommand(t, "daemon")
+	d := childtest.HelperCommand(t, "daemon")
 	out, err := d.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -515,13 +355,13 @@ func TestPdeathsig(t *testing.T) {
 		t.Fatalf("daemon said %q", line[:n])
 	}
 	time.Sleep(300 * time.Millisecond)
-	if st, ok := readState(gpid); !ok || st == "Z" {
+	if st, ok := childtest.ReadState(gpid); !ok || st == "Z" {
 		t.Fatalf("child died with the thread that asked for it (state %q)", st)
 	}
 	d.Process.Kill()
 	d.Wait()
 	start := time.Now()
-	ws := reapPid(t, gpid, time.Second) // reparented to this subreaper
+	ws := childtest.ReapPid(t, gpid, time.Second) // reparented to this subreaper
 	if ws.Signal() != syscall.SIGKILL {
 		t.Errorf("child status %v, want SIGKILL", ws)
 	}
@@ -538,9 +378,9 @@ func TestInheritedDescriptorNotPassedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	p := startHelper(t, "report")
-	r := getReport(t, p)
-	waitExit(t, p, 10*time.Second)
+	p := childtest.StartHelper(t, "report")
+	r := childtest.GetReport(t, p)
+	childtest.WaitExit(t, p, 10*time.Second)
 	if extra := extraFds(r.Fds); len(extra) > 0 {
 		t.Errorf("child has descriptors beyond 0-3: %v", extra)
 	}
@@ -551,8 +391,8 @@ func TestInheritedDescriptorNotPassedOn(t *testing.T) {
 // an orphan).
 func TestCloseReleasesBlockedRead(t *testing.T) {
 	leakcheck.Check(t)
-	p := startHelper(t, "sleep")
-	readLine(t, p.Conn, 10*time.Second)
+	p := childtest.StartHelper(t, "sleep")
+	childtest.ReadLine(t, p.Conn, 10*time.Second)
 	for _, f := range []*os.File{p.Stdout, p.Stderr, p.Conn} {
 		done := make(chan error, 1)
 		go func() { _, err := f.Read(make([]byte, 1)); done <- err }()
@@ -572,46 +412,67 @@ func TestCloseReleasesBlockedRead(t *testing.T) {
 // TestConnBothWays: fd 3 carries bytes in both directions.
 func TestConnBothWays(t *testing.T) {
 	leakcheck.Check(t)
-	p := startHelper(t, "report")
-	r := getReport(t, p) // writes "go\n", reads the JSON reply
+	p := childtest.StartHelper(t, "report")
+	r := childtest.GetReport(t, p) // writes "go\n", reads the JSON reply
 	if r.Pid != p.Pid {
 		t.Fatalf("report from pid %d", r.Pid)
 	}
-	waitExit(t, p, 10*time.Second)
+	childtest.WaitExit(t, p, 10*time.Second)
 }
 
-// TestStartFailsCleanlyOutOfDescriptors runs Start in a subprocess under
+// TestStartFailsCleanlyOutOfDescriptors runs child.Start in a subprocess under
 // ever larger RLIMIT_NOFILE soft limits: each failure (EMFILE at any step)
 // must leave no descriptor behind, and a large enough limit succeeds.
 func TestStartFailsCleanlyOutOfDescriptors(t *testing.T) {
 	leakcheck.Check(t)
-	out, err := helperCommand(t, "emfile").Output()
-	if err != nil {
-		t.Fatalf("emfile helper: %v\n%s", err, out)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) < 2 || lines[len(lines)-1] != "started" {
-		t.Fatalf("emfile helper:\n%s", out)
-	}
-	for _, l := range lines[:len(lines)-1] {
-		if !strings.Contains(l, "too many open files") || strings.Contains(l, "leaked") {
+	for _, l := range emfileSteps(t, "emfile") {
+		if strings.Contains(l, "leaked") {
 			t.Errorf("step: %s", l)
 		}
 	}
+}
+
+// TestFirstStartUnderDescriptorPressure: in a process whose first Start
+// meets EMFILE, the runtime poller (whose creation failing is a fatal runtime
+// error) is not created by a Start's pipe: every attempt fails cleanly until
+// there is room for the poller and the child's descriptors.
+func TestFirstStartUnderDescriptorPressure(t *testing.T) {
+	leakcheck.Check(t)
+	emfileSteps(t, "emfile-cold")
+}
+
+// emfileSteps runs an emfile helper (mode), checks that it ends started with
+// every step before failing on EMFILE, and returns those steps.
+func emfileSteps(t *testing.T, mode string) []string {
+	t.Helper()
+	out, err := childtest.HelperCommand(t, mode).Output()
+	if err != nil {
+		t.Fatalf("%s helper: %v\n%s", mode, err, out)
+	}
 	t.Logf("\n%s", out)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 2 || lines[len(lines)-1] != "started" {
+		t.Fatalf("%s helper:\n%s", mode, out)
+	}
+	for _, l := range lines[:len(lines)-1] {
+		if !strings.Contains(l, "too many open files") {
+			t.Errorf("step: %s", l)
+		}
+	}
+	return lines[:len(lines)-1]
 }
 
 // TestZeroProcessSignalsNothing: kill(-0) and kill(-1) would hit the daemon's
-// own group and everything it may signal; a Process without a real pid must
+// own group and everything it may signal; a child.Process without a real pid must
 // not send them.
 func TestZeroProcessSignalsNothing(t *testing.T) {
 	leakcheck.Check(t)
 	for _, pid := range []int{0, 1, -1} {
-		p := &Process{Pid: pid}
+		p := &child.Process{Pid: pid}
 		p.SignalGroup(syscall.SIGCONT) // harmless even if it escaped
 		p.Terminate(0)                 // SIGKILL: the test would die
 		if !p.GroupEmpty() {
-			t.Errorf("Process{Pid: %d}.GroupEmpty() = false", pid)
+			t.Errorf("child.Process{Pid: %d}.GroupEmpty() = false", pid)
 		}
 	}
 }
@@ -630,32 +491,16 @@ func TestShellSeesOnlyFds0To3(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(fd)
-	p, err := Start(Spec{Path: "/bin/sh", Args: []string{"-c", "exec 2>&1; /bin/ls /proc/$$/fd"}, Env: []string{leakcheck.Tag()}})
+	p, err := child.Start(child.Spec{Path: "/bin/sh", Args: []string{"-c", "exec 2>&1; /bin/ls /proc/$$/fd"}, Env: []string{leakcheck.Tag()}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { discard(p) })
-	out := readAllWithin(t, p.Stdout, 10*time.Second)
-	if e := waitExit(t, p, 10*time.Second); e.Code != 0 {
+	t.Cleanup(func() { childtest.Discard(p) })
+	out := childtest.ReadAllWithin(t, p.Stdout, 10*time.Second)
+	if e := childtest.WaitExit(t, p, 10*time.Second); e.Code != 0 {
 		t.Fatalf("sh: %+v", e)
 	}
 	if string(out) != "0\n1\n2\n3\n" {
 		t.Errorf("the shell's descriptors: %q, want 0-3", out)
-	}
-}
-
-func TestCloexecFallback(t *testing.T) {
-	leakcheck.Check(t)
-	fd, err := unix.Open(os.DevNull, unix.O_RDONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	cloexecByProcFd()
-	if fl, _ := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); fl&unix.FD_CLOEXEC == 0 {
-		t.Error("fd not marked close-on-exec")
-	}
-	if fl, _ := unix.FcntlInt(2, unix.F_GETFD, 0); fl&unix.FD_CLOEXEC != 0 {
-		t.Error("fd 2 marked close-on-exec")
 	}
 }

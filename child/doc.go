@@ -6,8 +6,20 @@
 // in its own session with a parent-death SIGKILL, reaps it with wait4 (status
 // and rusage), and signals its process group safely against PID reuse.
 //
-// It knows nothing of JSON or Python, and it is the only package of the
-// module that imports golang.org/x/sys.
+// It knows nothing of JSON or Python. It and the packages under it are the
+// only ones of the module that import golang.org/x/sys:
+//
+//	child             Start, Process, Probe, StartTime, EffectiveSoftCPU (this package)
+//	child/sandbox     tier sandbox: namespaces, Landlock, seccomp, pids cgroup, its init
+//	child/watchdog    the process that kills the registered groups when the daemon dies
+//	child/forkserver  the client of a fork server (a child that forks children)
+//	child/reexec      Dispatch: turns a re-executed binary into the sandbox init or watchdog
+//	child/internal/spawn  the spawner thread, descriptors and Process, shared by all of them
+//
+// Imports run one way: sandbox, watchdog and forkserver build on child and
+// internal/spawn; reexec on sandbox and watchdog; nothing here imports them
+// back. No package starts anything when imported: the spawner thread starts
+// on the first fork, and a helper process runs only through reexec.Dispatch.
 //
 // The package is Linux-only on purpose: every file carries a linux build
 // constraint, so building the daemon for another OS fails with "build
@@ -28,13 +40,13 @@
 //	  Terminate(grace) ──► SIGTERM group now, SIGKILL group after grace (stoppable)
 //	  Wait()           ──► wait4(pid) ──► Exit{code|signal, CPU, MaxRSS}
 //
-// The parent-death signal reaches the child only. StartWatchdog (called once
-// by the daemon's main) starts the watchdog: this binary re-executed in its
-// own process group, fed the registered groups over a pipe only the daemon
-// holds.
+// The parent-death signal reaches the child only. watchdog.Start (called
+// once by the daemon's main) starts the watchdog: this binary re-executed in
+// its own process group, fed the registered groups over a pipe only the
+// daemon holds.
 // When that pipe ends — the daemon died, however it died, or stopped it —
 // the watchdog SIGKILLs every group still registered, so a same-group
-// grandchild dies with the daemon too (watchdog_linux.go). Without a
+// grandchild dies with the daemon too (package watchdog). Without a
 // watchdog, registration is a no-op.
 //
 // Probe runs a short-lived command (the interpreter version probe) with the

@@ -3,19 +3,18 @@
 package child
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"syscall"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
 	"golang.org/x/sys/unix"
 )
 
 // ErrDeadline is wrapped by Probe's error when the probe did not exit before
 // its deadline.
-var ErrDeadline = errors.New("deadline exceeded")
+var ErrDeadline = spawn.ErrDeadline
 
 // probeReapWait bounds how long Probe waits, after the deadline's SIGKILL,
 // for the probe leader to be reaped (it can only be slower than that in
@@ -50,36 +49,29 @@ type probe struct {
 	proc           *Process
 	stdout, stderr *os.File
 	out, errOut    chan []byte // one value each, at end of stream or abandonment
-	exited         chan waitResult
-}
-
-type waitResult struct {
-	ws  unix.WaitStatus
-	err error
+	exited         <-chan spawn.WaitResult
 }
 
 func startProbe(path string, args []string, maxOut int) (*probe, error) {
-	s, err := openStdio()
+	s, err := spawn.OpenStdio(unix.SOCK_STREAM)
 	if err != nil {
 		return nil, err
 	}
-	s.conn.Close() // the probe gets no fd 3
-	pid, err := forkExec(path, append([]string{path}, args...), &syscall.ProcAttr{
+	s.Conn.Close() // the probe gets no fd 3
+	pid, err := spawn.ForkExec(path, append([]string{path}, args...), &syscall.ProcAttr{
 		Env:   syscall.Environ(),
-		Files: s.childFiles()[:3],
+		Files: s.ChildFiles()[:3],
 		Sys:   &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	})
-	s.closeChild()
+	s.CloseChild()
 	if err != nil {
-		closeFiles(s.stdout, s.stderr)
+		spawn.CloseFiles(s.Stdout, s.Stderr)
 		return nil, err
 	}
-	p := &probe{proc: &Process{Pid: pid}, stdout: s.stdout, stderr: s.stderr,
-		out: make(chan []byte, 1), errOut: make(chan []byte, 1), exited: make(chan waitResult, 1)}
-	p.proc.startTime, p.proc.hasStart = StartTime(pid)
-	go func() { p.out <- readBounded(p.stdout, maxOut) }()
-	go func() { p.errOut <- readBounded(p.stderr, stderrKept) }()
-	go func() { ws, _, err := wait4(pid); p.exited <- waitResult{ws, err} }()
+	p := &probe{proc: spawn.Started(pid, nil, nil, nil), stdout: s.Stdout, stderr: s.Stderr,
+		out: make(chan []byte, 1), errOut: make(chan []byte, 1), exited: spawn.ReapAsync(pid)}
+	go func() { p.out <- spawn.ReadBounded(p.stdout, maxOut) }()
+	go func() { p.errOut <- spawn.ReadBounded(p.stderr, stderrKept) }()
 	return p, nil
 }
 
@@ -89,7 +81,7 @@ func (p *probe) finish(deadline time.Duration) ([]byte, error) {
 	timer := time.NewTimer(deadline)
 	defer timer.Stop()
 	var out, errOut []byte
-	var exit *waitResult
+	var exit *spawn.WaitResult
 	for pending := 3; pending > 0; pending-- {
 		select {
 		case out = <-p.out:
@@ -100,16 +92,16 @@ func (p *probe) finish(deadline time.Duration) ([]byte, error) {
 			return p.abandon(out, errOut, exit, deadline)
 		}
 	}
-	closeFiles(p.stdout, p.stderr)
+	spawn.CloseFiles(p.stdout, p.stderr)
 	p.proc.SignalGroup(syscall.SIGKILL)
-	return out, probeError(exit, errOut)
+	return out, spawn.ExitError(*exit, errOut)
 }
 
 // abandon is the deadline path: SIGKILL the group, close the pipes (which
 // ends the readers with what they have), reap the leader if it was not.
-func (p *probe) abandon(out, errOut []byte, exit *waitResult, deadline time.Duration) ([]byte, error) {
+func (p *probe) abandon(out, errOut []byte, exit *spawn.WaitResult, deadline time.Duration) ([]byte, error) {
 	p.proc.SignalGroup(syscall.SIGKILL)
-	closeFiles(p.stdout, p.stderr)
+	spawn.CloseFiles(p.stdout, p.stderr)
 	if out == nil {
 		out = <-p.out
 	}
@@ -117,46 +109,11 @@ func (p *probe) abandon(out, errOut []byte, exit *waitResult, deadline time.Dura
 		errOut = <-p.errOut
 	}
 	if exit != nil {
-		return out, probeError(exit, errOut)
+		return out, spawn.ExitError(*exit, errOut)
 	}
 	select {
 	case <-p.exited:
 	case <-time.After(probeReapWait):
 	}
-	return out, withStderr(fmt.Errorf("%w (%v), process group killed", ErrDeadline, deadline), errOut)
-}
-
-func probeError(exit *waitResult, errOut []byte) error {
-	switch {
-	case exit.err != nil:
-		return exit.err
-	case exit.ws.Signaled():
-		return withStderr(fmt.Errorf("killed by signal %s", signalName(exit.ws.Signal())), errOut)
-	case exit.ws.ExitStatus() != 0:
-		return withStderr(fmt.Errorf("exit status %d", exit.ws.ExitStatus()), errOut)
-	}
-	return nil
-}
-
-func withStderr(err error, errOut []byte) error {
-	if len(errOut) == 0 {
-		return err
-	}
-	return fmt.Errorf("%w (stderr: %q)", err, errOut)
-}
-
-// readBounded reads r to end of stream or error (a closed, abandoned pipe),
-// keeping at most max bytes and draining the rest. It never returns nil.
-func readBounded(r io.Reader, max int) []byte {
-	kept := []byte{}
-	buf := make([]byte, 32*1024)
-	for {
-		n, err := r.Read(buf)
-		if room := max - len(kept); room > 0 {
-			kept = append(kept, buf[:min(n, room)]...)
-		}
-		if err != nil {
-			return kept
-		}
-	}
+	return out, spawn.WithStderr(fmt.Errorf("%w (%v), process group killed", ErrDeadline, deadline), errOut)
 }

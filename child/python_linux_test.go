@@ -1,13 +1,13 @@
 //go:build linux
 
-package child
+package child_test
 
 import (
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/internal/childtest"
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
@@ -16,8 +16,8 @@ import (
 // RLIMIT_CPU fires) is reported by signal name with its rusage.
 func TestPythonSIGXCPU(t *testing.T) {
 	leakcheck.Check(t)
-	python := realPython(t)
-	p, err := Start(Spec{
+	python := childtest.RealPython(t)
+	p, err := child.Start(child.Spec{
 		Path: python,
 		Args: []string{"-I", "-c", "import os, signal\nx = sum(range(3_000_000))\nos.kill(os.getpid(), signal.SIGXCPU)"},
 		Env:  []string{leakcheck.Tag()},
@@ -25,23 +25,9 @@ func TestPythonSIGXCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { discard(p) })
-	e := waitExit(t, p, 20*time.Second)
+	t.Cleanup(func() { childtest.Discard(p) })
+	e := childtest.WaitExit(t, p, 20*time.Second)
 	if e.Signal != "SIGXCPU" || !e.Signaled || e.Code != -1 || e.CPU <= 0 || e.MaxRSSKb <= 0 {
-		t.Errorf("Exit %+v, want SIGXCPU with some CPU and RSS", e)
+		t.Errorf("child.Exit %+v, want SIGXCPU with some CPU and RSS", e)
 	}
-}
-
-// realPython resolves python3 (through a version-manager shim) or skips.
-func realPython(t *testing.T) string {
-	t.Helper()
-	shim, err := exec.LookPath("python3")
-	if err != nil {
-		t.Skip("no python3 on PATH")
-	}
-	out, err := Probe(shim, []string{"-I", "-c", "import sys; print(sys.executable)"}, 5*time.Second, 1024)
-	if err != nil {
-		t.Fatalf("probe %s: %v", shim, err)
-	}
-	return strings.TrimSpace(string(out))
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package child
+package child_test
 
 import (
 	"os"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
@@ -24,13 +26,13 @@ func TestStartKillWaitConcurrently(t *testing.T) {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			p, err := Start(Spec{Path: "/bin/sleep", Args: []string{"30"}, Env: []string{leakcheck.Tag()}})
+			p, err := child.Start(child.Spec{Path: "/bin/sleep", Args: []string{"30"}, Env: []string{leakcheck.Tag()}})
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			defer closeFiles(p.Conn, p.Stdout, p.Stderr)
-			exited := make(chan Exit, 1)
+			defer spawn.CloseFiles(p.Conn, p.Stdout, p.Stderr)
+			exited := make(chan child.Exit, 1)
 			go func() { e, _ := p.Wait(); exited <- e }()
 			p.SignalGroup(syscall.SIGKILL)
 			select {

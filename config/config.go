@@ -59,7 +59,7 @@ type Options struct {
 	Probe ProbeFunc
 	// NumCPU overrides runtime.NumCPU (tests).
 	NumCPU int
-	// SandboxProbe overrides child.ProbeSandbox (tests).
+	// SandboxProbe overrides sandbox.Probe (tests).
 	SandboxProbe func() error
 }
 

@@ -1,6 +1,9 @@
 package config
 
-import "github.com/coderun-rpc/coderun-rpc/child"
+import (
+	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
+)
 
 // defaultProbe is child.Probe: own process group, SIGKILL at the deadline,
 // output pipe abandoned, at most maxOut bytes kept.
@@ -10,7 +13,7 @@ func (o Options) sandboxProbe() func() error {
 	if o.SandboxProbe != nil {
 		return o.SandboxProbe
 	}
-	return child.ProbeSandbox
+	return sandbox.Probe
 }
 
 // SandboxFeature is one kernel feature tier sandbox needs (for --check).
@@ -22,7 +25,7 @@ type SandboxFeature struct {
 // SandboxFeatures probes and reports every feature of tier sandbox.
 func SandboxFeatures() []SandboxFeature {
 	var out []SandboxFeature
-	for _, f := range child.SandboxFeatures() {
+	for _, f := range sandbox.Features() {
 		out = append(out, SandboxFeature{Name: f.Name, Detail: f.Detail, OK: f.OK})
 	}
 	return out

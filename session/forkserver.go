@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/forkserver"
 	"github.com/coderun-rpc/coderun-rpc/py"
 )
 
@@ -18,7 +19,7 @@ const (
 	StartFork  = "fork"
 )
 
-// forker owns the daemon's fork server (py/forkserver.py, child.ForkServer).
+// forker owns the daemon's fork server (py/forkserver.py, forkserver.Server).
 // The server is started on first use and again, after a back-off, once it has
 // died; a spawn the server cannot serve falls back to a cold start, logged,
 // so a broken server costs speed, never a run.
@@ -27,7 +28,7 @@ type forker struct {
 	log             *slog.Logger
 
 	mu      sync.Mutex
-	srv     *child.ForkServer
+	srv     *forkserver.Server
 	dir     string    // the server's staged directory
 	retryAt time.Time // no new server before this, after a failure
 	backoff time.Duration
@@ -43,7 +44,7 @@ func newForker(python, tempDir string, log *slog.Logger) *forker {
 // server cannot serve it.
 func (f *forker) spawn(spec child.Spec) (*child.Process, error) {
 	if srv := f.server(); srv != nil {
-		p, err := srv.Spawn(child.ForkSpec{Argv: spec.Args[len(spec.Args)-1:], Env: spec.Env, Dir: spec.Dir})
+		p, err := srv.Spawn(forkserver.Spec{Argv: spec.Args[len(spec.Args)-1:], Env: spec.Env, Dir: spec.Dir})
 		if err == nil {
 			return p, nil
 		}
@@ -53,7 +54,7 @@ func (f *forker) spawn(spec child.Spec) (*child.Process, error) {
 }
 
 // server returns a live fork server, starting one if allowed, or nil.
-func (f *forker) server() *child.ForkServer {
+func (f *forker) server() *forkserver.Server {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.srv != nil {
@@ -90,7 +91,7 @@ func (f *forker) startLocked() error {
 	if err != nil {
 		return err
 	}
-	srv, err := child.StartForkServer(child.Spec{
+	srv, err := forkserver.Start(child.Spec{
 		Path: f.python,
 		Args: []string{"-u", "-I", filepath.Join(dir, "forkserver.py")},
 		Env:  []string{"TMPDIR=" + dir},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
@@ -24,8 +25,8 @@ type Manager struct {
 	runs     map[*Run]bool // accepted and not yet quiescent; value: holds a slot
 	idle     *sync.Cond    // signalled when runs shrinks
 	warm     *warmPool
-	sandbox  *child.Sandbox // tier sandbox, else nil
-	forker   *forker        // start mode fork, else nil
+	sandbox  *sandbox.Config // tier sandbox, else nil
+	forker   *forker         // start mode fork, else nil
 	start    startFunc
 
 	noGraceKill bool // test hook (C129): suppress the grace-period SIGKILL
@@ -213,7 +214,7 @@ func (m *Manager) startFunc() startFunc {
 	switch {
 	case m.sandbox != nil:
 		sb := *m.sandbox
-		return func(spec child.Spec) (*child.Process, error) { return child.StartSandboxed(spec, sb) }
+		return func(spec child.Spec) (*child.Process, error) { return sandbox.Start(spec, sb) }
 	case m.forker != nil:
 		return m.forker.spawn
 	}

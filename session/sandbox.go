@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 )
 
 // Isolation tiers (SPEC §8).
@@ -27,13 +28,13 @@ const (
 // site-packages and sys.path (as the interpreter itself reports them), and the
 // system library directories — never a tree that holds the daemon's own
 // executable or the run directories' parent.
-func sandboxFor(python, tempDir string) child.Sandbox {
-	ro := append(interpreterTrees(python), child.SystemLibraryDirs()...)
+func sandboxFor(python, tempDir string) sandbox.Config {
+	ro := append(interpreterTrees(python), sandbox.SystemLibraryDirs()...)
 	private := []string{tempDir}
 	if self, err := os.Executable(); err == nil {
 		private = append(private, self)
 	}
-	return child.Sandbox{ReadOnly: withoutAncestors(dedupe(ro), private), MaxProcs: sandboxMaxProcs,
+	return sandbox.Config{ReadOnly: withoutAncestors(dedupe(ro), private), MaxProcs: sandboxMaxProcs,
 		MaxFiles: sandboxMaxFiles, MaxFileBytes: sandboxMaxFileBytes}
 }
 

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
@@ -12,7 +12,7 @@ import (
 // kernel lacks a feature): same results as tier process, plus what only the
 // sandbox gives (init parent, no network, a setsid orphan dies with the run).
 func TestSandbox(t *testing.T) {
-	if err := child.ProbeSandbox(); err != nil {
+	if err := sandbox.Probe(); err != nil {
 		t.Skip(err)
 	}
 	runCases(t, func(c *Config) { c.Isolation = IsolationSandbox; c.WarmPool = 1 }, append(endingCases, []tcase{

@@ -15,7 +15,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/reexec"
+	"github.com/coderun-rpc/coderun-rpc/child/watchdog"
 	"github.com/coderun-rpc/coderun-rpc/config"
 	"github.com/coderun-rpc/coderun-rpc/internal/selfcheck"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
@@ -25,7 +26,12 @@ import (
 // version is set with -ldflags "-X main.version=…".
 var version = "0.1.0-dev"
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() {
+	// First: this binary also serves as the sandbox init and the watchdog,
+	// re-executed; such a process becomes that helper here and never returns.
+	reexec.Dispatch()
+	os.Exit(run(os.Args[1:]))
+}
 
 func run(args []string) int {
 	mode := ""
@@ -63,7 +69,7 @@ func run(args []string) int {
 	}
 	// Before the first child: from here on a run's process group dies with
 	// the daemon, however the daemon dies (SPEC §8).
-	stopWatchdog, err := child.StartWatchdog(func(err error) { log.Warn("watchdog", "err", err) })
+	stopWatchdog, err := watchdog.Start(func(err error) { log.Warn("watchdog", "err", err) })
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "coderun-rpc: %v\n", err)
 		return 1
@@ -177,7 +183,7 @@ func check() int {
 		cfg.Limits.MaxValueBytes, cfg.GraceMs)
 	fmt.Printf("runs: maxConcurrentRuns=%d maxQueuedRuns=%d warmPool=%d isolation=%s startMode=%s\n",
 		cfg.MaxConcurrentRuns, cfg.MaxQueuedRuns, cfg.WarmPool, cfg.Isolation, cfg.StartMode)
-	stopWatchdog, err := child.StartWatchdog(nil)
+	stopWatchdog, err := watchdog.Start(nil)
 	if err != nil {
 		fmt.Printf("watchdog: FAILED: %v\n", err)
 		return 2

@@ -14,21 +14,31 @@ const module = "github.com/coderun-rpc/coderun-rpc/"
 // allowed lists, per package, the non-standard imports it may have. Anything
 // outside the module or the three chosen dependencies is refused as well.
 var allowed = map[string][]string{
-	"protocol":           {},
-	"wireguard":          {"protocol"},
-	"py":                 {},
-	"child":              {"golang.org/x/sys/unix"},
-	"internal/leakcheck": {},
-	"internal/archtest":  {},
+	"protocol":                 {},
+	"wireguard":                {"protocol"},
+	"py":                       {},
+	"child/internal/spawn":     {xsys},
+	"child":                    {"child/internal/spawn", xsys},
+	"child/sandbox":            {"child", "child/internal/spawn", xsys},
+	"child/watchdog":           {"child/internal/spawn", xsys},
+	"child/forkserver":         {"child", "child/internal/spawn", xsys},
+	"child/reexec":             {"child/sandbox", "child/watchdog"},
+	"child/internal/childtest": {"child", "child/internal/spawn", "internal/leakcheck", xsys},
+	"internal/leakcheck":       {},
+	"internal/archtest":        {},
 	// The client drives the daemon from outside: standard library only,
 	// never rpc or session (and rpc never imports it).
 	"internal/lspclient": {},
 	"internal/selfcheck": {"internal/lspclient"},
-	"session":            {"child", "wireguard", "py", "protocol"},
-	"config":             {"child", "protocol", "github.com/kelseyhightower/envconfig"},
+	"session":            {"child", "child/sandbox", "child/forkserver", "wireguard", "py", "protocol"},
+	"config":             {"child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
 	"rpc":                {"session", "wireguard", "protocol", "github.com/sourcegraph/jsonrpc2"},
-	"cmd/coderun-rpc":    {"config", "rpc", "session", "protocol", "child", "internal/selfcheck"},
+	"cmd/coderun-rpc":    {"config", "rpc", "session", "protocol", "child/reexec", "child/watchdog", "internal/selfcheck"},
 }
+
+// xsys is imported under child/ only: the process supervisor is the one
+// place that talks to the kernel below the standard library.
+const xsys = "golang.org/x/sys/unix"
 
 func TestImportDirection(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...").Output()

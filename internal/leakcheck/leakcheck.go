@@ -44,10 +44,12 @@ func Tag() string { return TagVar + "=" + strconv.Itoa(os.Getpid()) }
 const DefaultTimeout = 5 * time.Second
 
 // defaultIgnored are goroutines the standard library starts lazily and keeps
-// for the life of the process, and the runtime's finalizer and cleanup
-// goroutines, which show up (with an id unseen in the baseline) only while
-// running user code.
-var defaultIgnored = []string{"os/signal.loop", "runtime.ensureSigM", "runtime.runFinalizers", "runtime.runCleanups"}
+// for the life of the process, likewise the module's spawner thread (started
+// on the first fork, see child/internal/spawn), and the runtime's finalizer
+// and cleanup goroutines, which show up (with an id unseen in the baseline)
+// only while running user code.
+var defaultIgnored = []string{"os/signal.loop", "runtime.ensureSigM", "runtime.runFinalizers", "runtime.runCleanups",
+	"child/internal/spawn.spawner"}
 
 // Option adjusts Check and Snapshot.Leaks.
 type Option func(*config)

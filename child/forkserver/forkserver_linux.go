@@ -1,0 +1,404 @@
+//go:build linux
+
+package forkserver
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
+	"golang.org/x/sys/unix"
+)
+
+// Server is a long-lived process that forks one child per Spawn request,
+// so that a child costs a fork instead of an interpreter start-up (SPEC §9).
+// The server is started like any child (its own session, a parent-death
+// SIGKILL, fds 0-2 as Start) with fd 3 a SOCK_SEQPACKET control socket; the
+// program it runs speaks this package's control protocol:
+//
+//	daemon → server  "S" seq NUL dir NUL argv… NUL NUL env…   SCM_RIGHTS [fd0 fd1 fd2 fd3]
+//	server → daemon  "P <seq> <pid> <start-time>"      the child runs, set up
+//	                 "E <seq> <errno> <message>"       no child
+//	                 "X <pid> <wait-status> <utime-µs> <stime-µs> <maxrss-kB>"
+//
+// A "P" reply promises that the child already leads its own session and has
+// its parent-death signal set (the chain daemon → server → child), so
+// SignalGroup and GroupEmpty work as for Start. The forked child is the
+// server's, not the daemon's: the server reaps it and relays its wait status
+// and rusage, which Process.Wait returns. Every message is validated; a
+// malformed one kills the server, as does Close.
+type Server struct {
+	proc *child.Process
+	ctl  *net.UnixConn
+
+	spawnMu   sync.Mutex              // one request in flight, so replies pair with requests
+	seq       uint64                  // the last request's number (under spawnMu)
+	awaiting  atomic.Uint64           // the number of the request in flight, 0 when none
+	replies   chan spawnReply         // capacity 1
+	done      chan struct{}           // closed when the control socket has ended
+	tailsDone chan struct{}           // closed when the server's stdout and stderr have ended
+	mu        sync.Mutex              // guards exits and err
+	exits     map[int]chan child.Exit // forked children not yet reported, by pid
+	err       error                   // why the server ended
+	tail      tailBuffer              // the server's last output, for the error
+	wg        sync.WaitGroup
+}
+
+type spawnReply struct {
+	pid       int
+	startTime uint64
+	exit      chan child.Exit
+	err       error
+}
+
+// Spec is what a forked child is given; its executable is the server's.
+type Spec struct {
+	Argv []string // the child's argument vector (the server decides its use)
+	Env  []string // exact environment
+	Dir  string   // working directory, required
+}
+
+// Errors reported by a Server.
+var (
+	ErrDown         = errors.New("the fork server ended (its children die with it)")
+	errForkProtocol = errors.New("fork server: malformed control message")
+)
+
+// maxControlMessage bounds one server → daemon message (real ones are < 100
+// bytes); maxSpawnRequest stays under the server's 64 KiB receive buffer.
+const (
+	maxControlMessage = 512
+	maxSpawnRequest   = 60000
+)
+
+// spawnReplyTimeout bounds the wait for a spawn's reply, which includes the
+// server's own start-up on the first spawn (an interpreter start, seconds at
+// worst on a loaded machine). A server that misses it is killed.
+var spawnReplyTimeout = 10 * time.Second
+
+// Start starts spec's program as a fork server (see Server).
+func Start(spec child.Spec) (*Server, error) {
+	s, pid, err := spawn.StartWired(spec, unix.SOCK_SEQPACKET)
+	if err != nil {
+		return nil, err
+	}
+	fc, err := net.FileConn(s.Conn)
+	s.Conn.Close()
+	if err != nil {
+		spawn.CloseFiles(s.Stdout, s.Stderr)
+		_ = unix.Kill(pid, syscall.SIGKILL)
+		_, _, _ = spawn.Wait4(pid)
+		return nil, err
+	}
+	fs := &Server{
+		proc:      spawn.Started(pid, nil, s.Stdout, s.Stderr),
+		ctl:       fc.(*net.UnixConn),
+		replies:   make(chan spawnReply, 1),
+		done:      make(chan struct{}),
+		tailsDone: make(chan struct{}),
+		exits:     make(map[int]chan child.Exit),
+	}
+	var tails sync.WaitGroup
+	tails.Add(2)
+	fs.wg.Add(4)
+	for _, f := range []io.ReadCloser{s.Stdout, s.Stderr} {
+		go func() { defer fs.wg.Done(); defer tails.Done(); fs.keepTail(f) }()
+	}
+	go func() { defer fs.wg.Done(); tails.Wait(); close(fs.tailsDone) }()
+	go fs.readLoop()
+	return fs, nil
+}
+
+// Pid is the server's process id.
+func (s *Server) Pid() int { return s.proc.Pid }
+
+// Done is closed once the server can no longer spawn (it exited, broke the
+// protocol, or Close was called); Err then says why.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Err is the reason the server ended, or nil while it runs.
+func (s *Server) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Spawn forks one child with fd 0 = /dev/null, fds 1/2 = pipes and fd 3 = a
+// stream socketpair end, exactly as Start wires them, and returns it. Its
+// Wait returns the wait status and rusage the server relays, or an error
+// wrapping ErrDown if the server ended first (the child then dies
+// of its parent-death signal). Spawns are serialised. A server that does not
+// reply within spawnReplyTimeout is killed, and Spawn returns an error
+// wrapping ErrDown, as it does once the server has ended.
+func (s *Server) Spawn(spec Spec) (*child.Process, error) {
+	st, err := spawn.OpenStdio(unix.SOCK_STREAM)
+	if err != nil {
+		return nil, err
+	}
+	s.spawnMu.Lock()
+	s.seq++
+	r := s.request(s.seq, spec, unix.UnixRights(st.DevNull, st.Out, st.Errw, st.Sock))
+	s.spawnMu.Unlock()
+	st.CloseChild()
+	if r.err != nil {
+		st.CloseDaemon()
+		return nil, r.err
+	}
+	p := spawn.Leader(r.pid, r.startTime)
+	p.Conn, p.Stdout, p.Stderr = st.Conn, st.Stdout, st.Stderr
+	spawn.SetReap(p, func() (child.Exit, error) {
+		if e, ok := <-r.exit; ok {
+			return e, nil
+		}
+		return child.Exit{}, fmt.Errorf("wait %d: %w", r.pid, ErrDown)
+	})
+	spawn.WatchGroup(p) // its descendants die with the daemon too
+	return p, nil
+}
+
+func (s *Server) request(seq uint64, spec Spec, rights []byte) spawnReply {
+	msg, err := spawnRequest(seq, spec)
+	if err != nil {
+		return spawnReply{err: err}
+	}
+	s.awaiting.Store(seq)
+	if _, _, err := s.ctl.WriteMsgUnix(msg, rights, nil); err != nil {
+		s.fail(fmt.Errorf("fork server: send: %w", err))
+		return spawnReply{err: s.downErr()}
+	}
+	deadline := time.NewTimer(spawnReplyTimeout)
+	defer deadline.Stop()
+	select {
+	case r := <-s.replies:
+		return r
+	case <-s.done:
+	case <-deadline.C:
+		s.kill(fmt.Errorf("fork server: no reply to a spawn within %v", spawnReplyTimeout))
+	}
+	return spawnReply{err: s.downErr()}
+}
+
+func (s *Server) downErr() error {
+	if err := s.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrDown, err)
+	}
+	return ErrDown
+}
+
+// spawnRequest encodes request seq for spec: "S" seq, NUL, dir, then NUL
+// before each argv entry, an empty field, and NUL before each env entry.
+// Fields are non-empty and hold no NUL, so the encoding is unambiguous.
+func spawnRequest(seq uint64, spec Spec) ([]byte, error) {
+	if spec.Dir == "" || len(spec.Argv) == 0 {
+		return nil, errors.New("fork server: a spawn needs a directory and an argv")
+	}
+	b := strconv.AppendUint([]byte{'S'}, seq, 10)
+	b = append(append(b, 0), spec.Dir...)
+	for _, f := range spec.Argv {
+		b = append(append(b, 0), f...)
+	}
+	b = append(b, 0)
+	for _, f := range spec.Env {
+		b = append(append(b, 0), f...)
+	}
+	for _, f := range append(append([]string{spec.Dir}, spec.Argv...), spec.Env...) {
+		if f == "" || strings.IndexByte(f, 0) >= 0 {
+			return nil, fmt.Errorf("fork server: empty field or NUL byte in a spawn request (%q)", f)
+		}
+	}
+	if len(b) > maxSpawnRequest {
+		return nil, fmt.Errorf("fork server: spawn request of %d bytes exceeds %d", len(b), maxSpawnRequest)
+	}
+	return b, nil
+}
+
+// Close stops the server: the control socket is closed (the server exits and
+// its children die of their parent-death signal), the server is killed if it
+// lingers, reaped, and every pending Wait returns an error.
+func (s *Server) Close() error {
+	s.fail(errors.New("fork server: closed"))
+	stop := time.AfterFunc(2*time.Second, func() { s.proc.SignalGroup(syscall.SIGKILL) })
+	_, err := s.proc.Wait()
+	stop.Stop()
+	s.wg.Wait()
+	return err
+}
+
+// fail records why the server ended (first reason wins), shuts the control
+// socket and releases every waiter.
+func (s *Server) fail(why error) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.err = why
+	exits := s.exits
+	s.exits = nil
+	s.mu.Unlock()
+	s.ctl.Close()
+	close(s.done)
+	for _, ch := range exits {
+		close(ch)
+	}
+}
+
+// kill ends a misbehaving server. The reason is recorded before the signal:
+// the other way round, readLoop could see the death first and record
+// "exited" in its place.
+func (s *Server) kill(why error) {
+	s.fail(why)
+	s.proc.SignalGroup(syscall.SIGKILL)
+}
+
+func (s *Server) readLoop() {
+	defer s.wg.Done()
+	buf := make([]byte, maxControlMessage+1)
+	for {
+		n, err := s.ctl.Read(buf)
+		if err != nil || n == 0 {
+			// The server's last words (a traceback) may still be in its pipes.
+			select {
+			case <-s.tailsDone:
+			case <-time.After(time.Second):
+			}
+			s.fail(fmt.Errorf("fork server: exited (%s)", s.tail.String()))
+			return
+		}
+		if err := s.handle(buf[:n]); err != nil {
+			s.kill(err)
+			return
+		}
+	}
+}
+
+func (s *Server) handle(msg []byte) error {
+	if len(msg) > maxControlMessage || len(msg) < 2 || msg[1] != ' ' {
+		return errForkProtocol
+	}
+	f := bytes.Split(msg[2:], []byte{' '})
+	switch msg[0] {
+	case 'P':
+		return s.onSpawned(f)
+	case 'E':
+		seq, text, _ := bytes.Cut(msg[2:], []byte{' '})
+		n, ok := parseUints([][]byte{seq}, 1)
+		if !ok {
+			return errForkProtocol
+		}
+		return s.reply(n[0], spawnReply{err: fmt.Errorf("fork server: fork: %s", text)})
+	case 'X':
+		return s.onExit(f)
+	}
+	return errForkProtocol
+}
+
+func (s *Server) onSpawned(f [][]byte) error {
+	v, ok := parseUints(f, 3)
+	if !ok || v[1] <= 1 || v[1] > 1<<22 {
+		return errForkProtocol
+	}
+	r := spawnReply{pid: int(v[1]), startTime: v[2], exit: make(chan child.Exit, 1)}
+	s.mu.Lock()
+	if s.exits != nil {
+		s.exits[r.pid] = r.exit
+	} else {
+		close(r.exit) // the server already ended: its Wait must not block
+	}
+	s.mu.Unlock()
+	return s.reply(v[0], r)
+}
+
+// reply hands r to the Spawn waiting for request seq; a reply to any other
+// request (stale, repeated, unasked) is a protocol error.
+func (s *Server) reply(seq uint64, r spawnReply) error {
+	if seq == 0 || !s.awaiting.CompareAndSwap(seq, 0) {
+		return errForkProtocol
+	}
+	s.replies <- r
+	return nil
+}
+
+func (s *Server) onExit(f [][]byte) error {
+	v, ok := parseUints(f, 5)
+	if !ok || v[1] > 0xffff {
+		return errForkProtocol
+	}
+	s.mu.Lock()
+	ch := s.exits[int(v[0])]
+	delete(s.exits, int(v[0]))
+	s.mu.Unlock()
+	if ch == nil {
+		return nil // a child whose spawn reply was refused, or a stray
+	}
+	ws := unix.WaitStatus(v[1])
+	ru := unix.Rusage{Utime: unix.NsecToTimeval(int64(v[2]) * 1000),
+		Stime: unix.NsecToTimeval(int64(v[3]) * 1000), Maxrss: int64(v[4])}
+	ch <- spawn.ExitOf(ws, ru)
+	return nil
+}
+
+// parseUints parses exactly n decimal fields below 2^53.
+func parseUints(f [][]byte, n int) ([]uint64, bool) {
+	if len(f) != n {
+		return nil, false
+	}
+	v := make([]uint64, n)
+	for i, b := range f {
+		x, err := strconv.ParseUint(string(b), 10, 53)
+		if err != nil {
+			return nil, false
+		}
+		v[i] = x
+	}
+	return v, true
+}
+
+// keepTail keeps the last of r's output in s.tail until end of stream.
+func (s *Server) keepTail(r io.ReadCloser) {
+	defer r.Close()
+	buf := make([]byte, 4096)
+	for {
+		n, err := r.Read(buf)
+		s.tail.write(buf[:n])
+		if err != nil {
+			return
+		}
+	}
+}
+
+// tailBuffer keeps the last tailMax bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailMax = 2048
+
+func (t *tailBuffer) write(p []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailMax {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-tailMax:]...)
+	}
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.buf) == 0 {
+		return "no output"
+	}
+	return "last output: " + strconv.Quote(string(bytes.TrimSpace(t.buf)))
+}

@@ -1,0 +1,14 @@
+//go:build linux
+
+// Package sandbox is tier sandbox (SPEC.md §8): Start runs a program like
+// child.Start, but as the child of a minimal init (this binary re-executed,
+// see init_linux.go) in new user, PID, network, mount, IPC and UTS
+// namespaces, confined by no_new_privs, Landlock (landlock_linux.go), a
+// seccomp filter (seccomp_linux.go) and a per-run process bound (a pids
+// cgroup for a root daemon, cgroup_linux.go; RLIMIT_NPROC otherwise) with
+// RLIMIT_NOFILE and RLIMIT_FSIZE. Probe and Features check that the kernel
+// provides all of it (features_linux.go).
+//
+// The init and the exec stage run only in a binary whose main (or TestMain)
+// calls reexec.Dispatch first; HelperMain is that hook.
+package sandbox

@@ -1,0 +1,396 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
+	"golang.org/x/sys/unix"
+)
+
+// The sandbox init and the program's pre-exec stage run inside the binary
+// that imports this package (the daemon, or a test binary): Start
+// re-executes /proc/self/exe with a marker argv[0], and HelperMain, called
+// through reexec.Dispatch as the first statement of main (or TestMain),
+// takes over.
+//
+//	daemon ──clone(NEWUSER|NEWPID|NEWNET|NEWNS|NEWIPC|NEWUTS)──► init (PID 1)
+//	   fds 0-3 stdio, 4 relay pipe, 5 cgroup.procs   private mounts, new /proc,
+//	                                                  private /dev/shm, hostname,
+//	                                                  all signals caught
+//	         init ──fork/exec──► stage "exec" ──execve──► program
+//	                 no_new_privs, Landlock, seccomp (no AF_UNIX socket()),
+//	                 then the pids cgroup and RLIMIT_NPROC/NOFILE/FSIZE
+//	   init: wait4(-1) until the program is reaped; write its wait status and
+//	   rusage on fd 4; exit — the PID namespace, and every descendant, dies.
+
+const (
+	initArgv0  = "coderun-sandbox-init"
+	execArgv0  = "coderun-sandbox-exec"
+	probeArgv0 = "coderun-sandbox-probe"
+
+	sandboxHostname = "coderun"
+
+	initFailed = 125 // exit code of an init that could not start the program
+	execFailed = 126 // exit code of a stage that could not exec the program
+
+	relayFd  = 4 // in the init: write end of the relay pipe
+	cgroupFd = 5 // in the init: cgroup.procs (4 in the exec stage)
+)
+
+// HelperMain runs the stage argv[0] names (the init, the exec stage, or a
+// namespace probe, which exits 0 at once) and does not return; it returns at
+// once when argv names none of them. reexec.Dispatch calls it.
+func HelperMain(argv []string) {
+	if len(argv) == 0 {
+		return
+	}
+	switch argv[0] {
+	case probeArgv0:
+		unix.Exit(0)
+	case initArgv0:
+		sandboxInit(argv[1:])
+	case execArgv0:
+		sandboxExec(argv[1:])
+	}
+}
+
+// sandboxConf is what the daemon tells the init, as argv
+// ("key=value"… "--" program argv…).
+type sandboxConf struct {
+	rw, ro        []string
+	nproc, nofile int
+	fsize         int64
+	cgroup, probe bool
+	prog          []string // path, args; empty in probe mode
+}
+
+func (c sandboxConf) argv(argv0 string) []string {
+	a := []string{argv0,
+		"nproc=" + strconv.Itoa(c.nproc), "nofile=" + strconv.Itoa(c.nofile),
+		"fsize=" + strconv.FormatInt(c.fsize, 10)}
+	for _, p := range c.rw {
+		a = append(a, "rw="+p)
+	}
+	for _, p := range c.ro {
+		a = append(a, "ro="+p)
+	}
+	if c.cgroup {
+		a = append(a, "cgroup=1")
+	}
+	if c.probe {
+		a = append(a, "probe=1")
+	}
+	return append(append(a, "--"), c.prog...)
+}
+
+func parseSandboxConf(args []string) (sandboxConf, error) {
+	var c sandboxConf
+	for i, a := range args {
+		if a == "--" {
+			c.prog = args[i+1:]
+			if len(c.prog) == 0 && !c.probe {
+				return c, errors.New("no program")
+			}
+			return c, nil
+		}
+		k, v, _ := strings.Cut(a, "=")
+		var err error
+		switch k {
+		case "rw":
+			c.rw = append(c.rw, v)
+		case "ro":
+			c.ro = append(c.ro, v)
+		case "nproc":
+			c.nproc, err = strconv.Atoi(v)
+		case "nofile":
+			c.nofile, err = strconv.Atoi(v)
+		case "fsize":
+			c.fsize, err = strconv.ParseInt(v, 10, 64)
+		case "cgroup":
+			c.cgroup = v == "1"
+		case "probe":
+			c.probe = v == "1"
+		default:
+			err = fmt.Errorf("unknown setting %q", a)
+		}
+		if err != nil {
+			return c, err
+		}
+	}
+	return c, errors.New("missing --")
+}
+
+func stageFail(code int, format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "coderun sandbox: "+format+"\n", a...)
+	unix.Exit(code)
+}
+
+// sandboxInit is PID 1 of the run's namespaces. It never returns.
+func sandboxInit(args []string) {
+	c, err := parseSandboxConf(args)
+	if err != nil {
+		stageFail(initFailed, "init: %v", err)
+	}
+	// Every signal has a handler, so nothing but SIGKILL from the daemon
+	// (the group kill) ends the init early: a group SIGTERM reaches the
+	// program, which is in the same process group, and the init outlives it
+	// to relay its status. Handlers, unlike SIG_IGN, are not inherited
+	// across exec.
+	signal.Notify(make(chan os.Signal, 1))
+	unix.CloseRange(relayFd, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+
+	// Mounts stay in this namespace; /proc shows this PID namespace only.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		stageFail(initFailed, "init: making / private: %v", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		stageFail(initFailed, "init: mounting /proc: %v", err)
+	}
+	// A private, bounded /dev/shm (POSIX semaphores and shared memory, as
+	// multiprocessing uses them), nothing of the host's.
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		opts := fmt.Sprintf("mode=1777,size=%d,nr_inodes=%d", c.fsize, 4*c.nofile)
+		if err := unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			stageFail(initFailed, "init: mounting /dev/shm: %v", err)
+		}
+	}
+	if err := unix.Sethostname([]byte(sandboxHostname)); err != nil {
+		stageFail(initFailed, "init: sethostname: %v", err)
+	}
+	devNull, err := spawn.OpenDevNull()
+	if err != nil {
+		stageFail(initFailed, "init: %v", err)
+	}
+	files := []uintptr{0, 1, 2, 3}
+	if c.cgroup {
+		files = append(files, cgroupFd)
+	}
+	// Same process group as the init (the daemon's group signals reach the
+	// program); parent-death SIGKILL for symmetry with tier process.
+	pid, err := syscall.ForkExec("/proc/self/exe", c.argv(execArgv0), &syscall.ProcAttr{
+		Env:   os.Environ(),
+		Files: files,
+		Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	})
+	if err != nil {
+		stageFail(initFailed, "init: starting the program: %v", err)
+	}
+	// The init holds none of the run's descriptors from now on.
+	for fd := 0; fd <= 2; fd++ {
+		unix.Dup2(devNull, fd)
+	}
+	unix.Close(3)
+	if c.cgroup {
+		unix.Close(cgroupFd) // without a cgroup, fd 5 may be the runtime's own
+	}
+	for {
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		wpid, err := unix.Wait4(-1, &ws, unix.WALL, &ru)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			unix.Exit(initFailed)
+		}
+		if wpid == pid {
+			unix.Write(relayFd, encodeRelay(ws, ru))
+			// Kill the rest now rather than when the namespace is torn
+			// down: exit_group releases the init's other threads first,
+			// and their RLIMIT_NPROC slots would otherwise let a fork bomb
+			// grow past its bound for that moment.
+			unix.Kill(-1, unix.SIGKILL)
+			unix.Exit(0)
+		}
+	}
+}
+
+// sandboxExec is the program's process before execve: it confines itself and execs the program. It never
+// returns.
+func sandboxExec(args []string) {
+	// no_new_privs and the Landlock domain are per thread: set them on the
+	// thread that calls execve.
+	runtime.LockOSThread()
+	c, err := parseSandboxConf(args)
+	if err != nil {
+		stageFail(execFailed, "%v", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		stageFail(execFailed, "no_new_privs: %v", err)
+	}
+	if err := landlockRestrict(sandboxRules(c)); err != nil {
+		stageFail(execFailed, "%v", err)
+	}
+	if err := seccompInstall(); err != nil {
+		stageFail(execFailed, "%v", err)
+	}
+	// The process bound last, right before execve, so this stage's own
+	// runtime threads never run into it.
+	if c.cgroup {
+		if _, err := unix.Write(4, []byte("0")); err != nil {
+			stageFail(execFailed, "joining the pids cgroup: %v", err)
+		}
+		unix.Close(4)
+	}
+	if err := setSandboxLimits(c); err != nil {
+		stageFail(execFailed, "%v", err)
+	}
+	if c.probe {
+		unix.Exit(0)
+	}
+	err = syscall.Exec(c.prog[0], c.prog, os.Environ())
+	stageFail(execFailed, "exec %s: %v", c.prog[0], err)
+}
+
+// setSandboxLimits sets NOFILE, FSIZE and NPROC (soft = hard; the program
+// cannot raise a hard limit without CAP_SYS_RESOURCE in the initial user
+// namespace). NPROC counts every task of the namespace's uid, the init's
+// threads included, so the tasks present now other than this process's are
+// added: after execve the program may hold c.nproc tasks.
+func setSandboxLimits(c sandboxConf) error {
+	set := func(name string, res int, v uint64) error {
+		rl := syscall.Rlimit{Cur: v, Max: v}
+		if err := syscall.Setrlimit(res, &rl); err != nil {
+			return fmt.Errorf("setrlimit %s %d: %w", name, v, err)
+		}
+		return nil
+	}
+	if err := set("RLIMIT_NOFILE", unix.RLIMIT_NOFILE, uint64(c.nofile)); err != nil {
+		return err
+	}
+	if err := set("RLIMIT_FSIZE", unix.RLIMIT_FSIZE, uint64(c.fsize)); err != nil {
+		return err
+	}
+	others := countTasks("/proc") - countTasks("/proc/self")
+	return set("RLIMIT_NPROC", unix.RLIMIT_NPROC, uint64(c.nproc+max(others, 0)))
+}
+
+// countTasks counts the threads of the processes under dir ("/proc": all of
+// this PID namespace; "/proc/self": this process).
+func countTasks(dir string) int {
+	if dir == "/proc/self" {
+		e, _ := os.ReadDir("/proc/self/task")
+		return len(e)
+	}
+	n := 0
+	procs, _ := os.ReadDir(dir)
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err == nil {
+			e, _ := os.ReadDir(dir + "/" + p.Name() + "/task")
+			n += len(e)
+		}
+	}
+	return n
+}
+
+// sandboxRules: the run directory read-write, the configured trees
+// read-only, what CPython reads outside them, and execute only for the
+// program binary (execRules). Nothing is both writable and executable.
+func sandboxRules(c sandboxConf) []llRule {
+	var rules []llRule
+	for _, p := range c.rw {
+		rules = append(rules, llRule{path: p, access: llReadWrite, must: true})
+	}
+	for _, p := range c.ro {
+		rules = append(rules, llRule{path: p, access: llRead})
+	}
+	if len(c.prog) > 0 {
+		rules = append(rules, execRules(c.prog[0])...)
+	}
+	rules = append(rules, llRule{path: "/dev/shm", access: llReadWrite}) // the run's own tmpfs
+	for _, p := range []string{"/dev/null", "/dev/zero", "/dev/full"} {
+		rules = append(rules, llRule{path: p, access: llDevice})
+	}
+	for _, p := range []string{"/dev/urandom", "/dev/random", "/etc/ld.so.cache"} {
+		rules = append(rules, llRule{path: p, access: unix.LANDLOCK_ACCESS_FS_READ_FILE})
+	}
+	// This namespace's own /proc (mounted by the init): /proc/self and the
+	// run's own processes, nothing of the host's.
+	rules = append(rules, llRule{path: "/proc", access: unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR})
+	return rules
+}
+
+// execRules grants EXECUTE where execve needs it and nowhere else: on the
+// program binary (the interpreter) and on its ELF program interpreter
+// (PT_INTERP, the dynamic loader). The kernel opens both with __FMODE_EXEC,
+// which Landlock checks against EXECUTE; the shared libraries the loader
+// then maps are ordinary reads. So the program can run its interpreter again
+// (subprocess of sys.executable, multiprocessing's spawn) and execve no
+// other binary: not a system tool in a read-only tree, not a file it
+// writes. This is not a bound on native code: the loader, executable as a
+// program ("ld.so ./elf"), maps any ELF it can read, as ctypes can; what
+// runs stays in this domain (Landlock and seccomp survive execve).
+// Landlock rules attach to inodes, and llAddPath opens the paths following
+// symlinks, so a symlinked interpreter or loader gets the right on the file
+// the kernel opens. A program that is not a dynamic ELF (a static binary)
+// gets the rule on itself alone; a "#!" script cannot be run (its
+// interpreter has no EXECUTE), which the daemon never asks for: it runs
+// sys.executable.
+func execRules(prog string) []llRule {
+	rules := []llRule{{path: prog, access: llExec, must: true}}
+	if interp := elfInterp(prog); interp != "" {
+		rules = append(rules, llRule{path: interp, access: llExec, must: true})
+	}
+	return rules
+}
+
+// elfInterp returns the PT_INTERP path of an ELF file, or "" (not an ELF,
+// unreadable, or static).
+func elfInterp(path string) string {
+	f, err := elf.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type != elf.PT_INTERP {
+			continue
+		}
+		b := make([]byte, min(p.Filesz, 4096))
+		if _, err := p.ReadAt(b, 0); err != nil {
+			return ""
+		}
+		s, _, _ := strings.Cut(string(b), "\x00")
+		return s
+	}
+	return ""
+}
+
+// The relay: the program's wait status and rusage, from the init to the
+// daemon, in one write below PIPE_BUF.
+const (
+	relayMagic = 0x636f646572756e31 // "coderun1"
+	relaySize  = 7 * 8
+)
+
+func encodeRelay(ws unix.WaitStatus, ru unix.Rusage) []byte {
+	b := make([]byte, 0, relaySize)
+	for _, v := range []int64{relayMagic, int64(ws), ru.Utime.Sec, ru.Utime.Usec, ru.Stime.Sec, ru.Stime.Usec, ru.Maxrss} {
+		b = binary.LittleEndian.AppendUint64(b, uint64(v))
+	}
+	return b
+}
+
+func decodeRelay(b []byte) (unix.WaitStatus, unix.Rusage, bool) {
+	var ru unix.Rusage
+	if len(b) != relaySize || binary.LittleEndian.Uint64(b) != relayMagic {
+		return 0, ru, false
+	}
+	v := func(i int) int64 { return int64(binary.LittleEndian.Uint64(b[8*i:])) }
+	ru.Utime.Sec, ru.Utime.Usec = v(2), v(3)
+	ru.Stime.Sec, ru.Stime.Usec = v(4), v(5)
+	ru.Maxrss = v(6)
+	return unix.WaitStatus(uint32(v(1))), ru, true
+}

@@ -1,0 +1,37 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
+	"golang.org/x/sys/unix"
+)
+
+func TestRelayEncoding(t *testing.T) {
+	ru := unix.Rusage{Maxrss: 1234}
+	ru.Utime.Sec, ru.Utime.Usec, ru.Stime.Usec = 2, 500000, 250000
+	ws, got, ok := decodeRelay(encodeRelay(unix.WaitStatus(9), ru))
+	if !ok || ws != 9 || got.Utime != ru.Utime || got.Stime != ru.Stime || got.Maxrss != 1234 {
+		t.Fatalf("round trip: %v %+v %v", ws, got, ok)
+	}
+	if _, _, ok := decodeRelay(make([]byte, relaySize)); ok {
+		t.Fatal("a zero relay decoded")
+	}
+	if e := spawn.ExitOf(ws, got); e.Signal != "SIGKILL" || e.CPU != 2750*time.Millisecond {
+		t.Fatalf("exit %+v", e)
+	}
+}
+
+func TestSandboxConfArgv(t *testing.T) {
+	c := sandboxConf{rw: []string{"/r w"}, ro: []string{"/a=b", "/c"}, nproc: 3, nofile: 4, fsize: 5,
+		cgroup: true, prog: []string{"/py", "--", "x=y"}}
+	a := c.argv(initArgv0)
+	got, err := parseSandboxConf(a[1:])
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(c) {
+		t.Fatalf("parse(%q) = %+v, %v", a, got, err)
+	}
+}

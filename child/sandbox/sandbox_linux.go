@@ -1,0 +1,224 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
+	"golang.org/x/sys/unix"
+)
+
+// Config describes the extra containment of tier sandbox (SPEC.md §8).
+type Config struct {
+	// ReadOnly are the trees the program may read: the interpreter's
+	// installation, standard library, site-packages and the directories of
+	// the system libraries it links (see SystemLibraryDirs). Missing
+	// entries are skipped. Only the program binary (Spec.Path) and its
+	// dynamic loader may be executed (execRules), nothing else in these
+	// trees or writable. The run directory (Spec.Dir) is always
+	// read-write; /dev/null, /dev/zero, /dev/full, /dev/urandom,
+	// /dev/random, /etc/ld.so.cache and the namespace's own /proc are
+	// always readable; the run's own /dev/shm (a tmpfs of MaxFileBytes)
+	// is read-write. Nothing else is.
+	ReadOnly []string
+	// MaxProcs bounds the tasks (processes and threads) of the program and
+	// its descendants; MaxFiles is RLIMIT_NOFILE; MaxFileBytes is
+	// RLIMIT_FSIZE. All must be positive.
+	MaxProcs, MaxFiles int
+	MaxFileBytes       int64
+}
+
+// sandboxFlags are the namespaces of every sandboxed run.
+const sandboxFlags = unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET |
+	unix.CLONE_NEWNS | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS
+
+func sandboxSys(flags uintptr) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{
+		Setsid:                     true,
+		Pdeathsig:                  syscall.SIGKILL,
+		Cloneflags:                 flags,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+		GidMappingsEnableSetgroups: false,
+	}
+}
+
+// testNoCgroup makes a root daemon rely on RLIMIT_NPROC alone (tests only:
+// it shows that RLIMIT_NPROC does not bound root).
+var testNoCgroup bool
+
+// runCgroup creates the run's pids cgroup when the daemon is root (nil
+// otherwise: RLIMIT_NPROC holds).
+func runCgroup(maxProcs int) (*pidsCgroup, error) {
+	if os.Geteuid() != 0 || testNoCgroup {
+		return nil, nil
+	}
+	base, err := pidsCgroupBase()
+	if err != nil {
+		return nil, fmt.Errorf("pids cgroup: %w", err)
+	}
+	return newPidsCgroup(base, maxProcs)
+}
+
+// SystemLibraryDirs returns the existing standard library directories of
+// the system (/lib, /lib64, /usr/lib, /usr/lib64, /usr/local/lib), where
+// the dynamic loader finds the libraries an interpreter and its extension
+// modules link. Add the interpreter's own trees for Config.ReadOnly.
+func SystemLibraryDirs() []string {
+	var out []string
+	for _, d := range []string{"/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib"} {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// sandboxRun is what a sandboxed Process keeps for Wait.
+type sandboxRun struct {
+	pid    int      // the init's
+	relay  *os.File // read end of the init's fd 4
+	cgroup *pidsCgroup
+}
+
+// Start is child.Start plus tier sandbox: new user (the namespace's root
+// is the daemon's uid and gid, one-id mappings), PID, network, mount, IPC and
+// UTS namespaces; a minimal init as PID 1 (this binary re-executed, see
+// init_linux.go) that runs the program as its child (never PID 1) in the init's
+// process group; for the program, a pids cgroup (root daemon) or
+// RLIMIT_NPROC (otherwise), RLIMIT_NOFILE, RLIMIT_FSIZE, no_new_privs, a
+// Landlock domain (Config.ReadOnly read-only, spec.Dir read-write) and a
+// seccomp filter (no socket(AF_UNIX), no io_uring).
+//
+// Process.Pid is the init's pid: SignalGroup reaches the init (which
+// survives anything but SIGKILL) and the program; SIGKILL kills the init,
+// and with it the PID namespace and every descendant, setsid() or not.
+// Wait returns the program's own wait status and rusage, relayed by the
+// init; when the init died first (SIGKILLed), the init's own.
+//
+// spec.Path must be absolute and spec.Dir an existing absolute directory.
+// An interpreter that is missing or not executable fails here, like Start.
+// A failure inside the namespaces is reported by the init on the program's
+// stderr ("coderun sandbox: …") with exit code 125 or 126. The binary must
+// call reexec.Dispatch first thing in main (or TestMain) for the init to run.
+func Start(spec child.Spec, sb Config) (*child.Process, error) {
+	if err := checkSpec(spec, sb); err != nil {
+		return nil, err
+	}
+	c := sandboxConf{rw: []string{spec.Dir}, ro: sb.ReadOnly, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
+		fsize: sb.MaxFileBytes, prog: append([]string{spec.Path}, spec.Args...)}
+	s, err := spawn.OpenStdio(unix.SOCK_STREAM)
+	if err != nil {
+		return nil, err
+	}
+	run, relayW, err := openRun(sb.MaxProcs)
+	if err != nil {
+		s.CloseChild()
+		s.CloseDaemon()
+		return nil, err
+	}
+	files := append(s.ChildFiles(), uintptr(relayW))
+	if run.cgroup != nil {
+		c.cgroup = true
+		files = append(files, run.cgroup.procs.Fd())
+	}
+	pid, err := spawn.ForkExec("/proc/self/exe", c.argv(initArgv0), &syscall.ProcAttr{
+		Dir:   spec.Dir,
+		Env:   append([]string{}, spec.Env...),
+		Files: files,
+		Sys:   sandboxSys(sandboxFlags),
+	})
+	s.CloseChild()
+	spawn.CloseFds(relayW)
+	if run.cgroup != nil {
+		run.cgroup.procs.Close()
+	}
+	if err != nil {
+		s.CloseDaemon()
+		run.relay.Close()
+		run.cgroup.remove()
+		return nil, err
+	}
+	run.pid = pid
+	p := spawn.Started(pid, s.Conn, s.Stdout, s.Stderr)
+	spawn.SetReap(p, run.wait)
+	return p, nil
+}
+
+// openRun opens the relay pipe (returning its raw write end) and creates the
+// run's cgroup (when the daemon is root). On error nothing is left open.
+func openRun(maxProcs int) (*sandboxRun, int, error) {
+	relay, relayW, err := spawn.Pipe("sandbox-relay")
+	if err != nil {
+		return nil, -1, err
+	}
+	cg, err := runCgroup(maxProcs)
+	if err != nil {
+		spawn.CloseFds(relayW)
+		relay.Close()
+		return nil, -1, err
+	}
+	return &sandboxRun{relay: relay, cgroup: cg}, relayW, nil
+}
+
+func checkSpec(spec child.Spec, sb Config) error {
+	for _, a := range append([]string{spec.Path}, spec.Args...) {
+		if strings.IndexByte(a, 0) >= 0 {
+			return &os.PathError{Op: "fork/exec", Path: spec.Path, Err: unix.EINVAL}
+		}
+	}
+	if !filepath.IsAbs(spec.Path) {
+		return &os.PathError{Op: "fork/exec", Path: spec.Path, Err: errors.New("sandbox needs an absolute program path")}
+	}
+	if st, err := os.Stat(spec.Path); err != nil {
+		return &os.PathError{Op: "fork/exec", Path: spec.Path, Err: errors.Unwrap(err)}
+	} else if !st.Mode().IsRegular() {
+		return &os.PathError{Op: "fork/exec", Path: spec.Path, Err: unix.EACCES}
+	}
+	if err := unix.Access(spec.Path, unix.X_OK); err != nil {
+		return &os.PathError{Op: "fork/exec", Path: spec.Path, Err: err}
+	}
+	if !filepath.IsAbs(spec.Dir) {
+		return fmt.Errorf("child: sandbox needs an absolute run directory, got %q", spec.Dir)
+	}
+	if st, err := os.Stat(spec.Dir); err != nil {
+		return &os.PathError{Op: "chdir", Path: spec.Dir, Err: errors.Unwrap(err)}
+	} else if !st.IsDir() {
+		return &os.PathError{Op: "chdir", Path: spec.Dir, Err: unix.ENOTDIR}
+	}
+	if sb.MaxProcs <= 0 || sb.MaxFiles <= 0 || sb.MaxFileBytes <= 0 {
+		return fmt.Errorf("child: sandbox limits must be positive (procs %d, files %d, file bytes %d)",
+			sb.MaxProcs, sb.MaxFiles, sb.MaxFileBytes)
+	}
+	return nil
+}
+
+// wait reaps the init and returns the program's Exit: the relayed status
+// when the init relayed one, else the init's own. It releases the relay pipe
+// and the run's cgroup (the namespace is gone by now: the init is reaped
+// only after every other process of its namespace).
+func (r *sandboxRun) wait() (child.Exit, error) {
+	ws, ru, err := spawn.Wait4(r.pid)
+	defer r.cgroup.remove()
+	defer r.relay.Close()
+	if err != nil {
+		return child.Exit{}, err
+	}
+	r.relay.SetReadDeadline(time.Now().Add(time.Second))
+	b := make([]byte, relaySize)
+	if _, rerr := io.ReadFull(r.relay, b); rerr == nil {
+		if pws, pru, ok := decodeRelay(b); ok {
+			return spawn.ExitOf(pws, pru), nil
+		}
+	}
+	return spawn.ExitOf(ws, ru), nil
+}

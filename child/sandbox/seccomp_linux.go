@@ -1,0 +1,186 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// A small seccomp filter closes what namespaces and Landlock leave open to
+// the program:
+//
+//   - socket() of any family but AF_INET, AF_INET6 and AF_NETLINK → EACCES.
+//     Those three are confined by the network namespace; others are not:
+//     AF_UNIX reaches host pathname sockets (connecting to one is not a
+//     Landlock right before LANDLOCK_ACCESS_FS_RESOLVE_UNIX), AF_VSOCK
+//     shares the machine's vsock space with the host and the hypervisor.
+//   - socketpair() of a type other than SOCK_STREAM or SOCK_SEQPACKET →
+//     EACCES: an AF_UNIX datagram socket can sendto any pathname address.
+//     Connected stream pairs stay allowed (asyncio's self-pipe,
+//     multiprocessing), as do inherited sockets (fd 3).
+//   - changes of a file's mode, owner, times or extended attributes →
+//     EPERM. Landlock does not govern them, and the program's user is the
+//     daemon's (root's, for a root daemon), the owner of whatever the
+//     daemon's user owns: through a read-only descriptor or a bare path it
+//     could chmod /etc/shadow or the daemon's binary.
+//   - inotify → EPERM: a watch needs only search access, so it would report
+//     the names of files created in host directories Landlock will not let
+//     the program list.
+//   - io_uring_setup → ENOSYS: io_uring operations (IORING_OP_SOCKET …) are
+//     not seen by seccomp.
+//   - any other architecture or ABI (x32, int 0x80 on amd64) → ENOSYS, so
+//     the filter cannot be sidestepped through another system call table.
+//
+// seccomp_data: nr at 0, arch at 4, args[i] at 16+8i (its low 32 bits on a
+// little-endian machine; only little-endian architectures are listed).
+
+var seccompArch = map[string]uint32{
+	"amd64":   unix.AUDIT_ARCH_X86_64,
+	"arm64":   unix.AUDIT_ARCH_AARCH64,
+	"riscv64": unix.AUDIT_ARCH_RISCV64,
+	"loong64": unix.AUDIT_ARCH_LOONGARCH64,
+	"ppc64le": unix.AUDIT_ARCH_PPC64LE,
+}
+
+// epermSyscalls change a file's mode, owner, times or extended attributes,
+// or watch directories (legacySyscalls: the old forms some architectures
+// still have besides these).
+var epermSyscalls = append([]uint32{
+	unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2,
+	unix.SYS_FCHOWN, unix.SYS_FCHOWNAT,
+	unix.SYS_UTIMENSAT,
+	unix.SYS_SETXATTR, unix.SYS_LSETXATTR, unix.SYS_FSETXATTR, unix.SYS_SETXATTRAT,
+	unix.SYS_REMOVEXATTR, unix.SYS_LREMOVEXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_REMOVEXATTRAT,
+	unix.SYS_INOTIFY_INIT1,
+}, legacySyscalls...)
+
+// A filter is written with symbolic jump targets: the instruction indexes
+// of the returns are only known once every check is laid out.
+type bpfLabel int
+
+const (
+	toAllow bpfLabel = iota
+	toEACCES
+	toEPERM
+	toENOSYS
+	toSocket     // the socket() family check
+	toSocketpair // the socketpair() type check
+	labels
+)
+
+type bpfInsn struct {
+	unix.SockFilter
+	jt, jf bpfLabel // targets of a conditional jump; nextInsn: fall through
+}
+
+const nextInsn bpfLabel = -1
+
+func seccompFilter() ([]unix.SockFilter, error) {
+	arch, ok := seccompArch[runtime.GOARCH]
+	if !ok {
+		return nil, fmt.Errorf("no seccomp filter for GOARCH %s", runtime.GOARCH)
+	}
+	const (
+		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+		and = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
+		ret = unix.BPF_RET | unix.BPF_K
+		x32 = 0x40000000 // __X32_SYSCALL_BIT
+	)
+	load := func(off uint32) bpfInsn { return bpfInsn{unix.SockFilter{Code: ld, K: off}, nextInsn, nextInsn} }
+	is := func(k uint32, then bpfLabel) bpfInsn {
+		return bpfInsn{unix.SockFilter{Code: jeq, K: k}, then, nextInsn}
+	}
+	// jump is unconditional: both outcomes of a comparison go to the same place.
+	jump := func(to bpfLabel) bpfInsn { return bpfInsn{unix.SockFilter{Code: jeq, K: 0}, to, to} }
+	var p []bpfInsn
+	at := make([]int, labels)
+	mark := func(l bpfLabel) { at[l] = len(p) }
+
+	p = append(p, load(4), bpfInsn{unix.SockFilter{Code: jeq, K: arch}, nextInsn, toENOSYS}, load(0),
+		bpfInsn{unix.SockFilter{Code: jge, K: x32}, toENOSYS, nextInsn},
+		is(unix.SYS_IO_URING_SETUP, toENOSYS), is(unix.SYS_SOCKET, toSocket), is(unix.SYS_SOCKETPAIR, toSocketpair))
+	for _, nr := range epermSyscalls {
+		p = append(p, is(nr, toEPERM))
+	}
+	p = append(p, jump(toAllow))
+	mark(toSocket)
+	p = append(p, load(16), is(unix.AF_INET, toAllow), is(unix.AF_INET6, toAllow), is(unix.AF_NETLINK, toAllow), jump(toEACCES))
+	mark(toSocketpair)
+	p = append(p, load(24), bpfInsn{unix.SockFilter{Code: and, K: 0xf}, nextInsn, nextInsn}, // SOCK_TYPE_MASK
+		is(unix.SOCK_STREAM, toAllow), is(unix.SOCK_SEQPACKET, toAllow), jump(toEACCES))
+	returns := []struct {
+		l   bpfLabel
+		ret uint32
+	}{
+		{toAllow, unix.SECCOMP_RET_ALLOW},
+		{toEACCES, unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)},
+		{toEPERM, unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+		{toENOSYS, unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
+	}
+	for _, r := range returns {
+		mark(r.l)
+		p = append(p, bpfInsn{unix.SockFilter{Code: ret, K: r.ret}, nextInsn, nextInsn})
+	}
+	return assemble(p, at)
+}
+
+// assemble resolves symbolic targets into the relative offsets BPF jumps
+// take (at most 255 instructions forward).
+func assemble(p []bpfInsn, at []int) ([]unix.SockFilter, error) {
+	out := make([]unix.SockFilter, len(p))
+	for i, in := range p {
+		out[i] = in.SockFilter
+		if in.Code&0x07 != unix.BPF_JMP {
+			continue
+		}
+		for _, j := range []struct {
+			l   bpfLabel
+			off *uint8
+		}{{in.jt, &out[i].Jt}, {in.jf, &out[i].Jf}} {
+			if j.l == nextInsn {
+				continue
+			}
+			d := at[j.l] - i - 1
+			if d < 0 || d > 255 {
+				return nil, fmt.Errorf("seccomp filter: jump of %d instructions", d)
+			}
+			*j.off = uint8(d)
+		}
+	}
+	return out, nil
+}
+
+// seccompInstall installs the filter on the calling thread (which then
+// execs). no_new_privs must be set.
+func seccompInstall() error {
+	f, err := seccompFilter()
+	if err != nil {
+		return err
+	}
+	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]}
+	if err := unix.Prctl(unix.PR_SET_SECCOMP, unix.SECCOMP_MODE_FILTER, uintptr(unsafe.Pointer(&prog)), 0, 0); err != nil {
+		return fmt.Errorf("seccomp filter: %w", err)
+	}
+	runtime.KeepAlive(f)
+	return nil
+}
+
+func seccompFeature() Feature {
+	f := Feature{Name: "seccomp filters"}
+	if _, err := seccompFilter(); err != nil {
+		f.Detail = err.Error()
+		return f
+	}
+	if _, err := unix.PrctlRetInt(unix.PR_GET_SECCOMP, 0, 0, 0, 0); err != nil {
+		f.Detail = "prctl(PR_GET_SECCOMP): " + err.Error()
+		return f
+	}
+	f.OK, f.Detail = true, "only inet and netlink sockets, stream socket pairs, no file metadata changes, no inotify, no io_uring"
+	return f
+}

@@ -1,7 +1,0 @@
-//go:build linux && !(amd64 || ppc64le)
-
-package child
-
-// legacySyscalls: none; this architecture has only the forms listed in
-// epermSyscalls.
-var legacySyscalls []uint32

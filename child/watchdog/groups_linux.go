@@ -1,0 +1,107 @@
+//go:build linux
+
+package watchdog
+
+import (
+	"bytes"
+	"strconv"
+
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
+	"golang.org/x/sys/unix"
+)
+
+// What the daemon and its watchdog share: the set of watched process groups
+// and the records that keep the watchdog's copy of it up to date.
+
+// pidMaxLimit is the kernel's ceiling for pid_max (PID_MAX_LIMIT on 64-bit):
+// no process group id is larger.
+const pidMaxLimit = 1 << 22
+
+// validPgid reports whether pgid can name one process group. 0 and 1 never
+// may: kill(-0) would signal the caller's own group and kill(-1) every
+// process it may signal.
+func validPgid(pgid int) bool { return pgid > 1 && pgid <= pidMaxLimit }
+
+// groupSet maps each watched process group id to its leader's start time
+// (/proc/<pgid>/stat field 22 when the group was registered), the guard
+// against a recycled id.
+type groupSet map[int]uint64
+
+// leader is the group's registration as a Process, so the group calls share
+// Process's pid-reuse and validity checks.
+func (s groupSet) leader(pgid int) *spawn.Process { return spawn.Leader(pgid, s[pgid]) }
+
+// prune forgets every group that is gone (spawn.GroupGone).
+func (s groupSet) prune() {
+	for pgid := range s {
+		if spawn.GroupGone(s.leader(pgid)) {
+			delete(s, pgid)
+		}
+	}
+}
+
+// kill prunes, SIGKILLs every group left and reports how many it signalled.
+func (s groupSet) kill() int {
+	s.prune()
+	for pgid := range s {
+		s.leader(pgid).SignalGroup(unix.SIGKILL)
+	}
+	return len(s)
+}
+
+// A record is one line on the watchdog's stdin: "w <pgid> <start>\n"
+// (watch the group, whose leader has that start time) or "u <pgid>\n"
+// (unwatch it). Decimal numbers, single spaces, nothing else. A record is
+// far shorter than PIPE_BUF, so each write of one is atomic.
+type record struct {
+	watch bool
+	pgid  int
+	start uint64 // watch only
+}
+
+// maxRecordLen bounds a line the watchdog accepts, newline included
+// ("w " + 7 digits + " " + 20 digits + "\n" is 31 bytes).
+const maxRecordLen = 64
+
+func (r record) appendTo(b []byte) []byte {
+	if !r.watch {
+		return append(strconv.AppendInt(append(b, "u "...), int64(r.pgid), 10), '\n')
+	}
+	b = strconv.AppendInt(append(b, "w "...), int64(r.pgid), 10)
+	return append(strconv.AppendUint(append(b, ' '), r.start, 10), '\n')
+}
+
+// parseRecord decodes one line (with its newline). ok is false for anything
+// but a well-formed record with a valid group id.
+func parseRecord(line []byte) (r record, ok bool) {
+	body, found := bytes.CutSuffix(line, []byte{'\n'})
+	if !found || len(line) > maxRecordLen {
+		return record{}, false
+	}
+	fields := bytes.Split(body, []byte{' '})
+	switch {
+	case len(fields) == 3 && string(fields[0]) == "w":
+		r.watch = true
+		if r.start, ok = decimal(fields[2]); !ok {
+			return record{}, false
+		}
+	case len(fields) == 2 && string(fields[0]) == "u":
+	default:
+		return record{}, false
+	}
+	pgid, ok := decimal(fields[1])
+	if !ok || !validPgid(int(min(pgid, pidMaxLimit+1))) {
+		return record{}, false
+	}
+	r.pgid = int(pgid)
+	return r, true
+}
+
+// decimal parses digits only (no sign, no space, no empty string).
+func decimal(b []byte) (uint64, bool) {
+	if len(b) == 0 || b[0] < '0' || b[0] > '9' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(b), 10, 64)
+	return v, err == nil
+}
