@@ -105,18 +105,18 @@ type event struct {
 // effects are the side effects of one step, performed after unlocking
 // (Run.perform), plus the answers of the query events.
 type effects struct {
-	kill        *worker        // SIGTERM w's group now and release its writer
-	sigkill     *worker        // the grace passed: SIGKILL w's group
-	removeEarly *worker        // every descriptor ended before the reap: start removing the directory
-	restart     *worker        // w was lost before boot: retire it and start on a fresh child
-	settle      bool           // settled: clean up w (settleW) and open staged
-	settleW     *worker        // the settled run's child, nil if it never had one
-	staged      chan struct{}  // the gate of the queued result
-	flush       bool           // the outbox holds deliveries to make from a new goroutine
-	unknown     *call          // reply "unknown binding" to this call
-	wr          *fdWriter      // evAnswered, unknown: the writer to reply through
-	ok          bool           // evCallSent, evAnswered: go on; evCallCancel: cancel now
-	decided     bool           // the run was decided by this step (for the log)
+	kill         *worker       // SIGTERM w's group now and release its writer
+	sigkill      *worker       // the grace passed: SIGKILL w's group
+	removeEarly  *worker       // every descriptor ended before the reap: start removing the directory
+	restart      *worker       // w was lost before boot: retire it and start on a fresh child
+	settle       bool          // settled: clean up w (settleW) and open staged
+	settleW      *worker       // the settled run's child, nil if it never had one
+	staged       chan struct{} // the gate of the queued result
+	flush        bool          // the outbox holds deliveries to make from a new goroutine
+	unknown      *call         // reply "unknown binding" to this call
+	wr           *fdWriter     // evAnswered, unknown: the writer to reply through
+	ok           bool          // evCallSent, evAnswered: go on; evCallCancel: cancel now
+	decided      bool          // the run was decided by this step (for the log)
 	sinceHandoff time.Duration // for the decided / settled log lines
 }
 
