@@ -68,7 +68,7 @@ type eventKind uint8
 
 const (
 	evDequeue       eventKind = iota // left the queue; a child is being got
-	evAttach                         // w (with its writer wr) is the run's child
+	evAttach                         // w (with its writer wr, soft RLIMIT_CPU softCPU) is the run's child
 	evStartFailed                    // no child: d.err (nil when decided before)
 	evDecide                         // d is a candidate decision (the first wins)
 	evWall                           // the wall timer fired
@@ -90,16 +90,17 @@ const (
 
 // event is one input to the machine; the fields its kind names are set.
 type event struct {
-	kind   eventKind
-	w      *worker
-	wr     *fdWriter
-	d      decision
-	fd     int
-	data   []byte
-	frame  *wireguard.Frame
-	c      *call
-	cancel func()
-	fail   *writeFailure
+	kind    eventKind
+	w       *worker
+	wr      *fdWriter
+	d       decision
+	fd      int
+	data    []byte
+	frame   wireguard.Frame
+	c       *call
+	cancel  func()
+	fail    *writeFailure
+	softCPU int64
 }
 
 // effects are the side effects of one step, performed after unlocking
@@ -131,7 +132,6 @@ type machine struct {
 	program   string
 	grace     time.Duration
 	graceKill bool                    // SIGKILL the group after the grace (off only for C129)
-	softCPU   int64                   // the soft RLIMIT_CPU the child gets (classification)
 	post      func(event)             // feeds timer events back (locks, steps, performs)
 	out       *outbox                 // the client deliveries
 	onEvent   func(protocol.LogEvent) // the capture's stream callback (nil unless streaming)
@@ -144,6 +144,7 @@ type machine struct {
 	handoff   time.Time // the wall clock's start
 	w         *worker
 	wr        *fdWriter
+	softCPU   int64 // the soft RLIMIT_CPU in force when the child was attached (§4.8)
 	dec       decision
 	reaped    bool
 	abandoned bool // close deadline passed: pipes abandoned
@@ -179,7 +180,7 @@ func (m *machine) step(ev event) effects {
 	case evDequeue:
 		m.state, m.starting, m.dequeued = stateStarting, true, time.Now()
 	case evAttach:
-		m.attach(ev.w, ev.wr, &eff)
+		m.attach(ev, &eff)
 	case evStartFailed:
 		m.starting = false
 		m.decide(decision{err: ev.d.err}, &eff)
@@ -207,7 +208,7 @@ func (m *machine) step(ev event) effects {
 			m.capture.Log(ev.frame.Text, ev.frame.Open, ev.frame.Truncated)
 		}
 	case evCall:
-		m.acceptCall(ev.frame, &eff)
+		m.acceptCall(&ev.frame, &eff)
 	case evCallSent:
 		if eff.ok = !m.decided(); eff.ok {
 			m.bindingCalls++
@@ -236,9 +237,10 @@ func (m *machine) step(ev event) effects {
 
 // attach makes w the run's child: cold, the wall clock starts now (§4.3 step
 // 5); decided while starting (cancel, shutdown), the kill starts now.
-func (m *machine) attach(w *worker, wr *fdWriter, eff *effects) {
+func (m *machine) attach(ev event, eff *effects) {
+	w, wr := ev.w, ev.wr
 	m.starting = false
-	m.w, m.wr = w, wr
+	m.w, m.wr, m.softCPU = w, wr, ev.softCPU
 	m.handoff = time.Now()
 	switch {
 	case m.decided():

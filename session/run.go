@@ -43,7 +43,7 @@ func newRun(m *Manager, runID string, p protocol.RunParams, c Client, onResult f
 	r.out = newOutbox(r)
 	r.sm = machine{
 		lim: lim, known: knownBindings(p.Bindings), program: p.Program,
-		grace: m.cfg.Grace, graceKill: !m.noGraceKill, softCPU: child.EffectiveSoftCPU(lim.CPUSeconds),
+		grace: m.cfg.Grace, graceKill: !m.noGraceKill,
 		post: func(ev event) { r.dispatch(ev) },
 		out:  r.out,
 	}
@@ -181,7 +181,7 @@ func (r *Run) failStart(fail *protocol.RunError) {
 func (r *Run) attach(w *worker) {
 	wr := newFDWriter(w.conn, bootFrame(r.sm.lim, r.bindings), protocol.ReplyQueue)
 	r.mu.Lock()
-	eff := r.sm.step(event{kind: evAttach, w: w, wr: wr})
+	eff := r.sm.step(event{kind: evAttach, w: w, wr: wr, softCPU: child.EffectiveSoftCPU(r.sm.lim.CPUSeconds)})
 	r.mu.Unlock()
 	go r.writeLoop(w, wr)
 	go r.readLoop(w)

@@ -86,9 +86,9 @@ func (r *Run) handleFrame(line []byte) {
 	case protocol.FrameBootAck:
 		r.dispatch(event{kind: evBootAck})
 	case protocol.FrameLog:
-		r.dispatch(event{kind: evLog, frame: &f})
+		r.dispatch(event{kind: evLog, frame: f})
 	case protocol.FrameCall:
-		r.dispatch(event{kind: evCall, frame: &f})
+		r.dispatch(event{kind: evCall, frame: f})
 	case protocol.FrameDone:
 		r.decide(doneDecision(f, r.sm.lim.MaxValueBytes))
 	}
