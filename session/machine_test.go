@@ -2,7 +2,9 @@ package session
 
 import (
 	"errors"
+	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -512,4 +514,58 @@ func TestMachineNoGraceKill(t *testing.T) {
 			t.Fatalf("posted %+v", p)
 		}
 	})
+}
+
+// fakeGroup is a process group whose members leave at emptyAt (never when
+// negative), or at the first SIGKILL when killable.
+type fakeGroup struct {
+	start    time.Time
+	emptyAt  time.Duration
+	killable bool
+	killed   bool
+	kills    []time.Duration // when SIGKILL was sent
+}
+
+func (g *fakeGroup) GroupEmpty() bool {
+	return g.killed && g.killable || g.emptyAt >= 0 && time.Since(g.start) >= g.emptyAt
+}
+
+func (g *fakeGroup) SignalGroup(sig syscall.Signal) {
+	if sig == syscall.SIGKILL {
+		g.killed = true
+		g.kills = append(g.kills, time.Since(g.start))
+	}
+}
+
+// Quiescence polls the group every 50 ms; with members left at settle +
+// grace + 2000 ms it SIGKILLs again (C129) and gives up 2000 ms later.
+func TestAwaitEmpty(t *testing.T) {
+	deadline := testGrace + protocol.CloseMargin
+	cases := []struct {
+		name     string
+		emptyAt  time.Duration
+		killable bool
+		emptied  bool
+		returnAt time.Duration
+		kills    []time.Duration
+	}{
+		{name: "empty at once", emptied: true},
+		{name: "empties while polled", emptyAt: 120 * time.Millisecond, emptied: true, returnAt: 150 * time.Millisecond},
+		{name: "survivor killed at the deadline", emptyAt: -1, killable: true, emptied: true,
+			returnAt: deadline + protocol.GroupPoll, kills: []time.Duration{deadline}},
+		{name: "never empties", emptyAt: -1, emptied: false,
+			returnAt: deadline + protocol.CloseMargin, kills: []time.Duration{deadline}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				g := &fakeGroup{start: time.Now(), emptyAt: c.emptyAt, killable: c.killable}
+				emptied := awaitEmpty(g, testGrace)
+				if at := time.Since(g.start); emptied != c.emptied || at != c.returnAt || !slices.Equal(g.kills, c.kills) {
+					t.Fatalf("emptied %v at %v with SIGKILLs at %v; want %v at %v with %v",
+						emptied, at, g.kills, c.emptied, c.returnAt, c.kills)
+				}
+			})
+		})
+	}
 }

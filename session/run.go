@@ -209,8 +209,8 @@ func (r *Run) restart(w *worker) {
 	r.startOn(r.m.spawnWorker)
 }
 
-// quiesce polls the group every 50 ms until it is empty; at settle + grace +
-// 2000 ms it SIGKILLs again and allows one more 2000 ms; then forgets.
+// quiesce waits for w's process group to empty (awaitEmpty), removes the run
+// directory again, and forgets the run.
 func (r *Run) quiesce(w *worker) {
 	defer r.forget()
 	if w == nil {
@@ -219,20 +219,34 @@ func (r *Run) quiesce(w *worker) {
 	// A same-group survivor may have recreated files in the run directory
 	// after settlement removed it: remove it again once the group is gone.
 	defer func() { removeDir(w.dir, r.log) }()
-	deadline := time.Now().Add(r.m.cfg.Grace + protocol.CloseMargin)
+	if !awaitEmpty(w.proc, r.m.cfg.Grace) {
+		r.log.Warn("process group still has members after the reap deadline; forgetting the run")
+	}
+}
+
+// processGroup is what quiescence needs of a child's process group.
+type processGroup interface {
+	GroupEmpty() bool
+	SignalGroup(sig syscall.Signal)
+}
+
+// awaitEmpty polls g every 50 ms until it is empty; at grace + 2000 ms (from
+// the call, made at settlement) it SIGKILLs the group again and allows one
+// more 2000 ms. It reports whether the group emptied (§4.6).
+func awaitEmpty(g processGroup, grace time.Duration) bool {
+	deadline := time.Now().Add(grace + protocol.CloseMargin)
 	killed := false
 	tick := time.NewTicker(protocol.GroupPoll)
 	defer tick.Stop()
 	for {
-		if w.proc.GroupEmpty() {
-			return
+		if g.GroupEmpty() {
+			return true
 		}
 		if now := time.Now(); !now.Before(deadline) {
 			if killed {
-				r.log.Warn("process group still has members after the reap deadline; forgetting the run")
-				return
+				return false
 			}
-			w.proc.SignalGroup(syscall.SIGKILL)
+			g.SignalGroup(syscall.SIGKILL)
 			killed, deadline = true, now.Add(protocol.CloseMargin)
 		}
 		<-tick.C
