@@ -122,9 +122,11 @@ type effects struct {
 }
 
 // machine is the run's settlement state machine. Every change of its state
-// goes through step, under the run's lock; step does no I/O: it returns what
-// must be done after unlocking. Its timers (wall clock, grace kill, close
-// deadline) post their events back through post.
+// goes through step, under the run's lock. step does no I/O: it queues into
+// the outbox and the child's writer (memory only, under their own locks),
+// arms and stops timers, and returns what must be done after unlocking. Its
+// timers (wall clock, grace kill, close deadline) post their events back
+// through post.
 type machine struct {
 	// configuration, fixed at creation
 	lim       protocol.Limits
@@ -133,9 +135,13 @@ type machine struct {
 	grace     time.Duration
 	graceKill bool                    // SIGKILL the group after the grace (off only for C129)
 	post      func(event)             // feeds timer events back (locks, steps, performs)
-	out       *outbox                 // the client deliveries
 	onEvent   func(protocol.LogEvent) // the capture's stream callback (nil unless streaming)
 
+	// helpers with their own synchronisation
+	out *outbox   // the client deliveries, for the run's life
+	wr  *fdWriter // the attached child's fd-3 writer (nil without a child)
+
+	// state
 	state     state
 	starting  bool // a goroutine is getting a child: it settles (or kills) the run itself
 	restarted bool // moved once to a fresh child (lostBeforeBoot)
@@ -143,7 +149,6 @@ type machine struct {
 	dequeued  time.Time
 	handoff   time.Time // the wall clock's start
 	w         *worker
-	wr        *fdWriter
 	softCPU   int64 // the soft RLIMIT_CPU in force when the child was attached (§4.8)
 	dec       decision
 	reaped    bool
