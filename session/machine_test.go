@@ -23,7 +23,8 @@ import (
 const testGrace = 100 * time.Millisecond
 
 // fsm is a machine under test. Timer events are stepped under mu (like the
-// run's dispatch) and their effects recorded in posted.
+// run's dispatch) and their effects recorded in posted; the tests read the
+// machine directly only while no timer has fired.
 type fsm struct {
 	t      *testing.T
 	mu     sync.Mutex
@@ -65,12 +66,6 @@ func (f *fsm) step(ev event) effects {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.m.step(ev)
-}
-
-func (f *fsm) state() state {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.m.state
 }
 
 // timers returns the timer events posted so far.
@@ -140,7 +135,7 @@ func TestMachineQueuedCancelSettles(t *testing.T) {
 	if !eff.settle || eff.settleW != nil || eff.kill != nil {
 		t.Fatalf("effects %+v, want a settlement without a child", eff)
 	}
-	if s := f.state(); s != stateSettled {
+	if s := f.m.state; s != stateSettled {
 		t.Fatalf("state %v, want settled", s)
 	}
 	res := f.result()
@@ -177,8 +172,8 @@ func TestMachineDecidedWhileStarting(t *testing.T) {
 			f.step(event{kind: evDecide, d: decision{err: abortError(protocol.MsgCancelled)}})
 			w, wr := &worker{}, newTestWriter()
 			eff := f.step(event{kind: evAttach, w: w, wr: wr})
-			if eff.kill != w || !wr.isStopped() || f.state() != stateDecided {
-				t.Fatalf("attach after the decision: kill %v, writer stopped %v, state %v", eff.kill, wr.isStopped(), f.state())
+			if eff.kill != w || !wr.isStopped() || f.m.state != stateDecided {
+				t.Fatalf("attach after the decision: kill %v, writer stopped %v, state %v", eff.kill, wr.isStopped(), f.m.state)
 			}
 			f.step(event{kind: evQuiescent}) // stop the grace kill; the close deadline is settled
 		})
@@ -392,8 +387,8 @@ func TestMachineLostBeforeBoot(t *testing.T) {
 		}
 		w.exit = child.Exit{Code: 1}
 		eff := f.closeAll()
-		if eff.restart != w || eff.settle || f.state() != stateStarting || !wr.isStopped() {
-			t.Fatalf("first loss: %+v, state %v", eff, f.state())
+		if eff.restart != w || eff.settle || f.m.state != stateStarting || !wr.isStopped() {
+			t.Fatalf("first loss: %+v, state %v", eff, f.m.state)
 		}
 		time.Sleep(time.Hour) // the lost child's timers were stopped
 		if p := f.timers(); len(p) != 0 {
