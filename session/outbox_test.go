@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
@@ -44,35 +44,38 @@ func (s *recordingSink) events() []string {
 // result waits for its staged gate and closes delivered; a panicking
 // delivery is reported and the items behind it still go out.
 func TestOutboxOrderAndGate(t *testing.T) {
-	sink := &recordingSink{panicOn: "boom"}
-	o := newOutbox(sink)
-	cancelled := false
-	staged := make(chan struct{})
-	o.push(outItem{ev: &protocol.LogEvent{Text: "a"}})
-	o.push(outItem{call: &call{name: "f"}})
-	o.push(outItem{ev: &protocol.LogEvent{Text: "boom"}})
-	o.push(outItem{cancels: []func(){func() { cancelled = true }}})
-	o.push(outItem{result: &protocol.Result{Value: []byte("1")}, staged: staged})
+	synctest.Test(t, func(t *testing.T) {
+		sink := &recordingSink{panicOn: "boom"}
+		o := newOutbox(sink)
+		cancelled := false
+		staged := make(chan struct{})
+		o.push(outItem{ev: &protocol.LogEvent{Text: "a"}})
+		o.push(outItem{call: &call{name: "f"}})
+		o.push(outItem{ev: &protocol.LogEvent{Text: "boom"}})
+		o.push(outItem{cancels: []func(){func() { cancelled = true }}})
+		o.push(outItem{result: &protocol.Result{Value: []byte("1")}, staged: staged})
 
-	done := make(chan struct{})
-	go func() { defer close(done); o.flush() }()
-	select {
-	case <-o.delivered:
-		t.Fatal("the result was delivered before its gate opened")
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(staged)
-	<-done
-	<-o.delivered
-	// The client's Flush ends every pass, the one a panic cut short too; the
-	// result is preceded by one (nothing stays buffered while it waits).
-	want := []string{"log:a", "call:f", "flush", "panic:sink exploded", "flush", "result:1", "flush"}
-	if got := sink.events(); !slices.Equal(got, want) || !cancelled {
-		t.Fatalf("deliveries %q (cancelled %v), want %q", got, cancelled, want)
-	}
-	if o.pending() {
-		t.Fatal("items left after the flush")
-	}
+		done := make(chan struct{})
+		go func() { defer close(done); o.flush() }()
+		synctest.Wait() // the flush is blocked at the gate
+		select {
+		case <-o.delivered:
+			t.Fatal("the result was delivered before its gate opened")
+		default:
+		}
+		close(staged)
+		<-done
+		<-o.delivered
+		// The client's Flush ends every pass, the one a panic cut short too; the
+		// result is preceded by one (nothing stays buffered while it waits).
+		want := []string{"log:a", "call:f", "flush", "panic:sink exploded", "flush", "result:1", "flush"}
+		if got := sink.events(); !slices.Equal(got, want) || !cancelled {
+			t.Fatalf("deliveries %q (cancelled %v), want %q", got, cancelled, want)
+		}
+		if o.pending() {
+			t.Fatal("items left after the flush")
+		}
+	})
 }
 
 // A full reply queue is reported (the run decides on it); a stopped writer
