@@ -62,12 +62,15 @@ return "escaped"`, value: `"escaped"`, logsHave: []string{"leader-diagnostic-no-
 		{name: "C126", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 8000 }),
 			program: "import sys\ndata = sys.stdin.read()\nreturn \"read: \" + repr(data)", value: `"read: ''"`},
 		{name: "C127", program: "def f(x: int):\n    pass\nreturn f.__annotations__[\"x\"].__name__", value: `"int"`},
-		{name: "C161", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 4000 }),
+		// C161 and sigterm-trap-wall pin what the real child does at the wall
+		// (the held line admitted; a SIGTERM trapper killed); the wall, grace
+		// and close-deadline timing is pinned by TestMachineWallKillCloseDeadline.
+		{name: "C161", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 1500 }),
 			program: "print(\"before hang\", end=\"\", flush=True)\nwhile True:\n    pass", kind: protocol.KindTimeout,
-			budget: protocol.BudgetWall, message: "wall-clock ceiling reached (4000ms)", logs: []string{"before hang"}},
-		{name: "sigterm-trap-wall", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 2000 }),
+			budget: protocol.BudgetWall, message: "wall-clock ceiling reached (1500ms)", logs: []string{"before hang"}},
+		{name: "sigterm-trap-wall", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 1000 }),
 			program: "import signal, time\nsignal.signal(signal.SIGTERM, lambda *a: None)\nprint('trapped', flush=True)\nwhile True:\n    time.sleep(0.01)",
-			kind:    protocol.KindTimeout, budget: protocol.BudgetWall, logs: []string{"trapped"}, maxElapsed: 5 * time.Second},
+			kind:    protocol.KindTimeout, budget: protocol.BudgetWall, logs: []string{"trapped"}, maxElapsed: 4 * time.Second},
 		{name: "stats", program: "import time\ntime.sleep(0.3)\nprint('x')\nreturn 1", value: "1",
 			extra: func(t *testing.T, res protocol.Result, _ *fakeClient) {
 				s := res.Stats

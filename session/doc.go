@@ -21,10 +21,23 @@
 //	      |  close = reaped + fd 3/1/2 at EOF       |
 //	      |  settle: remove dir, deliver result     |
 //
-// Concurrency inside one run: r.mu guards every piece of run state,
-// including the wireguard.Capture (not concurrency-safe). Client calls are
-// never made under r.mu; they go through an ordered outbox drained under
-// r.sendMu, so run/log notifications, binding/call requests, their
-// cancellations and finally the result reach the client in ledger / fd-3
-// frame order, and no decision ever waits on the client.
+// Inside one run (Run), three parts each own their synchronisation:
+//
+//   - the state machine (machine, machine.go): the run's state (queued,
+//     starting, live, decided, settled, quiescent) and everything the
+//     contract's settlement rules read, including the wireguard.Capture (not
+//     concurrency-safe). It is guarded by the run's mutex and changes only in
+//     machine.step, which does no I/O: the readers, the reaper, the timers
+//     and the client's answers post events (Run.dispatch), and the effects
+//     step returns (signals, directory removal, restart, the result's
+//     release) are performed after unlocking.
+//   - the fd-3 writer (fdWriter, writer.go): boot, run and reply frames to
+//     one child, in order, under its own lock.
+//   - the outbox (outbox, outbox.go): the ordered client deliveries — run/log
+//     notifications, binding/call requests, their cancellations and finally
+//     the result, in ledger / fd-3 frame order. Client calls are never made
+//     under a run lock, and no decision ever waits on the client.
+//
+// Locks are taken in one order: the outbox's delivery lock, then the run's
+// mutex, then the writer's or the outbox's queue lock.
 package session

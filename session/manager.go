@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
@@ -96,10 +95,7 @@ func (m *Manager) QueueFull() bool {
 func (m *Manager) startLocked(r *Run) {
 	m.running++
 	m.runs[r] = true
-	r.mu.Lock()
-	r.phase = phaseStarting
-	r.dequeued = time.Now()
-	r.mu.Unlock()
+	r.dispatch(event{kind: evDequeue}) // no effects
 	go r.start()
 }
 
@@ -185,10 +181,10 @@ func (m *Manager) Shutdown() {
 	}
 	m.mu.Unlock()
 	for _, r := range all {
-		<-r.delivered
+		<-r.out.delivered
 	}
 	for _, r := range queued {
-		<-r.delivered
+		<-r.out.delivered
 	}
 	m.warm.wait()
 	if m.forker != nil {

@@ -135,10 +135,10 @@ func TestSubstrate(t *testing.T) {
 		// the writer blocks on a full socket and is released at settlement.
 		m := check(t, nil)
 		big := `"` + strings.Repeat("R", 4<<20) + `"`
-		res, fc, el := execute(t, m, tcase{name: "blocked", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 3000 }),
+		res, fc, el := execute(t, m, tcase{name: "blocked", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 1500 }),
 			bindings: tools("big"), client: map[string]behaviour{"big": constV(big)},
 			program: forge(callFrame(0, "big"), callFrame(1, "big")) + "import time\ntime.sleep(30)"})
-		tcase{kind: protocol.KindTimeout, budget: protocol.BudgetWall, message: "wall-clock ceiling reached (3000ms)", nCalls: 2}.verify(t, res, fc, el)
+		tcase{kind: protocol.KindTimeout, budget: protocol.BudgetWall, message: "wall-clock ceiling reached (1500ms)", nCalls: 2}.verify(t, res, fc, el)
 	})
 	t.Run("reply-queue-full", func(t *testing.T) {
 		// 1200 answered calls while the program never reads fd 3: once the
