@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/config"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
 // The --check smoke run: a real Server and Runner driven in-process through
@@ -71,37 +72,37 @@ func checkConversation(w io.Writer, r *frameReader, report *strings.Builder) err
 		return err
 	}
 	start := time.Now()
-	var result []member
+	var result []wireguard.Member
 	for result == nil {
 		body, err := r.next()
 		if err != nil {
 			return fmt.Errorf("run: reading: %w", err)
 		}
-		ms, _ := objectMembers(body, true)
-		if m, ok := lookup(ms, "method"); ok && string(m.raw) == `"binding/call"` {
-			id, _ := lookup(ms, "id")
-			pm, _ := lookup(ms, "params")
-			pms, _ := objectMembers(pm.raw, true)
-			args, _ := lookup(pms, "args")
-			if err := send(`{"jsonrpc":"2.0","id":` + string(id.raw) + `,"result":` + string(args.raw) + `}`); err != nil {
+		ms, _ := wireguard.Members(body, wireguard.Lax)
+		if m, ok := wireguard.Last(ms, "method"); ok && string(m.Value) == `"binding/call"` {
+			id, _ := wireguard.Last(ms, "id")
+			pm, _ := wireguard.Last(ms, "params")
+			pms, _ := wireguard.Members(pm.Value, wireguard.Lax)
+			args, _ := wireguard.Last(pms, "args")
+			if err := send(`{"jsonrpc":"2.0","id":` + string(id.Value) + `,"result":` + string(args.Value) + `}`); err != nil {
 				return err
 			}
-			fmt.Fprintln(report, "binding/call: answered", string(args.raw))
+			fmt.Fprintln(report, "binding/call: answered", string(args.Value))
 			continue
 		}
 		if result, err = resultOf(ms, "2"); err != nil {
 			return fmt.Errorf("run: %w", err)
 		}
 	}
-	value, _ := lookup(result, "value")
-	logs, _ := lookup(result, "logs")
-	stats, _ := lookup(result, "stats")
-	fmt.Fprintf(report, "run: value %s, logs %s, %v\n", value.raw, logs.raw, time.Since(start).Round(time.Millisecond))
-	fmt.Fprintf(report, "run stats: %s\n", stats.raw)
-	if e, ok := lookup(result, "error"); ok {
-		return fmt.Errorf("the smoke program failed: %s", e.raw)
+	value, _ := wireguard.Last(result, "value")
+	logs, _ := wireguard.Last(result, "logs")
+	stats, _ := wireguard.Last(result, "stats")
+	fmt.Fprintf(report, "run: value %s, logs %s, %v\n", value.Value, logs.Value, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(report, "run stats: %s\n", stats.Value)
+	if e, ok := wireguard.Last(result, "error"); ok {
+		return fmt.Errorf("the smoke program failed: %s", e.Value)
 	}
-	if string(value.raw) != "42" || string(logs.raw) != `["hello from the smoke run"]` {
+	if string(value.Value) != "42" || string(logs.Value) != `["hello from the smoke run"]` {
 		return errors.New("unexpected smoke result")
 	}
 	if err := send(`{"jsonrpc":"2.0","id":3,"method":"shutdown"}`); err != nil {
@@ -114,26 +115,26 @@ func checkConversation(w io.Writer, r *frameReader, report *strings.Builder) err
 	return send(`{"jsonrpc":"2.0","method":"exit"}`)
 }
 
-func expectResult(r *frameReader, id string) ([]member, error) {
+func expectResult(r *frameReader, id string) ([]wireguard.Member, error) {
 	body, err := r.next()
 	if err != nil {
 		return nil, err
 	}
-	ms, _ := objectMembers(body, true)
+	ms, _ := wireguard.Members(body, wireguard.Lax)
 	return resultOf(ms, id)
 }
 
-func resultOf(ms []member, id string) ([]member, error) {
-	if m, ok := lookup(ms, "id"); !ok || string(m.raw) != id {
-		return nil, fmt.Errorf("unexpected message (id %s)", m.raw)
+func resultOf(ms []wireguard.Member, id string) ([]wireguard.Member, error) {
+	if m, ok := wireguard.Last(ms, "id"); !ok || string(m.Value) != id {
+		return nil, fmt.Errorf("unexpected message (id %s)", m.Value)
 	}
-	if e, ok := lookup(ms, "error"); ok {
-		return nil, fmt.Errorf("error response %s", e.raw)
+	if e, ok := wireguard.Last(ms, "error"); ok {
+		return nil, fmt.Errorf("error response %s", e.Value)
 	}
-	res, _ := lookup(ms, "result")
-	out, _ := objectMembers(res.raw, true)
+	res, _ := wireguard.Last(ms, "result")
+	out, _ := wireguard.Members(res.Value, wireguard.Lax)
 	if out == nil {
-		out = []member{}
+		out = []wireguard.Member{}
 	}
 	return out, nil
 }

@@ -1,11 +1,9 @@
 package rpc
 
 import (
-	"encoding/json"
 	"io"
 	"strings"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
@@ -42,33 +40,6 @@ func FuzzHandle(f *testing.F) {
 		s := New(Options{In: strings.NewReader(""), Out: io.Discard, Config: testConfig(), Runner: nullRunner{}})
 		s.handle([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize"}`))
 		s.handle(body)
-	})
-}
-
-// FuzzScanner: on valid UTF-8, the strict scanner agrees with encoding/json
-// about validity, and decodeString agrees with it about string values
-// without lone surrogates.
-func FuzzScanner(f *testing.F) {
-	for _, s := range append(fuzzSeeds, `"a\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00"`, `1e400`, `-0.0`, `[[[[]]]]`, `{"a":1,"a":2}`) {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if !utf8.Valid(b) || strings.Count(string(b), "[")+strings.Count(string(b), "{") > 5000 {
-			return
-		}
-		i := skipSpace(b, 0)
-		r, err := scanValue(b, i, false)
-		ours := err == nil && skipSpace(b, r.end) == len(b)
-		if theirs := json.Valid(b); ours != theirs {
-			t.Fatalf("%q: scanner %v, encoding/json %v", b, ours, theirs)
-		}
-		if ours && b[i] == '"' && !strings.Contains(strings.ToLower(string(b)), `\ud`) {
-			var want string
-			json.Unmarshal(b, &want)
-			if got, _ := decodeString(b[i:r.end]); got != want {
-				t.Fatalf("%q: decoded %q, want %q", b, got, want)
-			}
-		}
 	})
 }
 
