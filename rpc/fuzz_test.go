@@ -3,7 +3,6 @@ package rpc
 import (
 	"bytes"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
@@ -27,6 +26,7 @@ var fuzzSeeds = []string{
 	`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`,
 	`{"jsonrpc":"2.0","id":2,"method":"run","params":{"program":"return 1","bindings":[{"global":"t","functions":["a"],"errorClass":{"name":"E","memberNameProperty":"m"}}],"limits":{"maxWallMs":1e3},"stream":true}}`,
 	`{"jsonrpc":"2.0","method":"$/cancelRequest","params":{"id":2}}`,
+	`{"jsonrpc":"2.0","id":3,"method":"shutdown"}`,
 	`{"jsonrpc":"2.0","id":1,"result":[1,2,{"a":"\ud800"}]}`,
 	`{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":7}}`,
 	`[1,2]`, `"x"`, `{"id":-1,"method":"run"}`, `{"id":"\ud800","method":"x"}`,
@@ -42,35 +42,18 @@ func FuzzHandle(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var out lockedBuffer
+		var out bytes.Buffer
 		s := New(Options{In: strings.NewReader(""), Out: &out, Config: testConfig(), Runner: nullRunner{}})
 		s.handle([]byte(`{"jsonrpc":"2.0","id":0,"method":"initialize"}`))
 		s.handle(body)
-		r := newFrameReader(bytes.NewReader(out.bytes())) // a reply still being written ends the loop
+		s.awaitShutdownReply() // the one reply written from another goroutine
+		r := newFrameReader(&out)
 		for reply, err := r.next(); err == nil; reply, err = r.next() {
 			if !bytes.HasPrefix(reply, []byte(`{"jsonrpc":"2.0",`)) || !wireguard.Valid(reply, wireguard.Strict) {
 				t.Fatalf("reply %q", reply)
 			}
 		}
 	})
-}
-
-// lockedBuffer is a server's output, written from more than one goroutine.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
 }
 
 // FuzzFrames: no byte stream makes the frame reader panic or over-read.
