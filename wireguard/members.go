@@ -25,9 +25,10 @@ type Member struct {
 
 // Members splits raw — exactly one JSON object, whitespace around it allowed — into its
 // members, in order, a repeated name kept each time (Last picks JSON.parse's choice).
-// Nothing is decoded but the names and nothing is bounded: a value may nest to any
-// depth. The error is ErrSyntax when raw is not exactly one JSON value under mode,
-// ErrNotObject when it is one but not an object.
+// Only the names are decoded; values stay raw text and may nest to any depth. It
+// allocates the member slice and the names, nothing proportional to the values. The
+// error is ErrSyntax when raw is not exactly one JSON value under mode, ErrNotObject
+// when it is one but not an object.
 func Members(raw []byte, mode Mode) ([]Member, error) {
 	var out []Member
 	s := newScanner(raw, mode)
