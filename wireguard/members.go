@@ -26,7 +26,8 @@ type Member struct {
 // Members splits raw — exactly one JSON object, whitespace around it allowed — into its
 // members, in order, a repeated name kept each time (Last picks JSON.parse's choice).
 // Only the names are decoded; values stay raw text and may nest to any depth. It
-// allocates the member slice and the names, nothing proportional to the values. The
+// allocates the member slice, the names and one byte per open container, nothing
+// else proportional to the values. The
 // error is ErrSyntax when raw is not exactly one JSON value under mode, ErrNotObject
 // when it is one but not an object.
 func Members(raw []byte, mode Mode) ([]Member, error) {
