@@ -27,9 +27,8 @@ type Member struct {
 // members, in order, a repeated name kept each time (Last picks JSON.parse's choice).
 // Only the names are decoded; values stay raw text and may nest to any depth. It
 // allocates the member slice, the names and one byte per open container, nothing
-// else proportional to the values. The
-// error is ErrSyntax when raw is not exactly one JSON value under mode, ErrNotObject
-// when it is one but not an object.
+// else proportional to the values. The error is ErrSyntax when raw is not exactly one
+// JSON value under mode, ErrNotObject when it is one but not an object.
 func Members(raw []byte, mode Mode) ([]Member, error) {
 	var out []Member
 	s := newScanner(raw, mode)
