@@ -85,27 +85,35 @@ func (s *scanner) next() (t token, ok bool) {
 		return s.value(0)
 	}
 	top := len(s.stack) - 1
-	switch s.stack[top] {
-	case stArrayFirst:
-		if s.peek() == ']' {
-			return s.close(tokEndArray), true
-		}
-		s.stack[top] = stArrayNext
-		return s.value(0)
-	case stObjectFirst:
-		if s.peek() == '}' {
-			return s.close(tokEndObject), true
-		}
-		s.stack[top] = stObjectColon
-		return s.name(0)
-	case stObjectColon:
-		if !s.consume(':') {
+	switch st, c := s.stack[top], s.peek(); {
+	case st == stObjectColon:
+		if c != ':' {
 			return token{}, false
 		}
+		s.pos++
+		s.skipSpace()
 		s.stack[top] = stObjectNext
 		return s.value(':')
+	case c == ']' && (st == stArrayFirst || st == stArrayNext):
+		return s.close(tokEndArray), true
+	case c == '}' && (st == stObjectFirst || st == stObjectNext):
+		return s.close(tokEndObject), true
+	case st == stArrayFirst:
+		s.stack[top] = stArrayNext
+		return s.value(0)
+	case st == stObjectFirst:
+		s.stack[top] = stObjectColon
+		return s.name(0)
+	case c != ',':
+		return token{}, false
 	}
-	return s.afterMember(top)
+	s.pos++ // the ',' after an element or a member
+	s.skipSpace()
+	if s.stack[top] == stArrayNext {
+		return s.value(',')
+	}
+	s.stack[top] = stObjectColon
+	return s.name(',')
 }
 
 // atEOF consumes what follows a complete value and reports whether it was only
@@ -113,25 +121,6 @@ func (s *scanner) next() (t token, ok bool) {
 func (s *scanner) atEOF() bool {
 	t, ok := s.next()
 	return ok && t.kind == tokEOF
-}
-
-// afterMember handles the ',' or closing bracket after an element or member.
-func (s *scanner) afterMember(top int) (token, bool) {
-	array := s.stack[top] == stArrayNext
-	switch c := s.peek(); {
-	case c == ']' && array:
-		return s.close(tokEndArray), true
-	case c == '}' && !array:
-		return s.close(tokEndObject), true
-	case c != ',':
-		return token{}, false
-	}
-	s.pos++
-	if array {
-		return s.value(',')
-	}
-	s.stack[top] = stObjectColon
-	return s.name(',')
 }
 
 func (s *scanner) peek() byte {
@@ -152,17 +141,6 @@ func (s *scanner) skipSpace() {
 	}
 }
 
-// consume skips c (after optional whitespace) and the whitespace after it.
-func (s *scanner) consume(c byte) bool {
-	s.skipSpace()
-	if s.peek() != c {
-		return false
-	}
-	s.pos++
-	s.skipSpace()
-	return true
-}
-
 func (s *scanner) close(k tokKind) token {
 	t := token{kind: k, start: s.pos, end: s.pos + 1}
 	s.pos++
@@ -171,18 +149,16 @@ func (s *scanner) close(k tokKind) token {
 	return t
 }
 
-// name scans an object member name.
+// name scans an object member name at s.pos.
 func (s *scanner) name(sep byte) (token, bool) {
-	s.skipSpace()
 	if s.peek() != '"' {
 		return token{}, false
 	}
 	return s.str(sep)
 }
 
-// value scans the first token of a value.
+// value scans the first token of a value at s.pos.
 func (s *scanner) value(sep byte) (token, bool) {
-	s.skipSpace()
 	start := s.pos
 	switch c := s.peek(); {
 	case c == '{' || c == '[':
