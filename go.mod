@@ -4,6 +4,5 @@ go 1.26.0
 
 require (
 	github.com/kelseyhightower/envconfig v1.4.0
-	github.com/sourcegraph/jsonrpc2 v0.2.3
 	golang.org/x/sys v0.50.0
 )

@@ -6,6 +6,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
 var _ session.Client = (*runClient)(nil)
@@ -62,11 +63,11 @@ func (c *runClient) Flush() { c.s.w.flush() }
 
 // takeCall removes and returns the outstanding binding/call whose id the
 // message carries, or nil.
-func (s *Server) takeCall(idm member, hasID bool) (*call, uint64) {
-	if !hasID || !allDigits(string(idm.raw)) {
+func (s *Server) takeCall(idm wireguard.Member, hasID bool) (*call, uint64) {
+	if !hasID || !allDigits(string(idm.Value)) {
 		return nil, 0
 	}
-	n, err := strconv.ParseUint(string(idm.raw), 10, 64)
+	n, err := strconv.ParseUint(string(idm.Value), 10, 64)
 	if err != nil {
 		return nil, 0
 	}
@@ -80,13 +81,13 @@ func (s *Server) takeCall(idm member, hasID bool) (*call, uint64) {
 // answerCall answers call k with a client response; one with neither a
 // result nor a non-null error reaches the program as an unrenderable
 // rejection (CHILD-CONTRACT §2.9).
-func (s *Server) answerCall(k *call, id uint64, res member, hasResult bool, em member, hasError bool) {
+func (s *Server) answerCall(k *call, id uint64, res wireguard.Member, hasResult bool, em wireguard.Member, hasError bool) {
 	a := session.Answer{}
-	if hasError && jsonKind(em.raw) != 'n' {
+	if hasError && wireguard.KindOf(em.Value) != wireguard.KindNull {
 		a.HasError = true
-		if ems, ok := objectMembers(em.raw, false); ok {
-			if mm, ok := lookup(ems, "message"); ok {
-				if msg, ok := decodeString(mm.raw); ok {
+		if ems, err := wireguard.Members(em.Value, wireguard.Strict); err == nil {
+			if mm, ok := wireguard.Last(ems, "message"); ok {
+				if msg, ok := wireguard.DecodeString(mm.Value); ok {
 					a.Message = &msg
 				}
 			}
@@ -94,7 +95,7 @@ func (s *Server) answerCall(k *call, id uint64, res member, hasResult bool, em m
 	}
 	if hasResult {
 		a.HasResult = true
-		a.Result = res.raw
+		a.Result = res.Value
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()

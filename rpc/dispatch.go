@@ -1,58 +1,59 @@
 package rpc
 
 import (
+	"errors"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
-	"github.com/sourcegraph/jsonrpc2"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
+const msgBadUTF8 = "parse error: the message body is not valid UTF-8"
+
 // handle processes one body in arrival order. exit reports that the process
-// should exit with code.
+// should exit with code. The body is scanned in Lax mode: invalid UTF-8 is a
+// parse error of its own, except inside the result of a response, which
+// answers its binding/call as a lossy value (CHILD-CONTRACT §2.9).
 func (s *Server) handle(body []byte) (code int, exit bool) {
-	i := skipSpace(body, 0)
-	r, err := scanValue(body, i, true)
-	if err != nil || skipSpace(body, r.end) != len(body) {
-		s.w.replyError(nil, protocol.CodeParseError, "parse error: the message body is not valid JSON")
+	ms, err := wireguard.Members(body, wireguard.Lax)
+	switch {
+	case errors.Is(err, wireguard.ErrNotObject) && !wireguard.Valid(body, wireguard.Strict):
+		s.w.replyError(nil, protocol.CodeParseError, msgBadUTF8)
 		return 0, false
-	}
-	ms, ok := objectMembers(body[i:r.end], true)
-	if !ok {
-		if r.badUTF8 {
-			s.w.replyError(nil, protocol.CodeParseError, "parse error: the message body is not valid UTF-8")
-			return 0, false
-		}
+	case errors.Is(err, wireguard.ErrNotObject):
 		s.w.replyError(nil, protocol.CodeInvalidRequest, "invalid request: not a JSON-RPC request or response object")
+		return 0, false
+	case err != nil:
+		s.w.replyError(nil, protocol.CodeParseError, "parse error: the message body is not valid JSON")
 		return 0, false
 	}
 	badOutsideResult := false
 	for _, m := range ms {
-		if m.bad && m.name != "result" {
+		if m.BadUTF8 && m.Name != "result" { // a name with invalid UTF-8 is never "result"
 			badOutsideResult = true
 		}
 	}
-	idm, hasID := lookup(ms, "id")
-	mm, hasMethod := lookup(ms, "method")
-	res, hasResult := lookup(ms, "result")
-	em, hasError := lookup(ms, "error")
-	if badOutsideResult || (hasMethod && res.bad) {
-		s.w.replyError(nil, protocol.CodeParseError, "parse error: the message body is not valid UTF-8")
+	idm, hasID := wireguard.Last(ms, "id")
+	mm, hasMethod := wireguard.Last(ms, "method")
+	res, hasResult := wireguard.Last(ms, "result")
+	em, hasError := wireguard.Last(ms, "error")
+	if badOutsideResult || (hasMethod && res.BadUTF8) {
+		s.w.replyError(nil, protocol.CodeParseError, msgBadUTF8)
 		return 0, false
 	}
 	if !hasMethod {
 		s.response(idm, hasID, res, hasResult, em, hasError)
 		return 0, false
 	}
-	method, ok := decodeString(mm.raw)
+	method, ok := wireguard.DecodeString(mm.Value)
 	if !ok {
 		s.w.replyError(usableID(idm, hasID), protocol.CodeInvalidRequest, "invalid request: method must be a string")
 		return 0, false
 	}
-	params, hasParams := lookup(ms, "params")
+	params, hasParams := wireguard.Last(ms, "params")
 	var praw []byte
 	if hasParams {
-		praw = params.raw
+		praw = params.Value
 	}
 	if !hasID {
 		return s.notification(method, praw)
@@ -70,16 +71,16 @@ func (s *Server) handle(body []byte) (code int, exit bool) {
 // outstanding binding/call it is that call's answer, whatever it holds
 // (CHILD-CONTRACT §2.9, more precise than SPEC §2 here); other responses
 // are ignored; anything else is not a JSON-RPC message.
-func (s *Server) response(idm member, hasID bool, res member, hasResult bool, em member, hasError bool) {
+func (s *Server) response(idm wireguard.Member, hasID bool, res wireguard.Member, hasResult bool, em wireguard.Member, hasError bool) {
 	if k, id := s.takeCall(idm, hasID); k != nil {
 		s.answerCall(k, id, res, hasResult, em, hasError)
 		return
 	}
 	switch {
-	case res.bad:
-		s.w.replyError(nil, protocol.CodeParseError, "parse error: the message body is not valid UTF-8")
+	case res.BadUTF8:
+		s.w.replyError(nil, protocol.CodeParseError, msgBadUTF8)
 	case hasResult || hasError:
-		s.log.Debug("response matches no outstanding binding/call; ignored", "id", string(idm.raw))
+		s.log.Debug("response matches no outstanding binding/call; ignored", "id", string(idm.Value))
 	default:
 		s.w.replyError(usableID(idm, hasID), protocol.CodeInvalidRequest,
 			"invalid request: no method, result or error member")
@@ -88,26 +89,26 @@ func (s *Server) response(idm member, hasID bool, res member, hasResult bool, em
 
 // usableID parses a request id: a string, or a non-negative integer written
 // in digits up to 2^63 − 1. nil when absent or unusable.
-func usableID(m member, present bool) *reqID {
+func usableID(m wireguard.Member, present bool) *reqID {
 	if !present {
 		return nil
 	}
-	switch jsonKind(m.raw) {
-	case '"':
-		str, ok := decodeString(m.raw)
+	switch wireguard.KindOf(m.Value) {
+	case wireguard.KindString:
+		str, ok := wireguard.DecodeString(m.Value)
 		if !ok {
 			return nil
 		}
-		return &reqID{text: quote(str), jid: jsonrpc2.ID{Str: str, IsString: true}, safe: utf8.ValidString(str)}
-	case '0':
-		if !allDigits(string(m.raw)) {
+		return &reqID{text: quote(str)}
+	case wireguard.KindNumber:
+		if !allDigits(string(m.Value)) {
 			return nil
 		}
-		n, err := strconv.ParseUint(string(m.raw), 10, 64)
+		n, err := strconv.ParseUint(string(m.Value), 10, 64)
 		if err != nil || n > 1<<63-1 {
 			return nil
 		}
-		return &reqID{text: string(m.raw), jid: jsonrpc2.ID{Num: n}, safe: true}
+		return &reqID{text: string(m.Value)}
 	}
 	return nil
 }

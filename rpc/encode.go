@@ -1,24 +1,58 @@
 package rpc
 
 import (
+	"encoding/json"
 	"strconv"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
-// Pre-encoded messages carrying program values (Appendix B item 16): values
-// are canonical JSON already, strings are WTF-8 written with appendString.
+// Every message the daemon writes is encoded here, with one member order: "jsonrpc",
+// then "id" when the message has one, then "method" and "params" (requests and
+// notifications) or "result" or "error" (responses). Program values arrive as
+// canonical JSON already and are copied, never re-scanned (Appendix B item 16);
+// strings are WTF-8, written with appendString.
 
-const jsonrpcHead = `{"jsonrpc":"2.0",`
+// appendHead opens a message up to the value of its last member: jsonrpc; the id, as
+// JSON text ("" for a notification); the method ("" for a response); then the name
+// of the member whose value the caller appends before closing the object.
+func appendHead(b []byte, id, method, last string) []byte {
+	b = append(b, `{"jsonrpc":"2.0"`...)
+	if id != "" {
+		b = append(append(b, `,"id":`...), id...)
+	}
+	if method != "" {
+		b = appendString(append(b, `,"method":`...), method)
+	}
+	return append(append(append(b, `,"`...), last...), `":`...)
+}
+
+// encodeResult is a response whose result holds no program value (initialize's
+// description, shutdown's null): encoding/json writes it.
+func encodeResult(id string, result any) []byte {
+	raw, err := json.Marshal(result)
+	if err != nil {
+		raw = []byte("null")
+	}
+	return append(append(appendHead(make([]byte, 0, 48+len(raw)), id, "", "result"), raw...), '}')
+}
+
+// encodeError is an error response; id is "null" when the request's id is unknown
+// or unusable.
+func encodeError(id string, code int64, msg string) []byte {
+	b := appendHead(make([]byte, 0, 96+len(msg)), id, "", "error")
+	b = strconv.AppendInt(append(b, `{"code":`...), code, 10)
+	b = appendString(append(b, `,"message":`...), msg)
+	return append(b, "}}"...)
+}
 
 // emitRunResponse produces a run's response body piece by piece through put:
 // each log entry is encoded on its own into one reused buffer, so the body,
 // which can carry megabytes of logs, is never assembled whole (writer.pieces).
 // It produces the same bytes every time it is called with the same result.
 func emitRunResponse(id string, r protocol.Result, put func([]byte)) {
-	b := make([]byte, 0, 256)
-	b = append(append(append(b, jsonrpcHead...), `"id":`...), id...)
-	b = append(b, `,"result":{`...)
+	b := appendHead(make([]byte, 0, 256), id, "", "result")
+	b = append(b, '{')
 	if r.Value != nil && r.Error == nil {
 		put(append(b, `"value":`...))
 		put(r.Value)
@@ -70,9 +104,8 @@ func appendRunError(b []byte, e *protocol.RunError) []byte {
 }
 
 func encodeRunLog(runID string, ev protocol.LogEvent) []byte {
-	b := make([]byte, 0, 96+len(ev.Text))
-	b = append(b, jsonrpcHead+`"method":"run/log","params":{"runId":`...)
-	b = append(b, runID...)
+	b := appendHead(make([]byte, 0, 96+len(ev.Text)), "", protocol.MethodRunLog, "params")
+	b = append(append(b, `{"runId":`...), runID...)
 	b = strconv.AppendInt(append(b, `,"index":`...), int64(ev.Index), 10)
 	b = appendString(append(b, `,"text":`...), ev.Text)
 	b = strconv.AppendBool(append(b, `,"continued":`...), ev.Continued)
@@ -80,10 +113,8 @@ func encodeRunLog(runID string, ev protocol.LogEvent) []byte {
 }
 
 func encodeBindingCall(id uint64, runID, namespace, function string, args []byte) []byte {
-	b := make([]byte, 0, 128+len(args))
-	b = strconv.AppendUint(append(b, jsonrpcHead+`"id":`...), id, 10)
-	b = append(b, `,"method":"binding/call","params":{"runId":`...)
-	b = append(b, runID...)
+	b := appendHead(make([]byte, 0, 128+len(args)), strconv.FormatUint(id, 10), protocol.MethodBindingCall, "params")
+	b = append(append(b, `{"runId":`...), runID...)
 	b = appendString(append(b, `,"namespace":`...), namespace)
 	b = appendString(append(b, `,"function":`...), function)
 	b = append(append(b, `,"args":`...), args...)
@@ -91,7 +122,7 @@ func encodeBindingCall(id uint64, runID, namespace, function string, args []byte
 }
 
 func encodeCancel(id uint64) []byte {
-	b := append([]byte(nil), jsonrpcHead+`"method":"$/cancelRequest","params":{"id":`...)
-	b = strconv.AppendUint(b, id, 10)
+	b := appendHead(make([]byte, 0, 80), "", protocol.MethodCancelRequest, "params")
+	b = strconv.AppendUint(append(b, `{"id":`...), id, 10)
 	return append(b, "}}"...)
 }

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
 type initializeResult struct {
@@ -44,7 +45,7 @@ func (s *Server) initialize(id reqID, st state, params []byte) {
 		s.w.replyError(&id, protocol.CodeInvalidRequest, "server is already initialized")
 		return
 	}
-	if k := jsonKind(params); params != nil && k != 'n' && k != '{' {
+	if k := wireguard.KindOf(params); params != nil && k != wireguard.KindNull && k != wireguard.KindObject {
 		s.w.replyError(&id, protocol.CodeInvalidParams, "params must be an object")
 		return
 	}

@@ -2,22 +2,17 @@ package rpc
 
 import (
 	"bufio"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/sourcegraph/jsonrpc2"
 )
 
-// writer serialises every outbound message under one lock. Messages without
-// program values (initialize, shutdown, most errors) are framed by
-// jsonrpc2.VSCodeObjectCodec; messages carrying program values or an id the
-// library cannot represent are pre-encoded and framed here with the same
-// Content-Length header (Appendix B items 5, 16).
+// writer serialises every outbound message under one lock: each is a body
+// encoded by encode.go, framed here with its Content-Length header (SPEC §2,
+// Appendix B items 5, 16).
 type writer struct {
 	mu     sync.Mutex
 	bw     *bufio.Writer
@@ -54,21 +49,6 @@ func (w *writer) bound() {
 	if w.draining.Load() {
 		_ = w.dl.SetWriteDeadline(time.Now().Add(drainTimeout))
 	}
-}
-
-// object writes a jsonrpc2 value through the library's codec.
-func (w *writer) object(v any) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.failed {
-		return
-	}
-	w.bound()
-	err := jsonrpc2.VSCodeObjectCodec{}.WriteObject(w.bw, v)
-	if err == nil {
-		err = w.bw.Flush()
-	}
-	w.check(err)
 }
 
 // frame writes one pre-encoded JSON body.
@@ -124,52 +104,18 @@ func (w *writer) check(err error) {
 	}
 }
 
-// reqID is a usable request id: its canonical JSON text (the key of every
-// registry) and, when jsonrpc2.ID can carry it exactly, that form.
-type reqID struct {
-	text string
-	jid  jsonrpc2.ID
-	safe bool
-}
+// reqID is a usable request id: its canonical JSON text, the key of every
+// registry and what every response to it echoes.
+type reqID struct{ text string }
 
-// rawMessage marshals v for a jsonrpc2.Response result.
-func rawMessage(v any) *json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		b = []byte("null")
-	}
-	m := json.RawMessage(b)
-	return &m
-}
+// reply sends a response whose result holds no program value.
+func (w *writer) reply(id reqID, result any) { w.frame(encodeResult(id.text, result)) }
 
-// reply sends a result that holds no program value.
-func (w *writer) reply(id reqID, result any) {
-	raw := rawMessage(result)
-	if id.safe {
-		w.object(&jsonrpc2.Response{ID: id.jid, Result: raw})
-		return
-	}
-	body := append([]byte(`{"jsonrpc":"2.0","id":`), id.text...)
-	body = append(append(append(body, `,"result":`...), *raw...), '}')
-	w.frame(body)
-}
-
-// replyError sends an error response; id nil means "id": null, which
-// jsonrpc2.Response cannot carry.
+// replyError sends an error response; id nil means "id": null.
 func (w *writer) replyError(id *reqID, code int64, msg string) {
-	if id != nil && id.safe {
-		w.object(&jsonrpc2.Response{ID: id.jid, Error: &jsonrpc2.Error{Code: code, Message: msg}})
-		return
+	text := "null"
+	if id != nil {
+		text = id.text
 	}
-	body := append([]byte(nil), `{"jsonrpc":"2.0","id":`...)
-	if id == nil {
-		body = append(body, "null"...)
-	} else {
-		body = append(body, id.text...)
-	}
-	body = append(body, `,"error":{"code":`...)
-	body = strconv.AppendInt(body, code, 10)
-	body = append(body, `,"message":`...)
-	body = appendString(body, msg)
-	w.frame(append(body, "}}"...))
+	w.frame(encodeError(text, code, msg))
 }

@@ -10,11 +10,11 @@ import (
 	"testing"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
-	"github.com/sourcegraph/jsonrpc2"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
-// Library-framed and pre-encoded messages written concurrently never
-// interleave: the output parses back into exactly the messages written.
+// Messages written concurrently never interleave: the output parses back
+// into exactly the messages written.
 func TestWriterInterleaving(t *testing.T) {
 	var out bytes.Buffer
 	w := newWriter(&out, slog.New(slog.DiscardHandler))
@@ -24,8 +24,7 @@ func TestWriterInterleaving(t *testing.T) {
 		wg.Add(3)
 		go func() {
 			defer wg.Done()
-			id := reqID{text: fmt.Sprint(i), jid: jsonrpc2.ID{Num: uint64(i)}, safe: true}
-			w.reply(id, map[string]int{"i": i})
+			w.reply(reqID{text: fmt.Sprint(i)}, map[string]int{"i": i})
 		}()
 		go func() {
 			defer wg.Done()
@@ -41,7 +40,7 @@ func TestWriterInterleaving(t *testing.T) {
 		if err != nil {
 			break
 		}
-		if _, err := scanValue(body, 0, false); err != nil {
+		if !wireguard.Valid(body, wireguard.Strict) {
 			t.Fatalf("frame %d is not JSON: %q", count, body)
 		}
 		count++
@@ -51,18 +50,26 @@ func TestWriterInterleaving(t *testing.T) {
 	}
 }
 
-// A string id jsonrpc2.ID cannot carry exactly (a lone surrogate) is
-// answered through the pre-encoded path with the id as sent.
-func TestUnsafeIDReply(t *testing.T) {
+// A string id is echoed as sent, in the canonical string form: a lone
+// surrogate stays an escape, "<&>" and U+2028 stay raw (no HTML escaping),
+// whether the response is a result or an error.
+func TestStringIDEcho(t *testing.T) {
 	var out bytes.Buffer
 	w := newWriter(&out, slog.New(slog.DiscardHandler))
-	id := usableID(member{raw: []byte(`"a\ud800"`)}, true)
-	if id == nil || id.safe {
-		t.Fatalf("%+v", id)
+	id := usableID(wireguard.Member{Value: []byte(`"a\ud800<&>\u2028"`)}, true)
+	if id == nil {
+		t.Fatal("id refused")
 	}
 	w.reply(*id, nil)
-	if got := out.String(); got != "Content-Length: 46\r\n\r\n"+`{"jsonrpc":"2.0","id":"a\ud800","result":null}` {
-		t.Errorf("%q", got)
+	w.replyError(id, -32601, "method not found: <x>")
+	r := newFrameReader(&out)
+	for _, want := range []string{
+		`{"jsonrpc":"2.0","id":"a\ud800<&>` + "\u2028" + `","result":null}`,
+		`{"jsonrpc":"2.0","id":"a\ud800<&>` + "\u2028" + `","error":{"code":-32601,"message":"method not found: <x>"}}`,
+	} {
+		if body, err := r.next(); err != nil || string(body) != want {
+			t.Errorf("%s (%v)\nwant %s", body, err, want)
+		}
 	}
 }
 

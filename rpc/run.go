@@ -6,6 +6,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
 // runEntry is one accepted run in the cancel registry. It is registered when
@@ -72,11 +73,11 @@ func (s *Server) forget(e *runEntry) {
 // cancelRun handles $/cancelRequest {id}: unknown, finished or malformed ids
 // are ignored (CHILD-CONTRACT §1.7).
 func (s *Server) cancelRun(params []byte) {
-	ms, ok := objectMembers(params, false)
-	if !ok {
+	ms, err := wireguard.Members(params, wireguard.Strict)
+	if err != nil {
 		return
 	}
-	m, ok := lookup(ms, "id")
+	m, ok := wireguard.Last(ms, "id")
 	id := usableID(m, ok)
 	if id == nil {
 		return

@@ -1,16 +1,15 @@
-// Package rpc is the daemon's JSON-RPC 2.0 server on stdio (SPEC §2–§5) and
-// the only importer of github.com/sourcegraph/jsonrpc2.
+// Package rpc is the daemon's JSON-RPC 2.0 server on stdio (SPEC §2–§5).
 //
 // The read loop is this package's own: it reads the LSP header block and
-// exactly Content-Length bytes (inbound.go), scans the body with a strict
-// iterative scanner (scan.go), answers malformed input itself, routes
-// responses to outstanding binding/call requests (bindings.go) and handles
-// run, $/cancelRequest and shutdown synchronously in arrival order
-// (Appendix B items 5, 6). jsonrpc2.Conn is not used: its decoder would close
-// the connection on a deep or lossy binding result and re-marshal params.
-// The library frames the messages that carry no program value
-// (VSCodeObjectCodec, jsonrpc2.Response/Error/ID); everything else is
-// pre-encoded and written under the same lock (outbound.go, encode.go).
+// exactly Content-Length bytes (inbound.go), scans the body with wireguard's
+// strict iterative scanner in Lax mode (dispatch.go), answers malformed input
+// itself, routes responses to outstanding binding/call requests (bindings.go)
+// and handles run, $/cancelRequest and shutdown synchronously in arrival
+// order (Appendix B items 5, 6). Every outgoing message is encoded by
+// encode.go, one member order for all, and framed under one lock
+// (outbound.go). sourcegraph/jsonrpc2 is not used: its decoder would close
+// the connection on a deep or lossy binding result and re-marshal params, and
+// its encoder escapes HTML and caps nesting.
 package rpc
 
 import (

@@ -167,7 +167,7 @@ func (h *harness) init() {
 }
 
 func errResp(id string, code int, msg string) string {
-	return fmt.Sprintf(`{"id":%s,"error":{"code":%d,"message":%s},"jsonrpc":"2.0"}`, id, code, quote(msg))
+	return fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`, id, code, quote(msg))
 }
 
 func nullErr(code int, msg string) string {
@@ -177,7 +177,7 @@ func nullErr(code int, msg string) string {
 func TestInitializeResult(t *testing.T) {
 	h := start(t)
 	h.send(`{"jsonrpc":"2.0","id":1,"method":"initialize"}`)
-	h.expect(`{"id":1,"result":{"serverInfo":{"name":"coderun-rpc","version":"test"},"capabilities":{"languages":["python"],"isolation":"process","logStreaming":true,"limits":{"cpuSeconds":60,"maxWallMs":600000,"addressSpaceMb":512,"maxLogBytes":65536,"maxValueBytes":32768,"graceMs":3000,"maxConcurrentRuns":4},"python":{"executable":"/usr/bin/python3","version":"3.11.7"}}},"jsonrpc":"2.0"}`)
+	h.expect(`{"jsonrpc":"2.0","id":1,"result":{"serverInfo":{"name":"coderun-rpc","version":"test"},"capabilities":{"languages":["python"],"isolation":"process","logStreaming":true,"limits":{"cpuSeconds":60,"maxWallMs":600000,"addressSpaceMb":512,"maxLogBytes":65536,"maxValueBytes":32768,"graceMs":3000,"maxConcurrentRuns":4},"python":{"executable":"/usr/bin/python3","version":"3.11.7"}}}}`)
 	h.send(`{"jsonrpc":"2.0","id":2,"method":"initialize"}`)
 	h.expect(errResp("2", -32600, "server is already initialized"))
 }
@@ -197,7 +197,7 @@ func TestLifecycle(t *testing.T) {
 	h.expect(errResp("3", -32601, "method not found: exit"))
 	h.send(`{"jsonrpc":"2.0","method":"run","params":{"program":"return 1"}}`) // request without id: ignored
 	h.send(`{"jsonrpc":"2.0","id":4,"method":"shutdown"}`)
-	h.expect(`{"id":4,"result":null,"jsonrpc":"2.0"}`)
+	h.expect(`{"jsonrpc":"2.0","id":4,"result":null}`)
 	h.send(`{"jsonrpc":"2.0","id":5,"method":"run","params":{"program":"return 1"}}`)
 	h.expect(errResp("5", -32600, "server is shutting down"))
 	h.send(`{"jsonrpc":"2.0","id":6,"method":"initialized"}`)
@@ -430,7 +430,7 @@ func TestShutdownAbortsRuns(t *testing.T) {
 	if got := h.recv(); !strings.Contains(got, `"id":1,"result":{"logs":[],"error":{"kind":"abort","message":"server is shutting down"}`) {
 		t.Errorf("run result: %s", got)
 	}
-	h.expect(`{"id":2,"result":null,"jsonrpc":"2.0"}`)
+	h.expect(`{"jsonrpc":"2.0","id":2,"result":null}`)
 	h.closeInput()
 	if code := <-h.code; code != 0 {
 		t.Errorf("EOF after shutdown: %d", code)
@@ -466,7 +466,7 @@ func TestCancelAfterShutdownIgnored(t *testing.T) {
 	if got := h.recv(); !strings.Contains(got, `"message":"server is shutting down"`) {
 		t.Errorf("run result %s", got)
 	}
-	h.expect(`{"id":2,"result":null,"jsonrpc":"2.0"}`)
+	h.expect(`{"jsonrpc":"2.0","id":2,"result":null}`)
 	if len(r.cancels) != 0 {
 		t.Error("the run was cancelled after shutdown")
 	}

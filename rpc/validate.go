@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
 // paramsError is a −32602 rejection with the exact message of
@@ -20,31 +21,30 @@ func reject(msg string) error { return &paramsError{msg} }
 // returns the first violation. raw is nil when params were absent.
 func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
 	var p protocol.RunParams
-	ms, ok := objectMembers(raw, false)
-	if raw == nil || !ok {
+	ms, err := wireguard.Members(raw, wireguard.Strict)
+	if err != nil {
 		return p, reject("params must be an object")
 	}
-	prog, _ := lookup(ms, "program")
-	s, ok := decodeString(prog.raw)
+	prog, _ := wireguard.Last(ms, "program")
+	s, ok := wireguard.DecodeString(prog.Value)
 	if !ok {
 		return p, reject("program must be a string")
 	}
 	p.Program = s
-	var err error
 	if p.Bindings, err = validateBindings(ms); err != nil {
 		return p, err
 	}
-	if m, ok := lookup(ms, "limits"); ok && jsonKind(m.raw) != 'n' {
-		if p.Limits, err = validateLimits(m.raw, cfg); err != nil {
+	if m, ok := wireguard.Last(ms, "limits"); ok && wireguard.KindOf(m.Value) != wireguard.KindNull {
+		if p.Limits, err = validateLimits(m.Value, cfg); err != nil {
 			return p, err
 		}
 	}
-	if m, ok := lookup(ms, "stream"); ok {
-		switch jsonKind(m.raw) {
-		case 'n':
-		case 't':
+	if m, ok := wireguard.Last(ms, "stream"); ok {
+		switch wireguard.KindOf(m.Value) {
+		case wireguard.KindNull:
+		case wireguard.KindTrue:
 			p.Stream = true
-		case 'f':
+		case wireguard.KindFalse:
 		default:
 			return p, reject("stream must be a boolean")
 		}
@@ -52,13 +52,13 @@ func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
 	return p, nil
 }
 
-func validateBindings(ms []member) ([]protocol.Namespace, error) {
+func validateBindings(ms []wireguard.Member) ([]protocol.Namespace, error) {
 	out := []protocol.Namespace{}
-	m, ok := lookup(ms, "bindings")
-	if !ok || jsonKind(m.raw) == 'n' {
+	m, ok := wireguard.Last(ms, "bindings")
+	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
 		return out, nil
 	}
-	elems, ok := arrayElements(m.raw)
+	elems, ok := wireguard.Elements(m.Value)
 	if !ok {
 		return nil, reject("bindings must be an array")
 	}
@@ -78,12 +78,12 @@ func validateBindings(ms []member) ([]protocol.Namespace, error) {
 func validateBinding(i int, raw []byte, injected, globals, errorClasses map[string]bool) (protocol.Namespace, error) {
 	var ns protocol.Namespace
 	at := "bindings[" + strconv.Itoa(i) + "]"
-	ms, ok := objectMembers(raw, false)
-	if !ok {
+	ms, err := wireguard.Members(raw, wireguard.Strict)
+	if err != nil {
 		return ns, reject(at + " must be an object")
 	}
-	gm, _ := lookup(ms, "global")
-	g, ok := decodeString(gm.raw)
+	gm, _ := wireguard.Last(ms, "global")
+	g, ok := wireguard.DecodeString(gm.Value)
 	if !ok {
 		return ns, reject(at + ".global must be a string")
 	}
@@ -99,8 +99,8 @@ func validateBinding(i int, raw []byte, injected, globals, errorClasses map[stri
 		return ns, reject(at + ".global " + q + " collides with another injected global")
 	}
 	ns.Global = g
-	if em, ok := lookup(ms, "errorClass"); ok && jsonKind(em.raw) != 'n' {
-		ec, err := validateErrorClass(at, em.raw, g, injected)
+	if em, ok := wireguard.Last(ms, "errorClass"); ok && wireguard.KindOf(em.Value) != wireguard.KindNull {
+		ec, err := validateErrorClass(at, em.Value, g, injected)
 		if err != nil {
 			return ns, err
 		}
@@ -120,12 +120,12 @@ func validateBinding(i int, raw []byte, injected, globals, errorClasses map[stri
 
 func validateErrorClass(at string, raw []byte, global string, injected map[string]bool) (*protocol.ErrorClass, error) {
 	at += ".errorClass"
-	ms, ok := objectMembers(raw, false)
-	if !ok {
+	ms, err := wireguard.Members(raw, wireguard.Strict)
+	if err != nil {
 		return nil, reject(at + " must be an object")
 	}
-	nm, _ := lookup(ms, "name")
-	name, ok := decodeString(nm.raw)
+	nm, _ := wireguard.Last(ms, "name")
+	name, ok := wireguard.DecodeString(nm.Value)
 	if !ok {
 		return nil, reject(at + ".name must be a string")
 	}
@@ -133,8 +133,8 @@ func validateErrorClass(at string, raw []byte, global string, injected map[strin
 	if !usableIdentifier(name) {
 		return nil, reject(at + ".name " + qn + " is not a usable Python identifier")
 	}
-	pm, _ := lookup(ms, "memberNameProperty")
-	prop, ok := decodeString(pm.raw)
+	pm, _ := wireguard.Last(ms, "memberNameProperty")
+	prop, ok := wireguard.DecodeString(pm.Value)
 	switch {
 	case !ok:
 		return nil, reject(at + ".memberNameProperty must be a string")
@@ -150,11 +150,11 @@ func validateErrorClass(at string, raw []byte, global string, injected map[strin
 	return &protocol.ErrorClass{Name: name, MemberNameProperty: prop}, nil
 }
 
-func validateFunctions(at string, ms []member) ([]string, error) {
-	fm, ok := lookup(ms, "functions")
+func validateFunctions(at string, ms []wireguard.Member) ([]string, error) {
+	fm, ok := wireguard.Last(ms, "functions")
 	var elems [][]byte
 	if ok {
-		elems, ok = arrayElements(fm.raw)
+		elems, ok = wireguard.Elements(fm.Value)
 	}
 	if !ok {
 		return nil, reject(at + ".functions must be an array of strings")
@@ -162,7 +162,7 @@ func validateFunctions(at string, ms []member) ([]string, error) {
 	names := make([]string, 0, len(elems))
 	seen := map[string]bool{}
 	for j, el := range elems {
-		f, ok := decodeString(el)
+		f, ok := wireguard.DecodeString(el)
 		fat := at + ".functions[" + strconv.Itoa(j) + "]"
 		if !ok {
 			return nil, reject(fat + " must be a string")
@@ -182,14 +182,14 @@ var limitNames = []string{"cpuSeconds", "maxWallMs", "addressSpaceMb", "maxLogBy
 // "not given".
 func validateLimits(raw []byte, cfg protocol.Limits) (protocol.Limits, error) {
 	var l protocol.Limits
-	ms, ok := objectMembers(raw, false)
-	if !ok {
+	ms, err := wireguard.Members(raw, wireguard.Strict)
+	if err != nil {
 		return l, reject("limits must be an object")
 	}
 	var unknown []string
 	for _, m := range ms {
-		if !isLimitName(m.name) {
-			unknown = append(unknown, m.name)
+		if !isLimitName(m.Name) {
+			unknown = append(unknown, m.Name)
 		}
 	}
 	if len(unknown) > 0 {
@@ -199,11 +199,11 @@ func validateLimits(raw []byte, cfg protocol.Limits) (protocol.Limits, error) {
 	caps := []int64{cfg.CPUSeconds, cfg.MaxWallMs, cfg.AddressSpaceMb, cfg.MaxLogBytes, cfg.MaxValueBytes}
 	dst := []*int64{&l.CPUSeconds, &l.MaxWallMs, &l.AddressSpaceMb, &l.MaxLogBytes, &l.MaxValueBytes}
 	for k, name := range limitNames {
-		m, ok := lookup(ms, name)
+		m, ok := wireguard.Last(ms, name)
 		if !ok {
 			continue
 		}
-		v, err := limitValue(name, m.raw, caps[k])
+		v, err := limitValue(name, m.Value, caps[k])
 		if err != nil {
 			return l, err
 		}
@@ -225,7 +225,7 @@ func isLimitName(s string) bool {
 // (1000, 1e3 and 1000.0 alike), at most the configured cap.
 func limitValue(name string, raw []byte, limit int64) (int64, error) {
 	bad := reject("limits." + name + " must be a positive integer, got " + string(raw))
-	if jsonKind(raw) != '0' {
+	if wireguard.KindOf(raw) != wireguard.KindNumber {
 		return 0, bad
 	}
 	f, err := strconv.ParseFloat(string(raw), 64)

@@ -166,23 +166,3 @@ func TestReservedTables(t *testing.T) {
 		t.Error("tools reserved")
 	}
 }
-
-func TestScanner(t *testing.T) {
-	for _, ok := range []string{`0`, `-0.5e+3`, `"\u00e9\ud800"`, `{"a":[1,{"b":null}],"c":true}`, `[ ]`, `{ }`, "[1 ,\t2]"} {
-		if r, err := scanValue([]byte(ok), 0, false); err != nil || r.end != len(ok) {
-			t.Errorf("%s: %v", ok, err)
-		}
-	}
-	for _, bad := range []string{`01`, `1.`, `.5`, `+1`, `[1,]`, `{"a"}`, `{"a":1,}`, `"\x"`, "\"\x01\"", `tru`, `[`, `"abc`, `{1:2}`, `"\u12"`, "\"\xff\""} {
-		if r, err := scanValue([]byte(bad), 0, false); err == nil && r.end == len(bad) {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	if r, err := scanValue([]byte("\"\xff\""), 0, true); err != nil || !r.badUTF8 {
-		t.Error("lax scan")
-	}
-	s, _ := decodeString([]byte(`"\ud83d\ude00\ud800\n\"\/"`))
-	if s != "😀\xed\xa0\x80\n\"/" {
-		t.Errorf("%q", s)
-	}
-}

@@ -57,3 +57,27 @@ func BenchmarkLogPath(b *testing.B) {
 		})
 	}
 }
+
+// The scanner on a client's message as rpc reads it (Members in Lax mode) and on the
+// same value as session judges it (CheckValue): a 1 MiB binding result of small
+// objects, the token-dense case.
+func BenchmarkScanResult(b *testing.B) {
+	value := "[" + strings.Repeat(`{"text":"some words here, é","n":12345.5,"ok":true},`, 20000) + "0]"
+	body := []byte(`{"jsonrpc":"2.0","id":99,"result":` + value + `}`)
+	b.Run("members-lax", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if _, err := Members(body, Lax); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("checkvalue", func(b *testing.B) {
+		b.SetBytes(int64(len(value)))
+		for b.Loop() {
+			if _, v := CheckValue([]byte(value), 1<<30); v != VerdictOK {
+				b.Fatal(v)
+			}
+		}
+	})
+}

@@ -51,13 +51,6 @@ const (
 
 var errorNames = []string{"kind", "message", "exceptionType", "line"}
 
-// member is the raw text of one member value; kind is its first token (tokEOF, the
-// zero value, when the member is absent).
-type member struct {
-	kind tokKind
-	raw  []byte
-}
-
 // DecodeFrame decodes and rebuilds one child frame (§2.4 step 3, §2.5); ok=false
 // means the frame is junk and is dropped. It never panics and never repairs: the line
 // must be strict UTF-8, hold no integer token a double cannot hold exactly (outside
@@ -70,11 +63,11 @@ type member struct {
 // Repeats of other names are ignored, like those names themselves. Inside args and value, duplicates are program
 // data and pass through unmerged (§2.7).
 func DecodeFrame(line []byte) (Frame, bool) {
-	var m [mCount]member
-	if !objectMembers(line, frameNames, m[:]) || m[mType].kind != tokString { // strict UTF-8 included
+	var m [mCount]rawMember
+	if !frameMembers(line, frameNames, m[:]) || m[mType].kind != tokString { // strict UTF-8 included
 		return Frame{}, false
 	}
-	f := Frame{Type: decodeTokenString(m[mType].raw)}
+	f := Frame{Type: decodeTokenString(m[mType].value)}
 	switch f.Type {
 	case protocol.FrameBootAck:
 		return f, true
@@ -88,40 +81,40 @@ func DecodeFrame(line []byte) (Frame, bool) {
 	return Frame{}, false
 }
 
-func rebuildLog(f Frame, m *[mCount]member) (Frame, bool) {
+func rebuildLog(f Frame, m *[mCount]rawMember) (Frame, bool) {
 	if m[mText].kind != tokString {
 		return Frame{}, false
 	}
-	f.Text = decodeTokenString(m[mText].raw)
+	f.Text = decodeTokenString(m[mText].value)
 	f.Open = isTrue(m[mOpen])
 	f.Truncated = isTrue(m[mTruncated])
 	return f, true
 }
 
 // isTrue reports whether a member is the literal true (1, "yes" are not).
-func isTrue(v member) bool { return v.kind == tokLiteral && string(v.raw) == "true" }
+func isTrue(v rawMember) bool { return v.kind == tokLiteral && string(v.value) == "true" }
 
-func rebuildCall(f Frame, m *[mCount]member) (Frame, bool) {
+func rebuildCall(f Frame, m *[mCount]rawMember) (Frame, bool) {
 	if m[mID].kind != tokNumber || m[mGlobal].kind != tokString || m[mName].kind != tokString || m[mArgs].kind == tokEOF {
 		return Frame{}, false
 	}
-	id, err := strconv.ParseFloat(string(m[mID].raw), 64)
+	id, err := strconv.ParseFloat(string(m[mID].value), 64)
 	if err != nil || id == 0 && math.Signbit(id) {
 		return Frame{}, false
 	}
-	args, v := CheckValue(m[mArgs].raw, math.MaxInt64)
+	args, v := CheckValue(m[mArgs].value, math.MaxInt64)
 	if v != VerdictOK {
 		return Frame{}, false
 	}
 	f.ID, f.Args = id, args
-	f.Global = decodeTokenString(m[mGlobal].raw)
-	f.Name = decodeTokenString(m[mName].raw)
+	f.Global = decodeTokenString(m[mGlobal].value)
+	f.Name = decodeTokenString(m[mName].value)
 	return f, true
 }
 
-func rebuildDone(f Frame, m *[mCount]member) (Frame, bool) {
+func rebuildDone(f Frame, m *[mCount]rawMember) (Frame, bool) {
 	if m[mValue].kind != tokEOF {
-		f.HasValue, f.Value = true, m[mValue].raw
+		f.HasValue, f.Value = true, m[mValue].value
 	}
 	if m[mError].kind == tokEOF {
 		return f, true
@@ -138,15 +131,15 @@ func rebuildDone(f Frame, m *[mCount]member) (Frame, bool) {
 // exceptionType (cut to 200 code points) and line (an integral value from 1 to
 // 2147483647; 3.0 counts, as every JSON number is a double) survive only with kind
 // exception, and are stripped silently otherwise.
-func rebuildError(v member) (*protocol.DoneErrorField, bool) {
-	var m [eCount]member
-	if v.kind != tokBeginObject || !objectMembers(v.raw, errorNames, m[:]) ||
+func rebuildError(v rawMember) (*protocol.DoneErrorField, bool) {
+	var m [eCount]rawMember
+	if v.kind != tokBeginObject || !frameMembers(v.value, errorNames, m[:]) ||
 		m[eKind].kind != tokString || m[eMessage].kind != tokString {
 		return nil, false
 	}
 	e := &protocol.DoneErrorField{
-		Kind:    decodeTokenString(m[eKind].raw),
-		Message: decodeTokenString(m[eMessage].raw),
+		Kind:    decodeTokenString(m[eKind].value),
+		Message: decodeTokenString(m[eMessage].value),
 	}
 	switch e.Kind {
 	case protocol.KindException:
@@ -156,7 +149,7 @@ func rebuildError(v member) (*protocol.DoneErrorField, bool) {
 		return nil, false
 	}
 	if m[eExceptionType].kind == tokString {
-		t := cutChars(decodeTokenString(m[eExceptionType].raw), protocol.NameCut)
+		t := cutChars(decodeTokenString(m[eExceptionType].value), protocol.NameCut)
 		e.ExceptionType = &t
 	}
 	if line, ok := errorLine(m[eLine]); ok {
@@ -165,11 +158,11 @@ func rebuildError(v member) (*protocol.DoneErrorField, bool) {
 	return e, true
 }
 
-func errorLine(v member) (int64, bool) {
+func errorLine(v rawMember) (int64, bool) {
 	if v.kind != tokNumber {
 		return 0, false
 	}
-	f, err := strconv.ParseFloat(string(v.raw), 64)
+	f, err := strconv.ParseFloat(string(v.value), 64)
 	if err != nil || f != math.Trunc(f) || f < 1 || f > math.MaxInt32 {
 		return 0, false
 	}
@@ -190,58 +183,22 @@ func cutChars(s string, n int) string {
 	return s[:i]
 }
 
-// objectMembers scans src, which must be exactly one JSON object, and stores in out
-// the values of the members named in names (index-aligned). It fails on bad syntax,
+// frameMembers scans src, which must be exactly one JSON object in strict UTF-8, and
+// stores in out the members named in names (index-aligned). It fails on bad syntax,
 // on a repeated wanted name, and on an unsafe integer token anywhere in src.
-func objectMembers(src []byte, names []string, out []member) bool {
-	s := newScanner(src)
-	if t, ok := s.next(); !ok || t.kind != tokBeginObject {
-		return false
-	}
-	for {
-		key, ok := s.next()
-		if !ok {
+func frameMembers(src []byte, names []string, out []rawMember) bool {
+	s := newScanner(src, Strict)
+	return walkObject(&s, true, func(m rawMember) bool {
+		i := nameIndex(m.name, names)
+		if i < 0 {
+			return true
+		}
+		if out[i].kind != tokEOF {
 			return false
 		}
-		if key.kind == tokEndObject {
-			t, ok := s.next()
-			return ok && t.kind == tokEOF
-		}
-		t, ok := s.next()
-		if !ok {
-			return false
-		}
-		end, ok := skipValue(&s, t)
-		if !ok {
-			return false
-		}
-		if i := nameIndex(src[key.start:key.end], names); i >= 0 {
-			if out[i].kind != tokEOF {
-				return false
-			}
-			out[i] = member{kind: t.kind, raw: src[t.start:end]}
-		}
-	}
-}
-
-// skipValue consumes the rest of the value whose first token is t, returning the end
-// offset of its last token; it fails on bad syntax and on unsafe integer tokens.
-func skipValue(s *scanner, t token) (end int, ok bool) {
-	d := s.depth()
-	if t.kind == tokBeginObject || t.kind == tokBeginArray {
-		d--
-	}
-	for {
-		if t.kind == tokNumber && t.integer && unsafeInteger(s.src[t.start:t.end]) {
-			return 0, false
-		}
-		if s.depth() <= d {
-			return t.end, true
-		}
-		if t, ok = s.next(); !ok {
-			return 0, false
-		}
-	}
+		out[i] = m
+		return true
+	}) == nil
 }
 
 // nameIndex returns the index of the decoded name token in names, or -1.

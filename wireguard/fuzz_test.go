@@ -36,7 +36,7 @@ func FuzzCheckValue(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte, budget int64) {
 		canon, v := CheckValue(raw, budget)
 		full, fv := CheckValue(raw, noBudget)
-		valid := scans(raw)
+		valid := Valid(raw, Strict)
 		if valid != (json.Valid(raw) && utf8.Valid(raw)) && bytes.Count(raw, []byte("[")) < 9000 {
 			t.Fatalf("scanner says %v, encoding/json+utf8 disagree", valid)
 		}
@@ -65,17 +65,6 @@ func FuzzCheckValue(f *testing.F) {
 		}
 		sameValue(t, raw, full)
 	})
-}
-
-// scans reports whether the scanner accepts raw as one JSON text.
-func scans(raw []byte) bool {
-	s := newScanner(raw)
-	for {
-		t, ok := s.next()
-		if !ok || t.kind == tokEOF {
-			return ok
-		}
-	}
 }
 
 // sameValue checks with encoding/json (numbers as float64, lone surrogates turned

@@ -51,7 +51,7 @@ func CheckClientResult(raw []byte) (canonical []byte, ok bool) {
 // meter computes the canonical length of raw, stopping once it exceeds budget.
 func meter(raw []byte, budget int64) (int64, Verdict) {
 	var scratch [numberBufLen]byte
-	s := newScanner(raw)
+	s := newScanner(raw, Strict)
 	lossless := true
 	var n int64
 	for {
@@ -87,7 +87,7 @@ func meter(raw []byte, budget int64) (int64, Verdict) {
 func encode(raw []byte, size int64) []byte {
 	var scratch [numberBufLen]byte
 	out := make([]byte, 0, size)
-	s := newScanner(raw)
+	s := newScanner(raw, Strict)
 	for {
 		t, _ := s.next()
 		if t.kind == tokEOF {

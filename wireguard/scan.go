@@ -5,11 +5,30 @@ import (
 	"unicode/utf8"
 )
 
-// The scanner is a strict RFC 8259 tokenizer over one JSON text. It is iterative —
-// the open containers live on a byte stack, so nesting depth costs one byte per
-// level — and strict: raw control characters in strings, invalid or overlong UTF-8,
-// encoded surrogates (ED A0 80), bad escapes, leading zeros, trailing garbage all
-// fail. It validates syntax only; numbers and strings are judged by their consumers.
+// The scanner is a strict RFC 8259 tokenizer over one JSON text, the only one in the
+// daemon: the fd-3 frames, the values they carry and the client's JSON-RPC messages
+// all go through it. It is iterative — the open containers live on a byte stack, so
+// nesting depth costs one byte per level — and strict: raw control characters in
+// strings, invalid or overlong UTF-8, encoded surrogates (ED A0 80), bad escapes,
+// leading zeros, trailing garbage all fail. The one relaxation is Lax mode, for
+// invalid UTF-8 inside strings only (see Mode). It validates syntax only; numbers and
+// strings are judged by their consumers.
+
+// Mode is how a scan treats invalid UTF-8 inside a string. Outside strings every mode
+// is strict: any byte ≥ 0x80 there is a syntax error.
+type Mode uint8
+
+const (
+	// Strict fails the scan on invalid UTF-8 anywhere: the rule for the child's frames
+	// and for every value the daemon passes on (§2.4 step 3).
+	Strict Mode = iota
+	// Lax accepts invalid UTF-8 inside a string and reports it (Member.BadUTF8) instead
+	// of failing. The daemon scans a client's message this way so that it can answer
+	// "not valid UTF-8" apart from "not valid JSON", and so that a binding's result
+	// with invalid UTF-8 still answers its call — as a lossy result, judged later by
+	// CheckClientResult (§2.9) — instead of being refused as a malformed message.
+	Lax
+)
 
 type tokKind uint8
 
@@ -46,9 +65,11 @@ type scanner struct {
 	pos   int
 	stack []byte
 	done  bool // the top-level value is complete
+	lax   bool // Lax mode: invalid UTF-8 in a string sets bad instead of failing
+	bad   bool // a string scanned since bad was last cleared held invalid UTF-8
 }
 
-func newScanner(src []byte) scanner { return scanner{src: src} }
+func newScanner(src []byte, mode Mode) scanner { return scanner{src: src, lax: mode == Lax} }
 
 // depth is the number of open containers.
 func (s *scanner) depth() int { return len(s.stack) }
@@ -64,46 +85,42 @@ func (s *scanner) next() (t token, ok bool) {
 		return s.value(0)
 	}
 	top := len(s.stack) - 1
-	switch s.stack[top] {
-	case stArrayFirst:
-		if s.peek() == ']' {
-			return s.close(tokEndArray), true
-		}
-		s.stack[top] = stArrayNext
-		return s.value(0)
-	case stObjectFirst:
-		if s.peek() == '}' {
-			return s.close(tokEndObject), true
-		}
-		s.stack[top] = stObjectColon
-		return s.name(0)
-	case stObjectColon:
-		if !s.consume(':') {
+	switch st, c := s.stack[top], s.peek(); {
+	case st == stObjectColon:
+		if c != ':' {
 			return token{}, false
 		}
+		s.pos++
+		s.skipSpace()
 		s.stack[top] = stObjectNext
 		return s.value(':')
-	}
-	return s.afterMember(top)
-}
-
-// afterMember handles the ',' or closing bracket after an element or member.
-func (s *scanner) afterMember(top int) (token, bool) {
-	array := s.stack[top] == stArrayNext
-	switch c := s.peek(); {
-	case c == ']' && array:
+	case c == ']' && (st == stArrayFirst || st == stArrayNext):
 		return s.close(tokEndArray), true
-	case c == '}' && !array:
+	case c == '}' && (st == stObjectFirst || st == stObjectNext):
 		return s.close(tokEndObject), true
+	case st == stArrayFirst:
+		s.stack[top] = stArrayNext
+		return s.value(0)
+	case st == stObjectFirst:
+		s.stack[top] = stObjectColon
+		return s.name(0)
 	case c != ',':
 		return token{}, false
 	}
-	s.pos++
-	if array {
+	s.pos++ // the ',' after an element or a member
+	s.skipSpace()
+	if s.stack[top] == stArrayNext {
 		return s.value(',')
 	}
 	s.stack[top] = stObjectColon
 	return s.name(',')
+}
+
+// atEOF consumes what follows a complete value and reports whether it was only
+// whitespace.
+func (s *scanner) atEOF() bool {
+	t, ok := s.next()
+	return ok && t.kind == tokEOF
 }
 
 func (s *scanner) peek() byte {
@@ -124,17 +141,6 @@ func (s *scanner) skipSpace() {
 	}
 }
 
-// consume skips c (after optional whitespace) and the whitespace after it.
-func (s *scanner) consume(c byte) bool {
-	s.skipSpace()
-	if s.peek() != c {
-		return false
-	}
-	s.pos++
-	s.skipSpace()
-	return true
-}
-
 func (s *scanner) close(k tokKind) token {
 	t := token{kind: k, start: s.pos, end: s.pos + 1}
 	s.pos++
@@ -143,18 +149,16 @@ func (s *scanner) close(k tokKind) token {
 	return t
 }
 
-// name scans an object member name.
+// name scans an object member name at s.pos.
 func (s *scanner) name(sep byte) (token, bool) {
-	s.skipSpace()
 	if s.peek() != '"' {
 		return token{}, false
 	}
 	return s.str(sep)
 }
 
-// value scans the first token of a value.
+// value scans the first token of a value at s.pos.
 func (s *scanner) value(sep byte) (token, bool) {
-	s.skipSpace()
 	start := s.pos
 	switch c := s.peek(); {
 	case c == '{' || c == '[':
@@ -217,7 +221,10 @@ func (s *scanner) str(sep byte) (token, bool) {
 		case c >= utf8.RuneSelf:
 			r, size := utf8.DecodeRune(s.src[i:])
 			if r == utf8.RuneError && size == 1 {
-				return token{}, false
+				if !s.lax {
+					return token{}, false
+				}
+				s.bad = true
 			}
 			i += size
 		default: // raw control character

@@ -12,7 +12,7 @@ import (
 const module = "github.com/coderun-rpc/coderun-rpc/"
 
 // allowed lists, per package, the non-standard imports it may have. Anything
-// outside the module or the three chosen dependencies is refused as well.
+// outside the module or the chosen dependencies is refused as well.
 var allowed = map[string][]string{
 	"protocol":                 {},
 	"wireguard":                {"protocol"},
@@ -32,7 +32,7 @@ var allowed = map[string][]string{
 	"internal/selfcheck": {"internal/lspclient"},
 	"session":            {"child", "child/sandbox", "child/forkserver", "wireguard", "py", "protocol"},
 	"config":             {"child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
-	"rpc":                {"session", "wireguard", "protocol", "github.com/sourcegraph/jsonrpc2"},
+	"rpc":                {"session", "wireguard", "protocol"},
 	"cmd/coderun-rpc":    {"config", "rpc", "session", "protocol", "child/reexec", "child/watchdog", "internal/selfcheck"},
 }
 
