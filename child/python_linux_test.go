@@ -11,7 +11,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
-// The second layer (ARCHITECTURE.md habit 9): a real CPython, when there is
+// The second layer (CONTRIBUTING.md habit 9): a real CPython, when there is
 // one, that dies by SIGXCPU (default disposition, as when its soft
 // RLIMIT_CPU fires) is reported by signal name with its rusage.
 func TestPythonSIGXCPU(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package config reads the daemon's configuration once, at start-up, from
-// CODERUN_* environment variables (SPEC §7, CHILD-CONTRACT §4.1), validates
+// CODERUN_* environment variables (docs/configuration.md §2, docs/configuration.md §3), validates
 // every rule in the contract's order and probes the Python interpreter.
 // Failures are *Error values; main prints them and exits 2.
 //
@@ -29,7 +29,7 @@ type Config struct {
 	MaxQueuedRuns     int
 	WarmPool          int
 	Isolation         string
-	// StartMode is how children start: "fork" (from the fork server, SPEC §9)
+	// StartMode is how children start: "fork" (from the fork server, docs/containment.md §4)
 	// or "spawn" (a fresh interpreter each). "auto" resolves to fork in tier
 	// process and spawn in tier sandbox.
 	StartMode string
@@ -40,7 +40,7 @@ type Config struct {
 func (c *Config) Grace() time.Duration { return time.Duration(c.GraceMs) * time.Millisecond }
 
 // Error is one configuration violation: the variable, its value as set (or
-// its default) and the rule text of CHILD-CONTRACT §4.1.
+// its default) and the rule text of docs/configuration.md §3.
 type Error struct {
 	Var, Value, Rule string
 }
@@ -63,8 +63,8 @@ type Options struct {
 	SandboxProbe func() error
 }
 
-// Load reads and validates the configuration: every rule of CHILD-CONTRACT
-// §4.1, in its order. A violation is returned as *Error.
+// Load reads and validates the configuration: every rule of docs/child-protocol.md
+// docs/configuration.md §3, in its order. A violation is returned as *Error.
 func Load(opts Options) (*Config, error) {
 	env, err := readEnv()
 	if err != nil {

@@ -166,7 +166,7 @@ func TestRules(t *testing.T) {
 		// ...and it comes before later variables' rules.
 		{map[string]string{VarWarmPool: "7", VarLogLevel: "loud"}, VarWarmPool, "7",
 			"must be at most CODERUN_MAX_CONCURRENT_RUNS (6)", false},
-		// Order: the first variable in §4.1 order wins.
+		// Order: the first variable in docs/configuration.md §3 order wins.
 		{map[string]string{VarLogLevel: "x", VarCPUSeconds: "x"}, VarCPUSeconds, "x", pos, false},
 		{map[string]string{VarMaxLogBytes: "x", VarMaxWallMs: "0"}, VarMaxWallMs, "0", pos, false},
 		// C53 address-space room

@@ -16,7 +16,7 @@ import (
 // bytes of stdout (child.Probe's signature).
 type ProbeFunc func(path string, args []string, deadline time.Duration, maxOut int) ([]byte, error)
 
-// ProbeArgs is the version probe's argv after the interpreter (§4.1 step 3).
+// ProbeArgs is the version probe's argv after the interpreter (docs/configuration.md §3 step 3).
 var ProbeArgs = []string{"-I", "-c",
 	"import sys; print(sys.implementation.name, *sys.version_info[:3]); print(sys.executable)"}
 
@@ -27,14 +27,14 @@ func (o Options) probe() ProbeFunc {
 	return defaultProbe
 }
 
-// minPython is the oldest CPython served (CHILD-CONTRACT §4.1 step 3).
+// minPython is the oldest CPython served (docs/configuration.md §3 step 3).
 var minPython = [2]uint64{3, 10}
 
 var minPythonText = strconv.FormatUint(minPython[0], 10) + "." + strconv.FormatUint(minPython[1], 10)
 
 var versionLine = regexp.MustCompile(`^(\S+) (\d+) (\d+) (\d+)$`)
 
-// resolvePython applies CHILD-CONTRACT §4.1 step 3: resolve the path, probe
+// resolvePython applies docs/configuration.md §3 step 3: resolve the path, probe
 // the version, follow a shim to the interpreter it reports.
 func resolvePython(value string, probe ProbeFunc) (exe, version string, err error) {
 	fail := func(rule string) (string, string, error) {

@@ -9,7 +9,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
-// rule is one variable's per-variable check (CHILD-CONTRACT §4.1 step 1),
+// rule is one variable's per-variable check (docs/configuration.md §3 step 1),
 // applied alike to a set value and to a default.
 type rule interface {
 	// parse returns text's integer value (0 for a word or a path), or an

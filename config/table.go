@@ -7,7 +7,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
-// Variable names, in check order (CHILD-CONTRACT §4.1 step 1), then
+// Variable names, in check order (docs/configuration.md §3 step 1), then
 // CODERUN_PYTHON_BIN (step 3).
 const (
 	VarCPUSeconds        = "CODERUN_CPU_SECONDS"

@@ -51,7 +51,7 @@ type callParams struct {
 	Args      json.RawMessage `json:"args"`
 }
 
-// behaviour answers one binding/call (TEST-CATALOGUE conventions): it returns
+// behaviour answers one binding/call (docs/test-catalogue.md conventions): it returns
 // the response body's tail (`"result":…` or `"error":…`), or "" to never answer.
 type behaviour func(p callParams) string
 

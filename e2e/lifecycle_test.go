@@ -82,7 +82,7 @@ func TestDefaultPython(t *testing.T) {
 	}
 }
 
-// SPEC §2 lifecycle errors, notification/request confusion, exit codes.
+// docs/protocol.md §2 lifecycle errors, notification/request confusion, exit codes.
 func TestLifecycleErrors(t *testing.T) {
 	t.Parallel()
 	d := start(t, nil)

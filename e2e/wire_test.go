@@ -10,7 +10,7 @@ import (
 
 // Client results are carved out as raw bytes (never encoding/json): lossy
 // ones are refused, deep ones arrive intact, invalid UTF-8 inside a result
-// is judged as lossy rather than as a broken message (SPEC §2, §4).
+// is judged as lossy rather than as a broken message (docs/protocol.md §2, §4).
 func TestBindingResultsRaw(t *testing.T) {
 	t.Parallel()
 	d := started(t, nil)
@@ -76,7 +76,7 @@ func TestClosedOutputs(t *testing.T) {
 	}
 }
 
-// CHILD-CONTRACT §2.9: a client frame that is not valid JSON gets −32700
+// docs/child-protocol.md §2.9: a client frame that is not valid JSON gets −32700
 // (id null); the call it was meant for stays in flight and a later valid
 // answer still resolves it.
 func TestBrokenAnswerKeepsCallInFlight(t *testing.T) {

@@ -1,6 +1,6 @@
 package protocol
 
-// fd-3 frame types (CHILD-CONTRACT §2.2).
+// fd-3 frame types (docs/child-protocol.md §2.2).
 const (
 	FrameBoot    = "boot"
 	FrameRun     = "run"

@@ -31,7 +31,7 @@ const (
 	CodeNotInitialized = -32002
 )
 
-// Failure kinds of a run result (CHILD-CONTRACT §1.4).
+// Failure kinds of a run result (docs/protocol.md §3.6).
 const (
 	KindException     = "exception"
 	KindTimeout       = "timeout"
@@ -47,7 +47,7 @@ const (
 	BudgetWall = "wall"
 )
 
-// Fixed constants of CHILD-CONTRACT Appendix A.
+// Fixed constants of docs/child-protocol.md Appendix A.
 const (
 	ProtocolFD            = 3
 	FrameCap              = 67108864 // longest fd-3 frame, bytes before '\n'
@@ -80,7 +80,7 @@ const (
 	WrapperFunction       = "__coderun_main__"
 )
 
-// Marker texts (CHILD-CONTRACT Appendix A).
+// Marker texts (docs/child-protocol.md Appendix A).
 const (
 	MessageMarker      = "… [truncated]"
 	ChainMarker        = "[coderun] exception chain truncated at 100 links"
@@ -90,7 +90,7 @@ const (
 	LosslessResolution = "binding resolution must be lossless JSON"
 )
 
-// Fixed messages of the daemon (CHILD-CONTRACT §1.6, §2.8, §4.6, §4.8).
+// Fixed messages of the daemon (docs/protocol.md §3.4, docs/child-protocol.md §2.8, docs/child-protocol.md §4.6, docs/child-protocol.md §4.8).
 const (
 	MsgCancelled      = "run cancelled by the client"
 	MsgShuttingDown   = "server is shutting down"

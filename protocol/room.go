@@ -2,8 +2,8 @@ package protocol
 
 import "strconv"
 
-// Address-space room (CHILD-CONTRACT §4.1 step 2 and its per-run counterpart
-// in §4.2): the interpreter baseline comes off the top of the address space,
+// Address-space room (docs/configuration.md §3 step 2 and its per-run counterpart
+// in docs/configuration.md §4): the interpreter baseline comes off the top of the address space,
 // and each output budget times the worst-case expansion must fit in what is
 // left. config applies it at start-up and rpc to every run's effective
 // limits; both wordings live here so the rule and its numbers exist once.
@@ -33,7 +33,7 @@ var (
 	mostPhrase      = "; the most it may be is "
 )
 
-// ConfigRoomBaseline is the start-up rule text (§4.1) when mb leaves no room,
+// ConfigRoomBaseline is the start-up rule text (docs/configuration.md §3) when mb leaves no room,
 // or "".
 func ConfigRoomBaseline(mb int64) string {
 	if Budgetable(mb) > 0 {
@@ -42,7 +42,7 @@ func ConfigRoomBaseline(mb int64) string {
 	return baselinePhrase + itoa(mb) + " MiB (" + itoa(mb*MiB) + " bytes)"
 }
 
-// ConfigRoomBudget is the start-up rule text (§4.1) when budget does not fit
+// ConfigRoomBudget is the start-up rule text (docs/configuration.md §3) when budget does not fit
 // mb, or "". asVar names the address-space variable.
 func ConfigRoomBudget(budget, mb int64, asVar string) string {
 	if BudgetFits(budget, mb) {
@@ -52,7 +52,7 @@ func ConfigRoomBudget(budget, mb int64, asVar string) string {
 		asVar + mostPhrase + itoa(MaxBudget(mb))
 }
 
-// RunRoomBaseline is the per-run message (§4.2) when the effective mb leaves
+// RunRoomBaseline is the per-run message (docs/configuration.md §4) when the effective mb leaves
 // no room, or "".
 func RunRoomBaseline(mb int64) string {
 	if Budgetable(mb) > 0 {
@@ -61,7 +61,7 @@ func RunRoomBaseline(mb int64) string {
 	return "limits.addressSpaceMb " + baselinePhrase + itoa(mb)
 }
 
-// RunRoomBudget is the per-run message (§4.2) for budget name/value against
+// RunRoomBudget is the per-run message (docs/configuration.md §4) for budget name/value against
 // the effective mb, or "".
 func RunRoomBudget(name string, budget, mb int64) string {
 	if BudgetFits(budget, mb) {

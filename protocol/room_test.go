@@ -3,7 +3,7 @@ package protocol
 import "testing"
 
 // TestMaxBudgetTable pins the largest legal budget per address space
-// (CHILD-CONTRACT §4.1 step 2) and that it is exactly the edge of BudgetFits.
+// (docs/configuration.md §3 step 2) and that it is exactly the edge of BudgetFits.
 func TestMaxBudgetTable(t *testing.T) {
 	for mb, want := range map[int64]int64{256: 16777215, 384: 27962026, 400: 29360127, 512: 39146837,
 		1024: 83886079, 2048: 173364565, 4096: 352321535} {

@@ -24,7 +24,7 @@ type Namespace struct {
 	ErrorClass *ErrorClass `json:"errorClass,omitempty"`
 }
 
-// RunParams are validated run params (CHILD-CONTRACT §1.1, §1.6).
+// RunParams are validated run params (docs/protocol.md §3.1, docs/protocol.md §3.4).
 type RunParams struct {
 	Program  string
 	Bindings []Namespace
@@ -32,7 +32,7 @@ type RunParams struct {
 	Stream   bool
 }
 
-// RunError is the "error" member of a run result (SPEC §3, CHILD-CONTRACT §4.9).
+// RunError is the "error" member of a run result (docs/protocol.md §3, docs/child-protocol.md §4.9).
 type RunError struct {
 	Kind          string
 	Message       string
@@ -63,7 +63,7 @@ type Result struct {
 	Stats Stats
 }
 
-// LogEvent is one run/log notification (SPEC §5).
+// LogEvent is one run/log notification (docs/protocol.md §5).
 type LogEvent struct {
 	Index     int
 	Text      string // WTF-8

@@ -1,4 +1,4 @@
-"""coderun-rpc child: runs one program, speaking the fd-3 protocol (CHILD-CONTRACT.md §3).
+"""coderun-rpc child: runs one program, speaking the fd-3 protocol (docs/child-protocol.md §3).
 
 Started as `<python> -u -I <rundir>/bootstrap.py`, fd 3 a blocking AF_UNIX stream socket:
 
@@ -16,7 +16,7 @@ Started as `<python> -u -I <rundir>/bootstrap.py`, fd 3 a blocking AF_UNIX strea
 Standard library only. Everything runs inside `_coderun_child()`: the helpers are closures
 over builtins captured before the program starts, so a program that rebinds or deletes globals
 of `__main__` (this module) or attributes of the classes defined here cannot change dispatch,
-reply decoding, the CPU recheck, the verdict or the `done` frame (§3.7).
+reply decoding, the CPU recheck, the verdict or the `done` frame (docs/child-protocol.md §3.7).
 
 Start-up cost is a feature: only `protocol.py`'s hot section is compiled at boot (its
 diagnostics on the exception path only), and asyncio is imported only for a program that
@@ -35,7 +35,7 @@ def _coderun_child():
     from time import sleep
 
     # Captured before the program runs: nested functions read these cells, never a later
-    # rebinding of __main__ globals (§3.7).
+    # rebinding of __main__ globals (docs/child-protocol.md §3.7).
     (len, type, bytes, bytearray, memoryview, min, dict, BaseException, RuntimeError,
      ValueError, MemoryError, isinstance) = (
         B.len, B.type, B.bytes, B.bytearray, B.memoryview, B.min, B.dict, B.BaseException,
@@ -48,7 +48,7 @@ def _coderun_child():
     sys_modules = sys.modules
     real_stdout, real_stderr = sys.__stdout__, sys.__stderr__
 
-    # 1. SIGXCPU back to its default disposition, unblocked (§3.1 step 1).
+    # 1. SIGXCPU back to its default disposition, unblocked (docs/child-protocol.md §3.1 step 1).
     sig_signal(SIGXCPU, SIG_DFL)
     sig_mask(SIG_UNBLOCK, {SIGXCPU})
 
@@ -190,7 +190,7 @@ def _coderun_child():
         parts.append(b"}}")
         send(*parts)
 
-    # 3. limits (§3.3)
+    # 3. limits (docs/child-protocol.md §3.3)
     cpu_soft = None
     try:
         import resource
@@ -234,7 +234,7 @@ def _coderun_child():
         return
 
     def cpu_recheck():
-        """Success path only: die by SIGXCPU when the budget is spent (§3.3)."""
+        """Success path only: die by SIGXCPU when the budget is spent (docs/child-protocol.md §3.3)."""
         a = getrusage(RUSAGE_SELF)
         b = getrusage(RUSAGE_CHILDREN)
         spent = a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
@@ -354,7 +354,7 @@ def _coderun_child():
 
 
 def _make_log_streams(send, codec, P, TextIOBase):
-    """The shared log ledger and the two line-coalescing streams over it (§3.4).
+    """The shared log ledger and the two line-coalescing streams over it (docs/child-protocol.md §3.4).
 
     Returns ((stdout, state), (stderr, state), flush(state), set_budget(max_log)). Built
     before the boot frame (a warm child does it while it waits); set_budget sizes the
@@ -439,7 +439,7 @@ def _make_log_streams(send, codec, P, TextIOBase):
         st = [[], 0]                         # pending fragments, their total length
 
         class LogStream(TextIOBase):
-            """Line-coalescing text stream billed to the run's log ledger (§3.4)."""
+            """Line-coalescing text stream billed to the run's log ledger (docs/child-protocol.md §3.4)."""
 
             def write(self, text):
                 if type(text) is not str:
@@ -525,7 +525,7 @@ def _make_log_streams(send, codec, P, TextIOBase):
 
 
 def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods):
-    """Namespace proxies, error classes, call slots and the reply pump (§2.9, §3.5).
+    """Namespace proxies, error classes, call slots and the reply pump (docs/child-protocol.md §2.9, docs/child-protocol.md §3.5).
 
     Built before the boot frame; returns (install(namespaces, program_globals),
     attach_pump(loop), unpump(), drive(coro)). install puts the boot frame's proxies and
@@ -549,7 +549,7 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods):
     exc_init = BaseException.__init__
     obj_setattr = object.__setattr__
     obj_getattribute = object.__getattribute__
-    # Binding proxies (§3.5) ------------------------------------------------------------
+    # Binding proxies (docs/child-protocol.md §3.5) ------------------------------------------------------------
     call_lock = _thread.allocate_lock()
     slot_lock = _thread.allocate_lock()
     slots = [P.CALL_SLOTS]

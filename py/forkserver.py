@@ -1,4 +1,4 @@
-"""coderun-rpc fork server: forks one fresh child per run from a pristine interpreter (SPEC §9).
+"""coderun-rpc fork server: forks one fresh child per run from a pristine interpreter (docs/containment.md §4).
 
 Started as `<python> -u -I <serverdir>/forkserver.py` next to bootstrap.py and protocol.py, with
 fd 3 a SOCK_SEQPACKET control socket to the daemon (package child, ForkServer). It imports what

@@ -1,4 +1,4 @@
-"""The fd-3 protocol of coderun-rpc, child side (CHILD-CONTRACT.md §2, Appendix A).
+"""The fd-3 protocol of coderun-rpc, child side (docs/child-protocol.md §2, Appendix A).
 
 Standard library only, and cheap to import: the bootstrap compiles this file in
 every fresh child, so nothing here imports `typing`, `json` or `re` at run time (`re`
@@ -11,9 +11,9 @@ only once a string holding surrogates needs pair folding).
   the first time one is asked for (`protocol.BootMessage` ...), so the mirror
   test sees them while a run never imports `typing`.
 * `compile_program()` wraps a program as the body of `async def __coderun_main__`
-  (§3.2) and tells whether it needs a real event loop.
-* `make_codec()` builds the lossless JSON codec (§2.7) and `_cap_message` (§3.6.3),
-  and `make_diagnostics()` the filtered-traceback renderer (§3.6.2), out of closures
+  (docs/child-protocol.md §3.2) and tells whether it needs a real event loop.
+* `make_codec()` builds the lossless JSON codec (docs/child-protocol.md §2.7) and `_cap_message` (docs/child-protocol.md §3.6 item 3),
+  and `make_diagnostics()` the filtered-traceback renderer (docs/child-protocol.md §3.6 item 2), out of closures
   with every builtin captured when they are called: a program that rebinds globals of
   `__main__` or of this module afterwards cannot change them.
 * Everything after the `COLD_SECTION` line (diagnostics, frame TypedDicts) is compiled
@@ -62,11 +62,11 @@ UNKNOWN_CLASS = "<unknown>"
 
 
 def log_truncation_marker(max_log_bytes):
-    """The marker ending a truncated log (§2.6.3): `... truncated at <N> bytes`."""
+    """The marker ending a truncated log (docs/child-protocol.md §2.6.3): `... truncated at <N> bytes`."""
     return LOG_MARKER_PREFIX + "%d" % max_log_bytes + " bytes"
 
 
-# ---- compilation (§3.2) ------------------------------------------------------------------
+# ---- compilation (docs/child-protocol.md §3.2) ------------------------------------------------------------------
 
 def compile_program(src):
     """Compile src as the body of `async def __coderun_main__():` in file `<program>`.
@@ -140,7 +140,7 @@ def _nodes(_ast, root):
                 stack.append(v)
 
 
-# ---- the lossless JSON codec (§2.7) ------------------------------------------------------
+# ---- the lossless JSON codec (docs/child-protocol.md §2.7) ------------------------------------------------------
 
 OK, OVER_BUDGET, NOT_LOSSLESS = 0, 1, 2
 
@@ -524,7 +524,7 @@ def make_codec():
             return decode_deep(s)
 
     def cost_bytes(b):
-        """JSON string cost (quotes included) of UTF-8 bytes b, per §2.6.1."""
+        """JSON string cost (quotes included) of UTF-8 bytes b, per docs/child-protocol.md §2.6.1."""
         c = len(b) + 2 + b.count(b'"') + b.count(b"\\")
         for ch in range(32):
             k = b.count(bytes((ch,)))
@@ -538,7 +538,7 @@ def make_codec():
         return 6 if x < 32 else 1
 
     def cap_message(message, cap):
-        """§3.6.3: cap a diagnostic by serialized cost, marker inside the cap."""
+        """docs/child-protocol.md §3.6 item 3: cap a diagnostic by serialized cost, marker inside the cap."""
         if len(message) > cap:
             message = message[:cap + 1]     # every character costs >= 1 byte: same result
         try:
@@ -593,14 +593,14 @@ class _Bag:
 COLD_SECTION = "# ==== cold section"
 
 
-# ---- diagnostics (§3.6.2) ----------------------------------------------------------------
+# ---- diagnostics (docs/child-protocol.md §3.6 item 2) ----------------------------------------------------------------
 
 def make_diagnostics():
     """Return diagnose(exc, limit) -> (message, exceptionType or None, line or None).
 
     The message is the traceback filtered to `<program>` frames across __cause__/__context__
     chains and exception groups (at most 100 links, then the chain marker), bounded to about
-    `limit` characters, with the fallbacks of §3.6.2 when rendering itself raises.
+    `limit` characters, with the fallbacks of docs/child-protocol.md §3.6 item 2 when rendering itself raises.
     """
     import builtins as B
     (len, type, str, int, list, tuple, isinstance, getattr, max, set, id, range, any,
@@ -814,7 +814,7 @@ def make_diagnostics():
     return diagnose
 
 
-# ---- frame shapes (§2.2) ------------------------------------------------------------------
+# ---- frame shapes (docs/child-protocol.md §2.2) ------------------------------------------------------------------
 # Optional keys live in `total=False` classes so that this file also imports on 3.10.
 
 FRAME_TYPES = (

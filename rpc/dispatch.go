@@ -13,7 +13,7 @@ const msgBadUTF8 = "parse error: the message body is not valid UTF-8"
 // handle processes one body in arrival order. exit reports that the process
 // should exit with code. The body is scanned in Lax mode: invalid UTF-8 is a
 // parse error of its own, except inside the result of a response, which
-// answers its binding/call as a lossy value (CHILD-CONTRACT §2.9).
+// answers its binding/call as a lossy value (docs/child-protocol.md §2.9).
 func (s *Server) handle(body []byte) (code int, exit bool) {
 	ms, err := wireguard.Members(body, wireguard.Lax)
 	switch {
@@ -69,7 +69,7 @@ func (s *Server) handle(body []byte) (code int, exit bool) {
 
 // response handles a message without a method. With the id of an
 // outstanding binding/call it is that call's answer, whatever it holds
-// (CHILD-CONTRACT §2.9, more precise than SPEC §2 here); other responses
+// (docs/child-protocol.md §2.9, more precise than docs/protocol.md §2 here); other responses
 // are ignored; anything else is not a JSON-RPC message.
 func (s *Server) response(idm wireguard.Member, hasID bool, res wireguard.Member, hasResult bool, em wireguard.Member, hasError bool) {
 	if k, id := s.takeCall(idm, hasID); k != nil {
@@ -154,7 +154,7 @@ func (s *Server) notification(method string, params []byte) (int, bool) {
 	case protocol.MethodInitialized:
 	case protocol.MethodCancelRequest:
 		if st == stateShuttingDown {
-			// Arrival order (CHILD-CONTRACT §1.7): shutdown came first and
+			// Arrival order (docs/protocol.md §4.3): shutdown came first and
 			// decides every run as "server is shutting down".
 			return 0, false
 		}

@@ -10,7 +10,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
-// Inbound framing (SPEC §2): the header block and exactly Content-Length
+// Inbound framing (docs/protocol.md §2): the header block and exactly Content-Length
 // body bytes are read here, with the caps and answers of the spec, so a bad
 // body never desynchronises the stream. jsonrpc2's VSCodeObjectCodec is not
 // used for reading (Appendix B item 5).

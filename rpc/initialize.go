@@ -38,7 +38,7 @@ type pythonInfo struct {
 	Version    string `json:"version"`
 }
 
-// initialize answers the first initialize (SPEC §2, C5); params must be
+// initialize answers the first initialize (docs/protocol.md §2, C5); params must be
 // absent, null or an object.
 func (s *Server) initialize(id reqID, st state, params []byte) {
 	if st != stateCreated {

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Identifier and reserved-name rules (CHILD-CONTRACT §1.5).
+// Identifier and reserved-name rules (docs/protocol.md §3.3).
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 

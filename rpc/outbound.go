@@ -11,7 +11,7 @@ import (
 )
 
 // writer serialises every outbound message under one lock: each is a body
-// encoded by encode.go, framed here with its Content-Length header (SPEC §2,
+// encoded by encode.go, framed here with its Content-Length header (docs/protocol.md §2,
 // Appendix B items 5, 16).
 type writer struct {
 	mu     sync.Mutex
@@ -29,7 +29,7 @@ type deadliner interface{ SetWriteDeadline(time.Time) error }
 
 // drainTimeout bounds each write once the daemon is tearing down because
 // the client went away or a signal arrived: a client that stopped reading
-// cannot keep the daemon alive (SPEC §2: never leave an orphan).
+// cannot keep the daemon alive (docs/protocol.md §2: never leave an orphan).
 const drainTimeout = 2 * time.Second
 
 func newWriter(w io.Writer, log *slog.Logger) *writer {

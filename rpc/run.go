@@ -11,16 +11,16 @@ import (
 
 // runEntry is one accepted run in the cancel registry. It is registered when
 // the request is read (before it is queued) and removed in the function that
-// sends its one response (ARCHITECTURE habit 2).
+// sends its one response (CONTRIBUTING.md habit 2).
 type runEntry struct {
 	id       string
 	run      Canceler // set once Submit returns (read loop only)
 	answered atomic.Bool
 }
 
-// run validates and submits a run request (CHILD-CONTRACT §1.6, §4.2).
+// run validates and submits a run request (docs/protocol.md §3.4, docs/configuration.md §4).
 func (s *Server) run(id reqID, params []byte) {
-	if s.opts.Runner.QueueFull() { // before params validation (§1.6)
+	if s.opts.Runner.QueueFull() { // before params validation (docs/protocol.md §3.4)
 		s.w.replyError(&id, protocol.CodeQueueFull, protocol.MsgQueueFull)
 		return
 	}
@@ -71,7 +71,7 @@ func (s *Server) forget(e *runEntry) {
 }
 
 // cancelRun handles $/cancelRequest {id}: unknown, finished or malformed ids
-// are ignored (CHILD-CONTRACT §1.7).
+// are ignored (docs/protocol.md §4.3).
 func (s *Server) cancelRun(params []byte) {
 	ms, err := wireguard.Members(params, wireguard.Strict)
 	if err != nil {

@@ -13,7 +13,7 @@ type Runner interface {
 	// Shutdown decides every run abort and returns once all are quiescent.
 	Shutdown()
 	// QueueFull reports whether a Submit now would fail with ErrQueueFull
-	// (checked before params validation, CHILD-CONTRACT §1.6).
+	// (checked before params validation, docs/protocol.md §3.4).
 	QueueFull() bool
 }
 

@@ -1,4 +1,4 @@
-// Package rpc is the daemon's JSON-RPC 2.0 server on stdio (SPEC §2–§5).
+// Package rpc is the daemon's JSON-RPC 2.0 server on stdio (docs/protocol.md §2–§5).
 //
 // The read loop is this package's own: it reads the LSP header block and
 // exactly Content-Length bytes (inbound.go), scans the body with wireguard's
@@ -34,9 +34,9 @@ type Options struct {
 	Version string // serverInfo.version
 }
 
-// Daemon is what initialize tells the client about the daemon (SPEC §2).
+// Daemon is what initialize tells the client about the daemon (docs/protocol.md §2).
 // Limits are also the configured budgets a run's own limits may only
-// tighten (CHILD-CONTRACT §4.2).
+// tighten (docs/configuration.md §4).
 type Daemon struct {
 	Limits            protocol.Limits // every field set
 	GraceMs           int64
@@ -86,7 +86,7 @@ func New(opts Options) *Server {
 // Serve reads and handles messages until the client goes away, sends exit,
 // the stream becomes unusable, or ctx is cancelled (SIGTERM/SIGINT). Every
 // path tears down (every run aborted, every child gone) before returning
-// the process exit code (SPEC §2).
+// the process exit code (docs/protocol.md §2).
 func (s *Server) Serve(ctx context.Context) int {
 	done := make(chan int, 1)
 	go func() { done <- s.readLoop() }()

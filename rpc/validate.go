@@ -10,14 +10,14 @@ import (
 )
 
 // paramsError is a −32602 rejection with the exact message of
-// CHILD-CONTRACT §1.6 / §4.2.
+// docs/protocol.md §3.4 / docs/configuration.md §4.
 type paramsError struct{ msg string }
 
 func (e *paramsError) Error() string { return e.msg }
 
 func reject(msg string) error { return &paramsError{msg} }
 
-// validateRun checks run params in the order of CHILD-CONTRACT §1.6 and
+// validateRun checks run params in the order of docs/protocol.md §3.4 and
 // returns the first violation. raw is nil when params were absent.
 func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
 	var p protocol.RunParams
@@ -178,7 +178,7 @@ func validateFunctions(at string, ms []wireguard.Member) ([]string, error) {
 
 var limitNames = []string{"cpuSeconds", "maxWallMs", "addressSpaceMb", "maxLogBytes", "maxValueBytes"}
 
-// validateLimits applies CHILD-CONTRACT §4.2. Zero fields of the result mean
+// validateLimits applies docs/configuration.md §4. Zero fields of the result mean
 // "not given".
 func validateLimits(raw []byte, cfg protocol.Limits) (protocol.Limits, error) {
 	var l protocol.Limits

@@ -15,7 +15,7 @@ func ec(name, prop string) string {
 	return `[{"global":"tools","functions":[],"errorClass":{"name":` + name + `,"memberNameProperty":` + prop + `}}]`
 }
 
-// ValidationCases are the −32602 messages of CHILD-CONTRACT §1.6 / §4.2
+// ValidationCases are the −32602 messages of docs/protocol.md §3.4 / docs/configuration.md §4
 // (the e2e suite replays them through the binary).
 var validationCases = []struct{ params, msg string }{
 	{`null`, "params must be an object"},
@@ -64,7 +64,7 @@ var validationCases = []struct{ params, msg string }{
 	{`{"program":"","bindings":` + tools(`"a"`) + `}`, "bindings[0].functions must be an array of strings"},
 	{`{"program":"","bindings":[{"global":"tools"}]}`, "bindings[0].functions must be an array of strings"},
 	{`{"program":"","bindings":` + tools(`["a","b","a"]`) + `}`, `bindings[0].functions[2] "a" is a duplicate function name`},
-	// limits (§4.2)
+	// limits (docs/configuration.md §4)
 	{`{"program":"","limits":[]}`, "limits must be an object"},
 	{`{"program":"","limits":{"zeta":1,"beta":2,"cpuSeconds":0}}`, "limits.beta is not a known limit"},
 	{`{"program":"","limits":{"graceMs":1}}`, "limits.graceMs is not a known limit"},

@@ -1,6 +1,6 @@
 // Package session runs one program end to end — queue slot, staging, spawn
 // (cold or warm), the fd-3 handshake, binding calls, budgets, settlement and
-// the result — and the Manager that queues runs (CHILD-CONTRACT §2, §4).
+// the result — and the Manager that queues runs (docs/child-protocol.md §2, §4).
 //
 // The handshake applies the limits before any program code runs (runc's
 // procReady → setrlimit → procRun):

@@ -13,7 +13,7 @@ import (
 )
 
 // Start modes (Config.StartMode): a fresh interpreter per run, or a fork of
-// the fork server's pristine interpreter (SPEC §9; tier process only).
+// the fork server's pristine interpreter (docs/containment.md §4; tier process only).
 const (
 	StartSpawn = "spawn"
 	StartFork  = "fork"

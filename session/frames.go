@@ -8,7 +8,7 @@ import (
 )
 
 // Daemon → child frames are built by hand from trusted data: key order is the
-// wire order of CHILD-CONTRACT §2.2, strings go through wireguard.AppendString
+// wire order of docs/child-protocol.md §2.2, strings go through wireguard.AppendString
 // (WTF-8 aware: a lone surrogate becomes \udxxx), reply values are canonical
 // bytes spliced in raw.
 
@@ -81,7 +81,7 @@ func replyErr(id int64, message string) []byte {
 	return append(b, "}\n"...)
 }
 
-// judgeAnswer turns the client's answer into the reply frame (§2.9 table).
+// judgeAnswer turns the client's answer into the reply frame (docs/child-protocol.md §2.9 table).
 func judgeAnswer(id int64, a Answer) []byte {
 	switch {
 	case a.HasError && a.Message != nil:
@@ -99,7 +99,7 @@ func judgeAnswer(id int64, a Answer) []byte {
 }
 
 // unknownBindingMessage builds the reply message for a call to an undeclared
-// binding (§2.9): target = global[:cap] + "." + name[:cap] (cut at character
+// binding (docs/child-protocol.md §2.9): target = global[:cap] + "." + name[:cap] (cut at character
 // boundaries), preview = the JSON-quoted first 1024 characters of the target,
 // and the whole message capped by capMessage.
 func unknownBindingMessage(global, name string, capBytes int64) string {
@@ -159,7 +159,7 @@ func charLen(s string, i int) int {
 	}
 }
 
-// Classification messages (§4.8).
+// Classification messages (docs/child-protocol.md §4.8).
 func cpuTimeout(cpuSeconds int64) *protocol.RunError {
 	return &protocol.RunError{
 		Kind: protocol.KindTimeout,

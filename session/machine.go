@@ -8,7 +8,7 @@ import (
 )
 
 // state is where a run stands in the settlement state machine
-// (CHILD-CONTRACT §4.6: QUEUED → LIVE → DECIDED → SETTLED → QUIESCENT), with
+// (docs/child-protocol.md §4.6: QUEUED → LIVE → DECIDED → SETTLED → QUIESCENT), with
 // STARTING between QUEUED and LIVE while a child is being got.
 type state uint8
 
@@ -149,7 +149,7 @@ type machine struct {
 	dequeued  time.Time
 	handoff   time.Time // the wall clock's start
 	w         *worker
-	softCPU   int64 // the soft RLIMIT_CPU in force when the child was attached (§4.8)
+	softCPU   int64 // the soft RLIMIT_CPU in force when the child was attached (docs/child-protocol.md §4.8)
 	dec       decision
 	reaped    bool
 	abandoned bool // close deadline passed: pipes abandoned
@@ -240,7 +240,7 @@ func (m *machine) step(ev event) effects {
 	return eff
 }
 
-// attach makes w the run's child: cold, the wall clock starts now (§4.3 step
+// attach makes w the run's child: cold, the wall clock starts now (docs/child-protocol.md §4.3 step
 // 5); decided while starting (cancel, shutdown), the kill starts now.
 func (m *machine) attach(ev event, eff *effects) {
 	w, wr := ev.w, ev.wr
@@ -260,14 +260,14 @@ func (m *machine) attach(ev event, eff *effects) {
 }
 
 // armWall starts the wall clock: at spawn for a cold child, at the boot write
-// for a warm one (§4.3 step 5).
+// for a warm one (docs/child-protocol.md §4.3 step 5).
 func (m *machine) armWall() {
 	m.handoff = time.Now()
 	m.wallTimer = time.AfterFunc(time.Duration(m.lim.MaxWallMs)*time.Millisecond,
 		func() { m.post(event{kind: evWall}) })
 }
 
-// decide: the first decision wins (§4.6).
+// decide: the first decision wins (docs/child-protocol.md §4.6).
 func (m *machine) decide(d decision, eff *effects) {
 	if m.decided() {
 		return
@@ -357,7 +357,7 @@ func (m *machine) checkClose(eff *effects) {
 	m.settle(eff)
 }
 
-// classify decides a close without a prior decision (§4.8).
+// classify decides a close without a prior decision (docs/child-protocol.md §4.8).
 func (m *machine) classify() *protocol.RunError {
 	w := m.w
 	if w.waitErr != nil {
@@ -439,7 +439,7 @@ func (m *machine) stats(now time.Time) protocol.Stats {
 	return s
 }
 
-// bootAck queues the run frame on the first boot-ack (§2.3 step 4).
+// bootAck queues the run frame on the first boot-ack (docs/child-protocol.md §2.3 step 4).
 func (m *machine) bootAck() {
 	if m.decided() || m.bootAcked {
 		return
@@ -448,7 +448,7 @@ func (m *machine) bootAck() {
 	m.wr.sendRun(runFrame(m.program))
 }
 
-// acceptCall: strict id sequence, dispatch, backlog cap (§2.9). A call out of
+// acceptCall: strict id sequence, dispatch, backlog cap (docs/child-protocol.md §2.9). A call out of
 // sequence is ignored; an unknown binding is answered by the daemon.
 func (m *machine) acceptCall(f *wireguard.Frame, eff *effects) {
 	if m.decided() || f.ID != float64(m.nextID) {

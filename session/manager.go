@@ -83,7 +83,7 @@ func (m *Manager) Submit(runID string, p protocol.RunParams, c Client, onResult 
 }
 
 // QueueFull reports whether a Submit now would return ErrQueueFull (rpc
-// checks it before validating params, CHILD-CONTRACT §1.6).
+// checks it before validating params, docs/protocol.md §3.4).
 func (m *Manager) QueueFull() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -10,7 +10,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 )
 
-// Isolation tiers (SPEC §8).
+// Isolation tiers (docs/containment.md §2–§3).
 const (
 	IsolationProcess = "process"
 	IsolationSandbox = "sandbox"

@@ -73,7 +73,7 @@ func (r *Run) markEOF(fd int) {
 	r.out.flush()
 }
 
-// handleFrame processes one complete fd-3 line (§2.4 step 3, §2.5).
+// handleFrame processes one complete fd-3 line (docs/child-protocol.md §2.4 step 3, docs/child-protocol.md §2.5).
 func (r *Run) handleFrame(line []byte) {
 	if r.isDecided() {
 		return
@@ -94,16 +94,16 @@ func (r *Run) handleFrame(line []byte) {
 	}
 }
 
-// doneDecision is the decision a done frame carries (§2.8).
+// doneDecision is the decision a done frame carries (docs/child-protocol.md §2.8).
 func doneDecision(f wireguard.Frame, mvb int64) decision {
 	var d decision
 	switch {
 	case f.Error != nil:
 		msg := f.Error.Message
 		// The budget message is the daemon's own wording for this run's
-		// limit (§2.8 step 3, uncapped); TEST-CATALOGUE C65 pins it exactly
+		// limit (docs/child-protocol.md §2.8 step 3, uncapped); docs/test-catalogue.md C65 pins it exactly
 		// even when maxValueBytes is below its length. Everything else is
-		// capped (§4.7).
+		// capped (docs/child-protocol.md §4.7).
 		if f.Error.Kind != protocol.KindOutputLimit || msg != outputLimitMessage(mvb) {
 			msg = wireguard.CapMessage(msg, mvb)
 		}
@@ -136,7 +136,7 @@ func outputLimitMessage(maxValueBytes int64) string {
 // ---- replies and the fd-3 writer ---------------------------------------------
 
 // reply hands one reply frame to the writer; a full reply queue decides the
-// run (§2.9).
+// run (docs/child-protocol.md §2.9).
 func (r *Run) reply(wr *fdWriter, frame []byte) {
 	if wr != nil && !wr.reply(frame) {
 		r.decide(decision{err: workerExit(protocol.MsgReplyQueueFull)})

@@ -43,7 +43,7 @@ type stagedFile struct {
 }
 
 // stageDir creates a run directory (0700) holding bootstrap.py, protocol.py
-// and extra (0600); any failure removes the partial directory (§4.3 step 1).
+// and extra (0600); any failure removes the partial directory (docs/child-protocol.md §4.3 step 1).
 func stageDir(parent string, extra ...stagedFile) (dir string, err error) {
 	dir, err = os.MkdirTemp(parent, protocol.RunDirPrefix)
 	if err != nil {
@@ -83,7 +83,7 @@ func writeFile(path string, data []byte) error {
 // of the fork server.
 type startFunc func(child.Spec) (*child.Process, error)
 
-// spawnWorker stages and starts one child (§4.3 steps 1–3). Failures are the
+// spawnWorker stages and starts one child (docs/child-protocol.md §4.3 steps 1–3). Failures are the
 // run's worker-exit; nothing is left behind.
 func spawnWorker(python, tempDir string, start startFunc) (*worker, *protocol.RunError) {
 	dir, err := stageDir(tempDir)

@@ -5,11 +5,11 @@ import (
 	"errors"
 )
 
-// ErrFrameTooLong reports a frame longer than the Framer's cap (§2.4 step 2). It is
+// ErrFrameTooLong reports a frame longer than the Framer's cap (docs/child-protocol.md §2.4 step 2). It is
 // sticky: once returned, every later Feed returns it again.
 var ErrFrameTooLong = errors.New("wireguard: fd-3 frame exceeds the frame cap")
 
-// Framer splits the fd-3 byte stream into JSON-lines frames (§2.4). A frame is the
+// Framer splits the fd-3 byte stream into JSON-lines frames (docs/child-protocol.md §2.4). A frame is the
 // bytes before a '\n'. Not safe for concurrent use.
 type Framer struct {
 	cap int
@@ -24,7 +24,7 @@ func NewFramer(cap int) *Framer { return &Framer{cap: max(cap, 0)} }
 // Feed consumes p and returns the frames it completes, in order. A frame that lies
 // whole in p is a sub-slice of p (capacity = length, so appending to it cannot touch
 // p) and is valid only until the caller reuses p: a frame kept longer must be copied
-// (CHILD-CONTRACT Appendix B.12). A frame begun in an earlier Feed is a fresh
+// (docs/child-protocol.md Appendix B.12). A frame begun in an earlier Feed is a fresh
 // allocation (its backing array may be up to twice its length). Empty lines are
 // skipped, never returned.
 //

@@ -32,7 +32,7 @@ func TestMeterExact(t *testing.T) {
 	}
 }
 
-// C212, C213 and the §2.7 metering examples: value, exact canonical length.
+// C212, C213 and the docs/child-protocol.md §2.7 metering examples: value, exact canonical length.
 func TestMeterCanonicalLength(t *testing.T) {
 	for _, c := range []struct {
 		raw   string
@@ -216,7 +216,7 @@ func TestOverBudgetAllocatesLittle(t *testing.T) {
 	}
 }
 
-// §2.9: client results are judged on their raw text.
+// docs/child-protocol.md §2.9: client results are judged on their raw text.
 func TestCheckClientResult(t *testing.T) {
 	for _, c := range []struct {
 		raw   string

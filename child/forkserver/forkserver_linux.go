@@ -21,7 +21,7 @@ import (
 )
 
 // Server is a long-lived process that forks one child per Spawn request,
-// so that a child costs a fork instead of an interpreter start-up (SPEC §9).
+// so that a child costs a fork instead of an interpreter start-up (docs/containment.md §4).
 // The server is started like any child (its own session, a parent-death
 // SIGKILL, fds 0-2 as Start) with fd 3 a SOCK_SEQPACKET control socket; the
 // program it runs speaks this package's control protocol:

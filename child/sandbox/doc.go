@@ -1,6 +1,6 @@
 //go:build linux
 
-// Package sandbox is tier sandbox (SPEC.md §8): Start runs a program like
+// Package sandbox is tier sandbox (docs/containment.md §2–§3): Start runs a program like
 // child.Start, but as the child of a minimal init (this binary re-executed,
 // see init_linux.go) in new user, PID, network, mount, IPC and UTS
 // namespaces, confined by no_new_privs, Landlock (landlock_linux.go), a

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Config describes the extra containment of tier sandbox (SPEC.md §8).
+// Config describes the extra containment of tier sandbox (docs/containment.md §2–§3).
 type Config struct {
 	// ReadOnly are the trees the program may read: the interpreter's
 	// installation, standard library, site-packages and the directories of

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The watchdog makes "a crashed daemon leaves no child behind" (SPEC §8) hold
+// The watchdog makes "a crashed daemon leaves no child behind" (docs/containment.md §2–§3) hold
 // for the whole process group of a run, not just for the run's process.
 // Pdeathsig reaches only the daemon's direct children; a grandchild in the
 // run's group (subprocess.Popen) is reparented and survives a daemon killed

@@ -1,5 +1,5 @@
 // Command coderun-rpc serves Python runs over JSON-RPC 2.0 on stdio, framed
-// like the Language Server Protocol (SPEC.md). main only reads the
+// like the Language Server Protocol (docs/protocol.md). main only reads the
 // configuration once, builds the session manager and what initialize
 // reports from it, keeps stdout for the protocol, wires signals and slog, and
 // hands over to rpc. It is the only importer of config.
@@ -68,7 +68,7 @@ func run(args []string) int {
 		return 1
 	}
 	// Before the first child: from here on a run's process group dies with
-	// the daemon, however the daemon dies (SPEC §8).
+	// the daemon, however the daemon dies (docs/containment.md §2–§3).
 	stopWatchdog, err := watchdog.Start(func(err error) { log.Warn("watchdog", "err", err) })
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "coderun-rpc: %v\n", err)

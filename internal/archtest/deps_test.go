@@ -1,4 +1,4 @@
-// Package archtest pins the one-way import graph of ARCHITECTURE.md, in the
+// Package archtest pins the one-way import graph of CONTRIBUTING.md, in the
 // manner of the Go tree's go/build/deps_test.go: a new import that breaks the
 // direction fails here, not in review.
 package archtest

@@ -1,5 +1,5 @@
 // Package leakcheck fails a test that leaves a goroutine, an open file
-// descriptor or a process behind (ARCHITECTURE.md habit 11, after tailscale's
+// descriptor or a process behind (CONTRIBUTING.md habit 11, after tailscale's
 // ResourceCheck).
 //
 // Usage, first thing in a test (so its cleanup runs last):

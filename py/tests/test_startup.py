@@ -1,4 +1,4 @@
-"""Start-up cost: a run imports only what it needs (SPEC §9, CHILD-CONTRACT §3)."""
+"""Start-up cost: a run imports only what it needs (docs/containment.md §4, docs/child-protocol.md §3)."""
 
 import subprocess
 import sys

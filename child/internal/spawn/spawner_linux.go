@@ -14,7 +14,7 @@ import (
 )
 
 // A child's parent-death signal fires when the OS *thread* that forked it
-// exits, not when the daemon does (CHILD-CONTRACT Appendix B item 2). Every
+// exits, not when the daemon does (docs/child-protocol.md Appendix B item 2). Every
 // fork therefore happens on one goroutine that locks its thread and never
 // returns, so that thread lives exactly as long as the daemon.
 //

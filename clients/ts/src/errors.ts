@@ -29,7 +29,7 @@ export class InvalidRequestError extends RpcError {
 export class MethodNotFoundError extends RpcError {
   override name = 'MethodNotFoundError';
 }
-/** −32602: `run` params refused up front (`CHILD-CONTRACT.md` §1.6); nothing was spawned. */
+/** −32602: `run` params refused up front (docs/protocol.md §3.4); nothing was spawned. */
 export class InvalidParamsError extends RpcError {
   override name = 'InvalidParamsError';
 }
@@ -82,7 +82,7 @@ export class TimeoutError extends CodeRunError {
   override name = 'TimeoutError';
 }
 
-/** A message from the daemon did not have the shape the SPEC promises. */
+/** A message from the daemon did not have the shape the docs/protocol.md promises. */
 export class ProtocolError extends CodeRunError {
   override name = 'ProtocolError';
 }

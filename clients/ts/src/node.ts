@@ -20,7 +20,7 @@ export interface StartOptions extends ClientOptions {
   args?: string[];
   /**
    * Environment of the daemon, merged over `process.env` (a key set to `undefined` is removed).
-   * `CODERUN_*` variables configure it (SPEC §7).
+   * `CODERUN_*` variables configure it (docs/configuration.md §2).
    */
   env?: Record<string, string | undefined>;
   /** Working directory of the daemon. Default: this process's. */

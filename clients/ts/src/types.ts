@@ -1,4 +1,4 @@
-/** Public types of the client: the `run` request and result of SPEC §3, bindings of §4. */
+/** Public types of the client: the `run` request and result of docs/protocol.md §3, bindings of §4. */
 import type { JsonValue } from './json.js';
 
 export type { JsonValue };
@@ -33,7 +33,7 @@ export type BindingFunction = (
   call: BindingCallInfo,
 ) => unknown | Promise<unknown>;
 
-/** `errorClass` of SPEC §3: a rejected call raises `name` with `memberNameProperty` = member. */
+/** `errorClass` of docs/protocol.md §3: a rejected call raises `name` with `memberNameProperty` = member. */
 export interface ErrorClassSpec {
   name: string;
   memberNameProperty: string;
@@ -50,7 +50,7 @@ export interface Binding {
   errorClass?: ErrorClassSpec;
 }
 
-/** One `run/log` notification (SPEC §5). */
+/** One `run/log` notification (docs/protocol.md §5). */
 export interface LogEvent {
   index: number;
   text: string;
@@ -121,7 +121,7 @@ export interface RunFailed extends RunResultBase {
 
 export type RunResult = RunSuccess | RunFailed;
 
-/** The `initialize` result (SPEC §2). */
+/** The `initialize` result (docs/protocol.md §2). */
 export interface InitializeResult {
   serverInfo: { name: string; version?: string };
   capabilities: {

@@ -41,7 +41,7 @@ __all__ = [
     "CODE_REQUEST_CANCELLED",
 ]
 
-INBOUND_MESSAGE_CAP = 67108864  # SPEC §2: the daemon refuses larger bodies
+INBOUND_MESSAGE_CAP = 67108864  # docs/protocol.md §2: the daemon refuses larger bodies
 LOSSLESS_PREFIX = "binding resolution must be lossless JSON"
 CAP_MESSAGE = (
     f"binding result is too large: the response would exceed the daemon's "

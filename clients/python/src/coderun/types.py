@@ -1,4 +1,4 @@
-"""Typed views of what the daemon returns (SPEC §3, §5)."""
+"""Typed views of what the daemon returns (docs/protocol.md §3, §5)."""
 
 from __future__ import annotations
 
