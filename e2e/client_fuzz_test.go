@@ -11,7 +11,7 @@ import (
 )
 
 // FuzzClientStream: a hostile client against the real daemon over its stdio
-// (ISSUE 9). The input is split on NUL into up to 12 messages, each framed
+//. The input is split on NUL into up to 12 messages, each framed
 // with a correct Content-Length (header faults end the daemon by design and
 // are fuzzed in rpc.FuzzFrames). The first byte of a piece picks its shape:
 // even → the rest is the raw body; odd → a request with a fresh id whose

@@ -13,7 +13,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/child"
 )
 
-// Faults (ISSUE 9): the daemon SIGKILLed mid-run, stdin closed mid-run, a
+// Faults: the daemon SIGKILLed mid-run, stdin closed mid-run, a
 // client that stops reading stdout while runs stream, a binding that never
 // answers, answers with unknown ids or twice.
 

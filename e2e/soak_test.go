@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Soak (ISSUE 9): one daemon serves sequential then concurrent mixed runs
+// Soak: one daemon serves sequential then concurrent mixed runs
 // (success, exception, timeout, cancel, bindings, streaming, big logs);
 // every run answers exactly once with its expected outcome; afterwards no
 // run process, run directory, descriptor or goroutine is left and the
