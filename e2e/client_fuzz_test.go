@@ -10,8 +10,8 @@ import (
 	"unicode/utf8"
 )
 
-// FuzzClientStream: a hostile client against the real daemon over its stdio
-//. The input is split on NUL into up to 12 messages, each framed
+// FuzzClientStream: a hostile client against the real daemon over its stdio.
+// The input is split on NUL into up to 12 messages, each framed
 // with a correct Content-Length (header faults end the daemon by design and
 // are fuzzed in rpc.FuzzFrames). The first byte of a piece picks its shape:
 // even → the rest is the raw body; odd → a request with a fresh id whose
