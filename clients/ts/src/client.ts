@@ -19,6 +19,7 @@ import type {
   MessageWriter,
   RequestMessage,
 } from 'vscode-jsonrpc';
+import { handlerTable, wireBindings } from './bindings.js';
 import { BINDING_ERROR_CODE } from './encoder.js';
 import {
   ClientClosedError,
@@ -33,8 +34,10 @@ import type { JsonValue } from './json.js';
 import type {
   Binding,
   BindingFunction,
+  DescribeOptions,
   InitializeResult,
   LogEvent,
+  RunLimits,
   RunOptions,
   RunResult,
 } from './types.js';
@@ -107,29 +110,6 @@ function isConnectionFailure(err: unknown): boolean {
   return err instanceof ResponseError && (err.code === -32097 /* PendingResponseRejected */ || err.code === -32099 /* write error */);
 }
 
-function functionTable(bindings: Binding[]): Map<string, Map<string, BindingFunction>> {
-  const table = new Map<string, Map<string, BindingFunction>>();
-  for (const b of bindings) {
-    const entries = b.functions instanceof Map ? [...b.functions] : Object.entries(b.functions ?? {});
-    for (const [name, fn] of entries) {
-      if (typeof fn !== 'function') {
-        throw new TypeError(`binding ${JSON.stringify(b.global)}.${JSON.stringify(name)} is not a function`);
-      }
-    }
-    table.set(b.global, new Map(entries));
-  }
-  return table;
-}
-
-function wireBindings(bindings: Binding[]): JsonValue[] {
-  return bindings.map((b) => {
-    const names = b.functions instanceof Map ? [...b.functions.keys()] : Object.keys(b.functions ?? {});
-    const wire: { [k: string]: JsonValue } = { global: b.global, functions: names };
-    if (b.errorClass !== undefined && b.errorClass !== null) wire['errorClass'] = { ...b.errorClass };
-    return wire;
-  });
-}
-
 /**
  * One 'abort' listener per signal however many runs share it (Node warns past 10 listeners on
  * an EventTarget); returns the unsubscribe function.
@@ -152,6 +132,22 @@ function onAbort(signal: AbortSignal, callback: () => void): () => void {
   }
   set.add(callback);
   return () => set.delete(callback);
+}
+
+/** The `bindings` and `limits?` members shared by `run` and `bindings/describe`. */
+function bindingParams(bindings: Binding[], limits: RunLimits | undefined): { [k: string]: unknown } {
+  const params: { [k: string]: unknown } = { bindings: wireBindings(bindings) };
+  if (limits !== undefined) params['limits'] = { ...limits };
+  return params;
+}
+
+/** Refuses, before anything is sent, params that are not lossless JSON or exceed the daemon's cap. */
+function checkParams(method: string, params: object): void {
+  const encoded = serializeLossless(params);
+  if (!encoded.ok) throw new TypeError(`${method} params must be lossless JSON: ${encoded.reason} (at ${encoded.path})`);
+  if (utf8Length(encoded.text) > MAX_MESSAGE_BYTES - 64) {
+    throw new RangeError(`${method} request exceeds the daemon's ${MAX_MESSAGE_BYTES}-byte message limit`);
+  }
 }
 
 function checkResult(raw: unknown): RunResult {
@@ -272,16 +268,11 @@ export class CodeRunClient {
   private startRun(options: RunOptions): Promise<RunResult> {
     this.assertOpen();
     const bindings = options.bindings ?? [];
-    const params: { [k: string]: JsonValue } = { program: options.program, bindings: wireBindings(bindings) };
-    if (options.limits !== undefined) params['limits'] = { ...options.limits } as { [k: string]: JsonValue };
+    const params: { [k: string]: unknown } = { program: options.program, ...bindingParams(bindings, options.limits) };
     const stream = options.stream ?? options.onLog !== undefined;
     if (stream) params['stream'] = true;
-    const encoded = serializeLossless(params);
-    if (!encoded.ok) throw new TypeError(`run params must be lossless JSON: ${encoded.reason} (at ${encoded.path})`);
-    if (utf8Length(encoded.text) > MAX_MESSAGE_BYTES - 64) {
-      throw new RangeError(`run request exceeds the daemon's ${MAX_MESSAGE_BYTES}-byte message limit`);
-    }
-    const functions = functionTable(bindings);
+    checkParams('run', params);
+    const functions = handlerTable(bindings);
 
     const cts = new CancellationTokenSource();
     this.capturedRunId = undefined;
@@ -328,6 +319,30 @@ export class CodeRunClient {
         },
       );
     });
+  }
+
+  /**
+   * The Python stub text a program would see for `bindings` under `limits` (`bindings/describe`):
+   * one class per namespace with an `async def` per function, docstrings from the descriptions,
+   * and a header with the effective budgets and the Python version — what a model's prompt
+   * needs. Handlers are not used. An invalid declaration or schema rejects with
+   * `InvalidParamsError` (−32602), whose message names the path.
+   */
+  async describe(options: DescribeOptions): Promise<string> {
+    this.assertOpen();
+    const params = bindingParams(options.bindings ?? [], options.limits);
+    checkParams('bindings/describe', params);
+    let request: Promise<unknown>;
+    try {
+      request = this.conn.sendRequest<unknown>('bindings/describe', params);
+    } catch (err) {
+      throw await this.failure(err);
+    }
+    const result = await this.call<{ stubs?: unknown } | null>(request, undefined, 'bindings/describe');
+    if (typeof result?.stubs !== 'string') {
+      throw new ProtocolError(`bindings/describe result has no stubs text: ${JSON.stringify(result)?.slice(0, 200)}`);
+    }
+    return result.stubs;
   }
 
   private onRunLog(params: unknown): void {
@@ -406,11 +421,12 @@ export class CodeRunClient {
     if (this.lost !== undefined) throw this.lost;
   }
 
-  /** Awaits a request, bounded by the connection's life and `timeoutMs`. */
-  private async call<T>(request: Promise<unknown>, timeoutMs: number, what: string): Promise<T> {
+  /** Awaits a request, bounded by the connection's life and by `timeoutMs` when given. */
+  private async call<T>(request: Promise<unknown>, timeoutMs: number | undefined, what: string): Promise<T> {
     if (this.lost !== undefined) throw this.lost;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
+      if (timeoutMs === undefined) return;
       timer = setTimeout(() => reject(new TimeoutError(`${what}: no answer from coderun-rpc within ${timeoutMs} ms`)), timeoutMs);
     });
     const lost = this.lostPromise.then((err) => Promise.reject(err));

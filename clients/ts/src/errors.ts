@@ -29,7 +29,10 @@ export class InvalidRequestError extends RpcError {
 export class MethodNotFoundError extends RpcError {
   override name = 'MethodNotFoundError';
 }
-/** −32602: `run` params refused up front (docs/protocol.md §3.4); nothing was spawned. */
+/**
+ * −32602: `run` params refused up front (docs/protocol.md §3.4; nothing was spawned), or
+ * `bindings/describe` params refused (an invalid declaration or schema, its path named).
+ */
 export class InvalidParamsError extends RpcError {
   override name = 'InvalidParamsError';
 }

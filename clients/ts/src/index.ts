@@ -16,4 +16,14 @@ export {
 } from './json.js';
 export type { JsonValue, SerializeOptions, SerializeResult } from './json.js';
 export * from './errors.js';
+export { defineFunction } from './schema.js';
+export type {
+  ArgsOf,
+  JsonSchema,
+  JsonSchemaValue,
+  ObjectSchema,
+  ResultOf,
+  SchemaType,
+  TypedFunctionSpec,
+} from './schema.js';
 export type * from './types.js';

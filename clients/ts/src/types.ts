@@ -1,5 +1,6 @@
 /** Public types of the client: the `run` request and result of docs/protocol.md §3, bindings of §4. */
 import type { JsonValue } from './json.js';
+import type { JsonSchema, ObjectSchema } from './schema.js';
 
 export type { JsonValue };
 
@@ -33,6 +34,27 @@ export type BindingFunction = (
   call: BindingCallInfo,
 ) => unknown | Promise<unknown>;
 
+/**
+ * A typed binding function: the handler plus what the daemon declares to the program. With
+ * `parameters`, the program calls it like a Python function (positional or keyword arguments)
+ * and the handler receives an object of the arguments by name, already validated against the
+ * schema: invalid arguments raise `TypeError` in the program and never reach the handler. With
+ * `returns`, a result that breaks the schema raises in the program instead of returning.
+ * `A` and `R` are the handler's argument and result types (`defineFunction` infers them).
+ */
+export interface TypedFunction<A = JsonValue, R = unknown> {
+  handler: (args: A, signal: AbortSignal, call: BindingCallInfo) => R | Promise<R>;
+  /** The stub's docstring: what a model reads about the function. */
+  description?: string;
+  /** The arguments' schema; must be `"type": "object"`. */
+  parameters?: ObjectSchema;
+  /** The result's schema. */
+  returns?: JsonSchema;
+}
+
+/** A `functions` entry: a bare handler (untyped) or a {@link TypedFunction}. */
+export type BindingEntry = BindingFunction | TypedFunction;
+
 /** `errorClass` of docs/protocol.md §3: a rejected call raises `name` with `memberNameProperty` = member. */
 export interface ErrorClassSpec {
   name: string;
@@ -43,10 +65,10 @@ export interface ErrorClassSpec {
 export interface Binding {
   global: string;
   /**
-   * Member name → function, in declaration order. Use a `Map` for names an object literal
-   * cannot hold as own keys (`__proto__`).
+   * Member name → function (bare or typed), in declaration order. Use a `Map` for names an
+   * object literal cannot hold as own keys (`__proto__`).
    */
-  functions: Record<string, BindingFunction> | Map<string, BindingFunction>;
+  functions: Record<string, BindingEntry> | Map<string, BindingEntry>;
   errorClass?: ErrorClassSpec;
 }
 
@@ -73,6 +95,12 @@ export interface RunOptions {
   onLog?: (event: LogEvent) => void;
   /** Ask for `run/log` notifications (defaults to `true` when `onLog` is given). */
   stream?: boolean;
+}
+
+/** `describe` options: the bindings and limits a `run` would take (handlers are not used). */
+export interface DescribeOptions {
+  bindings: Binding[];
+  limits?: RunLimits;
 }
 
 export type FailureKind = 'exception' | 'timeout' | 'abort' | 'worker-exit' | 'invalid-output' | 'output-limit';

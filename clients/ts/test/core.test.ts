@@ -3,39 +3,10 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';
-import { createMessageConnection, StreamMessageReader, StreamMessageWriter } from 'vscode-jsonrpc/node';
-import type { MessageConnection } from 'vscode-jsonrpc/node';
-import { CodeRunClient, ConnectionLostError, losslessJsonEncoder } from '../src/index.js';
-import type { PeerExit, Transport } from '../src/index.js';
-
-interface Pair {
-  transport: Transport;
-  server: MessageConnection;
-  die(exit: PeerExit): void;
-}
-
-function pair(): Pair {
-  const c2s = new PassThrough();
-  const s2c = new PassThrough();
-  let die!: (exit: PeerExit) => void;
-  const exited = new Promise<PeerExit>((resolve) => (die = resolve));
-  const transport: Transport = {
-    reader: new StreamMessageReader(s2c),
-    writer: new StreamMessageWriter(c2s, { contentTypeEncoder: losslessJsonEncoder }),
-    exited,
-    terminate: async () => {
-      die({ exitCode: 0, signal: null });
-    },
-  };
-  const server = createMessageConnection(new StreamMessageReader(c2s), new StreamMessageWriter(s2c));
-  server.onRequest('initialize', () => ({ serverInfo: { name: 'coderun-rpc', version: 'mem' }, capabilities: {} }));
-  server.onRequest('shutdown', () => null);
-  server.listen();
-  return { transport, server, die };
-}
+import { CodeRunClient, ConnectionLostError } from '../src/index.js';
+import { pair } from './mem-pair.js';
 
 const stats = { wallMs: 0, cpuMs: 0, maxRssKb: 0, queueMs: 0, bindingCalls: 1, logBytes: 0 };
 
