@@ -2,7 +2,7 @@
  * JSON Schema as the client handles it: plain JSON objects sent to the daemon as given (the
  * daemon compiles and enforces them), plus compile-time types that read an `as const` schema,
  * so a handler declared with {@link defineFunction} gets its argument type from `parameters`.
- * No validation happens here; the daemon is the single validator (docs/protocol.md, typed bindings).
+ * No validation happens here: the daemon is the one validator.
  */
 import type { JsonValue } from './json.js';
 import type { BindingCallInfo, TypedFunction } from './types.js';

@@ -1,10 +1,5 @@
-/**
- * Integration tests against the real daemon: $CODERUN_RPC_BIN (exported by the Makefile), else
- * ../../bin/coderun-rpc relative to the package. Skipped when neither exists.
- */
+/** Integration tests against the real daemon (test/real-daemon.ts says which binary). */
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import {
   CodeRunClient,
@@ -14,19 +9,8 @@ import {
   MAX_MESSAGE_BYTES,
   QueueFullError,
 } from '../src/node.js';
-import type { BindingFunction, JsonValue, LogEvent, RunResult } from '../src/node.js';
-
-const bin = process.env['CODERUN_RPC_BIN'] || fileURLToPath(new URL('../../../../bin/coderun-rpc', import.meta.url));
-const skip = existsSync(bin) ? false : `no daemon binary at ${bin} (run make build)`;
-
-function start(): Promise<CodeRunClient> {
-  return CodeRunClient.start({ command: bin, env: { CODERUN_GRACE_MS: '200' } });
-}
-
-function ok(r: RunResult): JsonValue | undefined {
-  assert.equal(r.error, undefined, `run failed: ${JSON.stringify(r.error)} logs=${JSON.stringify(r.logs)}`);
-  return r.value;
-}
+import type { BindingFunction, JsonValue, LogEvent } from '../src/node.js';
+import { bin, ok, py, skip, start } from './real-daemon.js';
 
 function alive(pid: number): boolean {
   try {
@@ -36,8 +20,6 @@ function alive(pid: number): boolean {
     return false;
   }
 }
-
-const py = (...lines: string[]) => lines.join('\n');
 
 describe('against the real daemon', { skip }, () => {
   let c: CodeRunClient;

@@ -132,7 +132,7 @@ describe('typed bindings in the core client', () => {
     server.onRequest('run', refuse);
     const c = await CodeRunClient.connect(transport);
     const bindings = [{ global: 'tools', functions: { f: { handler: () => 1, parameters: { type: 'object' } as const } } }];
-    for (const call of [c.describe({ bindings }), c.run({ program: 'x', bindings })]) {
+    for (const call of [() => c.describe({ bindings }), () => c.run({ program: 'x', bindings })]) {
       await assert.rejects(call, (e: unknown) => {
         assert.ok(e instanceof InvalidParamsError, String(e));
         assert.equal(e.code, -32602);
@@ -178,7 +178,7 @@ describe('typed bindings in the core client', () => {
       { global: 't', functions: { f: null as never } },
     ];
     for (const b of notEntries) {
-      for (const call of [c.describe({ bindings: [b] }), c.run({ program: 'x', bindings: [b] })]) {
+      for (const call of [() => c.describe({ bindings: [b] }), () => c.run({ program: 'x', bindings: [b] })]) {
         await assert.rejects(call, /^TypeError: binding "t"\."f" is not a function or a \{handler, description\?, parameters\?, returns\?\} entry$/);
       }
     }
