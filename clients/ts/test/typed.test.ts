@@ -6,7 +6,14 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ResponseError } from 'vscode-jsonrpc/node';
-import { ClientClosedError, CodeRunClient, defineFunction, InvalidParamsError, ProtocolError } from '../src/index.js';
+import {
+  ClientClosedError,
+  CodeRunClient,
+  ConnectionLostError,
+  defineFunction,
+  InvalidParamsError,
+  ProtocolError,
+} from '../src/index.js';
 import type { ArgsOf, Binding, JsonValue, ResultOf, SchemaType, TypedFunction } from '../src/index.js';
 import { pair } from './mem-pair.js';
 
@@ -151,6 +158,17 @@ describe('typed bindings in the core client', () => {
     await assert.rejects(c.describe({ bindings: [] }), (e: unknown) => e instanceof ProtocolError && /no stubs text/.test(e.message));
     await c.close();
     await assert.rejects(c.describe({ bindings: [] }), ClientClosedError);
+    server.dispose();
+  });
+
+  test('a describe pending when the peer goes away rejects with ConnectionLostError', async () => {
+    const { transport, server, die } = pair();
+    server.onRequest('bindings/describe', () => new Promise(() => {}));
+    const c = await CodeRunClient.connect(transport);
+    const pending = c.describe({ bindings: [] });
+    die({ exitCode: 3, signal: null });
+    await assert.rejects(pending, (e: unknown) => e instanceof ConnectionLostError && e.exitCode === 3);
+    await c.close();
     server.dispose();
   });
 
