@@ -14,7 +14,7 @@ VENV_PY   := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed
 TS_STAMP  := clients/ts/node_modules/.installed
 
-.PHONY: all build test test-go test-fuzz test-py test-clients test-bench lint fuzz bench demo clean deps
+.PHONY: all build test test-go test-fuzz test-py test-clients test-bench lint fuzz bench bench-ab demo clean deps
 
 all: build
 
@@ -62,6 +62,12 @@ bench: build
 # A tiny-count run of the benchmark so it never rots (figures are meaningless at this size).
 test-bench: build
 	$(GO) run ./bench/cmd -quick -daemon $(BIN)
+	$(GO) run ./bench/cmd -quick -daemon $(BIN) -baseline $(BIN) -only '^(warm|bindings)$$'
+
+# A same-run A/B of this checkout against another build of the daemon:
+# `make bench-ab BASELINE=/path/to/old/coderun-rpc`.
+bench-ab: build
+	$(GO) run ./bench/cmd -daemon $(BIN) -baseline $(BASELINE)
 
 demo: build
 	$(PYTHON) examples/agent.py
