@@ -16,11 +16,12 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/config"
+	"github.com/coderun-rpc/coderun-rpc/internal/buildinfo"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
 )
 
-// version is set with -ldflags "-X main.version=…".
-var version = "0.1.0-dev"
+// version and commit come from internal/buildinfo.
+var version = buildinfo.String()
 
 func main() { os.Exit(run(os.Args[1:])) }
 

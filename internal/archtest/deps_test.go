@@ -20,10 +20,11 @@ var allowed = map[string][]string{
 	"child":              {"golang.org/x/sys/unix"},
 	"internal/leakcheck": {},
 	"internal/archtest":  {},
+	"internal/buildinfo": {},
 	"session":            {"child", "wireguard", "py", "protocol"},
 	"config":             {"child", "protocol", "github.com/kelseyhightower/envconfig"},
 	"rpc":                {"session", "wireguard", "protocol", "config", "github.com/sourcegraph/jsonrpc2"},
-	"cmd/coderun-rpc":    {"config", "rpc", "protocol", "child"},
+	"cmd/coderun-rpc":    {"config", "rpc", "protocol", "child", "internal/buildinfo"},
 }
 
 func TestImportDirection(t *testing.T) {
