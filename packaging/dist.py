@@ -49,7 +49,8 @@ class Arch:
 
     go: str  # GOARCH
     npm: str  # process.arch
-    wheel: str  # the manylinux tag's machine
+    wheel: str  # the manylinux tag's machine, as platform.machine()
+    elf_machine: int  # e_machine in the binary's ELF header, which the clients check
 
     @property
     def npm_package(self) -> str:
@@ -61,7 +62,7 @@ class Arch:
         return [f"py3-none-manylinux_2_17_{self.wheel}", f"py3-none-manylinux2014_{self.wheel}"]
 
 
-ARCHES = {a.go: a for a in (Arch("amd64", "x64", "x86_64"), Arch("arm64", "arm64", "aarch64"))}
+ARCHES = {a.go: a for a in (Arch("amd64", "x64", "x86_64", 62), Arch("arm64", "arm64", "aarch64", 183))}
 
 # A fixed timestamp for archive members, so the same inputs give the same bytes.
 EPOCH = (1980, 1, 1, 0, 0, 0)

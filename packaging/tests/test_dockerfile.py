@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import dist
+from packaging_support import dist
 
 REPO = dist.REPO
 

@@ -11,7 +11,8 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import user_env
+from packaging_support import user_env
+from dist import ARCHES, commit, host_arch
 
 # A program that calls a host binding; both clients run it and print the value as JSON.
 PROGRAM = "n = await tools.add({'a': 40, 'b': 2})\nprint('log line')\nreturn {'sum': n, 'hi': 'ok'}"
@@ -55,14 +56,30 @@ def tree_size(root: Path) -> int:
     return sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and not f.is_symlink())
 
 
+def assert_broken_binary_is_named(binary: Path, cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
+    """Damage an installed binary three ways; each time the client fails at once, saying why."""
+    good = binary.read_bytes()
+    try:
+        for damage, why in ((lambda: binary.chmod(0o644), "is not executable"),
+                            (lambda: binary.write_bytes(good[: 64 * 1024]), "is truncated (65536 of at least"),
+                            (lambda: binary.write_bytes(good[:10]), "truncated")):
+            binary.chmod(0o755)
+            damage()
+            t0 = time.monotonic()
+            r = run(cmd, cwd, env, timeout=30)
+            assert r.returncode != 0 and why in r.stderr and "PATH: no coderun-rpc" in r.stderr, (why, r.stderr)
+            assert time.monotonic() - t0 < 10
+    finally:
+        binary.write_bytes(good)
+        binary.chmod(0o755)
+
+
 def test_npm_install_then_npx_and_a_run(artefacts: dict[str, Path], tmp_path: Path) -> None:
     project = tmp_path / "app"
     project.mkdir()
     # The client is the only dependency; the platform packages come in as its optional
     # dependencies, redirected to the packed tarballs (they are not in the registry).
     overrides = {k.split(":", 1)[1]: f"file:{v}" for k, v in artefacts.items() if k.startswith("npm_other:")}
-    from dist import ARCHES, host_arch
-
     overrides[ARCHES[host_arch()].npm_package] = f"file:{artefacts['npm_platform']}"
     manifest = {
         "name": "app", "version": "1.0.0", "private": True, "type": "module",
@@ -85,6 +102,8 @@ def test_npm_install_then_npx_and_a_run(artefacts: dict[str, Path], tmp_path: Pa
     check = ok(run(["npx", "--offline", "coderun-rpc", "--check"], project, env))
     assert "smoke run: ok" in check, check
     assert json.loads(ok(run(["node", "main.mjs", PROGRAM], project, env))) == WANT
+    binary = installed / f"cli-linux-{ARCHES[host_arch()].npm}" / "bin" / "coderun-rpc"
+    assert_broken_binary_is_named(binary, ["node", "main.mjs", PROGRAM], project, env)
 
 
 def test_wheel_install_and_a_run_within_seconds(artefacts: dict[str, Path], tmp_path: Path) -> None:
@@ -109,6 +128,8 @@ def test_wheel_install_and_a_run_within_seconds(artefacts: dict[str, Path], tmp_
     assert ok(run([script, "--version"], tmp_path, env)).startswith("coderun-rpc 0.1.0 (commit ")
     bad = run([script, "--no-such-flag"], tmp_path, env)
     assert bad.returncode == 2 and 'unknown argument "--no-such-flag"' in bad.stderr, bad
+    (binary,) = venv.glob("lib/python*/site-packages/coderun/bin/coderun-rpc")
+    assert_broken_binary_is_named(binary, [str(venv / "bin" / "python"), "main.py", PROGRAM], tmp_path, env)
 
 
 def test_sdist_installs_and_then_needs_the_binary_on_path(artefacts: dict[str, Path], tmp_path: Path) -> None:
@@ -149,8 +170,8 @@ def test_checksums_cover_every_artefact(artefacts: dict[str, Path]) -> None:
 PT_INTERP, SHT_SYMTAB = 3, 2
 
 
-def elf_types(data: bytes) -> tuple[set[int], set[int]]:
-    """The program header types and section header types of a 64-bit little-endian ELF file."""
+def elf_types(data: bytes) -> tuple[int, set[int], set[int]]:
+    """e_machine, the program header types and the section header types of a 64-bit LE ELF file."""
     assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1
 
     def u(off: int, n: int) -> int:
@@ -159,15 +180,14 @@ def elf_types(data: bytes) -> tuple[set[int], set[int]]:
     phoff, shoff, phentsize, phnum, shentsize, shnum = u(32, 8), u(40, 8), u(54, 2), u(56, 2), u(58, 2), u(60, 2)
     segments = {u(phoff + i * phentsize, 4) for i in range(phnum)}
     sections = {u(shoff + i * shentsize + 4, 4) for i in range(shnum)}
-    return segments, sections
+    return u(18, 2), segments, sections
 
 
 def test_binary_is_static_stripped_and_stamped(artefacts: dict[str, Path]) -> None:
     binary = artefacts["binary"]
-    segments, sections = elf_types(binary.read_bytes())
+    machine, segments, sections = elf_types(binary.read_bytes())
+    assert machine == ARCHES[host_arch()].elf_machine
     assert PT_INTERP not in segments, "dynamically linked (has a program interpreter)"
     assert SHT_SYMTAB not in sections, "not stripped (has a symbol table)"
-    from dist import commit
-
     out = ok(run([str(binary), "--version"], binary.parent, user_env()))
     assert out == f"coderun-rpc 0.1.0 (commit {commit()})\n"

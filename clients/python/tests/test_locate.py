@@ -21,11 +21,17 @@ X64 = Host("Linux", "x86_64")
 ARM = Host("Linux", "aarch64")
 
 
-def elf(path: Path, machine: int = 62, mode: int = 0o755) -> Path:
-    """A file with a 64-bit little-endian ELF header for ``machine`` (enough for the checks)."""
-    header = b"\x7fELF" + bytes([2, 1, 1]) + bytes(9) + (2).to_bytes(2, "little") + machine.to_bytes(2, "little")
+def elf(path: Path, machine: int = 62, mode: int = 0o755, section_table_end: int = 64) -> Path:
+    """A file with a 64-bit little-endian ELF header for ``machine`` (enough for the checks),
+    whose section header table (one 64-byte entry) ends at ``section_table_end``."""
+    header = bytearray(64)
+    header[:7] = b"\x7fELF\x02\x01\x01"
+    header[16:18] = (2).to_bytes(2, "little")
+    header[18:20] = machine.to_bytes(2, "little")
+    header[40:48] = (section_table_end - 64).to_bytes(8, "little")
+    header[58:62] = (64).to_bytes(2, "little") + (1).to_bytes(2, "little")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(header + bytes(44))
+    path.write_bytes(bytes(header))
     path.chmod(mode)
     return path
 
@@ -78,6 +84,7 @@ def test_sdist_install_says_it_needs_the_binary_on_path(tmp_path: Path) -> None:
         (lambda p: elf(p, machine=183), r"another architecture \(ELF machine 183, linux-x86_64 needs 62\)"),
         (lambda p: (p.write_bytes(b"\x7fEL"), p.chmod(0o755)), "not an ELF executable"),
         (lambda p: (p.write_bytes(b"\x7fELF\x02\x01"), p.chmod(0o755)), "truncated"),
+        (lambda p: elf(p, section_table_end=4096), r"is truncated \(64 of at least 4096 bytes"),
         (lambda p: script(p, "exit 0"), "not an ELF executable"),
     ],
 )

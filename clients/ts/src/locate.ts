@@ -10,7 +10,7 @@
  * The host (`platform`, `arch`) and the package resolver are parameters, so tests ask as another
  * platform would without touching `process`.
  */
-import { accessSync, closeSync, constants, openSync, readSync, statSync } from 'node:fs';
+import { accessSync, closeSync, constants, fstatSync, openSync, readSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { delimiter, dirname, join, sep } from 'node:path';
 import { DaemonNotFoundError } from './errors.js';
@@ -143,8 +143,9 @@ function isFile(path: string): boolean {
 
 /**
  * Why `path` cannot be executed here, or `undefined`. With `elfMachine` (a Linux host) an ELF file
- * must be 64-bit little-endian for that machine, read from its header so a truncated or foreign
- * binary is named before it is run; a `#!` script passes unless `requireElf`.
+ * must be 64-bit little-endian for that machine and as long as its header says (the header is
+ * read, so a foreign or truncated binary is named before it is run); a `#!` script passes unless
+ * `requireElf`.
  */
 export function executableProblem(path: string, elfMachine: number | undefined, requireElf = false): string | undefined {
   let isDir: boolean;
@@ -160,26 +161,68 @@ export function executableProblem(path: string, elfMachine: number | undefined, 
     return 'is not executable (chmod +x, or reinstall)';
   }
   if (elfMachine === undefined) return undefined;
-  const head = Buffer.alloc(20);
-  let n: number;
+  let fd: number;
   try {
-    const fd = openSync(path, 'r');
-    try {
-      n = readSync(fd, head, 0, head.length, 0);
-    } finally {
-      closeSync(fd);
-    }
+    fd = openSync(path, 'r');
   } catch (err) {
     return `cannot be read: ${(err as Error).message}`;
   }
-  if (n < 4 || head.toString('latin1', 0, 4) !== '\x7fELF') {
-    if (!requireElf && n >= 2 && head.toString('latin1', 0, 2) === '#!') return undefined;
+  try {
+    return elfProblem(fd, elfMachine, requireElf);
+  } catch (err) {
+    return `cannot be read: ${(err as Error).message}`;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function elfProblem(fd: number, elfMachine: number, requireElf: boolean): string | undefined {
+  const head = readAt(fd, 0, 64);
+  if (head.length < 4 || head.toString('latin1', 0, 4) !== '\x7fELF') {
+    if (!requireElf && head.toString('latin1', 0, 2) === '#!') return undefined;
     return 'is not an ELF executable (corrupted or incomplete install?)';
   }
-  if (n < 20 || head[4] !== 2 || head[5] !== 1) {
+  if (head.length < 64 || head[4] !== 2 || head[5] !== 1) {
     return 'has a truncated or non-64-bit-little-endian ELF header (corrupted install?)';
   }
   const machine = head.readUInt16LE(18);
   if (machine !== elfMachine) return `is built for another architecture (ELF machine ${machine}, this host needs ${elfMachine})`;
+  const size = fstatSync(fd).size;
+  const end = elfExtent(fd, head, size);
+  if (size < end) return `is truncated (${size} of at least ${end} bytes; corrupted or incomplete install?)`;
   return undefined;
+}
+
+const SHT_NOBITS = 8;
+
+/**
+ * The least size a 64-bit ELF file must have: the ends of its header tables, of every segment and
+ * of every section that occupies the file.
+ */
+function elfExtent(fd: number, head: Buffer, size: number): number {
+  const u64 = (b: Buffer, at: number) => Number(b.readBigUInt64LE(at));
+  const [phOff, phSize, phNum] = [u64(head, 32), head.readUInt16LE(54), head.readUInt16LE(56)];
+  const [shOff, shSize, shNum] = [u64(head, 40), head.readUInt16LE(58), head.readUInt16LE(60)];
+  let end = Math.max(phOff + phSize * phNum, shOff + shSize * shNum);
+  if (size < end) return end; // the tables themselves are cut: no need to read them
+  for (const ph of entries(fd, phOff, phSize, phNum)) end = Math.max(end, u64(ph, 8) + u64(ph, 32)); // p_offset + p_filesz
+  for (const sh of entries(fd, shOff, shSize, shNum)) {
+    // .bss and the like take no room in the file.
+    if (sh.readUInt32LE(4) !== SHT_NOBITS) end = Math.max(end, u64(sh, 24) + u64(sh, 32)); // sh_offset + sh_size
+  }
+  return end;
+}
+
+/** The entries of a header table that are in the file. */
+function entries(fd: number, offset: number, size: number, count: number): Buffer[] {
+  if (size < 40) return []; // not a 64-bit entry: nothing to read from it
+  const table = readAt(fd, offset, size * count);
+  const out: Buffer[] = [];
+  for (let at = 0; at + size <= table.length; at += size) out.push(table.subarray(at, at + size));
+  return out;
+}
+
+function readAt(fd: number, position: number, length: number): Buffer {
+  const buf = Buffer.alloc(length);
+  return buf.subarray(0, readSync(fd, buf, 0, length, position));
 }

@@ -27,13 +27,16 @@ function elf(machine = 62, mode = 0o755): string {
   return file(elfBytes(machine), mode);
 }
 
-/** A 64-bit little-endian ELF header for `machine`. */
-function elfBytes(machine = 62): Buffer {
+/** A 64-bit little-endian ELF header for `machine` whose section header table ends at `sectionTableEnd`. */
+function elfBytes(machine = 62, sectionTableEnd = 64): Buffer {
   const head = Buffer.alloc(64);
   head.write('\x7fELF', 0, 'latin1');
   head.set([2, 1, 1], 4);
   head.writeUInt16LE(2, 16);
   head.writeUInt16LE(machine, 18);
+  head.writeBigUInt64LE(BigInt(sectionTableEnd - 64), 40); // one 64-byte section header there
+  head.writeUInt16LE(64, 58);
+  head.writeUInt16LE(1, 60);
   return head;
 }
 
@@ -110,6 +113,7 @@ describe('finding the daemon', () => {
     ['not executable', () => packaged(elfBytes(), 0o644), /is not executable/],
     ['another architecture', () => packaged(elfBytes(183)), /another architecture \(ELF machine 183, this host needs 62\)/],
     ['truncated', () => packaged(Buffer.from('\x7fELF\x02\x01', 'latin1')), /truncated/],
+    ['cut short', () => packaged(elfBytes(62, 4096)), /is truncated \(64 of at least 4096 bytes/],
     ['not ELF', () => packaged('#!/bin/sh\nexit 0\n'), /not an ELF executable/],
     ['empty', () => packaged(''), /not an ELF executable/],
   ];

@@ -17,7 +17,7 @@ import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import BinaryIO, Mapping, Optional
 
 from .errors import DaemonNotFound
 
@@ -35,6 +35,9 @@ PLATFORMS = {"linux-x86_64": 62, "linux-aarch64": 183}
 
 # platform.machine() spellings of the same architectures.
 _MACHINE_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
+
+_SHT_NOBITS = 8
+_NOT_ELF = "is not an ELF executable (corrupted or incomplete install?)"
 
 # pip's console script for this package runs the same search; finding it on PATH would loop.
 _OWN_SCRIPT_MARK = b"coderun._cli"
@@ -148,9 +151,9 @@ def _on_path(search_path: Optional[str], host: Host, name: str = NAME) -> tuple[
 def executable_problem(path: Path, host: Host, *, require_elf: bool = False) -> Optional[str]:
     """Why ``path`` cannot be executed on ``host``, or None.
 
-    On Linux an ELF file must be 64-bit little-endian for the host's machine (its header is read,
-    so a truncated or foreign binary is named before it is run); a ``#!`` script passes unless
-    ``require_elf``.
+    On Linux an ELF file must be 64-bit little-endian for the host's machine and as long as its
+    header says (the header is read, so a foreign or truncated binary is named before it is run);
+    a ``#!`` script passes unless ``require_elf``.
     """
     if not path.is_file():
         return "does not exist" if not path.exists() else "is not a file"
@@ -160,20 +163,51 @@ def executable_problem(path: Path, host: Host, *, require_elf: bool = False) -> 
         return None
     try:
         with open(path, "rb") as f:
-            head = f.read(20)
+            head = f.read(64)
+            if head[:4] != b"\x7fELF":
+                return None if head[:2] == b"#!" and not require_elf else _NOT_ELF
+            if len(head) < 64 or head[4] != 2 or head[5] != 1:
+                return "has a truncated or non-64-bit-little-endian ELF header (corrupted install?)"
+            machine = _u(head, 18, 2)
+            want = PLATFORMS.get(host.key)
+            if want is not None and machine != want:
+                return f"is built for another architecture (ELF machine {machine}, {host.key} needs {want})"
+            size = os.fstat(f.fileno()).st_size
+            end = _elf_extent(f, head, size)
     except OSError as e:
         return f"cannot be read: {e.strerror}"
-    if head[:4] != b"\x7fELF":
-        if head[:2] == b"#!" and not require_elf:
-            return None
-        return "is not an ELF executable (corrupted or incomplete install?)"
-    if len(head) < 20 or head[4] != 2 or head[5] != 1:
-        return "has a truncated or non-64-bit-little-endian ELF header (corrupted install?)"
-    machine = int.from_bytes(head[18:20], "little")
-    want = PLATFORMS.get(host.key)
-    if want is not None and machine != want:
-        return f"is built for another architecture (ELF machine {machine}, {host.key} needs {want})"
+    if size < end:
+        return f"is truncated ({size} of at least {end} bytes; corrupted or incomplete install?)"
     return None
+
+
+def _u(data: bytes, offset: int, n: int) -> int:
+    return int.from_bytes(data[offset : offset + n], "little")
+
+
+def _elf_extent(f: BinaryIO, head: bytes, size: int) -> int:
+    """The least size a 64-bit ELF file must have: the ends of its header tables, of every segment
+    and of every section that occupies the file."""
+    ph_off, ph_size, ph_num = _u(head, 32, 8), _u(head, 54, 2), _u(head, 56, 2)
+    sh_off, sh_size, sh_num = _u(head, 40, 8), _u(head, 58, 2), _u(head, 60, 2)
+    end = max(ph_off + ph_size * ph_num, sh_off + sh_size * sh_num)
+    if size < end:
+        return end  # the tables themselves are cut: no need to read them
+    for ph in _entries(f, ph_off, ph_size, ph_num):
+        end = max(end, _u(ph, 8, 8) + _u(ph, 32, 8))  # p_offset + p_filesz
+    for sh in _entries(f, sh_off, sh_size, sh_num):
+        if _u(sh, 4, 4) != _SHT_NOBITS:  # .bss and the like take no room in the file
+            end = max(end, _u(sh, 24, 8) + _u(sh, 32, 8))  # sh_offset + sh_size
+    return end
+
+
+def _entries(f: BinaryIO, offset: int, size: int, count: int) -> list[bytes]:
+    """The entries of a header table that are in the file."""
+    if size < 40:
+        return []  # not a 64-bit entry: nothing to read from it
+    f.seek(offset)
+    table = f.read(size * count)
+    return [table[i : i + size] for i in range(0, len(table) - size + 1, size)]
 
 
 def _is_own_script(path: Path) -> bool:
