@@ -5,6 +5,7 @@
 package buildinfo
 
 import (
+	"regexp"
 	"runtime/debug"
 	"strings"
 )
@@ -19,8 +20,14 @@ var (
 )
 
 // devVersion is reported by a build that was not stamped and whose module
-// version the toolchain left as "(devel)".
+// version names no release: "(devel)", or a pseudo-version the toolchain
+// derived from an untagged commit (the commit is reported on its own).
 const devVersion = "0.1.0-dev"
+
+// pseudoVersion matches the tail of a Go pseudo-version: a 14-digit UTC
+// timestamp and a 12-hex-digit commit prefix, as in
+// v0.0.0-20261203100015-ffb3b494c24e, optionally +dirty.
+var pseudoVersion = regexp.MustCompile(`\d{14}-[0-9a-f]{12}(\+dirty)?$`)
 
 // String is "<version> (commit <commit>)", the one line `--version` prints
 // after the program name and the version the daemon reports to clients.
@@ -36,14 +43,27 @@ func resolve(stampedVersion, stampedCommit string, info *debug.BuildInfo) (v, c 
 	v, c = stampedVersion, stampedCommit
 	if v == "" {
 		v = devVersion
-		if info != nil && info.Main.Version != "" && info.Main.Version != "(devel)" {
-			v = strings.TrimPrefix(info.Main.Version, "v")
+		if mv := moduleVersion(info); mv != "" {
+			v = mv
 		}
 	}
 	if c == "" {
 		c = vcsCommit(info)
 	}
 	return v, c
+}
+
+// moduleVersion is the release the toolchain found for the main module (a
+// tag such as v1.2.3, from Go 1.24 on), without the "v"; "" when it found none.
+func moduleVersion(info *debug.BuildInfo) string {
+	if info == nil {
+		return ""
+	}
+	mv := info.Main.Version
+	if mv == "" || mv == "(devel)" || pseudoVersion.MatchString(mv) {
+		return ""
+	}
+	return strings.TrimPrefix(mv, "v")
 }
 
 // vcsCommit is the vcs.revision setting, marked "-dirty" when the tree had

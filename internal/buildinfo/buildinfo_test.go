@@ -17,8 +17,11 @@ func TestResolve(t *testing.T) {
 		}
 		return info
 	}
-	tagged := vcs("vcs.revision", "abc123")
-	tagged.Main.Version = "v1.2.3"
+	withVersion := func(info *debug.BuildInfo, v string) *debug.BuildInfo {
+		info.Main.Version = v
+		return info
+	}
+	tagged := withVersion(vcs("vcs.revision", "abc123"), "v1.2.3")
 	cases := []struct {
 		name, version, commit string
 		info                  *debug.BuildInfo
@@ -29,6 +32,10 @@ func TestResolve(t *testing.T) {
 		{"dirty tree", "", "", vcs("vcs.revision", "abc123", "vcs.modified", "true"), devVersion, "abc123-dirty"},
 		{"module version from a tag", "", "", tagged, "1.2.3", "abc123"},
 		{"no vcs recorded", "", "", vcs(), devVersion, "unknown"},
+		{"untagged commit: pseudo-version", "", "", withVersion(vcs("vcs.revision", "ffb3b494c24efc3f"),
+			"v0.0.0-20261203100015-ffb3b494c24e"), devVersion, "ffb3b494c24efc3f"},
+		{"untagged dirty tree", "", "", withVersion(vcs("vcs.revision", "ffb3", "vcs.modified", "true"),
+			"v0.1.1-0.20261203100015-ffb3b494c24e+dirty"), devVersion, "ffb3-dirty"},
 		{"no build info", "", "", nil, devVersion, "unknown"},
 	}
 	for _, tc := range cases {
