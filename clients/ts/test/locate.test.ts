@@ -51,6 +51,7 @@ function withPackage(binary: string | undefined, extra: LocateOptions = {}): Loc
       return binary === undefined ? undefined : dirname(dirname(binary));
     },
     ...extra,
+    env: { ...x64.env, ...extra.env },
   };
 }
 
@@ -90,10 +91,11 @@ describe('finding the daemon', () => {
 
   test('an arm64 host takes the arm64 package', () => {
     const inPackage = packaged(elfBytes(183));
-    const options = { ...x64, arch: 'arm64', resolvePackage: (name: string) => {
+    const resolvePackage = (name: string) => {
       assert.equal(name, '@coderun/cli-linux-arm64');
       return dirname(dirname(inPackage));
-    } };
+    };
+    const options = { ...x64, arch: 'arm64', resolvePackage };
     assert.equal(resolveDaemonCommand(options), inPackage);
   });
 
