@@ -6,11 +6,12 @@ The host platform is passed in (``Host``), never patched, so each case asks as t
 from __future__ import annotations
 
 import os
-import stat
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from conftest import SRC, daemon_binary
@@ -88,14 +89,19 @@ def test_sdist_install_says_it_needs_the_binary_on_path(tmp_path: Path) -> None:
         (lambda p: script(p, "exit 0"), "not an ELF executable"),
     ],
 )
-def test_broken_packaged_binary_is_named_and_passed_over(tmp_path: Path, make, why: str) -> None:
+def test_broken_packaged_binary_is_named_and_passed_over(
+    tmp_path: Path, make: Callable[[Path], object], why: str, caplog: pytest.LogCaptureFixture
+) -> None:
     packaged = tmp_path / "pkg" / "coderun-rpc"
     packaged.parent.mkdir()
     make(packaged)
     with pytest.raises(DaemonNotFound, match=why):
         find_daemon(None, clean(), host=X64, packaged=packaged)
     good = elf(tmp_path / "path" / "coderun-rpc")
+    caplog.clear()
     assert find_daemon(None, clean(PATH=str(good.parent)), host=X64, packaged=packaged) == str(good)
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert re.search(f"packaged daemon unusable .*{why}.*looking on PATH", caplog.text), caplog.text
 
 
 def test_unusable_explicit_choice_is_an_error_at_once(tmp_path: Path) -> None:
@@ -162,4 +168,3 @@ def test_console_script_execs_the_daemon_with_args_and_exit_code(tmp_path: Path)
 def test_console_script_without_a_daemon(tmp_path: Path) -> None:
     r = cli("--version", env={"CODERUN_RPC_BIN": "", "PATH": str(tmp_path)})
     assert r.returncode == 127 and "cannot find the coderun-rpc daemon" in r.stderr, r
-    assert stat.S_ISDIR(tmp_path.stat().st_mode)

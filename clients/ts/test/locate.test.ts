@@ -120,7 +120,7 @@ describe('finding the daemon', () => {
     ['empty', () => packaged(''), /not an ELF executable/],
   ];
   for (const [what, make, why] of broken) {
-    test(`a platform package binary that is ${what} is named, then PATH is tried`, () => {
+    test(`a platform package binary that is ${what} is named, then PATH is tried (with a warning)`, async () => {
       const inPackage = make();
       const warnings: string[] = [];
       const onWarning = (w: Error) => warnings.push(w.message);
@@ -129,6 +129,9 @@ describe('finding the daemon', () => {
         notFound(withPackage(inPackage), why);
         const good = elf();
         assert.equal(resolveDaemonCommand(withPackage(inPackage, { env: { PATH: dirname(good) } })), good);
+        await new Promise(setImmediate); // warnings are emitted on the next tick
+        assert.equal(warnings.length, 2, warnings.join('\n'));
+        assert.match(warnings[1]!, new RegExp(`^coderun: @coderun/cli-linux-x64: .* ${why.source}.*; looking on PATH$`));
       } finally {
         process.off('warning', onWarning);
       }
