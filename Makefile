@@ -14,15 +14,21 @@ VENV_PY   := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed
 TS_STAMP  := clients/ts/node_modules/.installed
 
-.PHONY: all build test test-go test-fuzz test-py test-clients test-bench lint fuzz bench demo clean deps
+.PHONY: all build dist test test-go test-fuzz test-py test-clients test-install test-bench lint fuzz bench bench-ab demo clean deps
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/coderun-rpc
 
-# The whole suite: Go (race), short fuzz runs, the Python child tests, the clients.
-test: build test-go test-fuzz test-py test-clients test-bench
+# Release artefacts in dist/: static binaries for linux/amd64 and linux/arm64, the npm
+# packages, the wheels and sdist of coderun, SHA256SUMS (packaging/dist.py says what each is).
+dist: $(TS_STAMP)
+	$(PYTHON) packaging/dist.py --out dist
+
+# The whole suite: Go (race), short fuzz runs, the Python child tests, the clients, installing
+# the packages as a user would.
+test: build test-go test-fuzz test-py test-clients test-install test-bench
 
 test-go:
 	$(GO) vet ./...
@@ -38,6 +44,11 @@ test-py: $(VENV_STAMP)
 test-clients: build $(VENV_STAMP) $(TS_STAMP)
 	$(VENV_PY) -m pytest -q clients/python/tests
 	cd clients/ts && npm test
+
+# Builds this machine's packages, installs them into fresh projects and virtual environments
+# without Go, and runs a program through each client; also checks the Dockerfile.
+test-install: $(VENV_STAMP) $(TS_STAMP)
+	$(VENV_PY) -m pytest -q packaging/tests
 
 # Everything the tests need beyond Go, Python and Node.
 deps: $(VENV_STAMP) $(TS_STAMP)
@@ -62,9 +73,15 @@ bench: build
 # A tiny-count run of the benchmark so it never rots (figures are meaningless at this size).
 test-bench: build
 	$(GO) run ./bench/cmd -quick -daemon $(BIN)
+	$(GO) run ./bench/cmd -quick -daemon $(BIN) -baseline $(BIN) -only '^(warm|bindings)$$'
+
+# A same-run A/B of this checkout against another build of the daemon:
+# `make bench-ab BASELINE=/path/to/old/coderun-rpc`.
+bench-ab: build
+	$(GO) run ./bench/cmd -daemon $(BIN) -baseline $(BASELINE)
 
 demo: build
 	$(PYTHON) examples/agent.py
 
 clean:
-	rm -rf bin $(VENV) clients/ts/node_modules clients/ts/dist
+	rm -rf bin dist $(VENV) clients/ts/node_modules clients/ts/dist

@@ -127,18 +127,30 @@ func (d *daemon) stop() {
 	}
 }
 
-// measureDaemon runs every measurement whose group name matches o.only:
-// cold, cold-spawn, warm, paced, paced-tmpfs, bindings, logs, throughput,
-// throughput-spawn. warm, paced, bindings, logs and throughput share one
-// daemon, in that order.
+// measureDaemon runs the floors' rows and every measurement whose group name
+// matches o.only: the groups of groupNames, in that order. warm, paced,
+// bindings, logs and throughput share one daemon.
 func measureDaemon(o options, f floors) ([]row, error) {
-	rows := []row{
+	rows := floorRows(f)
+	more, err := measureGroups(o, f)
+	return append(rows, more...), err
+}
+
+// floorRows are the floors as rows of their own.
+func floorRows(f floors) []row {
+	return []row{
 		newRow("floor: python -I -S -c pass spawn", "ms", 0, ms(f.spawnBare), ""),
 		newRow("floor: python -I -c 'import asyncio' spawn", "ms", 0, ms(f.spawnAsyncio), ""),
 		newRow("floor: JSON-lines round trip Go↔Python", "µs", 0, us(f.lineRT), ""),
 		newRow("floor: pre-started child runs return 1", "ms", 0, ms(f.prestarted), ""),
 		newRow("floor: JSON-RPC round trip over stdio", "µs", 0, us(f.rpcRT), ""),
 	}
+}
+
+// measureGroups runs the measurement groups that o.only matches, in order,
+// against o.daemon.
+func measureGroups(o options, f floors) ([]row, error) {
+	var rows []row
 	var shared *daemon
 	defer func() {
 		if shared != nil {
@@ -191,7 +203,10 @@ func measureDaemon(o options, f floors) ([]row, error) {
 			return []row{r}, err
 		}},
 	}
-	for _, st := range steps {
+	for i, st := range steps {
+		if st.group != groupNames[i] {
+			panic("bench: groupNames out of step with measureGroups")
+		}
 		if !o.only.MatchString(st.group) {
 			continue
 		}

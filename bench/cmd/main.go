@@ -6,6 +6,7 @@
 //
 //	go run ./bench/cmd            # the full run (make bench)
 //	go run ./bench/cmd -quick     # tiny counts, a smoke test that keeps it from rotting
+//	go run ./bench/cmd -baseline old/coderun-rpc   # same-run A/B against another build
 package main
 
 import (
@@ -21,12 +22,13 @@ import (
 )
 
 type options struct {
-	quick   bool
-	daemon  string
-	python  string
-	outDir  string
-	only    *regexp.Regexp
-	samples int
+	quick    bool
+	daemon   string
+	baseline string
+	python   string
+	outDir   string
+	only     *regexp.Regexp
+	samples  int
 }
 
 func main() {
@@ -39,7 +41,8 @@ func main() {
 	flag.StringVar(&o.daemon, "daemon", "bin/coderun-rpc", "daemon binary")
 	flag.StringVar(&o.python, "python", "python3", "interpreter (shims are resolved)")
 	flag.StringVar(&o.outDir, "out", "bench/results", "directory for the JSON table ('' to skip)")
-	only := flag.String("only", "", "regexp of the measurement groups to run (cold, cold-spawn, warm, paced, paced-tmpfs, bindings, logs, throughput, throughput-spawn); floors always run")
+	flag.StringVar(&o.baseline, "baseline", "", "another daemon binary: measure both, interleaved, and report daemon/baseline ratios")
+	only := flag.String("only", "", "regexp of the measurement groups to run ("+strings.Join(groupNames, ", ")+"); floors always run")
 	flag.Parse()
 	var err error
 	if o.only, err = regexp.Compile(*only); err != nil {
@@ -62,20 +65,30 @@ func run(o options) error {
 		return err
 	}
 	o.python = py
-	var rows []row
 	floors, err := measureFloors(o)
 	if err != nil {
 		return fmt.Errorf("floor: %w", err)
 	}
-	rows, err = measureDaemon(o, floors)
-	if err != nil {
-		return fmt.Errorf("daemon: %w", err)
+	var table any
+	if o.baseline != "" {
+		rows, err := measureAB(o, floors)
+		if err != nil {
+			return fmt.Errorf("A/B: %w", err)
+		}
+		printAB(rows)
+		table = rows
+	} else {
+		rows, err := measureDaemon(o, floors)
+		if err != nil {
+			return fmt.Errorf("daemon: %w", err)
+		}
+		printTable(rows)
+		table = rows
 	}
-	printTable(rows)
 	if o.outDir == "" || o.quick {
 		return nil
 	}
-	return writeJSON(o.outDir, rows)
+	return writeJSON(o.outDir, table)
 }
 
 // realPython resolves a pyenv/asdf shim to the interpreter it runs.
@@ -87,7 +100,7 @@ func realPython(name string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-func writeJSON(dir string, rows []row) error {
+func writeJSON(dir string, rows any) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

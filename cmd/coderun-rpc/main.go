@@ -18,13 +18,14 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/child/reexec"
 	"github.com/coderun-rpc/coderun-rpc/child/watchdog"
 	"github.com/coderun-rpc/coderun-rpc/config"
+	"github.com/coderun-rpc/coderun-rpc/internal/buildinfo"
 	"github.com/coderun-rpc/coderun-rpc/internal/selfcheck"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
 	"github.com/coderun-rpc/coderun-rpc/session"
 )
 
-// version is set with -ldflags "-X main.version=…".
-var version = "0.1.0-dev"
+// version and commit come from internal/buildinfo.
+var version = buildinfo.String()
 
 func main() {
 	// First: this binary also serves as the sandbox init and the watchdog,
@@ -103,7 +104,7 @@ func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Lo
 		Isolation:     cfg.Isolation,
 		StartMode:     cfg.StartMode,
 	})
-	return rpc.Options{In: in, Out: out, Runner: rpc.NewRunner(m), Logger: log, Version: version,
+	return rpc.Options{In: in, Out: out, Runner: rpc.NewRunner(m), Logger: log, Version: buildinfo.Version(),
 		Daemon: rpc.Daemon{
 			Limits:            cfg.Limits,
 			GraceMs:           cfg.GraceMs,

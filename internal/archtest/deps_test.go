@@ -26,6 +26,7 @@ var allowed = map[string][]string{
 	"child/internal/childtest": {"child", "child/internal/spawn", "internal/leakcheck", xsys},
 	"internal/leakcheck":       {},
 	"internal/archtest":        {},
+	"internal/buildinfo":       {},
 	// The client drives the daemon from outside: standard library only,
 	// never rpc or session (and rpc never imports it).
 	"internal/lspclient": {},
@@ -33,7 +34,7 @@ var allowed = map[string][]string{
 	"session":            {"child", "child/sandbox", "child/forkserver", "wireguard", "py", "protocol"},
 	"config":             {"child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
 	"rpc":                {"session", "wireguard", "protocol"},
-	"cmd/coderun-rpc":    {"config", "rpc", "session", "protocol", "child/reexec", "child/watchdog", "internal/selfcheck"},
+	"cmd/coderun-rpc":    {"config", "rpc", "session", "protocol", "child/reexec", "child/watchdog", "internal/selfcheck", "internal/buildinfo"},
 }
 
 // xsys is imported under child/ only: the process supervisor is the one

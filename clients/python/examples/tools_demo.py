@@ -2,7 +2,7 @@
 
     cd clients/python && CODERUN_RPC_BIN=../../bin/coderun-rpc python3 examples/tools_demo.py
 
-(or `pip install -e clients/python` and put coderun-rpc on PATH). It runs a model-style program
+(or `pip install coderun`, whose Linux wheels carry the daemon). It runs a model-style program
 that calls host tools, shows streamed output, a tool error caught by the program as ToolError,
 and cancellation.
 """

@@ -4,8 +4,9 @@
  *
  *   cd clients/ts && npm install && npm run example
  *
- * The daemon binary comes from CODERUN_RPC_BIN, else `coderun-rpc` on PATH
- * (`make build` at the repository root puts it in bin/coderun-rpc).
+ * The daemon binary comes from CODERUN_RPC_BIN, else the installed platform package (not in a
+ * checkout), else `coderun-rpc` on PATH (`make build` at the repository root puts it in
+ * bin/coderun-rpc).
  */
 import { CodeRunClient } from '../src/node.js';
 import type { JsonValue } from '../src/node.js';

@@ -89,3 +89,11 @@ export class TimeoutError extends CodeRunError {
 export class ProtocolError extends CodeRunError {
   override name = 'ProtocolError';
 }
+
+/**
+ * No usable daemon binary. The message names each place tried, in order (the `command` option,
+ * `CODERUN_RPC_BIN`, the platform package, PATH), and why each failed.
+ */
+export class DaemonNotFoundError extends CodeRunError {
+  override name = 'DaemonNotFoundError';
+}

@@ -11,11 +11,18 @@ import { CodeRunClient as CoreClient } from './client.js';
 import type { ClientOptions, PeerExit, Transport } from './client.js';
 import { losslessJsonEncoder } from './encoder.js';
 import { CodeRunError } from './errors.js';
+import { resolveDaemonCommand } from './locate.js';
 
 export * from './index.js';
+export { executableProblem, PACKAGE_BINARY, PLATFORM_PACKAGES, resolveDaemonCommand } from './locate.js';
+export type { LocateOptions } from './locate.js';
 
 export interface StartOptions extends ClientOptions {
-  /** The daemon binary. Default: `$CODERUN_RPC_BIN`, else `coderun-rpc` on PATH. */
+  /**
+   * The daemon binary. Default: `$CODERUN_RPC_BIN`, else the binary of the installed platform
+   * package (`@coderun/cli-linux-x64`, `@coderun/cli-linux-arm64`), else `coderun-rpc` on PATH
+   * (see {@link resolveDaemonCommand}).
+   */
   command?: string;
   args?: string[];
   /**
@@ -30,14 +37,6 @@ export interface StartOptions extends ClientOptions {
    * messages, `'inherit'` passes it through, `'ignore'` drops it.
    */
   stderr?: 'pipe' | 'inherit' | 'ignore';
-}
-
-/** Resolves the daemon command: the option, then `CODERUN_RPC_BIN`, then `coderun-rpc`. */
-export function resolveDaemonCommand(options: Pick<StartOptions, 'command' | 'env'> = {}): string {
-  if (options.command !== undefined && options.command !== '') return options.command;
-  const fromEnv = options.env?.['CODERUN_RPC_BIN'] ?? process.env['CODERUN_RPC_BIN'];
-  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
-  return 'coderun-rpc';
 }
 
 const STDERR_TAIL = 8192;
@@ -102,7 +101,10 @@ export class ProcessTransport implements Transport {
   }
 }
 
-/** Spawns the daemon; rejects if it cannot be started at all (e.g. no such file). */
+/**
+ * Spawns the daemon; rejects with `DaemonNotFoundError` when no usable binary is found, or
+ * `CodeRunError` when it cannot be started at all.
+ */
 export async function spawnDaemon(options: StartOptions = {}): Promise<ProcessTransport> {
   const command = resolveDaemonCommand(options);
   const env: NodeJS.ProcessEnv = { ...process.env };
@@ -118,11 +120,7 @@ export async function spawnDaemon(options: StartOptions = {}): Promise<ProcessTr
   await new Promise<void>((resolve, reject) => {
     child.once('spawn', resolve);
     child.once('error', (err) => {
-      const hint =
-        options.command === undefined
-          ? ' (pass `command`, set CODERUN_RPC_BIN, or put coderun-rpc on PATH)'
-          : '';
-      reject(new CodeRunError(`cannot start coderun-rpc daemon ${JSON.stringify(command)}: ${err.message}${hint}`));
+      reject(new CodeRunError(`cannot start coderun-rpc daemon ${JSON.stringify(command)}: ${err.message}`));
     });
   });
   return new ProcessTransport(child);

@@ -8,7 +8,8 @@
 """
 
 from ._json import LossyValueError
-from .client import BindingFunction, Client, LogCallback, RunHandle, find_daemon
+from ._locate import Host, find_daemon
+from .client import BindingFunction, Client, LogCallback, RunHandle
 from .errors import (
     ClientClosed,
     CodeRunError,
@@ -34,6 +35,7 @@ __all__ = [
     "BindingFunction",
     "LogCallback",
     "find_daemon",
+    "Host",
     "RunResult",
     "RunError",
     "RunStats",

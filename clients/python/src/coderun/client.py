@@ -12,23 +12,21 @@ import functools
 import inspect
 import itertools
 import logging
-import os
-import shutil
 from typing import Any, Awaitable, Callable, Mapping, Optional, Protocol, Sequence, Union
 
 from . import protocol as P
 from ._framing import FrameParser, FramingError, frame_header
+from ._locate import find_daemon, merged_env
 from .errors import (
     ClientClosed,
     CodeRunError,
     ConnectionLost,
-    DaemonNotFound,
     ProtocolViolation,
     error_from_response,
 )
 from .types import Limits, LogEvent, RunResult, parse_run_result
 
-__all__ = ["Client", "RunHandle", "BindingFunction", "LogCallback", "find_daemon"]
+__all__ = ["Client", "RunHandle", "BindingFunction", "LogCallback"]
 
 log = logging.getLogger("coderun")
 
@@ -52,36 +50,6 @@ class StreamWriterLike(Protocol):
     async def drain(self) -> None: ...
 
     def close(self) -> None: ...
-
-
-def find_daemon(command: Optional[str] = None, env: Optional[Mapping[str, Optional[str]]] = None) -> str:
-    """The daemon binary: ``command``, else ``CODERUN_RPC_BIN``, else ``coderun-rpc`` on PATH."""
-    if command:
-        found = command if os.sep in command else shutil.which(command)
-        if found is None or not os.path.exists(found):
-            raise DaemonNotFound(f"coderun-rpc binary {command!r} not found")
-        return found
-    from_env = (env or {}).get("CODERUN_RPC_BIN") or os.environ.get("CODERUN_RPC_BIN")
-    if from_env:
-        if not os.path.exists(from_env):
-            raise DaemonNotFound(f"CODERUN_RPC_BIN={from_env!r} does not exist")
-        return from_env
-    found = shutil.which("coderun-rpc")
-    if found is None:
-        raise DaemonNotFound(
-            "coderun-rpc not found: pass command=, set CODERUN_RPC_BIN, or put coderun-rpc on PATH"
-        )
-    return found
-
-
-def _merged_env(env: Optional[Mapping[str, Optional[str]]]) -> dict[str, str]:
-    merged = dict(os.environ)
-    for k, v in (env or {}).items():
-        if v is None:
-            merged.pop(k, None)
-        else:
-            merged[k] = v
-    return merged
 
 
 def _check_run_args(
@@ -240,7 +208,8 @@ class Client:
         """Spawn the daemon and initialize it.
 
         ``command``: the binary path (str) or a full argv (sequence); default
-        ``CODERUN_RPC_BIN`` then ``coderun-rpc`` on PATH. ``env``: variables layered over
+        ``CODERUN_RPC_BIN``, then the binary of a platform wheel, then ``coderun-rpc`` on PATH
+        (see :func:`find_daemon`). ``env``: variables layered over
         ``os.environ`` (a value of ``None`` removes one). ``stderr``: where the daemon's log goes
         (default: inherited).
         """
@@ -256,7 +225,7 @@ class Client:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
-            env=_merged_env(env),
+            env=merged_env(env),
             cwd=cwd,
         )
         assert proc.stdout is not None and proc.stdin is not None

@@ -106,7 +106,7 @@ class ClientClosed(ConnectionLost):
 
 
 class DaemonNotFound(CodeRunError, FileNotFoundError):
-    """No daemon binary: pass ``command=``, set ``CODERUN_RPC_BIN``, or put ``coderun-rpc`` on PATH."""
+    """No usable daemon binary; the message names each place tried (see :func:`coderun.find_daemon`)."""
 
 
 class ProtocolViolation(CodeRunError):

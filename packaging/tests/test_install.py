@@ -1,0 +1,193 @@
+"""Install like a user: the packed npm packages and the built wheel and sdist go into fresh
+projects and virtual environments (no Go on PATH, no CODERUN_RPC_BIN), then a program that calls
+a binding runs through each client."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from packaging_support import user_env
+from dist import ARCHES, commit, host_arch
+
+# A program that calls a host binding; both clients run it and print the value as JSON.
+PROGRAM = "n = await tools.add({'a': 40, 'b': 2})\nprint('log line')\nreturn {'sum': n, 'hi': 'ok'}"
+WANT = {"sum": 42, "hi": "ok"}
+MAX_PACKAGE_BYTES = 8 * 1024 * 1024
+
+NODE_PROGRAM = """
+import { CodeRunClient } from '@coderun/client/node';
+const client = await CodeRunClient.start();
+try {
+  const r = await client.run({ program: process.argv[2], bindings: [{ global: 'tools', functions: { add: ({ a, b }) => a + b } }] });
+  console.log(JSON.stringify(r.value));
+} finally {
+  await client.close();
+}
+"""
+
+PY_PROGRAM = """
+import asyncio, json, sys
+from coderun import Client
+
+async def main():
+    async with await Client.start() as client:
+        r = await client.run(sys.argv[1], bindings={"tools": {"add": lambda a: a["a"] + a["b"]}})
+        print(json.dumps(r.value))
+
+asyncio.run(main())
+"""
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def ok(r: subprocess.CompletedProcess[str]) -> str:
+    assert r.returncode == 0, f"{r.args} exited {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
+    return r.stdout
+
+
+def tree_size(root: Path) -> int:
+    return sum(f.stat().st_size for f in root.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def assert_broken_binary_is_named(binary: Path, cmd: list[str], cwd: Path, env: dict[str, str]) -> None:
+    """Damage an installed binary three ways; each time the client fails at once, saying why."""
+    good = binary.read_bytes()
+    try:
+        for damage, why in ((lambda: binary.chmod(0o644), "is not executable"),
+                            (lambda: binary.write_bytes(good[: 64 * 1024]), "is truncated (65536 of at least"),
+                            (lambda: binary.write_bytes(good[:10]), "truncated")):
+            binary.chmod(0o755)
+            damage()
+            t0 = time.monotonic()
+            r = run(cmd, cwd, env, timeout=30)
+            assert r.returncode != 0 and why in r.stderr and "PATH: no coderun-rpc" in r.stderr, (why, r.stderr)
+            assert time.monotonic() - t0 < 10
+    finally:
+        binary.write_bytes(good)
+        binary.chmod(0o755)
+
+
+def test_npm_install_then_npx_and_a_run(artefacts: dict[str, Path], tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    # The client is the only dependency; the platform packages come in as its optional
+    # dependencies, redirected to the packed tarballs (they are not in the registry).
+    overrides = {k.split(":", 1)[1]: f"file:{v}" for k, v in artefacts.items() if k.startswith("npm_other:")}
+    overrides[ARCHES[host_arch()].npm_package] = f"file:{artefacts['npm_platform']}"
+    manifest = {
+        "name": "app", "version": "1.0.0", "private": True, "type": "module",
+        "dependencies": {"@coderun/client": f"file:{artefacts['npm_client']}"},
+        "overrides": overrides,
+    }
+    (project / "package.json").write_text(json.dumps(manifest))
+    (project / "main.mjs").write_text(NODE_PROGRAM)
+    env = user_env(npm_config_update_notifier="false")
+    ok(run(["npm", "install", "--prefer-offline", "--no-audit", "--no-fund"], project, env))
+
+    installed = project / "node_modules" / "@coderun"
+    assert sorted(p.name for p in installed.iterdir()) == ["cli-linux-" + ARCHES[host_arch()].npm, "client"]
+    size = tree_size(installed / f"cli-linux-{ARCHES[host_arch()].npm}")
+    print(f"\ninstalled npm platform package: {size} bytes")
+    assert size <= MAX_PACKAGE_BYTES
+
+    version = ok(run(["npx", "--offline", "coderun-rpc", "--version"], project, env))
+    assert version.startswith("coderun-rpc 0.1.0 (commit "), version
+    check = ok(run(["npx", "--offline", "coderun-rpc", "--check"], project, env))
+    assert "smoke run: ok" in check, check
+    assert json.loads(ok(run(["node", "main.mjs", PROGRAM], project, env))) == WANT
+    binary = installed / f"cli-linux-{ARCHES[host_arch()].npm}" / "bin" / "coderun-rpc"
+    assert_broken_binary_is_named(binary, ["node", "main.mjs", PROGRAM], project, env)
+
+
+def test_wheel_install_and_a_run_within_seconds(artefacts: dict[str, Path], tmp_path: Path) -> None:
+    wheel = artefacts["wheel"]
+    print(f"\nwheel: {wheel.stat().st_size} bytes")
+    assert wheel.stat().st_size <= MAX_PACKAGE_BYTES
+    venv = tmp_path / "venv"
+    ok(run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path, user_env()))
+    env = user_env()
+    (tmp_path / "main.py").write_text(PY_PROGRAM)
+    t0 = time.monotonic()
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "--disable-pip-version-check"]
+    ok(run([*pip, "install", "-q", "--no-index", str(wheel)], tmp_path, env))
+    value = ok(run([str(venv / "bin" / "python"), "main.py", PROGRAM], tmp_path, env))
+    elapsed = time.monotonic() - t0
+    print(f"pip install of the wheel to a finished first run: {elapsed:.2f} s")
+    assert json.loads(value) == WANT
+    assert elapsed < 30, "far beyond the 5 s target even on a loaded machine"
+
+    # The console script runs the packaged daemon: arguments in, exit code out.
+    script = str(venv / "bin" / "coderun-rpc")
+    assert ok(run([script, "--version"], tmp_path, env)).startswith("coderun-rpc 0.1.0 (commit ")
+    bad = run([script, "--no-such-flag"], tmp_path, env)
+    assert bad.returncode == 2 and 'unknown argument "--no-such-flag"' in bad.stderr, bad
+    (binary,) = venv.glob("lib/python*/site-packages/coderun/bin/coderun-rpc")
+    assert_broken_binary_is_named(binary, [str(venv / "bin" / "python"), "main.py", PROGRAM], tmp_path, env)
+
+
+def test_sdist_installs_and_then_needs_the_binary_on_path(artefacts: dict[str, Path], tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    # With the interpreter's setuptools and wheel (system site-packages) the sdist builds offline;
+    # otherwise pip fetches its build requirements from the registry, as a user's would.
+    ok(run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], tmp_path, user_env()))
+    py = str(venv / "bin" / "python")
+    has_backend = run([py, "-c", "import setuptools, wheel"], tmp_path, user_env()).returncode == 0
+    isolation = ["--no-build-isolation", "--no-index"] if has_backend else []
+    pip = [sys.executable, "-m", "pip", "--python", py, "--disable-pip-version-check"]
+    ok(run([*pip, "install", "-q", *isolation, str(artefacts["sdist"])], tmp_path, user_env()))
+    (tmp_path / "main.py").write_text(PY_PROGRAM)
+
+    missing = run([py, "main.py", PROGRAM], tmp_path, user_env())
+    assert missing.returncode != 0
+    assert "pure-Python sdist carries none" in missing.stderr and "put coderun-rpc on PATH" in missing.stderr, missing.stderr
+    # Its console script must not find itself on PATH and loop.
+    script = run([str(venv / "bin" / "coderun-rpc"), "--version"], tmp_path, user_env(PATH=f"{venv / 'bin'}:{user_env()['PATH']}"))
+    assert script.returncode == 127 and "console script" in script.stderr, script
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    os.symlink(artefacts["binary"], bindir / "coderun-rpc")
+    env = user_env(PATH=f"{bindir}:{user_env()['PATH']}")
+    assert json.loads(ok(run([py, "main.py", PROGRAM], tmp_path, env))) == WANT
+
+
+def test_checksums_cover_every_artefact(artefacts: dict[str, Path]) -> None:
+    sums = artefacts["sums"]
+    r = subprocess.run(["sha256sum", "-c", sums.name], cwd=sums.parent, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    listed = {line.split()[1] for line in sums.read_text().splitlines()}
+    built = {p.name for k, p in artefacts.items() if k != "sums" and not k.startswith("npm_other:")}
+    assert listed == built
+
+
+PT_INTERP, SHT_SYMTAB = 3, 2
+
+
+def elf_types(data: bytes) -> tuple[int, set[int], set[int]]:
+    """e_machine, the program header types and the section header types of a 64-bit LE ELF file."""
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1
+
+    def u(off: int, n: int) -> int:
+        return int.from_bytes(data[off : off + n], "little")
+
+    phoff, shoff, phentsize, phnum, shentsize, shnum = u(32, 8), u(40, 8), u(54, 2), u(56, 2), u(58, 2), u(60, 2)
+    segments = {u(phoff + i * phentsize, 4) for i in range(phnum)}
+    sections = {u(shoff + i * shentsize + 4, 4) for i in range(shnum)}
+    return u(18, 2), segments, sections
+
+
+def test_binary_is_static_stripped_and_stamped(artefacts: dict[str, Path]) -> None:
+    binary = artefacts["binary"]
+    machine, segments, sections = elf_types(binary.read_bytes())
+    assert machine == ARCHES[host_arch()].elf_machine
+    assert PT_INTERP not in segments, "dynamically linked (has a program interpreter)"
+    assert SHT_SYMTAB not in sections, "not stripped (has a symbol table)"
+    out = ok(run([str(binary), "--version"], binary.parent, user_env()))
+    assert out == f"coderun-rpc 0.1.0 (commit {commit()})\n"
