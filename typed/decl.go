@@ -19,6 +19,9 @@ type Function struct {
 	Typed bool
 	// Params is the calling shape from parameters (nil when none is declared).
 	Params []Param
+	// Doc is the docstring: the description, then an "Args:" block with the
+	// description of each parameter that has one, in stub order.
+	Doc string
 
 	params, returns *schema // nil when not declared
 }
@@ -78,6 +81,7 @@ func compileEntry(path string, raw []byte) (*Function, error) {
 	if f.params != nil {
 		f.Params = paramsOf(f.params.tree)
 	}
+	f.Doc = docOf(f)
 	return f, nil
 }
 
@@ -198,4 +202,25 @@ func describeCompileError(err error) error {
 func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+func docOf(f *Function) string {
+	var args []string
+	if f.params != nil {
+		props := objectMember(f.params.tree.(*object), "properties")
+		for _, p := range f.Params {
+			sub, _ := props.vals[p.Name].(*object)
+			if sub == nil {
+				continue
+			}
+			if d, ok := sub.vals["description"].(string); ok && d != "" {
+				args = append(args, "    "+p.Name+": "+strings.ReplaceAll(d, "\n", "\n        "))
+			}
+		}
+	}
+	doc := f.Description
+	if len(args) > 0 {
+		doc = strings.TrimLeft(doc+"\n\nArgs:\n", "\n") + strings.Join(args, "\n")
+	}
+	return doc
 }
