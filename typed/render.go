@@ -42,10 +42,14 @@ func Render(limits protocol.Limits, python string, namespaces []Namespace) *Stub
 		globals[i] = ns.Global
 	}
 	t := newTyper(newNamer(globals...))
+	classNames := make([]string, len(namespaces)) // before any TypedDict can take one
+	for i, g := range globals {
+		classNames[i] = t.names.unique(camel(g))
+	}
 	var out Stubs
 	var classes, decls strings.Builder
-	for _, ns := range namespaces {
-		class := t.names.unique(camel(ns.Global))
+	for i, ns := range namespaces {
+		class := classNames[i]
 		classes.WriteString("class " + class + ":\n")
 		for _, f := range ns.Functions {
 			m := t.method(ns.Global, f)
@@ -106,18 +110,17 @@ func (t *typer) method(global string, f *Function) Method {
 
 // signature is the parameter list (without self) and the return type.
 func (t *typer) signature(f *Function) (params string, byKeyword []string, ret string) {
-	ret = t.any()
 	name := camel(f.Name)
+	switch {
+	case !f.Typed:
+		params = "args: " + t.any() + " = None"
+	case f.params != nil:
+		params, byKeyword = t.paramList(f, scope{root: f.params.tree, name: name + "Args"})
+	}
+	ret = t.any()
 	if f.returns != nil {
 		ret = t.pyType(f.returns.tree, scope{root: f.returns.tree, name: name + "Result"})
 	}
-	if !f.Typed {
-		return "args: " + t.any() + " = None", nil, ret
-	}
-	if f.params == nil {
-		return "", nil, ret
-	}
-	params, byKeyword = t.paramList(f, scope{root: f.params.tree, name: name + "Args"})
 	return params, byKeyword, ret
 }
 
