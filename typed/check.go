@@ -1,7 +1,6 @@
 package typed
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math/big"
@@ -24,15 +23,15 @@ func (f *Function) CheckArgs(args []byte) error { return f.params.check(args) }
 // declared returns. nil when the function has no returns schema.
 func (f *Function) CheckResult(value []byte) error { return f.returns.check(value) }
 
-// check decodes with json.Number, so integers beyond 2^53 and decimals are
-// compared exactly (the library compares numbers as big.Rat).
+// check decodes numbers as json.Number, so integers beyond 2^53 and
+// decimals are compared exactly (the library compares numbers as big.Rat).
 func (s *schema) check(value []byte) error {
 	if s == nil {
 		return nil
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(value))
+	v, err := decodeInstance(value)
 	if err != nil {
-		return fmt.Errorf("(root): not valid JSON: %v", err)
+		return fmt.Errorf("(root): %v", err)
 	}
 	err = s.compiled.Validate(v)
 	var ve *jsonschema.ValidationError

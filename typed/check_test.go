@@ -90,3 +90,33 @@ func TestCheckRefusesNonJSON(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestCheckDeepValue(t *testing.T) {
+	f := mustCompile(t, `{"name":"f","returns":{"type":"array","items":{"type":"array"}}}`)
+	deep := strings.Repeat("[", 100000) + strings.Repeat("]", 100000)
+	if err := f.CheckResult([]byte(deep)); err != nil {
+		t.Fatalf("100000-deep value refused: %v", err)
+	}
+	if err := f.CheckResult([]byte("[" + deep + ",1]")); err == nil || err.Error() != "/1: expected array, but got number" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestDecodeInstance(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"a":[1,{"b":null}],"c":"d","e":{}}`, `map[a:[1 map[b:<nil>]] c:d e:map[]]`},
+		{` 12345678901234567890 `, `12345678901234567890`},
+		{`[]`, `[]`},
+		{`"s"`, `s`},
+	} {
+		v, err := decodeInstance([]byte(c.in))
+		if err != nil || fmt.Sprint(v) != c.want {
+			t.Errorf("decodeInstance(%s) = %v, %v; want %s", c.in, v, err, c.want)
+		}
+	}
+	for _, bad := range []string{``, `[1,]`, `{"a"}`, `[1] [2]`, `{"a":1`} {
+		if _, err := decodeInstance([]byte(bad)); err == nil {
+			t.Errorf("decodeInstance(%q) accepted", bad)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package typed
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -114,5 +115,23 @@ func TestFormatIsAnnotationUnder2020(t *testing.T) {
 	f = mustCompile(t, `{"name":"f","returns":{"$schema":"http://json-schema.org/draft-07/schema#","type":"string","format":"email"}}`)
 	if err := f.CheckResult([]byte(`"not an email"`)); err == nil {
 		t.Fatal("draft-07 format not asserted")
+	}
+}
+
+func TestExponentialUnionsAreRefused(t *testing.T) {
+	chain := func(n int) string { // d0 → two refs to d1 → … → dn: 2^(n+1) paths
+		var defs []string
+		for i := range n {
+			defs = append(defs, fmt.Sprintf(`"d%d":{"anyOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]}`, i, i+1, i+1))
+		}
+		return fmt.Sprintf(`{"name":"f","returns":{"$defs":{%s,"d%d":{"type":"string"}},"$ref":"#/$defs/d0"}}`, strings.Join(defs, ","), n)
+	}
+	_, err := NewCache(4, 1<<20).Compile(path, []byte(chain(20)))
+	if err == nil || !strings.HasPrefix(err.Error(), path+".returns: too complex: more than 4096 subschemas") {
+		t.Fatalf("err = %v", err)
+	}
+	f := mustCompile(t, chain(10))
+	if err := f.CheckResult([]byte(`1`)); err == nil {
+		t.Fatal("a number passed a union of strings")
 	}
 }

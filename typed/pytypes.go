@@ -16,11 +16,13 @@ type typer struct {
 	classes []string           // TypedDict definitions, dependencies first
 	named   map[*object]string // object node → its TypedDict name
 	inRef   map[*object]bool   // $ref targets being rendered, to cut recursion
+	refs    map[*object]string // $ref targets rendered: each once, however many refer to it
 	uses    map[string]bool    // typing names used
 }
 
 func newTyper(names *namer) *typer {
-	return &typer{names: names, named: map[*object]string{}, inRef: map[*object]bool{}, uses: map[string]bool{}}
+	return &typer{names: names, named: map[*object]string{}, inRef: map[*object]bool{},
+		refs: map[*object]string{}, uses: map[string]bool{}}
 }
 
 // scope is where a schema sits: its document (for $ref) and the name an
@@ -83,10 +85,15 @@ func (t *typer) refType(ref string, sc scope) string {
 		}
 		return t.any()
 	}
+	if typ, ok := t.refs[o]; ok {
+		return typ
+	}
 	t.inRef[o] = true
 	defer delete(t.inRef, o)
 	name := ref[strings.LastIndexByte(ref, '/')+1:]
-	return t.pyType(o, scope{root: sc.root, name: camel(name), depth: sc.depth + 1})
+	typ := t.pyType(o, scope{root: sc.root, name: camel(name), depth: sc.depth + 1})
+	t.refs[o] = typ
+	return typ
 }
 
 // literal is Literal[...] for an enum of strings or a string const, else "".

@@ -1,6 +1,7 @@
 package typed
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -49,7 +50,7 @@ func checkRefs(root any) error {
 	if err := g.walk(root, "", true); err != nil {
 		return err
 	}
-	return g.acyclic()
+	return g.bounded()
 }
 
 func (g *refGraph) walk(v any, at string, isRoot bool) error {
@@ -126,33 +127,44 @@ func (g *refGraph) ref(o *object, val any, where string) error {
 	return nil
 }
 
-// acyclic reports a cycle among in-place edges by depth-first search.
-func (g *refGraph) acyclic() error {
-	const (
-		open = 1
-		done = 2
-	)
-	state := map[*object]int{}
-	var visit func(o *object) bool
-	visit = func(o *object) bool {
-		switch state[o] {
-		case open:
-			return false
-		case done:
-			return true
+// maxInPlace bounds how many subschemas may apply to one value through
+// in-place keywords ($ref, allOf, anyOf, oneOf, not, if/then/else, …), so a
+// chain of unions that refer to unions cannot make a check exponential.
+const maxInPlace = 4096
+
+// bounded refuses a cycle among in-place edges and a schema whose in-place
+// expansion from any node exceeds maxInPlace, by depth-first search that
+// counts paths (memoized, saturating).
+func (g *refGraph) bounded() error {
+	const open = -1
+	paths := map[*object]int{}
+	var count func(o *object) (int, error)
+	count = func(o *object) (int, error) {
+		switch n := paths[o]; {
+		case n == open:
+			return 0, errors.New("$ref cycle: a schema refers back to itself without descending into the value")
+		case n > 0:
+			return n, nil
 		}
-		state[o] = open
+		paths[o] = open
+		total := 1
 		for _, next := range g.edges[o] {
-			if !visit(next) {
-				return false
+			n, err := count(next)
+			if err != nil {
+				return 0, err
 			}
+			total = min(total+n, maxInPlace+1)
 		}
-		state[o] = done
-		return true
+		paths[o] = total
+		return total, nil
 	}
 	for o := range g.edges {
-		if !visit(o) {
-			return fmt.Errorf("$ref cycle: a schema refers back to itself without descending into the value")
+		n, err := count(o)
+		if err != nil {
+			return err
+		}
+		if n > maxInPlace {
+			return fmt.Errorf("too complex: more than %d subschemas would apply to one value through $ref, allOf, anyOf and oneOf", maxInPlace)
 		}
 	}
 	return nil

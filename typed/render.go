@@ -49,20 +49,30 @@ func Render(limits protocol.Limits, python string, namespaces []Namespace) *Stub
 	var out Stubs
 	var classes, decls strings.Builder
 	for i, ns := range namespaces {
-		class := classNames[i]
-		classes.WriteString("class " + class + ":\n")
-		for _, f := range ns.Functions {
-			m := t.method(ns.Global, f)
-			out.Methods = append(out.Methods, m)
-			classes.WriteString(indent(m.Stub, "    ") + "\n")
-		}
-		if len(ns.Functions) == 0 {
-			classes.WriteString("    pass\n\n")
-		}
-		decls.WriteString(ns.Global + ": " + class + "\n")
+		body, methods := t.classBody(ns)
+		out.Methods = append(out.Methods, methods...)
+		classes.WriteString("class " + classNames[i] + ":\n" + body)
+		decls.WriteString(ns.Global + ": " + classNames[i] + "\n")
 	}
 	out.Text = header(limits, python) + t.imports() + strings.Join(t.classes, "") + classes.String() + decls.String()
 	return &out
+}
+
+// classBody is the indented body of a namespace's class; "pass" when no
+// function is a method (none, or only comments for non-identifier names).
+func (t *typer) classBody(ns Namespace) (string, []Method) {
+	var body strings.Builder
+	methods := make([]Method, len(ns.Functions))
+	hasMethod := false
+	for i, f := range ns.Functions {
+		methods[i] = t.method(ns.Global, f)
+		hasMethod = hasMethod || isIdentifier(f.Name)
+		body.WriteString(indent(methods[i].Stub, "    ") + "\n")
+	}
+	if !hasMethod {
+		body.WriteString("    pass\n\n")
+	}
+	return body.String(), methods
 }
 
 func header(l protocol.Limits, python string) string {

@@ -128,4 +128,3 @@ func appendJSON(dst []byte, v any) []byte {
 	}
 	return append(dst, "null"...)
 }
-
