@@ -17,8 +17,9 @@ const (
 )
 
 // Cache holds compiled functions keyed by the SHA-256 of their declaration's
-// compact JSON text, least recently used evicted first, bounded both in
-// entries and in declaration bytes. Only successes are cached (an error names
+// compact JSON text (and of the text as sent, when that differs, so a repeat
+// costs one hash and no compaction), least recently used evicted first,
+// bounded both in entries and in declaration bytes. Only successes are cached (an error names
 // the caller's path). Safe for concurrent use; a miss compiles outside the
 // lock, so two runs missing on the same declaration may both compile it.
 type Cache struct {
@@ -53,19 +54,27 @@ func Compile(path string, entry []byte) (*Function, error) { return shared.Compi
 // starts with it, or with path plus the member at fault
 // ("bindings[0].functions[1].parameters: ...").
 func (c *Cache) Compile(path string, entry []byte) (*Function, error) {
+	entry = bytes.TrimSpace(entry)
+	asSent := sha256.Sum256(entry)
+	if fn := c.get(asSent); fn != nil {
+		return fn, nil // the usual case: a host sends the same bytes every run
+	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, entry); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, syntaxError(err))
 	}
-	key := sha256.Sum256(compact.Bytes())
-	if fn := c.get(key); fn != nil {
-		return fn, nil
+	canonical := sha256.Sum256(compact.Bytes())
+	fn := c.get(canonical)
+	if fn == nil {
+		var err error
+		if fn, err = compileEntry(path, compact.Bytes()); err != nil {
+			return nil, err
+		}
+		c.put(canonical, compact.Len(), fn)
 	}
-	fn, err := compileEntry(path, compact.Bytes())
-	if err != nil {
-		return nil, err
+	if asSent != canonical {
+		c.put(asSent, len(entry), fn)
 	}
-	c.put(key, compact.Len(), fn)
 	return fn, nil
 }
 

@@ -120,3 +120,15 @@ func TestDecodeInstance(t *testing.T) {
 		}
 	}
 }
+
+func TestDecodeInstanceRefusesMalformed(t *testing.T) {
+	for _, bad := range []string{`01`, `1.`, `.5`, `-`, `1e`, `+1`, `"a`, "\"\x01\"", `"\x"`, `tru`, `{"a":1,}`, `{,}`, `[,1]`, `{"a" 1}`, `{1:2}`, `[1}`, `{"a":1]`, `nul`, `"\ud800"x`} {
+		if _, err := decodeInstance([]byte(bad)); err == nil {
+			t.Errorf("decodeInstance(%q) accepted", bad)
+		}
+	}
+	v, err := decodeInstance([]byte(` {"a\n\u00e9":[-0.5e+3,true,false,null,"\"x\""]} `))
+	if err != nil || fmt.Sprint(v) != `map[a`+"\n"+`é:[-0.5e+3 true false <nil> "x"]]` {
+		t.Fatalf("got %v, %v", v, err)
+	}
+}
