@@ -12,7 +12,7 @@ import (
 const module = "github.com/coderun-rpc/coderun-rpc/"
 
 // allowed lists, per package, the non-standard imports it may have. Anything
-// outside the module or the three chosen dependencies is refused as well.
+// outside the module or the four chosen dependencies is refused as well.
 var allowed = map[string][]string{
 	"protocol":           {},
 	"wireguard":          {"protocol"},
@@ -20,7 +20,8 @@ var allowed = map[string][]string{
 	"child":              {"golang.org/x/sys/unix"},
 	"internal/leakcheck": {},
 	"internal/archtest":  {},
-	"session":            {"child", "wireguard", "py", "protocol"},
+	"typed":              {"protocol", "wireguard", "github.com/santhosh-tekuri/jsonschema/v6"},
+	"session":            {"child", "wireguard", "py", "protocol", "typed"},
 	"config":             {"child", "protocol", "github.com/kelseyhightower/envconfig"},
 	"rpc":                {"session", "wireguard", "protocol", "github.com/sourcegraph/jsonrpc2"},
 	"cmd/coderun-rpc":    {"config", "rpc", "session", "protocol", "child"},
