@@ -2,6 +2,7 @@ package typed
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
@@ -126,5 +127,57 @@ tools2: Tools2
 				t.Errorf("got\n%s\nwant\n%s", got, testHeader+c.want)
 			}
 		})
+	}
+}
+
+func TestRenderNamesStayUnique(t *testing.T) {
+	entry := `{"name":"search","parameters":{"type":"object","properties":{"filters":{"type":"object","properties":{"a":{"type":"string"}}}}}}`
+	text := Render(testLimits, "3.11", namespaces(t,
+		"web_api", []string{entry, `{"name":"t","returns":{"title":"WebApi2","type":"object","properties":{"x":{"type":"string"}}}}`},
+		"webApi", []string{strings.Replace(entry, `"a"`, `"b"`, 1)}, "more", []string{entry})).Text
+	for _, want := range []string{
+		"class WebApi:\n", "class WebApi2:\n", "web_api: WebApi\n", "webApi: WebApi2\n",
+		"class SearchArgsFilters(TypedDict, total=False):", "class SearchArgsFilters2(TypedDict, total=False):",
+		"class WebApi22(TypedDict, total=False):", "filters: SearchArgsFilters2 = ...",
+	} {
+		if strings.Count(text, want) != 1 {
+			t.Errorf("%q appears %d times in\n%s", want, strings.Count(text, want), text)
+		}
+	}
+	// The same declaration twice (one cached Function) shares its classes.
+	if strings.Contains(text, "SearchArgsFilters3") || strings.Count(text, "filters: SearchArgsFilters = ...") != 2 {
+		t.Errorf("a repeated declaration got classes of its own:\n%s", text)
+	}
+}
+
+func TestRenderMethods(t *testing.T) {
+	s := Render(testLimits, "3.11", namespaces(t, "tools", []string{
+		`"lookup"`,
+		`{"name":"search","description":"Find \"x\".","parameters":{"type":"object","properties":{"q":{"type":"string","description":"what"}},"required":["q"]}}`,
+		`{"name":"my-tool"}`}))
+	want := []Method{
+		{Global: "tools", Name: "lookup", Stub: "async def lookup(self, args: Any = None) -> Any:\n    ...\n"},
+		{Global: "tools", Name: "search", Doc: "Find \"x\".\n\nArgs:\n    q: what",
+			Stub: "async def search(self, q: str) -> Any:\n    \"\"\"Find \"x\".\n\n    Args:\n        q: what\n    \"\"\"\n"},
+		{Global: "tools", Name: "my-tool", Stub: "# tools[\"my-tool\"]() -> Any\n"},
+	}
+	if len(s.Methods) != len(want) {
+		t.Fatalf("got %d methods", len(s.Methods))
+	}
+	for i, m := range s.Methods {
+		if m != want[i] {
+			t.Errorf("method %d:\n got %#v\nwant %#v", i, m, want[i])
+		}
+		if !strings.Contains(s.Text, indent(m.Stub, "    ")) {
+			t.Errorf("method %d's stub is not the module's text", i)
+		}
+	}
+}
+
+func TestCamel(t *testing.T) {
+	for in, want := range map[string]string{"tools": "Tools", "web_api": "WebApi", "webApi": "WebApi", "x-y z": "XYZ", "2fa": "T2fa", "": "T", "ñu": "U"} {
+		if got := camel(in); got != want {
+			t.Errorf("camel(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
