@@ -24,6 +24,7 @@ type Function struct {
 	Doc string
 
 	params, returns *schema // nil when not declared
+	methods         methodMemo
 }
 
 // Param is one parameter of a typed function's Python signature, in stub

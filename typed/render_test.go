@@ -181,3 +181,21 @@ func TestCamel(t *testing.T) {
 		}
 	}
 }
+
+func TestFunctionMethodMatchesRender(t *testing.T) {
+	ns := namespaces(t, "tools", []string{
+		`{"name":"search","description":"Find.","parameters":{"type":"object","properties":{"f":{"type":"object","properties":{"a":{"type":"string"}}}}}}`,
+		`{"name":"my-tool","parameters":{"type":"object","properties":{"a":{"type":"integer"}}}}`})
+	s := Render(testLimits, "3.11", ns)
+	for i, f := range ns[0].Functions {
+		if got := f.Method("tools"); got != s.Methods[i] {
+			t.Errorf("Method = %#v\nRender has %#v", got, s.Methods[i])
+		}
+		if again := f.Method("tools"); again != f.Method("tools") {
+			t.Error("memoized method changed")
+		}
+	}
+	if m := ns[0].Functions[1].Method("web"); m.Stub != "# web[\"my-tool\"](a: int = ...) -> Any\n" {
+		t.Errorf("under another global: %q", m.Stub)
+	}
+}
