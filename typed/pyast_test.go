@@ -14,8 +14,9 @@ import (
 )
 
 // astScript answers each length-prefixed UTF-8 text on stdin with "ok" or
-// "error <why>" from ast.parse, with 3.10 grammar (the oldest Python the
-// stubs must suit). It runs for the whole test process, so fuzzing pays the
+// "error <why>": parsed by ast.parse with 3.10 grammar (the oldest Python the
+// stubs must suit), then compiled (which also catches what only the
+// compiler sees, such as a duplicate parameter). It runs for the whole test process, so fuzzing pays the
 // interpreter start once.
 const astScript = `import ast, sys
 inp = sys.stdin.buffer
@@ -25,7 +26,7 @@ while True:
         break
     src = inp.read(int.from_bytes(head, "big"))
     try:
-        ast.parse(src.decode("utf-8"), "<stub>", feature_version=(3, 10))
+        compile(ast.parse(src.decode("utf-8"), "<stub>", feature_version=(3, 10)), "<stub>", "exec")
         answer = "ok"
     except BaseException as e:
         answer = "error " + repr(e).replace("\n", " ")
@@ -114,7 +115,7 @@ func TestASTCheckerTellsValidFromInvalid(t *testing.T) {
 	if err := c.parse("x: int = 1\n"); err != nil {
 		t.Fatalf("valid text refused: %v", err)
 	}
-	for _, bad := range []string{"def (:\n", "a\x00b", "try:\n    pass\nexcept* E:\n    pass\n"} {
+	for _, bad := range []string{"def (:\n", "a\x00b", "try:\n    pass\nexcept* E:\n    pass\n", "def f(a, **a): pass\n"} {
 		if err := c.parse(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

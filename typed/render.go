@@ -149,7 +149,7 @@ func (t *typer) paramList(f *Function, sc scope) (params string, byKeyword []str
 		parts = append(parts, p.Name+": "+typ+t.defaultText(p, props, typ))
 	}
 	if len(byKeyword) > 0 {
-		parts = append(parts, "**kwargs: "+t.any())
+		parts = append(parts, "**"+kwargsName(f.Params)+": "+t.any())
 	}
 	return strings.Join(parts, ", "), byKeyword
 }
@@ -202,4 +202,19 @@ func docstring(body string) string {
 		return "    \"\"\"" + first + "\"\"\"\n"
 	}
 	return "    \"\"\"" + first + "\n" + indent(rest, "    ") + "\n    \"\"\"\n"
+}
+
+// kwargsName is "kwargs", or with underscores appended when a parameter
+// already has that name.
+func kwargsName(params []Param) string {
+	name := "kwargs"
+	for taken := true; taken; {
+		taken = false
+		for _, p := range params {
+			if p.Name == name {
+				name, taken = name+"_", true
+			}
+		}
+	}
+	return name
 }
