@@ -23,7 +23,7 @@ var allowed = map[string][]string{
 	"typed":              {"protocol", "wireguard", "github.com/santhosh-tekuri/jsonschema/v6"},
 	"session":            {"child", "wireguard", "py", "protocol", "typed"},
 	"config":             {"child", "protocol", "github.com/kelseyhightower/envconfig"},
-	"rpc":                {"session", "wireguard", "protocol", "github.com/sourcegraph/jsonrpc2"},
+	"rpc":                {"session", "wireguard", "protocol", "typed", "github.com/sourcegraph/jsonrpc2"},
 	"cmd/coderun-rpc":    {"config", "rpc", "session", "protocol", "child"},
 }
 
