@@ -13,7 +13,7 @@ import (
 // hundred bindings on every run, small enough to be irrelevant to memory.
 const (
 	DefaultCacheEntries = 4096
-	DefaultCacheBytes   = 32 << 20 // summed size of the cached declarations, as sent
+	DefaultCacheBytes   = 8 << 20 // summed size of the cached declarations, as sent (compiled forms are ~10x)
 )
 
 // Cache holds compiled functions keyed by the SHA-256 of their declaration's
