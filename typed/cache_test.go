@@ -41,7 +41,7 @@ func TestCacheIsBounded(t *testing.T) {
 		t.Fatal("evicted entry still served")
 	}
 
-	small := NewCache(100, 40)
+	small := NewCache(100, 40*40) // room for 40 bytes of declarations
 	for i := range 10 {
 		small.Compile("p", entry(i))
 	}

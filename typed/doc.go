@@ -38,8 +38,9 @@
 //
 // Compile returns an immutable *Function shared by every run declaring the
 // same entry (same compact JSON text): a warm lookup is a hash and a map
-// access. The cache is an LRU bounded in entries and bytes; errors are not
-// cached (they carry the caller's path).
+// access. The cache is an LRU bounded in entries and in estimated memory
+// (DefaultCacheBytes for the shared one); errors are not cached (they carry
+// the caller's path).
 //
 // # Errors
 //
