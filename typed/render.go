@@ -121,10 +121,9 @@ func (t *typer) method(global string, f *Function) Method {
 // signature is the parameter list (without self) and the return type.
 func (t *typer) signature(f *Function) (params string, byKeyword []string, ret string) {
 	name := camel(f.Name)
-	switch {
-	case !f.Typed:
+	if f.params == nil { // the untyped calling rules: one JSON argument, or keywords
 		params = "args: " + t.any() + " = None"
-	case f.params != nil:
+	} else {
 		params, byKeyword = t.paramList(f, scope{root: f.params.tree, name: name + "Args"})
 	}
 	ret = t.any()

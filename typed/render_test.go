@@ -106,14 +106,14 @@ class Tools:
     #     Two
     #     lines
 
-    async def quote(self) -> Any:
+    async def quote(self, args: Any = None) -> Any:
         """say \"\""hi\"\"" \\ and \x00 end\""""
 
-    async def node(self) -> NodeResult:
+    async def node(self, args: Any = None) -> NodeResult:
         ...
 
 class Tools2:
-    async def node(self) -> NodeResult2:
+    async def node(self, args: Any = None) -> NodeResult2:
         ...
 
 tools: Tools
@@ -159,7 +159,7 @@ func TestRenderMethods(t *testing.T) {
 		{Global: "tools", Name: "lookup", Stub: "async def lookup(self, args: Any = None) -> Any:\n    ...\n"},
 		{Global: "tools", Name: "search", Doc: "Find \"x\".\n\nArgs:\n    q: what",
 			Stub: "async def search(self, q: str) -> Any:\n    \"\"\"Find \"x\".\n\n    Args:\n        q: what\n    \"\"\"\n"},
-		{Global: "tools", Name: "my-tool", Stub: "# tools[\"my-tool\"]() -> Any\n"},
+		{Global: "tools", Name: "my-tool", Stub: "# tools[\"my-tool\"](args: Any = None) -> Any\n"},
 	}
 	if len(s.Methods) != len(want) {
 		t.Fatalf("got %d methods", len(s.Methods))
