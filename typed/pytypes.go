@@ -25,16 +25,19 @@ func newTyper(names *namer) *typer {
 		refs: map[*object]string{}, uses: map[string]bool{}}
 }
 
-// scope is where a schema sits: its document (for $ref) and the name an
-// untitled object there gets.
+// scope is where a schema sits: its document (for $ref), the function and
+// role the document belongs to ("SearchArgs", "SearchResult"), and the name
+// an untitled object there gets.
 type scope struct {
-	root  any
-	name  string
-	depth int
+	root       any
+	role, name string
+	depth      int
 }
 
+func newScope(root any, role string) scope { return scope{root: root, role: role, name: role} }
+
 func (s scope) at(suffix string) scope {
-	return scope{root: s.root, name: s.name + camel(suffix), depth: s.depth + 1}
+	return scope{root: s.root, role: s.role, name: s.name + camel(suffix), depth: s.depth + 1}
 }
 
 func (t *typer) any() string {
@@ -90,8 +93,8 @@ func (t *typer) refType(ref string, sc scope) string {
 	}
 	t.inRef[o] = true
 	defer delete(t.inRef, o)
-	name := ref[strings.LastIndexByte(ref, '/')+1:]
-	typ := t.pyType(o, scope{root: sc.root, name: camel(name), depth: sc.depth + 1})
+	def := ref[strings.LastIndexByte(ref, '/')+1:] // "#/$defs/hit" in Search's result → SearchResultHit
+	typ := t.pyType(o, scope{root: sc.root, role: sc.role, name: sc.role + camel(def), depth: sc.depth + 1})
 	t.refs[o] = typ
 	return typ
 }

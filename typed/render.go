@@ -124,11 +124,11 @@ func (t *typer) signature(f *Function) (params string, byKeyword []string, ret s
 	if f.params == nil { // the untyped calling rules: one JSON argument, or keywords
 		params = "args: " + t.any() + " = None"
 	} else {
-		params, byKeyword = t.paramList(f, scope{root: f.params.tree, name: name + "Args"})
+		params, byKeyword = t.paramList(f, newScope(f.params.tree, name+"Args"))
 	}
 	ret = t.any()
 	if f.returns != nil {
-		ret = t.pyType(f.returns.tree, scope{root: f.returns.tree, name: name + "Result"})
+		ret = t.pyType(f.returns.tree, newScope(f.returns.tree, name+"Result"))
 	}
 	return params, byKeyword, ret
 }

@@ -199,3 +199,15 @@ func TestFunctionMethodMatchesRender(t *testing.T) {
 		t.Errorf("under another global: %q", m.Stub)
 	}
 }
+
+func TestRenderNamesUntitledDefsAfterFunctionAndRole(t *testing.T) {
+	text := Render(testLimits, "3.11", namespaces(t, "tools", []string{`{"name":"search",
+		"parameters":{"type":"object","$defs":{"range":{"type":"object","properties":{"lo":{"type":"integer"}}}},"properties":{"r":{"$ref":"#/$defs/range"},"r2":{"$ref":"#/$defs/range"}}},
+		"returns":{"type":"array","items":{"$ref":"#/$defs/hit"},"$defs":{"hit":{"type":"object","properties":{"url":{"type":"string"}}}}}}`})).Text
+	for _, want := range []string{"class SearchArgsRange(TypedDict, total=False):", "class SearchResultHit(TypedDict, total=False):",
+		"r: SearchArgsRange = ..., r2: SearchArgsRange = ...", "-> list[SearchResultHit]:"} {
+		if strings.Count(text, want) != 1 {
+			t.Errorf("%q appears %d times in\n%s", want, strings.Count(text, want), text)
+		}
+	}
+}
