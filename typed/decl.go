@@ -33,7 +33,10 @@ type Function struct {
 type Param struct {
 	Name     string `json:"name"`
 	Required bool   `json:"required"`
-	// Default is the JSON text of the schema's default (absent when none).
+	// Default is the JSON text of the schema's default (absent when none, and
+	// for a required parameter). It is for the signature only: args carry
+	// exactly what the program passed (SPEC-2 §1.3). The stub shows "..."
+	// instead when the default does not fit the parameter's Python type.
 	Default json.RawMessage `json:"default,omitempty"`
 	// KeywordOnly is true for a name that is not a Python identifier (or is a
 	// keyword): it can only be passed as **{"max-results": 5}.
