@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
 // astScript answers each length-prefixed UTF-8 text on stdin with "ok" or
@@ -107,6 +109,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestASTCheckerTellsValidFromInvalid(t *testing.T) {
+	leakcheck.Check(t)
 	c, err := startASTChecker()
 	if err != nil {
 		t.Fatal(err)
