@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,10 +44,15 @@ func (s *schema) check(value []byte) error {
 
 // listFailures flattens a validation error to its leaves, one line each
 // ("<pointer>: <rule broken>"), sorted and deduplicated for a stable order,
-// at most max lines plus an "and N more" line.
+// at most max lines plus an "and N more" line. Type failures at one location
+// (from anyOf/oneOf branches) merge into one line: "expected string or null".
 func listFailures(ve *jsonschema.ValidationError, max int) []string {
-	var lines []string
-	collect(ve, &lines)
+	f := failures{types: map[string]*typeFailure{}}
+	f.collect(ve)
+	lines := f.lines
+	for at, tf := range f.types {
+		lines = append(lines, at+": expected "+strings.Join(tf.want, " or ")+", but got "+tf.got)
+	}
 	sort.Strings(lines)
 	lines = compactLines(lines)
 	if len(lines) > max {
@@ -56,13 +62,38 @@ func listFailures(ve *jsonschema.ValidationError, max int) []string {
 	return lines
 }
 
-func collect(ve *jsonschema.ValidationError, lines *[]string) {
-	if len(ve.Causes) == 0 {
-		*lines = append(*lines, describe(ve)...)
+type failures struct {
+	lines []string
+	types map[string]*typeFailure // by pointer
+}
+
+type typeFailure struct {
+	want []string
+	got  string
+}
+
+func (f *failures) collect(ve *jsonschema.ValidationError) {
+	for _, c := range ve.Causes {
+		f.collect(c)
+	}
+	if len(ve.Causes) > 0 {
 		return
 	}
-	for _, c := range ve.Causes {
-		collect(c, lines)
+	k, ok := ve.ErrorKind.(*kind.Type)
+	if !ok {
+		f.lines = append(f.lines, describe(ve)...)
+		return
+	}
+	at := pointer(ve.InstanceLocation)
+	tf := f.types[at]
+	if tf == nil {
+		tf = &typeFailure{got: k.Got}
+		f.types[at] = tf
+	}
+	for _, w := range k.Want {
+		if !slices.Contains(tf.want, w) {
+			tf.want = append(tf.want, w)
+		}
 	}
 }
 
@@ -81,8 +112,6 @@ func compactLines(lines []string) []string {
 func describe(ve *jsonschema.ValidationError) []string {
 	at := pointer(ve.InstanceLocation)
 	switch k := ve.ErrorKind.(type) {
-	case *kind.Type:
-		return []string{at + ": expected " + strings.Join(k.Want, " or ") + ", but got " + k.Got}
 	case *kind.Required:
 		return perProperty(ve.InstanceLocation, k.Missing, "required property is missing")
 	case *kind.AdditionalProperties:

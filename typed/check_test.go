@@ -132,3 +132,14 @@ func TestDecodeInstanceRefusesMalformed(t *testing.T) {
 		t.Fatalf("got %v, %v", v, err)
 	}
 }
+
+func TestTypeFailuresOfBranchesMerge(t *testing.T) {
+	f := mustCompile(t, `{"name":"f","returns":{"type":"object","properties":{
+		"a":{"anyOf":[{"type":"string"},{"type":"null"},{"type":["string","array"]}]},
+		"b":{"oneOf":[{"type":"integer","minimum":5},{"type":"boolean"}]}}}}`)
+	err := f.CheckResult([]byte(`{"a":1,"b":2}`))
+	want := "/a: expected string or null or array, but got number\n/b: expected boolean, but got number\n/b: must be >= 5, but is 2"
+	if err == nil || err.Error() != want {
+		t.Fatalf("err = %v\nwant %s", err, want)
+	}
+}
