@@ -39,12 +39,7 @@ func corpusStubs(t testing.TB) []string {
 }
 
 func TestCorpusParses(t *testing.T) {
-	leakcheck.Check(t)
-	c, err := startASTChecker()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
+	c := testASTChecker(t)
 	for i, text := range corpusStubs(t) {
 		if err := c.parse(text); err != nil {
 			t.Errorf("module %d does not parse: %v\n%s", i, err, text)

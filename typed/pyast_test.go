@@ -100,6 +100,18 @@ func processAST(t testing.TB) *astChecker {
 	return sharedAST.c
 }
 
+// testASTChecker starts a helper for one test, checked for leaks and closed
+// at its end.
+func testASTChecker(t *testing.T) *astChecker {
+	leakcheck.Check(t)
+	c, err := startASTChecker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.close() })
+	return c
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if sharedAST.c != nil {
@@ -109,12 +121,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestASTCheckerTellsValidFromInvalid(t *testing.T) {
-	leakcheck.Check(t)
-	c, err := startASTChecker()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.close()
+	c := testASTChecker(t)
 	if err := c.parse("x: int = 1\n"); err != nil {
 		t.Fatalf("valid text refused: %v", err)
 	}
