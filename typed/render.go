@@ -30,6 +30,10 @@ type Method struct {
 	Stub string
 	// Doc is the docstring (Function.Doc), unescaped.
 	Doc string
+	// Signature is what the child binds a call's arguments to and shows for
+	// introspection (docs/child-protocol.md §2.2); nil when the function
+	// declares no parameters (the untyped calling rules apply).
+	Signature *protocol.Signature
 }
 
 // Render renders the stubs of a run: a header with the effective budgets
@@ -100,13 +104,14 @@ func (t *typer) imports() string {
 // else a comment with its call form.
 func (t *typer) method(global string, f *Function) Method {
 	m := Method{Global: global, Name: f.Name, Doc: f.Doc}
-	params, byKeyword, ret := t.signature(f)
+	params, byKeyword, ret, defaults := t.signature(f)
 	if len(byKeyword) > 0 {
 		m.Stub = "# keyword arguments, passed as **{...}: " + strings.Join(byKeyword, ", ") + "\n"
 	}
 	if !isIdentifier(f.Name) {
 		m.Stub += "# " + global + "[" + pyString(f.Name) + "](" + params + ") -> " + ret + "\n" +
 			commentBlock(f.Doc)
+		m.Signature = childSignature(f, defaults, m.Stub)
 		return m
 	}
 	m.Stub += "async def " + f.Name + "(self" + prefixComma(params) + ") -> " + ret + ":\n"
@@ -115,54 +120,81 @@ func (t *typer) method(global string, f *Function) Method {
 	} else {
 		m.Stub += docstring(docBody(f.Doc))
 	}
+	m.Signature = childSignature(f, defaults, m.Stub)
 	return m
 }
 
-// signature is the parameter list (without self) and the return type.
-func (t *typer) signature(f *Function) (params string, byKeyword []string, ret string) {
+// childSignature is the boot frame's Signature of f: its params with the
+// default each shows in the stub (left out when the stub shows "..."); nil
+// when f declares no parameters. defaults is aligned with f.Params.
+func childSignature(f *Function, defaults []string, stub string) *protocol.Signature {
+	if f.params == nil {
+		return nil
+	}
+	sig := &protocol.Signature{Params: make([]protocol.Param, len(f.Params)), Doc: f.Doc, Stub: stub}
+	for i, p := range f.Params {
+		sig.Params[i] = protocol.Param{Name: p.Name, Required: p.Required}
+		if d := defaults[i]; d != "" && d != "..." {
+			sig.Params[i].Default = &d
+		}
+	}
+	return sig
+}
+
+// signature is the parameter list (without self), the return type and the
+// default literal of each parameter (aligned with f.Params).
+func (t *typer) signature(f *Function) (params string, byKeyword []string, ret string, defaults []string) {
 	name := camel(f.Name)
 	if f.params == nil { // the untyped calling rules: one JSON argument, or keywords
 		params = "args: " + t.any() + " = None"
 	} else {
-		params, byKeyword = t.paramList(f, newScope(f.params.tree, name+"Args"))
+		params, byKeyword, defaults = t.paramList(f, newScope(f.params.tree, name+"Args"))
 	}
 	ret = t.any()
 	if f.returns != nil {
 		ret = t.pyType(f.returns.tree, newScope(f.returns.tree, name+"Result"))
 	}
-	return params, byKeyword, ret
+	return params, byKeyword, ret, defaults
 }
 
 // paramList is the Python parameters and, apart, the parameters whose names
 // are not identifiers (passed as **{"name": value}; the stub shows **kwargs).
-func (t *typer) paramList(f *Function, sc scope) (params string, byKeyword []string) {
+func (t *typer) paramList(f *Function, sc scope) (params string, byKeyword, defaults []string) {
 	props := objectMember(f.params.tree.(*object), "properties")
 	var parts []string
-	for _, p := range f.Params {
+	defaults = make([]string, len(f.Params))
+	for i, p := range f.Params {
 		prop, _ := props.get(p.Name)
 		typ := t.pyType(prop, sc.at(p.Name))
+		defaults[i] = t.defaultText(p, props, typ)
+		text := ": " + typ
+		if defaults[i] != "" {
+			text += " = " + defaults[i]
+		}
 		if p.KeywordOnly {
-			byKeyword = append(byKeyword, pyString(p.Name)+": "+typ+t.defaultText(p, props, typ))
+			byKeyword = append(byKeyword, pyString(p.Name)+text)
 			continue
 		}
-		parts = append(parts, p.Name+": "+typ+t.defaultText(p, props, typ))
+		parts = append(parts, p.Name+text)
 	}
 	if len(byKeyword) > 0 {
 		parts = append(parts, "**"+kwargsName(f.Params)+": "+t.any())
 	}
-	return strings.Join(parts, ", "), byKeyword
+	return strings.Join(parts, ", "), byKeyword, defaults
 }
 
+// defaultText is the default a parameter shows in the stub: "" when it is
+// required, "..." when the schema gives none that fits its type.
 func (t *typer) defaultText(p Param, props *object, typ string) string {
 	if p.Required {
 		return ""
 	}
 	if sub, ok := props.vals[p.Name].(*object); ok {
 		if d, ok := sub.get("default"); ok && fits(d, typ) {
-			return " = " + pyLiteral(d)
+			return pyLiteral(d)
 		}
 	}
-	return " = ..."
+	return "..."
 }
 
 func prefixComma(s string) string {

@@ -1,7 +1,9 @@
 package typed
 
 import (
+	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -164,8 +166,9 @@ func TestRenderMethods(t *testing.T) {
 	if len(s.Methods) != len(want) {
 		t.Fatalf("got %d methods", len(s.Methods))
 	}
+	want[1].Signature = &protocol.Signature{Params: []protocol.Param{{Name: "q", Required: true}}, Doc: want[1].Doc, Stub: want[1].Stub}
 	for i, m := range s.Methods {
-		if m != want[i] {
+		if !reflect.DeepEqual(m, want[i]) {
 			t.Errorf("method %d:\n got %#v\nwant %#v", i, m, want[i])
 		}
 		if !strings.Contains(s.Text, indent(m.Stub, "    ")) {
@@ -188,10 +191,10 @@ func TestFunctionMethodMatchesRender(t *testing.T) {
 		`{"name":"my-tool","parameters":{"type":"object","properties":{"a":{"type":"integer"}}}}`})
 	s := Render(testLimits, "3.11", ns)
 	for i, f := range ns[0].Functions {
-		if got := f.Method("tools"); got != s.Methods[i] {
+		if got := f.Method("tools"); !reflect.DeepEqual(got, s.Methods[i]) {
 			t.Errorf("Method = %#v\nRender has %#v", got, s.Methods[i])
 		}
-		if again := f.Method("tools"); again != f.Method("tools") {
+		if again := f.Method("tools"); again.Signature != f.Method("tools").Signature {
 			t.Error("memoized method changed")
 		}
 	}
@@ -210,4 +213,33 @@ func TestRenderNamesUntitledDefsAfterFunctionAndRole(t *testing.T) {
 			t.Errorf("%q appears %d times in\n%s", want, strings.Count(text, want), text)
 		}
 	}
+}
+
+func TestMethodSignature(t *testing.T) {
+	ns := namespaces(t, "tools", []string{
+		`{"name":"search","description":"Find.","parameters":{"type":"object","required":["q"],"properties":{` +
+			`"limit":{"type":"integer","default":10},"q":{"type":"string","description":"query"},` +
+			`"mode":{"type":"string","default":3},"max-results":{"type":"integer","default":5},"tag":{"default":null}}}}`,
+		`{"name":"plain","returns":{"type":"integer"}}`, `"old"`})
+	got, err := json.Marshal(ns[0].Functions[0].Method("tools").Signature)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"params":[{"name":"q","required":true},{"name":"limit","required":false,"default":"10"},` +
+		`{"name":"mode","required":false},{"name":"max-results","required":false,"default":"5"},` +
+		`{"name":"tag","required":false,"default":"None"}],` +
+		`"doc":"Find.\n\nArgs:\n    q: query","stub":` + jsonString(ns[0].Functions[0].Method("tools").Stub) + `}`
+	if string(got) != want {
+		t.Errorf("signature\n got %s\nwant %s", got, want)
+	}
+	for _, f := range ns[0].Functions[1:] {
+		if sig := f.Method("tools").Signature; sig != nil {
+			t.Errorf("%s has no parameters, yet a signature %+v", f.Name, sig)
+		}
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
