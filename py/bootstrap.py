@@ -980,7 +980,7 @@ def _make_typed(P, load_cold):
     class TypedBinding:
         __slots__ = ()
 
-        def __call__(self, *args, **kwargs):
+        def __call__(self, /, *args, **kwargs):     # `self` may be a keyword argument
             st = state[self]
             return st[0](st[1](args, kwargs))
 
@@ -1011,7 +1011,7 @@ def _make_typed(P, load_cold):
             """help(): a typed binding's help is its stub; anything else goes to pydoc."""
             __slots__ = ()
 
-            def __call__(self, *args, **kwargs):
+            def __call__(self, /, *args, **kwargs):
                 if len(args) == 1 and not kwargs and type(args[0]) is TypedBinding:
                     stub = state[args[0]][2]["stub"]
                     sys.stdout.write(stub if stub.endswith("\n") else stub + "\n")
