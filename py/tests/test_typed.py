@@ -269,21 +269,6 @@ def test_help_of_anything_else_is_pydoc():
     assert rep.startswith("Type help() for interactive help")
 
 
-def baseline_modules(prog, namespaces=(), handler=echo):
-    return set(run(prog, handler, namespaces).value)
-
-
-def test_typed_runs_pay_only_for_what_they_use():
-    """An untyped run imports nothing for typing; a typed call does not import inspect."""
-    listing = "import sys\nreturn sorted(sys.modules)"
-    untyped = baseline_modules("await tools.x(q=1)\n" + listing, [ns("tools", "x")])
-    typed = baseline_modules("await tools.one(1)\n" + listing, TOOLS)
-    assert typed - untyped <= {"keyword"}, typed - untyped
-    assert "inspect" not in typed and "ast" not in typed
-    looked = baseline_modules("tools.one.__signature__\n" + listing, TOOLS)
-    assert "inspect" in looked
-
-
 def test_an_untyped_boot_frame_builds_nothing_typed():
     """Without `signatures` the typed factory never runs: help() and the functions as before."""
     prog = "import builtins\nreturn [type(builtins.help).__name__, type(tools.x).__name__]"
