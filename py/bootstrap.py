@@ -846,10 +846,8 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
         return typed[0](invoke, sig)
 
     def make_namespace(gname, names, fail, sigs):
-        if sigs is None:
-            members = {n: make_untyped(make_invoke(gname, n, fail)) for n in names}
-        else:
-            members = {n: make_member(gname, n, fail, sig) for n, sig in zip(names, sigs)}
+        members = {n: make_member(gname, n, fail, sig)
+                   for n, sig in zip(names, sigs or [None] * len(names))}
 
         def missing(attr):
             return "tool %r is not declared in namespace %r" % (attr, gname)
@@ -898,7 +896,6 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
                                                            rejecter(cls), ns.get("signatures"))
 
     return install, attach_pump, unpump, drive
-
 
 
 def _make_typed(P, load_cold):
