@@ -33,7 +33,7 @@ SEARCH = sig([param("q", True), param("limit", default="10"), param("lang"),
               param("max-results"), param("class")], doc=SEARCH_DOC, stub=SEARCH_STUB)
 PAIR = sig([param("a", True), param("b", True), param("c", True)], "pair")
 ONE = sig([param("x", True)], "one")
-OPTIONAL = sig([param("a", default="'x'")], "optional")
+OPTIONAL = sig([param("a", default="'x'"), param("b", default="1e100")], "optional")
 NOTHING = sig([], "nothing")
 BY_KEYWORD = sig([param("max-results", True), param("self", True)], "by_keyword")
 TOOLS = [ns("tools", "search", "pair", "one", "optional", "nothing", "by_keyword", "plain",
@@ -68,14 +68,14 @@ def test_type_errors_match_cpython_for_the_same_def():
     oracles = {"search": "def search(q, limit=0, lang=0, **kwargs): pass",
                "pair": "def pair(a, b, c): pass",
                "one": "def one(x): pass",
-               "optional": "def optional(a=0): pass",
+               "optional": "def optional(a=0, b=0): pass",
                "nothing": "def nothing(**kwargs): pass"}
     cases = [("search", [], {}), ("search", [1, 2, 3, 4], {}), ("search", [1], {"q": 2}),
              ("search", [1, 2, 3, 4], {"q": 1}), ("search", [], {"limit": 1}),
              ("search", [1, 2], {"limit": 3, "lang": 4}),
              ("pair", [], {}), ("pair", [1], {}), ("pair", [1, 2, 3, 4], {}),
              ("pair", [1, 2], {"a": 1}), ("pair", [], {"c": 1}), ("pair", [1], {"c": 1}),
-             ("one", [1, 2], {}), ("one", [], {}), ("optional", [1, 2], {}),
+             ("one", [1, 2], {}), ("one", [], {}), ("optional", [1, 2, 3], {}),
              ("nothing", [1], {}), ("nothing", [1, 2], {})]
     prog = ("oracles = {}\n"
             "for name, src in %r.items():\n"
@@ -148,6 +148,10 @@ def test_type_error_reply_raises_type_error_with_the_daemons_message():
     res = run(prog, refuse_first, spaces)
     assert res.value == ["TypeError", message, None, True, "second"]
     assert [c["id"] for c in res.calls] == [0, 1]
+    # the flag alone decides, as for an untyped function of the same namespace
+    untyped = prog.replace("tools.search('q', limit='ten')", "tools.search({'limit': 'ten'})")
+    res = run(untyped, refuse_first, [ns("tools", "search", error_class=("ToolError", "tool"))])
+    assert res.value == ["TypeError", message, None, True, "second"]
 
 
 def test_ordinary_failure_reply_on_a_typed_function():
@@ -181,10 +185,12 @@ def test_introspection_shows_the_stub():
             "        repr(s.parameters['lang'].default), buf.getvalue(), dir(tools),\n"
             "        f.__name__, f.__qualname__, repr(f), s is inspect.signature(f),\n"
             "        str(inspect.signature(tools.pair)), str(inspect.signature(tools.by_keyword)),\n"
+            "        str(inspect.signature(tools.optional)),\n"
+            "        inspect.signature(tools.optional).parameters['a'].default,\n"
             "        tools.plain.__doc__, hasattr(f, '__wrapped__'), callable(f)]")
     res = run(prog, echo, TOOLS)
     (doc, text, defaults, lang, helped, names, name, qualname, rep, cached, pair, by_kw,
-     plain_doc, wrapped, is_callable) = res.value
+     optional, optional_a, plain_doc, wrapped, is_callable) = res.value
     assert doc == SEARCH_DOC
     assert text == ("(q: 'str', limit: 'int' = 10, lang: \"Literal['en', 'de']\" = ..., "
                     "**kwargs: 'Any') -> 'list[str]'")
@@ -197,6 +203,8 @@ def test_introspection_shows_the_stub():
     assert cached is True
     assert pair == "(a, b, c) -> 'Any'"
     assert by_kw == "(**kwargs)"        # a stub without a parsable def: no annotations
+    # a default is its value when that prints back as the stub's text, else the text
+    assert optional == "(a='x', b=1e100) -> 'Any'" and optional_a == "x"
     assert plain_doc is None and wrapped is False and is_callable is True
     assert res.calls == []
 
