@@ -22,6 +22,9 @@ type Namespace struct {
 	Global     string      `json:"global"`
 	Names      []string    `json:"names"`
 	ErrorClass *ErrorClass `json:"errorClass,omitempty"`
+	// Signatures is aligned with Names (nil for an untyped function); left out
+	// when no function of the namespace is typed (docs/child-protocol.md §2.2).
+	Signatures []*Signature `json:"signatures,omitempty"`
 }
 
 // RunParams are validated run params (docs/protocol.md §3.1, docs/protocol.md §3.4).
