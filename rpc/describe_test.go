@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/typed"
 )
 
 const searchDecl = `{"name":"search","description":"Find documents.","parameters":{"type":"object",` +
@@ -90,5 +92,40 @@ func TestDescribe(t *testing.T) {
 	h.expect(errResp("5", -32600, "server is shutting down"))
 	if len(h.runner.submits) != 0 {
 		t.Error("describe submitted a run")
+	}
+}
+
+// BenchmarkDescribe50 is the daemon's work for bindings/describe of 50
+// typed functions with nested schemas, warm cache (bench/cmd's target: 5 ms
+// request to response).
+func BenchmarkDescribe50(b *testing.B) {
+	var fns []string
+	for i := range 50 {
+		fns = append(fns, strings.Replace(searchDecl, `"search"`, `"search_`+string(rune('a'+i%26))+string(rune('a'+i/26))+`"`, 1))
+	}
+	params := []byte(`{"bindings":[{"global":"tools","functions":[` + strings.Join(fns, ",") + `]}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		nss, limits, err := validateDescribe(params, cfgLimits)
+		if err != nil {
+			b.Fatal(err)
+		}
+		encodeDescribe("1", typed.Render(session.EffectiveLimits(cfgLimits, limits), "3.11.7", stubNamespaces(nss)).Text)
+	}
+}
+
+// BenchmarkValidateRun50 is run's validation of 50 typed functions, warm
+// cache (part of bench/cmd's 0.5 ms budget for declaring them).
+func BenchmarkValidateRun50(b *testing.B) {
+	var fns []string
+	for i := range 50 {
+		fns = append(fns, strings.Replace(searchDecl, `"search"`, `"search_`+string(rune('a'+i%26))+string(rune('a'+i/26))+`"`, 1))
+	}
+	params := []byte(`{"program":"return 1","bindings":[{"global":"tools","functions":[` + strings.Join(fns, ",") + `]}]}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := validateRun(params, cfgLimits); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
