@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -95,15 +96,20 @@ func TestDescribe(t *testing.T) {
 	}
 }
 
+// fiftyTyped is a bindings array of one namespace with 50 distinct typed functions.
+func fiftyTyped() string {
+	fns := make([]string, 50)
+	for i := range fns {
+		fns[i] = strings.Replace(searchDecl, `"search"`, `"search_`+strconv.Itoa(i)+`"`, 1)
+	}
+	return `[{"global":"tools","functions":[` + strings.Join(fns, ",") + `]}]`
+}
+
 // BenchmarkDescribe50 is the daemon's work for bindings/describe of 50
 // typed functions with nested schemas, warm cache (bench/cmd's target: 5 ms
 // request to response).
 func BenchmarkDescribe50(b *testing.B) {
-	var fns []string
-	for i := range 50 {
-		fns = append(fns, strings.Replace(searchDecl, `"search"`, `"search_`+string(rune('a'+i%26))+string(rune('a'+i/26))+`"`, 1))
-	}
-	params := []byte(`{"bindings":[{"global":"tools","functions":[` + strings.Join(fns, ",") + `]}]}`)
+	params := []byte(`{"bindings":` + fiftyTyped() + `}`)
 	b.ReportAllocs()
 	for b.Loop() {
 		nss, limits, err := validateDescribe(params, cfgLimits)
@@ -117,11 +123,7 @@ func BenchmarkDescribe50(b *testing.B) {
 // BenchmarkValidateRun50 is run's validation of 50 typed functions, warm
 // cache (part of bench/cmd's 0.5 ms budget for declaring them).
 func BenchmarkValidateRun50(b *testing.B) {
-	var fns []string
-	for i := range 50 {
-		fns = append(fns, strings.Replace(searchDecl, `"search"`, `"search_`+string(rune('a'+i%26))+string(rune('a'+i/26))+`"`, 1))
-	}
-	params := []byte(`{"program":"return 1","bindings":[{"global":"tools","functions":[` + strings.Join(fns, ",") + `]}]}`)
+	params := []byte(`{"program":"return 1","bindings":` + fiftyTyped() + `}`)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := validateRun(params, cfgLimits); err != nil {
