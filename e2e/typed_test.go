@@ -217,8 +217,8 @@ func TestDescribeStubsTypeCheck(t *testing.T) {
 	}
 }
 
-// An untyped run's boot frame is unchanged by typed bindings elsewhere: the
-// old calling rules still apply to string entries in a typed namespace.
+// A name entry next to typed functions keeps the old calling rules (one JSON
+// argument, keywords as an object, none as null).
 func TestTypedNamespaceKeepsUntypedRules(t *testing.T) {
 	t.Parallel()
 	d := started(t, nil)
