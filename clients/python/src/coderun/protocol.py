@@ -37,6 +37,7 @@ __all__ = [
     "METHOD_RUN",
     "METHOD_BINDING_CALL",
     "METHOD_RUN_LOG",
+    "METHOD_DESCRIBE",
     "CODE_BINDING_FAILED",
     "CODE_REQUEST_CANCELLED",
 ]
@@ -57,6 +58,7 @@ METHOD_CANCEL = "$/cancelRequest"
 METHOD_RUN = "run"
 METHOD_BINDING_CALL = "binding/call"
 METHOD_RUN_LOG = "run/log"
+METHOD_DESCRIBE = "bindings/describe"
 
 CODE_BINDING_FAILED = -32000  # a binding raised (application error)
 CODE_METHOD_NOT_FOUND = -32601
@@ -263,12 +265,13 @@ def response_for_value(rid: RequestId, value: Any) -> bytes:
 
 def build_run_params(
     program: str,
-    bindings: Mapping[str, Sequence[str]],
+    bindings: Mapping[str, Sequence[Union[str, Mapping[str, Any]]]],
     error_classes: Mapping[str, tuple[str, str]],
     limits: Mapping[str, Any] | None,
     stream: bool,
 ) -> dict[str, Any]:
-    """The ``run`` params for already-validated arguments (namespace order is kept)."""
+    """The ``run`` params for already-validated arguments (namespace order is kept); a
+    ``functions`` entry is a name or a typed declaration ``{"name", …}``."""
     decl: list[dict[str, Any]] = []
     for ns, functions in bindings.items():
         entry: dict[str, Any] = {"global": ns, "functions": list(functions)}
