@@ -502,6 +502,8 @@ def test_example_runs() -> None:
     out = proc.stdout
     assert "value: {'hits': ['d2', 'd3'], 'chars': 132}" in out
     assert "fetch failed: no document 'd9'" in out
+    assert "async def search(self, word: str) -> list[str]:" in out
+    assert "refused before the host: tools.search" in out and "/word" in out
     assert "failure: exception ZeroDivisionError line 2" in out
     assert "cancelled via handle: abort ['working']" in out
     assert "cancelled via task: CancelledError" in out
