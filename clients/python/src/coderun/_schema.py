@@ -120,10 +120,9 @@ def _object(cls: type, seen: tuple[type, ...]) -> dict[str, Any]:
             properties[key] = _schema(hint, seen)
         except UnsupportedHint as e:
             raise UnsupportedHint(f"{_name(cls)}.{key}: {e}") from None
-    if is_typeddict(cls):
-        required = [k for k in properties if k in cls.__required_keys__]  # type: ignore[attr-defined]
-    else:
-        required = _dataclass_required(cls, properties)
+    for key, default in _json_defaults(cls).items():
+        properties[key]["default"] = default
+    required = _required(cls)
     schema: dict[str, Any] = {"type": "object", "title": cls.__name__, "properties": properties}
     if required:
         schema["required"] = required
@@ -131,18 +130,27 @@ def _object(cls: type, seen: tuple[type, ...]) -> dict[str, Any]:
     return schema
 
 
-def _dataclass_required(cls: type, properties: dict[str, Any]) -> list[str]:
-    """The fields without a default; a field's JSON-able default becomes its ``default``."""
-    required = []
-    for f in dataclasses.fields(cls):
-        if f.name not in properties:
-            continue
-        if f.default is not dataclasses.MISSING:
-            if is_json(f.default):
-                properties[f.name] = {**properties[f.name], "default": f.default}
-        elif f.default_factory is dataclasses.MISSING:
-            required.append(f.name)
-    return required
+def _required(cls: type) -> list[str]:
+    """The keys a TypedDict requires, or the ``__init__`` fields of a dataclass without a default."""
+    if is_typeddict(cls):
+        keys: frozenset[str] = cls.__required_keys__  # type: ignore[attr-defined]
+        return [k for k in field_hints(cls) if k in keys]
+    return [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+
+
+def _json_defaults(cls: type) -> dict[str, Any]:
+    """The defaults of a dataclass's ``__init__`` fields that are JSON (none for a TypedDict)."""
+    if is_typeddict(cls):
+        return {}
+    return {
+        f.name: f.default
+        for f in dataclasses.fields(cls)
+        if f.init and f.default is not dataclasses.MISSING and is_json(f.default)
+    }
 
 
 def decode(hint: Any, value: Any) -> Any:
@@ -192,12 +200,7 @@ def _accepts(hint: Any, value: Any) -> bool:
 
 
 def _fits_fields(cls: type, value: dict[str, Any]) -> bool:
-    fields = field_hints(cls)
-    if is_typeddict(cls):
-        required: frozenset[str] = cls.__required_keys__  # type: ignore[attr-defined]
-    else:
-        required = frozenset(_dataclass_required(cls, dict.fromkeys(fields, {})))
-    return value.keys() <= fields.keys() and required <= value.keys()
+    return value.keys() <= field_hints(cls).keys() and set(_required(cls)) <= value.keys()
 
 
 def plain(value: Any) -> Any:

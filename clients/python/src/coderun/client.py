@@ -98,6 +98,15 @@ def _check_run_args(
     binding resolved to its declaration."""
     if not isinstance(program, str):
         raise TypeError(f"program must be a str, not {type(program).__name__}")
+    if on_log is not None and not callable(on_log):
+        raise TypeError("on_log must be callable")
+    return _check_declarations(bindings, error_classes, limits)
+
+
+def _check_declarations(
+    bindings: Optional[Bindings], error_classes: Optional[ErrorClasses], limits: object
+) -> tuple[dict[str, dict[str, Binding]], dict[str, tuple[str, str]]]:
+    """The checks of :func:`_check_run_args` that ``describe`` shares with ``run``."""
     table = _check_bindings(bindings)
     classes: dict[str, tuple[str, str]] = {}
     if error_classes is not None and not isinstance(error_classes, Mapping):
@@ -113,8 +122,6 @@ def _check_run_args(
         classes[ns] = (name, prop)
     if limits is not None and not isinstance(limits, Mapping):
         raise TypeError("limits must be a mapping such as {'maxWallMs': 5000}")
-    if on_log is not None and not callable(on_log):
-        raise TypeError("on_log must be callable")
     return table, classes
 
 
@@ -421,9 +428,8 @@ class Client:
         Raises :class:`InvalidParams` for a declaration the daemon refuses (the message names its
         path), TypeError/ValueError for misuse (as :meth:`run`), :class:`ProtocolViolation` when the
         answer has no ``stubs`` text."""
-        table, classes = _check_run_args("", bindings, error_classes, limits, None)
-        params = P.build_run_params("", _declarations(table), classes, limits, False)
-        del params["program"]
+        table, classes = _check_declarations(bindings, error_classes, limits)
+        params = P.build_describe_params(_declarations(table), classes, limits)
         result = await self.request(P.METHOD_DESCRIBE, params)
         stubs = result.get("stubs") if isinstance(result, dict) else None
         if not isinstance(stubs, str):

@@ -29,6 +29,7 @@ __all__ = [
     "build_error_response",
     "build_binding_response",
     "build_run_params",
+    "build_describe_params",
     "METHOD_INITIALIZE",
     "METHOD_INITIALIZED",
     "METHOD_SHUTDOWN",
@@ -272,6 +273,18 @@ def build_run_params(
 ) -> dict[str, Any]:
     """The ``run`` params for already-validated arguments (namespace order is kept); a
     ``functions`` entry is a name or a typed declaration ``{"name", …}``."""
+    params: dict[str, Any] = {"program": program, **build_describe_params(bindings, error_classes, limits)}
+    if stream:
+        params["stream"] = True
+    return params
+
+
+def build_describe_params(
+    bindings: Mapping[str, Sequence[Union[str, Mapping[str, Any]]]],
+    error_classes: Mapping[str, tuple[str, str]],
+    limits: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The ``bindings/describe`` params: the bindings and limits exactly as a run declares them."""
     decl: list[dict[str, Any]] = []
     for ns, functions in bindings.items():
         entry: dict[str, Any] = {"global": ns, "functions": list(functions)}
@@ -279,9 +292,7 @@ def build_run_params(
             name, prop = error_classes[ns]
             entry["errorClass"] = {"name": name, "memberNameProperty": prop}
         decl.append(entry)
-    params: dict[str, Any] = {"program": program, "bindings": decl}
+    params: dict[str, Any] = {"bindings": decl}
     if limits is not None:
         params["limits"] = dict(limits)
-    if stream:
-        params["stream"] = True
     return params

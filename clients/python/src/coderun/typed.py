@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from typing import Any, Callable, Mapping, Optional, TypeVar, Union, get_type_hints, overload
+from typing import Any, Callable, Collection, Mapping, Optional, TypeVar, Union, get_type_hints, overload
 
 from ._docstring import Docstring, parse_docstring
 from ._schema import UnsupportedHint, decode, is_json, plain, schema_for
@@ -156,7 +156,7 @@ def resolve(fn: Callable[..., Any]) -> Binding:
     return fn if isinstance(fn, Binding) else binding(fn)
 
 
-def _derive(fn: Callable[..., Any], skip: Any) -> Binding:
+def _derive(fn: Callable[..., Any], skip: Collection[str]) -> Binding:
     """The Binding derived from ``fn``'s signature, hints and docstring (``skip``: overridden)."""
     try:
         sig = inspect.signature(fn)
