@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 from typing import Annotated, Any, Literal, Optional, TypedDict, Union
 
 import pytest
@@ -165,6 +166,32 @@ DOC = {
     "required": ["title", "tags"],
     "additionalProperties": False,
 }
+
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired, Required
+
+
+class Mixed(TypedDict, total=False):
+    must: Required[Annotated[int, "meta"]]
+    may: str
+
+
+class Opt(TypedDict):
+    need: str
+    skip: NotRequired[list[int]]
+
+
+def mixed(m: Mixed, o: Opt) -> None: ...
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="typing.NotRequired is 3.11+")
+def test_typeddict_required_and_not_required_keys() -> None:
+    b = resolve(mixed)
+    assert b.parameters is not None
+    m, o = b.parameters["properties"]["m"], b.parameters["properties"]["o"]
+    assert m["properties"] == {"must": {"type": "integer"}, "may": {"type": "string"}} and m["required"] == ["must"]
+    assert o["properties"]["skip"] == {"type": "array", "items": {"type": "integer"}} and o["required"] == ["need"]
 
 
 def test_nested_typeddict() -> None:

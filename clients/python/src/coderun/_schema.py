@@ -134,12 +134,26 @@ def _required(cls: type) -> list[str]:
     """The keys a TypedDict requires, or the ``__init__`` fields of a dataclass without a default."""
     if is_typeddict(cls):
         keys: frozenset[str] = cls.__required_keys__  # type: ignore[attr-defined]
-        return [k for k in field_hints(cls) if k in keys]
+        return [k for k, hint in field_hints(cls).items() if _marked_required(hint, k in keys)]
     return [
         f.name
         for f in dataclasses.fields(cls)
         if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     ]
+
+
+def _marked_required(hint: Any, otherwise: bool) -> bool:
+    """A TypedDict key's ``Required`` / ``NotRequired`` marker, else ``otherwise``: under
+    ``from __future__ import annotations`` the class cannot see the markers in its string
+    annotations, so ``__required_keys__`` alone would be wrong."""
+    while get_origin(hint) is typing.Annotated:
+        hint = get_args(hint)[0]
+    origin = get_origin(hint)
+    if origin is not None and origin is getattr(typing, "Required", None):
+        return True
+    if origin is not None and origin is getattr(typing, "NotRequired", None):
+        return False
+    return otherwise
 
 
 def _json_defaults(cls: type) -> dict[str, Any]:

@@ -718,12 +718,11 @@ class Client:
             fn = binding.fn
             if inspect.iscoroutinefunction(fn):
                 value = await fn(*positional, **keywords)
-            elif self._sync_in_thread:
-                value = await asyncio.to_thread(fn, *positional, **keywords)
             else:
-                value = fn(*positional, **keywords)
-            if inspect.isawaitable(value):
-                value = await value
+                call = functools.partial(fn, *positional, **keywords)
+                value = await asyncio.to_thread(call) if self._sync_in_thread else call()
+                if inspect.isawaitable(value):
+                    value = await value
             body = P.response_for_value(rid, binding.result(value))
         except Exception as e:  # noqa: BLE001 - becomes a JSON-RPC error in the program
             body = P.build_error_response(rid, P.CODE_BINDING_FAILED, _text(e), {"type": type(e).__name__})
