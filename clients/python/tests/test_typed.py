@@ -322,7 +322,7 @@ def test_signature_shapes() -> None:
     assert params(no_args) == {"type": "object", "properties": {}, "additionalProperties": False}
     assert resolve(no_args).arguments({}) == ([], {})
     assert params(kwargs_only) == {"type": "object", "properties": {}, "additionalProperties": {"type": "integer"}}
-    assert resolve(kwargs_only).arguments({"a": 1, "b-c": 2}) == ([], {"a": 1, "b-c": 2})
+    assert resolve(kwargs_only).arguments({"a": 1, "b-c": 2, "extra": 3}) == ([], {"a": 1, "b-c": 2, "extra": 3})
     b = resolve(positional_only)
     assert b.arguments({"a": 1, "c": 3}) == ([1], {"c": 3})
     assert b.arguments({"a": 1, "b": 2}) == ([1, 2], {})

@@ -72,8 +72,9 @@ class Binding:
         positional: list[Any] = []
         keywords: dict[str, Any] = {}
         gap: Optional[str] = None
-        for p in self.signature.parameters.values():
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or p.name not in args:
+        named = [p for p in self.signature.parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        for p in named:
+            if p.name not in args:
                 gap = gap or (p.name if p.kind is p.POSITIONAL_ONLY else None)
                 continue
             value = decode(self.hints.get(p.name, Any), args[p.name])
@@ -83,9 +84,9 @@ class Binding:
                 positional.append(value)
             else:
                 raise TypeError(f"{_label(self.fn)}: positional-only {p.name!r} given without {gap!r}")
-        var_kw = _var_keyword(self.signature)
-        for key in args.keys() - self.signature.parameters.keys():
-            keywords[key] = decode(self.hints.get(var_kw, Any), args[key]) if var_kw else args[key]
+        extra_hint = self.hints.get(_var_keyword(self.signature) or "", Any)
+        names = {p.name for p in named}
+        keywords.update((k, decode(extra_hint, v)) for k, v in args.items() if k not in names)
         return positional, keywords
 
     def result(self, value: Any) -> Any:
