@@ -30,7 +30,8 @@ dist: $(TS_STAMP)
 # the packages as a user would.
 test: build test-go test-fuzz test-py test-clients test-install test-bench
 
-test-go:
+# Some Go tests check rendered Python stubs with mypy from the project's .venv.
+test-go: $(VENV_STAMP)
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 

@@ -250,7 +250,8 @@ func (p *player) sendBody(s step) {
 	p.d.send(body)
 }
 
-// declaredFunctions lists the binding functions a run request declares.
+// declaredFunctions lists the binding functions a run request declares, by
+// name or as a typed function object {name, …}.
 func declaredFunctions(body string) []string {
 	var req struct {
 		Params struct {
@@ -266,8 +267,11 @@ func declaredFunctions(body string) []string {
 	for _, b := range req.Params.Bindings {
 		for _, f := range b.Functions {
 			var name string
+			var typed struct{ Name *string }
 			if json.Unmarshal(f, &name) == nil {
 				out = append(out, name)
+			} else if json.Unmarshal(f, &typed) == nil && typed.Name != nil {
+				out = append(out, *typed.Name)
 			}
 		}
 	}

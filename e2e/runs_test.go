@@ -22,9 +22,9 @@ func TestParamsValidation(t *testing.T) {
 		return b(`[{"global":"tools","functions":["boom"],"errorClass":{"name":` + name + `,"memberNameProperty":` + prop + `}}]`)
 	}
 	cases := []struct{ params, msg string }{
-		{b(`[{"global":"tools","functions":["a", 7]}]`), "bindings[0].functions[1] must be a string"},
-		{b(`[{"global":"tools","functions":"a"}]`), "bindings[0].functions must be an array of strings"},
-		{b(`[{"global":"tools"}]`), "bindings[0].functions must be an array of strings"},
+		{b(`[{"global":"tools","functions":["a", 7]}]`), "bindings[0].functions[1] must be a name or {name, description?, parameters?, returns?}"},
+		{b(`[{"global":"tools","functions":"a"}]`), "bindings[0].functions must be an array of names or function objects"},
+		{b(`[{"global":"tools"}]`), "bindings[0].functions must be an array of names or function objects"},
 		{b(`[{"global":"tools","functions":["a","b","a"]}]`), `bindings[0].functions[2] "a" is a duplicate function name`},
 		{b(`[{"global":"tools","functions":[]},{"global":"tools","functions":[]}]`), `bindings[1].global "tools" is a duplicate binding global`},
 		{ec(`"ToolError"`, `""`), "bindings[0].errorClass.memberNameProperty must be a non-empty attribute name"},

@@ -2,10 +2,15 @@
 """An example agent host for coderun-rpc (standard library only).
 
 It starts the daemon (CODERUN_RPC_BIN, else ./bin/coderun-rpc), initializes,
-and sends one `run` whose program — as a language model might write it —
-calls two host tools concurrently with asyncio.gather. The host implements
-the tools, answers every `binding/call`, prints the streamed `run/log`
-notifications as they arrive, then the result, and shuts the daemon down.
+and declares two typed host tools (JSON Schemas for their arguments and
+results). It then
+  1. asks `bindings/describe` for the Python stub a model would be given;
+  2. sends a `run` whose program — as a language model might write it — calls
+     both tools concurrently with asyncio.gather; the host answers every
+     `binding/call` and the streamed `run/log` notifications are printed as
+     they arrive;
+  3. sends a `run` that passes a wrong argument: the daemon refuses it against
+     the schema, the program gets a TypeError, and the host is never called.
 
     make demo        # or: python3 examples/agent.py
 """
@@ -20,7 +25,7 @@ import asyncio
 city = "Lisbon"
 print("looking things up for", city)
 found, weather = await asyncio.gather(
-    tools.search({"q": f"things to do in {city}"}),
+    tools.search(f"things to do in {city}", 3),
     tools.weather(city=city),
 )
 print(f"{len(found)} results; it is {weather['tempC']} C and {weather['sky']}")
@@ -29,15 +34,25 @@ return {"city": city, "plan": [hit["title"] for hit in best], "weather": weather
 """
 
 
+# A model's mistake: `limit` must be an integer.
+WRONG_PROGRAM = """
+try:
+    return await tools.search("museums", limit="three")
+except TypeError as e:
+    return f"TypeError: {e}"
+"""
+
+
 # ---- the host's tools ----------------------------------------------------
 
 async def search(args):
     await asyncio.sleep(0.2)  # pretend to call a search API
-    return [
+    hits = [
         {"title": f"Tram 28 ({args['q']})", "indoor": False},
         {"title": "Gulbenkian Museum", "indoor": True},
         {"title": "Oceanário", "indoor": True},
     ]
+    return hits[:args.get("limit", 10)]
 
 
 async def weather(args):
@@ -46,6 +61,23 @@ async def weather(args):
 
 
 TOOLS = {"tools": {"search": search, "weather": weather}}
+HOST_CALLS = []  # every binding/call the host answered
+
+# The declarations sent with every run: the schemas the daemon checks both
+# ways and renders as stubs.
+DECLARATIONS = {"tools": [
+    {"name": "search", "description": "Search the web for places to visit.",
+     "parameters": {"type": "object", "required": ["q"], "additionalProperties": False, "properties": {
+         "q": {"type": "string", "description": "what to look for"},
+         "limit": {"type": "integer", "minimum": 1, "default": 10, "description": "most results wanted"}}},
+     "returns": {"type": "array", "items": {"type": "object", "title": "Hit", "required": ["title", "indoor"],
+                                            "properties": {"title": {"type": "string"}, "indoor": {"type": "boolean"}}}}},
+    {"name": "weather", "description": "Today's weather in a city.",
+     "parameters": {"type": "object", "required": ["city"], "properties": {"city": {"type": "string"}}},
+     "returns": {"type": "object", "title": "Weather", "required": ["city", "tempC", "sky"], "properties": {
+         "city": {"type": "string"}, "tempC": {"type": "number"},
+         "sky": {"enum": ["sun", "cloud", "rain"]}}}},
+]}
 
 
 # ---- a minimal JSON-RPC 2.0 client with LSP framing ------------------------
@@ -122,6 +154,7 @@ class Daemon:
 
     async def answer(self, call_id, params):
         name = f"{params['namespace']}.{params['function']}"
+        HOST_CALLS.append(name)
         print(f"  [host] {name}({json.dumps(params['args'], ensure_ascii=False)})", flush=True)
         try:
             fn = TOOLS[params["namespace"]][params["function"]]
@@ -141,28 +174,46 @@ class Daemon:
         return code
 
 
+def show(title, text):
+    print(title)
+    for line in text.strip().splitlines():
+        print("  |", line)
+
+
 async def main():
     daemon = await Daemon.start()
     info = await daemon.request("initialize", {"clientInfo": {"name": "example-agent"}})
     python = info["capabilities"]["python"]
     print(f"coderun-rpc {info['serverInfo']['version']} (Python {python['version']})")
-    print("program:")
-    for line in PROGRAM.strip().splitlines():
-        print("  |", line)
-    bindings = [{"global": ns, "functions": sorted(fns)} for ns, fns in TOOLS.items()]
+    bindings = [{"global": ns, "functions": fns} for ns, fns in DECLARATIONS.items()]
+    limits = {"maxWallMs": 30000, "cpuSeconds": 10}
+
+    described = await daemon.request("bindings/describe", {"bindings": bindings, "limits": limits})
+    show("\n1. the stub a model is given (bindings/describe):", described["stubs"])
+
+    show("\n2. the model's program:", PROGRAM)
     result = await daemon.request("run", {
-        "program": PROGRAM, "bindings": bindings, "stream": True,
-        "limits": {"maxWallMs": 30000, "cpuSeconds": 10},
+        "program": PROGRAM, "bindings": bindings, "stream": True, "limits": limits,
     })
-    if "error" in result:
-        print(f"run failed: {result['error']['kind']}: {result['error']['message']}")
-    else:
+    ok = "error" not in result
+    if ok:
         print("value:", json.dumps(result["value"], ensure_ascii=False, indent=2))
+    else:
+        print(f"run failed: {result['error']['kind']}: {result['error']['message']}")
     print("logs:", result["logs"])
     print("stats:", result["stats"])
+
+    show("\n3. a program with a wrong argument:", WRONG_PROGRAM)
+    calls_before = len(HOST_CALLS)
+    wrong = await daemon.request("run", {"program": WRONG_PROGRAM, "bindings": bindings, "limits": limits})
+    host_called = len(HOST_CALLS) - calls_before
+    print("value:", json.dumps(wrong.get("value"), ensure_ascii=False))
+    print(f"the host was called {host_called} times; stats.bindingCalls = {wrong['stats']['bindingCalls']}")
+    ok = ok and host_called == 0 and str(wrong.get("value", "")).startswith("TypeError: tools.search()")
+
     code = await daemon.close()
-    print("daemon exited with", code)
-    return 0 if "error" not in result and code == 0 else 1
+    print("\ndaemon exited with", code)
+    return 0 if ok and code == 0 else 1
 
 
 if __name__ == "__main__":

@@ -40,12 +40,32 @@ type ReplyOk struct {
 	Value RawJSON `json:"value"`
 }
 
-// ReplyErr answers a call that was rejected, lossy or unknown.
+// ReplyErr answers a call that was rejected, lossy or unknown. TypeError
+// says the daemon refused the arguments against the function's declared
+// parameters: the child raises TypeError(Message).
 type ReplyErr struct {
-	Type    string `json:"type"`
-	ID      int64  `json:"id"`
-	Ok      bool   `json:"ok"`
-	Message string `json:"message"`
+	Type      string `json:"type"`
+	ID        int64  `json:"id"`
+	Ok        bool   `json:"ok"`
+	Message   string `json:"message"`
+	TypeError bool   `json:"typeError,omitempty"`
+}
+
+// Signature is a typed function's calling shape in the boot frame: what the
+// child binds arguments to, and what it shows for __doc__, inspect.signature
+// and help(). Field order is the wire order.
+type Signature struct {
+	Params []Param `json:"params"`
+	Doc    string  `json:"doc"`
+	Stub   string  `json:"stub"`
+}
+
+// Param is one parameter, in stub order. Default is the Python literal text of
+// the schema's default, shown by introspection only, never sent as an argument.
+type Param struct {
+	Name     string  `json:"name"`
+	Required bool    `json:"required"`
+	Default  *string `json:"default,omitempty"`
 }
 
 // BootAckMessage says the child applied its limits and built its namespaces.

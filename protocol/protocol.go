@@ -17,6 +17,7 @@ const (
 	MethodExit          = "exit"
 	MethodCancelRequest = "$/cancelRequest"
 	MethodRun           = "run"
+	MethodDescribe      = "bindings/describe"
 	MethodBindingCall   = "binding/call" // daemon → client request
 	MethodRunLog        = "run/log"      // daemon → client notification
 )

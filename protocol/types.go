@@ -22,6 +22,21 @@ type Namespace struct {
 	Global     string      `json:"global"`
 	Names      []string    `json:"names"`
 	ErrorClass *ErrorClass `json:"errorClass,omitempty"`
+	// Signatures is aligned with Names (nil for an untyped function); left out
+	// when no function of the namespace is typed (docs/child-protocol.md §2.2).
+	Signatures []*Signature `json:"signatures,omitempty"`
+	// Checks is aligned with Names (nil for a function without schemas);
+	// nil when no function of the namespace is typed. Never sent.
+	Checks []Checker `json:"-"`
+}
+
+// Checker checks a typed function's values against its declared schemas
+// (typed.Function implements it; protocol stays a leaf). Each returns nil
+// when the value conforms or nothing is declared, else an error listing the
+// failing locations, one per line ("/limit: expected integer, but got string").
+type Checker interface {
+	CheckArgs(args []byte) error
+	CheckResult(value []byte) error
 }
 
 // RunParams are validated run params (docs/protocol.md §3.1, docs/protocol.md §3.4).

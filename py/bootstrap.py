@@ -68,13 +68,21 @@ def _coderun_child():
     proto.__file__ = ppath
     P = proto
 
+    cold_loaded = []
+
+    def load_cold():
+        """protocol.py's namespace with its cold section executed (once, on first use)."""
+        if not cold_loaded:
+            with open_(ppath, "rb") as f:
+                hot, sep, cold = f.read().partition(cold_marker)
+            # Blank lines in place of the hot section keep the cold section's line numbers.
+            cold = b"\n" * (hot.count(b"\n") + 1) + sep[1:] + cold
+            exec_(compile_(cold, ppath, "exec", dont_inherit=True), proto.__dict__)
+            cold_loaded.append(proto.__dict__)
+        return cold_loaded[0]
+
     def load_diagnostics():
-        with open_(ppath, "rb") as f:
-            hot, sep, cold = f.read().partition(cold_marker)
-        # Blank lines in place of the hot section keep the cold section's line numbers.
-        cold = b"\n" * (hot.count(b"\n") + 1) + sep[1:] + cold
-        exec_(compile_(cold, ppath, "exec", dont_inherit=True), proto.__dict__)
-        return proto.__dict__["make_diagnostics"]()
+        return load_cold()["make_diagnostics"]()
 
     codec = P.make_codec()
     encode, decode, string, cap_message = codec.encode, codec.decode, codec.string, \
@@ -165,7 +173,7 @@ def _coderun_child():
     # program's code or write to fd 3 before the boot frame has been read.
     program_globals = {"__name__": "__main__", "__builtins__": B}
     install, attach_pump, unpump, drive = _make_bindings(
-        send, codec, P, rbuf, load_asyncio, asyncio_mods)
+        send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold)
     (out_stream, out_st), (err_stream, err_st), s_flush, set_budget = _make_log_streams(
         send, codec, P, sys_modules["io"].TextIOBase)
     compile_program = P.compile_program
@@ -524,19 +532,21 @@ def _make_log_streams(send, codec, P, TextIOBase):
     return make_stream("<stdout>"), make_stream("<stderr>"), s_flush, set_budget
 
 
-def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods):
+def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
     """Namespace proxies, error classes, call slots and the reply pump (docs/child-protocol.md §2.9, docs/child-protocol.md §3.5).
 
     Built before the boot frame; returns (install(namespaces, program_globals),
     attach_pump(loop), unpump(), drive(coro)). install puts the boot frame's proxies and
-    error classes into the program's globals.
+    error classes into the program's globals; a namespace with `signatures` gets typed
+    functions for its typed names (_make_typed, built only then).
     """
     import builtins as B
-    (len, type, str, bytes, bool, list, dict, BaseException, Exception, RuntimeError,
+    (len, type, str, bytes, bool, list, dict, zip, BaseException, Exception, RuntimeError,
      TypeError, AttributeError, KeyError, ValueError, OSError, StopIteration) = (
-        B.len, B.type, B.str, B.bytes, B.bool, B.list, B.dict, B.BaseException, B.Exception,
-        B.RuntimeError, B.TypeError, B.AttributeError, B.KeyError, B.ValueError, B.OSError,
-        B.StopIteration)
+        B.len, B.type, B.str, B.bytes, B.bool, B.list, B.dict, B.zip, B.BaseException,
+        B.Exception, B.RuntimeError, B.TypeError, B.AttributeError, B.KeyError, B.ValueError,
+        B.OSError, B.StopIteration)
+    make_typed_factory = _make_typed
     import os
     import _thread
     from _collections import deque
@@ -610,6 +620,8 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods):
         release_slot()
         ok = msg.get("ok") is True
         payload = msg.get("value") if ok else msg.get("message")
+        if not ok and msg.get("typeError") is True:
+            ok = None                   # the daemon refused the arguments: settled raises TypeError
         loop, fut = entry
         if loop is None:                # awaited by the driver (no asyncio loop)
             driver_results[fut] = (ok, payload)
@@ -755,7 +767,11 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods):
     def settled(member, fail, ok, value):
         if ok:
             return value
-        raise fail(member, value if type(value) is str else P.UNRENDERABLE_REJECTION) from None
+        if type(value) is not str:
+            value = P.UNRENDERABLE_REJECTION
+        if ok is None:
+            raise TypeError(value) from None
+        raise fail(member, value) from None
 
     def make_invoke(gname, member, fail):
         async def invoke(arg):
@@ -792,7 +808,14 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods):
             ok, value = await fut
             return settled(member, fail, ok, value)
         head = string(gname) + b',"name":' + string(member) + b',"args":'
-        label = gname + "." + member
+        # The coroutine takes its names from invoke: a forgotten await is then
+        # reported as "coroutine 'tools.search' was never awaited".
+        invoke.__name__ = member if member.isidentifier() else "binding"
+        invoke.__qualname__ = gname + "." + member
+        return invoke
+
+    def make_untyped(invoke):
+        label = invoke.__qualname__
 
         def call(*args, **kwargs):
             if len(args) > 1:
@@ -802,10 +825,8 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods):
                 raise TypeError("%s() takes either one positional argument or keyword "
                                 "arguments, not both" % label)
             return invoke(args[0] if args else (kwargs if kwargs else None))
-        # The coroutine takes its names from invoke: a forgotten await is then
-        # reported as "coroutine 'tools.search' was never awaited".
-        call.__name__ = invoke.__name__ = member if member.isidentifier() else "binding"
-        call.__qualname__ = invoke.__qualname__ = label
+        call.__name__ = invoke.__name__
+        call.__qualname__ = label
         return call
 
     def make_error_class(name, prop):
@@ -814,8 +835,19 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods):
             obj_setattr(self, prop, member)
         return type(name, (Exception,), {"__init__": __init__, "__qualname__": name})
 
-    def make_namespace(gname, names, fail):
-        members = {n: make_invoke(gname, n, fail) for n in names}
+    typed = []
+
+    def make_member(gname, name, fail, sig):
+        invoke = make_invoke(gname, name, fail)
+        if sig is None:
+            return make_untyped(invoke)
+        if not typed:
+            typed.append(make_typed_factory(P, load_cold))
+        return typed[0](invoke, sig)
+
+    def make_namespace(gname, names, fail, sigs):
+        members = {n: make_member(gname, n, fail, sig)
+                   for n, sig in zip(names, sigs or [None] * len(names))}
 
         def missing(attr):
             return "tool %r is not declared in namespace %r" % (attr, gname)
@@ -861,9 +893,134 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods):
                 cls = make_error_class(ec["name"], ec["memberNameProperty"])
                 program_globals[ec["name"]] = cls
             program_globals[ns["global"]] = make_namespace(ns["global"], ns["names"],
-                                                           rejecter(cls))
+                                                           rejecter(cls), ns.get("signatures"))
 
     return install, attach_pump, unpump, drive
+
+
+def _make_typed(P, load_cold):
+    """Typed binding functions (docs/child-protocol.md §3.5): `make(invoke, sig)`.
+
+    A typed function binds its arguments to the signature's parameters as CPython binds a
+    def's (same TypeError wording, named `tools.search`) and calls invoke with the `args`
+    object: the given parameters in stub order, then other keywords in call order. It reads
+    as its stub: `__doc__`, `__signature__` (built on first read, with `inspect`, by
+    protocol.binding_signature), and `help()` prints the stub. Built on a run's first typed
+    function, so an untyped run never pays for any of it.
+    """
+    import builtins as B
+    import sys
+    from keyword import iskeyword
+    len, type, TypeError, AttributeError = B.len, B.type, B.TypeError, B.AttributeError
+    state = {}      # typed function -> [invoke, bind, sig, Signature or None]
+
+    def positional(name):
+        # The stubs' rule: an ASCII identifier, not a keyword, not the method's `self`;
+        # any other name is passed as **{"name": value}.
+        return name.isascii() and name.isidentifier() and not iskeyword(name) \
+            and name != "self"
+
+    def missing_positional(label, names):
+        quoted = ["%r" % n for n in names]
+        if len(quoted) == 1:
+            listed = quoted[0]
+        elif len(quoted) == 2:
+            listed = quoted[0] + " and " + quoted[1]
+        else:
+            listed = ", ".join(quoted[:-1]) + ", and " + quoted[-1]
+        return "%s() missing %d required positional argument%s: %s" % (
+            label, len(names), "" if len(names) == 1 else "s", listed)
+
+    def make_bind(label, params):
+        pos = {}
+        for p in params:
+            if positional(p["name"]):
+                pos[p["name"]] = len(pos)
+        npos = len(pos)
+        order = [(p["name"], pos.get(p["name"], npos)) for p in params]
+        req_pos = [p["name"] for p in params if p["required"] and p["name"] in pos]
+        req_kw = [p["name"] for p in params if p["required"] and p["name"] not in pos]
+        takes = "from %d to %d" % (len(req_pos), npos) if len(req_pos) < npos else "%d" % npos
+        plural = "" if takes == "1" else "s"
+
+        def bind(args, kwargs):
+            # CPython's order of complaints: a keyword repeating a positional argument,
+            # then too many positional arguments, then missing ones.
+            n = len(args)
+            if n and kwargs:
+                for k in kwargs:
+                    if pos.get(k, npos) < n:
+                        raise TypeError("%s() got multiple values for argument '%s'"
+                                        % (label, k))
+            if n > npos:
+                raise TypeError("%s() takes %s positional argument%s but %d %s given"
+                                % (label, takes, plural, n, "was" if n == 1 else "were"))
+            obj = {}
+            for name, j in order:
+                if j < n:
+                    obj[name] = args[j]
+                elif name in kwargs:
+                    obj[name] = kwargs[name]
+            if len(obj) < n + len(kwargs):
+                for k in kwargs:
+                    if k not in obj:
+                        obj[k] = kwargs[k]
+            missing = [name for name in req_pos if name not in obj]
+            if missing:
+                raise TypeError(missing_positional(label, missing))
+            for name in req_kw:
+                if name not in obj:
+                    raise TypeError("%s() missing required argument: %r" % (label, name))
+            return obj
+        return bind
+
+    class TypedBinding:
+        __slots__ = ()
+
+        def __call__(self, /, *args, **kwargs):     # `self` may be a keyword argument
+            st = state[self]
+            return st[0](st[1](args, kwargs))
+
+        @property
+        def __doc__(self):
+            return state[self][2]["doc"]
+
+        def __getattr__(self, attr):
+            st = state[self]
+            if attr == "__signature__":
+                if st[3] is None:
+                    st[3] = load_cold()["binding_signature"](
+                        st[2]["params"], positional, st[2]["stub"])
+                return st[3]
+            if attr == "__name__":
+                return st[0].__name__
+            if attr == "__qualname__":
+                return st[0].__qualname__
+            raise AttributeError("typed binding %s has no attribute %r"
+                                 % (st[0].__qualname__, attr))
+
+        def __repr__(self):
+            return "<typed binding %s>" % state[self][0].__qualname__
+
+    helper = getattr(B, "help", None)
+    if helper is not None:
+        class Helper(type(helper)):
+            """help(): a typed binding's help is its stub; anything else goes to pydoc."""
+            __slots__ = ()
+
+            def __call__(self, /, *args, **kwargs):
+                if len(args) == 1 and not kwargs and type(args[0]) is TypedBinding:
+                    stub = state[args[0]][2]["stub"]
+                    sys.stdout.write(stub if stub.endswith("\n") else stub + "\n")
+                    return None
+                return helper(*args, **kwargs)
+        B.help = Helper()
+
+    def make(invoke, sig):
+        f = TypedBinding()
+        state[f] = [invoke, make_bind(invoke.__qualname__, sig["params"]), sig, None]
+        return f
+    return make
 
 
 _coderun_child()

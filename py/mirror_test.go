@@ -22,8 +22,10 @@ type fieldSet struct {
 // roster is docs/child-protocol.md §2.2's field-set roster, the reference both sides must match.
 var roster = map[string]fieldSet{
 	"BootMessage":    {Required: []string{"addressSpaceBytes", "cpuSeconds", "maxLogBytes", "maxValueBytes", "namespaces", "type"}},
-	"Namespace":      {Required: []string{"global", "names"}, Optional: []string{"errorClass"}},
+	"Namespace":      {Required: []string{"global", "names"}, Optional: []string{"errorClass", "signatures"}},
 	"ErrorClass":     {Required: []string{"memberNameProperty", "name"}},
+	"Signature":      {Required: []string{"doc", "params", "stub"}},
+	"Param":          {Required: []string{"name", "required"}, Optional: []string{"default"}},
 	"RunMessage":     {Required: []string{"program", "type"}},
 	"BootAckMessage": {Required: []string{"type"}},
 	"CallMessage":    {Required: []string{"args", "global", "id", "name", "type"}},
@@ -31,7 +33,7 @@ var roster = map[string]fieldSet{
 	"DoneErrorField": {Required: []string{"kind", "message"}, Optional: []string{"exceptionType", "line"}},
 	"DoneMessage":    {Required: []string{"type"}, Optional: []string{"error", "value"}},
 	"ReplyOk":        {Required: []string{"id", "ok", "type", "value"}},
-	"ReplyErr":       {Required: []string{"id", "message", "ok", "type"}},
+	"ReplyErr":       {Required: []string{"id", "message", "ok", "type"}, Optional: []string{"typeError"}},
 }
 
 // goFrames are the Go frame structs, by the name protocol.py must use for its TypedDict.
@@ -39,6 +41,8 @@ var goFrames = map[string]any{
 	"BootMessage":    protocol.BootMessage{},
 	"Namespace":      protocol.Namespace{},
 	"ErrorClass":     protocol.ErrorClass{},
+	"Signature":      protocol.Signature{},
+	"Param":          protocol.Param{},
 	"RunMessage":     protocol.RunMessage{},
 	"BootAckMessage": protocol.BootAckMessage{},
 	"CallMessage":    protocol.CallMessage{},

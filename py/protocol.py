@@ -814,25 +814,112 @@ def make_diagnostics():
     return diagnose
 
 
+# ---- typed bindings' signatures (docs/child-protocol.md §3.5) --------------------------------
+
+def binding_signature(params, positional, stub):
+    """The inspect.Signature a typed binding shows: its stub's, without `self`.
+
+    `params` (the boot frame's Signature.params) give the parameters, their order and
+    defaults; `positional(name)` tells which are real parameters (the others travel as
+    **kwargs, as in the stub); the stub's `def` gives the annotations, as their source text.
+    Imports `ast` and `inspect`, hence only on the first read of `__signature__`.
+    """
+    import ast
+    import inspect
+    Parameter = inspect.Parameter
+    notes, kwarg = _stub_annotations(ast, stub)
+    out = []
+    for p in params:
+        name = p["name"]
+        if positional(name):
+            default = Parameter.empty if p["required"] else _default(ast, p.get("default", "..."))
+            out.append(Parameter(name, Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                                 annotation=notes.get(name, Parameter.empty)))
+    if len(out) < len(params):
+        out.append(Parameter(kwarg, Parameter.VAR_KEYWORD,
+                             annotation=notes.get("**", Parameter.empty)))
+    return inspect.Signature(out, return_annotation=notes.get("return", Parameter.empty))
+
+
+def _stub_annotations(ast, stub):
+    """The stub def's annotations as source text, by parameter name ("return" for the return,
+    "**" for **kwargs), and the name of its **kwargs parameter.
+
+    A stub without a def (a function whose name is not an identifier is shown as a comment)
+    has no annotations.
+    """
+    notes, kwarg = {}, "kwargs"
+    try:
+        body = ast.parse(stub).body
+    except (SyntaxError, ValueError):
+        body = []
+    for node in body:
+        if isinstance(node, (ast.AsyncFunctionDef, ast.FunctionDef)):
+            args = node.args
+            noted = [(a.arg, a.annotation) for a in args.args + args.kwonlyargs]
+            noted.append(("return", node.returns))
+            if args.kwarg is not None:
+                kwarg = args.kwarg.arg
+                noted.append(("**", args.kwarg.annotation))
+            for key, annotation in noted:
+                if annotation is not None:
+                    notes[key] = ast.get_source_segment(stub, annotation)
+            break
+    return notes, kwarg
+
+
+class _Literal:
+    """A default shown exactly as the stub spells it (`...` for an optional without one)."""
+    __slots__ = ("text",)
+
+    def __init__(self, text):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
+
+
+def _default(ast, text):
+    """The default's value when its repr is the stub's text, else the text itself."""
+    try:
+        value = ast.literal_eval(text)
+    except Exception:
+        return _Literal(text)
+    return value if repr(value) == text else _Literal(text)
+
+
 # ---- frame shapes (docs/child-protocol.md §2.2) ------------------------------------------------------------------
 # Optional keys live in `total=False` classes so that this file also imports on 3.10.
 
 FRAME_TYPES = (
-    "BootMessage", "Namespace", "ErrorClass", "RunMessage", "ReplyOk", "ReplyErr",
-    "BootAckMessage", "CallMessage", "LogMessage", "DoneErrorField", "DoneMessage",
+    "BootMessage", "Namespace", "ErrorClass", "Signature", "Param", "RunMessage", "ReplyOk",
+    "ReplyErr", "BootAckMessage", "CallMessage", "LogMessage", "DoneErrorField", "DoneMessage",
 )
 
 if TYPE_CHECKING:
-    from typing import Any, List, Literal, TypedDict
+    from typing import Any, List, Literal, Optional, TypedDict
 
     class ErrorClass(TypedDict):
         name: str
         memberNameProperty: str
 
+    class _ParamOptional(TypedDict, total=False):
+        default: str
+
+    class Param(_ParamOptional):
+        name: str
+        required: bool
+
+    class Signature(TypedDict):
+        params: List[Param]
+        doc: str
+        stub: str
+
     _NamespaceRequired = TypedDict("_NamespaceRequired", {"global": str, "names": List[str]})
 
     class Namespace(_NamespaceRequired, total=False):
         errorClass: ErrorClass
+        signatures: List[Optional[Signature]]
 
     class BootMessage(TypedDict):
         type: Literal["boot"]
@@ -852,7 +939,10 @@ if TYPE_CHECKING:
         ok: Literal[True]
         value: Any
 
-    class ReplyErr(TypedDict):
+    class _ReplyErrOptional(TypedDict, total=False):
+        typeError: Literal[True]
+
+    class ReplyErr(_ReplyErrOptional):
         type: Literal["reply"]
         id: int
         ok: Literal[False]

@@ -132,6 +132,8 @@ func (s *Server) request(id reqID, method string, params []byte) {
 		s.shutdown(id)
 	case method == protocol.MethodRun:
 		s.run(id, params)
+	case method == protocol.MethodDescribe:
+		s.describe(id, params)
 	default:
 		s.w.replyError(&id, protocol.CodeMethodNotFound, "method not found: "+method)
 	}

@@ -52,10 +52,10 @@ func (s *Server) initialize(id reqID, st state, params []byte) {
 	s.mu.Lock()
 	s.state = stateInitialized
 	s.mu.Unlock()
-	s.w.reply(id, s.describe())
+	s.w.reply(id, s.initializeResult())
 }
 
-func (s *Server) describe() initializeResult {
+func (s *Server) initializeResult() initializeResult {
 	c := s.opts.Daemon
 	return initializeResult{
 		ServerInfo: serverInfo{Name: "coderun-rpc", Version: s.opts.Version},

@@ -4,8 +4,10 @@
 // exactly Content-Length bytes (inbound.go), scans the body with wireguard's
 // strict iterative scanner in Lax mode (dispatch.go), answers malformed input
 // itself, routes responses to outstanding binding/call requests (bindings.go)
-// and handles run, $/cancelRequest and shutdown synchronously in arrival
-// order (Appendix B items 5, 6). Every outgoing message is encoded by
+// and handles run, bindings/describe, $/cancelRequest and shutdown
+// synchronously in arrival order (Appendix B items 5, 6). Validating a run
+// compiles its typed function declarations (package typed); describe renders
+// their stubs (describe.go). Every outgoing message is encoded by
 // encode.go, one member order for all, and framed under one lock
 // (outbound.go). sourcegraph/jsonrpc2 is not used: its decoder would close
 // the connection on a deep or lossy binding result and re-marshal params, and

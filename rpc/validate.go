@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/typed"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
@@ -34,10 +35,8 @@ func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
 	if p.Bindings, err = validateBindings(ms); err != nil {
 		return p, err
 	}
-	if m, ok := wireguard.Last(ms, "limits"); ok && wireguard.KindOf(m.Value) != wireguard.KindNull {
-		if p.Limits, err = validateLimits(m.Value, cfg); err != nil {
-			return p, err
-		}
+	if p.Limits, err = optionalLimits(ms, cfg); err != nil {
+		return p, err
 	}
 	if m, ok := wireguard.Last(ms, "stream"); ok {
 		switch wireguard.KindOf(m.Value) {
@@ -50,6 +49,30 @@ func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
 		}
 	}
 	return p, nil
+}
+
+// validateDescribe checks bindings/describe params: run's rules for
+// "bindings" and "limits", in run's order, with run's messages.
+func validateDescribe(raw []byte, cfg protocol.Limits) ([]protocol.Namespace, protocol.Limits, error) {
+	ms, err := wireguard.Members(raw, wireguard.Strict)
+	if err != nil {
+		return nil, protocol.Limits{}, reject("params must be an object")
+	}
+	nss, err := validateBindings(ms)
+	if err != nil {
+		return nil, protocol.Limits{}, err
+	}
+	l, err := optionalLimits(ms, cfg)
+	return nss, l, err
+}
+
+// optionalLimits validates "limits" when present and not null.
+func optionalLimits(ms []wireguard.Member, cfg protocol.Limits) (protocol.Limits, error) {
+	m, ok := wireguard.Last(ms, "limits")
+	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
+		return protocol.Limits{}, nil
+	}
+	return validateLimits(m.Value, cfg)
 }
 
 func validateBindings(ms []wireguard.Member) ([]protocol.Namespace, error) {
@@ -106,11 +129,9 @@ func validateBinding(i int, raw []byte, injected, globals, errorClasses map[stri
 		}
 		ns.ErrorClass = ec
 	}
-	names, err := validateFunctions(at, ms)
-	if err != nil {
+	if err := validateFunctions(at, ms, &ns); err != nil {
 		return ns, err
 	}
-	ns.Names = names
 	globals[g], injected[g] = true, true
 	if ns.ErrorClass != nil {
 		errorClasses[ns.ErrorClass.Name], injected[ns.ErrorClass.Name] = true, true
@@ -150,30 +171,80 @@ func validateErrorClass(at string, raw []byte, global string, injected map[strin
 	return &protocol.ErrorClass{Name: name, MemberNameProperty: prop}, nil
 }
 
-func validateFunctions(at string, ms []wireguard.Member) ([]string, error) {
+// validateFunctions fills ns.Names and, when a function is typed (an object
+// entry, SPEC-2 §1.1), ns.Signatures and ns.Checks. A string entry keeps the
+// old path: an untyped run never reaches the typed package.
+func validateFunctions(at string, ms []wireguard.Member, ns *protocol.Namespace) error {
 	fm, ok := wireguard.Last(ms, "functions")
 	var elems [][]byte
 	if ok {
 		elems, ok = wireguard.Elements(fm.Value)
 	}
 	if !ok {
-		return nil, reject(at + ".functions must be an array of strings")
+		return reject(at + ".functions must be an array of names or function objects")
 	}
-	names := make([]string, 0, len(elems))
+	ns.Names = make([]string, 0, len(elems))
+	var fns []*typed.Function // aligned with ns.Names once a function is typed
 	seen := map[string]bool{}
 	for j, el := range elems {
-		f, ok := wireguard.DecodeString(el)
 		fat := at + ".functions[" + strconv.Itoa(j) + "]"
-		if !ok {
-			return nil, reject(fat + " must be a string")
+		name, fn, err := functionEntry(fat, el)
+		if err != nil {
+			return err
 		}
-		if seen[f] {
-			return nil, reject(fat + " " + quote(f) + " is a duplicate function name")
+		if seen[name] {
+			return reject(fat + " " + quote(name) + " is a duplicate function name")
 		}
-		seen[f] = true
-		names = append(names, f)
+		seen[name] = true
+		ns.Names = append(ns.Names, name)
+		if fn != nil && fns == nil {
+			fns = make([]*typed.Function, len(elems))
+		}
+		if fns != nil {
+			fns[j] = fn
+		}
 	}
-	return names, nil
+	if fns != nil {
+		addTyped(ns, fns)
+	}
+	return nil
+}
+
+// functionEntry reads one functions entry: a name, or a declaration compiled
+// by the typed package (nil for a name).
+func functionEntry(at string, el []byte) (string, *typed.Function, error) {
+	if name, ok := wireguard.DecodeString(el); ok {
+		return name, nil, nil
+	}
+	if wireguard.KindOf(el) != wireguard.KindObject {
+		return "", nil, reject(at + " must be a name or {name, description?, parameters?, returns?}")
+	}
+	fn, err := typed.Compile(at, el)
+	if err != nil {
+		return "", nil, reject(err.Error())
+	}
+	return fn.Name, fn, nil
+}
+
+// addTyped sets ns.Checks and, when a function declares parameters,
+// ns.Signatures, both aligned with ns.Names (nil for an untyped function).
+// Only a namespace with a typed function has them, so an untyped namespace's
+// boot frame is unchanged.
+func addTyped(ns *protocol.Namespace, fns []*typed.Function) {
+	ns.Checks = make([]protocol.Checker, len(fns))
+	sigs := make([]*protocol.Signature, len(fns))
+	hasSig := false
+	for j, fn := range fns {
+		if fn == nil {
+			continue
+		}
+		ns.Checks[j] = fn
+		sigs[j] = fn.Method(ns.Global).Signature
+		hasSig = hasSig || sigs[j] != nil
+	}
+	if hasSig {
+		ns.Signatures = sigs
+	}
 }
 
 var limitNames = []string{"cpuSeconds", "maxWallMs", "addressSpaceMb", "maxLogBytes", "maxValueBytes"}

@@ -60,10 +60,18 @@ var validationCases = []struct{ params, msg string }{
 	{`{"program":"","bindings":` + ec(`"console"`, `"t"`) + `}`, `bindings[0].errorClass.name "console" collides with a runtime-owned global`},
 	{`{"program":"","bindings":` + ec(`"tools"`, `"t"`) + `}`, `bindings[0].errorClass.name "tools" collides with another injected global`},
 	// C14, C15
-	{`{"program":"","bindings":` + tools(`["a", 7]`) + `}`, "bindings[0].functions[1] must be a string"},
-	{`{"program":"","bindings":` + tools(`"a"`) + `}`, "bindings[0].functions must be an array of strings"},
-	{`{"program":"","bindings":[{"global":"tools"}]}`, "bindings[0].functions must be an array of strings"},
+	{`{"program":"","bindings":` + tools(`["a", 7]`) + `}`, "bindings[0].functions[1] must be a name or {name, description?, parameters?, returns?}"},
+	{`{"program":"","bindings":` + tools(`"a"`) + `}`, "bindings[0].functions must be an array of names or function objects"},
+	{`{"program":"","bindings":[{"global":"tools"}]}`, "bindings[0].functions must be an array of names or function objects"},
 	{`{"program":"","bindings":` + tools(`["a","b","a"]`) + `}`, `bindings[0].functions[2] "a" is a duplicate function name`},
+	// typed functions (SPEC-2 §1.1): the typed package's messages, under the entry's path
+	{`{"program":"","bindings":` + tools(`["a",{"name":"a"}]`) + `}`, `bindings[0].functions[1] "a" is a duplicate function name`},
+	{`{"program":"","bindings":` + tools(`[{"name":"a","parameters":{"type":"object"}},"a"]`) + `}`, `bindings[0].functions[1] "a" is a duplicate function name`},
+	{`{"program":"","bindings":` + tools(`["a",{"name":"b","parameters":{"type":"string"}}]`) + `}`, `bindings[0].functions[1].parameters: must be an object schema ("type": "object")`},
+	{`{"program":"","bindings":` + tools(`[{"name":"b","parameters":[]}]`) + `}`, `bindings[0].functions[0].parameters: must be an object schema ("type": "object")`},
+	{`{"program":"","bindings":` + tools(`[{"name":"b","returns":{"$ref":"https://example.com/s.json"}}]`) + `}`, `bindings[0].functions[0].returns: /$ref: "https://example.com/s.json" is not a reference inside this schema (only "#/$defs/..." pointers are allowed)`},
+	{`{"program":"","bindings":` + tools(`[{"name":"b","parameters":{"type":"object"},"parameter":{}}]`) + `}`, `bindings[0].functions[0]: must be a name or {name, description?, parameters?, returns?}: unknown field "parameter"`},
+	{`{"program":"","bindings":` + tools(`[{"description":"x"}]`) + `}`, `bindings[0].functions[0].name: is required`},
 	// limits (docs/configuration.md §4)
 	{`{"program":"","limits":[]}`, "limits must be an object"},
 	{`{"program":"","limits":{"zeta":1,"beta":2,"cpuSeconds":0}}`, "limits.beta is not a known limit"},
@@ -120,6 +128,7 @@ func TestValidationAccepts(t *testing.T) {
 		`{"program":"","bindings":` + ec(`"E"`, `"__"`) + `}`,
 		`{"program":"","bindings":` + ec(`"E"`, `"_private"`) + `}`,
 		`{"program":"","bindings":` + ec(`"E"`, `"code"`) + `}`,
+		`{"program":"","bindings":` + tools(`[{"name":"my-tool","description":"d","parameters":{"type":"object"},"returns":true},"b"]`) + `}`,
 		`{"program":"","limits":{"maxWallMs":1000,"cpuSeconds":1e1,"maxValueBytes":1000.0,"maxLogBytes":64,"addressSpaceMb":512}}`,
 	} {
 		if _, err := validateRun([]byte(p), cfgLimits); err != nil {

@@ -54,8 +54,9 @@ var (
 	ErrShuttingDown = errors.New(protocol.MsgShuttingDown)
 )
 
-// effectiveLimits tightens the configured limits by the run's non-zero ones.
-func effectiveLimits(cfg, run protocol.Limits) protocol.Limits {
+// EffectiveLimits tightens the configured limits by a run's non-zero ones
+// (what a run gets, and what bindings/describe reports).
+func EffectiveLimits(cfg, run protocol.Limits) protocol.Limits {
 	tighten := func(c, r int64) int64 {
 		if r > 0 && r < c {
 			return r

@@ -38,6 +38,13 @@
 //     the result, in ledger / fd-3 frame order. Client calls are never made
 //     under a run lock, and no decision ever waits on the client.
 //
+// Typed bindings (SPEC-2 §1) add two checks around a call, both outside the
+// run's lock: the fd-3 reader checks a typed call's arguments against its
+// parameters schema before the call is accepted (a refusal is answered with
+// a typeError reply, never sent to the client, never counted), and the
+// client's answer is checked against its returns schema after the lossless
+// rules. The checks come with the validated params (protocol.Checker).
+//
 // Locks are taken in one order: the outbox's delivery lock, then the run's
 // mutex, then the writer's or the outbox's queue lock.
 package session

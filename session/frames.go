@@ -50,7 +50,41 @@ func appendNamespace(b []byte, ns protocol.Namespace) []byte {
 		b = wireguard.AppendString(b, ec.MemberNameProperty)
 		b = append(b, '}')
 	}
+	if ns.Signatures != nil {
+		b = appendSignatures(b, ns.Signatures)
+	}
 	return append(b, '}')
+}
+
+// appendSignatures writes a namespace's "signatures" member (docs/child-protocol.md
+// §2.2): aligned with its names, null for an untyped function.
+func appendSignatures(b []byte, sigs []*protocol.Signature) []byte {
+	b = append(b, `,"signatures":[`...)
+	for i, sig := range sigs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if sig == nil {
+			b = append(b, "null"...)
+			continue
+		}
+		b = append(b, `{"params":[`...)
+		for j, p := range sig.Params {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = wireguard.AppendString(append(b, `{"name":`...), p.Name)
+			b = strconv.AppendBool(append(b, `,"required":`...), p.Required)
+			if p.Default != nil {
+				b = wireguard.AppendString(append(b, `,"default":`...), *p.Default)
+			}
+			b = append(b, '}')
+		}
+		b = wireguard.AppendString(append(b, `],"doc":`...), sig.Doc)
+		b = wireguard.AppendString(append(b, `,"stub":`...), sig.Stub)
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }
 
 // runFrame encodes the run frame carrying the program (WTF-8).
@@ -81,20 +115,36 @@ func replyErr(id int64, message string) []byte {
 	return append(b, "}\n"...)
 }
 
-// judgeAnswer turns the client's answer into the reply frame (docs/child-protocol.md §2.9 table).
-func judgeAnswer(id int64, a Answer) []byte {
+// replyTypeErr encodes a refused call's reply: replyErr's frame with
+// "typeError":true after the message, so the child raises TypeError
+// (docs/child-protocol.md §2.2).
+func replyTypeErr(id int64, message string) []byte {
+	b := replyErr(id, message)
+	return append(b[:len(b)-2], `,"typeError":true}`+"\n"...)
+}
+
+// judgeAnswer turns the client's answer into the reply frame (docs/child-protocol.md
+// §2.9 table). A lossless result is then checked by check (nil for an
+// untyped function): a mismatch returns no frame and the failing locations.
+func judgeAnswer(id int64, a Answer, check protocol.Checker) ([]byte, error) {
 	switch {
 	case a.HasError && a.Message != nil:
-		return replyErr(id, *a.Message)
+		return replyErr(id, *a.Message), nil
 	case a.HasError:
-		return replyErr(id, protocol.UnrenderableReject)
+		return replyErr(id, protocol.UnrenderableReject), nil
 	case a.HasResult:
-		if canonical, ok := wireguard.CheckClientResult(a.Result); ok {
-			return replyOK(id, canonical)
+		canonical, ok := wireguard.CheckClientResult(a.Result)
+		if !ok {
+			return replyErr(id, protocol.LosslessResolution), nil
 		}
-		return replyErr(id, protocol.LosslessResolution)
+		if check != nil {
+			if err := check.CheckResult(canonical); err != nil {
+				return nil, err
+			}
+		}
+		return replyOK(id, canonical), nil
 	default:
-		return replyErr(id, protocol.UnrenderableReject)
+		return replyErr(id, protocol.UnrenderableReject), nil
 	}
 }
 

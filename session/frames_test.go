@@ -31,17 +31,23 @@ func TestDaemonFrames(t *testing.T) {
 		{string(runFrame("print('a\"b')\n\xed\xb0\x80")), `{"type":"run","program":"print('a\"b')\n\udc00"}` + "\n"},
 		{string(replyOK(7, []byte(`{"a":[1,2]}`))), `{"type":"reply","id":7,"ok":true,"value":{"a":[1,2]}}` + "\n"},
 		{string(replyErr(0, "nope \"x\"")), `{"type":"reply","id":0,"ok":false,"message":"nope \"x\""}` + "\n"},
-		{string(judgeAnswer(1, Answer{HasResult: true, Result: []byte(`[1.0, 2e0]`)})), `{"type":"reply","id":1,"ok":true,"value":[1,2]}` + "\n"},
-		{string(judgeAnswer(1, Answer{HasResult: true, Result: []byte(`-0`)})), `{"type":"reply","id":1,"ok":false,"message":"binding resolution must be lossless JSON"}` + "\n"},
-		{string(judgeAnswer(1, Answer{HasResult: true, Result: []byte(`null`)})), `{"type":"reply","id":1,"ok":true,"value":null}` + "\n"},
-		{string(judgeAnswer(2, Answer{HasError: true})), `{"type":"reply","id":2,"ok":false,"message":"<unrenderable rejection value>"}` + "\n"},
-		{string(judgeAnswer(2, Answer{})), `{"type":"reply","id":2,"ok":false,"message":"<unrenderable rejection value>"}` + "\n"},
-		{string(judgeAnswer(3, Answer{HasError: true, HasResult: true, Result: []byte("1"), Message: new("m")})), `{"type":"reply","id":3,"ok":false,"message":"m"}` + "\n"},
+		{judged(1, Answer{HasResult: true, Result: []byte(`[1.0, 2e0]`)}), `{"type":"reply","id":1,"ok":true,"value":[1,2]}` + "\n"},
+		{judged(1, Answer{HasResult: true, Result: []byte(`-0`)}), `{"type":"reply","id":1,"ok":false,"message":"binding resolution must be lossless JSON"}` + "\n"},
+		{judged(1, Answer{HasResult: true, Result: []byte(`null`)}), `{"type":"reply","id":1,"ok":true,"value":null}` + "\n"},
+		{judged(2, Answer{HasError: true}), `{"type":"reply","id":2,"ok":false,"message":"<unrenderable rejection value>"}` + "\n"},
+		{judged(2, Answer{}), `{"type":"reply","id":2,"ok":false,"message":"<unrenderable rejection value>"}` + "\n"},
+		{judged(3, Answer{HasError: true, HasResult: true, Result: []byte("1"), Message: new("m")}), `{"type":"reply","id":3,"ok":false,"message":"m"}` + "\n"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got  %s\nwant %s", c.got, c.want)
 		}
 	}
+}
+
+// judged is judgeAnswer's frame for an untyped function.
+func judged(id int64, a Answer) string {
+	frame, _ := judgeAnswer(id, a, nil)
+	return string(frame)
 }
 
 func TestUnknownBindingMessage(t *testing.T) {
@@ -88,12 +94,12 @@ func TestUnknownBindingMessage(t *testing.T) {
 
 func TestEffectiveLimits(t *testing.T) {
 	cfg := protocol.Limits{CPUSeconds: 60, MaxWallMs: 600000, AddressSpaceMb: 512, MaxLogBytes: 65536, MaxValueBytes: 32768}
-	got := effectiveLimits(cfg, protocol.Limits{CPUSeconds: 1, MaxLogBytes: 64})
+	got := EffectiveLimits(cfg, protocol.Limits{CPUSeconds: 1, MaxLogBytes: 64})
 	want := protocol.Limits{CPUSeconds: 1, MaxWallMs: 600000, AddressSpaceMb: 512, MaxLogBytes: 64, MaxValueBytes: 32768}
 	if got != want {
 		t.Errorf("effectiveLimits = %+v, want %+v", got, want)
 	}
-	if got := effectiveLimits(cfg, protocol.Limits{}); got != cfg {
+	if got := EffectiveLimits(cfg, protocol.Limits{}); got != cfg {
 		t.Errorf("no run limits: %+v", got)
 	}
 }
@@ -110,5 +116,23 @@ func TestClassifyMessages(t *testing.T) {
 	}
 	if !cpuAtLeast(2e9, 2) || cpuAtLeast(1999999999, 2) || cpuAtLeast(1<<62, 9007199254740990) {
 		t.Errorf("cpuAtLeast")
+	}
+}
+
+func TestTypedFrames(t *testing.T) {
+	def := "'x'"
+	sig := &protocol.Signature{Params: []protocol.Param{{Name: "q", Required: true}, {Name: "mode", Default: &def}},
+		Doc: "Find.", Stub: "async def search(self, q: str, mode: str = 'x') -> Any:\n    \"\"\"Find.\"\"\"\n"}
+	got := string(bootFrame(protocol.Limits{CPUSeconds: 1, AddressSpaceMb: 1, MaxLogBytes: 64, MaxValueBytes: 1},
+		[]protocol.Namespace{{Global: "tools", Names: []string{"search", "old"}, Signatures: []*protocol.Signature{sig, nil}}}))
+	want := `{"type":"boot","cpuSeconds":1,"addressSpaceBytes":1048576,"maxLogBytes":64,"maxValueBytes":1,"namespaces":[{"global":"tools","names":["search","old"],` +
+		`"signatures":[{"params":[{"name":"q","required":true},{"name":"mode","required":false,"default":"'x'"}],"doc":"Find.",` +
+		`"stub":"async def search(self, q: str, mode: str = 'x') -> Any:\n    \"\"\"Find.\"\"\"\n"},null]}]}` + "\n"
+	if got != want {
+		t.Errorf("typed boot frame\n got %s\nwant %s", got, want)
+	}
+	if got := string(replyTypeErr(4, "tools.search(): invalid arguments: /q: expected string, but got integer")); got !=
+		`{"type":"reply","id":4,"ok":false,"message":"tools.search(): invalid arguments: /q: expected string, but got integer","typeError":true}`+"\n" {
+		t.Errorf("typeError reply: %s", got)
 	}
 }

@@ -59,6 +59,8 @@ type call struct {
 	id           int64
 	global, name string
 	args         []byte
+	check        protocol.Checker // the typed function's schemas; nil when untyped
+	refusal      string           // the arguments broke the parameters schema: the TypeError's message
 	cancel       func()
 	answered     bool
 }
@@ -97,6 +99,7 @@ type event struct {
 	fd      int
 	data    []byte
 	frame   wireguard.Frame
+	refusal string // evCall: the arguments' TypeError message, checked by the reader
 	c       *call
 	cancel  func()
 	fail    *writeFailure
@@ -115,7 +118,8 @@ type effects struct {
 	staged       chan struct{} // the gate of the queued result
 	flush        bool          // the outbox holds deliveries to make from a new goroutine
 	unknown      *call         // reply "unknown binding" to this call
-	wr           *fdWriter     // evAnswered, unknown: the writer to reply through
+	refused      *call         // reply TypeError (c.refusal) to this call: its arguments were refused
+	wr           *fdWriter     // evAnswered, unknown, refused: the writer to reply through
 	ok           bool          // evCallSent, evAnswered: go on; evCallCancel: cancel now
 	decided      bool          // the run was decided by this step (for the log)
 	sinceHandoff time.Duration // for the decided / settled log lines
@@ -130,7 +134,7 @@ type effects struct {
 type machine struct {
 	// configuration, fixed at creation
 	lim       protocol.Limits
-	known     map[string]map[string]bool // declared bindings: global → names
+	known     map[string]map[string]protocol.Checker // declared bindings: global → name → checks (nil: untyped)
 	program   string
 	grace     time.Duration
 	graceKill bool                    // SIGKILL the group after the grace (off only for C129)
@@ -213,7 +217,7 @@ func (m *machine) step(ev event) effects {
 			m.capture.Log(ev.frame.Text, ev.frame.Open, ev.frame.Truncated)
 		}
 	case evCall:
-		m.acceptCall(&ev.frame, &eff)
+		m.acceptCall(&ev.frame, ev.refusal, &eff)
 	case evCallSent:
 		if eff.ok = !m.decided(); eff.ok {
 			m.bindingCalls++
@@ -450,15 +454,20 @@ func (m *machine) bootAck() {
 
 // acceptCall: strict id sequence, dispatch, backlog cap (docs/child-protocol.md §2.9). A call out of
 // sequence is ignored; an unknown binding is answered by the daemon.
-func (m *machine) acceptCall(f *wireguard.Frame, eff *effects) {
+func (m *machine) acceptCall(f *wireguard.Frame, refusal string, eff *effects) {
 	if m.decided() || f.ID != float64(m.nextID) {
 		return
 	}
 	id := m.nextID
 	m.nextID++
-	c := &call{id: id, global: f.Global, name: f.Name, args: f.Args}
-	if !m.known[f.Global][f.Name] {
+	check, known := m.known[f.Global][f.Name]
+	c := &call{id: id, global: f.Global, name: f.Name, args: f.Args, check: check, refusal: refusal}
+	switch {
+	case !known:
 		eff.unknown, eff.wr = c, m.wr
+		return
+	case refusal != "": // consumed its id; never sent, never counted
+		eff.refused, eff.wr = c, m.wr
 		return
 	}
 	if m.inflight >= protocol.CallBacklog {

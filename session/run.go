@@ -34,7 +34,7 @@ type Run struct {
 }
 
 func newRun(m *Manager, runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) *Run {
-	lim := effectiveLimits(m.cfg.Limits, p.Limits)
+	lim := EffectiveLimits(m.cfg.Limits, p.Limits)
 	r := &Run{
 		m: m, id: runID, client: c, onResult: onResult, bindings: p.Bindings,
 		log:       m.log.With("run", runID),
@@ -56,13 +56,17 @@ func newRun(m *Manager, runID string, p protocol.RunParams, c Client, onResult f
 	return r
 }
 
-// knownBindings indexes the declared bindings: global → names.
-func knownBindings(nss []protocol.Namespace) map[string]map[string]bool {
-	known := make(map[string]map[string]bool, len(nss))
+// knownBindings indexes the declared bindings: global → name → the typed
+// function's checks (nil for an untyped function).
+func knownBindings(nss []protocol.Namespace) map[string]map[string]protocol.Checker {
+	known := make(map[string]map[string]protocol.Checker, len(nss))
 	for _, ns := range nss {
-		names := make(map[string]bool, len(ns.Names))
-		for _, n := range ns.Names {
-			names[n] = true
+		names := make(map[string]protocol.Checker, len(ns.Names))
+		for j, n := range ns.Names {
+			names[n] = nil
+			if ns.Checks != nil {
+				names[n] = ns.Checks[j]
+			}
 		}
 		known[ns.Global] = names
 	}
@@ -114,6 +118,9 @@ func (r *Run) perform(eff effects) {
 	}
 	if c := eff.unknown; c != nil {
 		r.reply(eff.wr, replyErr(c.id, unknownBindingMessage(c.global, c.name, r.sm.lim.MaxValueBytes)))
+	}
+	if c := eff.refused; c != nil {
+		r.reply(eff.wr, replyTypeErr(c.id, c.refusal))
 	}
 	if w := eff.restart; w != nil {
 		r.log.Warn(logLostBeforeBoot, "pid", w.proc.Pid, "exit", w.exit, "waitErr", w.waitErr)

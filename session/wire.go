@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
@@ -88,7 +89,7 @@ func (r *Run) handleFrame(line []byte) {
 	case protocol.FrameLog:
 		r.dispatch(event{kind: evLog, frame: f})
 	case protocol.FrameCall:
-		r.dispatch(event{kind: evCall, frame: f})
+		r.dispatch(event{kind: evCall, frame: f, refusal: r.refuseArgs(f)})
 	case protocol.FrameDone:
 		r.decide(doneDecision(f, r.sm.lim.MaxValueBytes))
 	}
@@ -150,8 +151,42 @@ func (r *Run) answer(c *call, a Answer) {
 	if !eff.ok {
 		return
 	}
-	r.reply(eff.wr, judgeAnswer(c.id, a)) // judged outside the lock: may scan 64 MiB
+	frame, mismatch := judgeAnswer(c.id, a, c.check) // judged outside the lock: may scan 64 MiB
+	if mismatch != nil {
+		frame = replyErr(c.id, r.resultMismatch(c, mismatch))
+	}
+	r.reply(eff.wr, frame)
 }
+
+// refuseArgs checks a call's arguments against its typed function's
+// parameters (SPEC-2 §1.3) on the reader, outside the run's lock: the
+// TypeError message when they break it, else "". known is fixed at creation,
+// so it is read without the lock.
+func (r *Run) refuseArgs(f wireguard.Frame) string {
+	check := r.sm.known[f.Global][f.Name]
+	if check == nil {
+		return ""
+	}
+	err := check.CheckArgs(f.Args)
+	if err == nil {
+		return ""
+	}
+	msg := f.Global + "." + f.Name + "(): invalid arguments: " + oneLine(err)
+	return wireguard.CapMessage(msg, r.sm.lim.MaxValueBytes)
+}
+
+// resultMismatch is the failure message for a host result that broke the
+// declared returns schema; the daemon logs it at warn level, since it is the
+// host's bug, not the program's.
+func (r *Run) resultMismatch(c *call, err error) string {
+	r.m.log.Warn("binding result does not match its declared returns schema",
+		"runId", r.id, "namespace", c.global, "function", c.name, "problems", oneLine(err))
+	msg := c.global + "." + c.name + "(): the host's result did not match the declared returns schema: " + oneLine(err)
+	return wireguard.CapMessage(msg, r.sm.lim.MaxValueBytes)
+}
+
+// oneLine joins a check error's failing locations (one per line) with "; ".
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
 
 // writeLoop runs the child's writer (fdWriter.loop); the warm wall clock
 // starts at the boot write, and a failed boot or run write decides the run.

@@ -202,6 +202,9 @@ func measureGroups(o options, f floors) ([]row, error) {
 			r, err := spawnThroughputRow(o)
 			return []row{r}, err
 		}},
+		{"typed-bindings", on(func(d *daemon) ([]row, error) { return typedBindingRows(o, d) })},
+		{"describe", on(one(describeRow))},
+		{"typed-declare", on(one(typedDeclareRow))},
 	}
 	for i, st := range steps {
 		if st.group != groupNames[i] {
@@ -264,7 +267,7 @@ func pacedRows(o options, d *daemon, label string, floor float64) ([]row, error)
 	}
 	s := make(samples, 0, n)
 	for range n {
-		took, err := pacedRun(d, "return 1")
+		took, err := pacedRun(d, "return 1", nil)
 		if err != nil {
 			return nil, err
 		}
@@ -305,11 +308,12 @@ func tmpfsPacedRows(o options, floor float64) ([]row, error) {
 // in either start mode.
 const refillPause = 300 * time.Millisecond
 
-// pacedRun times one run of program after a pause that lets the pool refill.
-func pacedRun(d *daemon, program string) (time.Duration, error) {
+// pacedRun times one run of program (with the extra params) after a pause
+// that lets the pool refill.
+func pacedRun(d *daemon, program string, extra map[string]any) (time.Duration, error) {
 	time.Sleep(refillPause)
 	start := time.Now()
-	_, err := d.run(program, nil)
+	_, err := d.run(program, extra)
 	return time.Since(start), err
 }
 
@@ -335,15 +339,15 @@ func bindingRows(o options, d *daemon) ([]row, error) {
 		}
 		// A pause before each run lets the pool finish a child (spawn mode), so
 		// the difference is the calls, not a child still booting.
-		b, err := pacedRun(d, "return 1")
+		b, err := pacedRun(d, "return 1", nil)
 		if err != nil {
 			return nil, err
 		}
-		s, err := pacedRun(d, seq)
+		s, err := pacedRun(d, seq, nil)
 		if err != nil {
 			return nil, err
 		}
-		g, err := pacedRun(d, gathered)
+		g, err := pacedRun(d, gathered, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -31,10 +31,12 @@ var allowed = map[string][]string{
 	// never rpc or session (and rpc never imports it).
 	"internal/lspclient": {},
 	"internal/selfcheck": {"internal/lspclient"},
-	"session":            {"child", "child/sandbox", "child/forkserver", "wireguard", "py", "protocol"},
-	"config":             {"child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
-	"rpc":                {"session", "wireguard", "protocol"},
-	"cmd/coderun-rpc":    {"config", "rpc", "session", "protocol", "child/reexec", "child/watchdog", "internal/selfcheck", "internal/buildinfo"},
+	// Typed bindings: schemas compiled and cached, checks, stubs.
+	"typed":           {"protocol", "wireguard", "github.com/santhosh-tekuri/jsonschema/v6"},
+	"session":         {"child", "child/sandbox", "child/forkserver", "wireguard", "py", "protocol", "typed"},
+	"config":          {"child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
+	"rpc":             {"session", "wireguard", "protocol", "typed"},
+	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/watchdog", "internal/selfcheck", "internal/buildinfo"},
 }
 
 // xsys is imported under child/ only: the process supervisor is the one

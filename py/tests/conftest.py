@@ -317,10 +317,12 @@ class Child:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def ns(global_, *names, error_class=None):
+def ns(global_, *names, error_class=None, signatures=None):
     d = {"global": global_, "names": list(names)}
     if error_class is not None:
         d["errorClass"] = {"name": error_class[0], "memberNameProperty": error_class[1]}
+    if signatures is not None:
+        d["signatures"] = list(signatures)
     return d
 
 

@@ -34,7 +34,10 @@ def test_importing_protocol_is_cheap():
 def test_typed_dicts_are_lazy_and_complete():
     fields = protocol.frame_fields()
     assert fields["LogMessage"] == {"required": ["text", "type"], "optional": ["open", "truncated"]}
-    assert fields["Namespace"] == {"required": ["global", "names"], "optional": ["errorClass"]}
+    assert fields["Namespace"] == {"required": ["global", "names"],
+                                   "optional": ["errorClass", "signatures"]}
+    assert fields["Param"] == {"required": ["name", "required"], "optional": ["default"]}
+    assert fields["ReplyErr"]["optional"] == ["typeError"]
     assert fields["CallMessage"]["required"] == ["args", "global", "id", "name", "type"]
     assert protocol.DoneMessage.__optional_keys__ == frozenset({"error", "value"})
 

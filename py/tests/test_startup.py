@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from conftest import PYTHON, run, ns, reply_ok
+from conftest import PYTHON, run, ns, reply_ok, echo
 
 # Extension modules the bootstrap itself needs; everything else must come from the
 # interpreter's own start-up (site) or from what the program asks for.
@@ -54,6 +54,23 @@ def test_awaiting_bindings_needs_no_asyncio(tmp_path):
                                "enum", "_sre", "sre_compile", "sre_parse", "sre_constants",
                                "re._compiler", "re._parser", "re._constants", "re._casefix",
                                "copyreg", "functools", "_functools"} <= OWN
+
+
+def test_bindings_typed_or_not_import_nothing_until_introspected(tmp_path):
+    """A run calling untyped or typed bindings imports nothing new; reading a typed
+    function's signature is what brings in inspect (docs/child-protocol.md §3.5)."""
+    base = baseline(tmp_path)
+    listing = "import sys\nreturn sorted(sys.modules)"
+    untyped = run("await tools.x(q=1)\n" + listing, echo, [ns("tools", "x")]).value
+    assert set(untyped) - base <= OWN, set(untyped) - base
+    signature = {"params": [{"name": "q", "required": True}], "doc": "",
+                 "stub": "async def x(self, q: str) -> Any:\n    ...\n"}
+    typed = [ns("tools", "x", signatures=[signature])]
+    called = run("await tools.x(1)\nawait tools.x(q=2)\n" + listing, echo, typed).value
+    assert set(called) - base <= OWN | {"keyword"}, set(called) - base
+    assert "inspect" not in called and "ast" not in called
+    looked = run("tools.x.__signature__\n" + listing, echo, typed).value
+    assert {"inspect", "ast"} <= set(looked)
 
 
 def test_asyncio_program_gets_asyncio_and_nothing_else_from_us(tmp_path):

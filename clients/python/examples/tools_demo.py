@@ -2,9 +2,10 @@
 
     cd clients/python && CODERUN_RPC_BIN=../../bin/coderun-rpc python3 examples/tools_demo.py
 
-(or `pip install coderun`, whose Linux wheels carry the daemon). It runs a model-style program
-that calls host tools, shows streamed output, a tool error caught by the program as ToolError,
-and cancellation.
+(or `pip install coderun`, whose Linux wheels carry the daemon). It prints the stubs a model
+would read for two typed host tools, runs a model-style program that calls them, shows streamed
+output, a call refused before the host, a tool error caught by the program as ToolError, and
+cancellation.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))  # run from a checkout
 
@@ -25,27 +25,35 @@ DOCS = {
 }
 
 
-def search(args: Any) -> Any:
-    """A sync tool (runs in a worker thread): ids of documents containing a word."""
-    word = str(args["q"]).lower()
-    return [doc_id for doc_id, text in DOCS.items() if word in text.lower()]
+def search(word: str) -> list[str]:
+    """Ids of the documents containing a word (a sync tool: it runs in a worker thread).
+
+    Args:
+        word: The word to look for, in any case.
+    """
+    return [doc_id for doc_id, text in DOCS.items() if word.lower() in text.lower()]
 
 
-async def fetch(args: Any) -> Any:
-    """An async tool: a document's text, or an error the program sees as ToolError."""
+async def fetch(doc_id: str) -> str:
+    """A document's text (an async tool: it runs on the event loop)."""
     await asyncio.sleep(0.01)
-    doc_id = args["id"]
     if doc_id not in DOCS:
-        raise LookupError(f"no document {doc_id!r}")
+        raise LookupError(f"no document {doc_id!r}")  # the program sees ToolError
     return DOCS[doc_id]
 
 
+BINDINGS = {"tools": {"search": search, "fetch": fetch}}
+
 PROGRAM = """
-hits = await tools.search({"q": "json"})
+hits = await tools.search("json")
 print(f"search found {len(hits)} documents")
-texts = [await tools.fetch({"id": h}) for h in hits]
+texts = [await tools.fetch(h) for h in hits]
 try:
-    await tools.fetch({"id": "d9"})
+    await tools.search(42)
+except TypeError as e:
+    print(f"refused before the host: {e}")
+try:
+    await tools.fetch(doc_id="d9")
 except ToolError as e:
     print(f"{e.tool} failed: {e}")
 return {"hits": hits, "chars": sum(len(t) for t in texts)}
@@ -55,13 +63,14 @@ return {"hits": hits, "chars": sum(len(t) for t in texts)}
 async def main() -> None:
     async with await Client.start() as client:
         print("daemon:", client.server_info)
+        print("stubs:\n" + await client.describe(bindings=BINDINGS, limits={"maxWallMs": 10_000}))
 
         def on_log(ev: LogEvent) -> None:
             print(f"  [run {ev.run_id} log {ev.index}] {ev.text}")
 
         result = await client.run(
             PROGRAM,
-            bindings={"tools": {"search": search, "fetch": fetch}},
+            bindings=BINDINGS,
             error_classes={"tools": ("ToolError", "tool")},
             limits={"maxWallMs": 10_000},
             on_log=on_log,

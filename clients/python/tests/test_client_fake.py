@@ -61,18 +61,18 @@ async def test_sync_async_raising_and_lossy_bindings() -> None:
     c = await d.connect()
     thread_names: list[str] = []
 
-    def sync_fn(args: Any) -> Any:
+    def sync_fn(args):
         thread_names.append(threading.current_thread().name)
         return {"echo": args}
 
-    async def async_fn(args: Any) -> Any:
+    async def async_fn(args):
         await asyncio.sleep(0.01)
         return [args, args]
 
-    def raising(args: Any) -> Any:
+    def raising(args):
         raise KeyError("missing")  # str(KeyError) is the repr of its argument
 
-    async def araising(args: Any) -> Any:
+    async def araising(args):
         raise RuntimeError("async boom")
 
     tools = {"s": sync_fn, "a": async_fn, "r": raising, "ar": araising, "nan": lambda _: math.nan}
@@ -120,7 +120,7 @@ async def test_daemon_cancel_request_cancels_the_binding_task() -> None:
     c = await d.connect()
     started, cancelled = asyncio.Event(), asyncio.Event()
 
-    async def slow(args: Any) -> Any:
+    async def slow(args):
         started.set()
         try:
             await asyncio.sleep(30)
@@ -145,7 +145,7 @@ async def test_binding_cancelled_by_someone_else_is_answered() -> None:
     d = FakeDaemon()
     c = await d.connect()
 
-    async def self_cancel(args: Any) -> Any:
+    async def self_cancel(args):
         task = asyncio.current_task()
         assert task is not None
         task.cancel()  # a Task.cancel that came from neither the daemon nor the client
@@ -265,7 +265,7 @@ async def test_connection_loss_cancels_running_bindings() -> None:
     c = await d.connect()
     cancelled = asyncio.Event()
 
-    async def hang(args: Any) -> Any:
+    async def hang(args):
         try:
             await asyncio.sleep(30)
         except asyncio.CancelledError:

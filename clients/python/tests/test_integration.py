@@ -45,10 +45,10 @@ async def test_round_trip_logs_value_stats() -> None:
 
 
 async def test_sync_and_async_bindings() -> None:
-    def add(args: Any) -> Any:
+    def add(args):
         return args["a"] + args["b"]
 
-    async def upper(args: Any) -> Any:
+    async def upper(args):
         await asyncio.sleep(0.01)
         return str(args).upper()
 
@@ -66,10 +66,10 @@ async def test_sync_and_async_bindings() -> None:
 
 
 async def test_binding_raising_becomes_runtime_error() -> None:
-    def fail(args: Any) -> Any:
+    def fail(args):
         raise ValueError("nope")
 
-    async def afail(args: Any) -> Any:
+    async def afail(args):
         raise LookupError("")
 
     async with await start() as c:
@@ -107,14 +107,14 @@ async def _run_promptly(c: Client, bindings: dict[str, Any]) -> RunResult:
 
 
 async def test_binding_raising_cancelled_error_is_answered() -> None:
-    async def cancelled(args: Any) -> Any:
+    async def cancelled(args):
         raise asyncio.CancelledError()
 
-    async def cancelled_with_message(args: Any) -> Any:
+    async def cancelled_with_message(args):
         await asyncio.sleep(0)
         raise asyncio.CancelledError("quota exhausted")
 
-    def cancelled_in_thread(args: Any) -> Any:
+    def cancelled_in_thread(args):
         raise asyncio.CancelledError()
 
     async with await start() as c:
@@ -132,10 +132,10 @@ class Halt(BaseException):
 
 
 async def test_binding_raising_a_base_exception_is_answered() -> None:
-    async def halt(args: Any) -> Any:
+    async def halt(args):
         raise Halt("stop here")
 
-    def halt_in_thread(args: Any) -> Any:
+    def halt_in_thread(args):
         raise Halt()
 
     async with await start() as c:
@@ -153,10 +153,10 @@ class Unprintable(Exception):
 
 
 async def test_binding_exception_whose_str_raises_is_answered() -> None:
-    async def unprintable(args: Any) -> Any:
+    async def unprintable(args):
         raise Unprintable()
 
-    async def unprintable_base(args: Any) -> Any:
+    async def unprintable_base(args):
         raise asyncio.CancelledError(Unprintable())
 
     async with await start() as c:
@@ -168,7 +168,7 @@ async def test_binding_exception_whose_str_raises_is_answered() -> None:
 
 
 async def test_error_class_mapping() -> None:
-    def fail(args: Any) -> Any:
+    def fail(args):
         raise RuntimeError("no results for " + args["q"])
 
     async with await start() as c:
@@ -192,7 +192,7 @@ async def test_error_class_mapping() -> None:
 
 
 async def test_concurrent_runs_with_bindings() -> None:
-    async def work(args: Any) -> Any:
+    async def work(args):
         await asyncio.sleep(0.02)
         return args["i"] * 10
 
@@ -246,7 +246,7 @@ async def test_handle_cancel_returns_abort_result() -> None:
 async def test_cancel_mid_binding_cancels_the_binding_task() -> None:
     entered, cancelled = asyncio.Event(), asyncio.Event()
 
-    async def slow(args: Any) -> Any:
+    async def slow(args):
         entered.set()
         try:
             await asyncio.sleep(30)
@@ -266,7 +266,7 @@ async def test_cancel_mid_binding_cancels_the_binding_task() -> None:
 async def test_streaming_order_with_bindings() -> None:
     events: list[tuple[str, Any]] = []
 
-    def note(args: Any) -> Any:
+    def note(args):
         events.append(("call", args))
         return None
 
@@ -442,7 +442,7 @@ async def test_blocking_sync_binding_does_not_stall_other_runs() -> None:
 
     gate = threading.Event()
 
-    def blocking(args: Any) -> Any:
+    def blocking(args):
         gate.wait(20)
         return "released"
 
@@ -502,6 +502,8 @@ def test_example_runs() -> None:
     out = proc.stdout
     assert "value: {'hits': ['d2', 'd3'], 'chars': 132}" in out
     assert "fetch failed: no document 'd9'" in out
+    assert "async def search(self, word: str) -> list[str]:" in out
+    assert "refused before the host: tools.search" in out and "/word" in out
     assert "failure: exception ZeroDivisionError line 2" in out
     assert "cancelled via handle: abort ['working']" in out
     assert "cancelled via task: CancelledError" in out

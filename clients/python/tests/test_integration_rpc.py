@@ -35,7 +35,7 @@ async def test_initialize_result() -> None:
 async def test_refused_run_params_raise_invalid_params() -> None:
     async with await start() as c:
         cases = [
-            ({"bindings": {"1bad": {"f": print}}}, 'bindings[0].global "1bad" is not a usable Python identifier'),
+            ({"bindings": {"1bad": {"f": lambda a: a}}}, 'bindings[0].global "1bad" is not a usable Python identifier'),
             ({"bindings": {"class": {}}}, 'bindings[0].global "class" is not a usable Python identifier'),
             ({"bindings": {"console": {}}}, 'bindings[0].global "console" collides with a runtime-owned global'),
             (

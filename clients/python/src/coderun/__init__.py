@@ -25,6 +25,7 @@ from .errors import (
     RequestTooLarge,
     RpcError,
 )
+from .typed import Binding, binding
 from .types import Limits, LogEvent, RunError, RunResult, RunStats
 
 __version__ = "0.1.0"
@@ -33,6 +34,8 @@ __all__ = [
     "Client",
     "RunHandle",
     "BindingFunction",
+    "Binding",
+    "binding",
     "LogCallback",
     "find_daemon",
     "Host",

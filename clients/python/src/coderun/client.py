@@ -24,14 +24,17 @@ from .errors import (
     ProtocolViolation,
     error_from_response,
 )
+from .typed import Binding, resolve
 from .types import Limits, LogEvent, RunResult, parse_run_result
 
 __all__ = ["Client", "RunHandle", "BindingFunction", "LogCallback"]
 
 log = logging.getLogger("coderun")
 
-BindingFunction = Callable[[Any], Any]
-"""A host function: called with the one JSON argument, returns a JSON value (or an awaitable)."""
+BindingFunction = Callable[..., Any]
+"""A host function (or a :class:`~coderun.typed.Binding`): typed, it is called with its arguments by
+name; with one unannotated parameter, with the call's one JSON value (see :mod:`coderun.typed`).
+It returns a JSON value (or an awaitable)."""
 
 LogCallback = Callable[[LogEvent], Any]
 """Called for every ``run/log`` notification, in order; may return an awaitable."""
@@ -58,24 +61,21 @@ def _check_run_args(
     error_classes: Optional[ErrorClasses],
     limits: object,
     on_log: object,
-) -> tuple[dict[str, dict[str, BindingFunction]], dict[str, tuple[str, str]]]:
-    """Validate the API arguments (TypeError / ValueError); return normalised copies."""
+) -> tuple[dict[str, dict[str, Binding]], dict[str, tuple[str, str]]]:
+    """Validate the API arguments (TypeError / ValueError); return normalised copies, each
+    binding resolved to its declaration."""
     if not isinstance(program, str):
         raise TypeError(f"program must be a str, not {type(program).__name__}")
-    table: dict[str, dict[str, BindingFunction]] = {}
-    if bindings is not None and not isinstance(bindings, Mapping):
-        raise TypeError("bindings must be a mapping {namespace: {function name: callable}}")
-    for ns, functions in (bindings or {}).items():
-        if not isinstance(ns, str):
-            raise TypeError(f"binding namespace must be a str, not {type(ns).__name__}")
-        if not isinstance(functions, Mapping):
-            raise TypeError(f"bindings[{ns!r}] must be a mapping {{function name: callable}}")
-        for name, fn in functions.items():
-            if not isinstance(name, str):
-                raise TypeError(f"bindings[{ns!r}] has a function name that is not a str: {name!r}")
-            if not callable(fn):
-                raise TypeError(f"bindings[{ns!r}][{name!r}] is not callable")
-        table[ns] = dict(functions)
+    if on_log is not None and not callable(on_log):
+        raise TypeError("on_log must be callable")
+    return _check_declarations(bindings, error_classes, limits)
+
+
+def _check_declarations(
+    bindings: Optional[Bindings], error_classes: Optional[ErrorClasses], limits: object
+) -> tuple[dict[str, dict[str, Binding]], dict[str, tuple[str, str]]]:
+    """The checks of :func:`_check_run_args` that ``describe`` shares with ``run``."""
+    table = _check_bindings(bindings)
     classes: dict[str, tuple[str, str]] = {}
     if error_classes is not None and not isinstance(error_classes, Mapping):
         raise TypeError("error_classes must be a mapping {namespace: (class name, member name property)}")
@@ -90,17 +90,40 @@ def _check_run_args(
         classes[ns] = (name, prop)
     if limits is not None and not isinstance(limits, Mapping):
         raise TypeError("limits must be a mapping such as {'maxWallMs': 5000}")
-    if on_log is not None and not callable(on_log):
-        raise TypeError("on_log must be callable")
     return table, classes
+
+
+def _check_bindings(bindings: Optional[Bindings]) -> dict[str, dict[str, Binding]]:
+    """The bindings table with every callable resolved (TypeError naming the bad entry)."""
+    table: dict[str, dict[str, Binding]] = {}
+    if bindings is not None and not isinstance(bindings, Mapping):
+        raise TypeError("bindings must be a mapping {namespace: {function name: callable}}")
+    for ns, functions in (bindings or {}).items():
+        if not isinstance(ns, str):
+            raise TypeError(f"binding namespace must be a str, not {type(ns).__name__}")
+        if not isinstance(functions, Mapping):
+            raise TypeError(f"bindings[{ns!r}] must be a mapping {{function name: callable}}")
+        table[ns] = {}
+        for name, fn in functions.items():
+            if not isinstance(name, str):
+                raise TypeError(f"bindings[{ns!r}] has a function name that is not a str: {name!r}")
+            if not callable(fn):
+                raise TypeError(f"bindings[{ns!r}][{name!r}] is not callable")
+            try:
+                table[ns][name] = resolve(fn)
+            except TypeError as e:
+                raise TypeError(f"bindings[{ns!r}][{name!r}]: {e}") from None
+    return table
+
+
+def _declarations(table: Mapping[str, Mapping[str, Binding]]) -> dict[str, list[Union[str, dict[str, Any]]]]:
+    return {ns: [b.declaration(name) for name, b in fns.items()] for ns, fns in table.items()}
 
 
 class _RunState:
     __slots__ = ("id", "bindings", "on_log", "future", "log_chain")
 
-    def __init__(
-        self, rid: int, bindings: dict[str, dict[str, BindingFunction]], on_log: Optional[LogCallback]
-    ) -> None:
+    def __init__(self, rid: int, bindings: dict[str, dict[str, Binding]], on_log: Optional[LogCallback]) -> None:
         self.id = rid
         self.bindings = bindings
         self.on_log = on_log
@@ -341,9 +364,8 @@ class Client:
         table, classes = _check_run_args(program, bindings, error_classes, limits, on_log)
         self._check_open()
         rid = next(self._ids)
-        functions = {ns: list(fns) for ns, fns in table.items()}
         want_stream = bool(on_log) if stream is None else bool(stream)
-        params = P.build_run_params(program, functions, classes, limits, want_stream)
+        params = P.build_run_params(program, _declarations(table), classes, limits, want_stream)
         body = P.build_request(rid, P.METHOD_RUN, params)  # LossyValueError / RequestTooLarge
         state = _RunState(rid, table, on_log)
         self._runs[rid] = state
@@ -360,6 +382,28 @@ class Client:
             self._runs.pop(rid, None)
             raise
         return handle
+
+    async def describe(
+        self,
+        *,
+        bindings: Optional[Bindings] = None,
+        error_classes: Optional[ErrorClasses] = None,
+        limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
+    ) -> str:
+        """The Python stubs a run with these bindings and limits would expose (``bindings/describe``):
+        one class per namespace, a docstring and signature per function, and the run's budgets in
+        a leading comment — the text to put in a model's prompt.
+
+        Raises :class:`InvalidParams` for a declaration the daemon refuses (the message names its
+        path), TypeError/ValueError for misuse (as :meth:`run`), :class:`ProtocolViolation` when the
+        answer has no ``stubs`` text."""
+        table, classes = _check_declarations(bindings, error_classes, limits)
+        params = P.build_describe_params(_declarations(table), classes, limits)
+        result = await self.request(P.METHOD_DESCRIBE, params)
+        stubs = result.get("stubs") if isinstance(result, dict) else None
+        if not isinstance(stubs, str):
+            raise ProtocolViolation(f"bindings/describe answered without stubs text: {result!r}")
+        return stubs
 
     async def request(self, method: str, params: Any = None) -> Any:
         """Send any request and return its result (low level; raises typed RpcError)."""
@@ -627,8 +671,9 @@ class Client:
         it is cancelled, so a task that is no longer registered was cancelled by us."""
         return self._binding_tasks.get(rid) is not asyncio.current_task()
 
-    async def _call_binding(self, rid: Any, fn: BindingFunction, args: Any) -> None:
-        """Answer binding call ``rid`` with ``fn(args)``'s value, or with an error if it raises.
+    async def _call_binding(self, rid: Any, binding: Binding, args: Any) -> None:
+        """Answer binding call ``rid`` with the binding's value for ``args``, or with an error if
+        it raises (or its arguments cannot be mapped to its signature).
 
         Every way ``fn`` can end is answered, so the program's ``await`` never hangs: an
         Exception, and also a BaseException that is not one, e.g. a CancelledError the binding
@@ -638,13 +683,16 @@ class Client:
         the daemon has stopped waiting for it.
         """
         try:
+            positional, keywords = binding.arguments(args)
+            fn = binding.fn
             if inspect.iscoroutinefunction(fn):
-                value = await fn(args)
+                value = await fn(*positional, **keywords)
             else:
-                value = await asyncio.to_thread(fn, args) if self._sync_in_thread else fn(args)
+                call = functools.partial(fn, *positional, **keywords)
+                value = await asyncio.to_thread(call) if self._sync_in_thread else call()
                 if inspect.isawaitable(value):
                     value = await value
-            body = P.response_for_value(rid, value)
+            body = P.response_for_value(rid, binding.result(value))
         except Exception as e:  # noqa: BLE001 - becomes a JSON-RPC error in the program
             body = P.build_error_response(rid, P.CODE_BINDING_FAILED, _text(e), {"type": type(e).__name__})
         except BaseException as e:

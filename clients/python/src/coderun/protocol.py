@@ -29,6 +29,7 @@ __all__ = [
     "build_error_response",
     "build_binding_response",
     "build_run_params",
+    "build_describe_params",
     "METHOD_INITIALIZE",
     "METHOD_INITIALIZED",
     "METHOD_SHUTDOWN",
@@ -37,6 +38,7 @@ __all__ = [
     "METHOD_RUN",
     "METHOD_BINDING_CALL",
     "METHOD_RUN_LOG",
+    "METHOD_DESCRIBE",
     "CODE_BINDING_FAILED",
     "CODE_REQUEST_CANCELLED",
 ]
@@ -57,6 +59,7 @@ METHOD_CANCEL = "$/cancelRequest"
 METHOD_RUN = "run"
 METHOD_BINDING_CALL = "binding/call"
 METHOD_RUN_LOG = "run/log"
+METHOD_DESCRIBE = "bindings/describe"
 
 CODE_BINDING_FAILED = -32000  # a binding raised (application error)
 CODE_METHOD_NOT_FOUND = -32601
@@ -263,12 +266,25 @@ def response_for_value(rid: RequestId, value: Any) -> bytes:
 
 def build_run_params(
     program: str,
-    bindings: Mapping[str, Sequence[str]],
+    bindings: Mapping[str, Sequence[Union[str, Mapping[str, Any]]]],
     error_classes: Mapping[str, tuple[str, str]],
     limits: Mapping[str, Any] | None,
     stream: bool,
 ) -> dict[str, Any]:
-    """The ``run`` params for already-validated arguments (namespace order is kept)."""
+    """The ``run`` params for already-validated arguments (namespace order is kept); a
+    ``functions`` entry is a name or a typed declaration ``{"name", …}``."""
+    params: dict[str, Any] = {"program": program, **build_describe_params(bindings, error_classes, limits)}
+    if stream:
+        params["stream"] = True
+    return params
+
+
+def build_describe_params(
+    bindings: Mapping[str, Sequence[Union[str, Mapping[str, Any]]]],
+    error_classes: Mapping[str, tuple[str, str]],
+    limits: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The ``bindings/describe`` params: the bindings and limits exactly as a run declares them."""
     decl: list[dict[str, Any]] = []
     for ns, functions in bindings.items():
         entry: dict[str, Any] = {"global": ns, "functions": list(functions)}
@@ -276,9 +292,7 @@ def build_run_params(
             name, prop = error_classes[ns]
             entry["errorClass"] = {"name": name, "memberNameProperty": prop}
         decl.append(entry)
-    params: dict[str, Any] = {"program": program, "bindings": decl}
+    params: dict[str, Any] = {"bindings": decl}
     if limits is not None:
         params["limits"] = dict(limits)
-    if stream:
-        params["stream"] = True
     return params

@@ -1,0 +1,133 @@
+package rpc
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/typed"
+)
+
+const searchDecl = `{"name":"search","description":"Find documents.","parameters":{"type":"object",` +
+	`"properties":{"q":{"type":"string"},"limit":{"type":"integer","default":10}},"required":["q"]},` +
+	`"returns":{"type":"array","items":{"type":"string"}}}`
+
+// A typed namespace carries checks and signatures aligned with its names; an
+// untyped one carries neither, so its boot frame is unchanged.
+func TestTypedNamespaces(t *testing.T) {
+	p, err := validateRun([]byte(`{"program":"","bindings":[{"global":"plain","functions":["a"]},`+
+		`{"global":"tools","functions":["old",`+searchDecl+`,{"name":"count","returns":{"type":"integer"}}]}]}`), cfgLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain := p.Bindings[0]; plain.Checks != nil || plain.Signatures != nil {
+		t.Errorf("untyped namespace: %+v", plain)
+	}
+	ns := p.Bindings[1]
+	if strings.Join(ns.Names, ",") != "old,search,count" || len(ns.Checks) != 3 || len(ns.Signatures) != 3 {
+		t.Fatalf("typed namespace: %+v", ns)
+	}
+	if ns.Checks[0] != nil || ns.Checks[1] == nil || ns.Checks[2] == nil {
+		t.Errorf("checks: %v", ns.Checks)
+	}
+	if ns.Signatures[0] != nil || ns.Signatures[2] != nil {
+		t.Error("a function without parameters got a signature")
+	}
+	sig, _ := json.Marshal(ns.Signatures[1].Params)
+	if string(sig) != `[{"name":"q","required":true},{"name":"limit","required":false,"default":"10"}]` {
+		t.Errorf("params: %s", sig)
+	}
+	if err := ns.Checks[1].CheckArgs([]byte(`{"q":"x","limit":"5"}`)); err == nil || err.Error() != "/limit: expected integer, but got string" {
+		t.Errorf("CheckArgs: %v", err)
+	}
+}
+
+func describeReq(id, params string) string {
+	return `{"jsonrpc":"2.0","id":` + id + `,"method":"bindings/describe","params":` + params + `}`
+}
+
+func TestDescribe(t *testing.T) {
+	h := start(t)
+	h.send(describeReq("1", `{"bindings":[]}`))
+	h.expect(errResp("1", -32002, "server not initialized"))
+	h.init()
+	h.send(describeReq("2", `{"bindings":[{"global":"tools","functions":[`+searchDecl+`,"old"]}],"limits":{"cpuSeconds":5}}`))
+	var res struct {
+		Result struct{ Stubs string } `json:"result"`
+	}
+	got := h.recv()
+	if err := json.Unmarshal([]byte(got), &res); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"# Budgets: CPU 5 s, wall 600000 ms, log 65536 bytes, value 32768 bytes.\n# Python 3.11.7.",
+		"class Tools:\n", "    async def search(self, q: str, limit: int = 10) -> list[str]:\n",
+		"    async def old(self, args: Any = None) -> Any:\n", "tools: Tools\n",
+	} {
+		if !strings.Contains(res.Result.Stubs, want) {
+			t.Errorf("stubs lack %q:\n%s", want, res.Result.Stubs)
+		}
+	}
+	if !strings.Contains(got, `-> list[str]`) {
+		t.Error("the response escapes the stub text")
+	}
+	for i, c := range []struct{ params, msg string }{
+		{`[]`, "params must be an object"},
+		{`{"bindings":{}}`, "bindings must be an array"},
+		{`{"bindings":[{"global":"tools","functions":[{"name":"f","parameters":{"type":"string"}}]}]}`,
+			`bindings[0].functions[0].parameters: must be an object schema ("type": "object")`},
+		{`{"limits":{"cpuSeconds":61}}`, "limits.cpuSeconds must not exceed the daemon's configured 60, got 61"},
+	} {
+		id := string(rune('a' + i))
+		h.send(describeReq(`"`+id+`"`, c.params))
+		h.expect(errResp(`"`+id+`"`, protocol.CodeInvalidParams, c.msg))
+	}
+	h.send(describeReq("3", `null`))
+	h.expect(errResp("3", protocol.CodeInvalidParams, "params must be an object"))
+	h.send(`{"jsonrpc":"2.0","id":4,"method":"shutdown"}`)
+	h.expect(`{"jsonrpc":"2.0","id":4,"result":null}`)
+	h.send(describeReq("5", `{}`))
+	h.expect(errResp("5", -32600, "server is shutting down"))
+	if len(h.runner.submits) != 0 {
+		t.Error("describe submitted a run")
+	}
+}
+
+// fiftyTyped is a bindings array of one namespace with 50 distinct typed functions.
+func fiftyTyped() string {
+	fns := make([]string, 50)
+	for i := range fns {
+		fns[i] = strings.Replace(searchDecl, `"search"`, `"search_`+strconv.Itoa(i)+`"`, 1)
+	}
+	return `[{"global":"tools","functions":[` + strings.Join(fns, ",") + `]}]`
+}
+
+// BenchmarkDescribe50 is the daemon's work for bindings/describe of 50
+// typed functions with nested schemas, warm cache (bench/cmd's target: 5 ms
+// request to response).
+func BenchmarkDescribe50(b *testing.B) {
+	params := []byte(`{"bindings":` + fiftyTyped() + `}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		nss, limits, err := validateDescribe(params, cfgLimits)
+		if err != nil {
+			b.Fatal(err)
+		}
+		encodeDescribe("1", typed.Render(session.EffectiveLimits(cfgLimits, limits), "3.11.7", stubNamespaces(nss)).Text)
+	}
+}
+
+// BenchmarkValidateRun50 is run's validation of 50 typed functions, warm
+// cache (part of bench/cmd's 0.5 ms budget for declaring them).
+func BenchmarkValidateRun50(b *testing.B) {
+	params := []byte(`{"program":"return 1","bindings":` + fiftyTyped() + `}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := validateRun(params, cfgLimits); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
