@@ -97,6 +97,7 @@ describe('typed bindings against the real daemon', { skip }, () => {
     const [type, message] = ok(r) as [string, string];
     assert.equal(type, 'RuntimeError', message);
     assert.match(message, /schema/);
+    assert.match(message, /\/0/, 'the failing location is named');
     assert.deepEqual(calls, [{ q: 'x' }]);
   });
 
