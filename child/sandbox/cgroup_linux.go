@@ -4,6 +4,8 @@ package sandbox
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -11,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -32,8 +33,6 @@ import (
 
 // pidsCgroupBase is where per-run pids cgroups are created ("" if none).
 var pidsCgroupBase = sync.OnceValues(findPidsCgroup)
-
-var cgroupSeq atomic.Uint64
 
 // findPidsCgroup locates the daemon's own cgroup in a hierarchy whose
 // children get a pids.max file, and checks that it can create one.
@@ -135,16 +134,22 @@ func relCgroup(root, path string) string {
 	return path
 }
 
-// tryCgroup removes the empty run cgroups a dead daemon left under base,
-// then creates and removes a child cgroup with a pids.max.
+// staleCgroupAge: a run cgroup is empty only between its creation and the
+// program joining it, and between the program's end and its removal — a few
+// milliseconds. One empty for this long was left by a daemon that died.
+const staleCgroupAge = time.Minute
+
+// tryCgroup removes the run cgroups dead daemons left under base (rmdir
+// fails on a cgroup that still has tasks), then creates and removes a child
+// cgroup with a pids.max.
 func tryCgroup(base string) error {
 	entries, _ := os.ReadDir(base)
 	for _, e := range entries {
-		var pid, seq int
-		if _, err := fmt.Sscanf(e.Name(), "coderun-%d-%d", &pid, &seq); err == nil && pid != os.Getpid() {
-			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); errors.Is(err, os.ErrNotExist) {
-				unix.Rmdir(filepath.Join(base, e.Name()))
-			}
+		if !strings.HasPrefix(e.Name(), "coderun-") {
+			continue
+		}
+		if st, err := e.Info(); err == nil && st.IsDir() && time.Since(st.ModTime()) > staleCgroupAge {
+			unix.Rmdir(filepath.Join(base, e.Name()))
 		}
 	}
 	cg, err := newPidsCgroup(base, 1)
@@ -162,8 +167,14 @@ type pidsCgroup struct {
 	procs *os.File
 }
 
+// newPidsCgroup creates a run cgroup under base with a random name: the
+// program can read its cgroup's path in /proc/self/cgroup (there is no
+// cgroup namespace), so the name says nothing about the daemon (no host
+// pid, no count of runs).
 func newPidsCgroup(base string, max int) (*pidsCgroup, error) {
-	dir := filepath.Join(base, fmt.Sprintf("coderun-%d-%d", os.Getpid(), cgroupSeq.Add(1)))
+	var id [8]byte
+	rand.Read(id[:])
+	dir := filepath.Join(base, "coderun-"+hex.EncodeToString(id[:]))
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, err
 	}
