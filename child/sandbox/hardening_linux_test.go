@@ -5,7 +5,6 @@ package sandbox
 import (
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -44,11 +43,7 @@ def sys_call(nr, *args):
 func TestSandboxHardeningSeccomp(t *testing.T) {
 	leakcheck.Check(t)
 	sb := testSandbox(t)
-	host := filepath.Join(t.TempDir(), "host-file")
-	if err := os.WriteFile(host, []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(filepath.Dir(host), 0o755)
+	host := hostFile(t, 0o644)
 	sb.ReadOnly = append(sb.ReadOnly, host)
 	flagsBefore, flagsErr := fileFlags(host)
 	// Syscall numbers of amd64 and arm64 (the CI machines); the ioctl
