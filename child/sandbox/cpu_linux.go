@@ -13,6 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// The init watches the run (watchRun): the memory cgroup's limit, set from
+// the program's RLIMIT_AS (cgroup_linux.go), and the CPU of the whole run.
+//
 // The run's CPU budget bounds the run, not each process. RLIMIT_CPU, which
 // the child sets at boot, is per process: four children each just under it
 // would use four budgets. So the init, PID 1 of the run's PID namespace,
@@ -42,15 +45,24 @@ const (
 	maxBudget  = math.MaxInt64 / uint64(time.Second) // seconds a Duration holds; above: no budget
 )
 
-// watchRunCPU kills every process of the run once the run's CPU reaches the
-// budget of prog's RLIMIT_CPU, as two sums in a row show: a process reaped
-// between the reading of its own line and of its parent's would be counted
-// twice in one sum. It returns when it has killed, or when prog is gone.
-func watchRunCPU(prog int) {
+// watchRun enforces the run's budgets that no rlimit can: it sets the
+// memory cgroup's limits (memFds, none without a memory cgroup) to prog's
+// RLIMIT_AS, and kills every process of the run once the run's CPU reaches
+// the budget of prog's RLIMIT_CPU, as two sums in a row show (a process
+// reaped between the reading of its own line and of its parent's would be
+// counted twice in one sum). A limit the kernel refuses to set (v1 cannot
+// shrink below what the run already holds) kills the run too. It returns
+// when it has killed, or when prog is gone.
+func watchRun(prog int, memFds []int) {
 	lowestSoft := uint64(math.MaxUint64)
+	memLimit := uint64(unix.RLIM_INFINITY)
 	pause := cpuPoll
 	for {
 		time.Sleep(pause)
+		if !limitMemory(prog, memFds, &memLimit) {
+			unix.Kill(-1, unix.SIGKILL)
+			return
+		}
 		budget, ok := cpuBudget(prog, &lowestSoft)
 		if !ok {
 			return
@@ -65,6 +77,24 @@ func watchRunCPU(prog int) {
 			pause = cpuPoll
 		}
 	}
+}
+
+// limitMemory lowers the memory cgroup's limits to prog's RLIMIT_AS hard
+// limit when that is below *limit (the value in force), and reports whether
+// the limit holds (true also when prog is gone: there is nothing to bound).
+func limitMemory(prog int, memFds []int, limit *uint64) bool {
+	var rl unix.Rlimit
+	if len(memFds) == 0 || unix.Prlimit(prog, unix.RLIMIT_AS, nil, &rl) != nil || rl.Max >= *limit {
+		return true
+	}
+	v := []byte(strconv.FormatUint(rl.Max, 10))
+	for _, fd := range memFds {
+		if _, err := unix.Pwrite(fd, v, 0); err != nil {
+			return false
+		}
+	}
+	*limit = rl.Max
+	return true
 }
 
 // cpuBudget returns the run's CPU budget in seconds (RLIM_INFINITY: none) from

@@ -67,15 +67,15 @@ func TestSandboxUnprivileged(t *testing.T) {
 	}
 }
 
-// programCgroup returns the run cgroup directory of the sandbox whose init
-// is pid, when the daemon is root (else ""): the pids cgroup of the init's
-// child, the program (forked by whichever of the init's threads).
-func programCgroup(t *testing.T, init int) string {
-	base, err := pidsCgroupBase()
-	if err != nil || os.Geteuid() != 0 {
-		return ""
+// programCgroups returns the run cgroup directories of the sandbox whose
+// init is pid, when the daemon is root (else none): the cgroups of the
+// init's child, the program (forked by whichever of the init's threads).
+func programCgroups(t *testing.T, init int) []string {
+	if _, err := pidsCgroupBase(); err != nil || os.Geteuid() != 0 {
+		return nil
 	}
-	// The exec stage joins the cgroup a moment after it starts.
+	bases := map[string]func() (string, error){"pids": pidsCgroupBase, "memory": memoryCgroupBase}
+	// The exec stage joins the cgroups a moment after it starts.
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		kids, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", init))
 		for _, k := range kids {
@@ -86,15 +86,25 @@ func programCgroup(t *testing.T, init int) string {
 				continue
 			}
 			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", prog))
+			var dirs []string
 			for _, l := range strings.Split(string(b), "\n") {
-				if _, path, ok := strings.Cut(l, ":pids:"); ok && strings.HasPrefix(filepath.Base(path), "coderun-") {
-					return filepath.Join(base, filepath.Base(path))
+				parts := strings.SplitN(l, ":", 3)
+				if len(parts) != 3 || !strings.HasPrefix(filepath.Base(parts[2]), "coderun-") {
+					continue
 				}
+				if find := bases[parts[1]]; find != nil {
+					if base, err := find(); err == nil {
+						dirs = append(dirs, filepath.Join(base, filepath.Base(parts[2])))
+					}
+				}
+			}
+			if len(dirs) > 0 {
+				return dirs
 			}
 		}
 	}
 	t.Errorf("the program of init %d joined no run cgroup", init)
-	return ""
+	return nil
 }
 
 // runBootstrap runs the real bootstrap (read from ../../py, not imported:
@@ -191,13 +201,13 @@ func TestSandboxDiesWithTheDaemon(t *testing.T) {
 	if _, err := fmt.Fscan(out, &pid); err != nil || pid <= 1 {
 		t.Fatalf("stand-in daemon: pid %d, %v", pid, err)
 	}
-	if cg := programCgroup(t, pid); cg != "" {
-		defer func() { // the dead daemon's empty run cgroup
+	defer func(cgs []string) { // the dead daemon's empty run cgroups
+		for _, cg := range cgs {
 			if err := unix.Rmdir(cg); err != nil {
 				t.Errorf("rmdir %s: %v", cg, err)
 			}
-		}()
-	}
+		}
+	}(programCgroups(t, pid))
 	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	if err != nil {
 		t.Fatal(err)

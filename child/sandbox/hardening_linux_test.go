@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -288,4 +290,44 @@ func mustMarshal(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestSandboxHardeningMemoryCgroup (root daemon with a memory cgroup): the
+// run's memory, /dev/shm included, is bounded by its address-space budget,
+// which the init reads from the program's RLIMIT_AS. Files in /dev/shm are
+// no address space: without the cgroup the program would hold all it
+// writes there (up to the tmpfs size); with it the kernel kills the run
+// near the budget.
+func TestSandboxHardeningMemoryCgroup(t *testing.T) {
+	if _, err := memoryCgroupBase(); err != nil || os.Geteuid() != 0 {
+		t.Skipf("no memory cgroup (euid %d): %v", os.Geteuid(), err)
+	}
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	sb.MaxFileBytes = 1 << 30
+	const budget = 192 << 20
+	script := `import resource, sys, time
+budget = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (budget, budget))
+time.sleep(0.5)  # the init polls every 100 ms
+block = b"x" * (1 << 20)
+with open("/dev/shm/fill", "wb") as f:
+    for mib in range(1, 513):
+        f.write(block)
+        f.flush()
+        print(mib, flush=True)
+`
+	r := runPython(t, &sb, script, strconv.Itoa(budget))
+	lines := strings.Fields(r.stdout)
+	last := 0
+	if len(lines) > 0 {
+		last, _ = strconv.Atoi(lines[len(lines)-1])
+	}
+	t.Logf("exit %+v after %d MiB in /dev/shm", r.exit, last)
+	if !r.exit.Signaled || r.exit.Signal != "SIGKILL" {
+		t.Errorf("exit %+v (stderr %q), want the memory cgroup's SIGKILL", r.exit, r.stderr)
+	}
+	if last<<20 > budget {
+		t.Errorf("the run held %d MiB in /dev/shm under a %d MiB budget", last, budget>>20)
+	}
 }

@@ -26,7 +26,7 @@ import (
 // takes over.
 //
 //	daemon ──clone(NEWUSER|NEWPID|NEWNET|NEWNS|NEWIPC|NEWUTS)──► init (PID 1)
-//	   fds 0-3 stdio, 4 relay pipe, 5 cgroup.procs   private mounts, new /proc
+//	   fds 0-3 stdio, 4 relay pipe, 5… cgroups       private mounts, new /proc
 //	                                                  (host files masked),
 //	                                                  private /dev/shm, hostname,
 //	                                                  all signals caught
@@ -49,8 +49,8 @@ const (
 	execFailed = 126 // exit code of a stage that could not exec the program
 
 	relayFd      = 4 // in the init: write end of the relay pipe
-	cgroupFd     = 5 // in the init: cgroup.procs
-	execCgroupFd = 4 // the same, in the exec stage
+	cgroupFd     = 5 // in the init: the first cgroup.procs, then the others and the memory limits
+	execCgroupFd = 4 // the first cgroup.procs, in the exec stage
 )
 
 // HelperMain runs the stage argv[0] names (the init, the exec stage, or a
@@ -76,7 +76,9 @@ type sandboxConf struct {
 	rw, ro        []string
 	nproc, nofile int
 	fsize         int64
-	cgroup, probe bool
+	cgroups       int // cgroup.procs descriptors (root daemon: pids, and memory in v1)
+	memLimits     int // memory limit descriptors after them (memory cgroup)
+	probe         bool
 	prog          []string // path, args; empty in probe mode
 }
 
@@ -90,8 +92,8 @@ func (c sandboxConf) argv(argv0 string) []string {
 	for _, p := range c.ro {
 		a = append(a, "ro="+p)
 	}
-	if c.cgroup {
-		a = append(a, "cgroup=1")
+	if c.cgroups > 0 {
+		a = append(a, "cgroups="+strconv.Itoa(c.cgroups), "memlimits="+strconv.Itoa(c.memLimits))
 	}
 	if c.probe {
 		a = append(a, "probe=1")
@@ -122,8 +124,10 @@ func parseSandboxConf(args []string) (sandboxConf, error) {
 			c.nofile, err = strconv.Atoi(v)
 		case "fsize":
 			c.fsize, err = strconv.ParseInt(v, 10, 64)
-		case "cgroup":
-			c.cgroup = v == "1"
+		case "cgroups":
+			c.cgroups, err = strconv.Atoi(v)
+		case "memlimits":
+			c.memLimits, err = strconv.Atoi(v)
 		case "probe":
 			c.probe = v == "1"
 		default:
@@ -163,8 +167,8 @@ func sandboxInit(args []string) {
 		stageFail(initFailed, "init: %v", err)
 	}
 	files := []uintptr{0, 1, 2, 3}
-	if c.cgroup {
-		files = append(files, cgroupFd)
+	for i := range c.cgroups {
+		files = append(files, uintptr(cgroupFd+i))
 	}
 	// Same process group as the init (the daemon's group signals reach the
 	// program); parent-death SIGKILL for symmetry with tier process.
@@ -176,14 +180,14 @@ func sandboxInit(args []string) {
 	if err != nil {
 		stageFail(initFailed, "init: starting the program: %v", err)
 	}
-	go watchRunCPU(pid)
+	go watchRun(pid, memLimitFds(c))
 	// The init holds none of the run's descriptors from now on.
 	for fd := 0; fd <= 2; fd++ {
 		unix.Dup2(devNull, fd)
 	}
 	unix.Close(3)
-	if c.cgroup {
-		unix.Close(cgroupFd) // without a cgroup, fd 5 may be the runtime's own
+	for i := range c.cgroups { // without a cgroup, fd 5 may be the runtime's own
+		unix.Close(cgroupFd + i)
 	}
 	for {
 		var ws unix.WaitStatus
@@ -256,6 +260,15 @@ func maskProc() error {
 	return nil
 }
 
+// memLimitFds are the init's descriptors of the run's memory limit files.
+func memLimitFds(c sandboxConf) []int {
+	var fds []int
+	for i := range c.memLimits {
+		fds = append(fds, cgroupFd+c.cgroups+i)
+	}
+	return fds
+}
+
 // reapAll reaps the init's children until it has none.
 func reapAll() {
 	for {
@@ -290,7 +303,7 @@ func sandboxExec(args []string) {
 // confine applies to the calling process, which execs the program next,
 // every rule of the sandbox that is not a namespace: no_new_privs, the
 // Landlock domain, the seccomp filter, then the process bound (joining the
-// pids cgroup through the descriptor procs when c.cgroup) and the rlimits. The caller is
+// run's cgroups through c.cgroups descriptors from procs on) and the rlimits. The caller is
 // locked to its OS thread (no_new_privs and Landlock are per thread). It is
 // the one place these rules are applied, for the program's first process
 // and for any future start path (a sandboxed fork server's children).
@@ -306,11 +319,11 @@ func confine(c sandboxConf, procs int) error {
 	}
 	// The process bound last, right before execve, so this stage's own
 	// runtime threads never run into it.
-	if c.cgroup {
-		if _, err := unix.Write(procs, []byte("0")); err != nil {
-			return fmt.Errorf("joining the pids cgroup: %w", err)
+	for fd := procs; fd < procs+c.cgroups; fd++ {
+		if _, err := unix.Write(fd, []byte("0")); err != nil {
+			return fmt.Errorf("joining the run's cgroup: %w", err)
 		}
-		unix.Close(procs)
+		unix.Close(fd)
 	}
 	return setSandboxLimits(c)
 }
