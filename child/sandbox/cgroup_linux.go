@@ -272,11 +272,16 @@ func (cg *runCgroup) add(base string) (string, error) {
 	return dir, nil
 }
 
-// files are the descriptors the init gets: the procs files, then the memory
-// limits.
+// open are the open files, in the order the init gets them: the procs
+// files, then the memory limits.
+func (cg *runCgroup) open() []*os.File {
+	return append(append([]*os.File{}, cg.procs...), cg.memLimits...)
+}
+
+// files are the descriptors of open.
 func (cg *runCgroup) files() []uintptr {
 	var fds []uintptr
-	for _, f := range append(append([]*os.File{}, cg.procs...), cg.memLimits...) {
+	for _, f := range cg.open() {
 		fds = append(fds, f.Fd())
 	}
 	return fds
@@ -284,7 +289,10 @@ func (cg *runCgroup) files() []uintptr {
 
 // closeFiles closes the descriptors once the init holds them.
 func (cg *runCgroup) closeFiles() {
-	for _, f := range append(append([]*os.File{}, cg.procs...), cg.memLimits...) {
+	if cg == nil {
+		return
+	}
+	for _, f := range cg.open() {
 		f.Close()
 	}
 }

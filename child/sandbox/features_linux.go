@@ -209,9 +209,7 @@ func probeInit() (err error) {
 	defer cg.remove()
 	err = runProbe(c.argv(initArgv0), sandboxFlags, withCgroup(&c, files, cg))
 	unix.Close(relayW)
-	if cg != nil {
-		cg.closeFiles()
-	}
+	cg.closeFiles()
 	if err != nil {
 		return err
 	}

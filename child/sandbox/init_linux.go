@@ -181,7 +181,8 @@ func sandboxInit(args []string) {
 		stageFail(initFailed, "init: starting the program: %v", err)
 	}
 	go watchRun(pid, memLimitFds(c))
-	// The init holds none of the run's descriptors from now on.
+	// The init holds none of the program's descriptors from now on (only
+	// the memory limits, which watchRun writes).
 	for fd := 0; fd <= 2; fd++ {
 		unix.Dup2(devNull, fd)
 	}
@@ -189,6 +190,13 @@ func sandboxInit(args []string) {
 	for i := range c.cgroups { // without a cgroup, fd 5 may be the runtime's own
 		unix.Close(cgroupFd + i)
 	}
+	relayProgram(pid)
+}
+
+// relayProgram reaps the init's children until the program (pid) is among
+// them, then kills and reaps the rest, relays the program's wait status
+// with the run's rusage, and exits.
+func relayProgram(pid int) {
 	for {
 		var ws unix.WaitStatus
 		var ru unix.Rusage

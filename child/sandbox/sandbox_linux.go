@@ -149,9 +149,7 @@ func Start(spec child.Spec, sb Config) (*child.Process, error) {
 	})
 	s.CloseChild()
 	spawn.CloseFds(relayW)
-	if run.cgroup != nil {
-		run.cgroup.closeFiles()
-	}
+	run.cgroup.closeFiles()
 	if err != nil {
 		s.CloseDaemon()
 		run.relay.Close()
