@@ -4,6 +4,8 @@ package sandbox
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -11,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -30,14 +31,27 @@ import (
 // subtree_control): one child cgroup per run with pids.max, which the
 // program's process joins before exec. A non-root daemon uses RLIMIT_NPROC.
 
-// pidsCgroupBase is where per-run pids cgroups are created ("" if none).
-var pidsCgroupBase = sync.OnceValues(findPidsCgroup)
+// A root daemon also puts each run in a memory cgroup when one can be had
+// (v1 "memory" hierarchy, or v2 with the memory controller available in the
+// daemon's cgroup): its limit counts what RLIMIT_AS does not — shared memory
+// (the run's /dev/shm), kernel memory, and all the run's processes together.
+// The limit is the run's address-space budget, which the child sets at boot
+// as RLIMIT_AS, after a warm sandbox started: so the init sets it, through
+// descriptors of the limit files (cpu_linux.go, watchRun). Without a memory
+// cgroup, memfd and SysV shared memory are refused (seccomp) and /dev/shm
+// is a bounded tmpfs either way.
 
-var cgroupSeq atomic.Uint64
+// pidsCgroupBase and memoryCgroupBase are where per-run cgroups of each
+// controller are created.
+var (
+	pidsCgroupBase   = sync.OnceValues(func() (string, error) { return findCgroup("pids") })
+	memoryCgroupBase = sync.OnceValues(func() (string, error) { return findCgroup("memory") })
+)
 
-// findPidsCgroup locates the daemon's own cgroup in a hierarchy whose
-// children get a pids.max file, and checks that it can create one.
-func findPidsCgroup() (string, error) {
+// findCgroup locates the daemon's own cgroup in a hierarchy where ctrl
+// ("pids", "memory") can be used by children, and checks that it can create
+// one.
+func findCgroup(ctrl string) (string, error) {
 	mounts, err := cgroupMounts()
 	if err != nil {
 		return "", err
@@ -57,34 +71,42 @@ func findPidsCgroup() (string, error) {
 			continue
 		}
 		for _, c := range strings.Split(parts[1], ",") {
-			if c == "pids" {
-				if m, ok := mounts["pids"]; ok {
-					base := filepath.Join(m.dir, relCgroup(m.root, parts[2]))
-					return base, tryCgroup(base)
-				}
+			if m, ok := mounts[ctrl]; ok && c == ctrl {
+				base := filepath.Join(m.dir, relCgroup(m.root, parts[2]))
+				return base, tryCgroup(base, ctrl)
 			}
 		}
 	}
 	if m, ok := mounts[""]; ok && v2 != "" {
 		base := filepath.Join(m.dir, relCgroup(m.root, v2))
-		ctl, err := os.ReadFile(filepath.Join(base, "cgroup.subtree_control"))
-		if err != nil {
+		if err := enableController(base, ctrl); err != nil {
 			return "", err
 		}
-		if !strings.Contains(" "+strings.TrimSpace(string(ctl))+" ", " pids ") {
-			if err := os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte("+pids"), 0); err != nil {
-				return "", fmt.Errorf("enabling the pids controller in %s: %w", base, err)
-			}
-		}
-		return base, tryCgroup(base)
+		return base, tryCgroup(base, ctrl)
 	}
-	return "", errors.New("no pids cgroup hierarchy is mounted")
+	return "", fmt.Errorf("no %s cgroup hierarchy is mounted", ctrl)
+}
+
+// enableController makes ctrl available to the children of the v2 cgroup
+// base.
+func enableController(base, ctrl string) error {
+	ctl, err := os.ReadFile(filepath.Join(base, "cgroup.subtree_control"))
+	if err != nil {
+		return err
+	}
+	if strings.Contains(" "+strings.TrimSpace(string(ctl))+" ", " "+ctrl+" ") {
+		return nil
+	}
+	if err := os.WriteFile(filepath.Join(base, "cgroup.subtree_control"), []byte("+"+ctrl), 0); err != nil {
+		return fmt.Errorf("enabling the %s controller in %s: %w", ctrl, base, err)
+	}
+	return nil
 }
 
 type cgroupMount struct{ dir, root string }
 
-// cgroupMounts maps "pids" to the v1 pids hierarchy and "" to the cgroup2
-// mount, from /proc/self/mountinfo.
+// cgroupMounts maps each v1 controller ("pids", "memory" …) to its
+// hierarchy and "" to the cgroup2 mount, from /proc/self/mountinfo.
 func cgroupMounts() (map[string]cgroupMount, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
@@ -110,10 +132,8 @@ func cgroupMounts() (map[string]cgroupMount, error) {
 			}
 		case "cgroup":
 			for _, o := range strings.Split(b[2], ",") {
-				if o == "pids" {
-					if _, seen := out["pids"]; !seen {
-						out["pids"] = m
-					}
+				if _, seen := out[o]; !seen && o != "" {
+					out[o] = m
 				}
 			}
 		}
@@ -135,59 +155,166 @@ func relCgroup(root, path string) string {
 	return path
 }
 
-// tryCgroup removes the empty run cgroups a dead daemon left under base,
-// then creates and removes a child cgroup with a pids.max.
-func tryCgroup(base string) error {
+// staleCgroupAge: a run cgroup is empty only between its creation and the
+// program joining it, and between the program's end and its removal — a few
+// milliseconds. One empty for this long was left by a daemon that died.
+const staleCgroupAge = time.Minute
+
+// tryCgroup removes the run cgroups dead daemons left under base (rmdir
+// fails on a cgroup that still has tasks), then creates and removes a child
+// cgroup with ctrl's files.
+func tryCgroup(base, ctrl string) error {
 	entries, _ := os.ReadDir(base)
 	for _, e := range entries {
-		var pid, seq int
-		if _, err := fmt.Sscanf(e.Name(), "coderun-%d-%d", &pid, &seq); err == nil && pid != os.Getpid() {
-			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); errors.Is(err, os.ErrNotExist) {
-				unix.Rmdir(filepath.Join(base, e.Name()))
-			}
+		if !strings.HasPrefix(e.Name(), "coderun-") {
+			continue
+		}
+		if st, err := e.Info(); err == nil && st.IsDir() && time.Since(st.ModTime()) > staleCgroupAge {
+			unix.Rmdir(filepath.Join(base, e.Name()))
 		}
 	}
-	cg, err := newPidsCgroup(base, 1)
+	dir, err := mkRunCgroup(base)
 	if err != nil {
 		return err
 	}
-	cg.procs.Close()
-	return cg.remove()
+	defer removeCgroup(dir)
+	for _, f := range controllerFiles[ctrl] {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: no %s controller files", base, ctrl)
 }
 
-// pidsCgroup is one run's cgroup; procs is its cgroup.procs opened for
-// writing (the program's process writes "0" to it to join).
-type pidsCgroup struct {
-	dir   string
-	procs *os.File
+// controllerFiles are the limit files of a controller (v2 name first): the
+// pids bound, and the memory limits, written in this order.
+var controllerFiles = map[string][]string{
+	"pids":   {"pids.max"},
+	"memory": {"memory.max", "memory.limit_in_bytes", "memory.memsw.limit_in_bytes"},
 }
 
-func newPidsCgroup(base string, max int) (*pidsCgroup, error) {
-	dir := filepath.Join(base, fmt.Sprintf("coderun-%d-%d", os.Getpid(), cgroupSeq.Add(1)))
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, err
-	}
-	cg := &pidsCgroup{dir: dir}
-	err := os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(max)), 0)
-	if err == nil {
-		cg.procs, err = os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_WRONLY, 0)
-	}
+// mkRunCgroup creates a run cgroup under base with a random name: the
+// program can read its cgroup's path in /proc/self/cgroup (there is no
+// cgroup namespace), so the name says nothing about the daemon (no host
+// pid, no count of runs).
+func mkRunCgroup(base string) (string, error) {
+	var id [8]byte
+	rand.Read(id[:])
+	dir := filepath.Join(base, "coderun-"+hex.EncodeToString(id[:]))
+	return dir, os.Mkdir(dir, 0o700)
+}
+
+// runCgroup is one run's cgroups: one directory per hierarchy (v1 pids and
+// memory are two, v2 one for both).
+type runCgroup struct {
+	dirs []string
+	// procs are the directories' cgroup.procs opened for writing (the
+	// program's process writes "0" to each to join); memLimits the memory
+	// limit files, for the init (none without a memory cgroup).
+	procs, memLimits []*os.File
+}
+
+// newRunCgroup creates the run's pids cgroup (pids.max = maxProcs) and, when
+// memory has a base, its memory cgroup (no limit yet, no swap).
+func newRunCgroup(pidsBase, memBase string, maxProcs int) (cg *runCgroup, err error) {
+	cg = &runCgroup{}
+	defer func() {
+		if err != nil {
+			cg.closeFiles()
+			cg.remove()
+		}
+	}()
+	pids, err := cg.add(pidsBase)
 	if err != nil {
-		cg.remove()
 		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(pids, "pids.max"), []byte(strconv.Itoa(maxProcs)), 0); err != nil {
+		return nil, err
+	}
+	if memBase == "" {
+		return cg, nil
+	}
+	mem := pids
+	if memBase != pidsBase {
+		if mem, err = cg.add(memBase); err != nil {
+			return nil, err
+		}
+	}
+	os.WriteFile(filepath.Join(mem, "memory.swap.max"), []byte("0"), 0) // v2 with swap
+	for _, name := range controllerFiles["memory"] {
+		f, err := os.OpenFile(filepath.Join(mem, name), os.O_WRONLY, 0)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		cg.memLimits = append(cg.memLimits, f)
+		if name == "memory.max" {
+			break // v2: the v1 names are absent anyway
+		}
 	}
 	return cg, nil
 }
 
-// remove deletes the cgroup once its last task is gone (a task that has
-// just exited can keep it busy for a moment).
-func (cg *pidsCgroup) remove() error {
+// add creates a run cgroup under base and opens its cgroup.procs.
+func (cg *runCgroup) add(base string) (string, error) {
+	dir, err := mkRunCgroup(base)
+	if err != nil {
+		return "", err
+	}
+	cg.dirs = append(cg.dirs, dir)
+	procs, err := os.OpenFile(filepath.Join(dir, "cgroup.procs"), os.O_WRONLY, 0)
+	if err != nil {
+		return "", err
+	}
+	cg.procs = append(cg.procs, procs)
+	return dir, nil
+}
+
+// open are the open files, in the order the init gets them: the procs
+// files, then the memory limits.
+func (cg *runCgroup) open() []*os.File {
+	return append(append([]*os.File{}, cg.procs...), cg.memLimits...)
+}
+
+// files are the descriptors of open.
+func (cg *runCgroup) files() []uintptr {
+	var fds []uintptr
+	for _, f := range cg.open() {
+		fds = append(fds, f.Fd())
+	}
+	return fds
+}
+
+// closeFiles closes the descriptors once the init holds them.
+func (cg *runCgroup) closeFiles() {
+	if cg == nil {
+		return
+	}
+	for _, f := range cg.open() {
+		f.Close()
+	}
+}
+
+// remove deletes the run's cgroups once their last task is gone.
+func (cg *runCgroup) remove() error {
 	if cg == nil {
 		return nil
 	}
+	var errs []error
+	for _, d := range cg.dirs {
+		errs = append(errs, removeCgroup(d))
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroup deletes a cgroup once its last task is gone (a task that has
+// just exited can keep it busy for a moment).
+func removeCgroup(dir string) error {
 	var err error
 	for i := 0; i < 100; i++ {
-		if err = unix.Rmdir(cg.dir); err == nil || errors.Is(err, unix.ENOENT) {
+		if err = unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
 			return nil
 		}
 		if !errors.Is(err, unix.EBUSY) {
@@ -195,5 +322,5 @@ func (cg *pidsCgroup) remove() error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return &os.PathError{Op: "rmdir", Path: cg.dir, Err: err}
+	return &os.PathError{Op: "rmdir", Path: dir, Err: err}
 }

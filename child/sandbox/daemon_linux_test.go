@@ -50,7 +50,7 @@ func TestSandboxUnprivileged(t *testing.T) {
 	}
 	os.Chmod(dir, 0o755)
 	cmd := exec.Command(bin, "-test.count=1", "-test.v",
-		"-test.run=^TestSandbox(Features|NamespacesAreReal|NoNetwork|Filesystem|Limits|SetsidGrandchildDiesWithTheRun|ForkBomb|RelaysProgramStatus|Exec|InterpreterStillWorks|Seccomp)$")
+		"-test.run=^TestSandbox(Features|NamespacesAreReal|NoNetwork|Filesystem|Limits|SetsidGrandchildDiesWithTheRun|ForkBomb|RelaysProgramStatus|Exec|InterpreterStillWorks|Seccomp|Hardening.*)$")
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, unprivilegedVar + "=1"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Setpgid: true}
@@ -65,6 +65,46 @@ func TestSandboxUnprivileged(t *testing.T) {
 			t.Log(strings.TrimSpace(l))
 		}
 	}
+}
+
+// programCgroups returns the run cgroup directories of the sandbox whose
+// init is pid, when the daemon is root (else none): the cgroups of the
+// init's child, the program (forked by whichever of the init's threads).
+func programCgroups(t *testing.T, init int) []string {
+	if _, err := pidsCgroupBase(); err != nil || os.Geteuid() != 0 {
+		return nil
+	}
+	bases := map[string]func() (string, error){"pids": pidsCgroupBase, "memory": memoryCgroupBase}
+	// The exec stage joins the cgroups a moment after it starts.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		kids, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", init))
+		for _, k := range kids {
+			var prog int
+			if b, _ := os.ReadFile(k); len(b) == 0 {
+				continue
+			} else if _, err := fmt.Sscan(string(b), &prog); err != nil {
+				continue
+			}
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", prog))
+			var dirs []string
+			for _, l := range strings.Split(string(b), "\n") {
+				parts := strings.SplitN(l, ":", 3)
+				if len(parts) != 3 || !strings.HasPrefix(filepath.Base(parts[2]), "coderun-") {
+					continue
+				}
+				if find := bases[parts[1]]; find != nil {
+					if base, err := find(); err == nil {
+						dirs = append(dirs, filepath.Join(base, filepath.Base(parts[2])))
+					}
+				}
+			}
+			if len(dirs) > 0 {
+				return dirs
+			}
+		}
+	}
+	t.Errorf("the program of init %d joined no run cgroup", init)
+	return nil
 }
 
 // runBootstrap runs the real bootstrap (read from ../../py, not imported:
@@ -157,20 +197,17 @@ func TestSandboxDiesWithTheDaemon(t *testing.T) {
 	leakcheck.Check(t)
 	exe, ro := testPython(t)
 	cmd, out := childtest.StartStandIn(t, []string{sandboxDaemonVar + "=" + exe, "CHILD_SANDBOX_RO=x=" + strings.Join(ro, "\n"), leakcheck.Tag()}, nil)
-	defer func() { // the dead daemon's empty run cgroup
-		if base, err := pidsCgroupBase(); err == nil && os.Geteuid() == 0 {
-			dirs, _ := filepath.Glob(filepath.Join(base, fmt.Sprintf("coderun-%d-*", cmd.Process.Pid)))
-			for _, d := range dirs {
-				if err := unix.Rmdir(d); err != nil {
-					t.Errorf("rmdir %s: %v", d, err)
-				}
-			}
-		}
-	}()
 	var pid int
 	if _, err := fmt.Fscan(out, &pid); err != nil || pid <= 1 {
 		t.Fatalf("stand-in daemon: pid %d, %v", pid, err)
 	}
+	defer func(cgs []string) { // the dead daemon's empty run cgroups
+		for _, cg := range cgs {
+			if err := unix.Rmdir(cg); err != nil {
+				t.Errorf("rmdir %s: %v", cg, err)
+			}
+		}
+	}(programCgroups(t, pid))
 	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	if err != nil {
 		t.Fatal(err)

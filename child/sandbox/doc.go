@@ -6,8 +6,11 @@
 // namespaces, confined by no_new_privs, Landlock (landlock_linux.go), a
 // seccomp filter (seccomp_linux.go) and a per-run process bound (a pids
 // cgroup for a root daemon, cgroup_linux.go; RLIMIT_NPROC otherwise) with
-// RLIMIT_NOFILE and RLIMIT_FSIZE. Probe and Features check that the kernel
-// provides all of it (features_linux.go).
+// RLIMIT_NOFILE and RLIMIT_FSIZE, all applied by one function, confine. The
+// init masks /proc files that describe the host and bounds the CPU of the
+// whole run by the program's RLIMIT_CPU (cpu_linux.go). Probe and Features
+// check that the kernel provides all of it (features_linux.go). What this
+// defends against, and what it leaves, is docs/threat-model.md.
 //
 // The init and the exec stage run only in a binary whose main (or TestMain)
 // calls reexec.Dispatch first; HelperMain is that hook.

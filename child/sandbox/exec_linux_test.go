@@ -139,7 +139,8 @@ print(subprocess.run([sys.executable, "-c", "print(1)"], capture_output=True, ch
 
 // TestSandboxInterpreterStillWorks: what CPython loads or starts by itself
 // works without EXECUTE on the library trees: extension modules and
-// ctypes (shared objects are opened for reading and mapped, not executed),
+// ctypes (shared objects are opened for reading and mapped, not executed;
+// callbacks need libffi closures, which memfd_create's refusal must leave),
 // subprocess of sys.executable, multiprocessing by fork and by spawn.
 func TestSandboxInterpreterStillWorks(t *testing.T) {
 	leakcheck.Check(t)
@@ -153,6 +154,7 @@ out["ssl"] = ssl.OPENSSL_VERSION.startswith("OpenSSL")
 dynload = [p for p in glob.glob(os.path.join(os.path.dirname(_ctypes.__file__), "*.so")) if p != _ctypes.__file__]
 out["ctypes-dynload"] = ctypes.CDLL(dynload[0])._name == dynload[0]
 out["ctypes-libc"] = ctypes.CDLL(None).getpid() == os.getpid()
+out["ctypes-callback"] = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda x: x + 1)(41)
 out["subprocess"] = subprocess.run([sys.executable, "-c", "print(7)"], capture_output=True, check=True).stdout.decode().strip()
 with multiprocessing.get_context("fork").Pool(2) as p:
     out["fork"] = p.map(square, [1, 2, 3])
@@ -166,7 +168,7 @@ print(json.dumps(out, sort_keys=True))
 	if r.exit.Code != 0 {
 		t.Fatalf("exit %+v, stdout %q, stderr %q", r.exit, r.stdout, r.stderr)
 	}
-	const want = `{"ctypes-dynload": true, "ctypes-libc": true, "fork": [1, 4, 9], "spawn": 0, "sqlite3": 42, "ssl": true, "subprocess": "7"}`
+	const want = `{"ctypes-callback": 42, "ctypes-dynload": true, "ctypes-libc": true, "fork": [1, 4, 9], "spawn": 0, "sqlite3": 42, "ssl": true, "subprocess": "7"}`
 	if got := strings.TrimSpace(r.stdout); got != want {
 		t.Errorf("got %s, want %s (stderr %q)", got, want, r.stderr)
 	}

@@ -53,7 +53,7 @@ func Features() []Feature {
 	for _, n := range ns {
 		fs = append(fs, nsFeature(n.name, unix.CLONE_NEWUSER|n.flag))
 	}
-	fs = append(fs, nnpFeature(), landlockFeature(), seccompFeature(), procBoundFeature(), rlimitFeature())
+	fs = append(fs, nnpFeature(), landlockFeature(), seccompFeature(), procBoundFeature(), memoryFeature(), rlimitFeature())
 	all := true
 	for _, f := range fs {
 		all = all && f.OK
@@ -150,6 +150,23 @@ func procBoundFeature() Feature {
 	return f
 }
 
+// memoryFeature reports the optional memory cgroup (always OK: without it,
+// memfd and SysV shared memory are refused and /dev/shm is bounded anyway).
+func memoryFeature() Feature {
+	f := Feature{Name: "a per-run memory bound beyond RLIMIT_AS (a memory cgroup for a root daemon, where one can be had)", OK: true}
+	if os.Geteuid() != 0 {
+		f.Detail = "none (not root): memfd and SysV shared memory refused, /dev/shm bounded"
+		return f
+	}
+	base, err := memoryCgroupBase()
+	if err != nil {
+		f.Detail = "none (" + err.Error() + "): memfd and SysV shared memory refused, /dev/shm bounded"
+		return f
+	}
+	f.Detail = "memory cgroup under " + base + ", limited to the run's address-space budget"
+	return f
+}
+
 func rlimitFeature() Feature {
 	f := Feature{Name: "RLIMIT_NOFILE and RLIMIT_FSIZE"}
 	var rl unix.Rlimit
@@ -184,21 +201,15 @@ func probeInit() (err error) {
 	}
 	defer unix.Close(devNull)
 	files := []uintptr{uintptr(devNull), uintptr(relayW)} // fd 3 /dev/null, fd 4 relay
-	cg, err := runCgroup(c.nproc)
+	cg, err := openCgroup(c.nproc)
 	if err != nil {
 		unix.Close(relayW)
 		return err
 	}
 	defer cg.remove()
-	if cg != nil {
-		c.cgroup = true
-		files = append(files, cg.procs.Fd())
-	}
-	err = runProbe(c.argv(initArgv0), sandboxFlags, files)
+	err = runProbe(c.argv(initArgv0), sandboxFlags, withCgroup(&c, files, cg))
 	unix.Close(relayW)
-	if cg != nil {
-		cg.procs.Close()
-	}
+	cg.closeFiles()
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -150,6 +151,19 @@ def attempt(f):
     except OSError as e:
         return e.__class__.__name__
 `
+
+// hostFile creates a host file of the given mode holding "x", in a
+// directory anyone may search: reachable by path from the sandbox, where
+// only Landlock decides.
+func hostFile(t *testing.T, mode os.FileMode) string {
+	t.Helper()
+	host := filepath.Join(t.TempDir(), "host-file")
+	if err := os.WriteFile(host, []byte("x"), mode); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(host), 0o755)
+	return host
+}
 
 func mustJSON(t *testing.T, r runResult, v any) {
 	t.Helper()

@@ -26,14 +26,17 @@ import (
 // takes over.
 //
 //	daemon ──clone(NEWUSER|NEWPID|NEWNET|NEWNS|NEWIPC|NEWUTS)──► init (PID 1)
-//	   fds 0-3 stdio, 4 relay pipe, 5 cgroup.procs   private mounts, new /proc,
+//	   fds 0-3 stdio, 4 relay pipe, 5… cgroups       private mounts, new /proc
+//	                                                  (host files masked),
 //	                                                  private /dev/shm, hostname,
 //	                                                  all signals caught
 //	         init ──fork/exec──► stage "exec" ──execve──► program
-//	                 no_new_privs, Landlock, seccomp (no AF_UNIX socket()),
-//	                 then the pids cgroup and RLIMIT_NPROC/NOFILE/FSIZE
-//	   init: wait4(-1) until the program is reaped; write its wait status and
-//	   rusage on fd 4; exit — the PID namespace, and every descendant, dies.
+//	                 confine: no_new_privs, Landlock, seccomp, then the pids
+//	                 cgroup and RLIMIT_NPROC/NOFILE/FSIZE
+//	   init: wait4(-1) until the program is reaped, meanwhile summing the
+//	   run's CPU against the program's RLIMIT_CPU (cpu_linux.go); then kill
+//	   and reap the rest, write the program's wait status and the run's
+//	   rusage on fd 4 and exit — the PID namespace dies with it.
 
 const (
 	initArgv0  = "coderun-sandbox-init"
@@ -45,8 +48,9 @@ const (
 	initFailed = 125 // exit code of an init that could not start the program
 	execFailed = 126 // exit code of a stage that could not exec the program
 
-	relayFd  = 4 // in the init: write end of the relay pipe
-	cgroupFd = 5 // in the init: cgroup.procs (4 in the exec stage)
+	relayFd      = 4 // in the init: write end of the relay pipe
+	cgroupFd     = 5 // in the init: the first cgroup.procs, then the others and the memory limits
+	execCgroupFd = 4 // the first cgroup.procs, in the exec stage
 )
 
 // HelperMain runs the stage argv[0] names (the init, the exec stage, or a
@@ -72,7 +76,9 @@ type sandboxConf struct {
 	rw, ro        []string
 	nproc, nofile int
 	fsize         int64
-	cgroup, probe bool
+	cgroups       int // cgroup.procs descriptors (root daemon: pids, and memory in v1)
+	memLimits     int // memory limit descriptors after them (memory cgroup)
+	probe         bool
 	prog          []string // path, args; empty in probe mode
 }
 
@@ -86,8 +92,8 @@ func (c sandboxConf) argv(argv0 string) []string {
 	for _, p := range c.ro {
 		a = append(a, "ro="+p)
 	}
-	if c.cgroup {
-		a = append(a, "cgroup=1")
+	if c.cgroups > 0 {
+		a = append(a, "cgroups="+strconv.Itoa(c.cgroups), "memlimits="+strconv.Itoa(c.memLimits))
 	}
 	if c.probe {
 		a = append(a, "probe=1")
@@ -118,8 +124,10 @@ func parseSandboxConf(args []string) (sandboxConf, error) {
 			c.nofile, err = strconv.Atoi(v)
 		case "fsize":
 			c.fsize, err = strconv.ParseInt(v, 10, 64)
-		case "cgroup":
-			c.cgroup = v == "1"
+		case "cgroups":
+			c.cgroups, err = strconv.Atoi(v)
+		case "memlimits":
+			c.memLimits, err = strconv.Atoi(v)
 		case "probe":
 			c.probe = v == "1"
 		default:
@@ -151,31 +159,16 @@ func sandboxInit(args []string) {
 	signal.Notify(make(chan os.Signal, 1))
 	unix.CloseRange(relayFd, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
 
-	// Mounts stay in this namespace; /proc shows this PID namespace only.
-	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-		stageFail(initFailed, "init: making / private: %v", err)
-	}
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		stageFail(initFailed, "init: mounting /proc: %v", err)
-	}
-	// A private, bounded /dev/shm (POSIX semaphores and shared memory, as
-	// multiprocessing uses them), nothing of the host's.
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		opts := fmt.Sprintf("mode=1777,size=%d,nr_inodes=%d", c.fsize, 4*c.nofile)
-		if err := unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-			stageFail(initFailed, "init: mounting /dev/shm: %v", err)
-		}
-	}
-	if err := unix.Sethostname([]byte(sandboxHostname)); err != nil {
-		stageFail(initFailed, "init: sethostname: %v", err)
+	if err := prepareNamespace(c); err != nil {
+		stageFail(initFailed, "init: %v", err)
 	}
 	devNull, err := spawn.OpenDevNull()
 	if err != nil {
 		stageFail(initFailed, "init: %v", err)
 	}
 	files := []uintptr{0, 1, 2, 3}
-	if c.cgroup {
-		files = append(files, cgroupFd)
+	for i := range c.cgroups {
+		files = append(files, uintptr(cgroupFd+i))
 	}
 	// Same process group as the init (the daemon's group signals reach the
 	// program); parent-death SIGKILL for symmetry with tier process.
@@ -187,14 +180,23 @@ func sandboxInit(args []string) {
 	if err != nil {
 		stageFail(initFailed, "init: starting the program: %v", err)
 	}
-	// The init holds none of the run's descriptors from now on.
+	go watchRun(pid, memLimitFds(c))
+	// The init holds none of the program's descriptors from now on (only
+	// the memory limits, which watchRun writes).
 	for fd := 0; fd <= 2; fd++ {
 		unix.Dup2(devNull, fd)
 	}
 	unix.Close(3)
-	if c.cgroup {
-		unix.Close(cgroupFd) // without a cgroup, fd 5 may be the runtime's own
+	for i := range c.cgroups { // without a cgroup, fd 5 may be the runtime's own
+		unix.Close(cgroupFd + i)
 	}
+	relayProgram(pid)
+}
+
+// relayProgram reaps the init's children until the program (pid) is among
+// them, then kills and reaps the rest, relays the program's wait status
+// with the run's rusage, and exits.
+func relayProgram(pid int) {
 	for {
 		var ws unix.WaitStatus
 		var ru unix.Rusage
@@ -206,13 +208,82 @@ func sandboxInit(args []string) {
 			unix.Exit(initFailed)
 		}
 		if wpid == pid {
-			unix.Write(relayFd, encodeRelay(ws, ru))
 			// Kill the rest now rather than when the namespace is torn
 			// down: exit_group releases the init's other threads first,
 			// and their RLIMIT_NPROC slots would otherwise let a fork bomb
-			// grow past its bound for that moment.
+			// grow past its bound for that moment. Reaping them all makes
+			// the init's children rusage the CPU of the whole run.
 			unix.Kill(-1, unix.SIGKILL)
+			reapAll()
+			unix.Write(relayFd, encodeRelay(ws, runRusage(ru)))
 			unix.Exit(0)
+		}
+	}
+}
+
+// prepareNamespace sets up the run's mount and UTS namespaces from inside
+// (the init is their root): private mounts, this PID namespace's /proc with
+// host information masked, a private bounded /dev/shm, the hostname.
+func prepareNamespace(c sandboxConf) error {
+	// Mounts stay in this namespace; /proc shows this PID namespace only.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making / private: %w", err)
+	}
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mounting /proc: %w", err)
+	}
+	if err := maskProc(); err != nil {
+		return err
+	}
+	// A private, bounded /dev/shm (POSIX semaphores and shared memory, as
+	// multiprocessing uses them), nothing of the host's.
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		opts := fmt.Sprintf("mode=1777,size=%d,nr_inodes=%d", c.fsize, 4*c.nofile)
+		if err := unix.Mount("tmpfs", "/dev/shm", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+			return fmt.Errorf("mounting /dev/shm: %w", err)
+		}
+	}
+	if err := unix.Sethostname([]byte(sandboxHostname)); err != nil {
+		return fmt.Errorf("sethostname: %w", err)
+	}
+	return nil
+}
+
+// maskedProc are the /proc files that describe the host rather than the run:
+// the daemon user's keyrings and their quotas, the kernel's configuration,
+// the host's timers and scheduler state (with host pids and command names).
+var maskedProc = []string{"/proc/keys", "/proc/key-users", "/proc/config.gz", "/proc/timer_list", "/proc/sched_debug"}
+
+// maskProc bind-mounts /dev/null over each masked file this kernel has: the
+// program reads nothing there. Landlock forbids the program to unmount it.
+func maskProc() error {
+	for _, p := range maskedProc {
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("masking %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// memLimitFds are the init's descriptors of the run's memory limit files.
+func memLimitFds(c sandboxConf) []int {
+	var fds []int
+	for i := range c.memLimits {
+		fds = append(fds, cgroupFd+c.cgroups+i)
+	}
+	return fds
+}
+
+// reapAll reaps the init's children until it has none.
+func reapAll() {
+	for {
+		var ws unix.WaitStatus
+		_, err := unix.Wait4(-1, &ws, unix.WALL, nil)
+		if err != nil && err != unix.EINTR {
+			return
 		}
 	}
 }
@@ -227,24 +298,7 @@ func sandboxExec(args []string) {
 	if err != nil {
 		stageFail(execFailed, "%v", err)
 	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		stageFail(execFailed, "no_new_privs: %v", err)
-	}
-	if err := landlockRestrict(sandboxRules(c)); err != nil {
-		stageFail(execFailed, "%v", err)
-	}
-	if err := seccompInstall(); err != nil {
-		stageFail(execFailed, "%v", err)
-	}
-	// The process bound last, right before execve, so this stage's own
-	// runtime threads never run into it.
-	if c.cgroup {
-		if _, err := unix.Write(4, []byte("0")); err != nil {
-			stageFail(execFailed, "joining the pids cgroup: %v", err)
-		}
-		unix.Close(4)
-	}
-	if err := setSandboxLimits(c); err != nil {
+	if err := confine(c, execCgroupFd); err != nil {
 		stageFail(execFailed, "%v", err)
 	}
 	if c.probe {
@@ -252,6 +306,34 @@ func sandboxExec(args []string) {
 	}
 	err = syscall.Exec(c.prog[0], c.prog, os.Environ())
 	stageFail(execFailed, "exec %s: %v", c.prog[0], err)
+}
+
+// confine applies to the calling process, which execs the program next,
+// every rule of the sandbox that is not a namespace: no_new_privs, the
+// Landlock domain, the seccomp filter, then the process bound (joining the
+// run's cgroups through c.cgroups descriptors from procs on) and the rlimits. The caller is
+// locked to its OS thread (no_new_privs and Landlock are per thread). It is
+// the one place these rules are applied, for the program's first process
+// and for any future start path (a sandboxed fork server's children).
+func confine(c sandboxConf, procs int) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("no_new_privs: %w", err)
+	}
+	if err := landlockRestrict(sandboxRules(c)); err != nil {
+		return err
+	}
+	if err := seccompInstall(); err != nil {
+		return err
+	}
+	// The process bound last, right before execve, so this stage's own
+	// runtime threads never run into it.
+	for fd := procs; fd < procs+c.cgroups; fd++ {
+		if _, err := unix.Write(fd, []byte("0")); err != nil {
+			return fmt.Errorf("joining the run's cgroup: %w", err)
+		}
+		unix.Close(fd)
+	}
+	return setSandboxLimits(c)
 }
 
 // setSandboxLimits sets NOFILE, FSIZE and NPROC (soft = hard; the program

@@ -28,7 +28,7 @@ func TestRelayEncoding(t *testing.T) {
 
 func TestSandboxConfArgv(t *testing.T) {
 	c := sandboxConf{rw: []string{"/r w"}, ro: []string{"/a=b", "/c"}, nproc: 3, nofile: 4, fsize: 5,
-		cgroup: true, prog: []string{"/py", "--", "x=y"}}
+		cgroups: 2, memLimits: 1, prog: []string{"/py", "--", "x=y"}}
 	a := c.argv(initArgv0)
 	got, err := parseSandboxConf(a[1:])
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(c) {

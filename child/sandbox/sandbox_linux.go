@@ -56,9 +56,9 @@ func sandboxSys(flags uintptr) *syscall.SysProcAttr {
 // it shows that RLIMIT_NPROC does not bound root).
 var testNoCgroup bool
 
-// runCgroup creates the run's pids cgroup when the daemon is root (nil
-// otherwise: RLIMIT_NPROC holds).
-func runCgroup(maxProcs int) (*pidsCgroup, error) {
+// openCgroup creates the run's cgroups when the daemon is root (nil
+// otherwise: RLIMIT_NPROC holds): pids, and memory where it can be had.
+func openCgroup(maxProcs int) (*runCgroup, error) {
 	if os.Geteuid() != 0 || testNoCgroup {
 		return nil, nil
 	}
@@ -66,7 +66,21 @@ func runCgroup(maxProcs int) (*pidsCgroup, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pids cgroup: %w", err)
 	}
-	return newPidsCgroup(base, maxProcs)
+	memBase, err := memoryCgroupBase()
+	if err != nil {
+		memBase = ""
+	}
+	return newRunCgroup(base, memBase, maxProcs)
+}
+
+// withCgroup passes the run's cgroup descriptors to the init: c records
+// how many, files gets them after its own.
+func withCgroup(c *sandboxConf, files []uintptr, cg *runCgroup) []uintptr {
+	if cg == nil {
+		return files
+	}
+	c.cgroups, c.memLimits = len(cg.procs), len(cg.memLimits)
+	return append(files, cg.files()...)
 }
 
 // SystemLibraryDirs returns the existing standard library directories of
@@ -87,7 +101,7 @@ func SystemLibraryDirs() []string {
 type sandboxRun struct {
 	pid    int      // the init's
 	relay  *os.File // read end of the init's fd 4
-	cgroup *pidsCgroup
+	cgroup *runCgroup
 }
 
 // Start is child.Start plus tier sandbox: new user (the namespace's root
@@ -126,11 +140,7 @@ func Start(spec child.Spec, sb Config) (*child.Process, error) {
 		s.CloseDaemon()
 		return nil, err
 	}
-	files := append(s.ChildFiles(), uintptr(relayW))
-	if run.cgroup != nil {
-		c.cgroup = true
-		files = append(files, run.cgroup.procs.Fd())
-	}
+	files := withCgroup(&c, append(s.ChildFiles(), uintptr(relayW)), run.cgroup)
 	pid, err := spawn.ForkExec("/proc/self/exe", c.argv(initArgv0), &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   append([]string{}, spec.Env...),
@@ -139,9 +149,7 @@ func Start(spec child.Spec, sb Config) (*child.Process, error) {
 	})
 	s.CloseChild()
 	spawn.CloseFds(relayW)
-	if run.cgroup != nil {
-		run.cgroup.procs.Close()
-	}
+	run.cgroup.closeFiles()
 	if err != nil {
 		s.CloseDaemon()
 		run.relay.Close()
@@ -161,7 +169,7 @@ func openRun(maxProcs int) (*sandboxRun, int, error) {
 	if err != nil {
 		return nil, -1, err
 	}
-	cg, err := runCgroup(maxProcs)
+	cg, err := openCgroup(maxProcs)
 	if err != nil {
 		spawn.CloseFds(relayW)
 		relay.Close()

@@ -22,14 +22,29 @@ import (
 //     EACCES: an AF_UNIX datagram socket can sendto any pathname address.
 //     Connected stream pairs stay allowed (asyncio's self-pipe,
 //     multiprocessing), as do inherited sockets (fd 3).
-//   - changes of a file's mode, owner, times or extended attributes →
-//     EPERM. Landlock does not govern them, and the program's user is the
-//     daemon's (root's, for a root daemon), the owner of whatever the
-//     daemon's user owns: through a read-only descriptor or a bare path it
-//     could chmod /etc/shadow or the daemon's binary.
-//   - inotify → EPERM: a watch needs only search access, so it would report
-//     the names of files created in host directories Landlock will not let
-//     the program list.
+//   - changes of a file's mode, owner, times, extended attributes or
+//     attribute flags (file_setattr, and the FS_IOC_SETFLAGS,
+//     FS_IOC_SETVERSION and FS_IOC_FSSETXATTR ioctls: immutable, append-only,
+//     nodump …) → EPERM. Landlock does not govern them, and the program's
+//     user is the daemon's (root's, for a root daemon), the owner of whatever
+//     the daemon's user owns: through a read-only descriptor or a bare path
+//     it could chmod /etc/shadow or the daemon's binary. Every other ioctl
+//     (TCGETS, FIONREAD …) is allowed.
+//   - inotify and fanotify → EPERM: a watch needs only search access, so it
+//     would report the names of files created, opened or changed in host
+//     directories Landlock will not let the program list.
+//   - kernel keyrings (keyctl, add_key, request_key) → ENOSYS: keyrings are
+//     the daemon user's, not namespaced, so the program could read the
+//     host's keys and plant keys that outlive the run. ENOSYS is what a
+//     kernel built without keys returns, which libraries that use keyrings
+//     (krb5, keyutils) already take as "no keyrings here" and fall back.
+//   - memory that is no address space: memfd_create, memfd_secret and
+//     shmget → ENOSYS (what a kernel without them returns; CPython's
+//     multiprocessing uses /dev/shm, a tmpfs the init bounds). Their pages
+//     need not be mapped, so RLIMIT_AS would not count them; and a memfd is
+//     outside every Landlock hierarchy, so /proc/self/fd/N of one could be
+//     executed. execveat → ENOSYS as well: glibc's fexecve then falls back
+//     to execve of /proc/self/fd/N, which Landlock checks like any path.
 //   - io_uring_setup → ENOSYS: io_uring operations (IORING_OP_SOCKET …) are
 //     not seen by seccomp.
 //   - any other architecture or ABI (x32, int 0x80 on amd64) → ENOSYS, so
@@ -46,17 +61,54 @@ var seccompArch = map[string]uint32{
 	"ppc64le": unix.AUDIT_ARCH_PPC64LE,
 }
 
-// epermSyscalls change a file's mode, owner, times or extended attributes,
-// or watch directories (legacySyscalls: the old forms some architectures
-// still have besides these).
+// Numbers of system calls newer than some GOARCH tables of x/sys: the
+// architectures listed in seccompArch share one numbering from 424 on.
+const (
+	sysMemfdSecret = 447
+	sysFileSetattr = 469
+)
+
+// epermSyscalls change a file's mode, owner, times, extended attributes or
+// attribute flags, or watch files and directories (legacySyscalls: the old
+// forms some architectures still have besides these).
 var epermSyscalls = append([]uint32{
 	unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2,
 	unix.SYS_FCHOWN, unix.SYS_FCHOWNAT,
 	unix.SYS_UTIMENSAT,
 	unix.SYS_SETXATTR, unix.SYS_LSETXATTR, unix.SYS_FSETXATTR, unix.SYS_SETXATTRAT,
 	unix.SYS_REMOVEXATTR, unix.SYS_LREMOVEXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_REMOVEXATTRAT,
-	unix.SYS_INOTIFY_INIT1,
+	sysFileSetattr,
+	unix.SYS_INOTIFY_INIT1, unix.SYS_FANOTIFY_INIT, unix.SYS_FANOTIFY_MARK,
 }, legacySyscalls...)
+
+// enosysSyscalls are refused as if the kernel did not have them: io_uring,
+// keyrings, memory that is not address space (ipcSyscalls: the multiplexed
+// SysV IPC entry some architectures have) and execveat.
+var enosysSyscalls = append([]uint32{
+	unix.SYS_IO_URING_SETUP,
+	unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
+	unix.SYS_MEMFD_CREATE, sysMemfdSecret, unix.SYS_SHMGET,
+	unix.SYS_EXECVEAT,
+}, ipcSyscalls...)
+
+// iocW is _IOW(typ, nr, size) of this architecture: its direction bits are
+// those of FS_IOC_SETFLAGS (_IOW('f', 2, long)), the size field starts at
+// bit 16 everywhere.
+func iocW(typ, nr byte, size uint32) uint32 {
+	const dirMask = ^uint32(0x1fffffff) // bits 29-31: write is 1<<30, or 4<<29 (ppc)
+	return uint32(unix.FS_IOC_SETFLAGS)&dirMask | size<<16 | uint32(typ)<<8 | uint32(nr)
+}
+
+// epermIoctls set a file's attribute flags or generation, in their long and
+// 32-bit forms: FS_IOC_SETFLAGS, FS_IOC_SETVERSION, ext4's SETVERSION, and
+// FS_IOC_FSSETXATTR (struct fsxattr, 28 bytes). The kernel takes the
+// request as an unsigned int, so its low 32 bits are what the filter checks.
+var epermIoctls = []uint32{
+	iocW('f', 2, 8), iocW('f', 2, 4),
+	iocW('v', 2, 8), iocW('v', 2, 4),
+	iocW('f', 4, 8), iocW('f', 4, 4),
+	iocW('X', 32, 28),
+}
 
 // A filter is written with symbolic jump targets: the instruction indexes
 // of the returns are only known once every check is laid out.
@@ -69,6 +121,7 @@ const (
 	toENOSYS
 	toSocket     // the socket() family check
 	toSocketpair // the socketpair() type check
+	toIoctl      // the ioctl() request check
 	labels
 )
 
@@ -104,9 +157,18 @@ func seccompFilter() ([]unix.SockFilter, error) {
 
 	p = append(p, load(4), bpfInsn{unix.SockFilter{Code: jeq, K: arch}, nextInsn, toENOSYS}, load(0),
 		bpfInsn{unix.SockFilter{Code: jge, K: x32}, toENOSYS, nextInsn},
-		is(unix.SYS_IO_URING_SETUP, toENOSYS), is(unix.SYS_SOCKET, toSocket), is(unix.SYS_SOCKETPAIR, toSocketpair))
+		is(unix.SYS_SOCKET, toSocket), is(unix.SYS_SOCKETPAIR, toSocketpair), is(unix.SYS_IOCTL, toIoctl))
+	for _, nr := range enosysSyscalls {
+		p = append(p, is(nr, toENOSYS))
+	}
 	for _, nr := range epermSyscalls {
 		p = append(p, is(nr, toEPERM))
+	}
+	p = append(p, jump(toAllow))
+	mark(toIoctl)
+	p = append(p, load(24))
+	for _, req := range epermIoctls {
+		p = append(p, is(req, toEPERM))
 	}
 	p = append(p, jump(toAllow))
 	mark(toSocket)
@@ -181,6 +243,7 @@ func seccompFeature() Feature {
 		f.Detail = "prctl(PR_GET_SECCOMP): " + err.Error()
 		return f
 	}
-	f.OK, f.Detail = true, "only inet and netlink sockets, stream socket pairs, no file metadata changes, no inotify, no io_uring"
+	f.OK, f.Detail = true, "only inet and netlink sockets, stream socket pairs, no file metadata or attribute flag changes, "+
+		"no inotify or fanotify, no keyrings, no memfd or SysV shared memory, no execveat, no io_uring"
 	return f
 }

@@ -4,7 +4,6 @@ package sandbox
 
 import (
 	"os"
-	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -18,11 +17,7 @@ import (
 func TestSandboxSeccomp(t *testing.T) {
 	leakcheck.Check(t)
 	sb := testSandbox(t)
-	host := filepath.Join(t.TempDir(), "host-file")
-	if err := os.WriteFile(host, []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	os.Chmod(filepath.Dir(host), 0o755) // reachable by path; Landlock still denies opening it
+	host := hostFile(t, 0o600)
 	script := attemptPrelude + `import os, socket, sys
 open("own", "w").close()
 fd = os.open(os.__file__, os.O_RDONLY)  # a read-only tree

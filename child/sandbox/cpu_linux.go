@@ -1,0 +1,176 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The init watches the run (watchRun): the memory cgroup's limit, set from
+// the program's RLIMIT_AS (cgroup_linux.go), and the CPU of the whole run.
+//
+// The run's CPU budget bounds the run, not each process. RLIMIT_CPU, which
+// the child sets at boot, is per process: four children each just under it
+// would use four budgets. So the init, PID 1 of the run's PID namespace,
+// adds up the CPU of every process of the run and SIGKILLs them all once
+// the sum reaches the budget. The relay then carries that sum as the
+// program's CPU (runRusage), so the daemon classifies the end as it does a
+// hard RLIMIT_CPU kill: SIGKILL with CPU at or over the effective soft limit
+// is timeout/cpu (docs/child-protocol.md §4.8).
+//
+// The budget is read from the program's own RLIMIT_CPU (prlimit), which the
+// child sets at boot — soft the effective limit, hard one second more — so
+// the init needs no budget of its own and a warm child, started before its
+// run's limits are known, is covered too. The program may raise its soft
+// limit up to the hard one (and each SIGXCPU raises it by a second), so the
+// budget is the lowest soft limit seen, and never more than hard − 1.
+//
+// The sum needs no cgroup, so it works for root and unprivileged daemons
+// alike: the init's children rusage (everything it reaped: orphans, and
+// every process once the run ends) plus, for every live or zombie process of
+// the namespace, /proc/<pid>/stat utime+stime (its threads, dead ones
+// included) and cutime+cstime (the children it reaped).
+
+const (
+	cpuPoll    = 100 * time.Millisecond              // between two sums
+	cpuConfirm = 10 * time.Millisecond               // before the sum that confirms an overrun
+	userHZ     = 100                                 // /proc clock ticks per second (USER_HZ)
+	maxBudget  = math.MaxInt64 / uint64(time.Second) // seconds a Duration holds; above: no budget
+)
+
+// watchRun enforces the run's budgets that no rlimit can: it sets the
+// memory cgroup's limits (memFds, none without a memory cgroup) to prog's
+// RLIMIT_AS, and kills every process of the run once the run's CPU reaches
+// the budget of prog's RLIMIT_CPU, as two sums in a row show (a process
+// reaped between the reading of its own line and of its parent's would be
+// counted twice in one sum). A limit the kernel refuses to set (v1 cannot
+// shrink below what the run already holds) kills the run too. It returns
+// when it has killed, or when prog is gone.
+func watchRun(prog int, memFds []int) {
+	lowestSoft := uint64(math.MaxUint64)
+	memLimit := uint64(unix.RLIM_INFINITY)
+	pause := cpuPoll
+	for {
+		time.Sleep(pause)
+		if !limitMemory(prog, memFds, &memLimit) {
+			unix.Kill(-1, unix.SIGKILL)
+			return
+		}
+		budget, ok := cpuBudget(prog, &lowestSoft)
+		if !ok {
+			return
+		}
+		switch over := budget <= maxBudget && runCPU() >= time.Duration(budget)*time.Second; {
+		case over && pause == cpuConfirm:
+			unix.Kill(-1, unix.SIGKILL)
+			return
+		case over:
+			pause = cpuConfirm
+		default:
+			pause = cpuPoll
+		}
+	}
+}
+
+// limitMemory lowers the memory cgroup's limits to prog's RLIMIT_AS hard
+// limit when that is below *limit (the value in force), and reports whether
+// the limit holds (true also when prog is gone: there is nothing to bound).
+func limitMemory(prog int, memFds []int, limit *uint64) bool {
+	var rl unix.Rlimit
+	if len(memFds) == 0 || unix.Prlimit(prog, unix.RLIMIT_AS, nil, &rl) != nil || rl.Max >= *limit {
+		return true
+	}
+	v := []byte(strconv.FormatUint(rl.Max, 10))
+	for _, fd := range memFds {
+		if _, err := unix.Pwrite(fd, v, 0); err != nil {
+			return false
+		}
+	}
+	*limit = rl.Max
+	return true
+}
+
+// cpuBudget returns the run's CPU budget in seconds (RLIM_INFINITY: none) from
+// prog's RLIMIT_CPU, lowering *lowestSoft to the soft limit now; false once
+// prog is gone.
+func cpuBudget(prog int, lowestSoft *uint64) (uint64, bool) {
+	var rl unix.Rlimit
+	if err := unix.Prlimit(prog, unix.RLIMIT_CPU, nil, &rl); err != nil {
+		return 0, false
+	}
+	*lowestSoft = min(*lowestSoft, rl.Cur)
+	hard := rl.Max
+	if hard != unix.RLIM_INFINITY && hard >= 2 {
+		hard--
+	}
+	return min(*lowestSoft, hard), true
+}
+
+// runCPU is the CPU time of every process of the run so far (the init's own
+// excluded). The init's children rusage is read first and the processes in
+// ascending pid order (parents before their children, in a namespace whose
+// pids do not wrap): a process reaped while the sum is taken is then
+// missed, not counted twice.
+func runCPU() time.Duration {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_CHILDREN, &ru)
+	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil && pid != 1 {
+			pids = append(pids, pid)
+		}
+	}
+	slices.Sort(pids)
+	var ticks uint64
+	for _, pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err == nil {
+			ticks += statCPUTicks(b)
+		}
+	}
+	return total + time.Duration(ticks)*time.Second/userHZ
+}
+
+// statCPUTicks is utime+stime+cutime+cstime (fields 14-17) of a
+// /proc/<pid>/stat line, 0 if it cannot be parsed. Fields are counted after
+// the last ')': the command name may contain anything.
+func statCPUTicks(stat []byte) uint64 {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := bytes.Fields(stat[i+1:])
+	const first = 14 - 3 // fields[0] is field 3 (state)
+	if len(fields) < first+4 {
+		return 0
+	}
+	var sum uint64
+	for _, f := range fields[first : first+4] {
+		v, err := strconv.ParseUint(string(f), 10, 64)
+		if err != nil {
+			return 0
+		}
+		sum += v
+	}
+	return sum
+}
+
+// runRusage is the rusage the init relays for the program: the program's
+// own, with its CPU replaced by the whole run's (every process has been
+// reaped by now, so the init's children rusage holds them all).
+func runRusage(prog unix.Rusage) unix.Rusage {
+	var all unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_CHILDREN, &all) == nil {
+		prog.Utime, prog.Stime = all.Utime, all.Stime
+	}
+	return prog
+}
