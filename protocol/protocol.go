@@ -75,7 +75,6 @@ const (
 	ExceptionChainCap     = 100
 	NameCut               = 200
 	UnknownBindingPreview = 1024
-	RunDirPrefix          = "coderun-"
 	ProgramFilename       = "<program>"
 	WrapperFunction       = "__coderun_main__"
 )

@@ -1,0 +1,158 @@
+//go:build linux
+
+package rundir
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
+)
+
+// Prefix starts the name of every directory the daemon creates. The watchdog
+// and the sweep remove nothing else.
+const Prefix = "coderun-"
+
+// owner identifies a daemon: who may remove its directories, and when.
+type owner struct {
+	pid   int
+	start uint64 // /proc/<pid>/stat field 22
+	pidns uint64 // inode of /proc/<pid>/ns/pid: a pid means nothing across namespaces
+}
+
+// self is this process as an owner; ok is false when /proc cannot say (the
+// directory then carries no owner, and no sweep ever removes it).
+var self = sync.OnceValues(func() (owner, bool) {
+	pid := os.Getpid()
+	start, ok := spawn.StartTime(pid)
+	if !ok {
+		return owner{}, false
+	}
+	ns, ok := pidNamespace("self")
+	return owner{pid: pid, start: start, pidns: ns}, ok
+})
+
+// namePrefix is what os.MkdirTemp puts before its random part.
+func (o owner) namePrefix() string {
+	return Prefix + strconv.Itoa(o.pid) + "-" + strconv.FormatUint(o.start, 10) + "-" +
+		strconv.FormatUint(o.pidns, 10) + "-"
+}
+
+// parseOwner reads the owner from a directory's name; ok is false for a name
+// that is not exactly Prefix, three decimal numbers and a random part, each
+// separated by a dash.
+func parseOwner(name string) (o owner, ok bool) {
+	rest, found := strings.CutPrefix(name, Prefix)
+	fields := strings.Split(rest, "-")
+	if !found || len(fields) != 4 || fields[3] == "" {
+		return owner{}, false
+	}
+	var n [3]uint64
+	for i := range n {
+		if n[i], ok = decimal(fields[i]); !ok {
+			return owner{}, false
+		}
+	}
+	if n[0] == 0 || n[0] > 1<<22 {
+		return owner{}, false
+	}
+	return owner{pid: int(n[0]), start: n[1], pidns: n[2]}, true
+}
+
+// decimal parses digits only (no sign, no space, no empty string).
+func decimal(s string) (uint64, bool) {
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	return v, err == nil
+}
+
+// pidNamespace returns the inode of /proc/<pid>/ns/pid ("pid:[<inode>]").
+func pidNamespace(pid string) (uint64, bool) {
+	link, err := os.Readlink("/proc/" + pid + "/ns/pid")
+	if err != nil {
+		return 0, false
+	}
+	inner, open := strings.CutPrefix(link, "pid:[")
+	inner, closed := strings.CutSuffix(inner, "]")
+	if !open || !closed {
+		return 0, false
+	}
+	return decimal(inner)
+}
+
+// Create makes a new directory (mode 0700) in parent, named for this daemon
+// (see the package comment), and registers it with the watcher, which removes
+// it if the daemon dies before Remove does. parent should be absolute; a
+// relative one is made absolute against the working directory.
+func Create(parent string) (string, error) {
+	prefix := Prefix
+	if o, ok := self(); ok {
+		prefix = o.namePrefix()
+	}
+	dir, err := os.MkdirTemp(parent, prefix)
+	if err != nil {
+		return "", err
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs
+	}
+	if err := os.Chmod(dir, 0o700); err != nil { // the umask may have taken bits away
+		os.Remove(dir)
+		return "", err
+	}
+	spawn.WatchDir(dir)
+	return dir, nil
+}
+
+// Remove removes dir as RemoveTree does and, once it is gone, unregisters it.
+// Removing a directory already gone succeeds.
+func Remove(dir string) error {
+	if err := RemoveTree(dir); err != nil {
+		return err
+	}
+	spawn.UnwatchDir(dir)
+	return nil
+}
+
+// Sweep removes (RemoveTree) every directory in parent whose name names an
+// owner that is gone: no process with its pid, or one with another start
+// time. A directory whose name names no owner, or an owner in another pid
+// namespace (whose pids mean nothing here), is left alone, as is every
+// directory of a live daemon. It reports how many it removed, and why others
+// could not be.
+func Sweep(parent string) (removed int, err error) {
+	me, ok := self()
+	if !ok {
+		return 0, errors.New("rundir: this process's start time or pid namespace is unknown; nothing swept")
+	}
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return 0, err
+	}
+	var errs []error
+	for _, e := range entries {
+		o, ok := parseOwner(e.Name())
+		if !ok || !e.IsDir() || o.pidns != me.pidns || !o.gone() {
+			continue
+		}
+		if err := RemoveTree(filepath.Join(parent, e.Name())); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed++
+	}
+	return removed, errors.Join(errs...)
+}
+
+// gone reports whether o's process has ended (its pid is unused, or reused
+// by a process that started at another time).
+func (o owner) gone() bool {
+	start, ok := spawn.StartTime(o.pid)
+	return !ok || start != o.start
+}
