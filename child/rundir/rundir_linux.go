@@ -4,11 +4,14 @@ package rundir
 
 import (
 	"errors"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
 )
@@ -36,7 +39,7 @@ var self = sync.OnceValues(func() (owner, bool) {
 	return owner{pid: pid, start: start, pidns: ns}, ok
 })
 
-// namePrefix is what os.MkdirTemp puts before its random part.
+// namePrefix is what Create puts before a name's unique part.
 func (o owner) namePrefix() string {
 	return Prefix + strconv.Itoa(o.pid) + "-" + strconv.FormatUint(o.start, 10) + "-" +
 		strconv.FormatUint(o.pidns, 10) + "-"
@@ -88,26 +91,47 @@ func pidNamespace(pid string) (uint64, bool) {
 
 // Create makes a new directory (mode 0700) in parent, named for this daemon
 // (see the package comment), and registers it with the watcher, which removes
-// it if the daemon dies before Remove does. parent should be absolute; a
-// relative one is made absolute against the working directory.
+// it if the daemon dies before Remove does. The registration comes first, so
+// no moment exists at which the directory is there and unregistered. parent
+// should be absolute; a relative one is made absolute against the working
+// directory.
 func Create(parent string) (string, error) {
+	parent, err := filepath.Abs(parent)
+	if err != nil {
+		return "", err
+	}
 	prefix := Prefix
 	if o, ok := self(); ok {
 		prefix = o.namePrefix()
 	}
-	dir, err := os.MkdirTemp(parent, prefix)
-	if err != nil {
-		return "", err
+	for try := 1; ; try++ {
+		dir := filepath.Join(parent, prefix+uniqueSuffix())
+		spawn.WatchDir(dir)
+		err := os.Mkdir(dir, 0o700)
+		if err == nil {
+			if err = os.Chmod(dir, 0o700); err == nil { // the umask may have taken bits away
+				return dir, nil
+			}
+			os.Remove(dir)
+		}
+		spawn.UnwatchDir(dir) // the name is this attempt's alone (uniqueSuffix)
+		if !errors.Is(err, fs.ErrExist) || try == maxCreateTries {
+			return "", err
+		}
 	}
-	if abs, err := filepath.Abs(dir); err == nil {
-		dir = abs
-	}
-	if err := os.Chmod(dir, 0o700); err != nil { // the umask may have taken bits away
-		os.Remove(dir)
-		return "", err
-	}
-	spawn.WatchDir(dir)
-	return dir, nil
+}
+
+// maxCreateTries bounds Create's attempts at a name not taken (by a leftover
+// of an earlier boot, or a name another user guessed).
+const maxCreateTries = 100
+
+var createSeq atomic.Uint64
+
+// uniqueSuffix is a name's last part: a sequence number, unique in this
+// process (so that a failed attempt never unregisters a live directory), and
+// a random part (so that nobody else can take the name in advance).
+func uniqueSuffix() string {
+	return strconv.FormatUint(createSeq.Add(1), 10) + "." + strconv.FormatUint(rand.Uint64(), 36)
 }
 
 // Remove removes dir as RemoveTree does and, once it is gone, unregisters it.

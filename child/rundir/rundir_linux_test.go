@@ -177,7 +177,7 @@ func TestSweep(t *testing.T) {
 		mine,
 		mkdir(owner{sleeper.Process.Pid, sleeperStart, me.pidns}, "4"), // another live daemon
 		mkdir(owner{dead.pid, dead.start, me.pidns + 1}, "5"),          // another namespace
-		filepath.Join(parent, "coderun-123456789"),                      // no owner in the name
+		filepath.Join(parent, "coderun-123456789"),                     // no owner in the name
 		filepath.Join(parent, "other-dir"),
 	}
 	os.Mkdir(kept[3], 0o700)
@@ -263,4 +263,3 @@ func TestRemoveTree(t *testing.T) {
 		t.Errorf("removing a link removed its target's contents: %v", err)
 	}
 }
-
