@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -202,6 +203,68 @@ func procsIn(tmp string) []int {
 		})
 		if inTmp && !zombie(pid) {
 			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// The start-up sweep: a daemon removes, in the background, the directories
+// left in its TMPDIR by daemons that are gone (killed together with their
+// watchdog) and logs how many at info; it never touches the directories of
+// a live daemon sharing its TMPDIR, nor entries whose name names no owner.
+func TestStartUpSweep(t *testing.T) {
+	t.Parallel()
+	tmp := t.TempDir()
+	env := map[string]string{"TMPDIR": tmp, "CODERUN_WARM_POOL": "1"}
+	live := started(t, env)
+	waitFor(t, func() bool { return len(ownedBy(tmp, live)) >= 2 }, "the first daemon's directories")
+
+	gone := start(t, map[string]string{"TMPDIR": tmp, "CODERUN_WARM_POOL": "1", "CODERUN_START_MODE": "spawn"})
+	gone.call("initialize", "{}")
+	waitFor(t, func() bool { return len(ownedBy(tmp, gone)) > 0 }, "the second daemon's directory")
+	watchdog := watchdogOf(t, gone.cmd.Process.Pid)
+	syscall.Kill(watchdog.pid, syscall.SIGKILL) // both killed at once: nobody removes its directory
+	watchdog.gone(5 * time.Second)
+	gone.cmd.Process.Signal(syscall.SIGKILL)
+	gone.waitExit(5 * time.Second)
+	waitNoRunProcs(tmp, 5*time.Second)
+	stale := ownedBy(tmp, gone)
+	for _, e := range stale {
+		os.Chmod(filepath.Join(tmp, e), 0o500) // as a program may leave it
+	}
+	if len(stale) == 0 {
+		t.Fatal("the killed daemon left nothing to sweep")
+	}
+	unowned := filepath.Join(tmp, "coderun-1234567")
+	os.Mkdir(unowned, 0o700)
+
+	third := started(t, env)
+	waitFor(t, func() bool {
+		return bytes.Contains([]byte(third.stderr.String()), []byte(fmt.Sprintf("msg=\"removed the directories of daemons that are gone\" dir=%s count=%d", tmp, len(stale))))
+	}, "the sweep's log line")
+	for _, e := range stale {
+		if _, err := os.Lstat(filepath.Join(tmp, e)); !os.IsNotExist(err) {
+			t.Errorf("%s: not swept (%v)", e, err)
+		}
+	}
+	if _, err := os.Lstat(unowned); err != nil {
+		t.Errorf("a directory that names no owner was swept: %v", err)
+	}
+	if len(ownedBy(tmp, live)) < 2 {
+		t.Errorf("the live daemon's directories were swept: %v left of them", ownedBy(tmp, live))
+	}
+	for _, d := range []*daemon{live, third} {
+		expectOK(t, d.run(prog("open('f', 'w').write('x')\nreturn 1")), "1")
+	}
+	os.Remove(unowned)
+}
+
+// ownedBy lists the entries of tmp whose name names d's process as owner.
+func ownedBy(tmp string, d *daemon) []string {
+	var out []string
+	for _, e := range dirEntries(tmp) {
+		if strings.HasPrefix(e, "coderun-"+strconv.Itoa(d.cmd.Process.Pid)+"-") {
+			out = append(out, e)
 		}
 	}
 	return out
