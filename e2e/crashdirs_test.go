@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -143,7 +142,7 @@ func crashAt(t *testing.T, env map[string]string, reach crashPoint) time.Duratio
 	var left []string
 	var procs []int
 	for deadline := killed.Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		left, procs = dirEntries(tmp), procsIn(tmp)
+		left, procs = dirEntries(tmp), tmpdirProcs(tmp)
 		if !watchdog.gone(0) {
 			procs = append(procs, watchdog.pid)
 		}
@@ -184,28 +183,6 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
-}
-
-// procsIn returns the live processes whose TMPDIR is tmp or under it: what
-// the daemon started (fork server, children, their descendants), never the
-// watchdog (its environment is empty) nor, once reaped, the daemon.
-func procsIn(tmp string) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
-		inTmp := slices.ContainsFunc(bytes.Split(env, []byte{0}), func(kv []byte) bool {
-			return bytes.Equal(kv, []byte("TMPDIR="+tmp)) || bytes.HasPrefix(kv, []byte("TMPDIR="+tmp+"/"))
-		})
-		if inTmp && !zombie(pid) {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // The start-up sweep: a daemon removes, in the background, the directories

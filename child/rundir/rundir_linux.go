@@ -56,7 +56,7 @@ func parseOwner(name string) (o owner, ok bool) {
 	}
 	var n [3]uint64
 	for i := range n {
-		if n[i], ok = decimal(fields[i]); !ok {
+		if n[i], ok = spawn.Decimal(fields[i]); !ok {
 			return owner{}, false
 		}
 	}
@@ -64,15 +64,6 @@ func parseOwner(name string) (o owner, ok bool) {
 		return owner{}, false
 	}
 	return owner{pid: int(n[0]), start: n[1], pidns: n[2]}, true
-}
-
-// decimal parses digits only (no sign, no space, no empty string).
-func decimal(s string) (uint64, bool) {
-	if s == "" || s[0] < '0' || s[0] > '9' {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
-	return v, err == nil
 }
 
 // pidNamespace returns the inode of /proc/<pid>/ns/pid ("pid:[<inode>]").
@@ -86,7 +77,7 @@ func pidNamespace(pid string) (uint64, bool) {
 	if !open || !closed {
 		return 0, false
 	}
-	return decimal(inner)
+	return spawn.Decimal(inner)
 }
 
 // Create makes a new directory (mode 0700) in parent, named for this daemon

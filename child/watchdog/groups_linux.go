@@ -103,26 +103,17 @@ func parseRecord(line []byte) (r record, ok bool) {
 	switch {
 	case len(fields) == 3 && string(fields[0]) == "w":
 		r.watch = true
-		if r.start, ok = decimal(fields[2]); !ok {
+		if r.start, ok = spawn.Decimal(string(fields[2])); !ok {
 			return record{}, false
 		}
 	case len(fields) == 2 && string(fields[0]) == "u":
 	default:
 		return record{}, false
 	}
-	pgid, ok := decimal(fields[1])
+	pgid, ok := spawn.Decimal(string(fields[1]))
 	if !ok || !validPgid(int(min(pgid, pidMaxLimit+1))) {
 		return record{}, false
 	}
 	r.pgid = int(pgid)
 	return r, true
-}
-
-// decimal parses digits only (no sign, no space, no empty string).
-func decimal(b []byte) (uint64, bool) {
-	if len(b) == 0 || b[0] < '0' || b[0] > '9' {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(string(b), 10, 64)
-	return v, err == nil
 }

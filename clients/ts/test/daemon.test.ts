@@ -2,6 +2,7 @@
  * Integration tests against the real daemon: $CODERUN_RPC_BIN (exported by the Makefile), else
  * ../../bin/coderun-rpc relative to the package. Skipped when neither exists.
  */
+import './tmp-hygiene.js';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
