@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
 )
@@ -139,7 +140,8 @@ func Remove(dir string) error {
 // owner that is gone: no process with its pid, or one with another start
 // time. A directory whose name names no owner, or an owner in another pid
 // namespace (whose pids mean nothing here), is left alone, as is every
-// directory of a live daemon. It reports how many it removed, and why others
+// directory of a live daemon and every directory of another user (whose
+// processes /proc may hide). It reports how many it removed, and why others
 // could not be.
 func Sweep(parent string) (removed int, err error) {
 	me, ok := self()
@@ -153,7 +155,7 @@ func Sweep(parent string) (removed int, err error) {
 	var errs []error
 	for _, e := range entries {
 		o, ok := parseOwner(e.Name())
-		if !ok || !e.IsDir() || o.pidns != me.pidns || !o.gone() {
+		if !ok || !e.IsDir() || o.pidns != me.pidns || !mine(e) || !o.gone() {
 			continue
 		}
 		if err := RemoveTree(filepath.Join(parent, e.Name())); err != nil {
@@ -163,6 +165,16 @@ func Sweep(parent string) (removed int, err error) {
 		removed++
 	}
 	return removed, errors.Join(errs...)
+}
+
+// mine reports whether this process's user owns the entry e.
+func mine(e os.DirEntry) bool {
+	info, err := e.Info()
+	if err != nil {
+		return false
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
 }
 
 // gone reports whether o's process has ended (its pid is unused, or reused

@@ -130,7 +130,7 @@ func deadOwner(t *testing.T) owner {
 // TestSweep: Sweep removes the directories of owners that are gone (dead, or
 // pid reused) and only those: never a live owner's (this process's, or
 // another's), one from another pid namespace, one whose name names no
-// owner, or anything that is not a directory.
+// owner, another user's, or anything that is not a directory.
 func TestSweep(t *testing.T) {
 	parent := t.TempDir()
 	me, ok := self()
@@ -185,6 +185,11 @@ func TestSweep(t *testing.T) {
 	link := filepath.Join(parent, dead.namePrefix()+"6") // a link named like a dead owner's directory
 	os.Symlink(outside, link)
 	kept = append(kept, link)
+	if others := mkdir(dead, "7"); os.Lchown(others, os.Geteuid()+1, -1) == nil { // only root may give it away
+		kept = append(kept, others) // another user's
+	} else {
+		gone = append(gone, others)
+	}
 
 	removed, err := Sweep(parent)
 	if err != nil || removed != len(gone) {
