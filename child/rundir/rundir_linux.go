@@ -123,7 +123,7 @@ var createSeq atomic.Uint64
 // process (so that a failed attempt never unregisters a live directory), and
 // a random part (so that nobody else can take the name in advance).
 func uniqueSuffix() string {
-	return strconv.FormatUint(createSeq.Add(1), 10) + "." + strconv.FormatUint(rand.Uint64(), 36)
+	return strconv.FormatUint(createSeq.Add(1), 10) + "." + strconv.FormatUint(uint64(rand.Uint32()), 36)
 }
 
 // Remove removes dir as RemoveTree does and, once it is gone, unregisters it.
