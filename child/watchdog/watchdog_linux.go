@@ -30,9 +30,9 @@ import (
 //	  │                                    ▼  (close-on-exec)
 //	  │            watchdog: its own copy of the set; every second it drops
 //	  │            the groups that are gone (empty, or id recycled)
-//	  ▼
-//	  ├─ rundir.Create: "d <quoted path>\n"   the same, for every directory
-//	  ├─ rundir.Remove: "f <quoted path>\n"   the daemon creates
+//	  │
+//	  ├─ rundir.Create: "d <quoted path>\n"  likewise for the directories
+//	  ├─ rundir.Remove: "f <quoted path>\n"  the daemon creates
 //	  ▼
 //	daemon dies (any cause) or stops it ──► EOF ──► watchdog SIGKILLs every
 //	  group still registered (start-time guard), once more 50 ms later if
@@ -80,8 +80,9 @@ const minPruneAt = 64
 // still registered when the daemon dies are removed after the kills.
 //
 // Cost: one small process per daemon, one pipe write (~30 bytes) per spawn
-// and per emptied group, one (~80 bytes) per directory created and removed, and a /proc read plus a kill(pgid, 0) per watched
-// group per second in the watchdog.
+// and per emptied group, one (~80 bytes) per directory created and per
+// directory removed, and a /proc read plus a kill(pgid, 0) per watched group
+// per second in the watchdog.
 //
 // stop closes the watchdog's input: it kills whatever is still registered
 // (normally nothing: by then the daemon has settled every run), exits, and is
