@@ -127,7 +127,7 @@ func (gr gatedReader) Read(p []byte) (int, error) {
 func start(t *testing.T, env map[string]string) *daemon {
 	t.Helper()
 	cmd := exec.Command(daemonBin)
-	cmd.Env = environ(env)
+	cmd.Env = environ(t, env)
 	cmd.Dir = env[workDir]
 	d := &daemon{t: t, cmd: cmd, stderr: &lockedBuffer{}, onCall: map[string]behaviour{}, exited: make(chan struct{}),
 		gate: newGate()}

@@ -15,7 +15,7 @@ import (
 func startupFailure(t *testing.T, env map[string]string, dir string) (int, string) {
 	t.Helper()
 	cmd := exec.Command(daemonBin)
-	cmd.Env = environ(env)
+	cmd.Env = environ(t, env)
 	cmd.Dir = dir
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
@@ -199,7 +199,7 @@ func startIn(t *testing.T, dir string, env map[string]string) *daemon {
 func TestExampleAgent(t *testing.T) {
 	t.Parallel()
 	cmd := exec.Command("python3", "../examples/agent.py")
-	cmd.Env = environ(map[string]string{"CODERUN_RPC_BIN": daemonBin})
+	cmd.Env = environ(t, map[string]string{"CODERUN_RPC_BIN": daemonBin})
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `"Gulbenkian Museum"`) || !strings.Contains(string(out), "daemon exited with 0") {
 		t.Errorf("agent: %v\n%s", err, out)
@@ -225,7 +225,7 @@ func TestCommandLine(t *testing.T) {
 		t.Errorf("--version: %v %q", err, out)
 	}
 	cmd := exec.Command(daemonBin, "--check")
-	cmd.Env = environ(map[string]string{"CODERUN_CPU_SECONDS": "0"})
+	cmd.Env = environ(t, map[string]string{"CODERUN_CPU_SECONDS": "0"})
 	out, _ = cmd.Output()
 	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), `CODERUN_CPU_SECONDS="0": must be a positive integer`) {
 		t.Errorf("--check with a bad value: %d %s", cmd.ProcessState.ExitCode(), out)

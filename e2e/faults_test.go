@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,13 +21,18 @@ import (
 // runProcs returns the pids of processes started for runs of a daemon whose
 // TMPDIR is tmp: a run's environment is TMPDIR=<its run directory under tmp>
 // only, and its descendants inherit it. The daemon itself (TMPDIR=tmp
-// exactly) is not counted.
-func runProcs(tmp string) []int {
+// exactly) and its fork server are not counted.
+func runProcs(tmp string) []int { return slices.DeleteFunc(tmpdirProcs(tmp), isForkServer) }
+
+// tmpdirProcs returns the live processes whose TMPDIR is under tmp: every
+// process the daemon whose TMPDIR is tmp started (its fork server, run
+// processes, their descendants) but its watchdog (whose environment is empty).
+func tmpdirProcs(tmp string) []int {
 	var out []int
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || isForkServer(pid) {
+		if err != nil {
 			continue
 		}
 		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")

@@ -66,7 +66,7 @@ func TestInitialize(t *testing.T) {
 func TestDefaultPython(t *testing.T) {
 	for attempt := 1; ; attempt++ {
 		cmd := exec.Command(daemonBin, "--check")
-		cmd.Env = environ(map[string]string{useDefaultPython: ""})
+		cmd.Env = environ(t, map[string]string{useDefaultPython: ""})
 		out, err := cmd.CombinedOutput()
 		if err == nil {
 			if !strings.Contains(string(out), "python: "+realPython+" (CPython 3.") || !strings.Contains(string(out), "smoke run: ok") {

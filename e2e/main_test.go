@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
 var (
@@ -20,7 +22,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "coderun-e2e-")
+	dir, err := os.MkdirTemp("", "e2e-daemon-") // not coderun-*: see leakcheck.Suite
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -43,7 +45,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	realPython = strings.TrimSpace(string(out))
-	code := m.Run()
+	code := leakcheck.Suite(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

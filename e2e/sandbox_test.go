@@ -13,7 +13,7 @@ func TestSandboxTier(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"CODERUN_ISOLATION": "sandbox", "CODERUN_WARM_POOL": "0"}
 	cmd := exec.Command(daemonBin, "--check")
-	cmd.Env = environ(env)
+	cmd.Env = environ(t, env)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		if strings.Contains(string(out), `CODERUN_ISOLATION="sandbox": sandbox isolation needs `) &&

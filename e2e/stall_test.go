@@ -16,7 +16,7 @@ func TestStalledClient(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
 			cmd := exec.Command(daemonBin)
-			cmd.Env = environ(map[string]string{"CODERUN_GRACE_MS": "200", "CODERUN_LOG_LEVEL": "warn"})
+			cmd.Env = environ(t, map[string]string{"CODERUN_GRACE_MS": "200", "CODERUN_LOG_LEVEL": "warn"})
 			stdin, _ := cmd.StdinPipe()
 			stdout, _ := cmd.StdoutPipe() // never read after the start
 			defer stdout.Close()

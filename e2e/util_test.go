@@ -33,11 +33,17 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// environ is the test's environment without CODERUN_* variables, plus env.
-func environ(env map[string]string) []string {
+// environ is the test's environment without CODERUN_* variables, plus env,
+// plus TMPDIR=t.TempDir() unless env sets TMPDIR: whatever the daemon stages
+// stays in the test's own directory, never in the machine's (see
+// leakcheck.Suite in TestMain).
+func environ(t *testing.T, env map[string]string) []string {
 	var out []string
+	if _, ok := env["TMPDIR"]; !ok {
+		out = append(out, "TMPDIR="+t.TempDir())
+	}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "CODERUN_") {
+		if !strings.HasPrefix(kv, "CODERUN_") && !strings.HasPrefix(kv, "TMPDIR=") {
 			out = append(out, kv)
 		}
 	}

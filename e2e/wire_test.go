@@ -47,7 +47,7 @@ func TestBindingResultsRaw(t *testing.T) {
 func TestClosedOutputs(t *testing.T) {
 	t.Parallel()
 	cmd := exec.Command(daemonBin)
-	cmd.Env = environ(map[string]string{"CODERUN_LOG_LEVEL": "debug"})
+	cmd.Env = environ(t, map[string]string{"CODERUN_LOG_LEVEL": "debug"})
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()

@@ -76,7 +76,6 @@ const (
 	ExceptionChainCap     = 100
 	NameCut               = 200
 	UnknownBindingPreview = 1024
-	RunDirPrefix          = "coderun-"
 	ProgramFilename       = "<program>"
 	WrapperFunction       = "__coderun_main__"
 )

@@ -2,13 +2,13 @@ package session
 
 import (
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/forkserver"
+	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/py"
 )
 
@@ -98,7 +98,7 @@ func (f *forker) startLocked() error {
 		Dir:  dir,
 	})
 	if err != nil {
-		os.RemoveAll(dir)
+		rundir.Remove(dir)
 		return err
 	}
 	f.srv, f.dir = srv, dir

@@ -3,13 +3,13 @@ package session
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
@@ -295,7 +295,7 @@ func removeDir(dir string, log *slog.Logger) {
 	if dir == "" {
 		return
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if err := rundir.Remove(dir); err != nil {
 		log.Error("failed to remove a run directory", "dir", dir, "err", err)
 	}
 }

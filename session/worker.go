@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/py"
 )
@@ -42,22 +43,20 @@ type stagedFile struct {
 	data []byte
 }
 
-// stageDir creates a run directory (0700) holding bootstrap.py, protocol.py
-// and extra (0600); any failure removes the partial directory (docs/child-protocol.md §4.3 step 1).
+// stageDir creates a run directory (0700, rundir.Create: registered with the
+// watchdog) holding bootstrap.py, protocol.py and extra (0600); any failure
+// removes the partial directory (docs/child-protocol.md §4.3 step 1).
 func stageDir(parent string, extra ...stagedFile) (dir string, err error) {
-	dir, err = os.MkdirTemp(parent, protocol.RunDirPrefix)
+	dir, err = rundir.Create(parent)
 	if err != nil {
 		return "", err
 	}
 	defer func() {
 		if err != nil {
-			os.RemoveAll(dir)
+			rundir.Remove(dir)
 			dir = ""
 		}
 	}()
-	if err = os.Chmod(dir, 0o700); err != nil {
-		return dir, err
-	}
 	files := append([]stagedFile{{"bootstrap.py", py.Bootstrap}, {"protocol.py", py.Protocol}}, extra...)
 	for _, f := range files {
 		if err = writeFile(filepath.Join(dir, f.name), f.data); err != nil {
@@ -98,7 +97,7 @@ func spawnWorker(python, tempDir string, start startFunc) (*worker, *protocol.Ru
 	}
 	proc, err := start(spec)
 	if err != nil {
-		os.RemoveAll(dir)
+		rundir.Remove(dir)
 		return nil, workerExit("python spawn error: " + err.Error())
 	}
 	w := &worker{dir: dir, proc: proc, conn: proc.Conn, stdout: proc.Stdout, stderr: proc.Stderr,
@@ -164,7 +163,7 @@ func (w *worker) removeEarly() {
 	w.earlyOnce.Do(func() {
 		go func() {
 			defer close(w.earlyDone)
-			os.RemoveAll(w.dir) // a failure is removeDir's to retry and log
+			rundir.Remove(w.dir) // a failure is removeDir's to retry and log
 		}()
 	})
 }

@@ -14,7 +14,7 @@ import (
 
 func TestMain(m *testing.M) {
 	reexec.Dispatch()
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Suite(m))
 }
 
 // selfAs runs this test binary with argv[0] set to argv0 and stdin empty.

@@ -50,58 +50,70 @@ func (s groupSet) kill() int {
 }
 
 // A record is one line on the watchdog's stdin: "w <pgid> <start>\n"
-// (watch the group, whose leader has that start time) or "u <pgid>\n"
-// (unwatch it). Decimal numbers, single spaces, nothing else. A record is
-// far shorter than PIPE_BUF, so each write of one is atomic.
+// (watch the group, whose leader has that start time), "u <pgid>\n" (unwatch
+// it), "d <path>\n" (remove the directory when the daemon dies) or
+// "f <path>\n" (forget it: removed). Numbers are decimal, a path is quoted as
+// strconv.Quote does (so it holds no newline), fields are separated by single
+// spaces, and nothing else is accepted. The daemon writes records under a
+// mutex, one write each, so they never interleave.
 type record struct {
-	watch bool
-	pgid  int
-	start uint64 // watch only
+	watch bool   // w or d; u or f otherwise
+	pgid  int    // a group's record
+	start uint64 // w only
+	dir   string // a directory's record when not empty: a valid dir (validDir)
 }
 
-// maxRecordLen bounds a line the watchdog accepts, newline included
-// ("w " + 7 digits + " " + 20 digits + "\n" is 31 bytes).
-const maxRecordLen = 64
+// maxPathLen is the longest directory path registered (PATH_MAX).
+const maxPathLen = 4096
+
+// maxRecordLen bounds a line the watchdog accepts, newline included: a
+// quoted path is at most four times as long as the path.
+const maxRecordLen = 4*maxPathLen + 8
 
 func (r record) appendTo(b []byte) []byte {
-	if !r.watch {
-		return append(strconv.AppendInt(append(b, "u "...), int64(r.pgid), 10), '\n')
+	switch {
+	case r.dir != "" && r.watch:
+		b = strconv.AppendQuote(append(b, "d "...), r.dir)
+	case r.dir != "":
+		b = strconv.AppendQuote(append(b, "f "...), r.dir)
+	case r.watch:
+		b = strconv.AppendInt(append(b, "w "...), int64(r.pgid), 10)
+		b = strconv.AppendUint(append(b, ' '), r.start, 10)
+	default:
+		b = strconv.AppendInt(append(b, "u "...), int64(r.pgid), 10)
 	}
-	b = strconv.AppendInt(append(b, "w "...), int64(r.pgid), 10)
-	return append(strconv.AppendUint(append(b, ' '), r.start, 10), '\n')
+	return append(b, '\n')
 }
 
 // parseRecord decodes one line (with its newline). ok is false for anything
-// but a well-formed record with a valid group id.
+// but a well-formed record with a valid group id or directory.
 func parseRecord(line []byte) (r record, ok bool) {
 	body, found := bytes.CutSuffix(line, []byte{'\n'})
 	if !found || len(line) > maxRecordLen {
 		return record{}, false
 	}
+	if op, quoted, found := bytes.Cut(body, []byte{' '}); found && (string(op) == "d" || string(op) == "f") {
+		dir, err := strconv.Unquote(string(quoted))
+		if err != nil || !validDir(dir) {
+			return record{}, false
+		}
+		return record{watch: string(op) == "d", dir: dir}, true
+	}
 	fields := bytes.Split(body, []byte{' '})
 	switch {
 	case len(fields) == 3 && string(fields[0]) == "w":
 		r.watch = true
-		if r.start, ok = decimal(fields[2]); !ok {
+		if r.start, ok = spawn.Decimal(string(fields[2])); !ok {
 			return record{}, false
 		}
 	case len(fields) == 2 && string(fields[0]) == "u":
 	default:
 		return record{}, false
 	}
-	pgid, ok := decimal(fields[1])
+	pgid, ok := spawn.Decimal(string(fields[1]))
 	if !ok || !validPgid(int(min(pgid, pidMaxLimit+1))) {
 		return record{}, false
 	}
 	r.pgid = int(pgid)
 	return r, true
-}
-
-// decimal parses digits only (no sign, no space, no empty string).
-func decimal(b []byte) (uint64, bool) {
-	if len(b) == 0 || b[0] < '0' || b[0] > '9' {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(string(b), 10, 64)
-	return v, err == nil
 }

@@ -5,6 +5,7 @@ package watchdog
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -28,6 +29,10 @@ const (
 	// live process groups (runs are bounded by its configuration); a record
 	// beyond it is dropped after a prune failed to make room.
 	maxWatchedGroups = 1 << 16
+	// maxWatchedDirs likewise bounds its directories (one per live run or
+	// warm child, and the fork server's); one beyond it is left to the next
+	// daemon's start-up sweep.
+	maxWatchedDirs = 1 << 16
 )
 
 // HelperMain runs the watchdog process, and does not return, when argv[0]
@@ -38,8 +43,9 @@ func HelperMain(argv []string) {
 	}
 }
 
-// runWatchdog keeps the set of groups that the records read from in
-// describe, and kills those left when in ends. It never returns.
+// runWatchdog keeps the sets of groups and directories that the records
+// read from in describe and, when in ends, kills the groups left, then
+// removes the directories left. It never returns.
 func runWatchdog(in io.Reader) {
 	// Ignored, not caught: a signal meant for the daemon (a terminal's, a
 	// supervisor's) must not end the watchdog before the daemon; SIGHUP also
@@ -48,23 +54,40 @@ func runWatchdog(in io.Reader) {
 	unix.Write(1, []byte(watchdogReady))
 	records := make(chan record)
 	go readRecords(in, records)
-	groups := groupSet{}
+	groups, dirs := groupSet{}, dirSet{}
 	prune := time.NewTicker(watchdogPruneEvery)
 	for {
 		select {
 		case r, ok := <-records:
 			if !ok {
 				killRemaining(groups)
+				// After the kills: a killed program writes nothing more.
+				for _, err := range dirs.removeAll() {
+					fmt.Fprintf(os.Stderr, "%s: %v\n", watchdogArgv0, err)
+				}
 				unix.Exit(0) // not os.Exit: a race-enabled binary would sleep first
 			}
-			groups.apply(r)
+			if r.dir != "" {
+				dirs.apply(r)
+			} else {
+				groups.apply(r)
+			}
 		case <-prune.C:
 			groups.prune()
 		}
 	}
 }
 
-// apply records r in the set.
+// apply records r, a directory's record, in the set.
+func (s dirSet) apply(r record) {
+	if !r.watch {
+		delete(s, r.dir)
+	} else if len(s) < maxWatchedDirs {
+		s[r.dir] = struct{}{}
+	}
+}
+
+// apply records r, a group's record, in the set.
 func (s groupSet) apply(r record) {
 	if !r.watch {
 		delete(s, r.pgid)

@@ -30,10 +30,14 @@ import (
 //	  │                                    ▼  (close-on-exec)
 //	  │            watchdog: its own copy of the set; every second it drops
 //	  │            the groups that are gone (empty, or id recycled)
+//	  │
+//	  ├─ rundir.Create: "d <quoted path>\n"  likewise for the directories
+//	  ├─ rundir.Remove: "f <quoted path>\n"  the daemon creates
 //	  ▼
 //	daemon dies (any cause) or stops it ──► EOF ──► watchdog SIGKILLs every
 //	  group still registered (start-time guard), once more 50 ms later if
-//	  there was one (a fork in flight), and exits 0
+//	  there was one (a fork in flight), then removes every directory still
+//	  registered (rundir.RemoveTree: no symbolic link followed), and exits 0
 //
 // Tier sandbox needs none of this (killing the namespace's init takes every
 // descendant, and the init has a parent-death signal); sandbox.Start does
@@ -72,9 +76,13 @@ const minPruneAt = 64
 // registered — so a run's same-group descendants die with the daemon — and
 // exits. A group whose id was recycled is never signalled.
 //
+// Directories are registered likewise (rundir.Create, rundir.Remove): those
+// still registered when the daemon dies are removed after the kills.
+//
 // Cost: one small process per daemon, one pipe write (~30 bytes) per spawn
-// and per emptied group, and a /proc read plus a kill(pgid, 0) per watched
-// group per second in the watchdog.
+// and per emptied group, one (~80 bytes) per directory created and per
+// directory removed, and a /proc read plus a kill(pgid, 0) per watched group
+// per second in the watchdog.
 //
 // stop closes the watchdog's input: it kills whatever is still registered
 // (normally nothing: by then the daemon has settled every run), exits, and is
@@ -96,7 +104,7 @@ func Start(report func(error)) (stop func() error, err error) {
 	if report == nil {
 		report = func(error) {}
 	}
-	w := &watchdog{groups: groupSet{}, pruneAt: minPruneAt, report: report}
+	w := &watchdog{groups: groupSet{}, dirs: dirSet{}, pruneAt: minPruneAt, report: report}
 	if !spawn.SetWatcher(w) {
 		return nil, errors.New("child: a watchdog is already running")
 	}
@@ -116,6 +124,7 @@ type watchdog struct {
 	mu      sync.Mutex
 	proc    *watchdogProc // nil after stop, or after a death not yet repaired
 	groups  groupSet      // every registered group: what a replacement is told
+	dirs    dirSet        // every registered directory: likewise
 	pruneAt int           // groups is pruned when it reaches this size
 	stopped bool
 	report  func(error)
@@ -169,6 +178,30 @@ func (w *watchdog) update(change func() error) {
 	}
 }
 
+// WatchDir registers the directory path (spawn.Watcher): the watchdog
+// removes it if the daemon dies first. A path the watchdog would refuse
+// (validDir) is not registered.
+func (w *watchdog) WatchDir(path string) {
+	if !validDir(path) {
+		return
+	}
+	w.update(func() error {
+		w.dirs[path] = struct{}{}
+		return w.sendLocked(record{watch: true, dir: path})
+	})
+}
+
+// UnwatchDir unregisters the directory path, if registered (spawn.Watcher).
+func (w *watchdog) UnwatchDir(path string) {
+	w.update(func() error {
+		if _, ok := w.dirs[path]; !ok {
+			return nil
+		}
+		delete(w.dirs, path)
+		return w.sendLocked(record{dir: path})
+	})
+}
+
 // pruneIfGrown drops the groups that are gone once the set has doubled since
 // the last prune: groups forgotten with members left are unregistered by
 // nobody, so the set would otherwise grow for the daemon's whole life.
@@ -194,7 +227,8 @@ func (w *watchdog) sendLocked(r record) error {
 	return nil
 }
 
-// startLocked starts a watchdog process and tells it every registered group.
+// startLocked starts a watchdog process and tells it every registered group
+// and directory.
 func (w *watchdog) startLocked() error {
 	p, err := startWatchdogProc()
 	if err != nil {
@@ -208,10 +242,13 @@ func (w *watchdog) startLocked() error {
 	for pgid, start := range w.groups {
 		all = record{watch: true, pgid: pgid, start: start}.appendTo(all)
 	}
+	for dir := range w.dirs {
+		all = record{watch: true, dir: dir}.appendTo(all)
+	}
 	if len(all) > 0 {
 		if err := p.write(all); err != nil {
 			p.proc.Kill() // its reaper replaces it
-			return fmt.Errorf("telling the new watchdog the registered groups: %w", err)
+			return fmt.Errorf("telling the new watchdog the registered groups and directories: %w", err)
 		}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/internal/childtest"
 	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
+	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 	"golang.org/x/sys/unix"
 )
@@ -25,6 +27,12 @@ import (
 // child that leaves a grandchild in its group, prints "<child> <grandchild>
 // <watchdog>" and sleeps until killed.
 const watchdogDaemonVar = "CHILD_WATCHDOG_DAEMON"
+
+// watchdogDirsVar, set to a directory, has the stand-in daemon also create
+// two directories there (rundir.Create), one filled as a hostile program may
+// leave it (hostileTree) and one it unregisters, and print their paths on a
+// second line.
+const watchdogDirsVar = "CHILD_WATCHDOG_DIRS"
 
 func TestMain(m *testing.M) {
 	HelperMain(os.Args) // the watchdog processes these tests start
@@ -51,6 +59,21 @@ func standInDaemon() {
 		fail(err)
 	}
 	fmt.Printf("%d %s %d\n", p.Pid, strings.TrimSpace(grandchild), watchdogPid())
+	if parent := os.Getenv(watchdogDirsVar); parent != "" {
+		registered, err := rundir.Create(parent)
+		if err != nil {
+			fail(err)
+		}
+		if err := hostileTree(registered, parent); err != nil {
+			fail(err)
+		}
+		unregistered, err := rundir.Create(parent)
+		if err != nil {
+			fail(err)
+		}
+		current().UnwatchDir(unregistered)
+		fmt.Printf("%s %s\n", registered, unregistered)
+	}
 	time.Sleep(childtest.HelperLife)
 	unix.Exit(0)
 }
@@ -177,6 +200,99 @@ func TestWatchdogKillsTheGroupsOfADeadDaemon(t *testing.T) {
 	}
 	if ws := childtest.ReapPid(t, watchdog, 5*time.Second); ws.Signaled() || ws.ExitStatus() != 0 {
 		t.Errorf("watchdog status %v, want exit 0", ws)
+	}
+}
+
+// hostileTree fills dir as a program may leave it: symbolic links to outside
+// (secret, a file in it, must survive), a read-only folder and an
+// unreadable one, and a file held open.
+func hostileTree(dir, outside string) error {
+	secret := filepath.Join(outside, "secret")
+	ro, closed := filepath.Join(dir, "ro"), filepath.Join(dir, "ro", "closed")
+	if _, err := os.Create(filepath.Join(dir, "open")); err != nil { // held open until killed
+		return err
+	}
+	return errors.Join(os.WriteFile(secret, []byte("keep"), 0o600),
+		os.Symlink(outside, filepath.Join(dir, "dir-link")),
+		os.Symlink(secret, filepath.Join(dir, "file-link")),
+		os.MkdirAll(closed, 0o700), os.WriteFile(filepath.Join(closed, "f"), nil, 0o400),
+		os.Chmod(closed, 0), os.Chmod(ro, 0o500))
+}
+
+// TestWatchdogRemovesTheDirectoriesOfADeadDaemon: once a SIGKILLed daemon's
+// groups are killed, its watchdog removes every directory the daemon
+// registered, whatever a program left in it, never following a link out of
+// it, and leaves alone one it unregistered; only then does it exit.
+func TestWatchdogRemovesTheDirectoriesOfADeadDaemon(t *testing.T) {
+	leakcheck.Check(t)
+	parent := t.TempDir()
+	cmd, out := childtest.StartStandIn(t, []string{watchdogDaemonVar + "=1", watchdogDirsVar + "=" + parent, leakcheck.Tag()},
+		&syscall.SysProcAttr{Setsid: true})
+	var leader, grandchild, watchdog int
+	var registered, unregistered string
+	if _, err := fmt.Fscan(out, &leader, &grandchild, &watchdog, &registered, &unregistered); err != nil || watchdog <= 1 {
+		t.Fatalf("stand-in daemon: %d %d %d %q %q, %v", leader, grandchild, watchdog, registered, unregistered, err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	childtest.ReapPid(t, leader, 5*time.Second)
+	childtest.ReapPid(t, grandchild, 5*time.Second)
+	if ws := childtest.ReapPid(t, watchdog, 5*time.Second); ws.Signaled() || ws.ExitStatus() != 0 {
+		t.Errorf("watchdog status %v, want exit 0", ws)
+	}
+	if _, err := os.Lstat(registered); !os.IsNotExist(err) {
+		t.Errorf("the registered directory is still there: %v", err)
+	}
+	if _, err := os.Lstat(unregistered); err != nil {
+		t.Errorf("the unregistered directory: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(parent, "secret")); err != nil || string(b) != "keep" {
+		t.Errorf("a file a link pointed to: %q, %v", b, err)
+	}
+}
+
+// TestWatchdogRemovesOnlyRegisteredDirectories: when its input ends, the
+// watchdog removes a directory registered (also one registered with a
+// watchdog that died and was replaced), and leaves alone one unregistered
+// and one it must refuse: not named coderun-*, or not absolute.
+func TestWatchdogRemovesOnlyRegisteredDirectories(t *testing.T) {
+	leakcheck.Check(t)
+	defer func(gap time.Duration) { watchdogRestartGap = gap }(watchdogRestartGap)
+	watchdogRestartGap = 0
+	stop, reports := startTestWatchdog(t)
+	parent := t.TempDir()
+	mkdir := func(name string) string {
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	registered, unregistered, misnamed := mkdir("coderun-a"), mkdir("coderun-b"), mkdir("other")
+	current().WatchDir(registered)
+	current().WatchDir(unregistered)
+	current().UnwatchDir(unregistered)
+	current().WatchDir(misnamed)
+	t.Chdir(parent)
+	relative := mkdir("coderun-relative")
+	current().WatchDir("coderun-relative")
+	first := watchdogPid()
+	unix.Kill(first, unix.SIGKILL)
+	awaitReport(t, reports, "replaced by pid")
+	afterReplacement := mkdir("coderun-c")
+	current().WatchDir(afterReplacement)
+	if err := stop(); err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	for _, dir := range []string{registered, afterReplacement} {
+		if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s: not removed (%v)", dir, err)
+		}
+	}
+	for _, dir := range []string{unregistered, misnamed, relative} {
+		if _, err := os.Lstat(dir); err != nil {
+			t.Errorf("%s: removed (%v)", dir, err)
+		}
 	}
 }
 
@@ -468,6 +584,22 @@ func TestParseRecord(t *testing.T) {
 		{"w 12 4\r\n", record{}, false},
 		{"w 12 " + strings.Repeat("0", maxRecordLen) + "4\n", record{}, false}, // too long
 		{"\n", record{}, false},
+		{`d "/tmp/coderun-1-2-3-4"` + "\n", record{watch: true, dir: "/tmp/coderun-1-2-3-4"}, true},
+		{`f "/tmp/coderun-x"` + "\n", record{dir: "/tmp/coderun-x"}, true},
+		{`d "/a b\n/coderun-\"x\"\x00y"` + "\n", record{}, false}, // NUL: not a path
+		{`d "/a b\n/coderun-\"x\"y"` + "\n", record{watch: true, dir: "/a b\n/coderun-\"x\"y"}, true},
+		{`d "/tmp/x/coderun-1/.."` + "\n", record{}, false}, // not clean
+		{`d "/tmp/coderun-1/"` + "\n", record{}, false},
+		{`d "coderun-1"` + "\n", record{}, false}, // relative
+		{`d "/tmp/other"` + "\n", record{}, false},
+		{`d "/"` + "\n", record{}, false},
+		{`d ""` + "\n", record{}, false},
+		{`d /tmp/coderun-1` + "\n", record{}, false}, // unquoted
+		{`d "/tmp/coderun-1" ` + "\n", record{}, false},
+		{`D "/tmp/coderun-1"` + "\n", record{}, false},
+		{`d  "/tmp/coderun-1"` + "\n", record{}, false},
+		{`d "/tmp/coderun-1"`, record{}, false},
+		{`d "/` + strings.Repeat("d/", maxPathLen/2) + `coderun-1"` + "\n", record{}, false}, // too long a path
 	}
 	for _, c := range cases {
 		got, ok := parseRecord([]byte(c.line))

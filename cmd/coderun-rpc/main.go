@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/coderun-rpc/coderun-rpc/child/reexec"
+	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/child/watchdog"
 	"github.com/coderun-rpc/coderun-rpc/config"
 	"github.com/coderun-rpc/coderun-rpc/internal/buildinfo"
@@ -80,6 +81,7 @@ func run(args []string) int {
 			log.Warn("watchdog", "err", err)
 		}
 	}()
+	go sweep(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	srv := rpc.New(serverOptions(cfg, os.Stdin, out, log))
@@ -88,6 +90,20 @@ func run(args []string) int {
 	code := srv.Serve(ctx)
 	log.Info("exiting", "code", code)
 	return code
+}
+
+// sweep removes, in the background (serving does not wait for it), the
+// directories that daemons gone before the watchdog could remove them left in
+// the directory runs are staged in (rundir.Sweep).
+func sweep(log *slog.Logger) {
+	dir := os.TempDir()
+	n, err := rundir.Sweep(dir)
+	if n > 0 {
+		log.Info("removed the directories of daemons that are gone", "dir", dir, "count", n)
+	}
+	if err != nil {
+		log.Warn("sweeping the directories of daemons that are gone", "dir", dir, "err", err)
+	}
 }
 
 // serverOptions are a server's over in/out: a session manager of its own

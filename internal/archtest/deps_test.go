@@ -20,7 +20,8 @@ var allowed = map[string][]string{
 	"child/internal/spawn":     {xsys},
 	"child":                    {"child/internal/spawn", xsys},
 	"child/sandbox":            {"child", "child/internal/spawn", xsys},
-	"child/watchdog":           {"child/internal/spawn", xsys},
+	"child/rundir":             {"child/internal/spawn", xsys},
+	"child/watchdog":           {"child/internal/spawn", "child/rundir", xsys},
 	"child/forkserver":         {"child", "child/internal/spawn", xsys},
 	"child/reexec":             {"child/sandbox", "child/watchdog"},
 	"child/internal/childtest": {"child", "child/internal/spawn", "internal/leakcheck", xsys},
@@ -33,10 +34,10 @@ var allowed = map[string][]string{
 	"internal/selfcheck": {"internal/lspclient"},
 	// Typed bindings: schemas compiled and cached, checks, stubs.
 	"typed":           {"protocol", "wireguard", "github.com/santhosh-tekuri/jsonschema/v6"},
-	"session":         {"child", "child/sandbox", "child/forkserver", "wireguard", "py", "protocol", "typed"},
+	"session":         {"child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed"},
 	"config":          {"child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
 	"rpc":             {"session", "wireguard", "protocol", "typed"},
-	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/watchdog", "internal/selfcheck", "internal/buildinfo"},
+	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/watchdog", "internal/selfcheck", "internal/buildinfo"},
 }
 
 // xsys is imported under child/ only: the process supervisor is the one

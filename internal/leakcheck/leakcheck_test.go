@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -143,5 +144,48 @@ func TestParseStat(t *testing.T) {
 	}
 	if _, ok := parseStat([]byte("12 (a S 1")); ok {
 		t.Fatal("parsed a truncated line")
+	}
+}
+
+// suiteThat is a suite whose run does what it is told and returns code.
+type suiteThat struct {
+	code int
+	run  func()
+}
+
+func (s suiteThat) Run() int { s.run(); return s.code }
+
+// TestSuiteFailsWhatItLeavesInTheTempDir: Suite fails a suite that leaves an
+// entry named coderun-* in os.TempDir() (here a private one), and only one
+// that appeared while the suite ran and stayed.
+func TestSuiteFailsWhatItLeavesInTheTempDir(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	defer func(g time.Duration) { suiteGrace = g }(suiteGrace)
+	suiteGrace = short
+	mk := func(name string) func() {
+		return func() {
+			if err := os.Mkdir(filepath.Join(tmp, name), 0o700); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	mk("coderun-before")()
+	cases := []struct {
+		name string
+		s    suiteThat
+		want int
+	}{
+		{"clean", suiteThat{0, func() {}}, 0},
+		{"other names", suiteThat{0, mk("other-1")}, 0},
+		{"removed before the end", suiteThat{0, func() { mk("coderun-gone")(); os.Remove(filepath.Join(tmp, "coderun-gone")) }}, 0},
+		{"left", suiteThat{0, mk("coderun-left")}, 1},
+		{"failed and left", suiteThat{3, mk("coderun-left-too")}, 3},
+		{"failed", suiteThat{2, func() {}}, 2},
+	}
+	for _, c := range cases {
+		if got := Suite(c.s); got != c.want {
+			t.Errorf("%s: Suite returned %d, want %d", c.name, got, c.want)
+		}
 	}
 }

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 from packaging_support import dist
+
+sys.path.append(str(Path(__file__).resolve().parents[2] / "py" / "tests"))
+from tmphygiene import nothing_left_in_tmp, own_tmpdir  # noqa: E402,F401 (fixtures)
 
 
 @pytest.fixture(scope="session")

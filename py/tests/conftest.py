@@ -30,6 +30,7 @@ PYTHON = getattr(sys, "_base_executable", None) or sys.executable
 PY_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, PY_DIR)
 import protocol  # noqa: E402
+from tmphygiene import nothing_left_in_tmp, own_tmpdir  # noqa: E402,F401 (fixtures)
 
 MIB = 1048576
 MARKER = protocol.log_truncation_marker

@@ -21,6 +21,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,7 +35,8 @@ const HelperLife = 60 * time.Second
 
 // Main is the tail of the TestMain of the packages under child: a test
 // binary started with HelperVar set runs that helper mode and exits;
-// otherwise it becomes a child subreaper and runs the tests. Callers first
+// otherwise it becomes a child subreaper and runs the tests, which fail when
+// they leave anything named coderun-* in /tmp (leakcheck.Suite). Callers first
 // dispatch their own re-executed helpers (HelperMain, stand-in daemons).
 func Main(m *testing.M) {
 	if mode, ok := os.LookupEnv(HelperVar); ok {
@@ -50,7 +52,7 @@ func Main(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "PR_SET_CHILD_SUBREAPER:", err)
 		os.Exit(2)
 	}
-	os.Exit(m.Run())
+	os.Exit(leakcheck.Suite(m))
 }
 
 // Report is what the "report" helper tells the test about itself.

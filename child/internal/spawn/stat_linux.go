@@ -41,3 +41,13 @@ func parseStartTime(stat []byte) (uint64, bool) {
 	}
 	return v, true
 }
+
+// Decimal parses s as a decimal number: digits only (no sign, no space, no
+// empty string), at most 2^64-1.
+func Decimal(s string) (uint64, bool) {
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	return v, err == nil
+}

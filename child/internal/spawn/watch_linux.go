@@ -7,10 +7,14 @@ import "sync"
 // Watcher is told of the process groups the daemon creates (child.Start,
 // a fork server's Spawn) and of those found empty (Process.GroupEmpty), so
 // that it can kill what is left of them when the daemon dies: the watchdog.
-// Its methods must not block for long; they run on the starting goroutine.
+// It is likewise told of the directories the daemon creates and removes
+// (rundir.Create, rundir.Remove), to remove those left when the daemon dies.
+// Its methods must not block for long; they run on the calling goroutine.
 type Watcher interface {
 	Watch(pgid int, start uint64)
 	Unwatch(pgid int)
+	WatchDir(path string)
+	UnwatchDir(path string)
 }
 
 var (
@@ -58,5 +62,20 @@ func WatchGroup(p *Process) {
 func unwatch(pgid int) {
 	if w := Watching(); w != nil {
 		w.Unwatch(pgid)
+	}
+}
+
+// WatchDir registers the directory path (absolute) with the installed
+// watcher, if any.
+func WatchDir(path string) {
+	if w := Watching(); w != nil {
+		w.WatchDir(path)
+	}
+}
+
+// UnwatchDir unregisters the directory path with the installed watcher, if any.
+func UnwatchDir(path string) {
+	if w := Watching(); w != nil {
+		w.UnwatchDir(path)
 	}
 }

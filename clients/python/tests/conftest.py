@@ -12,6 +12,8 @@ REPO = HERE.parent.parent.parent
 
 if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
+sys.path.append(str(REPO / "py" / "tests"))
+from tmphygiene import nothing_left_in_tmp, own_tmpdir  # noqa: E402,F401 (fixtures)
 
 
 def daemon_binary() -> str | None:

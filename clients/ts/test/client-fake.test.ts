@@ -2,6 +2,7 @@
  * The client against a scripted fake daemon (test/fake-daemon.ts): wire-level details and the
  * failure paths (kill, hang) that need no Python.
  */
+import './tmp-hygiene.js';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { describe, test } from 'node:test';

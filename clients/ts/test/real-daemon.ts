@@ -1,8 +1,10 @@
 /**
  * The real daemon for integration tests: $CODERUN_RPC_BIN (exported by the Makefile), else
  * ../../bin/coderun-rpc relative to the package. Suites pass {@link skip} to `describe`: they are
- * skipped when neither exists.
+ * skipped when neither exists. Importing it applies the test hygiene of tmp-hygiene.ts to the
+ * importing file (it runs in a process of its own under node --test).
  */
+import './tmp-hygiene.js';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

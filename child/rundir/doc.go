@@ -1,0 +1,20 @@
+// Package rundir owns the directories the daemon creates (run directories,
+// warm children's, the fork server's staging directory, and whatever a later
+// feature adds): their names, their registration with the watchdog, their
+// removal, and the start-up sweep of those a dead daemon left behind.
+//
+// A directory's name says who owns it: coderun-<pid>-<start>-<pidns>-<unique>,
+// where pid is the creating daemon's process id, start its start time
+// (/proc/<pid>/stat field 22), pidns the inode of its pid namespace, and
+// unique a sequence number and a random part. The owner is in the name, not
+// in a file inside, because the program that runs in the directory may
+// delete or rewrite any file there, and reading a name costs no open.
+//
+// Create registers each directory with the installed watcher (the watchdog,
+// through spawn.Watcher: one short pipe write) and Remove unregisters it, so
+// that the watchdog removes what is left when the daemon dies, however it
+// dies. A new kind of directory (a session's, say) needs nothing more than
+// Create and Remove. Sweep removes, at start-up, the directories whose owner
+// is gone (both killed at once, a machine reset) and never those of a live
+// daemon.
+package rundir
