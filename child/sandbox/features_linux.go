@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
+	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"golang.org/x/sys/unix"
 )
 
@@ -183,11 +184,14 @@ func rlimitFeature() Feature {
 // probeInit starts a complete sandbox whose exec stage exits 0 instead of
 // running a program.
 func probeInit() (err error) {
-	dir, err := os.MkdirTemp("", "coderun-probe-")
+	// A run directory like any other: registered with the watchdog and
+	// named after its owner, so neither a crash nor the start-up sweep
+	// leaves it behind.
+	dir, err := rundir.Create(os.TempDir())
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer rundir.Remove(dir)
 	c := sandboxConf{rw: []string{dir}, nproc: 16, nofile: 64, fsize: 1 << 20, probe: true}
 	relayR, relayW, err := spawn.Pipe("sandbox-probe-relay")
 	if err != nil {
