@@ -156,36 +156,48 @@ type suiteThat struct {
 func (s suiteThat) Run() int { s.run(); return s.code }
 
 // TestSuiteFailsWhatItLeavesInTheTempDir: Suite fails a suite that leaves an
-// entry named coderun-* in os.TempDir() (here a private one), and only one
-// that appeared while the suite ran and stayed.
+// entry named coderun-* in its own temporary directory (what os.TempDir() is
+// while it runs) or that adds one to the machine's (here a private one), and
+// only one that stayed.
 func TestSuiteFailsWhatItLeavesInTheTempDir(t *testing.T) {
-	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
+	machine := t.TempDir()
+	t.Setenv("TMPDIR", machine)
 	defer func(g time.Duration) { suiteGrace = g }(suiteGrace)
 	suiteGrace = short
-	mk := func(name string) func() {
+	// mk makes name in dir, or in the suite's own temporary directory ("").
+	mk := func(dir, name string) func() {
 		return func() {
-			if err := os.Mkdir(filepath.Join(tmp, name), 0o700); err != nil {
+			if dir == "" {
+				dir = os.TempDir()
+			}
+			if err := os.Mkdir(filepath.Join(dir, name), 0o700); err != nil {
 				t.Error(err)
 			}
 		}
 	}
-	mk("coderun-before")()
+	mk(machine, "coderun-before")()
 	cases := []struct {
 		name string
 		s    suiteThat
 		want int
 	}{
 		{"clean", suiteThat{0, func() {}}, 0},
-		{"other names", suiteThat{0, mk("other-1")}, 0},
-		{"removed before the end", suiteThat{0, func() { mk("coderun-gone")(); os.Remove(filepath.Join(tmp, "coderun-gone")) }}, 0},
-		{"left", suiteThat{0, mk("coderun-left")}, 1},
-		{"failed and left", suiteThat{3, mk("coderun-left-too")}, 3},
+		{"other names", suiteThat{0, mk("", "other-1")}, 0},
+		{"removed before the end", suiteThat{0, func() {
+			mk("", "coderun-gone")()
+			os.Remove(filepath.Join(os.TempDir(), "coderun-gone"))
+		}}, 0},
+		{"left in its own", suiteThat{0, mk("", "coderun-left")}, 1},
+		{"left in the machine's", suiteThat{0, mk(machine, "coderun-left-machine")}, 1},
+		{"failed and left", suiteThat{3, mk("", "coderun-left-too")}, 3},
 		{"failed", suiteThat{2, func() {}}, 2},
 	}
 	for _, c := range cases {
 		if got := Suite(c.s); got != c.want {
 			t.Errorf("%s: Suite returned %d, want %d", c.name, got, c.want)
+		}
+		if os.TempDir() != machine {
+			t.Fatalf("%s: TMPDIR is %s after the suite, want %s", c.name, os.TempDir(), machine)
 		}
 	}
 }

@@ -34,7 +34,9 @@ func TestBinary(t *testing.T) string {
 func StartStandIn(t *testing.T, env []string, attr *syscall.SysProcAttr) (*exec.Cmd, io.Reader) {
 	t.Helper()
 	cmd := exec.Command(TestBinary(t))
-	cmd.Env = env
+	// A stand-in daemon is a daemon a test starts: what it creates goes
+	// under the test's own directory (and is removed with it).
+	cmd.Env = append(env, "TMPDIR="+t.TempDir())
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = attr
 	out, err := cmd.StdoutPipe()
