@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -45,6 +46,13 @@ const (
 	maxBudget  = math.MaxInt64 / uint64(time.Second) // seconds a Duration holds; above: no budget
 )
 
+// cpuAtKill is the run's CPU (nanoseconds) that watchRun counted when it
+// killed the run for its CPU budget; 0 when it did not. The relay reports at
+// least that much: the reaped total is assembled from each process's own
+// rounded figures and can fall a tick short of the sum that decided the
+// kill, and the daemon must see the CPU timeout the watcher saw.
+var cpuAtKill atomic.Int64
+
 // watchRun enforces the run's budgets that no rlimit can: it sets the
 // memory cgroup's limits (memFds, none without a memory cgroup) to prog's
 // RLIMIT_AS, and kills every process of the run once the run's CPU reaches
@@ -67,8 +75,10 @@ func watchRun(prog int, memFds []int) {
 		if !ok {
 			return
 		}
-		switch over := budget <= maxBudget && runCPU() >= time.Duration(budget)*time.Second; {
+		used := runCPU()
+		switch over := budget <= maxBudget && used >= time.Duration(budget)*time.Second; {
 		case over && pause == cpuConfirm:
+			cpuAtKill.Store(int64(used))
 			unix.Kill(-1, unix.SIGKILL)
 			return
 		case over:
@@ -166,11 +176,15 @@ func statCPUTicks(stat []byte) uint64 {
 
 // runRusage is the rusage the init relays for the program: the program's
 // own, with its CPU replaced by the whole run's (every process has been
-// reaped by now, so the init's children rusage holds them all).
+// reaped by now, so the init's children rusage holds them all), and never
+// less than the CPU a budget kill was decided on (cpuAtKill).
 func runRusage(prog unix.Rusage) unix.Rusage {
 	var all unix.Rusage
 	if unix.Getrusage(unix.RUSAGE_CHILDREN, &all) == nil {
 		prog.Utime, prog.Stime = all.Utime, all.Stime
+	}
+	if short := cpuAtKill.Load() - prog.Utime.Nano() - prog.Stime.Nano(); short > 0 {
+		prog.Utime = unix.NsecToTimeval(prog.Utime.Nano() + short)
 	}
 	return prog
 }
