@@ -906,13 +906,14 @@ def _make_typed(P, load_cold):
     object: the given parameters in stub order, then other keywords in call order. It reads
     as its stub: `__doc__`, `__signature__` (built on first read, with `inspect`, by
     protocol.binding_signature), and `help()` prints the stub. Built on a run's first typed
-    function, so an untyped run never pays for any of it.
+    function, so an untyped run never pays for any of it; a function's binder is built on
+    its first call, so declaring many functions costs a run little.
     """
     import builtins as B
     import sys
     from keyword import iskeyword
     len, type, TypeError, AttributeError = B.len, B.type, B.TypeError, B.AttributeError
-    state = {}      # typed function -> [invoke, bind, sig, Signature or None]
+    state = {}      # typed function -> [invoke, bind or None, sig, Signature or None]
 
     def positional(name):
         # The stubs' rule: an ASCII identifier, not a keyword, not the method's `self`;
@@ -979,7 +980,10 @@ def _make_typed(P, load_cold):
 
         def __call__(self, /, *args, **kwargs):     # `self` may be a keyword argument
             st = state[self]
-            return st[0](st[1](args, kwargs))
+            bind = st[1]
+            if bind is None:    # built on the first call: most declared functions get none
+                bind = st[1] = make_bind(st[0].__qualname__, st[2]["params"])
+            return st[0](bind(args, kwargs))
 
         @property
         def __doc__(self):
@@ -1018,7 +1022,7 @@ def _make_typed(P, load_cold):
 
     def make(invoke, sig):
         f = TypedBinding()
-        state[f] = [invoke, make_bind(invoke.__qualname__, sig["params"]), sig, None]
+        state[f] = [invoke, None, sig, None]
         return f
     return make
 
