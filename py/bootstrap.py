@@ -846,8 +846,20 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
         return typed[0](invoke, sig)
 
     def make_namespace(gname, names, fail, sigs):
-        members = {n: make_member(gname, n, fail, sig)
-                   for n, sig in zip(names, sigs or [None] * len(names))}
+        # A member is built on its first access (once: setdefault keeps the first one built
+        # if two threads race), so declaring many functions and calling few costs little.
+        # A run with a typed function gets the typed factory now: help() must be its
+        # Helper before the program can save a reference to it.
+        declared = dict(zip(names, sigs or [None] * len(names)))
+        members = {}
+        if sigs and not typed and sigs.count(None) < len(sigs):
+            typed.append(make_typed_factory(P, load_cold))
+
+        def member(name):
+            # The built member, or None; callers look members up first (the hot path).
+            if type(name) is not str or name not in declared:
+                return None
+            return members.setdefault(name, make_member(gname, name, fail, declared[name]))
 
         def missing(attr):
             return "tool %r is not declared in namespace %r" % (attr, gname)
@@ -857,6 +869,8 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
 
             def __getattribute__(self, attr):
                 m = members.get(attr) if type(attr) is str else None
+                if m is None:
+                    m = member(attr)
                 if m is not None:
                     return m
                 try:
@@ -867,6 +881,8 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
             def __getitem__(self, key):
                 m = members.get(key) if type(key) is str else None
                 if m is None:
+                    m = member(key)
+                if m is None:
                     raise KeyError(missing(key))
                 return m
 
@@ -874,7 +890,7 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
                 raise AttributeError("binding namespace %r is read-only" % gname)
 
             def __dir__(self):
-                return list(members)
+                return list(declared)
 
             def __repr__(self):
                 return "<binding namespace %r>" % gname
