@@ -846,8 +846,20 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
         return typed[0](invoke, sig)
 
     def make_namespace(gname, names, fail, sigs):
-        members = {n: make_member(gname, n, fail, sig)
-                   for n, sig in zip(names, sigs or [None] * len(names))}
+        # A member is built on its first access (once: setdefault keeps the first one built
+        # if two threads race), so declaring many functions and calling few costs little.
+        # A run with a typed function gets the typed factory now: help() must be its
+        # Helper before the program can save a reference to it.
+        declared = dict(zip(names, sigs or [None] * len(names)))
+        members = {}
+        if sigs and not typed and sigs.count(None) < len(sigs):
+            typed.append(make_typed_factory(P, load_cold))
+
+        def member(name):
+            # The built member, or None; callers look members up first (the hot path).
+            if type(name) is not str or name not in declared:
+                return None
+            return members.setdefault(name, make_member(gname, name, fail, declared[name]))
 
         def missing(attr):
             return "tool %r is not declared in namespace %r" % (attr, gname)
@@ -857,6 +869,8 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
 
             def __getattribute__(self, attr):
                 m = members.get(attr) if type(attr) is str else None
+                if m is None:
+                    m = member(attr)
                 if m is not None:
                     return m
                 try:
@@ -867,6 +881,8 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
             def __getitem__(self, key):
                 m = members.get(key) if type(key) is str else None
                 if m is None:
+                    m = member(key)
+                if m is None:
                     raise KeyError(missing(key))
                 return m
 
@@ -874,7 +890,7 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
                 raise AttributeError("binding namespace %r is read-only" % gname)
 
             def __dir__(self):
-                return list(members)
+                return list(declared)
 
             def __repr__(self):
                 return "<binding namespace %r>" % gname
@@ -906,13 +922,14 @@ def _make_typed(P, load_cold):
     object: the given parameters in stub order, then other keywords in call order. It reads
     as its stub: `__doc__`, `__signature__` (built on first read, with `inspect`, by
     protocol.binding_signature), and `help()` prints the stub. Built on a run's first typed
-    function, so an untyped run never pays for any of it.
+    function, so an untyped run never pays for any of it; a function's binder is built on
+    its first call, so declaring many functions costs a run little.
     """
     import builtins as B
     import sys
     from keyword import iskeyword
     len, type, TypeError, AttributeError = B.len, B.type, B.TypeError, B.AttributeError
-    state = {}      # typed function -> [invoke, bind, sig, Signature or None]
+    state = {}      # typed function -> [invoke, bind or None, sig, Signature or None]
 
     def positional(name):
         # The stubs' rule: an ASCII identifier, not a keyword, not the method's `self`;
@@ -979,7 +996,10 @@ def _make_typed(P, load_cold):
 
         def __call__(self, /, *args, **kwargs):     # `self` may be a keyword argument
             st = state[self]
-            return st[0](st[1](args, kwargs))
+            bind = st[1]
+            if bind is None:    # built on the first call: most declared functions get none
+                bind = st[1] = make_bind(st[0].__qualname__, st[2]["params"])
+            return st[0](bind(args, kwargs))
 
         @property
         def __doc__(self):
@@ -1018,7 +1038,7 @@ def _make_typed(P, load_cold):
 
     def make(invoke, sig):
         f = TypedBinding()
-        state[f] = [invoke, make_bind(invoke.__qualname__, sig["params"]), sig, None]
+        state[f] = [invoke, None, sig, None]
         return f
     return make
 

@@ -1,6 +1,9 @@
 package rpc
 
 import (
+	"slices"
+	"sync"
+
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
 	"github.com/coderun-rpc/coderun-rpc/typed"
@@ -17,8 +20,62 @@ func (s *Server) describe(id reqID, params []byte) {
 		s.w.replyError(&id, protocol.CodeInvalidParams, err.Error())
 		return
 	}
-	stubs := typed.Render(session.EffectiveLimits(cfg.Limits, limits), cfg.PythonVersion, stubNamespaces(nss))
-	s.w.frame(encodeDescribe(id.text, stubs.Text))
+	text := renderedStubs.text(session.EffectiveLimits(cfg.Limits, limits), cfg.PythonVersion, stubNamespaces(nss))
+	s.w.frame(encodeDescribe(id.text, text))
+}
+
+// renderedStubs remembers the stubs of the last few distinct describe
+// requests: a host describes the same bindings turn after turn, and rendering
+// 50 nested declarations takes milliseconds.
+var renderedStubs stubsCache
+
+const maxRenderedStubs = 8
+
+// stubsCache is keyed by what the stubs are a function of: budgets, Python
+// version, globals, and each function — a typed one by identity (the typed
+// package gives the same *Function for the same declaration; an entry holds
+// its functions, so no pointer is reused while it is cached), an untyped one
+// by name.
+type stubsCache struct {
+	mu      sync.Mutex
+	entries []stubsEntry // most recently used last
+}
+
+type stubsEntry struct {
+	limits protocol.Limits
+	python string
+	nss    []typed.Namespace
+	text   string
+}
+
+func (c *stubsCache) text(limits protocol.Limits, python string, nss []typed.Namespace) string {
+	c.mu.Lock()
+	for i, e := range c.entries {
+		if e.limits == limits && e.python == python && sameNamespaces(e.nss, nss) {
+			c.entries = append(append(c.entries[:i:i], c.entries[i+1:]...), e)
+			c.mu.Unlock()
+			return e.text
+		}
+	}
+	c.mu.Unlock()
+	text := typed.Render(limits, python, nss).Text
+	c.mu.Lock()
+	if len(c.entries) == maxRenderedStubs {
+		c.entries = append(c.entries[:0:0], c.entries[1:]...)
+	}
+	c.entries = append(c.entries, stubsEntry{limits, python, nss, text})
+	c.mu.Unlock()
+	return text
+}
+
+func sameNamespaces(a, b []typed.Namespace) bool {
+	return slices.EqualFunc(a, b, func(x, y typed.Namespace) bool {
+		return x.Global == y.Global && slices.EqualFunc(x.Functions, y.Functions, sameFunction)
+	})
+}
+
+func sameFunction(x, y *typed.Function) bool {
+	return x == y || (!x.Typed && !y.Typed && x.Name == y.Name)
 }
 
 // stubNamespaces is the validated bindings as the typed renderer takes them;

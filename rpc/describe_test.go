@@ -131,3 +131,39 @@ func BenchmarkValidateRun50(b *testing.B) {
 		}
 	}
 }
+
+// Remembered stubs are the stubs of exactly those bindings: a changed
+// declaration, name, global or budget renders anew; the same ones are served
+// as rendered.
+func TestRememberedStubsMatchTheirBindings(t *testing.T) {
+	other := strings.Replace(searchDecl, "Find documents.", "Find other documents.", 1)
+	small := protocol.Limits{CPUSeconds: 1, MaxWallMs: 1000, AddressSpaceMb: 512, MaxLogBytes: 4096, MaxValueBytes: 4096}
+	cases := []struct {
+		bindings string
+		limits   protocol.Limits
+	}{
+		{tools(`["a",` + searchDecl + `]`), cfgLimits},
+		{tools(`["a",` + other + `]`), cfgLimits},
+		{tools(`["b",` + searchDecl + `]`), cfgLimits},
+		{`[{"global":"web","functions":["a",` + searchDecl + `]}]`, cfgLimits},
+		{tools(`["a",` + searchDecl + `]`), small},
+	}
+	var cache stubsCache
+	seen := map[string]bool{}
+	for round := range 2 {
+		for _, c := range cases {
+			nss, _, err := validateDescribe([]byte(`{"bindings":`+c.bindings+`}`), cfgLimits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := typed.Render(c.limits, "3.11.7", stubNamespaces(nss)).Text
+			if got := cache.text(c.limits, "3.11.7", stubNamespaces(nss)); got != want {
+				t.Errorf("round %d, %s: remembered stubs differ from a fresh render:\n%s\nwant\n%s", round, c.bindings, got, want)
+			}
+			seen[want] = true
+		}
+	}
+	if len(seen) != len(cases) {
+		t.Errorf("%d distinct stubs for %d distinct requests", len(seen), len(cases))
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/typed"
@@ -22,7 +23,7 @@ func reject(msg string) error { return &paramsError{msg} }
 // returns the first violation. raw is nil when params were absent.
 func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
 	var p protocol.RunParams
-	ms, err := wireguard.Members(raw, wireguard.Strict)
+	ms, err := wireguard.Members(raw, wireguard.Strict) // the one validating scan
 	if err != nil {
 		return p, reject("params must be an object")
 	}
@@ -54,7 +55,7 @@ func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
 // validateDescribe checks bindings/describe params: run's rules for
 // "bindings" and "limits", in run's order, with run's messages.
 func validateDescribe(raw []byte, cfg protocol.Limits) ([]protocol.Namespace, protocol.Limits, error) {
-	ms, err := wireguard.Members(raw, wireguard.Strict)
+	ms, err := wireguard.Members(raw, wireguard.Strict) // the one validating scan
 	if err != nil {
 		return nil, protocol.Limits{}, reject("params must be an object")
 	}
@@ -81,7 +82,7 @@ func validateBindings(ms []wireguard.Member) ([]protocol.Namespace, error) {
 	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
 		return out, nil
 	}
-	elems, ok := wireguard.Elements(m.Value)
+	elems, ok := elementsOf(m.Value)
 	if !ok {
 		return nil, reject("bindings must be an array")
 	}
@@ -101,8 +102,8 @@ func validateBindings(ms []wireguard.Member) ([]protocol.Namespace, error) {
 func validateBinding(i int, raw []byte, injected, globals, errorClasses map[string]bool) (protocol.Namespace, error) {
 	var ns protocol.Namespace
 	at := "bindings[" + strconv.Itoa(i) + "]"
-	ms, err := wireguard.Members(raw, wireguard.Strict)
-	if err != nil {
+	ms, ok := membersOf(raw)
+	if !ok {
 		return ns, reject(at + " must be an object")
 	}
 	gm, _ := wireguard.Last(ms, "global")
@@ -141,8 +142,8 @@ func validateBinding(i int, raw []byte, injected, globals, errorClasses map[stri
 
 func validateErrorClass(at string, raw []byte, global string, injected map[string]bool) (*protocol.ErrorClass, error) {
 	at += ".errorClass"
-	ms, err := wireguard.Members(raw, wireguard.Strict)
-	if err != nil {
+	ms, ok := membersOf(raw)
+	if !ok {
 		return nil, reject(at + " must be an object")
 	}
 	nm, _ := wireguard.Last(ms, "name")
@@ -178,7 +179,7 @@ func validateFunctions(at string, ms []wireguard.Member, ns *protocol.Namespace)
 	fm, ok := wireguard.Last(ms, "functions")
 	var elems [][]byte
 	if ok {
-		elems, ok = wireguard.Elements(fm.Value)
+		elems, ok = elementsOf(fm.Value)
 	}
 	if !ok {
 		return reject(at + ".functions must be an array of names or function objects")
@@ -253,8 +254,8 @@ var limitNames = []string{"cpuSeconds", "maxWallMs", "addressSpaceMb", "maxLogBy
 // "not given".
 func validateLimits(raw []byte, cfg protocol.Limits) (protocol.Limits, error) {
 	var l protocol.Limits
-	ms, err := wireguard.Members(raw, wireguard.Strict)
-	if err != nil {
+	ms, ok := membersOf(raw)
+	if !ok {
 		return l, reject("limits must be an object")
 	}
 	var unknown []string
@@ -334,4 +335,98 @@ func crossCheck(l, cfg protocol.Limits) error {
 		return reject(msg)
 	}
 	return nil
+}
+
+// Below the params object, values are split without validating them again:
+// validateRun and validateDescribe start with the one Strict scan of the whole
+// params, so every value they hand down is valid JSON whose extent is found
+// by tracking only strings and brackets (50 typed declarations are ~25 KB,
+// and each level of nesting would otherwise scan them all again).
+
+// membersOf is wireguard.Members for a value of already-validated params:
+// its members when it is an object, ok false when it is not.
+func membersOf(raw []byte) (ms []wireguard.Member, ok bool) {
+	if wireguard.KindOf(raw) != wireguard.KindObject {
+		return nil, false
+	}
+	ms = []wireguard.Member{}
+	for i := skipSpace(raw, 1); raw[i] != '}'; {
+		nameEnd := stringEnd(raw, i)
+		name, _ := wireguard.DecodeString(raw[i:nameEnd])
+		start := skipSpace(raw, skipSpace(raw, nameEnd)+1) // past the ':'
+		end := valueEnd(raw, start)
+		ms = append(ms, wireguard.Member{Name: name, Value: raw[start:end]})
+		i = nextItem(raw, end)
+	}
+	return ms, true
+}
+
+// elementsOf is wireguard.Elements for a value of already-validated params.
+func elementsOf(raw []byte) (elems [][]byte, ok bool) {
+	if wireguard.KindOf(raw) != wireguard.KindArray {
+		return nil, false
+	}
+	elems = [][]byte{}
+	for i := skipSpace(raw, 1); raw[i] != ']'; {
+		end := valueEnd(raw, i)
+		elems = append(elems, raw[i:end])
+		i = nextItem(raw, end)
+	}
+	return elems, true
+}
+
+// nextItem is the offset of the member or element after the one ending at
+// i, or of the container's closing bracket.
+func nextItem(raw []byte, i int) int {
+	if i = skipSpace(raw, i); raw[i] == ',' {
+		return skipSpace(raw, i+1)
+	}
+	return i
+}
+
+func skipSpace(raw []byte, i int) int {
+	for raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r' {
+		i++
+	}
+	return i
+}
+
+// valueEnd is the end offset of the valid value starting at i.
+func valueEnd(raw []byte, i int) int {
+	switch raw[i] {
+	case '"':
+		return stringEnd(raw, i)
+	case '{', '[':
+		depth := 0
+		for j := i; ; j++ {
+			switch raw[j] {
+			case '"':
+				j = stringEnd(raw, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+	}
+	j := i // a number or a literal: up to the delimiter after it
+	for j < len(raw) && !strings.ContainsRune(",]} \t\n\r", rune(raw[j])) {
+		j++
+	}
+	return j
+}
+
+// stringEnd is the end offset of the string whose opening quote is at i (an
+// escape's second byte is never its end; \uXXXX has no quote to mistake).
+func stringEnd(raw []byte, i int) int {
+	for j := i + 1; ; j++ {
+		switch raw[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
 }

@@ -1,7 +1,9 @@
 package session
 
 import (
+	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
@@ -59,32 +61,75 @@ func appendNamespace(b []byte, ns protocol.Namespace) []byte {
 // appendSignatures writes a namespace's "signatures" member (docs/child-protocol.md
 // §2.2): aligned with its names, null for an untyped function.
 func appendSignatures(b []byte, sigs []*protocol.Signature) []byte {
-	b = append(b, `,"signatures":[`...)
+	encs := make([][]byte, len(sigs))
+	size := len(`,"signatures":[]`) + 5*len(sigs)
 	for i, sig := range sigs {
+		if sig != nil {
+			encs[i] = encodedSignatures.of(sig)
+			size += len(encs[i])
+		}
+	}
+	b = append(slices.Grow(b, size), `,"signatures":[`...) // one allocation, not one per doubling
+	for i, enc := range encs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		if sig == nil {
-			b = append(b, "null"...)
-			continue
+		if enc == nil {
+			enc = []byte("null")
 		}
-		b = append(b, `{"params":[`...)
-		for j, p := range sig.Params {
-			if j > 0 {
-				b = append(b, ',')
-			}
-			b = wireguard.AppendString(append(b, `{"name":`...), p.Name)
-			b = strconv.AppendBool(append(b, `,"required":`...), p.Required)
-			if p.Default != nil {
-				b = wireguard.AppendString(append(b, `,"default":`...), *p.Default)
-			}
-			b = append(b, '}')
-		}
-		b = wireguard.AppendString(append(b, `],"doc":`...), sig.Doc)
-		b = wireguard.AppendString(append(b, `,"stub":`...), sig.Stub)
-		b = append(b, '}')
+		b = append(b, enc...)
 	}
 	return append(b, ']')
+}
+
+// encodedSignatures remembers each signature's JSON: a signature is immutable
+// and shared by every run declaring its function (the typed package's cache),
+// and its doc and stub make it most of a typed boot frame (19 KB for 50
+// functions), so a run copies it instead of escaping it again. Bounded: past
+// maxEncodedSignatures it starts over.
+var encodedSignatures = signatureCache{m: map[*protocol.Signature][]byte{}}
+
+const maxEncodedSignatures = 4096
+
+type signatureCache struct {
+	mu sync.Mutex
+	m  map[*protocol.Signature][]byte
+}
+
+func (c *signatureCache) of(sig *protocol.Signature) []byte {
+	c.mu.Lock()
+	enc, ok := c.m[sig]
+	c.mu.Unlock()
+	if ok {
+		return enc
+	}
+	enc = appendSignature(nil, sig)
+	c.mu.Lock()
+	if len(c.m) >= maxEncodedSignatures {
+		c.m = map[*protocol.Signature][]byte{}
+	}
+	c.m[sig] = enc
+	c.mu.Unlock()
+	return enc
+}
+
+// appendSignature writes one signature: {"params":[…],"doc":…,"stub":…}.
+func appendSignature(b []byte, sig *protocol.Signature) []byte {
+	b = append(b, `{"params":[`...)
+	for j, p := range sig.Params {
+		if j > 0 {
+			b = append(b, ',')
+		}
+		b = wireguard.AppendString(append(b, `{"name":`...), p.Name)
+		b = strconv.AppendBool(append(b, `,"required":`...), p.Required)
+		if p.Default != nil {
+			b = wireguard.AppendString(append(b, `,"default":`...), *p.Default)
+		}
+		b = append(b, '}')
+	}
+	b = wireguard.AppendString(append(b, `],"doc":`...), sig.Doc)
+	b = wireguard.AppendString(append(b, `,"stub":`...), sig.Stub)
+	return append(b, '}')
 }
 
 // runFrame encodes the run frame carrying the program (WTF-8).

@@ -143,3 +143,51 @@ func TestTypeFailuresOfBranchesMerge(t *testing.T) {
 		t.Fatalf("err = %v\nwant %s", err, want)
 	}
 }
+
+// The fast check accepts nothing the library refuses; it has a form for the
+// common keywords (and only for them) and accepts their matching values.
+func TestFastCheckAgreesWithTheLibrary(t *testing.T) {
+	schemas := []struct {
+		schema string
+		fast   bool
+	}{
+		{`{"type":"object","properties":{"i":{"type":"integer"}},"required":["i"],"additionalProperties":false}`, true},
+		{`{"type":"object","properties":{"q":{"type":"string","minLength":1,"maxLength":3,"format":"date"},` +
+			`"n":{"type":["integer","null"],"minimum":-2,"maximum":5},"e":{"enum":["a",true,null]},` +
+			`"u":{"anyOf":[{"type":"string"},{"type":"array","items":{"type":"number"}}]}},` +
+			`"additionalProperties":{"type":"boolean"}}`, true},
+		{`{"type":"array","items":{"type":"object","properties":{"x":true,"y":false}}}`, true},
+		{`{"$schema":"http://json-schema.org/draft-07/schema#","properties":{"d":{"format":"date"}}}`, false},
+		{`{"type":"number","multipleOf":0.5}`, false},
+		{`{"enum":[1]}`, false},
+		{`{"minimum":0.5}`, false},
+		{`{"$defs":{"a":{}},"$ref":"#/$defs/a"}`, false},
+	}
+	values := []string{`null`, `true`, `0`, `-3`, `6`, `1.0`, `1e2`, `2.5`, `9007199254740993`, `99999999999999999999`,
+		`""`, `"a"`, `"abcd"`, `"2024-01-01"`, `"é"`, `[]`, `[1,"a"]`, `[1.5,2]`, `{}`, `{"i":1}`, `{"i":"1"}`, `{"i":2.5}`, `{"i":1,"j":2}`,
+		`{"q":"ab","n":null,"e":"a","u":[1,2.5]}`, `{"q":"abcd"}`, `{"q":""}`, `{"n":6}`, `{"n":1.0}`, `{"e":"b"}`, `{"e":null}`,
+		`{"u":["x"]}`, `{"z":true}`, `{"z":1}`, `[{"x":1}]`, `[{"y":1}]`, `{"d":"nope"}`, `{"d":"2024-01-01"}`}
+	for _, c := range schemas {
+		f := mustCompile(t, `{"name":"f","returns":`+c.schema+`}`)
+		if (f.returns.fast != nil) != c.fast {
+			t.Errorf("%s: has a fast check: %v, want %v", c.schema, f.returns.fast != nil, c.fast)
+			continue
+		}
+		accepted := 0
+		for _, val := range values {
+			v, err := decodeInstance([]byte(val))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.returns.fast != nil && f.returns.fast.accepts(v) {
+				accepted++
+				if err := f.returns.compiled.Validate(v); err != nil {
+					t.Errorf("%s against %s: the fast check accepts what the library refuses: %v", val, c.schema, err)
+				}
+			}
+		}
+		if c.fast && accepted == 0 {
+			t.Errorf("%s: the fast check accepts none of the values", c.schema)
+		}
+	}
+}

@@ -46,6 +46,7 @@ type Param struct {
 // schema is one compiled schema with the ordered tree the stubs read.
 type schema struct {
 	compiled *jsonschema.Schema
+	fast     *fastCheck // nil when the schema has none
 	tree     any
 }
 
@@ -130,7 +131,7 @@ func compileSchema(path string, raw json.RawMessage, isParams bool) (*schema, er
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
-	return &schema{compiled: compiled, tree: tree}, nil
+	return &schema{compiled: compiled, fast: newFastCheck(tree), tree: tree}, nil
 }
 
 // The drafts a declaration may name; anything else is refused rather than

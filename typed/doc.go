@@ -23,6 +23,9 @@
 // lookaround and backreferences are refused when the schema is compiled.
 // Values to check are decoded by this package (iteratively, numbers kept as
 // their text), since lossless JSON may nest deeper than encoding/json allows.
+// A schema written only with the common keywords also gets an accept-only
+// fast check (fast.go): a value it accepts skips the library; any value it is
+// unsure of goes to the library, which decides and words every error.
 //
 // # Bounds
 //

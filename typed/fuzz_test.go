@@ -35,8 +35,9 @@ func FuzzRender(f *testing.F) {
 	})
 }
 
-// FuzzCheck: compiling any entry and checking any value never panics, and a
-// check error is bounded.
+// FuzzCheck: compiling any entry and checking any value never panics, a
+// check error is bounded, and the fast check accepts nothing the library
+// refuses.
 func FuzzCheck(f *testing.F) {
 	f.Add(`{"type":"object","properties":{"n":{"maximum":9007199254740993,"multipleOf":0.1}}}`, `{"n":9007199254740994}`)
 	f.Add(`{"type":"object","additionalProperties":false}`, `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11}`)
@@ -49,6 +50,11 @@ func FuzzCheck(f *testing.F) {
 		for _, check := range []func([]byte) error{fn.CheckArgs, fn.CheckResult} {
 			if err := check([]byte(args)); err != nil && strings.Count(err.Error(), "\n") > MaxListed {
 				t.Fatalf("error lists more than %d lines: %v", MaxListed, err)
+			}
+		}
+		if v, err := decodeInstance([]byte(args)); err == nil && fn.params != nil && fn.params.fast != nil && fn.params.fast.accepts(v) {
+			if err := fn.params.compiled.Validate(v); err != nil {
+				t.Fatalf("the fast check accepts what the library refuses: %v", err)
 			}
 		}
 	})

@@ -28,11 +28,12 @@ func startPeer(cmd *exec.Cmd, onRequest func(*lspclient.Message, lspclient.Reply
 	return lspclient.New(in, out, lspclient.Options{OnRequest: onRequest}), nil
 }
 
-// call sends a request with params encoded (none when nil) and waits for its
+// call sends a request with params encoded (none when nil; already encoded
+// params, a json.RawMessage, are sent as they are) and waits for its
 // response; an error response is returned as an error.
 func call(c *lspclient.Client, method string, params any) (*lspclient.Message, error) {
-	var raw json.RawMessage
-	if params != nil {
+	raw, ok := params.(json.RawMessage)
+	if !ok && params != nil {
 		var err error
 		if raw, err = json.Marshal(params); err != nil {
 			return nil, err

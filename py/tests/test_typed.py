@@ -283,3 +283,22 @@ def test_an_untyped_boot_frame_builds_nothing_typed():
     assert run(prog, echo, [ns("tools", "x")]).value == ["_Helper", "function"]
     assert run(prog, echo, [ns("tools", "x", signatures=[None])]).value == [
         "_Helper", "function"]
+
+
+def test_members_built_on_first_access_are_the_same_object():
+    """Members are built lazily: still one object per name, all listed, help() saved early works."""
+    prog = ("import io, sys\n"
+            "h = help\n"
+            "names = dir(tools)\n"
+            "first = tools.one\n"
+            "same = [first is tools.one, tools['one'] is first, tools.plain is tools['plain']]\n"
+            "before = sys.stdout\n"
+            "sys.stdout = buf = io.StringIO()\n"
+            "h(tools.search)\n"
+            "sys.stdout = before\n"
+            "return [names, same, buf.getvalue(), await tools.one(7), await tools.plain(8)]")
+    names, same, helped, one, plain = run(prog, echo, TOOLS).value
+    assert names == sorted(["search", "pair", "one", "optional", "nothing", "by_keyword", "plain"])
+    assert same == [True, True, True]
+    assert helped == SEARCH_STUB
+    assert one == {"x": 7} and plain == 8
