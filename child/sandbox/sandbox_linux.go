@@ -212,11 +212,13 @@ func checkSpec(spec child.Spec, sb Config) error {
 
 // wait reaps the init and returns the program's Exit: the relayed status
 // when the init relayed one, else the init's own. It releases the relay pipe
-// and the run's cgroup (the namespace is gone by now: the init is reaped
-// only after every other process of its namespace).
+// and starts removing the run's cgroup (the namespace is gone by now: the
+// init is reaped only after every other process of its namespace). The
+// removal is not waited for: a memory cgroup stays busy while the kernel
+// uncharges the run's pages, and the run's result does not depend on it.
 func (r *sandboxRun) wait() (child.Exit, error) {
 	ws, ru, err := spawn.Wait4(r.pid)
-	defer r.cgroup.remove()
+	defer func() { go r.cgroup.remove() }()
 	defer r.relay.Close()
 	if err != nil {
 		return child.Exit{}, err
