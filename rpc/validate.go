@@ -4,7 +4,6 @@ import (
 	"math"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/typed"
@@ -82,7 +81,7 @@ func validateBindings(ms []wireguard.Member) ([]protocol.Namespace, error) {
 	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
 		return out, nil
 	}
-	elems, ok := elementsOf(m.Value)
+	elems, ok := wireguard.ValidElements(m.Value)
 	if !ok {
 		return nil, reject("bindings must be an array")
 	}
@@ -102,7 +101,7 @@ func validateBindings(ms []wireguard.Member) ([]protocol.Namespace, error) {
 func validateBinding(i int, raw []byte, injected, globals, errorClasses map[string]bool) (protocol.Namespace, error) {
 	var ns protocol.Namespace
 	at := "bindings[" + strconv.Itoa(i) + "]"
-	ms, ok := membersOf(raw)
+	ms, ok := wireguard.ValidMembers(raw)
 	if !ok {
 		return ns, reject(at + " must be an object")
 	}
@@ -142,7 +141,7 @@ func validateBinding(i int, raw []byte, injected, globals, errorClasses map[stri
 
 func validateErrorClass(at string, raw []byte, global string, injected map[string]bool) (*protocol.ErrorClass, error) {
 	at += ".errorClass"
-	ms, ok := membersOf(raw)
+	ms, ok := wireguard.ValidMembers(raw)
 	if !ok {
 		return nil, reject(at + " must be an object")
 	}
@@ -179,7 +178,7 @@ func validateFunctions(at string, ms []wireguard.Member, ns *protocol.Namespace)
 	fm, ok := wireguard.Last(ms, "functions")
 	var elems [][]byte
 	if ok {
-		elems, ok = elementsOf(fm.Value)
+		elems, ok = wireguard.ValidElements(fm.Value)
 	}
 	if !ok {
 		return reject(at + ".functions must be an array of names or function objects")
@@ -254,7 +253,7 @@ var limitNames = []string{"cpuSeconds", "maxWallMs", "addressSpaceMb", "maxLogBy
 // "not given".
 func validateLimits(raw []byte, cfg protocol.Limits) (protocol.Limits, error) {
 	var l protocol.Limits
-	ms, ok := membersOf(raw)
+	ms, ok := wireguard.ValidMembers(raw)
 	if !ok {
 		return l, reject("limits must be an object")
 	}
@@ -335,98 +334,4 @@ func crossCheck(l, cfg protocol.Limits) error {
 		return reject(msg)
 	}
 	return nil
-}
-
-// Below the params object, values are split without validating them again:
-// validateRun and validateDescribe start with the one Strict scan of the whole
-// params, so every value they hand down is valid JSON whose extent is found
-// by tracking only strings and brackets (50 typed declarations are ~25 KB,
-// and each level of nesting would otherwise scan them all again).
-
-// membersOf is wireguard.Members for a value of already-validated params:
-// its members when it is an object, ok false when it is not.
-func membersOf(raw []byte) (ms []wireguard.Member, ok bool) {
-	if wireguard.KindOf(raw) != wireguard.KindObject {
-		return nil, false
-	}
-	ms = []wireguard.Member{}
-	for i := skipSpace(raw, 1); raw[i] != '}'; {
-		nameEnd := stringEnd(raw, i)
-		name, _ := wireguard.DecodeString(raw[i:nameEnd])
-		start := skipSpace(raw, skipSpace(raw, nameEnd)+1) // past the ':'
-		end := valueEnd(raw, start)
-		ms = append(ms, wireguard.Member{Name: name, Value: raw[start:end]})
-		i = nextItem(raw, end)
-	}
-	return ms, true
-}
-
-// elementsOf is wireguard.Elements for a value of already-validated params.
-func elementsOf(raw []byte) (elems [][]byte, ok bool) {
-	if wireguard.KindOf(raw) != wireguard.KindArray {
-		return nil, false
-	}
-	elems = [][]byte{}
-	for i := skipSpace(raw, 1); raw[i] != ']'; {
-		end := valueEnd(raw, i)
-		elems = append(elems, raw[i:end])
-		i = nextItem(raw, end)
-	}
-	return elems, true
-}
-
-// nextItem is the offset of the member or element after the one ending at
-// i, or of the container's closing bracket.
-func nextItem(raw []byte, i int) int {
-	if i = skipSpace(raw, i); raw[i] == ',' {
-		return skipSpace(raw, i+1)
-	}
-	return i
-}
-
-func skipSpace(raw []byte, i int) int {
-	for raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r' {
-		i++
-	}
-	return i
-}
-
-// valueEnd is the end offset of the valid value starting at i.
-func valueEnd(raw []byte, i int) int {
-	switch raw[i] {
-	case '"':
-		return stringEnd(raw, i)
-	case '{', '[':
-		depth := 0
-		for j := i; ; j++ {
-			switch raw[j] {
-			case '"':
-				j = stringEnd(raw, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1
-				}
-			}
-		}
-	}
-	j := i // a number or a literal: up to the delimiter after it
-	for j < len(raw) && !strings.ContainsRune(",]} \t\n\r", rune(raw[j])) {
-		j++
-	}
-	return j
-}
-
-// stringEnd is the end offset of the string whose opening quote is at i (an
-// escape's second byte is never its end; \uXXXX has no quote to mistake).
-func stringEnd(raw []byte, i int) int {
-	for j := i + 1; ; j++ {
-		switch raw[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
 }

@@ -1,12 +1,10 @@
 package rpc
 
 import (
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
-	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
 var cfgLimits = protocol.Limits{CPUSeconds: 60, MaxWallMs: 600000, AddressSpaceMb: 512, MaxLogBytes: 65536, MaxValueBytes: 32768}
@@ -175,35 +173,5 @@ func TestReservedTables(t *testing.T) {
 	}
 	if reservedWords["tools"] {
 		t.Error("tools reserved")
-	}
-}
-
-// The splitters below the params object agree with wireguard's validating
-// ones on valid text: escapes (a quote, a backslash before a quote),
-// brackets inside strings, whitespace everywhere, every kind of value.
-func TestTrustedSplittersAgreeWithWireguard(t *testing.T) {
-	values := []string{
-		`{}`, `[]`, ` { } `, `[ ]`,
-		`{"a":1,"b":"x","c":null}`,
-		"{ \"a\" :\t[1, 2.5e3 ,-0.1] ,\n\"b\\\"}\" : {\"]\":\"[{\"} , \"c\\\\\":\"\\\\\" }",
-		`{"a\u0022":"\u005c","":true,"x":false,"x":[[],{},[{"y":[]}]]}`,
-		`[1,"two",{"3":[4]},[5,[6]],true,false,null,-7e-8]`,
-		"[ \"\\\\\\\"]\" , 0 ,\r\n{} ]",
-	}
-	for _, v := range values {
-		raw := []byte(strings.TrimSpace(v))
-		if want, err := wireguard.Members(raw, wireguard.Strict); err == nil {
-			got, ok := membersOf(raw)
-			if !ok || !reflect.DeepEqual(got, want) {
-				t.Errorf("membersOf(%s) = %+v, %v; wireguard.Members: %+v", v, got, ok, want)
-			}
-		} else if _, ok := membersOf(raw); ok {
-			t.Errorf("membersOf(%s) accepted a non-object", v)
-		}
-		want, wantOK := wireguard.Elements(raw)
-		got, ok := elementsOf(raw)
-		if ok != wantOK || !reflect.DeepEqual(got, want) {
-			t.Errorf("elementsOf(%s) = %q, %v; wireguard.Elements: %q, %v", v, got, ok, want, wantOK)
-		}
 	}
 }
