@@ -99,12 +99,25 @@ func limitMemory(prog int, memFds []int, limit *uint64) bool {
 	}
 	v := []byte(strconv.FormatUint(rl.Max, 10))
 	for _, fd := range memFds {
-		if _, err := unix.Pwrite(fd, v, 0); err != nil {
+		if writeLimit(fd, v) != nil {
 			return false
 		}
 	}
 	*limit = rl.Max
 	return true
+}
+
+// writeLimit writes a cgroup limit file, again while the write is
+// interrupted: lowering a v1 memory limit reclaims, and the reclaim gives up
+// with EINTR when a signal is pending, which the Go runtime's own preemption
+// signal (SIGURG) often is on a busy machine.
+func writeLimit(fd int, v []byte) error {
+	for {
+		_, err := unix.Pwrite(fd, v, 0)
+		if err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // cpuBudget returns the run's CPU budget in seconds (RLIM_INFINITY: none) from
