@@ -1049,21 +1049,6 @@ def _make_typed(P, load_cold):
 
 
 # ---- display and rich outputs (docs/child-protocol.md §3.8) -------------------------------
-_MPL_BACKEND = "_coderun_mpl"
-_MPL_SOURCE = '''
-from matplotlib.backends.backend_agg import FigureCanvasAgg as FigureCanvas
-from matplotlib.backend_bases import FigureManagerBase as FigureManager
-from matplotlib._pylab_helpers import Gcf as _Gcf
-
-
-def show(*args, **kwargs):
-    """Display every open figure as image/png, then close it."""
-    for manager in _Gcf.get_all_fig_managers():
-        _display(manager.canvas.figure)
-    _Gcf.destroy_all()
-'''
-
-
 def _make_display(send, codec, P, flush_logs, warn):
     """display() by the IPython display protocol, and the matplotlib backend behind plt.show().
 
@@ -1207,29 +1192,35 @@ def _make_display(send, codec, P, flush_logs, warn):
         budget[0] -= size
         send(head, *parts, b"}}")
 
-    class Finder:
-        """Finds the matplotlib backend module (and nothing else)."""
-
-        @staticmethod
-        def find_spec(name, path=None, target=None):
-            if name != _MPL_BACKEND:
-                return None
-            from importlib.machinery import ModuleSpec
-            return ModuleSpec(name, Loader)
-
-    class Loader:
-        @staticmethod
-        def create_module(spec):
-            return None
-
-        @staticmethod
-        def exec_module(module):
-            module.__dict__["_display"] = display
-            exec_(compile_(_MPL_SOURCE, "<coderun matplotlib backend>", "exec"), module.__dict__)
+    backend = "_coderun_mpl"
+    backend_source = (
+        "from matplotlib.backends.backend_agg import FigureCanvasAgg as FigureCanvas\n"
+        "from matplotlib.backend_bases import FigureManagerBase as FigureManager\n"
+        "from matplotlib._pylab_helpers import Gcf as _Gcf\n"
+        "def show(*args, **kwargs):\n"
+        "    \"\"\"Display every open figure as image/png, then close it.\"\"\"\n"
+        "    for manager in _Gcf.get_all_fig_managers():\n"
+        "        _display(manager.canvas.figure)\n"
+        "    _Gcf.destroy_all()\n")
+    hook = type(sys)("coderun_matplotlib_hook")   # a finder and loader, functions only
 
     def install_matplotlib(environ):
-        environ["MPLBACKEND"] = "module://" + _MPL_BACKEND
-        sys.meta_path.append(Finder)
+        ModuleSpec = sys_modules["_frozen_importlib"].ModuleSpec
+
+        def find_spec(name, path=None, target=None):
+            if name == "matplotlib" and "MPLBACKEND" not in environ:
+                environ["MPLBACKEND"] = "module://" + backend   # read as matplotlib loads
+            elif name == backend:
+                return ModuleSpec(name, hook)
+            return None
+
+        def exec_module(module):
+            module.__dict__["_display"] = display
+            exec_(compile_(backend_source, "<coderun matplotlib backend>", "exec"), module.__dict__)
+
+        hook.find_spec, hook.exec_module = find_spec, exec_module
+        hook.create_module = lambda spec: None
+        sys.meta_path.insert(0, hook)
 
     return display, set_budget, install_matplotlib
 
