@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// C232: the files and outputs budgets: defaults, ceilings and the address-space room.
+// C401: the files and outputs budgets: defaults, ceilings and the address-space room.
 func TestFileAndOutputBudgets(t *testing.T) {
 	c, err := load(t, nil)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// Files in, files and rich outputs out (docs/protocol.md §11), against the
+// Files in, files and rich outputs out (docs/protocol.md §12), against the
 // built daemon and a real python3.
 
 type outFile struct {
@@ -31,13 +31,11 @@ type filesResult struct {
 	Files   []outFile `json:"files"`
 }
 
+// filesRun is run, also decoding outputs and files.
 func (d *daemon) filesRun(params string) filesResult {
 	d.t.Helper()
 	m := d.call("run", params)
-	if m.Error != nil {
-		d.t.Fatalf("run answered with error %+v", m.Error)
-	}
-	var r filesResult
+	r := filesResult{runResult: d.result(m)}
 	if err := json.Unmarshal(m.Result, &r); err != nil {
 		d.t.Fatalf("run result %s: %v", m.Result, err)
 	}
@@ -53,7 +51,7 @@ func (f outFile) bytes(t *testing.T) []byte {
 	return b
 }
 
-// C234: files are written before the program starts; out/ comes back sorted
+// C403: files are written before the program starts; out/ comes back sorted
 // by path, regular files only (a link to a file outside, a FIFO and a link to
 // a folder are skipped); displayed objects come back in order.
 func TestFilesInAndOut(t *testing.T) {
@@ -90,7 +88,7 @@ return [data, len(blob)]`, `"files":[{"path":"data/in.csv","text":"a,b\n1,2\n"},
 	}
 }
 
-// C235: the display protocol: a mime bundle, the _repr_*_ methods in order, a
+// C404: the display protocol: a mime bundle, the _repr_*_ methods in order, a
 // method that raises or returns the wrong type is skipped with a log line, and
 // text/plain is always there.
 func TestDisplayProtocol(t *testing.T) {
@@ -137,7 +135,7 @@ func equalMaps(a, b map[string]string) bool {
 	return true
 }
 
-// C236: one budget over outputs then files, in production order: the first
+// C405: one budget over outputs then files, in production order: the first
 // item that does not fit and everything after it is dropped, the marker is
 // the last output, dropped files are listed as omitted; the run still succeeds.
 func TestOutputBudget(t *testing.T) {
@@ -165,7 +163,7 @@ open("out/f", "w").write("f")`, `"limits":{"maxOutputBytes":60}`))
 	}
 }
 
-// C237: with stream true, run/output notifications arrive in order with
+// C406: with stream true, run/output notifications arrive in order with
 // run/log, the marker last, all before the response.
 func TestOutputStreamOrder(t *testing.T) {
 	d := started(t, map[string]string{"CODERUN_MAX_OUTPUT_BYTES": "30"})
@@ -197,7 +195,7 @@ open("out/big", "w").write("x" * 100)`, `"stream":true`))
 	}
 }
 
-// C238: a program that replaces out/ with a link (to / or to /dev/zero), or
+// C407: a program that replaces out/ with a link (to / or to /dev/zero), or
 // leaves a FIFO in it, gets no files back and the daemon reads nothing
 // outside the run directory.
 func TestOutReplaced(t *testing.T) {
@@ -216,7 +214,7 @@ func TestOutReplaced(t *testing.T) {
 	}
 }
 
-// C239: hostile displays: an object whose whole bundle cannot fit is never
+// C408: hostile displays: an object whose whole bundle cannot fit is never
 // encoded (1 GB from _repr_png_), and a raw output frame past the budget
 // written on fd 3 is dropped by the daemon; both end in the marker.
 func TestHostileOutputs(t *testing.T) {
@@ -242,7 +240,7 @@ return 2`))
 	}
 }
 
-// C240: bad run.files through the binary: −32602 naming files[i], nothing spawned.
+// C409: bad run.files through the binary: −32602 naming files[i], nothing spawned.
 func TestFilesRefused(t *testing.T) {
 	d := started(t, map[string]string{"CODERUN_MAX_FILE_BYTES": "1000"})
 	tiny := `{"path":"f","text":""},`
@@ -282,7 +280,7 @@ func venvPython(t *testing.T, modules ...string) string {
 
 var pngMagic = []byte("\x89PNG\r\n\x1a\n")
 
-// C241: with matplotlib, plt.show() displays every open figure as PNG and
+// C410: with matplotlib, plt.show() displays every open figure as PNG and
 // closes it, a Figure passed to display renders as PNG, no display server.
 func TestMatplotlib(t *testing.T) {
 	py := venvPython(t, "matplotlib")
@@ -308,7 +306,7 @@ return len(plt.get_fignums())`))
 	}
 }
 
-// C242: a pandas DataFrame renders through its own reprs as HTML and text.
+// C411: a pandas DataFrame renders through its own reprs as HTML and text.
 func TestPandas(t *testing.T) {
 	py := venvPython(t, "pandas")
 	d := started(t, map[string]string{"CODERUN_PYTHON_BIN": py, "CODERUN_ADDRESS_SPACE_MB": "2048"})

@@ -2,7 +2,7 @@ package protocol
 
 import "strconv"
 
-// Files in, files and rich outputs out (docs/protocol.md §11).
+// Files in, files and rich outputs out (docs/protocol.md §12).
 
 // FrameOutput is the child's frame for one displayed object (docs/child-protocol.md §2.2).
 const FrameOutput = "output"
@@ -70,7 +70,7 @@ type OutFile struct {
 	Omitted bool
 }
 
-// OutputEvent is one run/output notification (docs/protocol.md §11).
+// OutputEvent is one run/output notification (docs/protocol.md §12).
 type OutputEvent struct {
 	Index int
 	Data  []byte // canonical JSON object, as in Output

@@ -79,7 +79,7 @@ type Result struct {
 	Logs  []string
 	Error *RunError
 	Stats Stats
-	// Outputs and Files (docs/protocol.md §11) are never nil in a settled run.
+	// Outputs and Files (docs/protocol.md §12) are never nil in a settled run.
 	Outputs []Output
 	Files   []OutFile
 }

@@ -1048,7 +1048,7 @@ def _make_typed(P, load_cold):
     return make
 
 
-# ---- display and rich outputs (docs/child-protocol.md §3.8) -------------------------------
+# ---- display and rich outputs (docs/child-protocol.md §3.9) -------------------------------
 def _make_display(send, codec, P, flush_logs, warn):
     """display() by the IPython display protocol, and the matplotlib backend behind plt.show().
 

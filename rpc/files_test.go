@@ -12,7 +12,7 @@ var filesLimits = protocol.Limits{CPUSeconds: 60, MaxWallMs: 600000, AddressSpac
 
 func run(files string) string { return `{"program":"","files":` + files + `}` }
 
-// C233: every bad run.files entry is −32602 naming files[i].
+// C402: every bad run.files entry is −32602 naming files[i].
 var fileCases = []struct{ params, msg string }{
 	{run(`{}`), "files must be an array of {path, text | base64}"},
 	{run(`[1]`), "files[0] must be an object {path, text | base64}"},

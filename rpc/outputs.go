@@ -30,7 +30,7 @@ func encodeRunOutput(runID string, ev protocol.OutputEvent) []byte {
 const base64Chunk = 48 << 10
 
 // emitOutputs puts a result's "outputs" and "files" members (docs/protocol.md
-// §11), each only when not empty, after a leading comma. Outputs are spliced
+// §12), each only when not empty, after a leading comma. Outputs are spliced
 // as kept; a file's bytes are base64-encoded a chunk at a time, so the body
 // is never assembled whole.
 func emitOutputs(r protocol.Result, put func([]byte)) {

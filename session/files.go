@@ -12,7 +12,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
-// Files in and out of a run's working directory (docs/protocol.md §11). Every
+// Files in and out of a run's working directory (docs/protocol.md §12). Every
 // path is opened through an os.Root on the working directory, so nothing
 // outside it is ever written or read, whatever links the program left; out/
 // is listed without following links and only regular files are read.
@@ -32,7 +32,7 @@ const (
 // errStaging wraps a failure to prepare the working directory.
 var errStaging = errors.New("failed to stage run.files")
 
-// stageFiles writes files (validated paths, docs/protocol.md §11.1) into
+// stageFiles writes files (validated paths, docs/protocol.md §12.1) into
 // dir, creating parent folders (0700) and replacing whatever was at a path
 // (files 0600). Nothing outside dir is touched.
 func stageFiles(dir string, files []protocol.InputFile) error {

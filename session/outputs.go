@@ -1,12 +1,14 @@
 package session
 
 import (
+	"sync"
+
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
 // outputBudget is a run's one budget over displayed outputs and out/ files
-// (docs/protocol.md §11.3), in production order, in decoded bytes. The first
+// (docs/protocol.md §12.3), in production order, in decoded bytes. The first
 // item that does not fit truncates it: that item and every later one are
 // dropped.
 type outputBudget struct {
@@ -81,24 +83,37 @@ func (m *machine) output(f *wireguard.Frame) {
 }
 
 // OutputSink is implemented by a Client that streams outputs: with stream
-// true, it receives each run/output notification (docs/protocol.md §11.2)
+// true, it receives each run/output notification (docs/protocol.md §12.2)
 // in order with Log, flushed by Flush like Log's.
 type OutputSink interface {
 	Output(runID string, ev protocol.OutputEvent)
 }
 
-// collect lists and reads w's out/ (once per child) against the budget as the
-// run's outputs left it. It runs when every descriptor of the child has ended
-// (before the early removal of its directory) or at settlement, whichever
-// comes first: no output frame can arrive after either.
+// collected is a run's reading of its child's out/: once per run and child
+// (a run moved to a fresh child reads that one's), whoever asks first.
+type collected struct {
+	mu     sync.Mutex
+	from   *worker
+	files  []protocol.OutFile
+	budget outputBudget // the run's outputs budget after the files
+}
+
+// collect lists and reads w's out/ against the budget as the run's outputs
+// left it. It runs when every descriptor of the child has ended (before the
+// early removal of its directory) or at settlement, whichever comes first: no
+// output frame is taken after either. A second call for w waits for the first.
 func (r *Run) collect(w *worker) {
-	w.collectOnce.Do(func() {
-		r.mu.Lock()
-		b := r.sm.outs.budget
-		r.mu.Unlock()
-		w.outFiles = collectOut(w.dir, &b)
-		w.outBudget = b
-	})
+	c := &r.collected
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.from == w {
+		return
+	}
+	r.mu.Lock()
+	b := r.sm.outs.budget
+	r.mu.Unlock()
+	c.from, c.files = w, collectOut(w.dir, &b)
+	c.budget = b
 }
 
 // completeResult adds w's out/ files to the queued result and, when they
@@ -110,8 +125,8 @@ func (r *Run) completeResult(w *worker, res *protocol.Result) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if w != nil {
-		r.sm.outs.budget = w.outBudget
-		res.Files = w.outFiles
+		r.sm.outs.budget = r.collected.budget
+		res.Files = r.collected.files
 	}
 	if ev := r.sm.outs.mark(); ev != nil && r.sm.onOutput != nil {
 		r.lateMarker = ev

@@ -35,6 +35,7 @@ type Run struct {
 	// lateMarker is the outputs marker due to out/ files, set by settled
 	// before the result's gate opens and streamed just before the result.
 	lateMarker *protocol.OutputEvent
+	collected  collected // out/ as read for this run (Run.collect)
 }
 
 func newRun(m *Manager, runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) *Run {

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// C231: output frames are checked where they lie and measured in decoded bytes.
+// C400: output frames are checked where they lie and measured in decoded bytes.
 func TestDecodeOutputFrame(t *testing.T) {
 	png := base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\nabc"))
 	cases := []struct {

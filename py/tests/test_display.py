@@ -1,4 +1,4 @@
-"""display() and the matplotlib hook in the child (docs/child-protocol.md §3.8)."""
+"""display() and the matplotlib hook in the child (docs/child-protocol.md §3.9)."""
 import base64
 import subprocess
 
@@ -12,7 +12,7 @@ def data(res):
 
 
 def test_display_sends_output_frames_after_flushing_logs():
-    """C243: display() flushes what was printed first, then one output frame per object."""
+    """C412: display() flushes what was printed first, then one output frame per object."""
     res = run('print("before", end="")\ndisplay(1, "two")\nprint("after")')
     assert res.value is None
     assert data(res) == [{"text/plain": "1"}, {"text/plain": "'two'"}]
@@ -21,7 +21,7 @@ def test_display_sends_output_frames_after_flushing_logs():
 
 
 def test_child_budget_sends_one_truncation_and_never_encodes_past_it():
-    """C244: an object whose bundle does not fit is never encoded: one truncated frame, then nothing."""
+    """C413: an object whose bundle does not fit is never encoded: one truncated frame, then nothing."""
     res = run('class B:\n    def _repr_png_(self):\n        return bytes(4096)\n'
               'display("ok")\ndisplay(B())\ndisplay("later")', maxOutputBytes=1000)
     assert [f.get("truncated") for f in res.outputs] == [None, True]
@@ -39,7 +39,7 @@ def test_binary_types_travel_as_base64_text_types_as_text():
 
 
 def test_display_is_owned_and_matplotlib_costs_nothing_unused():
-    """C245: display is a global and a builtin; without a matplotlib import nothing is set or loaded."""
+    """C414: display is a global and a builtin; without a matplotlib import nothing is set or loaded."""
     res = run('import os, sys, builtins\n'
               'return [display is builtins.display, "MPLBACKEND" in os.environ, '
               '"matplotlib" in sys.modules]')
