@@ -214,6 +214,24 @@ func TestOutReplaced(t *testing.T) {
 	}
 }
 
+// C416: a program that leaves more than 10 000 files in out/ gets 10 000
+// listed and the marker; a huge text repr is never encoded either.
+func TestOutTooManyFiles(t *testing.T) {
+	d := started(t, nil)
+	r := d.filesRun(prog(`for i in range(10050):
+    open("out/f%05d" % i, "w").close()
+class Big:
+    def __repr__(self):
+        return "x" * (9 << 20)
+display(Big())
+return 1`))
+	expectOK(t, r.runResult, `1`)
+	if len(r.Files) != 10000 || len(r.Outputs) != 1 ||
+		r.Outputs[0].Data["text/plain"] != "[coderun] outputs truncated at 8388608 bytes" {
+		t.Fatalf("%d files, outputs %+v", len(r.Files), r.Outputs)
+	}
+}
+
 // C408: hostile displays: an object whose whole bundle cannot fit is never
 // encoded (1 GB from _repr_png_), and a raw output frame past the budget
 // written on fd 3 is dropped by the daemon; both end in the marker.

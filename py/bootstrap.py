@@ -1105,6 +1105,8 @@ def _make_display(send, codec, P, flush_logs, warn):
             if not isinstance(value, str):
                 skipped(obj, mime, "is %s, not str" % type(value).__name__)
                 return None
+            if len(value) > budget[0]:       # at least a byte a character: never encoded
+                return b"", len(value)
             return string(value), len(value.encode("utf-8", "surrogatepass"))
         if not isinstance(value, (bytes, bytearray, memoryview)):
             skipped(obj, mime, "is %s, not bytes" % type(value).__name__)

@@ -22,10 +22,11 @@ import (
 // directory: before each of its runs it calls resetOut then stageFiles, and
 // after it collectOut with that run's outputs budget.
 
-// Bounds of the out/ listing: the files a result may list, and the longest
-// path it reads (PATH_MAX − 1).
+// Bounds of the out/ listing: the files a result may list, the entries
+// (folders included) looked at, and the longest path read (PATH_MAX − 1).
 const (
 	maxOutFiles   = 10000
+	maxOutEntries = 4 * maxOutFiles
 	maxOutPathLen = 4095
 )
 
@@ -132,14 +133,19 @@ func compareStrings(x, y string) int {
 }
 
 // listOut walks out/ depth first without following links, keeping regular
-// files; it reports false when it stopped at maxOutFiles.
+// files; it reports false when it stopped at maxOutFiles files or
+// maxOutEntries entries.
 func listOut(root *os.Root) ([]outEntry, bool) {
 	var entries []outEntry
 	pending := []string{protocol.OutDir}
+	seen := 0
 	for len(pending) > 0 {
 		dir := pending[len(pending)-1]
 		pending = pending[:len(pending)-1]
 		for _, de := range readDir(root, dir) {
+			if seen++; seen > maxOutEntries {
+				return entries, false
+			}
 			p := dir + "/" + de.Name()
 			switch {
 			case len(p) > maxOutPathLen:
