@@ -126,7 +126,7 @@ type effects struct {
 	sinceHandoff time.Duration // for the decided / settled log lines
 
 	// settle: the queued result, completed by Run.settled before staged opens
-	result *protocol.Result
+	res *protocol.Result
 }
 
 // machine is the run's settlement state machine. Every change of its state
@@ -436,7 +436,7 @@ func (m *machine) settle(eff *effects) {
 	}
 	res.Stats = m.stats(time.Now())
 	res.Outputs = m.outs.list
-	eff.settle, eff.settleW, eff.staged, eff.result = true, m.w, make(chan struct{}), &res
+	eff.settle, eff.settleW, eff.staged, eff.res = true, m.w, make(chan struct{}), &res
 	eff.sinceHandoff = time.Since(m.handoff)
 	m.out.push(outItem{result: &res, staged: eff.staged})
 }

@@ -144,7 +144,7 @@ func (r *Run) perform(eff effects) {
 func (r *Run) settled(eff effects) {
 	w := eff.settleW
 	r.log.Debug("settled", "sinceHandoff", eff.sinceHandoff)
-	r.completeResult(w, eff.result)
+	r.completeResult(w, eff.res)
 	if w != nil {
 		w.closeFiles()
 		w.removeDir(r.log)
