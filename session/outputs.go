@@ -49,7 +49,7 @@ func (o *outputs) add(f *wireguard.Frame) *protocol.Output {
 	if !o.budget.take(f.DataSize) {
 		return nil
 	}
-	o.list = append(o.list, protocol.Output{Data: wireguard.OutputData(f.Data)})
+	o.list = append(o.list, protocol.Output{Data: f.OutputCopy()})
 	return &o.list[len(o.list)-1]
 }
 

@@ -23,6 +23,7 @@ type Frame struct {
 	Error           *protocol.DoneErrorField // done: rebuilt error (exceptionType cut, line checked)
 	Data            []byte                   // output: the checked data object as received (aliases line)
 	DataSize        int64                    // output: its decoded size (see OutputData)
+	dataCanonical   bool                     // output: Data is already canonical (OutputCopy)
 }
 
 // Members of a frame the rebuild reads, index-aligned with frameNames.

@@ -1,6 +1,7 @@
 package wireguard
 
 import (
+	"bytes"
 	"unicode/utf8"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
@@ -24,19 +25,21 @@ func rebuildOutput(f Frame, m *[mCount]rawMember) (Frame, bool) {
 	if m[mData].kind != tokBeginObject {
 		return Frame{}, false
 	}
-	size, ok := outputSize(m[mData].value)
+	size, canonical, ok := outputSize(m[mData].value)
 	if !ok {
 		return Frame{}, false
 	}
-	f.Data, f.DataSize = m[mData].value, size
+	f.Data, f.DataSize, f.dataCanonical = m[mData].value, size, canonical
 	return f, true
 }
 
 // outputSize walks a data object, checking each member, and returns the sum of
-// the decoded sizes: UTF-8 bytes of text, raw bytes of base64.
-func outputSize(data []byte) (int64, bool) {
-	var size int64
+// the decoded sizes (UTF-8 bytes of text, raw bytes of base64) and whether
+// the object is already in canonical form: compact, no escape anywhere (what
+// the honest child writes for base64 and plain text).
+func outputSize(data []byte) (size int64, canonical, ok bool) {
 	seen := map[string]bool{}
+	compact := int64(1) // the closing brace; each member adds its separator
 	s := newScanner(data, Strict)
 	err := walkObject(&s, false, func(rm rawMember) bool {
 		mime := decodeTokenString(rm.name)
@@ -44,11 +47,22 @@ func outputSize(data []byte) (int64, bool) {
 			return false
 		}
 		seen[mime] = true
+		compact += int64(len(rm.name) + 2 + len(rm.value))
 		n, ok := payloadSize(mime, rm.value)
 		size += n
 		return ok
 	})
-	return size, err == nil && len(seen) > 0
+	canonical = compact == int64(len(data)) && bytes.IndexByte(data, '\\') < 0
+	return size, canonical, err == nil && len(seen) > 0
+}
+
+// OutputCopy is a fresh canonical copy of a checked output frame's Data: a
+// plain copy when it already is canonical, else OutputData.
+func (f *Frame) OutputCopy() []byte {
+	if f.dataCanonical {
+		return bytes.Clone(f.Data)
+	}
+	return OutputData(f.Data)
 }
 
 // payloadSize is a member's decoded size, and whether its payload is acceptable.

@@ -13,6 +13,6 @@ func BenchmarkDecodeOutputMiB(b *testing.B) {
 		if !ok {
 			b.Fatal("junk")
 		}
-		OutputData(f.Data)
+		f.OutputCopy()
 	}
 }

@@ -17,6 +17,7 @@ func TestDecodeOutputFrame(t *testing.T) {
 		{`{"type":"output","data":{"text/plain":"h\u00e9"}}`, true, 3, `{"text/plain":"hé"}`},
 		{`{"type":"output","data":{"image/png":"` + png + `","text/plain":"x"}}`, true, 12, `{"image/png":"` + png + `","text/plain":"x"}`},
 		{`{"type":"output","truncated":true}`, true, 0, ""},
+		{`{"type":"output","data":{ "text/plain" : "ab" }}`, true, 2, `{"text/plain":"ab"}`},
 		{`{"type":"output","data":{}}`, false, 0, ""},
 		{`{"type":"output","data":{"image/png":"abc"}}`, false, 0, ""},            // not a multiple of 4
 		{`{"type":"output","data":{"image/png":"ab=c"}}`, false, 0, ""},           // padding inside
@@ -39,8 +40,8 @@ func TestDecodeOutputFrame(t *testing.T) {
 		if f.DataSize != c.size {
 			t.Errorf("%s: size %d, want %d", c.line, f.DataSize, c.size)
 		}
-		if got := string(OutputData(f.Data)); got != c.data {
-			t.Errorf("%s: data %s, want %s", c.line, got, c.data)
+		if got, fast := string(OutputData(f.Data)), string(f.OutputCopy()); got != c.data || fast != c.data {
+			t.Errorf("%s: data %s (fast copy %s), want %s", c.line, got, fast, c.data)
 		}
 	}
 }
