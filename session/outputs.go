@@ -8,7 +8,7 @@ import (
 )
 
 // outputBudget is a run's one budget over displayed outputs and out/ files
-// (docs/protocol.md §12.3), in production order, in decoded bytes. The first
+// (docs/protocol.md §12.4), in production order, in decoded bytes. The first
 // item that does not fit truncates it: that item and every later one are
 // dropped.
 type outputBudget struct {
@@ -83,7 +83,7 @@ func (m *machine) output(f *wireguard.Frame) {
 }
 
 // OutputSink is implemented by a Client that streams outputs: with stream
-// true, it receives each run/output notification (docs/protocol.md §12.2)
+// true, it receives each run/output notification (docs/protocol.md §12.3)
 // in order with Log, flushed by Flush like Log's.
 type OutputSink interface {
 	Output(runID string, ev protocol.OutputEvent)
