@@ -28,6 +28,10 @@ type Namespace struct {
 	// Checks is aligned with Names (nil for a function without schemas);
 	// nil when no function of the namespace is typed. Never sent.
 	Checks []Checker `json:"-"`
+	// MCP is the configured upstream server key of a { "global", "mcp" }
+	// binding (docs/mcp.md): rpc fills Names from the server's tools before
+	// the run starts and routes its calls there. Never sent.
+	MCP string `json:"-"`
 }
 
 // Checker checks a typed function's values against its declared schemas

@@ -902,11 +902,15 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
         return cls
 
     def install(namespaces, program_globals):
+        classes = {}    # namespaces sharing a class (McpToolError) share one object
         for ns in namespaces:
             ec = ns.get("errorClass")
             cls = None
             if ec is not None:
-                cls = make_error_class(ec["name"], ec["memberNameProperty"])
+                key = (ec["name"], ec["memberNameProperty"])
+                cls = classes.get(key)
+                if cls is None:
+                    cls = classes[key] = make_error_class(*key)
                 program_globals[ec["name"]] = cls
             program_globals[ns["global"]] = make_namespace(ns["global"], ns["names"],
                                                            rejecter(cls), ns.get("signatures"))
