@@ -39,8 +39,9 @@ var allowed = map[string][]string{
 	"rpc":             {"session", "wireguard", "protocol", "typed", "mcp/upstream"},
 	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "mcp", "mcp/upstream", sdk},
 	// MCP: upstream servers as bindings (a client of each), and the code-mode server.
-	"mcp/upstream": {"session", "protocol", "typed", sdk, sdkJSONRPC},
-	"mcp":          {"rpc", "session", "protocol", "mcp/upstream", sdk},
+	"mcp/upstream":     {"session", "protocol", "typed", sdk, sdkJSONRPC},
+	"mcp":              {"rpc", "session", "protocol", "mcp/upstream", sdk},
+	"internal/mcptest": {sdk},
 }
 
 // xsys is imported under child/ only: the process supervisor is the one
