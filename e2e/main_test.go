@@ -23,7 +23,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	mcptest.MaybeServe() // started as an upstream MCP server by mcp_test.go
+	// Started by mcp_test.go as an upstream MCP server, this binary serves.
+	mcptest.MaybeServe()
 	dir, err := os.MkdirTemp("", "e2e-daemon-") // not coderun-*: see leakcheck.Suite
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

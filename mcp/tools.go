@@ -85,6 +85,7 @@ func (s *Server) runPython(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 	cancel()
 	p.Bindings = nss
 	p.Limits.MaxWallMs = max(1, (wall - time.Since(start)).Milliseconds())
+	p.Stream = req.Params.GetProgressToken() != nil // log lines as progress notifications
 	r := s.execute(ctx, req, p, routes)
 	return render(r, notes), nil
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/internal/buildinfo"
 	"github.com/coderun-rpc/coderun-rpc/mcp"
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // loadMCP reads the upstream MCP servers file (none when unset); ${VAR}
@@ -35,7 +34,7 @@ func serveMCP(ctx context.Context, cfg *config.Config, pool *upstream.Pool, out 
 		return 2
 	}
 	log.Info("serving MCP", "python", cfg.Python, "upstreams", len(pool.Servers()))
-	err = srv.Serve(ctx, &sdk.IOTransport{Reader: os.Stdin, Writer: out})
+	err = srv.Serve(ctx, mcp.Stdio(os.Stdin, out, log))
 	log.Info("MCP client gone", "err", err)
 	return 0
 }

@@ -37,10 +37,10 @@ var allowed = map[string][]string{
 	"session":         {"child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed"},
 	"config":          {"child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
 	"rpc":             {"session", "wireguard", "protocol", "typed", "mcp/upstream"},
-	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "mcp", "mcp/upstream", sdk},
+	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "mcp", "mcp/upstream"},
 	// MCP: upstream servers as bindings (a client of each), and the code-mode server.
 	"mcp/upstream":     {"session", "protocol", "typed", sdk, sdkJSONRPC},
-	"mcp":              {"rpc", "session", "protocol", "mcp/upstream", sdk},
+	"mcp":              {"rpc", "session", "protocol", "mcp/upstream", sdk, sdkJSONRPC},
 	"internal/mcptest": {sdk},
 }
 

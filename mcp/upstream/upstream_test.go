@@ -61,7 +61,7 @@ func TestToolsAndResults(t *testing.T) {
 		t.Errorf("get_sum calls %q, want get-sum", got)
 	}
 	cases := []struct{ tool, args, want string }{
-		{"add", `{"a":1,"b":2}`, `{"sum":3}`},          // structuredContent
+		{"add", `{"a":1,"b":2}`, `{"sum":3}`},                // structuredContent
 		{"echo", `{"message":"hi \"you\""}`, `"hi \"you\""`}, // a single text item's text
 		{"mixed", `{}`, `[{"type":"image","mimeType":"image/png","data":"iVBORw=="},{"type":"text","text":"a picture"}]`},
 	}
