@@ -16,7 +16,7 @@ import (
 )
 
 const runIntro = `Run a Python program in a fresh CPython process under budgets and return its logs and value.
-The program's last expression, or the value it returns at top level, is the result; print() output is logged.
+A top-level return gives the run's value; print() output is logged.
 Every tool of the configured MCP servers is an async function of a global named after its server:
 call it with await (for example: r = await everything.echo(message="hi")). A failing tool raises
 McpToolError (its .tool attribute names the tool). The API:

@@ -43,7 +43,7 @@ func MCPNamespaces(pool *upstream.Pool) ([]protocol.Namespace, error) {
 // Stubs renders the stubs of namespaces (resolved by ResolveMCP) as
 // bindings/describe does, from the same cache.
 func Stubs(limits protocol.Limits, pythonVersion string, nss []protocol.Namespace) string {
-	return renderedStubs.text(limits, pythonVersion, stubNamespaces(nss))
+	return renderedStubs.text(limits, pythonVersion, stubNamespaces(stubView(nss)))
 }
 
 // RunResultJSON is the run result object as a run response carries it.

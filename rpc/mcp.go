@@ -104,8 +104,32 @@ func (s *Server) describeMCP(id reqID, nss []protocol.Namespace, limits protocol
 		s.w.replyError(&id, protocol.CodeInternalError, err.Error())
 		return
 	}
-	text := renderedStubs.text(eff, s.opts.Daemon.PythonVersion, stubNamespaces(nss))
-	s.w.frame(encodeDescribe(id.text, text))
+	s.w.frame(encodeDescribe(id.text, Stubs(eff, s.opts.Daemon.PythonVersion, nss)))
+}
+
+// stubView is nss as the stubs show them: in an mcp namespace a tool whose
+// name is not an identifier appears once, as the method of its identifier
+// form, when it has one (docs/mcp.md); the program can use both.
+func stubView(nss []protocol.Namespace) []protocol.Namespace {
+	out := make([]protocol.Namespace, len(nss))
+	for i, ns := range nss {
+		out[i] = ns
+		if ns.MCP == "" {
+			continue
+		}
+		has := make(map[string]bool, len(ns.Names))
+		for _, n := range ns.Names {
+			has[n] = true
+		}
+		out[i].Names, out[i].Checks = nil, nil
+		for j, n := range ns.Names {
+			if alias := upstream.Identifier(n); alias == n || !has[alias] {
+				out[i].Names = append(out[i].Names, n)
+				out[i].Checks = append(out[i].Checks, ns.Checks[j])
+			}
+		}
+	}
+	return out
 }
 
 // WithMCP returns a Runner that reaches the MCP servers a run's bindings name

@@ -183,7 +183,9 @@ func (s *Server) command() (mcp.Transport, error) {
 	}
 	p := &process{cmd: cmd, stdin: stdin, done: make(chan struct{})}
 	go p.wait(stderr, s.log)
-	return &mcp.IOTransport{Reader: stdout, Writer: p, MaxLineLength: maxLine}, nil
+	// The reader is left open on close (the server may still be writing its
+	// goodbye; an EPIPE would only fill the log): it ends when the server does.
+	return &mcp.IOTransport{Reader: io.NopCloser(stdout), Writer: p, MaxLineLength: maxLine}, nil
 }
 
 // process is a started stdio server; closing its stdin (the transport's
