@@ -216,6 +216,8 @@ func measureGroups(o options, f floors) ([]row, error) {
 		{"typed-bindings", on(func(d *daemon) ([]row, error) { return typedBindingRows(o, d) })},
 		{"describe", on(one(describeRow))},
 		{"typed-declare", on(one(typedDeclareRow))},
+		{"mcp-calls", func() ([]row, error) { return mcpCallRows(o) }},
+		{"mcp-list", func() ([]row, error) { r, err := mcpListRow(o); return []row{r}, err }},
 	}
 	for i, st := range steps {
 		if st.group != groupNames[i] {
