@@ -54,9 +54,9 @@ func TestMCPBindingCalls(t *testing.T) {
 try:
     await ts.fail()
 except McpToolError as e:
-    out.append([e.tool, str(e)])
+    out.append([e.tool, e.server, str(e)])
 return out`, tsBinding))
-	expectOK(t, r, `[{"sum":3},{"sum":5},{"sum":7},"hi",["fail","fail: it failed on purpose"]]`)
+	expectOK(t, r, `[{"sum":3},{"sum":5},{"sum":7},"hi",["fail","test-server","fail: it failed on purpose"]]`)
 	if r.Stats.BindingCalls != 5 {
 		t.Errorf("bindingCalls %d, want 5", r.Stats.BindingCalls)
 	}

@@ -19,7 +19,8 @@ const runIntro = `Run a Python program in a fresh CPython process under budgets 
 A top-level return gives the run's value; print() output is logged.
 Every tool of the configured MCP servers is an async function of a global named after its server:
 call it with await (for example: r = await everything.echo(message="hi")). A failing tool raises
-McpToolError (its .tool attribute names the tool). The API:
+McpToolError (.tool and .server name the tool and its server). A tool whose name is not an
+identifier is also reachable by subscript: everything["get-sum"](a=1, b=2). The API:
 
 `
 

@@ -15,6 +15,10 @@ type Limits struct {
 type ErrorClass struct {
 	Name               string `json:"name"`
 	MemberNameProperty string `json:"memberNameProperty"`
+	// Attributes are set on every instance this namespace raises (an mcp
+	// binding's "server"); namespaces with the same name and property share
+	// one class.
+	Attributes map[string]string `json:"attributes,omitempty"`
 }
 
 // Namespace is one validated binding declaration, as sent in the boot frame.

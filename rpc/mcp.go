@@ -20,8 +20,12 @@ import (
 // WithMCP returns, describe on a goroutine of its own.
 
 // mcpErrorClass is what an mcp binding raises a tool's failure as unless it
-// declares its own errorClass: one class every mcp binding shares.
-var mcpErrorClass = protocol.ErrorClass{Name: upstream.ErrorClassName, MemberNameProperty: "tool"}
+// declares its own errorClass: one class every mcp binding shares, its
+// instances naming the tool and the server.
+func mcpErrorClass(server string) *protocol.ErrorClass {
+	return &protocol.ErrorClass{Name: upstream.ErrorClassName, MemberNameProperty: "tool",
+		Attributes: map[string]string{"server": server}}
+}
 
 // validateMCPMember reads a binding's "mcp" member when it is present: a
 // non-empty server key, and then no "functions".
@@ -45,7 +49,7 @@ func validateMCPMember(at string, ms []wireguard.Member, ns *protocol.Namespace)
 // sharesMCPClass reports whether an mcp binding without its own errorClass
 // may inject the shared class: no other kind of global took its name.
 func sharesMCPClass(ns *protocol.Namespace, injected, errorClasses map[string]bool) bool {
-	n := mcpErrorClass.Name
+	n := upstream.ErrorClassName
 	return ns.MCP != "" && ns.ErrorClass == nil && (!injected[n] || errorClasses[n])
 }
 

@@ -137,7 +137,7 @@ func validateBinding(i int, raw []byte, injected, globals, errorClasses map[stri
 		return ns, err
 	}
 	if sharesMCPClass(&ns, injected, errorClasses) {
-		ns.ErrorClass = &mcpErrorClass
+		ns.ErrorClass = mcpErrorClass(ns.MCP)
 	}
 	globals[g], injected[g] = true, true
 	if ns.ErrorClass != nil {
