@@ -21,17 +21,21 @@ import (
 // mcpServe starts `coderun-rpc mcp` with one upstream "test-server" and
 // connects a client; onProgress receives progress notifications.
 func mcpServe(t *testing.T, onProgress func(*sdk.ProgressNotificationParams)) *sdk.ClientSession {
-	t.Helper()
-	cmd := exec.Command(daemonBin, "mcp", "--mcp-config", mcpConfig(t, map[string]map[string]string{"test-server": mcptest.Env(0, "")}))
-	cmd.Env = environ(t, nil)
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	client := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, &sdk.ClientOptions{
+	return mcpServeWith(t, &sdk.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
 			if onProgress != nil {
 				onProgress(r.Params)
 			}
 		}})
+}
+
+func mcpServeWith(t *testing.T, opts *sdk.ClientOptions) *sdk.ClientSession {
+	t.Helper()
+	cmd := exec.Command(daemonBin, "mcp", "--mcp-config", mcpConfig(t, map[string]map[string]string{"test-server": mcptest.Env(0, "")}))
+	cmd.Env = environ(t, nil)
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	client := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cs, err := client.Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
@@ -113,6 +117,39 @@ func TestMCPServeRun(t *testing.T) {
 	mu.Unlock()
 	if !strings.Contains(got, "working") {
 		t.Errorf("progress messages %q lack the log line", progress)
+	}
+}
+
+// When the upstream's tool list changes, the host is told and the new
+// description carries the new tool.
+func TestMCPServeListChanged(t *testing.T) {
+	t.Parallel()
+	changed := make(chan struct{}, 8)
+	cs := mcpServeWith(t, &sdk.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} }})
+	if _, err := cs.ListTools(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the first listing replaced the initial description: let its notice land
+	for len(changed) > 0 {
+		<-changed
+	}
+	if res := runPython(t, cs, map[string]any{"program": "return await test_server.grow()"}, nil); res.IsError {
+		t.Fatalf("grow: %s", text(res))
+	}
+	select {
+	case <-changed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no tools/list_changed after the upstream's list changed")
+	}
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if tool.Name == "run_python" && !strings.Contains(tool.Description, "async def grown(") {
+			t.Errorf("the description lacks the new tool:\n%s", tool.Description)
+		}
 	}
 }
 

@@ -60,6 +60,9 @@ func New(opts Options) (*Server, error) {
 	s.desc = describe("")
 	s.sdk.AddTool(runTool(s.desc), s.runPython)
 	s.sdk.AddReceivingMiddleware(s.refreshOnList)
+	// An upstream's new tool list reaches the host at once: the description is
+	// replaced, which sends it tools/list_changed.
+	opts.Pool.OnToolsChanged(func() { s.refresh(context.Background()) })
 	return s, nil
 }
 

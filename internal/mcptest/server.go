@@ -1,8 +1,8 @@
 // Package mcptest is an upstream MCP server for tests and the benchmark,
 // built on the official Go SDK, with a tool for each fault the daemon must
 // survive: one that hangs, one that exits mid-call, one that returns 50 MB,
-// one that fails, names that are not identifiers, and as many extra tools
-// as asked. A test binary becomes the server by calling MaybeServe first in
+// one that fails, one that changes the tool list, names that are not
+// identifiers, and as many extra tools as asked. A test binary becomes the server by calling MaybeServe first in
 // TestMain and starting itself with Env.
 package mcptest
 
@@ -63,6 +63,11 @@ func New(extra int, cancelMark string) *sdk.Server {
 	s.AddTool(&sdk.Tool{Name: "hang", Description: "Never answers.", InputSchema: anyObject}, hang(cancelMark))
 	sdk.AddTool(s, &sdk.Tool{Name: "big", Description: "Returns a text of mb megabytes."}, big)
 	s.AddTool(&sdk.Tool{Name: "mixed", Description: "Returns an image and a text.", InputSchema: anyObject}, mixed)
+	s.AddTool(&sdk.Tool{Name: "grow", Description: "Adds the tool grown (the list changes).", InputSchema: anyObject},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			sdk.AddTool(s, &sdk.Tool{Name: "grown", Description: "Added by grow."}, echo)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "grown"}}}, nil
+		})
 	for i := range extra {
 		sdk.AddTool(s, &sdk.Tool{Name: "t" + strconv.Itoa(i), Description: "Extra tool " + strconv.Itoa(i) + "."}, echo)
 	}

@@ -38,6 +38,14 @@ func NewPool(specs []Spec, version string, log *slog.Logger) *Pool {
 	return p
 }
 
+// OnToolsChanged sets f to be called when a server says its tools changed
+// (after the cached list is dropped); set it before the pool is used.
+func (p *Pool) OnToolsChanged(f func()) {
+	for _, s := range p.Servers() {
+		s.onChange = f
+	}
+}
+
 // Server is the server configured under key, or nil.
 func (p *Pool) Server(key string) *Server {
 	if p == nil {

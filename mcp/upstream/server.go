@@ -33,7 +33,8 @@ type Server struct {
 	log  *slog.Logger
 	impl *mcp.Implementation
 
-	sem chan struct{} // held while connecting or listing: one at a time
+	sem      chan struct{} // held while connecting or listing: one at a time
+	onChange func()        // called (on a goroutine of its own) when the server's tools change
 
 	mu     sync.Mutex
 	sess   *mcp.ClientSession
@@ -143,10 +144,14 @@ func (s *Server) drop(cs *mcp.ClientSession) {
 	cs.Close()
 }
 
+// forgetTools drops the cached list when the server says it changed.
 func (s *Server) forgetTools() {
 	s.mu.Lock()
 	s.tools = nil
 	s.mu.Unlock()
+	if s.onChange != nil {
+		go s.onChange()
+	}
 }
 
 func (s *Server) transport() (mcp.Transport, error) {
