@@ -93,8 +93,9 @@ test-bench: build
 bench-ab: build
 	$(GO) run ./bench/cmd -daemon $(BIN) -baseline $(BASELINE)
 
-demo: build
-	$(PYTHON) examples/agent.py
+# The demo's children use the project's .venv interpreter, which has matplotlib for step 4.
+demo: build $(VENV_STAMP)
+	CODERUN_PYTHON_BIN=$(CURDIR)/$(VENV_PY) $(PYTHON) examples/agent.py
 
 # `coderun-rpc mcp` with server-everything and mcp-server-time upstream, driven by the Python
 # SDK's client: prints the tool list a model sees and one run (docs/mcp.md).

@@ -95,6 +95,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		`{"type":"done","error":{"kind":"timeout","message":"m"}}`, `{"type":"done","error":null}`,
 		`{"type":"log","text":"a","n":9007199254740993}`, `{"type":"log","type":"log","text":"a"}`,
 		"{\"type\":\"log\",\"text\":\"\xed\xa0\x80\"}", `null`, `[]`, `{}`,
+		`{"type":"output","data":{"text/plain":"a\u00e9\ud800","image/png":"AAE="}}`, `{"type":"output","truncated":true}`,
 	} {
 		f.Add([]byte(line))
 	}
@@ -105,6 +106,12 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 		if !utf8.Valid(line) {
 			t.Fatal("accepted invalid UTF-8")
+		}
+		if fr.Data != nil {
+			// An output's canonical copy is valid JSON, and it is what the round trip compares.
+			if fr.Data = OutputData(fr.Data); !Valid(fr.Data, Strict) {
+				t.Fatalf("output data not re-encodable: %q", fr.Data)
+			}
 		}
 		if fr.Args != nil {
 			if again, v := CheckValue(fr.Args, noBudget); v != VerdictOK || !bytes.Equal(again, fr.Args) {
@@ -144,6 +151,14 @@ func encodeFrame(f Frame) []byte {
 		b = AppendString(b, f.Name)
 		field("args")
 		b = append(b, f.Args...)
+	case "output":
+		if f.Truncated {
+			field("truncated")
+			b = append(b, "true"...)
+		} else {
+			field("data")
+			b = append(b, f.Data...)
+		}
 	case "done":
 		if f.HasValue {
 			field("value")
