@@ -153,6 +153,33 @@ func TestMCPServeListChanged(t *testing.T) {
 	}
 }
 
+// Files go in like a run's; displayed images come back as MCP image
+// content (and every output in structuredContent).
+func TestMCPServeFilesAndImages(t *testing.T) {
+	t.Parallel()
+	cs := mcpServe(t, nil)
+	res := runPython(t, cs, map[string]any{
+		"program": "class P:\n    def _repr_png_(self):\n        return b'\\x89PNG fake'\ndisplay(P())\nreturn open('in/data.txt').read()",
+		"files":   []any{map[string]any{"path": "in/data.txt", "text": "hello"}},
+	}, nil)
+	if res.IsError || !strings.Contains(text(res), `value: "hello"`) {
+		t.Fatalf("isError %v, text %q", res.IsError, text(res))
+	}
+	var img *sdk.ImageContent
+	for _, c := range res.Content {
+		if ic, ok := c.(*sdk.ImageContent); ok {
+			img = ic
+		}
+	}
+	if img == nil || img.MIMEType != "image/png" || string(img.Data) != "\x89PNG fake" {
+		t.Errorf("image content %+v, want the displayed PNG", img)
+	}
+	res = runPython(t, cs, map[string]any{"program": "return 1", "files": []any{map[string]any{"path": "../x", "text": ""}}}, nil)
+	if !res.IsError || !strings.Contains(text(res), `files[0].path "../x" must not contain a '..' segment`) {
+		t.Errorf("isError %v, text %q", res.IsError, text(res))
+	}
+}
+
 // Failures are isError with the error rendered; bad arguments and closing a
 // session that is not open say so.
 func TestMCPServeErrors(t *testing.T) {

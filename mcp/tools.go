@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -71,10 +72,8 @@ func (s *Server) runPython(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 		return toolError("run_python: program is required (a string)"), nil
 	case in.Session != nil:
 		return toolError("run_python: named sessions are not available in this daemon yet; leave out \"session\""), nil
-	case len(in.Files) > 0 && string(in.Files) != "null":
-		return toolError("run_python: files are not available in this daemon yet; leave out \"files\""), nil
 	}
-	raw, _ := json.Marshal(map[string]any{"program": *in.Program, "limits": in.Limits})
+	raw, _ := json.Marshal(map[string]any{"program": *in.Program, "limits": in.Limits, "files": in.Files})
 	p, err := rpc.ValidateRunParams(raw, s.opts.Limits)
 	if err != nil {
 		return toolError("run_python: %v", err), nil
@@ -175,7 +174,31 @@ func render(r protocol.Result, notes string) *sdk.CallToolResult {
 	}
 	return &sdk.CallToolResult{
 		IsError:           r.Error != nil,
-		Content:           []sdk.Content{&sdk.TextContent{Text: b.String()}},
+		Content:           append([]sdk.Content{&sdk.TextContent{Text: b.String()}}, images(r.Outputs)...),
 		StructuredContent: json.RawMessage(rpc.RunResultJSON(r)),
 	}
+}
+
+// images are the displayed images of a run (display(), matplotlib figures)
+// as MCP image content, in display order; every output, whatever its type,
+// is also in structuredContent.
+func images(outputs []protocol.Output) []sdk.Content {
+	var out []sdk.Content
+	for _, o := range outputs {
+		var data map[string]json.RawMessage
+		if json.Unmarshal(o.Data, &data) != nil {
+			continue
+		}
+		for _, mime := range []string{"image/png", "image/jpeg", "image/gif", "image/webp"} {
+			var b64 string
+			if json.Unmarshal(data[mime], &b64) != nil {
+				continue
+			}
+			if raw, err := base64.StdEncoding.DecodeString(b64); err == nil {
+				out = append(out, &sdk.ImageContent{Data: raw, MIMEType: mime})
+				break
+			}
+		}
+	}
+	return out
 }

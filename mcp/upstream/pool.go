@@ -86,6 +86,14 @@ type router struct {
 func (r *router) Log(runID string, ev protocol.LogEvent) { r.inner.Log(runID, ev) }
 func (r *router) Flush()                                 { r.inner.Flush() }
 
+// Output forwards run/output to inner when it streams outputs (a wrapped
+// client must not hide session.OutputSink).
+func (r *router) Output(runID string, ev protocol.OutputEvent) {
+	if s, ok := r.inner.(session.OutputSink); ok {
+		s.Output(runID, ev)
+	}
+}
+
 // CallBinding calls the tool upstream on a goroutine of its own; cancel ends
 // the call (the SDK cancels it upstream) and answer is never invoked after it.
 func (r *router) CallBinding(runID, namespace, function string, args []byte, answer func(session.Answer)) func() {
