@@ -3,16 +3,20 @@ package upstream_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 	"github.com/coderun-rpc/coderun-rpc/internal/mcptest"
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 func TestMain(m *testing.M) {
@@ -148,5 +152,42 @@ func TestManyTools(t *testing.T) {
 	again, _ := s.Tools(context.Background())
 	if again != tools {
 		t.Error("the second listing was not served from the cache")
+	}
+}
+
+// A streamable-HTTP upstream: reached at its URL, with the file's headers
+// (a ${VAR} expanded from the environment given) on every request.
+func TestStreamableHTTPServer(t *testing.T) {
+	leakcheck.Check(t)
+	var mu sync.Mutex
+	var auth []string
+	handler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return mcptest.New(0, "") }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		handler.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	specs, err := upstream.ParseConfig("f.json", []byte(`{"mcpServers": {"web": {"url": "`+srv.URL+`",
+		"headers": {"Authorization": "Bearer ${TOKEN}"}}}}`), lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := upstream.NewPool(specs, "test", nil)
+	defer p.Close()
+	got, err := call(t, p.Server("web"), "add", `{"a":40,"b":2}`)
+	if err != nil || got != `{"sum":42}` {
+		t.Fatalf("add over HTTP: %s, %v", got, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range auth {
+		if a != "Bearer s3cret" {
+			t.Fatalf("a request carried Authorization %q, want the expanded header", a)
+		}
+	}
+	if len(auth) == 0 {
+		t.Fatal("no request reached the server")
 	}
 }
