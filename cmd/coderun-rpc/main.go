@@ -21,6 +21,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/config"
 	"github.com/coderun-rpc/coderun-rpc/internal/buildinfo"
 	"github.com/coderun-rpc/coderun-rpc/internal/selfcheck"
+	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
 	"github.com/coderun-rpc/coderun-rpc/session"
 )
@@ -36,9 +37,18 @@ func main() {
 }
 
 func run(args []string) int {
-	mode := ""
-	for _, a := range args {
-		switch a {
+	mode, mcpConfig := "", ""
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; a {
+		case "mcp":
+			mode = "mcp"
+		case "--mcp-config", "-mcp-config":
+			if i+1 == len(args) {
+				fmt.Fprintln(os.Stderr, "coderun-rpc: --mcp-config needs a file")
+				return 2
+			}
+			i++
+			mcpConfig = args[i]
 		case "--version", "-version":
 			fmt.Println("coderun-rpc", version)
 			return 0
@@ -63,6 +73,14 @@ func run(args []string) int {
 	if err != nil {
 		return configFailure(os.Stderr, err)
 	}
+	if mcpConfig != "" {
+		cfg.MCPConfig = mcpConfig
+	}
+	specs, err := loadMCP(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "coderun-rpc: %v\n", err)
+		return 2
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	out, err := protocolStdout()
 	if err != nil {
@@ -84,7 +102,14 @@ func run(args []string) int {
 	go sweep(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	srv := rpc.New(serverOptions(cfg, os.Stdin, out, log))
+	pool := upstream.NewPool(specs, buildinfo.Version(), log)
+	defer pool.Close()
+	if mode == "mcp" {
+		return serveMCP(ctx, cfg, pool, out, log)
+	}
+	opts := serverOptions(cfg, os.Stdin, out, log)
+	opts.MCP, opts.Runner = pool, rpc.WithMCP(opts.Runner, pool, cfg.Limits)
+	srv := rpc.New(opts)
 	log.Info("serving", "python", cfg.Python, "pythonVersion", cfg.PythonVersion,
 		"maxConcurrentRuns", cfg.MaxConcurrentRuns, "warmPool", cfg.WarmPool)
 	code := srv.Serve(ctx)
@@ -109,7 +134,20 @@ func sweep(log *slog.Logger) {
 // serverOptions are a server's over in/out: a session manager of its own
 // built from cfg, and what initialize reports.
 func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Logger) rpc.Options {
-	m := session.NewManager(session.Config{
+	m := newManager(cfg, log)
+	return rpc.Options{In: in, Out: out, Runner: rpc.NewRunner(m), Logger: log, Version: buildinfo.Version(),
+		Daemon: rpc.Daemon{
+			Limits:            cfg.Limits,
+			GraceMs:           cfg.GraceMs,
+			MaxConcurrentRuns: cfg.MaxConcurrentRuns,
+			Isolation:         cfg.Isolation,
+			Python:            cfg.Python,
+			PythonVersion:     cfg.PythonVersion,
+		}}
+}
+
+func newManager(cfg *config.Config, log *slog.Logger) *session.Manager {
+	return session.NewManager(session.Config{
 		Python:        cfg.Python,
 		Limits:        cfg.Limits,
 		Grace:         cfg.Grace(),
@@ -120,15 +158,6 @@ func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Lo
 		Isolation:     cfg.Isolation,
 		StartMode:     cfg.StartMode,
 	})
-	return rpc.Options{In: in, Out: out, Runner: rpc.NewRunner(m), Logger: log, Version: buildinfo.Version(),
-		Daemon: rpc.Daemon{
-			Limits:            cfg.Limits,
-			GraceMs:           cfg.GraceMs,
-			MaxConcurrentRuns: cfg.MaxConcurrentRuns,
-			Isolation:         cfg.Isolation,
-			Python:            cfg.Python,
-			PythonVersion:     cfg.PythonVersion,
-		}}
 }
 
 func configFailure(w io.Writer, err error) int {
@@ -171,6 +200,8 @@ speaking JSON-RPC 2.0 with LSP framing on stdin/stdout.
 
 Usage:
   coderun-rpc            serve on stdio
+  coderun-rpc mcp        serve the Model Context Protocol on stdio (docs/mcp.md)
+  --mcp-config FILE      upstream MCP servers (overrides CODERUN_MCP_CONFIG)
   coderun-rpc --check    validate the configuration, probe Python, run a smoke program
   coderun-rpc --version  print the version
   coderun-rpc --help     print this help
