@@ -47,6 +47,9 @@ FRAME_BOOT_ACK = "boot-ack"
 FRAME_CALL = "call"
 FRAME_LOG = "log"
 FRAME_DONE = "done"
+FRAME_FORK = "fork"
+FRAME_FORKED = "forked"
+FRAME_FORK_FAILED = "fork-failed"
 
 KIND_EXCEPTION = "exception"
 KIND_INVALID_OUTPUT = "invalid-output"
@@ -894,6 +897,7 @@ def _default(ast, text):
 FRAME_TYPES = (
     "BootMessage", "Namespace", "ErrorClass", "Signature", "Param", "RunMessage", "ReplyOk",
     "ReplyErr", "BootAckMessage", "CallMessage", "LogMessage", "DoneErrorField", "DoneMessage",
+    "ForkMessage", "ForkedMessage", "ForkFailedMessage",
 )
 
 if TYPE_CHECKING:
@@ -921,7 +925,10 @@ if TYPE_CHECKING:
         errorClass: ErrorClass
         signatures: List[Optional[Signature]]
 
-    class BootMessage(TypedDict):
+    class _BootOptional(TypedDict, total=False):
+        session: Literal[True]
+
+    class BootMessage(_BootOptional):
         type: Literal["boot"]
         cpuSeconds: int
         addressSpaceBytes: int
@@ -929,9 +936,27 @@ if TYPE_CHECKING:
         maxValueBytes: int
         namespaces: List[Namespace]
 
-    class RunMessage(TypedDict):
+    class _RunOptional(TypedDict, total=False):
+        cpuSeconds: int
+        maxLogBytes: int
+        maxValueBytes: int
+        namespaces: List[Namespace]
+
+    class RunMessage(_RunOptional):
         type: Literal["run"]
         program: str
+
+    class ForkMessage(TypedDict):
+        type: Literal["fork"]
+        dir: str
+
+    class ForkedMessage(TypedDict):
+        type: Literal["forked"]
+        pid: int
+
+    class ForkFailedMessage(TypedDict):
+        type: Literal["fork-failed"]
+        message: str
 
     class ReplyOk(TypedDict):
         type: Literal["reply"]
