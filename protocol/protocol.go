@@ -21,7 +21,7 @@ const (
 	MethodBindingCall   = "binding/call" // daemon → client request
 	MethodRunLog        = "run/log"      // daemon → client notification
 
-	// Persistent sessions (docs/protocol.md §8).
+	// Persistent sessions (docs/protocol.md §11).
 	MethodSessionOpen   = "session/open"
 	MethodSessionFork   = "session/fork"
 	MethodSessionClose  = "session/close"

@@ -46,11 +46,11 @@ type RunParams struct {
 	Limits   Limits // zero fields: use the configured value
 	Stream   bool
 	// SessionID names the persistent session the run executes in ("" for a
-	// fresh run, docs/protocol.md §8).
+	// fresh run, docs/protocol.md §11).
 	SessionID string
 }
 
-// SessionParams are validated session/open params (docs/protocol.md §8.1):
+// SessionParams are validated session/open params (docs/protocol.md §11.1):
 // Limits are the defaults of the session's runs (zero fields: configured),
 // IdleTimeoutMs is 0 when not given.
 type SessionParams struct {

@@ -46,7 +46,7 @@ type Config struct {
 	// StartMode is StartSpawn (also for "") or StartFork (tier process only:
 	// with tier sandbox children are always spawned).
 	StartMode string
-	// Persistent sessions (docs/protocol.md §8): at most MaxSessions open
+	// Persistent sessions (docs/protocol.md §11): at most MaxSessions open
 	// (0: none), closed after SessionIdle without a run unless opened with
 	// a shorter idle time, each child's lifetime RLIMIT_CPU hard limit
 	// SessionCPUSeconds.

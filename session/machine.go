@@ -56,7 +56,7 @@ type decision struct {
 }
 
 // keepsSession reports whether a session run decided d leaves its session
-// alive (docs/protocol.md §8.2): the program finished and the child said so,
+// alive (docs/protocol.md §11.2): the program finished and the child said so,
 // with a value, an exception, or a value the daemon refused.
 func (d decision) keepsSession() bool {
 	if !d.done {

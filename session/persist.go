@@ -12,7 +12,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
-// Session is one persistent session (docs/protocol.md §8): a long-lived
+// Session is one persistent session (docs/protocol.md §11): a long-lived
 // child booted in session mode whose runs execute one at a time, FIFO, in
 // one interpreter. Its readers (readLoop, strayLoop) and reaper watch serve
 // the child's whole life and deliver to the current run, or to the session
@@ -78,6 +78,7 @@ const (
 	cpuSampleEvery     = 100 * time.Millisecond // the daemon's own CPU check of a session run
 	msgSessionClosed   = "session closed"
 	msgClosedFD3       = "the session's python process closed fd 3"
+	exitWait           = 200 * time.Millisecond // for the reap after fd 3 ended between runs
 )
 
 // OpenSession boots a child in session mode (a warm one when ready) and
@@ -117,8 +118,7 @@ func (m *Manager) register(lim protocol.Limits, idleMs int64, onClosed func(stri
 		return nil, ErrShuttingDown
 	}
 	if len(m.sessions) >= m.cfg.MaxSessions {
-		return nil, &SessionError{Cap: true,
-			Message: "session cap reached (CODERUN_MAX_SESSIONS=" + strconv.Itoa(m.cfg.MaxSessions) + ")"}
+		return nil, m.capErr()
 	}
 	m.sessionSeq++
 	idle := m.cfg.SessionIdle
@@ -131,6 +131,11 @@ func (m *Manager) register(lim protocol.Limits, idleMs int64, onClosed func(stri
 	s.cond = sync.NewCond(&s.mu)
 	m.sessions[s.id] = s
 	return s, nil
+}
+
+func (m *Manager) capErr() *SessionError {
+	return &SessionError{Cap: true,
+		Message: "session cap reached (CODERUN_MAX_SESSIONS=" + strconv.Itoa(m.cfg.MaxSessions) + ")"}
 }
 
 // bootSession sends a session boot frame and waits for its boot-ack.
@@ -584,7 +589,18 @@ func (s *Session) streamEnded(fd int) {
 	case r != nil: // its settlement judges the session (runSettled)
 		r.markEOF(fd)
 	case fd == fdConn:
-		s.lose(msgClosedFD3)
+		s.lose(s.idleLoss())
+	}
+}
+
+// idleLoss says why fd 3 ended between runs: usually the child died, and
+// its exit (reaped within moments) says how.
+func (s *Session) idleLoss() string {
+	select {
+	case <-s.w.exited:
+		return exitText(s.w)
+	case <-time.After(exitWait):
+		return msgClosedFD3
 	}
 }
 
@@ -628,8 +644,11 @@ func exitText(w *worker) string {
 func (m *Manager) ForkSession(id string, onClosed func(id, reason, message string)) (string, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.sessions[id] == nil {
+	switch {
+	case m.sessions[id] == nil:
 		return "", m.sessionErrLocked(id)
+	case len(m.sessions) >= m.cfg.MaxSessions:
+		return "", m.capErr()
 	}
 	return "", errors.New("session/fork is not available in this build")
 }
