@@ -105,7 +105,7 @@ func (d *daemon) countClosed() int {
 	return n
 }
 
-func TestSessionStateKeptAndOutcomes(t *testing.T) {
+func TestSessionC300StateKeptAndOutcomes(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{}`)
@@ -144,7 +144,7 @@ func TestSessionStateKeptAndOutcomes(t *testing.T) {
 	expectSessionErr(t, d.call("run", prog("return 1", `"sessionId":"`+sid+`"`)), -32004, "lost", r.Session.Reason)
 }
 
-func TestSessionCPUBudgetPerRun(t *testing.T) {
+func TestSessionC301CPUBudgetPerRun(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{}`)
@@ -164,7 +164,7 @@ func TestSessionCPUBudgetPerRun(t *testing.T) {
 	}
 }
 
-func TestSessionValidation(t *testing.T) {
+func TestSessionC302Validation(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, map[string]string{"CODERUN_SESSION_IDLE_MS": "60000"})
 	for _, c := range []struct{ method, params, msg string }{
@@ -198,7 +198,7 @@ func TestSessionValidation(t *testing.T) {
 	}
 }
 
-func TestSessionsDisabled(t *testing.T) {
+func TestSessionC303Disabled(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, map[string]string{"CODERUN_MAX_SESSIONS": "0"})
 	for _, method := range []string{"session/open", "session/fork", "session/close"} {
@@ -209,7 +209,7 @@ func TestSessionsDisabled(t *testing.T) {
 	expectSessionErr(t, d.call("run", prog("return 1", `"sessionId":"x"`)), -32004, "unknown", "")
 }
 
-func TestSessionCap(t *testing.T) {
+func TestSessionC304Cap(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, map[string]string{"CODERUN_MAX_SESSIONS": "2"})
 	a := d.open(`{}`)
@@ -224,7 +224,7 @@ func TestSessionCap(t *testing.T) {
 	d.open(`{}`) // a closed session frees its place
 }
 
-func TestSessionIdleTimeout(t *testing.T) {
+func TestSessionC305IdleTimeout(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{"idleTimeoutMs":300}`)
@@ -235,10 +235,10 @@ func TestSessionIdleTimeout(t *testing.T) {
 	expectSessionErr(t, d.call("run", prog("return 1", `"sessionId":"`+sid+`"`)), -32004, "closed", "idle")
 }
 
-// TestSessionKilledBetweenRuns: a session child killed from outside is
+// TestSessionC306KilledBetweenRuns: a session child killed from outside is
 // noticed at once (session/closed lost), later runs get −32004 lost and the
 // daemon serves on.
-func TestSessionKilledBetweenRuns(t *testing.T) {
+func TestSessionC306KilledBetweenRuns(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{}`)
@@ -254,10 +254,10 @@ func TestSessionKilledBetweenRuns(t *testing.T) {
 	expectOK(t, d.run(prog("return 2")), "2")
 }
 
-// TestSessionQueueAndCancel: runs on one session are FIFO; cancelling a
+// TestSessionC307QueueAndCancel: runs on one session are FIFO; cancelling a
 // queued one settles it abort and keeps the session; cancelling the live
 // one ends it.
-func TestSessionQueueAndCancel(t *testing.T) {
+func TestSessionC307QueueAndCancel(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{}`)
@@ -288,10 +288,10 @@ func TestSessionQueueAndCancel(t *testing.T) {
 	}
 }
 
-// TestSessionCloseAbortsRuns: session/close aborts the live and queued runs
+// TestSessionC308CloseAbortsRuns: session/close aborts the live and queued runs
 // ("session closed") and answers once the child and its descendants are
 // gone, a grandchild the program forked included.
-func TestSessionCloseAbortsRuns(t *testing.T) {
+func TestSessionC308CloseAbortsRuns(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{}`)
@@ -318,10 +318,10 @@ func TestSessionCloseAbortsRuns(t *testing.T) {
 	}
 }
 
-// TestSessionShutdown: shutdown with open sessions and runs queued on them:
+// TestSessionC309Shutdown: shutdown with open sessions and runs queued on them:
 // every session/closed "shutdown" comes before shutdown's null, no run
 // directory is left.
-func TestSessionShutdown(t *testing.T) {
+func TestSessionC309Shutdown(t *testing.T) {
 	leakcheck.Check(t)
 	tmp := t.TempDir()
 	d := started(t, map[string]string{"TMPDIR": tmp})
@@ -357,9 +357,9 @@ func TestSessionShutdown(t *testing.T) {
 	}
 }
 
-// TestSessionStdinEOF: stdin closed with 16 open sessions: the daemon exits
+// TestSessionC310StdinEOF: stdin closed with 16 open sessions: the daemon exits
 // promptly, leaving no child and no run directory.
-func TestSessionStdinEOF(t *testing.T) {
+func TestSessionC310StdinEOF(t *testing.T) {
 	leakcheck.Check(t)
 	tmp := t.TempDir()
 	d := started(t, map[string]string{"TMPDIR": tmp})
@@ -376,10 +376,10 @@ func TestSessionStdinEOF(t *testing.T) {
 	}
 }
 
-// TestSessionBindingsPerRun: each run's bindings are installed for that run;
+// TestSessionC311BindingsPerRun: each run's bindings are installed for that run;
 // a proxy kept from an earlier run raises RuntimeError; a program that
 // rebinds print or deletes a binding global does not break the next run.
-func TestSessionBindingsPerRun(t *testing.T) {
+func TestSessionC311BindingsPerRun(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{}`)

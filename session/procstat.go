@@ -3,7 +3,6 @@ package session
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -59,16 +58,17 @@ func statTicks(pid int) (int64, bool) {
 	return sum, true
 }
 
-// childPIDs lists pid's children (every thread's).
+// childPIDs lists the children of pid's main thread (one read, no
+// directory listing: it runs twice per session run). A child started from
+// another thread is counted once reaped (cutime), and always by the rusage
+// that classifies the run.
 func childPIDs(pid int) []int {
-	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	p := strconv.Itoa(pid)
+	b, _ := os.ReadFile("/proc/" + p + "/task/" + p + "/children")
 	var out []int
-	for _, t := range tasks {
-		b, _ := os.ReadFile(t)
-		for _, f := range bytes.Fields(b) {
-			if n, err := strconv.Atoi(string(f)); err == nil {
-				out = append(out, n)
-			}
+	for _, f := range bytes.Fields(b) {
+		if n, err := strconv.Atoi(string(f)); err == nil {
+			out = append(out, n)
 		}
 	}
 	return out
