@@ -396,3 +396,67 @@ func TestSessionC311BindingsPerRun(t *testing.T) {
 		t.Errorf("after rebinding: %+v logs %q", r.Error, r.Logs)
 	}
 }
+
+// fork forks sid and returns the new session's id.
+func (d *daemon) fork(sid string) string {
+	d.t.Helper()
+	m := d.call("session/fork", `{"sessionId":"`+sid+`"}`)
+	if m.Error != nil {
+		d.t.Fatalf("session/fork: %+v; stderr:\n%s", m.Error, d.stderr)
+	}
+	var r struct{ SessionID string }
+	if err := json.Unmarshal(m.Result, &r); err != nil || r.SessionID == "" || r.SessionID == sid {
+		d.t.Fatalf("session/fork result %s", m.Result)
+	}
+	return r.SessionID
+}
+
+// TestSessionC312Fork: a fork starts with the source's state and a copy of
+// its working directory, waits for a busy source, and then diverges; closing
+// the source leaves the fork running; a lost session cannot be forked.
+func TestSessionC312Fork(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, nil)
+	src := d.open(`{}`)
+	srcDir := d.srun(src, "import os\ndata = list(range(100000))\nopen('note.txt', 'w').write('hello')\nreturn os.getcwd()").Value
+	live := d.request("run", prog("import time\ntime.sleep(0.5)\nlate = 'set before the fork'", `"sessionId":"`+src+`"`))
+	f := d.fork(src) // waits for the live run
+	if r := d.sresult(d.wait(live)); r.Error != nil {
+		t.Fatalf("source run: %+v", r.Error)
+	}
+	r := d.srun(f, "import os\nreturn [len(data), late, open('note.txt').read(), os.getcwd() != "+string(srcDir)+"]")
+	if compact(r.Value) != `[100000,"set before the fork","hello",true]` || !r.Session.Alive || r.Session.ID != f {
+		t.Fatalf("fork's first run: %s %+v", r.Value, r.Error)
+	}
+	d.srun(f, "data.clear()\nopen('note.txt', 'w').write('fork')")
+	if r := d.srun(src, "return [len(data), open('note.txt').read()]"); compact(r.Value) != `[100000,"hello"]` {
+		t.Errorf("the source sees the fork's changes: %s", r.Value)
+	}
+	if m := d.call("session/close", `{"sessionId":"`+src+`"}`); m.Error != nil {
+		t.Fatal(m.raw)
+	}
+	if r := d.srun(f, "return [len(data), open('note.txt').read()]"); compact(r.Value) != `[0,"fork"]` {
+		t.Errorf("the fork after the source closed: %s %+v", r.Value, r.Error)
+	}
+	d.srun(f, "while True: pass", `"limits":{"maxWallMs":200}`)
+	d.closedNote(f, 10*time.Second)
+	expectSessionErr(t, d.call("session/fork", `{"sessionId":"`+f+`"}`), -32004, "lost", "")
+}
+
+// TestSessionC312ForkNeedsForkServer: with children spawned, session/fork
+// is refused (−32603) and initialize says fork: false.
+func TestSessionC312ForkNeedsForkServer(t *testing.T) {
+	leakcheck.Check(t)
+	d := start(t, map[string]string{"CODERUN_START_MODE": "spawn"})
+	m := d.call("initialize", `{}`)
+	if !strings.Contains(string(m.Result), `"sessions":{"max":16,"idleTimeoutMs":600000,"fork":false}`) {
+		t.Errorf("capabilities %s", m.Result)
+	}
+	sid := d.open(`{}`)
+	if m := d.call("session/fork", `{"sessionId":"`+sid+`"}`); m.Error == nil || m.Error.Code != -32603 {
+		t.Errorf("fork: %s", m.raw)
+	}
+	if r := d.srun(sid, "return 1"); !r.Session.Alive {
+		t.Errorf("the source after a refused fork: %+v", r.Session)
+	}
+}

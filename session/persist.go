@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
@@ -184,6 +185,7 @@ func (s *Session) adopt(w *worker) bool {
 		return false
 	}
 	s.w = w
+	s.cond.Broadcast() // a fork waiting for the child
 	go readLoop(w, s)
 	go strayLoop(s, fdStdout, w.stdout)
 	go strayLoop(s, fdStderr, w.stderr)
@@ -638,17 +640,87 @@ func exitText(w *worker) string {
 	}
 }
 
-// ForkSession would copy an idle session's interpreter into a new session
-// (docs/protocol.md §11); the child side of the fork is not built yet, so it
-// refuses, after the same id checks as every session request.
+// ForkSession makes a new session whose child is a fork of src's idle child
+// (docs/protocol.md §11.5): it waits for src to be idle, counts against the
+// cap, and copies src's working directory for the fork.
 func (m *Manager) ForkSession(id string, onClosed func(id, reason, message string)) (string, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	switch {
-	case m.sessions[id] == nil:
+	src := m.sessions[id]
+	if src == nil {
+		defer m.mu.Unlock()
 		return "", m.sessionErrLocked(id)
-	case len(m.sessions) >= m.cfg.MaxSessions:
-		return "", m.capErr()
 	}
-	return "", errors.New("session/fork is not available in this build")
+	m.mu.Unlock()
+	if why := m.noFork(); why != "" {
+		return "", errors.New(why)
+	}
+	s, err := m.register(src.lim, src.idle.Milliseconds(), onClosed)
+	if err != nil {
+		return "", err
+	}
+	w, err := src.fork(m.cfg.TempDir)
+	if err != nil {
+		m.endSession(s, StateLost, err.Error())
+		return "", err
+	}
+	if !s.adopt(w) {
+		killWorker(w, m.log)
+		return "", ErrShuttingDown
+	}
+	return s.id, nil
+}
+
+// ForkAvailable reports whether session/fork is served: only children of
+// the fork server (tier process, start mode fork) can be forked and adopted.
+func (m *Manager) ForkAvailable() bool { return m.noFork() == "" }
+
+func (m *Manager) noFork() string {
+	switch {
+	case m.sandbox != nil:
+		return "session/fork is not available in tier sandbox"
+	case m.forker == nil:
+		return "session/fork needs the fork server (CODERUN_START_MODE=fork)"
+	}
+	return ""
+}
+
+// forkCopyBytes bounds the working directory a fork copies.
+const forkCopyBytes = sandboxMaxFileBytes
+
+// fork waits until s is idle, then forks its child into a copy of its
+// working directory; runs submitted meanwhile wait for the fork.
+func (s *Session) fork(tempDir string) (*worker, error) {
+	s.mu.Lock()
+	for !s.ended && (s.cur != nil || s.forking || s.w == nil) {
+		s.cond.Wait()
+	}
+	if s.ended {
+		s.mu.Unlock()
+		s.m.mu.Lock()
+		defer s.m.mu.Unlock()
+		return nil, s.m.sessionErrLocked(s.id)
+	}
+	s.forking = true
+	stopTimer(s.idleTimer)
+	src, prev := s.w, s.writerDone
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.forking = false
+		s.mu.Unlock()
+		s.next()
+	}()
+	if prev != nil {
+		<-prev // the last run's writer has returned: fd 3 is the fork frame's alone
+	}
+	dir, err := rundir.Copy(src.dir, tempDir, forkCopyBytes)
+	if err != nil {
+		return nil, errors.New("session/fork: copying the working directory: " + err.Error())
+	}
+	w, err := forkWorker(src, dir)
+	if err != nil {
+		rundir.Remove(dir)
+		return nil, err
+	}
+	return w, nil
 }
