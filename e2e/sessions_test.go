@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -458,5 +459,29 @@ func TestSessionC312ForkNeedsForkServer(t *testing.T) {
 	}
 	if r := d.srun(sid, "return 1"); !r.Session.Alive {
 		t.Errorf("the source after a refused fork: %+v", r.Session)
+	}
+}
+
+// TestSessionC314Sandbox: in tier sandbox a session's child lives in the
+// run's namespaces (its parent is the namespace's init, no network), keeps
+// its state, reports the interpreter's own memory, and is refused a fork.
+func TestSessionC314Sandbox(t *testing.T) {
+	leakcheck.Check(t)
+	env := map[string]string{"CODERUN_ISOLATION": "sandbox"}
+	cmd := exec.Command(daemonBin, "--check")
+	cmd.Env = environ(t, env)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("tier sandbox unavailable: %s", out)
+	}
+	d := started(t, env)
+	sid := d.open(`{}`)
+	d.srun(sid, "import os, socket\nppid = os.getppid()\ntry:\n    socket.create_connection(('127.0.0.1', 9), timeout=1)\n    net = 'reachable'\nexcept OSError:\n    net = 'unreachable'")
+	r := d.srun(sid, "return [ppid, net]")
+	if compact(r.Value) != `[1,"unreachable"]` || r.Stats.MaxRssKb < 5000 {
+		t.Errorf("sandboxed session: %s maxRssKb %d", r.Value, r.Stats.MaxRssKb)
+	}
+	m := d.call("session/fork", `{"sessionId":"`+sid+`"}`)
+	if m.Error == nil || m.Error.Code != -32603 || !strings.Contains(m.Error.Message, "tier sandbox") {
+		t.Errorf("fork in tier sandbox: %s", m.raw)
 	}
 }

@@ -33,6 +33,7 @@ type Session struct {
 	mu         sync.Mutex
 	cond       *sync.Cond // signalled when the session becomes idle or ends
 	w          *worker    // nil until booted
+	pid        int        // the interpreter's pid, whose process tree /proc measures (procstat.go)
 	queue      []*Run     // accepted runs behind cur, FIFO
 	cur        *Run       // the run holding the session: waiting for a slot, or attached
 	attached   *Run       // cur once its run frame is queued to the child
@@ -184,7 +185,7 @@ func (s *Session) adopt(w *worker) bool {
 	if s.ended {
 		return false
 	}
-	s.w = w
+	s.w, s.pid = w, interpreterPID(w.proc.Pid, s.m.sandbox != nil)
 	s.cond.Broadcast() // a fork waiting for the child
 	go readLoop(w, s)
 	go strayLoop(s, fdStdout, w.stdout)
@@ -402,7 +403,7 @@ func (s *Session) attach(r *Run) {
 	if prev != nil {
 		<-prev // the last run's writer has returned: fd 3 is the new writer's alone
 	}
-	base, _ := treeCPU(w.proc.Pid)
+	base, _ := treeCPU(s.pid)
 	wr := newFDWriter(w.conn, nil, protocol.ReplyQueue)
 	wr.sendRun(sessionRunFrame(r.sm.program, r.sm.lim, r.bindings))
 	done, stop := make(chan struct{}), make(chan struct{})
@@ -435,7 +436,7 @@ func (s *Session) sampleCPU(w *worker, base, budget time.Duration, stop chan str
 			return
 		case <-t.C:
 		}
-		if used, ok := treeCPU(w.proc.Pid); ok && used-base >= budget {
+		if used, ok := treeCPU(s.pid); ok && used-base >= budget {
 			w.proc.SignalGroup(syscall.SIGKILL)
 			return
 		}
