@@ -91,17 +91,28 @@ func (m *Manager) OpenSession(p protocol.SessionParams, onClosed func(id, reason
 	if err != nil {
 		return "", err
 	}
-	w := m.warm.take(false)
-	if w == nil {
-		var fail *protocol.RunError
-		if w, fail = m.spawnWorker(); fail != nil {
-			m.endSession(s, StateLost, fail.Message)
-			return "", errors.New(fail.Message)
+	return m.startSession(s, func() (*worker, error) {
+		w := m.warm.take(false)
+		if w == nil {
+			var fail *protocol.RunError
+			if w, fail = m.spawnWorker(); fail != nil {
+				return nil, errors.New(fail.Message)
+			}
 		}
-	}
-	w.warm = false // the wall clock of each run starts at its run frame
-	if err := bootSession(w, s.lim, m.cfg.SessionCPUSeconds); err != nil {
-		killWorker(w, m.log)
+		w.warm = false // the wall clock of each run starts at its run frame
+		if err := bootSession(w, s.lim, m.cfg.SessionCPUSeconds); err != nil {
+			killWorker(w, m.log)
+			return nil, err
+		}
+		return w, nil
+	})
+}
+
+// startSession gives the registered session s the booted child get
+// returns, or ends it (get failed, or shutdown began meanwhile).
+func (m *Manager) startSession(s *Session, get func() (*worker, error)) (string, error) {
+	w, err := get()
+	if err != nil {
 		m.endSession(s, StateLost, err.Error())
 		return "", err
 	}
@@ -659,16 +670,7 @@ func (m *Manager) ForkSession(id string, onClosed func(id, reason, message strin
 	if err != nil {
 		return "", err
 	}
-	w, err := src.fork(m.cfg.TempDir)
-	if err != nil {
-		m.endSession(s, StateLost, err.Error())
-		return "", err
-	}
-	if !s.adopt(w) {
-		killWorker(w, m.log)
-		return "", ErrShuttingDown
-	}
-	return s.id, nil
+	return m.startSession(s, func() (*worker, error) { return src.fork(m.cfg.TempDir) })
 }
 
 // ForkAvailable reports whether session/fork is served: only children of
