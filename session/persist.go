@@ -111,6 +111,7 @@ func (m *Manager) OpenSession(p protocol.SessionParams, onClosed func(id, reason
 // startSession gives the registered session s the booted child get
 // returns, or ends it (get failed, or shutdown began meanwhile).
 func (m *Manager) startSession(s *Session, get func() (*worker, error)) (string, error) {
+	defer m.sessionWG.Done()
 	w, err := get()
 	if err != nil {
 		m.endSession(s, StateLost, err.Error())
@@ -134,6 +135,7 @@ func (m *Manager) register(lim protocol.Limits, idleMs int64, onClosed func(stri
 		return nil, m.capErr()
 	}
 	m.sessionSeq++
+	m.sessionWG.Add(1) // done when the open or fork returns: shutdown waits for its child
 	idle := m.cfg.SessionIdle
 	if idleMs > 0 {
 		idle = time.Duration(idleMs) * time.Millisecond
