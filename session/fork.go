@@ -17,12 +17,11 @@ import (
 // adoption: the source's fork, the fork's set-up and its forked frame.
 var forkReplyTimeout = 10 * time.Second
 
-// forkReplyMax bounds the fork's reply frame (a real one is < 100 bytes);
-// forkCopyMax the bytes of the source's working directory a fork copies.
-const (
-	forkReplyMax = 4096
-	forkCopyMax  = 1 << 30
-)
+// forkReplyMax bounds the fork's reply frame (a real one is < 100 bytes).
+const forkReplyMax = 4096
+
+// forkCopyMax bounds the bytes of the source's working directory a fork copies.
+var forkCopyMax int64 = 1 << 30
 
 // errForkFailed wraps every reason a fork did not produce a worker.
 var errForkFailed = errors.New("session fork failed")

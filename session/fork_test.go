@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
@@ -166,12 +167,14 @@ func TestForkWorkerFailures(t *testing.T) {
 	f := newTestForker(t)
 	src := startSession(t, f.spawn)
 	defer src.end()
-	readOnly := filepath.Join(t.TempDir(), "fork")
-	os.Mkdir(readOnly, 0o500) // nothing can be created in it
-	_, err := forkWorker(src.w, readOnly)
-	if err == nil || !strings.Contains(err.Error(), "copying the working directory") {
-		t.Fatalf("fork into a read-only dir: %v", err)
+	src.run("open('big', 'wb').write(b'x' * 2048)")
+	defer func(old int64) { forkCopyMax = old }(forkCopyMax)
+	forkCopyMax = 1024
+	_, err := forkWorker(src.w, t.TempDir())
+	if !errors.Is(err, rundir.ErrCopyTooLarge) || !strings.Contains(err.Error(), "copying the working directory") {
+		t.Fatalf("fork of a directory over the copy budget: %v", err)
 	}
+	forkCopyMax = 1 << 30
 	_, err = forkWorker(src.w, filepath.Join(t.TempDir(), "missing"))
 	if err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("fork into a missing dir: %v", err)
