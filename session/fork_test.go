@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
+	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
@@ -214,4 +216,31 @@ func BenchmarkForkWorker100MB(b *testing.B) {
 	}
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms/fork")
+}
+
+// A session child in tier sandbox keeps its state across runs whose CPU adds
+// up past any single run's budget (the init bounds the session's lifetime,
+// not the first run's soft limit); its forks cannot be adopted there.
+func TestSandboxSession(t *testing.T) {
+	if err := sandbox.Probe(); err != nil {
+		t.Skip(err)
+	}
+	leakcheck.Check(t)
+	python, dir := realPython(t), t.TempDir()
+	cfg := sandboxFor(python, dir)
+	cfg.Session = true
+	src := startSession(t, func(spec child.Spec) (*child.Process, error) { return sandbox.Start(spec, cfg) })
+	defer src.end()
+	spin := "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.7:\n    pass\n" +
+		"n = globals().get('n', 0) + 1\nreturn n"
+	for i := 1; i <= 4; i++ {
+		s, _ := json.Marshal(spin)
+		src.send(`{"type":"run","program":` + string(s) + `,"cpuSeconds":1,"maxLogBytes":65536,"maxValueBytes":65536}`)
+		if line := src.line(); !strings.Contains(line, `"value": `+strconv.Itoa(i)) {
+			t.Fatalf("run %d: %s", i, line)
+		}
+	}
+	if _, err := forkWorker(src.w, t.TempDir()); !errors.Is(err, child.ErrNotAdoptable) {
+		t.Errorf("fork in tier sandbox: %v", err)
+	}
 }
