@@ -33,17 +33,18 @@ type Session struct {
 	log      *slog.Logger
 
 	mu         sync.Mutex
-	cond       *sync.Cond // signalled when the session becomes idle or ends
-	w          *worker    // nil until booted
-	pid        int        // the interpreter's pid, whose process tree /proc measures (procstat.go)
-	queue      []*Run     // accepted runs behind cur, FIFO
-	cur        *Run       // the run holding the session: waiting for a slot, or attached
-	attached   *Run       // cur once its run frame is queued to the child
-	forking    bool       // a fork of the child is under way
-	runs       int64      // runs settled after running in the child
-	eof        [3]bool    // descriptors of the child at end of stream
-	dead       bool       // the child was reaped
-	loss       string     // a run's outcome ended the session: why (set by account)
+	cond       *sync.Cond    // signalled when the session becomes idle or ends
+	w          *worker       // nil until booted
+	pid        int           // the interpreter's pid, whose process tree /proc measures (procstat.go)
+	cpuMark    time.Duration // its CPU time at the end of the last kept run (or at boot): the next run's base
+	queue      []*Run        // accepted runs behind cur, FIFO
+	cur        *Run          // the run holding the session: waiting for a slot, or attached
+	attached   *Run          // cur once its run frame is queued to the child
+	forking    bool          // a fork of the child is under way
+	runs       int64         // runs settled after running in the child
+	eof        [3]bool       // descriptors of the child at end of stream
+	dead       bool          // the child was reaped
+	loss       string        // a run's outcome ended the session: why (set by account)
 	ended      bool
 	endState   string // "closed" or "lost"
 	endReason  string
@@ -219,6 +220,7 @@ func (s *Session) adopt(w *worker) bool {
 		return false
 	}
 	s.w, s.pid = w, interpreterPID(w.proc.Pid, s.m.sandbox != nil)
+	s.cpuMark, _ = treeCPU(s.pid)
 	s.cond.Broadcast() // a fork waiting for the child
 	go readLoop(w, s)
 	go strayLoop(s, fdStdout, w.stdout)
@@ -446,7 +448,9 @@ func (s *Session) attach(r *Run) {
 	if prev != nil {
 		<-prev // the last run's writer has returned: fd 3 is the new writer's alone
 	}
-	base, _ := treeCPU(s.pid)
+	s.mu.Lock()
+	base := s.cpuMark // no /proc read on the way to the run frame
+	s.mu.Unlock()
 	wr := newFDWriter(w.conn, nil, protocol.ReplyQueue)
 	wr.sendRun(sessionRunFrame(r.sm.program, r.sm.lim, r.bindings))
 	done, stop := make(chan struct{}), make(chan struct{})
@@ -465,6 +469,14 @@ func (s *Session) attach(r *Run) {
 	go r.writeLoop(w, wr, done)
 	go s.sampleCPU(w, base, time.Duration(r.sm.lim.CPUSeconds)*time.Second, stop)
 	r.perform(eff)
+}
+
+// markCPU records the child's CPU time at a kept run's end: the child idles
+// until the next run, which counts from there.
+func (s *Session) markCPU(cpu time.Duration) {
+	s.mu.Lock()
+	s.cpuMark = cpu
+	s.mu.Unlock()
 }
 
 // sampleCPU SIGKILLs the child once the run has used its CPU budget, in

@@ -22,16 +22,27 @@ const clockTick = 10 * time.Millisecond
 // treeCPU is the CPU time (user + system) of pid and its descendants so
 // far, reaped descendants included; ok is false when pid is gone.
 func treeCPU(pid int) (cpu time.Duration, ok bool) {
+	cpu, _, ok = treeUsage(pid, false)
+	return cpu, ok
+}
+
+// treeUsage is treeCPU and, with hwm, the largest VmHWM (kB) in the tree,
+// in one walk.
+func treeUsage(pid int, hwm bool) (cpu time.Duration, hwmKb int64, ok bool) {
 	ticks, ok := statTicks(pid)
 	if !ok {
-		return 0, false
+		return 0, 0, false
+	}
+	if hwm {
+		hwmKb = vmHWM(pid)
 	}
 	for _, c := range childPIDs(pid) {
-		if d, ok := treeCPU(c); ok {
+		if d, h, ok := treeUsage(c, hwm); ok {
 			cpu += d
+			hwmKb = max(hwmKb, h)
 		}
 	}
-	return cpu + time.Duration(ticks)*clockTick, true
+	return cpu + time.Duration(ticks)*clockTick, hwmKb, true
 }
 
 // statTicks sums utime, stime, cutime and cstime of /proc/<pid>/stat.
@@ -75,29 +86,28 @@ func childPIDs(pid int) []int {
 	return out
 }
 
-// treeHWM is the largest VmHWM (kB) in pid's process tree.
-func treeHWM(pid int) int64 {
-	var hwm int64
+// vmHWM is pid's VmHWM (kB), 0 when unknown.
+func vmHWM(pid int) int64 {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if _, rest, ok := bytes.Cut(b, []byte("VmHWM:")); ok {
-		line, _, _ := bytes.Cut(rest, []byte("\n"))
-		if f := bytes.Fields(line); len(f) > 0 {
-			hwm, _ = strconv.ParseInt(string(f[0]), 10, 64)
-		}
+	_, rest, _ := bytes.Cut(b, []byte("VmHWM:"))
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	if f := bytes.Fields(line); len(f) > 0 {
+		n, _ := strconv.ParseInt(string(f[0]), 10, 64)
+		return n
 	}
-	for _, c := range childPIDs(pid) {
-		hwm = max(hwm, treeHWM(c))
-	}
-	return hwm
+	return 0
 }
 
 // sessionStats fills a kept session run's cpuMs (its share since base) and
-// maxRssKb (the interpreter's high-water mark so far).
-func sessionStats(s *protocol.Stats, pid int, base time.Duration) {
-	if cpu, ok := treeCPU(pid); ok {
-		s.CPUMs = max(cpu-base, 0).Milliseconds()
+// maxRssKb (the interpreter's high-water mark so far), and returns the
+// interpreter's CPU time now (the next run's base; base when unreadable).
+func sessionStats(s *protocol.Stats, pid int, base time.Duration) time.Duration {
+	cpu, hwm, ok := treeUsage(pid, true)
+	if !ok {
+		return base
 	}
-	s.MaxRssKb = treeHWM(pid)
+	s.CPUMs, s.MaxRssKb = max(cpu-base, 0).Milliseconds(), hwm
+	return cpu
 }
 
 // interpreterPID is the session interpreter's pid: the child itself, or in

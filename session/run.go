@@ -142,7 +142,8 @@ func (r *Run) settled(eff effects) {
 		w.removeDir(r.log)
 	}
 	if eff.kept != nil {
-		sessionStats(&eff.res.Stats, r.sm.sess.pid, r.sm.cpuBase) // both fixed once attached
+		s := r.sm.sess
+		s.markCPU(sessionStats(&eff.res.Stats, s.pid, r.sm.cpuBase)) // pid and cpuBase are fixed once attached
 	}
 	close(eff.staged)
 	go r.out.flush()
