@@ -51,9 +51,16 @@ type Config struct {
 	// a shorter idle time, each child's lifetime RLIMIT_CPU hard limit
 	// SessionCPUSeconds.
 	MaxSessions       int
-	SessionIdle       time.Duration
-	SessionCPUSeconds int64
+	SessionIdle       time.Duration // 0: DefaultSessionIdle
+	SessionCPUSeconds int64         // 0: DefaultSessionCPUSeconds
 }
+
+// Session defaults for a Config that leaves them zero (the daemon's
+// configuration has the same ones, docs/configuration.md).
+const (
+	DefaultSessionIdle       = 10 * time.Minute
+	DefaultSessionCPUSeconds = 3600
+)
 
 // Errors returned by Submit; rpc maps them to JSON-RPC codes.
 var (

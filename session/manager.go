@@ -50,6 +50,12 @@ func NewManager(cfg Config) *Manager {
 	if cfg.MaxConcurrent < 1 {
 		cfg.MaxConcurrent = 1
 	}
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = DefaultSessionIdle
+	}
+	if cfg.SessionCPUSeconds <= 0 {
+		cfg.SessionCPUSeconds = DefaultSessionCPUSeconds
+	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, runs: make(map[*Run]bool),
 		sessions: make(map[string]*Session), ended: make(map[string]sessionEnd)}
 	if cfg.Isolation == IsolationSandbox {

@@ -95,17 +95,28 @@ func (m *Manager) OpenSession(p protocol.SessionParams, onClosed func(id, reason
 		return "", err
 	}
 	return m.startSession(s, func() (*worker, error) {
-		w, fail := m.sessionWorker()
-		if fail != nil {
-			return nil, errors.New(fail.Message)
+		w, err := m.bootedWorker(m.sessionWorker, s.lim)
+		if err != nil && w != nil && w.warm { // a warm child lost while waiting: once more, cold
+			m.log.Warn("a warm child failed its session boot; opening on a fresh child", "err", err)
+			w, err = m.bootedWorker(m.spawnWorker, s.lim)
 		}
-		w.warm = false // the wall clock of each run starts at its run frame
-		if err := bootSession(w, s.lim, m.cfg.SessionCPUSeconds); err != nil {
-			killWorker(w, m.log)
-			return nil, err
-		}
-		return w, nil
+		return w, err
 	})
+}
+
+// bootedWorker boots the child get returns in session mode. On a failed
+// boot the child is gone and returned with the error (for its warm flag).
+func (m *Manager) bootedWorker(get func() (*worker, *protocol.RunError), lim protocol.Limits) (*worker, error) {
+	w, fail := get()
+	if fail != nil {
+		return nil, errors.New(fail.Message)
+	}
+	if err := bootSession(w, lim, m.cfg.SessionCPUSeconds); err != nil {
+		killWorker(w, m.log)
+		return w, err
+	}
+	w.warm = false // the wall clock of each run starts at its run frame
+	return w, nil
 }
 
 // sessionWorker gets a child for a new session: a warm one when ready. In
@@ -131,7 +142,7 @@ func (m *Manager) sessionWorker() (*worker, *protocol.RunError) {
 func (m *Manager) startSession(s *Session, get func() (*worker, error)) (string, error) {
 	defer m.sessionWG.Done()
 	w, err := get()
-	if err != nil {
+	if err != nil { // w, if any, is already gone
 		m.endSession(s, StateLost, err.Error())
 		m.mu.Lock()
 		delete(m.ended, s.id) // never issued: the id stays unknown
