@@ -221,7 +221,7 @@ def _coderun_child():
         done_error(KIND_EXCEPTION, cap_message(
             "bootstrap: applying resource limits failed\n" + msg, max_value))
 
-    # 3. limits (docs/child-protocol.md §3.3; a session's, §7.1)
+    # 3. limits (docs/child-protocol.md §3.3; a session's, §6.1)
     session = boot.get("session") is True
     cpu_soft = soft_as = None
     try:
@@ -275,7 +275,7 @@ def _coderun_child():
 
     # ---- settlement --------------------------------------------------------------------
     # away[0]: this process is a copy the program made with os.fork() (a session registers
-    # the hook, §7.2): it must never speak on fd 3, nor settle the run a second time.
+    # the hook, §6.2): it must never speak on fd 3, nor settle the run a second time.
     away = [False]
 
     def wind_up():
@@ -372,10 +372,10 @@ def _coderun_child():
                 fallback_done()
         return loop
 
-    # ---- session mode (docs/child-protocol.md §7) ---------------------------------------
+    # ---- session mode (docs/child-protocol.md §6) ---------------------------------------
     def move_cpu_soft(seconds):
         """Soft RLIMIT_CPU = CPU used so far (reaped children included), rounded up, plus
-        this run's budget, below the session's hard limit (§7.2)."""
+        this run's budget, below the session's hard limit (§6.2)."""
         nonlocal cpu_soft
         hard = getrlimit(RLIMIT_CPU)[1]
         soft = -int(-cpu_spent() // 1) + seconds
@@ -417,7 +417,7 @@ def _coderun_child():
         retire()
 
     def serve_session():
-        """The idle loop: run and fork frames until fd 3 ends (§7.1)."""
+        """The idle loop: run and fork frames until fd 3 ends (§6.1)."""
         import _socket
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, FD)
         space = _socket.CMSG_SPACE(3 * 4)
@@ -466,7 +466,7 @@ def _coderun_child():
 
 
 def _make_session_fork(send, string, fdq, rbuf, away):
-    """The `fork` frame of an idle session child (docs/child-protocol.md §7.3): fork(msg, fds).
+    """The `fork` frame of an idle session child (docs/child-protocol.md §6.3): fork(msg, fds).
 
     fds are the descriptors that came with the frame: [stdout-w, stderr-w, fd3] of the fork.
     The fork F must be a child of the source's reaper (the fork server, or the sandbox's
