@@ -412,9 +412,11 @@ def _coderun_child():
 
     def went_away():
         # os.register_at_fork(after_in_child=...): a copy the program forks keeps quiet.
+        nonlocal chan_lock
+        chan_lock = _thread.RLock()
         away[0] = True
-        seal()
-        retire()
+        seal(True)
+        retire(True)
 
     def serve_session():
         """The idle loop: run and fork frames until fd 3 ends (§6.1)."""
@@ -656,7 +658,12 @@ def _make_log_streams(send, codec, P, TextIOBase):
             st[0] = []
             st[1] = 0
 
-    def seal():
+    def seal(after_fork=False):
+        # after_fork: in a fork's only thread; another thread of the parent may have held
+        # the lock when it forked, so the fork gets a new one.
+        nonlocal ledger_lock
+        if after_fork:
+            ledger_lock = _thread.RLock()
         with ledger_lock:
             ledger[1] = True
     LOG_HEAD, CLOSED, OPEN = b'{"type":"log","text":', b"}", b',"open":true}'
@@ -1199,8 +1206,12 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
             program_globals[ns["global"]] = make_namespace(ns["global"], ns["names"],
                                                            rejecter(cls), ns.get("signatures"))
 
-    def retire():
+    def retire(after_fork=False):
+        # after_fork: as seal's; the fork gets new locks (its parent's may have been held).
+        nonlocal call_lock, slot_lock
         generation[0] = token_of()
+        if after_fork:
+            call_lock, slot_lock = _thread.allocate_lock(), _thread.allocate_lock()
         with slot_lock:
             slots[0] = P.CALL_SLOTS
             waiters.clear()

@@ -135,6 +135,12 @@ func TestForkWorker(t *testing.T) {
 	if n, _ := fw.stdout.Read(buf); string(buf[:n]) != "to the new stdout" {
 		t.Errorf("fork's stdout = %q", buf[:n])
 	}
+	// A pid the fork server already knows is never adopted again, nor its source.
+	for _, pid := range []int{fw.proc.Pid, src.w.proc.Pid} {
+		if _, err := src.w.proc.Adopt(pid); err == nil {
+			t.Errorf("Adopt(%d) of a known process succeeded", pid)
+		}
+	}
 	if got := src.run("return [mark, len(data)]"); got != `["source",100000]` {
 		t.Errorf("source after the fork = %s", got)
 	}
