@@ -10,7 +10,7 @@ const (
 	FrameLog     = "log"
 	FrameDone    = "done"
 
-	// Session frames (docs/child-protocol.md §7): the daemon asks an idle
+	// Session frames (docs/child-protocol.md §6): the daemon asks an idle
 	// session child to fork; the fork answers on its own new channel.
 	FrameFork       = "fork"
 	FrameForked     = "forked"
@@ -30,14 +30,14 @@ type BootMessage struct {
 	MaxLogBytes       int64       `json:"maxLogBytes"`
 	MaxValueBytes     int64       `json:"maxValueBytes"`
 	Namespaces        []Namespace `json:"namespaces"`
-	// Session marks a session boot (docs/child-protocol.md §7.1): CPUSeconds is
+	// Session marks a session boot (docs/child-protocol.md §6.1): CPUSeconds is
 	// then the session's lifetime total, Namespaces is empty, and the child
 	// waits for run frames in its idle loop instead of exiting after one.
 	Session bool `json:"session,omitempty"`
 }
 
 // RunMessage carries the program, sent on the first boot-ack. In a session
-// (docs/child-protocol.md §7.2) it also carries the run's own budgets and
+// (docs/child-protocol.md §6.2) it also carries the run's own budgets and
 // bindings; those four members are left out of a fresh run's frame.
 type RunMessage struct {
 	Type          string      `json:"type"`
@@ -49,7 +49,7 @@ type RunMessage struct {
 }
 
 // ForkMessage asks an idle session child to fork (docs/child-protocol.md
-// §7.3). It travels with SCM_RIGHTS [stdout-w, stderr-w, fd3] for the fork;
+// §6.3). It travels with SCM_RIGHTS [stdout-w, stderr-w, fd3] for the fork;
 // Dir is the fork's working directory, already copied by the daemon.
 type ForkMessage struct {
 	Type string `json:"type"`

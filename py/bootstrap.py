@@ -221,7 +221,7 @@ def _coderun_child():
         done_error(KIND_EXCEPTION, cap_message(
             "bootstrap: applying resource limits failed\n" + msg, max_value))
 
-    # 3. limits (docs/child-protocol.md §3.3; a session's, §7.1)
+    # 3. limits (docs/child-protocol.md §3.3; a session's, §6.1)
     session = boot.get("session") is True
     cpu_soft = soft_as = None
     try:
@@ -275,7 +275,7 @@ def _coderun_child():
 
     # ---- settlement --------------------------------------------------------------------
     # away[0]: this process is a copy the program made with os.fork() (a session registers
-    # the hook, §7.2): it must never speak on fd 3, nor settle the run a second time.
+    # the hook, §6.2): it must never speak on fd 3, nor settle the run a second time.
     away = [False]
 
     def wind_up():
@@ -372,10 +372,10 @@ def _coderun_child():
                 fallback_done()
         return loop
 
-    # ---- session mode (docs/child-protocol.md §7) ---------------------------------------
+    # ---- session mode (docs/child-protocol.md §6) ---------------------------------------
     def move_cpu_soft(seconds):
         """Soft RLIMIT_CPU = CPU used so far (reaped children included), rounded up, plus
-        this run's budget, below the session's hard limit (§7.2)."""
+        this run's budget, below the session's hard limit (§6.2)."""
         nonlocal cpu_soft
         hard = getrlimit(RLIMIT_CPU)[1]
         soft = -int(-cpu_spent() // 1) + seconds
@@ -412,12 +412,14 @@ def _coderun_child():
 
     def went_away():
         # os.register_at_fork(after_in_child=...): a copy the program forks keeps quiet.
+        nonlocal chan_lock
+        chan_lock = _thread.RLock()
         away[0] = True
-        seal()
-        retire()
+        seal(True)
+        retire(True)
 
     def serve_session():
-        """The idle loop: run and fork frames until fd 3 ends (§7.1)."""
+        """The idle loop: run and fork frames until fd 3 ends (§6.1)."""
         import _socket
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, FD)
         space = _socket.CMSG_SPACE(3 * 4)
@@ -466,7 +468,7 @@ def _coderun_child():
 
 
 def _make_session_fork(send, string, fdq, rbuf, away):
-    """The `fork` frame of an idle session child (docs/child-protocol.md §7.3): fork(msg, fds).
+    """The `fork` frame of an idle session child (docs/child-protocol.md §6.3): fork(msg, fds).
 
     fds are the descriptors that came with the frame: [stdout-w, stderr-w, fd3] of the fork.
     The fork F must be a child of the source's reaper (the fork server, or the sandbox's
@@ -656,7 +658,12 @@ def _make_log_streams(send, codec, P, TextIOBase):
             st[0] = []
             st[1] = 0
 
-    def seal():
+    def seal(after_fork=False):
+        # after_fork: in a fork's only thread; another thread of the parent may have held
+        # the lock when it forked, so the fork gets a new one.
+        nonlocal ledger_lock
+        if after_fork:
+            ledger_lock = _thread.RLock()
         with ledger_lock:
             ledger[1] = True
     LOG_HEAD, CLOSED, OPEN = b'{"type":"log","text":', b"}", b',"open":true}'
@@ -1199,8 +1206,12 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
             program_globals[ns["global"]] = make_namespace(ns["global"], ns["names"],
                                                            rejecter(cls), ns.get("signatures"))
 
-    def retire():
+    def retire(after_fork=False):
+        # after_fork: as seal's; the fork gets new locks (its parent's may have been held).
+        nonlocal call_lock, slot_lock
         generation[0] = token_of()
+        if after_fork:
+            call_lock, slot_lock = _thread.allocate_lock(), _thread.allocate_lock()
         with slot_lock:
             slots[0] = P.CALL_SLOTS
             waiters.clear()

@@ -24,7 +24,7 @@ reply always names a process that already leads its own group.
 
 The server is a child subreaper (PR_SET_CHILD_SUBREAPER): an orphan of any of its children
 becomes its child, is reaped, and gets an X report. A session child's fork (the grandchild of
-a double fork, docs/child-protocol.md §7.3) is such an orphan; the daemon claims it with A,
+a double fork, docs/child-protocol.md §6.3) is such an orphan; the daemon claims it with A,
 and the server answers P only for a process that is its child, leads its own session, and is
 not already one it spawned or adopted (a program cannot pass off another process as the fork).
 """

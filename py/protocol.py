@@ -82,7 +82,7 @@ def compile_program(src, bound_names=None):
 
     A session run passes bound_names (top_level_names, cold section): every name the
     program binds at its top level is then declared `global` in the wrapper, so it lives in
-    the session's globals dict across runs (docs/child-protocol.md §7.2).
+    the session's globals dict across runs (docs/child-protocol.md §6.2).
     """
     import _ast
     mod = compile(src, PROGRAM_FILENAME, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
@@ -604,7 +604,7 @@ class _Bag:
 COLD_SECTION = "# ==== cold section"
 
 
-# ---- session programs (docs/child-protocol.md §7.2) --------------------------------------------------------------
+# ---- session programs (docs/child-protocol.md §6.2) --------------------------------------------------------------
 
 def top_level_names(_ast, body):
     """The names a program's top level binds: the scope of the wrapper function's body.

@@ -100,10 +100,14 @@ func startSession(t testing.TB, start startFunc) *sessionChild {
 	return newSessionChild(t, w, true)
 }
 
-func newTestForker(t testing.TB) *forker {
+// forkSource starts a session child from a fork server of its own (the
+// reaper that adopts its forks); both end when the test does.
+func forkSource(t testing.TB) *sessionChild {
 	f := newForker(realPython(t), t.TempDir(), slog.New(slog.DiscardHandler))
 	t.Cleanup(f.close)
-	return f
+	src := startSession(t, f.spawn)
+	t.Cleanup(func() { src.end() })
+	return src
 }
 
 // A fork sees the source's state, runs in its own copied directory, group
@@ -111,9 +115,7 @@ func newTestForker(t testing.TB) *forker {
 // each ends at end of stream with its exit relayed by the fork server.
 func TestForkWorker(t *testing.T) {
 	leakcheck.Check(t)
-	f := newTestForker(t)
-	src := startSession(t, f.spawn)
-	defer src.end()
+	src := forkSource(t)
 	src.run("data = list(range(100000))\nopen('notes.txt', 'w').write('kept')\nmark = 'source'")
 	dir := t.TempDir()
 	fw, err := forkWorker(src.w, dir)
@@ -132,6 +134,12 @@ func TestForkWorker(t *testing.T) {
 	fw.stdout.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if n, _ := fw.stdout.Read(buf); string(buf[:n]) != "to the new stdout" {
 		t.Errorf("fork's stdout = %q", buf[:n])
+	}
+	// A pid the fork server already knows is never adopted again, nor its source.
+	for _, pid := range []int{fw.proc.Pid, src.w.proc.Pid} {
+		if _, err := src.w.proc.Adopt(pid); err == nil {
+			t.Errorf("Adopt(%d) of a known process succeeded", pid)
+		}
 	}
 	if got := src.run("return [mark, len(data)]"); got != `["source",100000]` {
 		t.Errorf("source after the fork = %s", got)
@@ -166,9 +174,7 @@ func TestForkWorkerNeedsTheForkServer(t *testing.T) {
 // own fork-failed frame is pinned by py/tests/test_session.py.)
 func TestForkWorkerFailures(t *testing.T) {
 	leakcheck.Check(t)
-	f := newTestForker(t)
-	src := startSession(t, f.spawn)
-	defer src.end()
+	src := forkSource(t)
 	src.run("open('big', 'wb').write(b'x' * 2048)")
 	defer func(old int64) { forkCopyMax = old }(forkCopyMax)
 	forkCopyMax = 1024
@@ -190,9 +196,7 @@ func TestForkWorkerFailures(t *testing.T) {
 // objects (the issue's target: p50 ≤ 10 ms) and checks the fork's first run
 // sees them; the time is forkWorker's, adoption included.
 func BenchmarkForkWorker100MB(b *testing.B) {
-	f := newTestForker(b)
-	src := startSession(b, f.spawn)
-	defer src.end()
+	src := forkSource(b)
 	src.run("data = [str(i) * 3 for i in range(1_400_000)]\n" +
 		"import resource\nreturn resource.getrusage(resource.RUSAGE_SELF).ru_maxrss")
 	parent := b.TempDir()

@@ -1,6 +1,11 @@
 package wireguard
 
-import "testing"
+import (
+	"math"
+	"testing"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+)
 
 func TestDecodeForkReply(t *testing.T) {
 	for _, c := range []struct {
@@ -27,4 +32,29 @@ func TestDecodeForkReply(t *testing.T) {
 			t.Errorf("%s: got %+v %v, want %+v %v", c.line, got, ok, c.want, c.ok)
 		}
 	}
+}
+
+// FuzzDecodeForkReply: never panics; an accepted reply is a forked one with a
+// pid from 1 to 2^31−1 and no message, or a fork-failed one with no pid and a
+// message of at most protocol.NameCut code points; the line was one strict
+// JSON object.
+func FuzzDecodeForkReply(f *testing.F) {
+	for _, line := range []string{`{"type":"forked","pid":4242}`, `{"type":"forked","pid":1e3}`,
+		`{"type":"fork-failed","message":"OSError: [Errno 12]"}`, `{"type":"forked","pid":-0}`,
+		`{"type":"fork-failed","message":"\ud800"}`, `{"type":"forked","pid":1,"pid":2}`, `[]`} {
+		f.Add([]byte(line))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		r, ok := DecodeForkReply(line)
+		if !ok {
+			return
+		}
+		if !Valid(line, Strict) {
+			t.Fatalf("accepted invalid JSON %q", line)
+		}
+		if r.Forked && (r.Pid < 1 || r.Pid > math.MaxInt32 || r.Message != "") ||
+			!r.Forked && (r.Pid != 0 || cutChars(r.Message, protocol.NameCut) != r.Message) {
+			t.Fatalf("%q accepted as %+v", line, r)
+		}
+	})
 }

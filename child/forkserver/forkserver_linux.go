@@ -40,7 +40,7 @@ import (
 // malformed one kills the server, as does Close.
 //
 // The server is a child subreaper, so the fork of a session child it spawned
-// (double-forked, docs/child-protocol.md §7.3) becomes its child; Adopt claims
+// (double-forked, docs/child-protocol.md §6.3) becomes its child; Adopt claims
 // it. A spawned Process's Adopt method does the same.
 type Server struct {
 	proc *child.Process
@@ -163,7 +163,7 @@ func (s *Server) Spawn(spec Spec) (*child.Process, error) {
 }
 
 // Adopt claims pid, the fork of a session child this server spawned, now an
-// orphan the server reaped as subreaper (docs/child-protocol.md §7.5). The
+// orphan the server reaped as subreaper (docs/child-protocol.md §6.5). The
 // server refuses a pid that is not its child, does not lead its own session,
 // or was already spawned or adopted, so a pid a program forged is never
 // claimed. The Process has no descriptors (the caller holds the fork's) and

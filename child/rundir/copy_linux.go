@@ -38,7 +38,7 @@ func Copy(src, parent string, maxBytes int64) (dir string, err error) {
 }
 
 // CopyInto copies the tree under src into dst, an existing empty directory,
-// for a session's fork (docs/child-protocol.md §7.3). Only directories and
+// for a session's fork (docs/child-protocol.md §6.3). Only directories and
 // regular files are copied, with their permission bits (plus owner rwx on
 // directories and rw on files); symbolic links, devices, sockets and FIFOs
 // are skipped. A link is never followed: every entry is opened relative to

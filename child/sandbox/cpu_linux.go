@@ -33,7 +33,7 @@ import (
 // limit up to the hard one (and each SIGXCPU raises it by a second), so the
 // budget is the lowest soft limit seen, and never more than hard − 1.
 //
-// A session's child (docs/child-protocol.md §7.2) raises its own soft limit
+// A session's child (docs/child-protocol.md §6.2) raises its own soft limit
 // before each run, so there the budget is hard − 1 alone (the session's
 // lifetime total): each run is bounded by its soft limit per process and by
 // the daemon's sampling of the session's CPU.

@@ -1,4 +1,4 @@
-"""Session mode (docs/child-protocol.md §7): one child, many runs, and forks of it.
+"""Session mode (docs/child-protocol.md §6): one child, many runs, and forks of it.
 
 The test plays the daemon: a session boot, then run frames carrying each run's budgets and
 bindings, and fork frames with SCM_RIGHTS, exactly as the daemon sends them.
@@ -354,17 +354,27 @@ def test_fork_keeps_the_limits(session, subreaper):
 
 def test_fork_with_a_left_thread_takes_the_double_fork(session, subreaper):
     """A source with another thread is not cloned raw (a libc lock might be held): the
-    double fork gives the same fork, reparented to the subreaper."""
-    session.run("import threading, time\n"
-                "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+    double fork gives the same fork, reparented to the subreaper; the child's own locks,
+    which that thread may hold, are new in the fork."""
+    # White-box: a thread holds the log ledger's lock across the fork, for good.
+    session.run("import sys, threading, time\n"
+                "cells = type(sys.stdout).write.__closure__\n"
+                "lock = [c.cell_contents for c in cells\n"
+                "        if type(c.cell_contents).__name__ == 'RLock'][0]\n"
+                "def hold():\n"
+                "    time.sleep(0.2)\n"          # once the run is over
+                "    with lock:\n"
+                "        time.sleep(60)\n"
+                "threading.Thread(target=hold, daemon=True).start()\n"
                 "x = 'kept'")
+    time.sleep(0.5)
     f = Fork(session, "/tmp")
     try:
         reply = f.reply()
         assert reply["type"] == "forked", reply
         f.pid = reply["pid"]
-        assert ForkSession(f).run("import threading\nreturn [x, threading.active_count()]").value \
-            == ["kept", 1]
+        res = ForkSession(f).run("import threading\nprint('fork')\n"
+                                 "return [x, threading.active_count()]")
+        assert res.value == ["kept", 1] and res.logs == ["fork"]
     finally:
         f.close()
-    assert session.run("return x").value == "kept"
