@@ -492,3 +492,38 @@ func TestSessionC314Sandbox(t *testing.T) {
 		t.Errorf("fork in tier sandbox: %s", m.raw)
 	}
 }
+
+// TestSessionC315ChildDiesInRun: a program that kills its own interpreter
+// settles worker-exit with session.alive false; session/closed lost follows
+// the result; a run queued behind it settles worker-exit naming the loss.
+func TestSessionC315ChildDiesInRun(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, nil)
+	sid := d.open(`{}`)
+	in := `"sessionId":"` + sid + `"`
+	dying := d.request("run", prog("import os, signal, time\ntime.sleep(0.3)\nos.kill(os.getpid(), signal.SIGKILL)", in))
+	behind := d.request("run", prog("return 1", in))
+	r := d.sresult(d.wait(dying))
+	if r.Error == nil || r.Error.Kind != "worker-exit" || r.Session.Alive || !strings.Contains(r.Session.Reason, "SIGKILL") {
+		t.Fatalf("dying run: %+v %+v", r.Error, r.Session)
+	}
+	q := d.sresult(d.wait(behind))
+	if q.Error == nil || q.Error.Kind != "worker-exit" || q.Session.Alive || q.Session.Runs != 1 {
+		t.Errorf("queued run: %+v %+v", q.Error, q.Session)
+	}
+	if reason, _ := d.closedNote(sid, 10*time.Second); reason != "lost" {
+		t.Errorf("reason %q", reason)
+	}
+	var resultAt, noteAt int
+	for i, e := range d.snapshot() {
+		switch {
+		case string(e.m.ID) == dying:
+			resultAt = i
+		case e.m.Method == "session/closed":
+			noteAt = i
+		}
+	}
+	if noteAt < resultAt {
+		t.Errorf("session/closed (message %d) came before the run's result (message %d)", noteAt, resultAt)
+	}
+}
