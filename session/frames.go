@@ -138,7 +138,7 @@ func appendSignature(b []byte, sig *protocol.Signature) []byte {
 }
 
 // sessionBootFrame is the boot frame of a session child (docs/child-protocol.md
-// §7.1): the session's budgets, its lifetime CPU total as cpuSeconds, no
+// §6.1): the session's budgets, its lifetime CPU total as cpuSeconds, no
 // namespaces, and "session":true last.
 func sessionBootFrame(lim protocol.Limits, lifetimeCPU int64) []byte {
 	lim.CPUSeconds = lifetimeCPU
@@ -146,7 +146,7 @@ func sessionBootFrame(lim protocol.Limits, lifetimeCPU int64) []byte {
 	return append(b[:len(b)-2], `,"session":true}`+"\n"...)
 }
 
-// sessionRunFrame is a run frame in a session (docs/child-protocol.md §7.2):
+// sessionRunFrame is a run frame in a session (docs/child-protocol.md §6.2):
 // the program, then the run's own budgets and bindings.
 func sessionRunFrame(program string, lim protocol.Limits, namespaces []protocol.Namespace) []byte {
 	b := runFrame(program)
