@@ -487,6 +487,7 @@ def _make_session_fork(send, string, fdq, rbuf, away):
     """
     import builtins as B
     import os
+    import sys
     import _signal
     from time import monotonic, sleep
     len, type, str, range, zip, BaseException, OSError, ValueError = \
@@ -496,6 +497,7 @@ def _make_session_fork(send, string, fdq, rbuf, away):
      exit_, listdir) = (os.fork, os.setsid, os.dup2, os.closerange, os.chdir, os.getppid,
                         os.getpid, os.write, os.close, os.waitpid, os._exit, os.listdir)
     open_max = os.sysconf("SC_OPEN_MAX")
+    environ, modules = os.environ, sys.modules
     SIGKILL, SIGCHLD = _signal.SIGKILL, _signal.SIGCHLD
     SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
     CLONE_PARENT = 0x8000
@@ -564,6 +566,7 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         closerange(4, open_max)
         setsid()
         chdir(dir_)
+        move_tmpdir(dir_)
         deadline = monotonic() + 5
         while middle is not None and getppid() == middle:   # the middle process is exiting
             if monotonic() > deadline:
@@ -576,6 +579,15 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         del fdq[:]
         away[0] = False
         send(b'{"type":"forked","pid":%d}' % getpid())
+
+    def move_tmpdir(dir_):
+        # The run directory is also TMPDIR (docs/child-protocol.md §4.3): the fork's is
+        # its own directory, and tempfile's cached choice is dropped.
+        if environ.get("TMPDIR") is not None:
+            environ["TMPDIR"] = dir_
+        tempfile = modules.get("tempfile")
+        if tempfile is not None:
+            tempfile.tempdir = None
 
     def in_fork(fds, dir_, middle):
         try:

@@ -116,17 +116,18 @@ func forkSource(t testing.TB) *sessionChild {
 func TestForkWorker(t *testing.T) {
 	leakcheck.Check(t)
 	src := forkSource(t)
-	src.run("data = list(range(100000))\nopen('notes.txt', 'w').write('kept')\nmark = 'source'")
+	src.run("import tempfile\ntempfile.gettempdir()\n" + // cached in the source
+		"data = list(range(100000))\nopen('notes.txt', 'w').write('kept')\nmark = 'source'")
 	dir := t.TempDir()
 	fw, err := forkWorker(src.w, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fork := newSessionChild(t, fw, false)
-	got := fork.run("import os\nos.write(1, b'to the new stdout')\nmark = 'fork'\n" +
-		"return [len(data), open('notes.txt').read(), os.getcwd(), os.getpid(), os.getsid(0),\n" +
-		"        sorted(int(f) for f in os.listdir('/proc/self/fd'))]")
-	want, _ := json.Marshal([]any{100000, "kept", dir, fw.proc.Pid, fw.proc.Pid, []int{0, 1, 2, 3, 4}})
+	got := fork.run("import os, tempfile\nos.write(1, b'to the new stdout')\nmark = 'fork'\n" +
+		"return [len(data), open('notes.txt').read(), os.getcwd(), tempfile.gettempdir(), os.getpid(),\n" +
+		"        os.getsid(0), sorted(int(f) for f in os.listdir('/proc/self/fd'))]")
+	want, _ := json.Marshal([]any{100000, "kept", dir, dir, fw.proc.Pid, fw.proc.Pid, []int{0, 1, 2, 3, 4}})
 	if got != string(want) { // 4: the listing's own descriptor
 		t.Errorf("fork's view = %s, want %s", got, want)
 	}
