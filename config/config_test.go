@@ -306,7 +306,8 @@ func TestEveryVariableValidated(t *testing.T) {
 		VarMaxLogBytes: "63", VarMaxValueBytes: "67108801", VarMaxFileBytes: "1073741825",
 		VarMaxOutputBytes: "0", VarGraceMs: "-1", VarMaxConcurrentRuns: "0",
 		VarMaxQueuedRuns: "-1", VarWarmPool: "1e3", VarIsolation: "docker", VarStartMode: "vfork",
-		VarLogLevel: "INFO", VarMCPConfig: "/nonexistent/mcp.json", VarPythonBin: ""}
+		VarLogLevel: "INFO", VarMCPConfig: "/nonexistent/mcp.json", VarPythonBin: "", VarMaxSessions: "-1", VarSessionIdleMs: "0",
+		VarSessionCPUSeconds: "9007199254740991"}
 	if len(bad) != len(table) {
 		t.Errorf("%d bad values for %d variables", len(bad), len(table))
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Typed bindings (SPEC-2 §1) through the real daemon and a real child.
+// Typed bindings (docs/protocol.md §10) through the real daemon and a real child.
 
 // searchFn declares tools.search(q: str, limit: int = 10) -> list[str].
 const searchFn = `{"name":"search","description":"Find documents.","parameters":{"type":"object",` +

@@ -48,8 +48,16 @@ func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
 			return p, reject("stream must be a boolean")
 		}
 	}
-	p.Files, err = validateFiles(ms, effective(p.Limits.MaxFileBytes, cfg.MaxFileBytes))
-	return p, err
+	if p.Files, err = validateFiles(ms, effective(p.Limits.MaxFileBytes, cfg.MaxFileBytes)); err != nil {
+		return p, err
+	}
+	if p.SessionID, err = sessionID(ms, false); err != nil {
+		return p, err
+	}
+	if p.SessionID != "" && p.Limits.AddressSpaceMb != 0 {
+		return p, reject("limits.addressSpaceMb is fixed for the session's lifetime")
+	}
+	return p, nil
 }
 
 // validateDescribe checks bindings/describe params: run's rules for
@@ -180,7 +188,7 @@ func validateErrorClass(at string, raw []byte, global string, injected map[strin
 }
 
 // validateFunctions fills ns.Names and, when a function is typed (an object
-// entry, SPEC-2 §1.1), ns.Signatures and ns.Checks. A string entry keeps the
+// entry, docs/protocol.md §10.1), ns.Signatures and ns.Checks. A string entry keeps the
 // old path: an untyped run never reaches the typed package.
 func validateFunctions(at string, ms []wireguard.Member, ns *protocol.Namespace) error {
 	fm, ok := wireguard.Last(ms, "functions")

@@ -46,7 +46,21 @@ type Config struct {
 	// StartMode is StartSpawn (also for "") or StartFork (tier process only:
 	// with tier sandbox children are always spawned).
 	StartMode string
+	// Persistent sessions (docs/protocol.md §11): at most MaxSessions open
+	// (0: none), closed after SessionIdle without a run unless opened with
+	// a shorter idle time, each child's lifetime RLIMIT_CPU hard limit
+	// SessionCPUSeconds.
+	MaxSessions       int
+	SessionIdle       time.Duration // 0: DefaultSessionIdle
+	SessionCPUSeconds int64         // 0: DefaultSessionCPUSeconds
 }
+
+// Session defaults for a Config that leaves them zero (the daemon's
+// configuration has the same ones, docs/configuration.md).
+const (
+	DefaultSessionIdle       = 10 * time.Minute
+	DefaultSessionCPUSeconds = 3600
+)
 
 // Errors returned by Submit; rpc maps them to JSON-RPC codes.
 var (

@@ -38,7 +38,7 @@
 //     the result, in ledger / fd-3 frame order. Client calls are never made
 //     under a run lock, and no decision ever waits on the client.
 //
-// Typed bindings (SPEC-2 §1) add two checks around a call, both outside the
+// Typed bindings (docs/protocol.md §10) add two checks around a call, both outside the
 // run's lock: the fd-3 reader checks a typed call's arguments against its
 // parameters schema before the call is accepted (a refusal is answered with
 // a typeError reply, never sent to the client, never counted), and the

@@ -1,6 +1,8 @@
 package session
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -134,5 +136,24 @@ func TestTypedFrames(t *testing.T) {
 	if got := string(replyTypeErr(4, "tools.search(): invalid arguments: /q: expected string, but got integer")); got !=
 		`{"type":"reply","id":4,"ok":false,"message":"tools.search(): invalid arguments: /q: expected string, but got integer","typeError":true}`+"\n" {
 		t.Errorf("typeError reply: %s", got)
+	}
+}
+
+// The session frames decode as protocol's BootMessage and RunMessage, with
+// "session":true last in the boot and the run's budgets and bindings in the
+// run (docs/child-protocol.md §6.1, §6.2).
+func TestSessionFrames(t *testing.T) {
+	lim := protocol.Limits{CPUSeconds: 5, MaxWallMs: 1000, AddressSpaceMb: 256, MaxLogBytes: 100, MaxValueBytes: 200, MaxOutputBytes: 300}
+	boot := sessionBootFrame(lim, 3600)
+	var b protocol.BootMessage
+	if err := json.Unmarshal(boot, &b); err != nil || !b.Session || b.CPUSeconds != 3600 ||
+		b.AddressSpaceBytes != 256<<20 || len(b.Namespaces) != 0 || !bytes.HasSuffix(boot, []byte(`,"session":true}`+"\n")) {
+		t.Errorf("boot %s: %+v %v", boot, b, err)
+	}
+	run := sessionRunFrame("return 1", lim, []protocol.Namespace{{Global: "tools", Names: []string{"a"}}})
+	var r protocol.RunMessage
+	if err := json.Unmarshal(run, &r); err != nil || r.Type != "run" || r.Program != "return 1" || r.CPUSeconds != 5 ||
+		r.MaxLogBytes != 100 || r.MaxValueBytes != 200 || r.MaxOutputBytes != 300 || len(r.Namespaces) != 1 || r.Namespaces[0].Global != "tools" {
+		t.Errorf("run %s: %+v %v", run, r, err)
 	}
 }

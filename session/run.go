@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -38,8 +39,9 @@ type Run struct {
 	collected  collected // out/ as read for this run (Run.collect)
 }
 
-func newRun(m *Manager, runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) *Run {
-	lim := EffectiveLimits(m.cfg.Limits, p.Limits)
+// newRun creates a run whose limits are base tightened by its own.
+func newRun(m *Manager, base protocol.Limits, runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) *Run {
+	lim := EffectiveLimits(base, p.Limits)
 	r := &Run{
 		m: m, id: runID, client: c, onResult: onResult, bindings: p.Bindings, files: p.Files,
 		log:       m.log.With("run", runID),
@@ -144,16 +146,23 @@ func (r *Run) perform(eff effects) {
 func (r *Run) settled(eff effects) {
 	w := eff.settleW
 	r.log.Debug("settled", "sinceHandoff", eff.sinceHandoff)
-	r.completeResult(w, eff.res)
+	r.completeResult(cmp.Or(w, eff.kept), eff.res) // a kept session child's out/ is this run's too
 	if w != nil {
 		w.closeFiles()
 		w.removeDir(r.log)
+	}
+	if eff.kept != nil {
+		s := r.sm.sess
+		s.markCPU(sessionStats(&eff.res.Stats, s.pid, r.sm.cpuBase)) // pid and cpuBase are fixed once attached
 	}
 	close(eff.staged)
 	go r.out.flush()
 	r.m.released(r)
 	if w != nil {
 		w.giveBackPlace()
+	}
+	if s := r.sm.sess; s != nil {
+		s.runSettled(r, eff.kept)
 	}
 	go r.quiesce(w)
 }
@@ -162,6 +171,10 @@ func (r *Run) settled(eff effects) {
 
 // start runs in its own goroutine once the run left the queue.
 func (r *Run) start() {
+	if s := r.sm.sess; s != nil {
+		s.attach(r)
+		return
+	}
 	defer r.recoverPanic("start")
 	r.startOn(func() (*worker, *protocol.RunError) {
 		if w := r.m.takeWarm(); w != nil {
@@ -204,10 +217,10 @@ func (r *Run) attach(w *worker) {
 	r.mu.Lock()
 	eff := r.sm.step(event{kind: evAttach, w: w, wr: wr, softCPU: child.EffectiveSoftCPU(r.sm.lim.CPUSeconds)})
 	r.mu.Unlock()
-	go r.writeLoop(w, wr)
-	go r.readLoop(w)
-	go r.strayLoop(w, fdStdout, w.stdout)
-	go r.strayLoop(w, fdStderr, w.stderr)
+	go r.writeLoop(w, wr, w.writerDone)
+	go readLoop(w, r)
+	go strayLoop(r, fdStdout, w.stdout)
+	go strayLoop(r, fdStderr, w.stderr)
 	go r.watch(w)
 	r.perform(eff)
 }

@@ -17,7 +17,7 @@ type Namespace struct {
 // Stubs is the rendered module and, per function, what the child needs for
 // help(), __doc__ and dir().
 type Stubs struct {
-	Text    string   // the whole .pyi module (SPEC-2 §1.4)
+	Text    string   // the whole .pyi module (docs/protocol.md §10.4)
 	Methods []Method // one per function, namespaces in order, functions in order
 }
 

@@ -135,7 +135,8 @@ func sweep(log *slog.Logger) {
 // built from cfg, and what initialize reports.
 func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Logger) rpc.Options {
 	m := newManager(cfg, log)
-	return rpc.Options{In: in, Out: out, Runner: rpc.NewRunner(m), Logger: log, Version: buildinfo.Version(),
+	return rpc.Options{In: in, Out: out, Runner: rpc.NewRunner(m), Sessions: rpc.NewSessions(m), Logger: log,
+		Version: buildinfo.Version(),
 		Daemon: rpc.Daemon{
 			Limits:            cfg.Limits,
 			GraceMs:           cfg.GraceMs,
@@ -143,6 +144,9 @@ func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Lo
 			Isolation:         cfg.Isolation,
 			Python:            cfg.Python,
 			PythonVersion:     cfg.PythonVersion,
+			MaxSessions:       cfg.MaxSessions,
+			SessionIdleMs:     cfg.SessionIdleMs,
+			SessionFork:       m.ForkAvailable(),
 		}}
 }
 
@@ -157,6 +161,10 @@ func newManager(cfg *config.Config, log *slog.Logger) *session.Manager {
 		Logger:        log,
 		Isolation:     cfg.Isolation,
 		StartMode:     cfg.StartMode,
+
+		MaxSessions:       cfg.MaxSessions,
+		SessionIdle:       cfg.SessionIdle(),
+		SessionCPUSeconds: cfg.SessionCPUSeconds,
 	})
 }
 

@@ -20,7 +20,7 @@ type ToolError struct {
 func (e *ToolError) Error() string { return e.Message }
 
 // Call calls tool with args (a JSON object's text, or null) and returns the
-// value the program receives (SPEC: the structuredContent when present, else
+// value the program receives (docs/mcp.md: the structuredContent when present, else
 // a single text item's text, else the content list), as JSON text. A tool's
 // isError result is a *ToolError; anything else that goes wrong is a
 // *ServerError. When ctx ends first the call is cancelled upstream.

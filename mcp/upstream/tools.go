@@ -12,7 +12,7 @@ import (
 
 // Tools is a server's tool list as typed binding functions: one per tool, in
 // the server's order, plus, for a tool whose name is not an identifier, one
-// under its identifier form when that collides with nothing (SPEC: reachable
+// under its identifier form when that collides with nothing (docs/mcp.md: reachable
 // as everything["get-sum"] and everything.get_sum). Immutable.
 type Tools struct {
 	Functions []*typed.Function
