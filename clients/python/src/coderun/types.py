@@ -5,7 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, TypedDict
 
-__all__ = ["Limits", "RunError", "RunStats", "RunResult", "LogEvent", "ErrorKind", "parse_run_result"]
+__all__ = [
+    "Limits",
+    "RunError",
+    "RunStats",
+    "RunResult",
+    "LogEvent",
+    "ErrorKind",
+    "SessionInfo",
+    "SessionClosed",
+    "parse_run_result",
+]
 
 ErrorKind = Literal["exception", "timeout", "abort", "worker-exit", "invalid-output", "output-limit"]
 
@@ -45,8 +55,28 @@ class RunStats:
 
 
 @dataclass(frozen=True)
+class SessionInfo:
+    """``result.session`` of a run made in a session."""
+
+    id: str
+    alive: bool  # False: this run ended the session (``reason`` says why)
+    runs: int  # runs the session has settled, this one included
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionClosed:
+    """A ``session/closed`` notification: the daemon ended a session on its own."""
+
+    session_id: str
+    reason: str  # "idle" | "lost" | "shutdown"
+    message: str
+
+
+@dataclass(frozen=True)
 class RunResult:
-    """The ``run`` response. ``value`` is meaningful only when ``has_value`` is true."""
+    """The ``run`` response. ``value`` is meaningful only when ``has_value`` is true;
+    ``session`` is set for a run made in a session."""
 
     value: Any
     has_value: bool
@@ -54,6 +84,7 @@ class RunResult:
     error: RunError | None
     stats: RunStats
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    session: SessionInfo | None = None
 
     @property
     def ok(self) -> bool:
@@ -113,6 +144,12 @@ def _parse_stats(s: Any) -> RunStats:
     )
 
 
+def _parse_session(s: Any) -> SessionInfo | None:
+    if not isinstance(s, dict) or not isinstance(s.get("id"), str):
+        return None
+    return SessionInfo(id=s["id"], alive=s.get("alive") is not False, runs=_int(s, "runs"), reason=_opt(s, "reason", str))
+
+
 def parse_run_result(result: Any) -> RunResult:
     """Build a :class:`RunResult` from the ``result`` of a ``run`` response.
 
@@ -130,4 +167,5 @@ def parse_run_result(result: Any) -> RunResult:
         error=error,
         stats=_parse_stats(result.get("stats")),
         raw=result,
+        session=_parse_session(result.get("session")),
     )
