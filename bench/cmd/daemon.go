@@ -19,6 +19,9 @@ import (
 type daemon struct {
 	cmd  *exec.Cmd
 	conn *lspclient.Client
+	// sessions is the daemon's session cap (capabilities.sessions.max); 0
+	// for a build without sessions, whose session groups give no rows.
+	sessions int
 }
 
 func startDaemon(o options, env ...string) (*daemon, error) {
@@ -38,10 +41,20 @@ func startDaemon(o options, env ...string) (*daemon, error) {
 		return nil, err
 	}
 	d := &daemon{cmd: cmd, conn: conn}
-	if _, err := call(conn, "initialize", map[string]any{"clientInfo": map[string]string{"name": "bench"}}); err != nil {
+	m, err := call(conn, "initialize", map[string]any{"clientInfo": map[string]string{"name": "bench"}})
+	if err != nil {
 		d.stop()
 		return nil, err
 	}
+	var init struct {
+		Capabilities struct {
+			Sessions struct {
+				Max int `json:"max"`
+			} `json:"sessions"`
+		} `json:"capabilities"`
+	}
+	_ = json.Unmarshal(m.Result, &init)
+	d.sessions = init.Capabilities.Sessions.Max
 	return d, nil
 }
 
@@ -103,13 +116,16 @@ func decodeRun(raw json.RawMessage, err error) (runResult, error) {
 }
 
 // peakRSSKb reads the daemon's high-water RSS (VmHWM).
-func (d *daemon) peakRSSKb() float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+func (d *daemon) peakRSSKb() float64 { return procStatusKb(d.cmd.Process.Pid, "VmHWM") }
+
+// procStatusKb reads one kB field of /proc/<pid>/status (0 when unreadable).
+func procStatusKb(pid int, field string) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			n, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
 			return n
 		}
@@ -216,6 +232,10 @@ func measureGroups(o options, f floors) ([]row, error) {
 		{"typed-bindings", on(func(d *daemon) ([]row, error) { return typedBindingRows(o, d) })},
 		{"describe", on(one(describeRow))},
 		{"typed-declare", on(one(typedDeclareRow))},
+		{"session", on(withSessions(func(d *daemon) ([]row, error) { return sessionReturn1Rows(o, d, ms(f.prestarted)) }))},
+		{"session-state", on(withSessions(func(d *daemon) ([]row, error) { return sessionStateRows(o, d) }))},
+		{"session-fork", on(withSessions(func(d *daemon) ([]row, error) { return sessionForkRows(o, d) }))},
+		{"session-idle", func() ([]row, error) { return sessionIdleRows(o) }},
 	}
 	for i, st := range steps {
 		if st.group != groupNames[i] {
