@@ -10,7 +10,9 @@ results). It then
      `binding/call` and the streamed `run/log` notifications are printed as
      they arrive;
   3. sends a `run` that passes a wrong argument: the daemon refuses it against
-     the schema, the program gets a TypeError, and the host is never called.
+     the schema, the program gets a TypeError, and the host is never called;
+  4. opens a persistent session, loads data in one run and uses it in the
+     next (the interpreter and its top-level names are kept), then closes it.
 
     make demo        # or: python3 examples/agent.py
 """
@@ -40,6 +42,20 @@ try:
     return await tools.search("museums", limit="three")
 except TypeError as e:
     return f"TypeError: {e}"
+"""
+
+
+# A session: the first run loads, the second uses what the first left behind.
+LOAD_PROGRAM = """
+import random, statistics
+random.seed(7)
+temps = {city: [random.gauss(mean, 4) for _ in range(365)]
+         for city, mean in [("Lisbon", 18), ("Oslo", 6), ("Cairo", 23)]}
+return f"loaded {sum(map(len, temps.values()))} readings"
+"""
+
+USE_PROGRAM = """
+return {city: round(statistics.mean(t), 1) for city, t in temps.items()}
 """
 
 
@@ -174,6 +190,19 @@ class Daemon:
         return code
 
 
+async def session_step(daemon):
+    """Step 4: state kept between two runs of one session."""
+    session = (await daemon.request("session/open", {}))["sessionId"]
+    show(f"\n4. a session ({session}); first run:", LOAD_PROGRAM)
+    loaded = await daemon.request("run", {"program": LOAD_PROGRAM, "sessionId": session})
+    print("value:", loaded.get("value"), "| session:", loaded.get("session"))
+    show("   second run, using what the first left:", USE_PROGRAM)
+    used = await daemon.request("run", {"program": USE_PROGRAM, "sessionId": session})
+    print("value:", used.get("value"), "| session:", used.get("session"))
+    await daemon.request("session/close", {"sessionId": session})
+    return "error" not in used and sorted(used["value"]) == ["Cairo", "Lisbon", "Oslo"]
+
+
 def show(title, text):
     print(title)
     for line in text.strip().splitlines():
@@ -210,6 +239,11 @@ async def main():
     print("value:", json.dumps(wrong.get("value"), ensure_ascii=False))
     print(f"the host was called {host_called} times; stats.bindingCalls = {wrong['stats']['bindingCalls']}")
     ok = ok and host_called == 0 and str(wrong.get("value", "")).startswith("TypeError: tools.search()")
+
+    if info["capabilities"].get("sessions", {}).get("max"):
+        ok = await session_step(daemon) and ok
+    else:
+        print("\n4. skipped: this daemon offers no sessions (capabilities.sessions.max is 0 or absent)")
 
     code = await daemon.close()
     print("\ndaemon exited with", code)
