@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Persistent sessions (docs/protocol.md §12): a run in an open session
+// Persistent sessions (docs/protocol.md §11): a run in an open session
 // against a warm fresh run, state kept over many runs, forking a session that
 // holds 100 MB, and what idle sessions cost the daemon.
 
