@@ -126,7 +126,7 @@ async def test_a_run_that_ends_the_session_marks_it_lost() -> None:
     assert r.session is not None and not r.session.alive and r.session.reason == "timeout"
     assert s.state == "lost"
     with pytest.raises(SessionNotOpen) as e:
-        await s.submit("return 1")
+        await s.run("return 1")
     not_open(e.value, "s1", "lost", "timeout")
     d.die()
     await c.close()

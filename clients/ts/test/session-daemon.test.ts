@@ -4,20 +4,11 @@ import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CodeRunClient, InvalidParamsError, SessionLimitError, SessionNotOpenError } from '../src/node.js';
 import type { SessionClosedEvent } from '../src/node.js';
-import { bin, ok, py, skip } from './real-daemon.js';
+import { alive, bin, ok, py, skip } from './real-daemon.js';
 
 /** A daemon with a small session cap, so the cap is reachable. */
 const start = (env: Record<string, string> = {}) =>
   CodeRunClient.start({ command: bin, env: { CODERUN_GRACE_MS: '200', CODERUN_MAX_SESSIONS: '3', ...env } });
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** Resolves with the first `session/closed` for `id`. */
 function closedEvent(c: CodeRunClient, id: string): Promise<SessionClosedEvent> {

@@ -19,7 +19,7 @@ from .errors import ClientClosed, ConnectionLost, SessionNotOpen
 from .types import Limits, RunResult, SessionClosed
 
 if TYPE_CHECKING:
-    from .client import Bindings, Client, ErrorClasses, LogCallback, RunHandle
+    from .client import Bindings, Client, ErrorClasses, LogCallback
 
 __all__ = ["Session", "SessionOpener", "SessionState", "SessionClosedCallback"]
 
@@ -33,9 +33,11 @@ SessionClosedCallback = Callable[[SessionClosed], Any]
 
 class Session:
     """One open session. Runs on it execute one at a time, in order; :meth:`fork` copies its
-    state into a new session; :meth:`close` (or ``async with``) ends it.
+    state into a new session; :meth:`close` (or ``async with``) ends it. For a run to cancel,
+    ``client.submit(program, session_id=s.id)`` gives its handle (cancelling a queued run leaves
+    the session open; cancelling a live one ends it).
 
-    Once the session is closed or lost, :meth:`run`, :meth:`submit` and :meth:`fork` raise
+    Once the session is closed or lost, :meth:`run` and :meth:`fork` raise
     :class:`~coderun.errors.SessionNotOpen` naming the session, its state and reason."""
 
     def __init__(self, client: "Client", session_id: str) -> None:
@@ -80,29 +82,6 @@ class Session:
         session."""
         self._check_open()
         return await self._client.run(
-            program,
-            bindings=bindings,
-            error_classes=error_classes,
-            limits=limits,
-            on_log=on_log,
-            stream=stream,
-            session_id=self._id,
-        )
-
-    async def submit(
-        self,
-        program: str,
-        *,
-        bindings: Optional["Bindings"] = None,
-        error_classes: Optional["ErrorClasses"] = None,
-        limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
-        on_log: Optional["LogCallback"] = None,
-        stream: Optional[bool] = None,
-    ) -> "RunHandle":
-        """Queue a run on the session and return its handle without waiting (as :meth:`Client.submit`).
-        Cancelling a queued run leaves the session open; cancelling a live one ends it."""
-        self._check_open()
-        return await self._client.submit(
             program,
             bindings=bindings,
             error_classes=error_classes,
