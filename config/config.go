@@ -33,7 +33,17 @@ type Config struct {
 	// or "spawn" (a fresh interpreter each). "auto" resolves to fork in tier
 	// process and spawn in tier sandbox.
 	StartMode string
-	LogLevel  slog.Level
+	// Persistent sessions (docs/protocol.md §11): the cap (0 disables them),
+	// the idle time after which one closes, a child's lifetime CPU seconds.
+	MaxSessions       int
+	SessionIdleMs     int64
+	SessionCPUSeconds int64
+	LogLevel          slog.Level
+}
+
+// SessionIdle is SessionIdleMs as a duration.
+func (c *Config) SessionIdle() time.Duration {
+	return time.Duration(c.SessionIdleMs) * time.Millisecond
 }
 
 // Grace is GraceMs as a duration.

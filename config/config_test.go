@@ -305,7 +305,8 @@ func TestEveryVariableValidated(t *testing.T) {
 	bad := map[string]string{VarCPUSeconds: "0", VarMaxWallMs: "x", VarAddressSpaceMB: "0x10",
 		VarMaxLogBytes: "63", VarMaxValueBytes: "67108801", VarGraceMs: "-1", VarMaxConcurrentRuns: "0",
 		VarMaxQueuedRuns: "-1", VarWarmPool: "1e3", VarIsolation: "docker", VarStartMode: "vfork",
-		VarLogLevel: "INFO", VarPythonBin: ""}
+		VarLogLevel: "INFO", VarPythonBin: "", VarMaxSessions: "-1", VarSessionIdleMs: "0",
+		VarSessionCPUSeconds: "9007199254740991"}
 	if len(bad) != len(table) {
 		t.Errorf("%d bad values for %d variables", len(bad), len(table))
 	}

@@ -21,6 +21,9 @@ const (
 	VarWarmPool          = "CODERUN_WARM_POOL"
 	VarIsolation         = "CODERUN_ISOLATION"
 	VarStartMode         = "CODERUN_START_MODE"
+	VarMaxSessions       = "CODERUN_MAX_SESSIONS"
+	VarSessionIdleMs     = "CODERUN_SESSION_IDLE_MS"
+	VarSessionCPUSeconds = "CODERUN_SESSION_CPU_SECONDS"
 	VarLogLevel          = "CODERUN_LOG_LEVEL"
 	VarPythonBin         = "CODERUN_PYTHON_BIN"
 )
@@ -97,6 +100,15 @@ var table = []variable{
 	{name: VarStartMode, def: "auto", note: "; auto = fork in tier process, spawn in tier sandbox",
 		rule: wordRule{words: []string{"auto", "fork", "spawn"}, quoted: true},
 		set:  func(c *Config, text string, _ int64) { c.StartMode = startMode(text, c.Isolation) }},
+	{name: VarMaxSessions, def: "16", note: "; open persistent sessions (0 disables them)",
+		rule: count(true),
+		set:  func(c *Config, _ string, n int64) { c.MaxSessions = clampInt(n) }},
+	{name: VarSessionIdleMs, def: "600000", note: "; a session without a run for this long closes",
+		rule: positive(protocol.MaxWallMsCeiling, "the largest whole-millisecond time.Duration"),
+		set:  func(c *Config, _ string, n int64) { c.SessionIdleMs = n }},
+	{name: VarSessionCPUSeconds, def: "3600", note: "; a session child's lifetime RLIMIT_CPU",
+		rule: positive(protocol.CPUSecondsCeiling, "it and its +1 hard limit must stay exact JSON integers"),
+		set:  func(c *Config, _ string, n int64) { c.SessionCPUSeconds = n }},
 	{name: VarLogLevel, def: "info", note: " (daemon log on stderr)",
 		rule: wordRule{words: []string{"debug", "info", "warn", "error"}},
 		set: func(c *Config, text string, _ int64) {

@@ -9,6 +9,12 @@ const (
 	FrameCall    = "call"
 	FrameLog     = "log"
 	FrameDone    = "done"
+
+	// Session frames (docs/child-protocol.md §7): the daemon asks an idle
+	// session child to fork; the fork answers on its own new channel.
+	FrameFork       = "fork"
+	FrameForked     = "forked"
+	FrameForkFailed = "fork-failed"
 )
 
 // The structs below name every fd-3 frame's fields. Optional fields carry
@@ -24,12 +30,43 @@ type BootMessage struct {
 	MaxLogBytes       int64       `json:"maxLogBytes"`
 	MaxValueBytes     int64       `json:"maxValueBytes"`
 	Namespaces        []Namespace `json:"namespaces"`
+	// Session marks a session boot (docs/child-protocol.md §7.1): CPUSeconds is
+	// then the session's lifetime total, Namespaces is empty, and the child
+	// waits for run frames in its idle loop instead of exiting after one.
+	Session bool `json:"session,omitempty"`
 }
 
-// RunMessage carries the program, sent on the first boot-ack.
+// RunMessage carries the program, sent on the first boot-ack. In a session
+// (docs/child-protocol.md §7.2) it also carries the run's own budgets and
+// bindings; those four members are left out of a fresh run's frame.
 type RunMessage struct {
+	Type          string      `json:"type"`
+	Program       string      `json:"program"`
+	CPUSeconds    int64       `json:"cpuSeconds,omitempty"`
+	MaxLogBytes   int64       `json:"maxLogBytes,omitempty"`
+	MaxValueBytes int64       `json:"maxValueBytes,omitempty"`
+	Namespaces    []Namespace `json:"namespaces,omitempty"`
+}
+
+// ForkMessage asks an idle session child to fork (docs/child-protocol.md
+// §7.3). It travels with SCM_RIGHTS [stdout-w, stderr-w, fd3] for the fork;
+// Dir is the fork's working directory, already copied by the daemon.
+type ForkMessage struct {
+	Type string `json:"type"`
+	Dir  string `json:"dir"`
+}
+
+// ForkedMessage is the fork's first frame on its new channel: Pid is the
+// fork's pid as its reaper (the fork server or the sandbox init) sees it.
+type ForkedMessage struct {
+	Type string `json:"type"`
+	Pid  int64  `json:"pid"`
+}
+
+// ForkFailedMessage is written on the new channel when the source could not fork.
+type ForkFailedMessage struct {
 	Type    string `json:"type"`
-	Program string `json:"program"`
+	Message string `json:"message"`
 }
 
 // ReplyOk answers an accepted call whose binding resolved losslessly.

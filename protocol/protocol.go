@@ -20,6 +20,12 @@ const (
 	MethodDescribe      = "bindings/describe"
 	MethodBindingCall   = "binding/call" // daemon → client request
 	MethodRunLog        = "run/log"      // daemon → client notification
+
+	// Persistent sessions (docs/protocol.md §11).
+	MethodSessionOpen   = "session/open"
+	MethodSessionFork   = "session/fork"
+	MethodSessionClose  = "session/close"
+	MethodSessionClosed = "session/closed" // daemon → client notification
 )
 
 // JSON-RPC error codes used by the daemon.
@@ -30,6 +36,9 @@ const (
 	CodeInvalidParams  = -32602
 	CodeQueueFull      = -32001
 	CodeNotInitialized = -32002
+	CodeSessionCap     = -32003 // session/open or session/fork past CODERUN_MAX_SESSIONS
+	CodeUnknownSession = -32004 // a session id never issued, closed or lost
+	CodeInternalError  = -32603
 )
 
 // Failure kinds of a run result (docs/protocol.md §3.6).

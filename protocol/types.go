@@ -45,6 +45,25 @@ type RunParams struct {
 	Bindings []Namespace
 	Limits   Limits // zero fields: use the configured value
 	Stream   bool
+	// SessionID names the persistent session the run executes in ("" for a
+	// fresh run, docs/protocol.md §11).
+	SessionID string
+}
+
+// SessionParams are validated session/open params (docs/protocol.md §11.1):
+// Limits are the defaults of the session's runs (zero fields: configured),
+// IdleTimeoutMs is 0 when not given.
+type SessionParams struct {
+	Limits        Limits
+	IdleTimeoutMs int64
+}
+
+// SessionInfo is the "session" member of a session run's result.
+type SessionInfo struct {
+	ID     string
+	Alive  bool
+	Runs   int64
+	Reason string // why the session ended; "" while alive
 }
 
 // RunError is the "error" member of a run result (docs/protocol.md §3, docs/child-protocol.md §4.9).
@@ -76,6 +95,8 @@ type Result struct {
 	Logs  []string
 	Error *RunError
 	Stats Stats
+	// Session is set for a run in a persistent session.
+	Session *SessionInfo
 }
 
 // LogEvent is one run/log notification (docs/protocol.md §5).

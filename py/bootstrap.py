@@ -37,10 +37,11 @@ def _coderun_child():
     # Captured before the program runs: nested functions read these cells, never a later
     # rebinding of __main__ globals (docs/child-protocol.md §3.7).
     (len, type, bytes, bytearray, memoryview, min, dict, BaseException, RuntimeError,
-     ValueError, MemoryError, isinstance) = (
+     ValueError, MemoryError, isinstance, int, range, str) = (
         B.len, B.type, B.bytes, B.bytearray, B.memoryview, B.min, B.dict, B.BaseException,
-        B.RuntimeError, B.ValueError, B.MemoryError, B.isinstance)
+        B.RuntimeError, B.ValueError, B.MemoryError, B.isinstance, B.int, B.range, B.str)
     compile_, exec_, open_ = B.compile, B.exec, B.open
+    make_session_fork = _make_session_fork
     os_read, os_write, os_kill, os_getpid, os_exit = os.read, os.write, os.kill, os.getpid, \
         os._exit
     sig_signal, sig_mask = _signal.signal, _signal.pthread_sigmask
@@ -135,8 +136,9 @@ def _coderun_child():
 
     rbuf = bytearray()
 
-    def read_frame_blocking():
-        """Read one line from fd 3 (64 KiB reads into the shared residual); None at EOF."""
+    def read_frame_blocking(read=None):
+        """Read one line from fd 3 (64 KiB reads into the shared residual); None at EOF.
+        read, when given, replaces os.read (a session's idle loop receives descriptors)."""
         start = 0
         while True:
             pos = rbuf.find(b"\n", start)
@@ -145,7 +147,7 @@ def _coderun_child():
                 del rbuf[:pos + 1]
                 return line
             start = len(rbuf)
-            data = os_read(FD, READ_SIZE)
+            data = os_read(FD, READ_SIZE) if read is None else read()
             if not data:
                 return None
             rbuf.extend(data)
@@ -172,9 +174,9 @@ def _coderun_child():
     # does it while in the pool, off the run's critical path. Nothing of it can run the
     # program's code or write to fd 3 before the boot frame has been read.
     program_globals = {"__name__": "__main__", "__builtins__": B}
-    install, attach_pump, unpump, drive = _make_bindings(
+    install, attach_pump, unpump, drive, retire = _make_bindings(
         send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold)
-    (out_stream, out_st), (err_stream, err_st), s_flush, set_budget = _make_log_streams(
+    (out_stream, out_st), (err_stream, err_st), s_flush, set_budget, seal = _make_log_streams(
         send, codec, P, sys_modules["io"].TextIOBase)
     compile_program = P.compile_program
 
@@ -198,16 +200,39 @@ def _coderun_child():
         parts.append(b"}}")
         send(*parts)
 
-    # 3. limits (docs/child-protocol.md §3.3)
-    cpu_soft = None
+    def check_room(max_log, max_value):
+        """The output budgets must fit the address space left (docs/child-protocol.md §3.3)."""
+        if soft_as is None:
+            return
+        room = soft_as - P.INTERPRETER_BASELINE
+        for name, budget in (("maxLogBytes", max_log), ("maxValueBytes", max_value)):
+            if budget * P.OUTPUT_BUDGET_MULTIPLE >= room:
+                raise ValueError(
+                    "%s is too large for the inherited RLIMIT_AS of %d bytes (%d bytes "
+                    "times the 12x worst-case Unicode expansion must fit within the %d "
+                    "bytes left after the %d-byte interpreter baseline)"
+                    % (name, soft_as, budget, room, P.INTERPRETER_BASELINE))
+
+    def limits_failed(e):
+        try:
+            msg = "%s: %s" % (type(e).__name__, e)
+        except BaseException:
+            msg = RENDER_FAILED
+        done_error(KIND_EXCEPTION, cap_message(
+            "bootstrap: applying resource limits failed\n" + msg, max_value))
+
+    # 3. limits (docs/child-protocol.md §3.3; a session's, §7.1)
+    session = boot.get("session") is True
+    cpu_soft = soft_as = None
     try:
         import resource
-        getrusage = resource.getrusage
+        getrusage, getrlimit, setrlimit = resource.getrusage, resource.getrlimit, \
+            resource.setrlimit
         RUSAGE_SELF, RUSAGE_CHILDREN = resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN
-        INF = resource.RLIM_INFINITY
+        RLIMIT_CPU, INF = resource.RLIMIT_CPU, resource.RLIM_INFINITY
 
         def clamp(which, soft, hard, cpu):
-            isoft, ihard = resource.getrlimit(which)
+            isoft, ihard = getrlimit(which)
             if isoft != INF:
                 soft = min(soft, isoft)
             if ihard != INF:
@@ -215,38 +240,28 @@ def _coderun_child():
             soft = min(soft, hard)
             if cpu and soft == hard and hard >= 2:
                 soft = hard - 1
-            resource.setrlimit(which, (soft, hard))
+            setrlimit(which, (soft, hard))
             return soft
 
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        setrlimit(resource.RLIMIT_CORE, (0, 0))
         cpu = boot["cpuSeconds"]
-        cpu_soft = clamp(resource.RLIMIT_CPU, cpu, cpu + 1, True)
+        cpu_soft = clamp(RLIMIT_CPU, cpu, cpu + 1, True)
         if sys.platform != "darwin":
             space = boot["addressSpaceBytes"]
             soft_as = clamp(resource.RLIMIT_AS, space, space, False)
-            room = soft_as - P.INTERPRETER_BASELINE
-            for name, budget in (("maxLogBytes", max_log), ("maxValueBytes", max_value)):
-                if budget * P.OUTPUT_BUDGET_MULTIPLE >= room:
-                    raise ValueError(
-                        "%s is too large for the inherited RLIMIT_AS of %d bytes (%d bytes "
-                        "times the 12x worst-case Unicode expansion must fit within the %d "
-                        "bytes left after the %d-byte interpreter baseline)"
-                        % (name, soft_as, budget, room, P.INTERPRETER_BASELINE))
+        check_room(max_log, max_value)
     except BaseException as e:
-        try:
-            msg = "%s: %s" % (type(e).__name__, e)
-        except BaseException:
-            msg = RENDER_FAILED
-        done_error(KIND_EXCEPTION, cap_message(
-            "bootstrap: applying resource limits failed\n" + msg, max_value))
+        limits_failed(e)
         return
+
+    def cpu_spent():
+        a = getrusage(RUSAGE_SELF)
+        b = getrusage(RUSAGE_CHILDREN)
+        return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
 
     def cpu_recheck():
         """Success path only: die by SIGXCPU when the budget is spent (docs/child-protocol.md §3.3)."""
-        a = getrusage(RUSAGE_SELF)
-        b = getrusage(RUSAGE_CHILDREN)
-        spent = a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
-        if spent >= cpu_soft:
+        if cpu_spent() >= cpu_soft:
             sig_signal(SIGXCPU, SIG_DFL)
             sig_mask(SIG_UNBLOCK, {SIGXCPU})
             os_kill(os_getpid(), SIGXCPU)
@@ -258,19 +273,13 @@ def _coderun_child():
     install(boot["namespaces"], program_globals)
     send(b'{"type":"boot-ack"}')
 
-    # 5. run
-    line = read_frame_blocking()
-    if line is None:
-        return
-    run = decode(line.decode("utf-8"))
-    program = run["program"]
-
-    # 6. streams
-    sys.stdout = out_stream
-    sys.stderr = err_stream
-
     # ---- settlement --------------------------------------------------------------------
-    def flush_all():
+    # away[0]: this process is a copy the program made with os.fork() (a session registers
+    # the hook, §7.2): it must never speak on fd 3, nor settle the run a second time.
+    away = [False]
+
+    def wind_up():
+        """Flush the streams, stop the reply pump, and close the run (nothing after done)."""
         for st in (out_st, err_st):
             try:
                 s_flush(st)
@@ -281,11 +290,11 @@ def _coderun_child():
                 s.flush()
             except BaseException:
                 pass
-
-    def finish(frame_parts):
-        flush_all()
         unpump()
-        send(*frame_parts)
+        seal()
+        retire()
+        if away[0]:
+            os_exit(0)
 
     def release_frames(e):
         # A program that ran out of address space usually still holds the memory in its
@@ -309,8 +318,7 @@ def _coderun_child():
             message, exc_type, line_no = load_diagnostics()(e, max_value)
         except BaseException:
             message, exc_type, line_no = RENDER_FAILED, None, None
-        flush_all()
-        unpump()
+        wind_up()
         done_error(KIND_EXCEPTION, cap_message(message, max_value), exc_type, line_no)
 
     def settle_success(value):
@@ -321,52 +329,264 @@ def _coderun_child():
             except BaseException:
                 pass
         st, payload = encode(value, max_value)
+        wind_up()
         if st == OK:
-            finish([b'{"type": "done", "value": ', payload, b"}"])
+            send(b'{"type": "done", "value": ', payload, b"}")
         elif st == OVER_BUDGET:
-            flush_all()
-            unpump()
             done_error(KIND_OUTPUT_LIMIT, "completion value exceeded %d bytes" % max_value)
         else:
-            flush_all()
-            unpump()
             done_error(KIND_INVALID_OUTPUT, cap_message(
                 "program completion must be lossless JSON (%s)" % payload, max_value))
 
     async def runner(fn):
         return await fn()
 
-    try:
+    def run_program(program, bound_names=None):
+        """Steps 6-8: run program in program_globals and send its done; returns the event
+        loop the run created, or None."""
+        sys.stdout = out_stream
+        sys.stderr = err_stream
+        loop = None
         try:
-            code, with_loop = compile_program(program)
-            exec_(code, program_globals)
-            main = program_globals[WRAPPER]
-            if with_loop:
-                asyncio = load_asyncio()
-                loop = asyncio.new_event_loop()
-                asyncio.set_event_loop(loop)
-                attach_pump(loop)
-                value = loop.run_until_complete(runner(main))
-            else:
-                value = drive(runner(main))
-        except BaseException as e:
-            settle_exception(e)
-        else:
             try:
-                settle_success(value)
+                code, with_loop = compile_program(program, bound_names)
+                exec_(code, program_globals)
+                main = program_globals[WRAPPER]
+                if with_loop:
+                    asyncio = load_asyncio()
+                    loop = asyncio.new_event_loop()
+                    asyncio.set_event_loop(loop)
+                    attach_pump(loop)
+                    value = loop.run_until_complete(runner(main))
+                else:
+                    value = drive(runner(main))
             except BaseException as e:
                 settle_exception(e)
-    except BaseException:
-        fallback_done()
+            else:
+                try:
+                    settle_success(value)
+                except BaseException as e:
+                    settle_exception(e)
+        except BaseException:
+            if not away[0]:
+                fallback_done()
+        return loop
+
+    # ---- session mode (docs/child-protocol.md §7) ---------------------------------------
+    def move_cpu_soft(seconds):
+        """Soft RLIMIT_CPU = CPU used so far (reaped children included), rounded up, plus
+        this run's budget, below the session's hard limit (§7.2)."""
+        nonlocal cpu_soft
+        hard = getrlimit(RLIMIT_CPU)[1]
+        soft = -int(-cpu_spent() // 1) + seconds
+        if hard != INF:
+            soft = min(soft, hard - 1)
+        setrlimit(RLIMIT_CPU, (soft, hard))
+        cpu_soft = soft
+        sig_signal(SIGXCPU, SIG_DFL)
+        sig_mask(SIG_UNBLOCK, {SIGXCPU})
+
+    def session_run(msg, bound_names):
+        """One run in the session: its budgets, its bindings, the persistent globals."""
+        nonlocal max_log, max_value
+        program = msg.get("program")
+        if type(program) is not str:
+            return
+        try:
+            ml, mv = msg.get("maxLogBytes", max_log), msg.get("maxValueBytes", max_value)
+            check_room(ml, mv)
+            move_cpu_soft(msg.get("cpuSeconds", boot["cpuSeconds"]))
+        except BaseException as e:
+            limits_failed(e)
+            return
+        max_log, max_value = ml, mv
+        set_budget(ml)
+        install(msg.get("namespaces") or [], program_globals)
+        loop = run_program(program, bound_names)
+        if loop is not None:
+            try:
+                loop.close()
+                asyncio_mods[0].set_event_loop(None)
+            except BaseException:
+                pass
+
+    def went_away():
+        # os.register_at_fork(after_in_child=...): a copy the program forks keeps quiet.
+        away[0] = True
+        seal()
+        retire()
+
+    def serve_session():
+        """The idle loop: run and fork frames until fd 3 ends (§7.1)."""
+        import _socket
+        sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, FD)
+        space = _socket.CMSG_SPACE(3 * 4)
+        SOL_SOCKET, SCM_RIGHTS = _socket.SOL_SOCKET, _socket.SCM_RIGHTS
+        byteorder = sys.byteorder
+        fdq = []            # descriptor sets received, oldest first (one per fork frame)
+
+        def receive():
+            data, anc, _, _ = sock.recvmsg(READ_SIZE, space)
+            for level, kind, payload in anc:
+                if level == SOL_SOCKET and kind == SCM_RIGHTS:
+                    n = len(payload) - len(payload) % 4
+                    fdq.append([int.from_bytes(payload[i:i + 4], byteorder)
+                                for i in range(0, n, 4)])
+            return data
+
+        bound_names = load_cold()["top_level_names"]
+        os.register_at_fork(after_in_child=went_away)
+        forker = make_session_fork(send, string, fdq, rbuf, away)
+        while True:
+            line = read_frame_blocking(receive)
+            if line is None:
+                return
+            try:
+                msg = decode(line.decode("utf-8"))
+            except BaseException:
+                continue
+            if type(msg) is not dict:
+                continue
+            kind = msg.get("type")
+            if kind == P.FRAME_RUN:
+                session_run(msg, bound_names)
+            elif kind == P.FRAME_FORK:
+                forker(msg, fdq.pop(0) if fdq else [])
+
+    if session:
+        serve_session()
+        os_exit(0)
+
+    # 5. run
+    line = read_frame_blocking()
+    if line is None:
+        return
+    run_program(decode(line.decode("utf-8"))["program"])
     os_exit(0)
+
+
+def _make_session_fork(send, string, fdq, rbuf, away):
+    """The `fork` frame of an idle session child (docs/child-protocol.md §7.3): fork(msg, fds).
+
+    fds are the descriptors that came with the frame: [stdout-w, stderr-w, fd3] of the fork.
+    The source double-forks and returns to its idle loop, having sent nothing on its own fd 3.
+    The grandchild F leads a new session, takes the three descriptors as 1, 2 and 3 (every
+    other one closed), enters the copied directory, waits to be reparented to the subreaper
+    (the fork server, or the sandbox's init), sets its parent-death signal, announces itself
+    with `forked` on the new channel, and returns into the idle loop, now serving that
+    channel. Any failure is reported as `fork-failed` on the new channel.
+    """
+    import builtins as B
+    import os
+    import _signal
+    from time import monotonic, sleep
+    len, type, str, range, zip, BaseException, OSError, ValueError = \
+        B.len, B.type, B.str, B.range, B.zip, B.BaseException, B.OSError, B.ValueError
+    # Captured while no program has run: a program that patches os cannot steer a fork.
+    (fork_, setsid, dup2, closerange, chdir, getppid, getpid, write, close, waitpid,
+     exit_) = (os.fork, os.setsid, os.dup2, os.closerange, os.chdir, os.getppid, os.getpid,
+               os.write, os.close, os.waitpid, os._exit)
+    open_max = os.sysconf("SC_OPEN_MAX")
+    SIGKILL = _signal.SIGKILL
+    helpers = []
+
+    def load_helpers():
+        # Imported in the source, before forking: F then has them without importing.
+        if not helpers:
+            import ctypes
+            import fcntl
+            helpers.extend((ctypes.CDLL(None, use_errno=True).prctl, fcntl.fcntl,
+                            fcntl.F_DUPFD_CLOEXEC))
+        return helpers
+
+    def close_all(fds):
+        for fd in fds:
+            try:
+                close(fd)
+            except OSError:
+                pass
+
+    def fork_failed(fd, e):
+        try:
+            text = "%s: %s" % (type(e).__name__, e)
+        except BaseException:
+            text = "fork failed"
+        try:
+            write(fd, b'{"type":"fork-failed","message":' + string(text) + b"}\n")
+        except BaseException:
+            pass
+
+    def become_fork(fds, dir_, middle):
+        """In F: take the new descriptors, then set up as the class says (or raise)."""
+        prctl, fcntl, dupfd = helpers
+        high = [fcntl(fd, dupfd, 10) for fd in fds]   # above 0-3, whatever fds are
+        for target, fd in zip((1, 2, 3), high):
+            dup2(fd, target)
+        fds[2] = 3                              # where a failure is reported from now on
+        closerange(4, open_max)
+        setsid()
+        chdir(dir_)
+        deadline = monotonic() + 5
+        while getppid() == middle:           # the middle process is exiting
+            if monotonic() > deadline:
+                raise OSError("the fork was not reparented within 5 s")
+            sleep(0.0001)
+        reaper = getppid()
+        if prctl(1, SIGKILL, 0, 0, 0) != 0 or getppid() != reaper:  # PR_SET_PDEATHSIG
+            exit_(1)
+        del rbuf[:]
+        del fdq[:]
+        away[0] = False
+        send(b'{"type":"forked","pid":%d}' % getpid())
+
+    def in_middle(fds, dir_):
+        """In the middle process: fork F and exit at once, so F is orphaned."""
+        middle = getpid()
+        try:
+            if fork_() != 0:
+                exit_(0)
+        except BaseException as e:
+            fork_failed(fds[2], e)
+            exit_(1)
+        try:
+            become_fork(fds, dir_, middle)
+        except BaseException as e:
+            fork_failed(fds[2], e)
+            exit_(1)
+
+    def fork(msg, fds):
+        if len(fds) != 3:
+            close_all(fds)
+            return
+        dir_ = msg.get("dir")
+        try:
+            if type(dir_) is not str or not dir_.startswith("/"):
+                raise ValueError("the fork frame's dir is not an absolute path")
+            load_helpers()
+            pid = fork_()
+        except BaseException as e:
+            fork_failed(fds[2], e)
+            close_all(fds)
+            return
+        if pid == 0:
+            in_middle(fds, dir_)
+            return                              # F: back to the idle loop, on the new fd 3
+        close_all(fds)
+        try:
+            waitpid(pid, 0)
+        except OSError:
+            pass
+    return fork
 
 
 def _make_log_streams(send, codec, P, TextIOBase):
     """The shared log ledger and the two line-coalescing streams over it (docs/child-protocol.md §3.4).
 
-    Returns ((stdout, state), (stderr, state), flush(state), set_budget(max_log)). Built
-    before the boot frame (a warm child does it while it waits); set_budget sizes the
-    ledger once the run's maxLogBytes is known, before anything is written. Settlement
+    Returns ((stdout, state), (stderr, state), flush(state), set_budget(max_log), seal()).
+    Built before the boot frame (a warm child does it while it waits); set_budget opens the
+    ledger for a run once its maxLogBytes is known, before anything is written (a session
+    opens it again for each run); seal closes it after a session run's `done`, so that a
+    thread the program left behind writes nothing while the child is idle. Settlement
     flushes through the returned closure, never through the stream class (whose
     attributes the program may rebind).
     """
@@ -380,9 +600,19 @@ def _make_log_streams(send, codec, P, TextIOBase):
     ledger = [0, False, False]               # remaining, truncated, open entry accumulating
     marker = [None]
 
+    states = []                              # both streams' pending state
+
     def set_budget(max_log):
         ledger[0] = max_log - 1
+        ledger[1] = ledger[2] = False
         marker[0] = P.log_truncation_marker(max_log)
+        for st in states:
+            st[0] = []
+            st[1] = 0
+
+    def seal():
+        with ledger_lock:
+            ledger[1] = True
     LOG_HEAD, CLOSED, OPEN = b'{"type":"log","text":', b"}", b',"open":true}'
     # Frames of the write() call in progress: one write() that completes several lines
     # sends them in one fd-3 write per 64 KiB instead of one per line. They are sent before
@@ -445,6 +675,7 @@ def _make_log_streams(send, codec, P, TextIOBase):
 
     def make_stream(name):
         st = [[], 0]                         # pending fragments, their total length
+        states.append(st)
 
         class LogStream(TextIOBase):
             """Line-coalescing text stream billed to the run's log ledger (docs/child-protocol.md §3.4)."""
@@ -529,16 +760,18 @@ def _make_log_streams(send, codec, P, TextIOBase):
 
         return LogStream(), st
 
-    return make_stream("<stdout>"), make_stream("<stderr>"), s_flush, set_budget
+    return make_stream("<stdout>"), make_stream("<stderr>"), s_flush, set_budget, seal
 
 
 def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
     """Namespace proxies, error classes, call slots and the reply pump (docs/child-protocol.md §2.9, docs/child-protocol.md §3.5).
 
     Built before the boot frame; returns (install(namespaces, program_globals),
-    attach_pump(loop), unpump(), drive(coro)). install puts the boot frame's proxies and
-    error classes into the program's globals; a namespace with `signatures` gets typed
-    functions for its typed names (_make_typed, built only then).
+    attach_pump(loop), unpump(), drive(coro), retire()). install puts the boot frame's
+    proxies and error classes into the program's globals; a namespace with `signatures`
+    gets typed functions for its typed names (_make_typed, built only then). retire ends a
+    session run's generation of proxies: calling one afterwards raises RuntimeError, and
+    the call state (ids from 0, slots, pending replies) starts afresh for the next install.
     """
     import builtins as B
     (len, type, str, bytes, bool, list, dict, zip, BaseException, Exception, RuntimeError,
@@ -567,6 +800,8 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
     pending = {}
     next_id = [0]
     pump_loop = [None]
+    token_of = B.object
+    generation = [token_of()]               # the live proxies' token; retire() replaces it
 
     def grant(fut):
         if not fut.done():
@@ -773,8 +1008,8 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
             raise TypeError(value) from None
         raise fail(member, value) from None
 
-    def make_invoke(gname, member, fail):
-        async def invoke(arg):
+    def make_invoke(gname, member, fail, token):
+        async def call_async(arg):
             try:
                 st, payload = encode(arg)
             except Exception as e:
@@ -807,11 +1042,16 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
                 send_claimed(next_id[0], (loop, fut), head, payload)
             ok, value = await fut
             return settled(member, fail, ok, value)
+
+        def invoke(arg):
+            if generation[0] is not token:
+                raise RuntimeError("%s.%s belongs to a finished run" % (gname, member))
+            return call_async(arg)
         head = string(gname) + b',"name":' + string(member) + b',"args":'
-        # The coroutine takes its names from invoke: a forgotten await is then
+        # The coroutine takes its names from call_async: a forgotten await is then
         # reported as "coroutine 'tools.search' was never awaited".
-        invoke.__name__ = member if member.isidentifier() else "binding"
-        invoke.__qualname__ = gname + "." + member
+        call_async.__name__ = invoke.__name__ = member if member.isidentifier() else "binding"
+        call_async.__qualname__ = invoke.__qualname__ = gname + "." + member
         return invoke
 
     def make_untyped(invoke):
@@ -837,8 +1077,8 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
 
     typed = []
 
-    def make_member(gname, name, fail, sig):
-        invoke = make_invoke(gname, name, fail)
+    def make_member(gname, name, fail, sig, token):
+        invoke = make_invoke(gname, name, fail, token)
         if sig is None:
             return make_untyped(invoke)
         if not typed:
@@ -852,6 +1092,7 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
         # Helper before the program can save a reference to it.
         declared = dict(zip(names, sigs or [None] * len(names)))
         members = {}
+        token = generation[0]
         if sigs and not typed and sigs.count(None) < len(sigs):
             typed.append(make_typed_factory(P, load_cold))
 
@@ -859,7 +1100,8 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
             # The built member, or None; callers look members up first (the hot path).
             if type(name) is not str or name not in declared:
                 return None
-            return members.setdefault(name, make_member(gname, name, fail, declared[name]))
+            return members.setdefault(name, make_member(gname, name, fail, declared[name],
+                                                        token))
 
         def missing(attr):
             return "tool %r is not declared in namespace %r" % (attr, gname)
@@ -911,7 +1153,17 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
             program_globals[ns["global"]] = make_namespace(ns["global"], ns["names"],
                                                            rejecter(cls), ns.get("signatures"))
 
-    return install, attach_pump, unpump, drive
+    def retire():
+        generation[0] = token_of()
+        with slot_lock:
+            slots[0] = P.CALL_SLOTS
+            waiters.clear()
+        pending.clear()
+        driver_results.clear()
+        next_id[0] = 0
+        pump_loop[0] = None
+
+    return install, attach_pump, unpump, drive, retire
 
 
 def _make_typed(P, load_cold):

@@ -47,6 +47,9 @@ FRAME_BOOT_ACK = "boot-ack"
 FRAME_CALL = "call"
 FRAME_LOG = "log"
 FRAME_DONE = "done"
+FRAME_FORK = "fork"
+FRAME_FORKED = "forked"
+FRAME_FORK_FAILED = "fork-failed"
 
 KIND_EXCEPTION = "exception"
 KIND_INVALID_OUTPUT = "invalid-output"
@@ -68,7 +71,7 @@ def log_truncation_marker(max_log_bytes):
 
 # ---- compilation (docs/child-protocol.md §3.2) ------------------------------------------------------------------
 
-def compile_program(src):
+def compile_program(src, bound_names=None):
     """Compile src as the body of `async def __coderun_main__():` in file `<program>`.
 
     Returns (code, needs_loop). needs_loop is false when the program cannot tell that no
@@ -76,6 +79,10 @@ def compile_program(src):
     imports only standard-library modules outside the asyncio family, so it can await
     nothing but its own coroutines and the bindings. Such a run is driven without asyncio
     (~60 ms of imports saved). Runs before the program: plain module globals are fine here.
+
+    A session run passes bound_names (top_level_names, cold section): every name the
+    program binds at its top level is then declared `global` in the wrapper, so it lives in
+    the session's globals dict across runs (docs/child-protocol.md §7.2).
     """
     import _ast
     mod = compile(src, PROGRAM_FILENAME, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
@@ -85,6 +92,10 @@ def compile_program(src):
     else:
         ln, col = 1, 0
         body = [_ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)]
+    names = bound_names(_ast, body) if bound_names is not None else None
+    if names:
+        body = [_ast.Global(names=sorted(names), lineno=ln, col_offset=col, end_lineno=ln,
+                            end_col_offset=col)] + body
     fn = _ast.AsyncFunctionDef(
         name=WRAPPER_FUNCTION,
         args=_ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
@@ -593,6 +604,92 @@ class _Bag:
 COLD_SECTION = "# ==== cold section"
 
 
+# ---- session programs (docs/child-protocol.md §7.2) --------------------------------------------------------------
+
+def top_level_names(_ast, body):
+    """The names a program's top level binds: the scope of the wrapper function's body.
+
+    Assignment, augmented and annotated assignment targets, `del` targets, `for` and `with`
+    targets, imports, `def` and `class` names, `except ... as`, match captures, type aliases,
+    and walrus targets at the top level or inside a top-level comprehension (PEP 572 binds
+    those in the enclosing scope). Nested functions, lambdas and class bodies are their own
+    scopes and are not entered (their decorators, defaults and bases are); comprehension
+    targets are the comprehension's own.
+
+    A global name cannot be annotated, so an annotated assignment to a plain name is
+    rewritten in place, in body, as the assignment alone (a function never evaluates a
+    local annotation either), and a bare annotation as `pass`.
+    """
+    names = set()
+    _plain_assignments(_ast, body)
+    stack = list(body)
+    scopes = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef)
+    comps = (_ast.ListComp, _ast.SetComp, _ast.DictComp, _ast.GeneratorExp)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, scopes):
+            names.add(node.name)
+            stack.extend(node.decorator_list)
+            if isinstance(node, _ast.ClassDef):
+                stack.extend(node.bases)
+                stack.extend(node.keywords)
+            else:
+                stack.extend(node.args.defaults)
+                stack.extend(d for d in node.args.kw_defaults if d is not None)
+            continue
+        if isinstance(node, _ast.Lambda):
+            stack.extend(node.args.defaults)
+            stack.extend(d for d in node.args.kw_defaults if d is not None)
+            continue
+        if isinstance(node, comps):
+            for gen in node.generators:
+                stack.append(gen.iter)
+                stack.extend(gen.ifs)
+            stack.extend(v for v in (getattr(node, "elt", None), getattr(node, "key", None),
+                                     getattr(node, "value", None)) if v is not None)
+            continue
+        if isinstance(node, _ast.Name):
+            if not isinstance(node.ctx, _ast.Load):
+                names.add(node.id)
+            continue
+        if isinstance(node, (_ast.Import, _ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name != "*":
+                    names.add(alias.asname or alias.name.partition(".")[0])
+            continue
+        kind = type(node).__name__
+        for attr in _CAPTURES.get(kind, ()):
+            name = getattr(node, attr, None)
+            if type(name) is str:
+                names.add(name)
+        for field in node._fields:
+            v = getattr(node, field, None)
+            if type(v) is list:
+                _plain_assignments(_ast, v)
+                stack.extend(x for x in v if isinstance(x, _ast.AST))
+            elif isinstance(v, _ast.AST):
+                stack.append(v)
+    return names
+
+
+def _plain_assignments(_ast, stmts):
+    """Replace each `name: T = v` in the list stmts by `name = v` (`name: T` by pass)."""
+    for i, node in enumerate(stmts):
+        if isinstance(node, _ast.AnnAssign) and isinstance(node.target, _ast.Name):
+            if node.value is None:
+                new = _ast.Pass()
+            else:
+                new = _ast.Assign(targets=[node.target], value=node.value, type_comment=None)
+            new.lineno, new.col_offset = node.lineno, node.col_offset
+            new.end_lineno, new.end_col_offset = node.end_lineno, node.end_col_offset
+            stmts[i] = new
+
+
+# Nodes that bind a plain string attribute rather than a Name (match captures, except-as).
+_CAPTURES = {"ExceptHandler": ("name",), "MatchAs": ("name",), "MatchStar": ("name",),
+             "MatchMapping": ("rest",)}
+
+
 # ---- diagnostics (docs/child-protocol.md §3.6 item 2) ----------------------------------------------------------------
 
 def make_diagnostics():
@@ -894,6 +991,7 @@ def _default(ast, text):
 FRAME_TYPES = (
     "BootMessage", "Namespace", "ErrorClass", "Signature", "Param", "RunMessage", "ReplyOk",
     "ReplyErr", "BootAckMessage", "CallMessage", "LogMessage", "DoneErrorField", "DoneMessage",
+    "ForkMessage", "ForkedMessage", "ForkFailedMessage",
 )
 
 if TYPE_CHECKING:
@@ -921,7 +1019,10 @@ if TYPE_CHECKING:
         errorClass: ErrorClass
         signatures: List[Optional[Signature]]
 
-    class BootMessage(TypedDict):
+    class _BootOptional(TypedDict, total=False):
+        session: Literal[True]
+
+    class BootMessage(_BootOptional):
         type: Literal["boot"]
         cpuSeconds: int
         addressSpaceBytes: int
@@ -929,9 +1030,27 @@ if TYPE_CHECKING:
         maxValueBytes: int
         namespaces: List[Namespace]
 
-    class RunMessage(TypedDict):
+    class _RunOptional(TypedDict, total=False):
+        cpuSeconds: int
+        maxLogBytes: int
+        maxValueBytes: int
+        namespaces: List[Namespace]
+
+    class RunMessage(_RunOptional):
         type: Literal["run"]
         program: str
+
+    class ForkMessage(TypedDict):
+        type: Literal["fork"]
+        dir: str
+
+    class ForkedMessage(TypedDict):
+        type: Literal["forked"]
+        pid: int
+
+    class ForkFailedMessage(TypedDict):
+        type: Literal["fork-failed"]
+        message: str
 
     class ReplyOk(TypedDict):
         type: Literal["reply"]

@@ -134,6 +134,12 @@ func (s *Server) request(id reqID, method string, params []byte) {
 		s.run(id, params)
 	case method == protocol.MethodDescribe:
 		s.describe(id, params)
+	case method == protocol.MethodSessionOpen && s.sessionsOn():
+		s.sessionOpen(id, params)
+	case method == protocol.MethodSessionFork && s.sessionsOn():
+		s.sessionFork(id, params)
+	case method == protocol.MethodSessionClose && s.sessionsOn():
+		s.sessionClose(id, params)
 	default:
 		s.w.replyError(&id, protocol.CodeMethodNotFound, "method not found: "+method)
 	}

@@ -46,6 +46,22 @@ func encodeError(id string, code int64, msg string) []byte {
 	return append(b, "}}"...)
 }
 
+// encodeErrorData is an error response with a data member (raw JSON).
+func encodeErrorData(id string, code int64, msg string, data []byte) []byte {
+	b := encodeError(id, code, msg)
+	b = append(b[:len(b)-2], `,"data":`...)
+	return append(append(b, data...), "}}"...)
+}
+
+// encodeSessionClosed is the session/closed notification.
+func encodeSessionClosed(sessionID, reason, message string) []byte {
+	b := appendHead(make([]byte, 0, 128+len(message)), "", protocol.MethodSessionClosed, "params")
+	b = appendString(append(b, `{"sessionId":`...), sessionID)
+	b = appendString(append(b, `,"reason":`...), reason)
+	b = appendString(append(b, `,"message":`...), message)
+	return append(b, "}}"...)
+}
+
 // emitRunResponse produces a run's response body piece by piece through put:
 // each log entry is encoded on its own into one reused buffer, so the body,
 // which can carry megabytes of logs, is never assembled whole (writer.pieces).
@@ -79,7 +95,17 @@ func emitRunResponse(id string, r protocol.Result, put func([]byte)) {
 	b = strconv.AppendInt(append(b, `,"queueMs":`...), s.QueueMs, 10)
 	b = strconv.AppendInt(append(b, `,"bindingCalls":`...), s.BindingCalls, 10)
 	b = strconv.AppendInt(append(b, `,"logBytes":`...), s.LogBytes, 10)
-	put(append(b, "}}}"...))
+	b = append(b, '}')
+	if si := r.Session; si != nil {
+		b = appendString(append(b, `,"session":{"id":`...), si.ID)
+		b = strconv.AppendBool(append(b, `,"alive":`...), si.Alive)
+		b = strconv.AppendInt(append(b, `,"runs":`...), si.Runs, 10)
+		if si.Reason != "" {
+			b = appendString(append(b, `,"reason":`...), si.Reason)
+		}
+		b = append(b, '}')
+	}
+	put(append(b, "}}"...))
 }
 
 func appendRunError(b []byte, e *protocol.RunError) []byte {

@@ -16,11 +16,18 @@ type serverInfo struct {
 }
 
 type capabilities struct {
-	Languages    []string   `json:"languages"`
-	Isolation    string     `json:"isolation"`
-	LogStreaming bool       `json:"logStreaming"`
-	Limits       limitsInfo `json:"limits"`
-	Python       pythonInfo `json:"python"`
+	Languages    []string     `json:"languages"`
+	Isolation    string       `json:"isolation"`
+	LogStreaming bool         `json:"logStreaming"`
+	Limits       limitsInfo   `json:"limits"`
+	Python       pythonInfo   `json:"python"`
+	Sessions     sessionsInfo `json:"sessions"`
+}
+
+type sessionsInfo struct {
+	Max           int   `json:"max"`
+	IdleTimeoutMs int64 `json:"idleTimeoutMs"`
+	Fork          bool  `json:"fork"`
 }
 
 type limitsInfo struct {
@@ -55,6 +62,15 @@ func (s *Server) initialize(id reqID, st state, params []byte) {
 	s.w.reply(id, s.initializeResult())
 }
 
+// sessionsInfo is capabilities.sessions: max 0 when sessions are off.
+func (s *Server) sessionsInfo() sessionsInfo {
+	c := s.opts.Daemon
+	if !s.sessionsOn() {
+		return sessionsInfo{IdleTimeoutMs: c.SessionIdleMs}
+	}
+	return sessionsInfo{Max: c.MaxSessions, IdleTimeoutMs: c.SessionIdleMs, Fork: c.SessionFork}
+}
+
 func (s *Server) initializeResult() initializeResult {
 	c := s.opts.Daemon
 	return initializeResult{
@@ -69,7 +85,8 @@ func (s *Server) initializeResult() initializeResult {
 				MaxValueBytes: c.Limits.MaxValueBytes, GraceMs: c.GraceMs,
 				MaxConcurrentRuns: c.MaxConcurrentRuns,
 			},
-			Python: pythonInfo{Executable: c.Python, Version: c.PythonVersion},
+			Python:   pythonInfo{Executable: c.Python, Version: c.PythonVersion},
+			Sessions: s.sessionsInfo(),
 		},
 	}
 }

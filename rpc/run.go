@@ -38,6 +38,11 @@ func (s *Server) run(id reqID, params []byte) {
 	run, err := s.opts.Runner.Submit(id.text, p, c, func(r protocol.Result) { s.finishRun(e, r) })
 	if err != nil {
 		s.forget(e)
+		var se *session.SessionError
+		if errors.As(err, &se) {
+			s.sessionError(id, p.SessionID, err)
+			return
+		}
 		code, msg := int64(protocol.CodeInvalidRequest), protocol.MsgShuttingDown
 		if errors.Is(err, session.ErrQueueFull) {
 			code, msg = protocol.CodeQueueFull, protocol.MsgQueueFull

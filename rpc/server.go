@@ -28,12 +28,14 @@ import (
 // Options configure a Server. The caller builds everything from the
 // daemon's configuration; rpc itself never reads it.
 type Options struct {
-	In      io.Reader // the client's requests (stdin)
-	Out     io.Writer // protocol frames only (the duplicated fd 1)
-	Runner  Runner    // executes runs (NewRunner adapts a session.Manager)
-	Daemon  Daemon    // what initialize reports; its Limits cap every run's
-	Logger  *slog.Logger
-	Version string // serverInfo.version
+	In     io.Reader // the client's requests (stdin)
+	Out    io.Writer // protocol frames only (the duplicated fd 1)
+	Runner Runner    // executes runs (NewRunner adapts a session.Manager)
+	// Sessions serves session/* (NewRunner's value); nil: no sessions.
+	Sessions Sessions
+	Daemon   Daemon // what initialize reports; its Limits cap every run's
+	Logger   *slog.Logger
+	Version  string // serverInfo.version
 }
 
 // Daemon is what initialize tells the client about the daemon (docs/protocol.md §2).
@@ -46,6 +48,11 @@ type Daemon struct {
 	Isolation         string // the tier: "process" or "sandbox"
 	Python            string // the frozen interpreter every child runs
 	PythonVersion     string // "<maj>.<min>.<micro>"
+	// Persistent sessions (docs/protocol.md §11): the cap (0: none), the
+	// longest idle time, and whether session/fork is served.
+	MaxSessions   int
+	SessionIdleMs int64
+	SessionFork   bool
 }
 
 // Server is one JSON-RPC connection.

@@ -5,10 +5,24 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/session"
 )
 
-// NewRunner adapts m, the session.Manager the daemon serves with, to Runner.
+// NewRunner adapts m, the session.Manager the daemon serves with, to Runner
+// (and to Sessions).
 func NewRunner(m *session.Manager) Runner { return sessionRunner{m} }
 
 type sessionRunner struct{ m *session.Manager }
+
+// NewSessions adapts m to Sessions.
+func NewSessions(m *session.Manager) Sessions { return sessionRunner{m} }
+
+func (s sessionRunner) OpenSession(p protocol.SessionParams, onClosed func(id, reason, message string)) (string, error) {
+	return s.m.OpenSession(p, onClosed)
+}
+
+func (s sessionRunner) ForkSession(id string, onClosed func(id, reason, message string)) (string, error) {
+	return s.m.ForkSession(id, onClosed)
+}
+
+func (s sessionRunner) CloseSession(id string) (func(), error) { return s.m.CloseSession(id) }
 
 func (s sessionRunner) Submit(runID string, p protocol.RunParams, c session.Client, onResult func(protocol.Result)) (Canceler, error) {
 	r, err := s.m.Submit(runID, p, c, onResult)

@@ -48,6 +48,12 @@ func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
 			return p, reject("stream must be a boolean")
 		}
 	}
+	if p.SessionID, err = sessionID(ms, false); err != nil {
+		return p, err
+	}
+	if p.SessionID != "" && p.Limits.AddressSpaceMb != 0 {
+		return p, reject("limits.addressSpaceMb is fixed for the session's lifetime")
+	}
 	return p, nil
 }
 

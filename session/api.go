@@ -46,6 +46,13 @@ type Config struct {
 	// StartMode is StartSpawn (also for "") or StartFork (tier process only:
 	// with tier sandbox children are always spawned).
 	StartMode string
+	// Persistent sessions (docs/protocol.md §11): at most MaxSessions open
+	// (0: none), closed after SessionIdle without a run unless opened with
+	// a shorter idle time, each child's lifetime RLIMIT_CPU hard limit
+	// SessionCPUSeconds.
+	MaxSessions       int
+	SessionIdle       time.Duration
+	SessionCPUSeconds int64
 }
 
 // Errors returned by Submit; rpc maps them to JSON-RPC codes.

@@ -24,6 +24,11 @@ func bootFrame(lim protocol.Limits, namespaces []protocol.Namespace) []byte {
 	b = strconv.AppendInt(b, lim.MaxLogBytes, 10)
 	b = append(b, `,"maxValueBytes":`...)
 	b = strconv.AppendInt(b, lim.MaxValueBytes, 10)
+	return append(appendNamespaces(b, namespaces), "}\n"...)
+}
+
+// appendNamespaces writes the "namespaces" member.
+func appendNamespaces(b []byte, namespaces []protocol.Namespace) []byte {
 	b = append(b, `,"namespaces":[`...)
 	for i, ns := range namespaces {
 		if i > 0 {
@@ -31,7 +36,7 @@ func bootFrame(lim protocol.Limits, namespaces []protocol.Namespace) []byte {
 		}
 		b = appendNamespace(b, ns)
 	}
-	return append(b, "]}\n"...)
+	return append(b, ']')
 }
 
 func appendNamespace(b []byte, ns protocol.Namespace) []byte {
@@ -130,6 +135,28 @@ func appendSignature(b []byte, sig *protocol.Signature) []byte {
 	b = wireguard.AppendString(append(b, `],"doc":`...), sig.Doc)
 	b = wireguard.AppendString(append(b, `,"stub":`...), sig.Stub)
 	return append(b, '}')
+}
+
+// sessionBootFrame is the boot frame of a session child (docs/child-protocol.md
+// §7.1): the session's budgets, its lifetime CPU total as cpuSeconds, no
+// namespaces, and "session":true last.
+func sessionBootFrame(lim protocol.Limits, lifetimeCPU int64) []byte {
+	lim.CPUSeconds = lifetimeCPU
+	b := bootFrame(lim, nil)
+	return append(b[:len(b)-2], `,"session":true}`+"\n"...)
+}
+
+// sessionRunFrame is a run frame in a session (docs/child-protocol.md §7.2):
+// the program, then the run's own budgets and bindings.
+func sessionRunFrame(program string, lim protocol.Limits, namespaces []protocol.Namespace) []byte {
+	b := runFrame(program)
+	b = append(b[:len(b)-2], `,"cpuSeconds":`...)
+	b = strconv.AppendInt(b, lim.CPUSeconds, 10)
+	b = append(b, `,"maxLogBytes":`...)
+	b = strconv.AppendInt(b, lim.MaxLogBytes, 10)
+	b = append(b, `,"maxValueBytes":`...)
+	b = strconv.AppendInt(b, lim.MaxValueBytes, 10)
+	return append(appendNamespaces(b, namespaces), "}\n"...)
 }
 
 // runFrame encodes the run frame carrying the program (WTF-8).

@@ -52,6 +52,24 @@ type decision struct {
 	hasValue bool
 	err      *protocol.RunError
 	lost     bool // the boot or run frame could not be written (a loss before boot-ack if not acked)
+	done     bool // carried by the child's done frame
+}
+
+// keepsSession reports whether a session run decided d leaves its session
+// alive (docs/protocol.md §11.2): the program finished and the child said so,
+// with a value, an exception, or a value the daemon refused.
+func (d decision) keepsSession() bool {
+	if !d.done {
+		return false
+	}
+	if d.err == nil {
+		return true
+	}
+	switch d.err.Kind {
+	case protocol.KindException, protocol.KindInvalidOutput, protocol.KindOutputLimit:
+		return true
+	}
+	return false
 }
 
 // call is one accepted, known binding call.
@@ -70,7 +88,7 @@ type eventKind uint8
 
 const (
 	evDequeue       eventKind = iota // left the queue; a child is being got
-	evAttach                         // w (with its writer wr, soft RLIMIT_CPU softCPU) is the run's child
+	evAttach                         // w (with its writer wr, soft RLIMIT_CPU softCPU; in a session cpuBase and eof) is the run's child
 	evStartFailed                    // no child: d.err (nil when decided before)
 	evDecide                         // d is a candidate decision (the first wins)
 	evWall                           // the wall timer fired
@@ -104,25 +122,29 @@ type event struct {
 	cancel  func()
 	fail    *writeFailure
 	softCPU int64
+	cpuBase time.Duration // evAttach in a session: the child's CPU time so far
+	eof     [3]bool       // evAttach in a session: descriptors already at end of stream
 }
 
 // effects are the side effects of one step, performed after unlocking
 // (Run.perform), plus the answers of the query events.
 type effects struct {
-	kill         *worker       // SIGTERM w's group now and release its writer
-	sigkill      *worker       // the grace passed: SIGKILL w's group
-	removeEarly  *worker       // every descriptor ended before the reap: start removing the directory
-	restart      *worker       // w was lost before boot: retire it and start on a fresh child
-	settle       bool          // settled: clean up w (settleW) and open staged
-	settleW      *worker       // the settled run's child, nil if it never had one
-	staged       chan struct{} // the gate of the queued result
-	flush        bool          // the outbox holds deliveries to make from a new goroutine
-	unknown      *call         // reply "unknown binding" to this call
-	refused      *call         // reply TypeError (c.refusal) to this call: its arguments were refused
-	wr           *fdWriter     // evAnswered, unknown, refused: the writer to reply through
-	ok           bool          // evCallSent, evAnswered: go on; evCallCancel: cancel now
-	decided      bool          // the run was decided by this step (for the log)
-	sinceHandoff time.Duration // for the decided / settled log lines
+	kill         *worker          // SIGTERM w's group now and release its writer
+	sigkill      *worker          // the grace passed: SIGKILL w's group
+	removeEarly  *worker          // every descriptor ended before the reap: start removing the directory
+	restart      *worker          // w was lost before boot: retire it and start on a fresh child
+	settle       bool             // settled: clean up w (settleW) and open staged
+	settleW      *worker          // the settled run's child, nil if it never had one or its session keeps it
+	kept         *worker          // a session run settled leaving its child to the session
+	res          *protocol.Result // settle: the queued result (its session stats are filled before staged opens)
+	staged       chan struct{}    // the gate of the queued result
+	flush        bool             // the outbox holds deliveries to make from a new goroutine
+	unknown      *call            // reply "unknown binding" to this call
+	refused      *call            // reply TypeError (c.refusal) to this call: its arguments were refused
+	wr           *fdWriter        // evAnswered, unknown, refused: the writer to reply through
+	ok           bool             // evCallSent, evAnswered: go on; evCallCancel: cancel now
+	decided      bool             // the run was decided by this step (for the log)
+	sinceHandoff time.Duration    // for the decided / settled log lines
 }
 
 // machine is the run's settlement state machine. Every change of its state
@@ -133,6 +155,7 @@ type effects struct {
 // through post.
 type machine struct {
 	// configuration, fixed at creation
+	sess      *Session // the persistent session the run executes in; nil for a fresh run
 	lim       protocol.Limits
 	known     map[string]map[string]protocol.Checker // declared bindings: global → name → checks (nil: untyped)
 	program   string
@@ -153,7 +176,8 @@ type machine struct {
 	dequeued  time.Time
 	handoff   time.Time // the wall clock's start
 	w         *worker
-	softCPU   int64 // the soft RLIMIT_CPU in force when the child was attached (docs/child-protocol.md §4.8)
+	softCPU   int64         // the soft RLIMIT_CPU in force when the child was attached (docs/child-protocol.md §4.8)
+	cpuBase   time.Duration // a session child's CPU time when the run started (0 for a fresh child)
 	dec       decision
 	reaped    bool
 	abandoned bool // close deadline passed: pipes abandoned
@@ -208,7 +232,11 @@ func (m *machine) step(ev event) effects {
 		}
 	case evWriteFailed:
 		if ev.fail.handshake && !ev.fail.stopped {
-			m.decide(decision{err: workerExit("failed to boot python subprocess: " + ev.fail.err.Error()), lost: true}, &eff)
+			what := "failed to boot python subprocess: "
+			if m.sess != nil {
+				what = "failed to send the run to the session's python process: "
+			}
+			m.decide(decision{err: workerExit(what + ev.fail.err.Error()), lost: true}, &eff)
 		}
 	case evBootAck:
 		m.bootAck()
@@ -251,6 +279,9 @@ func (m *machine) attach(ev event, eff *effects) {
 	m.starting = false
 	m.w, m.wr, m.softCPU = w, wr, ev.softCPU
 	m.handoff = time.Now()
+	if m.sess != nil { // an idle session child: no boot, the run frame is already queued
+		m.cpuBase, m.eof, m.bootAcked = ev.cpuBase, ev.eof, true
+	}
 	switch {
 	case m.decided():
 		wr.stop()
@@ -296,6 +327,8 @@ func (m *machine) decide(d decision, eff *effects) {
 	}
 	eff.flush = m.out.pending()
 	switch {
+	case m.w != nil && m.sess != nil && d.keepsSession():
+		m.settle(eff) // the child stays alive, idle, with its session
 	case m.w != nil:
 		m.kill(eff)
 	case m.starting:
@@ -368,7 +401,7 @@ func (m *machine) classify() *protocol.RunError {
 		return workerExit("failed to wait for python subprocess: " + w.waitErr.Error())
 	}
 	e := w.exit
-	if e.Signaled && (e.Signal == "SIGXCPU" || e.Signal == "SIGKILL" && cpuAtLeast(e.CPU, m.softCPU)) {
+	if e.Signaled && (e.Signal == "SIGXCPU" || e.Signal == "SIGKILL" && cpuAtLeast(e.CPU-m.cpuBase, m.softCPU)) {
 		return cpuTimeout(m.lim.CPUSeconds)
 	}
 	return exitedEarly(e.Code, e.Signal, e.Signaled)
@@ -423,7 +456,15 @@ func (m *machine) settle(eff *effects) {
 		res.Value = m.dec.value
 	}
 	res.Stats = m.stats(time.Now())
-	eff.settle, eff.settleW, eff.staged = true, m.w, make(chan struct{})
+	eff.settle, eff.settleW, eff.staged, eff.res = true, m.w, make(chan struct{}), &res
+	if m.sess != nil {
+		kept := m.w != nil && !m.reaped && m.dec.keepsSession()
+		if kept {
+			eff.settleW, eff.kept = nil, m.w
+		}
+		info := m.sess.account(m.w != nil, kept, m.dec.err)
+		res.Session = &info
+	}
 	eff.sinceHandoff = time.Since(m.handoff)
 	m.out.push(outItem{result: &res, staged: eff.staged})
 }
@@ -437,7 +478,7 @@ func (m *machine) stats(now time.Time) protocol.Stats {
 		s.QueueMs = now.Sub(m.accepted).Milliseconds()
 	}
 	if m.reaped && m.w.waitErr == nil {
-		s.CPUMs = m.w.exit.CPU.Milliseconds()
+		s.CPUMs = (m.w.exit.CPU - m.cpuBase).Milliseconds()
 		s.MaxRssKb = m.w.exit.MaxRSSKb
 	}
 	return s

@@ -28,6 +28,11 @@ type Manager struct {
 	forker   *forker         // start mode fork, else nil
 	start    startFunc
 
+	sessions   map[string]*Session   // open sessions (booting ones included: they count against the cap)
+	ended      map[string]sessionEnd // ended sessions: −32004's state and reason
+	sessionSeq int64
+	sessionWG  sync.WaitGroup // session teardowns under way
+
 	noGraceKill bool // test hook (C129): suppress the grace-period SIGKILL
 }
 
@@ -45,7 +50,8 @@ func NewManager(cfg Config) *Manager {
 	if cfg.MaxConcurrent < 1 {
 		cfg.MaxConcurrent = 1
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, runs: make(map[*Run]bool)}
+	m := &Manager{cfg: cfg, log: cfg.Logger, runs: make(map[*Run]bool),
+		sessions: make(map[string]*Session), ended: make(map[string]sessionEnd)}
 	if cfg.Isolation == IsolationSandbox {
 		sb := sandboxFor(cfg.Python, cfg.TempDir)
 		m.sandbox = &sb
@@ -60,8 +66,12 @@ func NewManager(cfg Config) *Manager {
 
 // Submit queues a run. runID is the JSON text of the request id. onResult is
 // called exactly once with the settled result (from a goroutine of the run,
-// never from inside Submit or Cancel).
+// never from inside Submit or Cancel). A run with a SessionID queues on its
+// session first; an id that is not open is refused with a *SessionError.
 func (m *Manager) Submit(runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) (*Run, error) {
+	if p.SessionID != "" {
+		return m.submitSession(runID, p, c, onResult)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.shutting {
@@ -71,15 +81,26 @@ func (m *Manager) Submit(runID string, p protocol.RunParams, c Client, onResult 
 		if len(m.queue) >= m.cfg.MaxQueued {
 			return nil, ErrQueueFull
 		}
-		r := newRun(m, runID, p, c, onResult)
-		m.runs[r] = false
-		m.queue = append(m.queue, r)
-		return r, nil
 	}
-	r := newRun(m, runID, p, c, onResult)
+	r := newRun(m, m.cfg.Limits, runID, p, c, onResult)
 	m.runs[r] = false
-	m.startLocked(r)
+	m.slotLocked(r)
 	return r, nil
+}
+
+// slot starts r now if a slot is free and nobody waits, else queues it.
+func (m *Manager) slot(r *Run) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.slotLocked(r)
+}
+
+func (m *Manager) slotLocked(r *Run) {
+	if m.running >= m.cfg.MaxConcurrent || len(m.queue) > 0 {
+		m.queue = append(m.queue, r)
+		return
+	}
+	m.startLocked(r)
 }
 
 // QueueFull reports whether a Submit now would return ErrQueueFull (rpc
@@ -109,17 +130,20 @@ func (m *Manager) dispatchLocked() {
 	}
 }
 
-// abort decides r abort with msg: a queued run leaves the queue and settles
-// without a child; a live one is decided (the kill follows).
-func (m *Manager) abort(r *Run, msg string) {
+// abort decides r abort with msg.
+func (m *Manager) abort(r *Run, msg string) { m.fail(r, abortError(msg)) }
+
+// fail decides r with err: a run queued for a slot leaves the queue and
+// settles without a child; any other is decided (a live one's kill follows).
+func (m *Manager) fail(r *Run, err *protocol.RunError) {
 	m.mu.Lock()
 	queued := m.removeQueuedLocked(r)
 	m.mu.Unlock()
 	if queued {
-		r.failStart(abortError(msg))
+		r.failStart(err)
 		return
 	}
-	r.decide(decision{err: abortError(msg)})
+	r.decide(decision{err: err})
 }
 
 func (m *Manager) removeQueuedLocked(r *Run) bool {
@@ -153,12 +177,17 @@ func (m *Manager) forget(r *Run) {
 	m.idle.Broadcast()
 }
 
-// Shutdown refuses new runs, decides every run abort "server is shutting
-// down", kills the warm pool, and returns when every run is quiescent (its
-// result delivered) and every run directory is removed.
+// Shutdown refuses new runs and sessions, closes every session (its runs
+// abort, its session/closed "shutdown" is sent), decides every other run
+// abort "server is shutting down", kills the warm pool, and returns when
+// every run is quiescent (its result delivered) and every run directory is
+// removed.
 func (m *Manager) Shutdown() {
 	m.mu.Lock()
 	m.shutting = true
+	m.mu.Unlock()
+	m.closeSessions()
+	m.mu.Lock()
 	queued := m.queue
 	m.queue = nil
 	all := make([]*Run, 0, len(m.runs))
@@ -187,6 +216,7 @@ func (m *Manager) Shutdown() {
 		<-r.out.delivered
 	}
 	m.warm.wait()
+	m.sessionWG.Wait()
 	if m.forker != nil {
 		m.forker.close()
 	}

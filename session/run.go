@@ -33,8 +33,9 @@ type Run struct {
 	quiescent chan struct{} // closed once the run is forgotten
 }
 
-func newRun(m *Manager, runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) *Run {
-	lim := EffectiveLimits(m.cfg.Limits, p.Limits)
+// newRun creates a run whose limits are base tightened by its own.
+func newRun(m *Manager, base protocol.Limits, runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) *Run {
+	lim := EffectiveLimits(base, p.Limits)
 	r := &Run{
 		m: m, id: runID, client: c, onResult: onResult, bindings: p.Bindings,
 		log:       m.log.With("run", runID),
@@ -140,11 +141,17 @@ func (r *Run) settled(eff effects) {
 		w.closeFiles()
 		w.removeDir(r.log)
 	}
+	if k := eff.kept; k != nil {
+		sessionStats(&eff.res.Stats, k, r.sm.cpuBase) // cpuBase is fixed once attached
+	}
 	close(eff.staged)
 	go r.out.flush()
 	r.m.released(r)
 	if w != nil {
 		w.giveBackPlace()
+	}
+	if s := r.sm.sess; s != nil {
+		s.runSettled(r, eff.kept)
 	}
 	go r.quiesce(w)
 }
@@ -153,6 +160,10 @@ func (r *Run) settled(eff effects) {
 
 // start runs in its own goroutine once the run left the queue.
 func (r *Run) start() {
+	if s := r.sm.sess; s != nil {
+		s.attach(r)
+		return
+	}
 	defer r.recoverPanic("start")
 	r.startOn(func() (*worker, *protocol.RunError) {
 		if w := r.m.takeWarm(); w != nil {
@@ -190,10 +201,10 @@ func (r *Run) attach(w *worker) {
 	r.mu.Lock()
 	eff := r.sm.step(event{kind: evAttach, w: w, wr: wr, softCPU: child.EffectiveSoftCPU(r.sm.lim.CPUSeconds)})
 	r.mu.Unlock()
-	go r.writeLoop(w, wr)
-	go r.readLoop(w)
-	go r.strayLoop(w, fdStdout, w.stdout)
-	go r.strayLoop(w, fdStderr, w.stderr)
+	go r.writeLoop(w, wr, w.writerDone)
+	go readLoop(w, r)
+	go strayLoop(r, fdStdout, w.stdout)
+	go strayLoop(r, fdStderr, w.stderr)
 	go r.watch(w)
 	r.perform(eff)
 }

@@ -30,12 +30,33 @@ var (
 
 // ---- fd-3 reader ------------------------------------------------------------
 
+// route is where a child's readers deliver. A fresh run's readers serve
+// that run alone; a persistent session's serve its child's whole life and
+// deliver to the session's current run, or to the session between runs.
+type route interface {
+	// current is the run the child's output belongs to now; nil between
+	// the runs of a session.
+	current() *Run
+	// between is told of fd-3 data that arrived while no run was current.
+	between()
+	// streamEnded records that descriptor fd reached end of stream and tells the
+	// current run.
+	streamEnded(fd int)
+	// recoverPanic turns a panic in a reader into a failure of the run or
+	// session.
+	recoverPanic(where string)
+}
+
+func (r *Run) current() *Run      { return r }
+func (r *Run) between()           {} // never: a fresh run is always current
+func (r *Run) streamEnded(fd int) { r.markEOF(fd) }
+
 // readLoop reads fd 3 until end of stream: frames through the Framer, each
 // processed (and its client deliveries made) in order. After the decision
 // the data is read and dropped so that end of stream is still observed.
-func (r *Run) readLoop(w *worker) {
-	defer r.recoverPanic("fd-3 reader")
-	defer r.markEOF(fdConn)
+func readLoop(w *worker, rt route) {
+	defer rt.recoverPanic("fd-3 reader")
+	defer rt.streamEnded(fdConn)
 	framer := wireguard.NewFramer(protocol.FrameCap)
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
@@ -43,29 +64,44 @@ func (r *Run) readLoop(w *worker) {
 	discard := false
 	for {
 		n, err := w.conn.Read(buf)
-		if n > 0 && !discard && !r.isDecided() {
-			// Frames may alias buf: each is handled (and whatever is kept
-			// of it copied by the decoder) before the next Read.
-			frames, ferr := framer.Feed(buf[:n])
-			for _, line := range frames {
-				r.handleFrame(line)
-				r.out.deliverQueued(false) // before the next frame can decide
-			}
-			if len(frames) > 0 {
-				r.out.flush() // the client writes one read's deliveries together
-			}
-			if ferr != nil {
-				discard, framer = true, nil // drop the held partial frame
-				r.decide(decision{err: workerExit(protocol.MsgFrameTooLong)})
-			}
+		if n > 0 && !discard {
+			discard = feed(rt, framer, buf[:n])
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !r.isDecided() {
+			if r := rt.current(); !errors.Is(err, io.EOF) && r != nil && !r.isDecided() {
 				r.log.Debug("fd-3 read error", "err", err)
 			}
 			return
 		}
 	}
+}
+
+// feed hands one read's frames to the current run and reports whether the
+// rest of the stream must be dropped (a frame over the cap decided the run).
+// Frames may alias data: each is handled (and whatever is kept of it copied
+// by the decoder) before the next Read.
+func feed(rt route, framer *wireguard.Framer, data []byte) (discard bool) {
+	r := rt.current()
+	switch {
+	case r == nil:
+		rt.between()
+		return false
+	case r.isDecided():
+		return false
+	}
+	frames, ferr := framer.Feed(data)
+	for _, line := range frames {
+		r.handleFrame(line)
+		r.out.deliverQueued(false) // before the next frame can decide
+	}
+	if len(frames) > 0 {
+		r.out.flush() // the client writes one read's deliveries together
+	}
+	if ferr != nil {
+		r.decide(decision{err: workerExit(protocol.MsgFrameTooLong)})
+		return true
+	}
+	return false
 }
 
 // markEOF records end of stream on one of the three descriptors.
@@ -97,7 +133,7 @@ func (r *Run) handleFrame(line []byte) {
 
 // doneDecision is the decision a done frame carries (docs/child-protocol.md §2.8).
 func doneDecision(f wireguard.Frame, mvb int64) decision {
-	var d decision
+	d := decision{done: true}
 	switch {
 	case f.Error != nil:
 		msg := f.Error.Message
@@ -192,8 +228,8 @@ func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", ";
 // starts at the boot write, and a failed boot or run write decides the run.
 // It is released at the decision (stop + an expired write deadline) even when
 // blocked on a full socket.
-func (r *Run) writeLoop(w *worker, wr *fdWriter) {
-	defer close(w.writerDone)
+func (r *Run) writeLoop(w *worker, wr *fdWriter, done chan struct{}) {
+	defer close(done)
 	defer r.recoverPanic("fd-3 writer")
 	fail := wr.loop(func() { r.dispatch(event{kind: evBootWritten, w: w}) })
 	if fail != nil {
@@ -205,15 +241,15 @@ func (r *Run) writeLoop(w *worker, wr *fdWriter) {
 
 // strayLoop reads native fd 1 or fd 2 into the ledger until end of stream;
 // capture continues after the decision until the pipes end or are abandoned.
-func (r *Run) strayLoop(w *worker, fd int, f *os.File) {
-	defer r.recoverPanic("stray reader")
-	defer r.markEOF(fd)
+func strayLoop(rt route, fd int, f *os.File) {
+	defer rt.recoverPanic("stray reader")
+	defer rt.streamEnded(fd)
 	bp := strayBufs.Get().(*[]byte)
 	defer strayBufs.Put(bp)
 	buf := *bp
 	for {
 		n, err := f.Read(buf)
-		if n > 0 {
+		if r := rt.current(); n > 0 && r != nil { // a session drops what comes between runs
 			r.dispatch(event{kind: evStray, fd: fd, data: buf[:n]})
 			r.out.flush()
 		}

@@ -51,9 +51,11 @@ func (wr *fdWriter) sendRun(frame []byte) {
 	wr.cond.Broadcast()
 }
 
-// stop ends the writer: nothing more is written, and the loop returns once
-// its current write does (the caller releases a blocked write with a write
-// deadline, worker.releaseWriter).
+// stop ends the writer: nothing more is written but the rest of a frame
+// already begun (a session child reads its fd 3 again for the next run, so a
+// cut frame must not be left on it), and the loop returns once that write
+// does (the caller releases a blocked write with a write deadline,
+// worker.releaseWriter).
 func (wr *fdWriter) stop() {
 	wr.mu.Lock()
 	defer wr.mu.Unlock()
@@ -103,7 +105,7 @@ func (wr *fdWriter) writeNow(frame []byte) {
 	wr.mu.Lock()
 	defer wr.mu.Unlock()
 	wr.busy = false
-	if n = max(n, 0); n < len(frame) && !wr.stopped && !wr.dead {
+	if n = max(n, 0); n < len(frame) && !wr.dead {
 		wr.rest = frame[n:]
 	}
 	if wr.rest != nil || len(wr.q) > 0 {
@@ -150,10 +152,10 @@ func (wr *fdWriter) loop(onBoot func()) *writeFailure {
 func (wr *fdWriter) next() (frame []byte, handshake, boot bool) {
 	wr.mu.Lock()
 	defer wr.mu.Unlock()
-	for !wr.stopped && (wr.busy || wr.boot == nil && wr.run == nil && wr.rest == nil && len(wr.q) == 0) {
+	for !(wr.stopped && wr.rest == nil) && (wr.busy || wr.boot == nil && wr.run == nil && wr.rest == nil && len(wr.q) == 0) {
 		wr.cond.Wait()
 	}
-	if wr.stopped {
+	if wr.stopped && (wr.busy || wr.rest == nil) {
 		return nil, false, false
 	}
 	wr.busy = true

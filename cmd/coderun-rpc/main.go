@@ -119,8 +119,13 @@ func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Lo
 		Logger:        log,
 		Isolation:     cfg.Isolation,
 		StartMode:     cfg.StartMode,
+
+		MaxSessions:       cfg.MaxSessions,
+		SessionIdle:       cfg.SessionIdle(),
+		SessionCPUSeconds: cfg.SessionCPUSeconds,
 	})
-	return rpc.Options{In: in, Out: out, Runner: rpc.NewRunner(m), Logger: log, Version: buildinfo.Version(),
+	return rpc.Options{In: in, Out: out, Runner: rpc.NewRunner(m), Sessions: rpc.NewSessions(m), Logger: log,
+		Version: buildinfo.Version(),
 		Daemon: rpc.Daemon{
 			Limits:            cfg.Limits,
 			GraceMs:           cfg.GraceMs,
@@ -128,6 +133,8 @@ func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Lo
 			Isolation:         cfg.Isolation,
 			Python:            cfg.Python,
 			PythonVersion:     cfg.PythonVersion,
+			MaxSessions:       cfg.MaxSessions,
+			SessionIdleMs:     cfg.SessionIdleMs,
 		}}
 }
 

@@ -242,15 +242,19 @@ class Child:
 
     # -- the exchange -------------------------------------------------------------------
     def boot(self, cpuSeconds=60, addressSpaceBytes=512 * MIB, maxLogBytes=65536,
-             maxValueBytes=32768, namespaces=()):
+             maxValueBytes=32768, namespaces=(), session=False):
         self.max_log = maxLogBytes
         self.max_value = maxValueBytes
-        self.send({"type": "boot", "cpuSeconds": cpuSeconds,
-                   "addressSpaceBytes": addressSpaceBytes, "maxLogBytes": maxLogBytes,
-                   "maxValueBytes": maxValueBytes, "namespaces": list(namespaces)})
+        frame = {"type": "boot", "cpuSeconds": cpuSeconds,
+                 "addressSpaceBytes": addressSpaceBytes, "maxLogBytes": maxLogBytes,
+                 "maxValueBytes": maxValueBytes, "namespaces": list(namespaces)}
+        if session:
+            frame["session"] = True
+        self.send(frame)
 
-    def serve(self, handler=None, timeout=20, program=None, expect_ack=True):
-        """Read frames until done (or EOF); answer boot-ack with run, calls via handler."""
+    def serve(self, handler=None, timeout=20, program=None, expect_ack=True, keep=False):
+        """Read frames until done (or EOF); answer boot-ack with run, calls via handler.
+        keep: leave the child running afterwards (a session child goes back to idle)."""
         res = Result()
         ledger = DaemonLedger(self.max_log)
         deadline = time.monotonic() + timeout
@@ -288,7 +292,8 @@ class Child:
                 res.done_raw = line
                 break
         res.logs = ledger.entries
-        self.finish(res)
+        if not keep:
+            self.finish(res)
         return res
 
     def finish(self, res, wait=10):

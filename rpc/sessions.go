@@ -1,0 +1,192 @@
+package rpc
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
+)
+
+// Sessions is what the server needs for persistent sessions
+// (docs/protocol.md §11); NewRunner's value implements it. With
+// Options.Sessions nil (or Daemon.MaxSessions 0) session/* are unknown
+// methods. OpenSession and ForkSession block until the child is ready;
+// CloseSession ends the session at once (later requests on its id are
+// refused) and its wait blocks until the child is gone. Refusals are
+// *session.SessionError, session.ErrShuttingDown or an internal failure.
+type Sessions interface {
+	OpenSession(p protocol.SessionParams, onClosed func(id, reason, message string)) (string, error)
+	ForkSession(id string, onClosed func(id, reason, message string)) (string, error)
+	CloseSession(id string) (wait func(), err error)
+}
+
+// sessionsOn reports whether session/* are served.
+func (s *Server) sessionsOn() bool {
+	return s.opts.Sessions != nil && s.opts.Daemon.MaxSessions > 0
+}
+
+type sessionIDResult struct {
+	SessionID string `json:"sessionId"`
+}
+
+// sessionOpen validates session/open and opens the session from a
+// goroutine (booting a child takes milliseconds; the read loop goes on).
+func (s *Server) sessionOpen(id reqID, params []byte) {
+	p, err := validateSessionOpen(params, s.opts.Daemon.Limits, s.opts.Daemon.SessionIdleMs)
+	if err != nil {
+		s.w.replyError(&id, protocol.CodeInvalidParams, err.Error())
+		return
+	}
+	s.async(id, func() {
+		sid, err := s.opts.Sessions.OpenSession(p, s.notifyClosed)
+		s.sessionReply(id, sid, err)
+	})
+}
+
+// sessionFork validates session/fork and forks from a goroutine (the fork
+// waits for the source to be idle).
+func (s *Server) sessionFork(id reqID, params []byte) {
+	src, err := validateSessionRef(params)
+	if err != nil {
+		s.w.replyError(&id, protocol.CodeInvalidParams, err.Error())
+		return
+	}
+	s.async(id, func() {
+		sid, err := s.opts.Sessions.ForkSession(src, s.notifyClosed)
+		s.sessionReply(id, sid, err)
+	})
+}
+
+// sessionClose ends the session now, in arrival order, and answers null
+// once its child is gone.
+func (s *Server) sessionClose(id reqID, params []byte) {
+	sid, err := validateSessionRef(params)
+	if err != nil {
+		s.w.replyError(&id, protocol.CodeInvalidParams, err.Error())
+		return
+	}
+	wait, err := s.opts.Sessions.CloseSession(sid)
+	if err != nil {
+		s.sessionError(id, sid, err)
+		return
+	}
+	s.async(id, func() {
+		wait()
+		s.w.reply(id, nil)
+	})
+}
+
+// async runs answer in a goroutine with id pending until it returns.
+func (s *Server) async(id reqID, answer func()) {
+	s.mu.Lock()
+	s.pending[id.text] = true
+	s.mu.Unlock()
+	go func() {
+		defer func() {
+			s.mu.Lock()
+			delete(s.pending, id.text)
+			s.mu.Unlock()
+		}()
+		answer()
+	}()
+}
+
+func (s *Server) sessionReply(id reqID, sid string, err error) {
+	if err != nil {
+		s.sessionError(id, "", err)
+		return
+	}
+	s.w.reply(id, sessionIDResult{SessionID: sid})
+}
+
+// sessionError answers a refused session request: −32003 for the cap,
+// −32004 with {sessionId, state, reason?} for an id that is not open,
+// −32600 while shutting down, else −32603.
+func (s *Server) sessionError(id reqID, sid string, err error) {
+	var se *session.SessionError
+	switch {
+	case errors.As(err, &se) && se.Cap:
+		s.w.replyError(&id, protocol.CodeSessionCap, se.Message)
+	case errors.As(err, &se):
+		s.w.frame(encodeErrorData(id.text, protocol.CodeUnknownSession, se.Message, sessionErrorData(sid, se)))
+	case errors.Is(err, session.ErrShuttingDown):
+		s.w.replyError(&id, protocol.CodeInvalidRequest, protocol.MsgShuttingDown)
+	default:
+		s.w.replyError(&id, protocol.CodeInternalError, err.Error())
+	}
+}
+
+// sessionErrorData is −32004's data member.
+func sessionErrorData(sid string, se *session.SessionError) []byte {
+	b := appendString([]byte(`{"sessionId":`), sid)
+	b = appendString(append(b, `,"state":`...), se.State)
+	if se.Reason != "" {
+		b = appendString(append(b, `,"reason":`...), se.Reason)
+	}
+	return append(b, '}')
+}
+
+// notifyClosed sends session/closed.
+func (s *Server) notifyClosed(sid, reason, message string) {
+	s.w.frame(encodeSessionClosed(sid, reason, message))
+}
+
+// validateSessionOpen checks session/open params: "limits" by run's rules,
+// "idleTimeoutMs" a positive integer no larger than the configured one.
+func validateSessionOpen(raw []byte, cfg protocol.Limits, idleMax int64) (protocol.SessionParams, error) {
+	var p protocol.SessionParams
+	if raw == nil {
+		return p, nil
+	}
+	ms, err := wireguard.Members(raw, wireguard.Strict)
+	if err != nil {
+		return p, reject("params must be an object")
+	}
+	if p.Limits, err = optionalLimits(ms, cfg); err != nil {
+		return p, err
+	}
+	m, ok := wireguard.Last(ms, "idleTimeoutMs")
+	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
+		return p, nil
+	}
+	n, err := strconv.ParseInt(string(m.Value), 10, 64)
+	switch {
+	case wireguard.KindOf(m.Value) != wireguard.KindNumber || err != nil || n <= 0:
+		return p, reject("idleTimeoutMs must be a positive integer, got " + string(m.Value))
+	case n > idleMax:
+		return p, reject("idleTimeoutMs must not exceed the daemon's configured " +
+			strconv.FormatInt(idleMax, 10) + ", got " + string(m.Value))
+	}
+	p.IdleTimeoutMs = n
+	return p, nil
+}
+
+// validateSessionRef checks {sessionId} params (session/fork, session/close).
+func validateSessionRef(raw []byte) (string, error) {
+	ms, err := wireguard.Members(raw, wireguard.Strict)
+	if err != nil {
+		return "", reject("params must be an object")
+	}
+	return sessionID(ms, true)
+}
+
+// sessionID reads "sessionId": a string; required or optional (run).
+func sessionID(ms []wireguard.Member, required bool) (string, error) {
+	m, ok := wireguard.Last(ms, "sessionId")
+	if !ok || !required && wireguard.KindOf(m.Value) == wireguard.KindNull {
+		if required {
+			return "", reject("sessionId must be a string")
+		}
+		return "", nil
+	}
+	id, ok := wireguard.DecodeString(m.Value)
+	switch {
+	case !ok:
+		return "", reject("sessionId must be a string")
+	case id == "":
+		return "", reject("sessionId must be a non-empty string")
+	}
+	return id, nil
+}

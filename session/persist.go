@@ -1,0 +1,654 @@
+package session
+
+import (
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
+)
+
+// Session is one persistent session (docs/protocol.md §11): a long-lived
+// child booted in session mode whose runs execute one at a time, FIFO, in
+// one interpreter. Its readers (readLoop, strayLoop) and reaper watch serve
+// the child's whole life and deliver to the current run, or to the session
+// between runs, where data on fd 3, the end of fd 3 or the child's exit
+// lose the session at once.
+//
+// Lock order: the Manager's mu, then a run's mu, then the session's mu; the
+// session never calls into the Manager or a run while holding its own.
+type Session struct {
+	m        *Manager
+	id       string
+	lim      protocol.Limits // its runs' defaults; AddressSpaceMb is fixed for its life
+	idle     time.Duration
+	onClosed func(id, reason, message string) // the session/closed notification
+	log      *slog.Logger
+
+	mu         sync.Mutex
+	cond       *sync.Cond // signalled when the session becomes idle or ends
+	w          *worker    // nil until booted
+	queue      []*Run     // accepted runs behind cur, FIFO
+	cur        *Run       // the run holding the session: waiting for a slot, or attached
+	attached   *Run       // cur once its run frame is queued to the child
+	forking    bool       // a fork of the child is under way
+	runs       int64      // runs settled after running in the child
+	eof        [3]bool    // descriptors of the child at end of stream
+	dead       bool       // the child was reaped
+	loss       string     // a run's outcome ended the session: why (set by account)
+	ended      bool
+	endState   string // "closed" or "lost"
+	endReason  string
+	idleTimer  *time.Timer
+	writerDone chan struct{} // closed when the last run's fd-3 writer has returned
+	stopSample chan struct{} // closed when the attached run settles
+}
+
+// SessionError is a session/* or session run refusal: the cap (−32003) or an
+// id that is unknown, closed or lost (−32004 with State and Reason as data).
+type SessionError struct {
+	Cap     bool
+	State   string // "unknown", "closed" or "lost"
+	Reason  string // "closed", "idle", "shutdown" or the loss; "" for unknown
+	Message string
+}
+
+func (e *SessionError) Error() string { return e.Message }
+
+// Session states and end reasons of SessionError and session/closed.
+const (
+	StateUnknown   = "unknown"
+	StateClosed    = "closed"
+	StateLost      = "lost"
+	ReasonClosed   = "closed"
+	ReasonIdle     = "idle"
+	ReasonShutdown = "shutdown"
+	ReasonLost     = "lost"
+)
+
+// sessionEnd is what the registry remembers of an ended session.
+type sessionEnd struct{ state, reason string }
+
+const (
+	sessionBootTimeout = 10 * time.Second       // boot-ack of a session child
+	cpuSampleEvery     = 100 * time.Millisecond // the daemon's own CPU check of a session run
+	msgSessionClosed   = "session closed"
+	msgClosedFD3       = "the session's python process closed fd 3"
+	exitWait           = 200 * time.Millisecond // for the reap after fd 3 ended between runs
+)
+
+// OpenSession boots a child in session mode (a warm one when ready) and
+// registers it; onClosed is called once if the session ends by idle time, by
+// loss or at shutdown (never after CloseSession).
+func (m *Manager) OpenSession(p protocol.SessionParams, onClosed func(id, reason, message string)) (string, error) {
+	s, err := m.register(EffectiveLimits(m.cfg.Limits, p.Limits), p.IdleTimeoutMs, onClosed)
+	if err != nil {
+		return "", err
+	}
+	w := m.warm.take(false)
+	if w == nil {
+		var fail *protocol.RunError
+		if w, fail = m.spawnWorker(); fail != nil {
+			m.endSession(s, StateLost, fail.Message)
+			return "", errors.New(fail.Message)
+		}
+	}
+	w.warm = false // the wall clock of each run starts at its run frame
+	if err := bootSession(w, s.lim, m.cfg.SessionCPUSeconds); err != nil {
+		killWorker(w, m.log)
+		m.endSession(s, StateLost, err.Error())
+		return "", err
+	}
+	if !s.adopt(w) {
+		killWorker(w, m.log)
+		return "", ErrShuttingDown
+	}
+	return s.id, nil
+}
+
+// register counts a new session against the cap.
+func (m *Manager) register(lim protocol.Limits, idleMs int64, onClosed func(string, string, string)) (*Session, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.shutting {
+		return nil, ErrShuttingDown
+	}
+	if len(m.sessions) >= m.cfg.MaxSessions {
+		return nil, m.capErr()
+	}
+	m.sessionSeq++
+	idle := m.cfg.SessionIdle
+	if idleMs > 0 {
+		idle = time.Duration(idleMs) * time.Millisecond
+	}
+	s := &Session{m: m, id: "session-" + strconv.FormatInt(m.sessionSeq, 10), lim: lim, idle: idle,
+		onClosed: onClosed}
+	s.log = m.log.With("session", s.id)
+	s.cond = sync.NewCond(&s.mu)
+	m.sessions[s.id] = s
+	return s, nil
+}
+
+func (m *Manager) capErr() *SessionError {
+	return &SessionError{Cap: true,
+		Message: "session cap reached (CODERUN_MAX_SESSIONS=" + strconv.Itoa(m.cfg.MaxSessions) + ")"}
+}
+
+// bootSession sends a session boot frame and waits for its boot-ack.
+func bootSession(w *worker, lim protocol.Limits, lifetimeCPU int64) error {
+	deadline := time.Now().Add(sessionBootTimeout)
+	w.conn.SetDeadline(deadline)
+	defer w.conn.SetDeadline(time.Time{})
+	if _, err := w.conn.Write(sessionBootFrame(lim, lifetimeCPU)); err != nil {
+		return errors.New("failed to boot the session's python process: " + err.Error())
+	}
+	framer := wireguard.NewFramer(protocol.FrameCap)
+	buf := make([]byte, 4096)
+	for {
+		n, err := w.conn.Read(buf)
+		frames, _ := framer.Feed(buf[:n])
+		for _, line := range frames {
+			f, ok := wireguard.DecodeFrame(line)
+			switch {
+			case ok && f.Type == protocol.FrameBootAck:
+				return nil
+			case ok && f.Type == protocol.FrameDone && f.Error != nil:
+				return errors.New("the session's python process refused its limits: " + f.Error.Message)
+			}
+		}
+		if err != nil {
+			return errors.New("the session's python process did not acknowledge its boot: " + err.Error())
+		}
+	}
+}
+
+// killWorker kills a child that never served, reaps it and removes its
+// directory.
+func killWorker(w *worker, log *slog.Logger) {
+	w.proc.SignalGroup(syscall.SIGKILL)
+	w.closeFiles()
+	<-w.exited
+	w.removeDir(log)
+}
+
+// adopt makes the booted w the session's child and starts its readers; false
+// when the session ended meanwhile (shutdown).
+func (s *Session) adopt(w *worker) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	s.w = w
+	go readLoop(w, s)
+	go strayLoop(s, fdStdout, w.stdout)
+	go strayLoop(s, fdStderr, w.stderr)
+	go s.watch(w)
+	s.armIdleLocked()
+	return true
+}
+
+// ---- the registry -----------------------------------------------------------
+
+// sessionErrLocked is the refusal for an id that is not open.
+func (m *Manager) sessionErrLocked(id string) *SessionError {
+	if e, ok := m.ended[id]; ok {
+		msg := "session " + strconv.Quote(id) + " is closed (" + e.reason + ")"
+		if e.state == StateLost {
+			msg = "session " + strconv.Quote(id) + " was lost: " + e.reason
+		}
+		return &SessionError{State: e.state, Reason: e.reason, Message: msg}
+	}
+	return &SessionError{State: StateUnknown, Message: "unknown session " + strconv.Quote(id)}
+}
+
+// ending is what an ended session leaves to settle: its runs.
+type ending struct {
+	queued   []*Run // queued behind the current run, and the current one if not attached
+	attached *Run   // the run in the child, if any
+}
+
+// endSession ends s once: it leaves the registry (the id answers −32004 with
+// state and reason from now on) and refuses new runs. ok is false when s had
+// already ended.
+func (m *Manager) endSession(s *Session, state, reason string) (e ending, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sessions[s.id] != s {
+		return e, false
+	}
+	delete(m.sessions, s.id)
+	m.ended[s.id] = sessionEnd{state, reason}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended, s.endState, s.endReason = true, state, reason
+	stopTimer(s.idleTimer)
+	e.queued, s.queue = s.queue, nil
+	if s.cur != nil && s.attached == nil {
+		e.queued = append([]*Run{s.cur}, e.queued...)
+	}
+	e.attached = s.attached
+	s.cond.Broadcast()
+	return e, true
+}
+
+// finish settles an ended session's runs with err (queued runs never ran;
+// the attached one is decided and its child killed at once), then tears the
+// child down: it returns once the child and its descendants are gone and the
+// directory is removed.
+func (s *Session) finish(e ending, err *protocol.RunError) {
+	for _, r := range e.queued {
+		s.m.fail(r, err)
+	}
+	if r := e.attached; r != nil {
+		r.decide(decision{err: err})
+	}
+	s.teardown(e.attached)
+}
+
+// teardown SIGKILLs the child's group, lets an attached run settle, then
+// closes the descriptors, waits for the reap and the group to empty and
+// removes the working directory.
+func (s *Session) teardown(attached *Run) {
+	s.mu.Lock()
+	w := s.w
+	s.mu.Unlock()
+	if w == nil {
+		return
+	}
+	w.proc.SignalGroup(syscall.SIGKILL)
+	if attached != nil {
+		<-attached.quiescent
+	}
+	w.closeFiles()
+	<-w.exited
+	if !awaitEmpty(w.proc, s.m.cfg.Grace) {
+		s.log.Warn("session child's group still has members after the reap deadline")
+	}
+	w.removeDir(s.log)
+}
+
+// CloseSession ends the session: queued runs and a live one settle abort
+// "session closed". The returned wait blocks until the child and its
+// descendants are gone.
+func (m *Manager) CloseSession(id string) (wait func(), err error) {
+	m.mu.Lock()
+	s := m.sessions[id]
+	if s == nil {
+		defer m.mu.Unlock()
+		return nil, m.sessionErrLocked(id)
+	}
+	m.mu.Unlock()
+	e, ok := m.endSession(s, StateClosed, ReasonClosed)
+	if !ok {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return nil, m.sessionErrLocked(id)
+	}
+	m.sessionWG.Add(1)
+	done := make(chan struct{})
+	go func() {
+		defer m.sessionWG.Done()
+		defer close(done)
+		s.finish(e, abortError(msgSessionClosed))
+	}()
+	return func() { <-done }, nil
+}
+
+// closeSessions ends every session at shutdown, each with session/closed
+// "shutdown", and returns once every child is gone.
+func (m *Manager) closeSessions() {
+	m.mu.Lock()
+	all := make([]*Session, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		all = append(all, s)
+	}
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range all {
+		e, ok := m.endSession(s, StateClosed, ReasonShutdown)
+		if !ok {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.finish(e, abortError(protocol.MsgShuttingDown))
+			s.notify(ReasonShutdown, "the daemon is shutting down")
+		}()
+	}
+	wg.Wait()
+}
+
+// lose ends the session as lost (its child died, closed fd 3 or broke the
+// protocol between runs), settles its runs and notifies the client.
+func (s *Session) lose(msg string) {
+	e, ok := s.m.endSession(s, StateLost, msg)
+	if !ok {
+		return
+	}
+	s.log.Warn("session lost", "reason", msg)
+	s.m.sessionWG.Add(1)
+	go func() {
+		defer s.m.sessionWG.Done()
+		s.finish(e, workerExit(msg))
+		if r := e.attached; r != nil {
+			<-r.out.delivered // the run's result says it first
+		}
+		s.notify(ReasonLost, msg)
+	}()
+}
+
+func (s *Session) notify(reason, msg string) {
+	if s.onClosed != nil {
+		s.onClosed(s.id, reason, msg)
+	}
+}
+
+// ---- runs -------------------------------------------------------------------
+
+// submitSession queues a run on its session (FIFO behind the session's
+// current run); the session's head run then queues for a slot like any run.
+func (m *Manager) submitSession(runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) (*Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.shutting {
+		return nil, ErrShuttingDown
+	}
+	s := m.sessions[p.SessionID]
+	if s == nil {
+		return nil, m.sessionErrLocked(p.SessionID)
+	}
+	r := newRun(m, s.lim, runID, p, c, onResult)
+	r.sm.sess = s
+	m.runs[r] = false
+	if s.enqueue(r) {
+		m.slotLocked(r)
+	}
+	return r, nil
+}
+
+// enqueue makes r the current run when the session is idle (true: it needs
+// a slot now), else queues it.
+func (s *Session) enqueue(r *Run) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil && !s.forking {
+		s.cur = r
+		stopTimer(s.idleTimer)
+		return true
+	}
+	s.queue = append(s.queue, r)
+	return false
+}
+
+// attach starts the current run r in the child: its writer (the run frame
+// only: the child is booted) and the CPU sampler.
+func (s *Session) attach(r *Run) {
+	defer r.recoverPanic("start")
+	if r.isDecided() {
+		r.failStart(nil)
+		return
+	}
+	s.mu.Lock()
+	prev, w := s.writerDone, s.w
+	s.mu.Unlock()
+	if prev != nil {
+		<-prev // the last run's writer has returned: fd 3 is the new writer's alone
+	}
+	base, _ := treeCPU(w.proc.Pid)
+	wr := newFDWriter(w.conn, nil, protocol.ReplyQueue)
+	wr.sendRun(sessionRunFrame(r.sm.program, r.sm.lim, r.bindings))
+	done, stop := make(chan struct{}), make(chan struct{})
+	s.mu.Lock()
+	if s.ended || s.dead {
+		s.mu.Unlock()
+		r.failStart(workerExit("the session's python process is gone"))
+		return
+	}
+	s.attached, s.writerDone, s.stopSample = r, done, stop
+	eof := s.eof
+	s.mu.Unlock()
+	r.mu.Lock()
+	eff := r.sm.step(event{kind: evAttach, w: w, wr: wr, softCPU: r.sm.lim.CPUSeconds, cpuBase: base, eof: eof})
+	r.mu.Unlock()
+	go r.writeLoop(w, wr, done)
+	go s.sampleCPU(w, base, time.Duration(r.sm.lim.CPUSeconds)*time.Second, stop)
+	r.perform(eff)
+}
+
+// sampleCPU SIGKILLs the child once the run has used its CPU budget, in
+// case the program raised its own soft limit; the close then classifies the
+// run timeout/cpu from the child's rusage (machine.classify).
+func (s *Session) sampleCPU(w *worker, base, budget time.Duration, stop chan struct{}) {
+	t := time.NewTicker(cpuSampleEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if used, ok := treeCPU(w.proc.Pid); ok && used-base >= budget {
+			w.proc.SignalGroup(syscall.SIGKILL)
+			return
+		}
+	}
+}
+
+// account counts a settled run (under the run's lock) and says what its
+// result reports of the session.
+func (s *Session) account(ran, kept bool, err *protocol.RunError) protocol.SessionInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ran {
+		s.runs++
+		if !kept && s.loss == "" {
+			s.loss = "the session's python process exited"
+			if err != nil {
+				s.loss = err.Message
+			}
+		}
+	}
+	info := protocol.SessionInfo{ID: s.id, Runs: s.runs, Alive: !s.ended && s.loss == ""}
+	switch {
+	case s.loss != "":
+		info.Reason = s.loss
+	case s.ended:
+		info.Reason = s.endReason
+	}
+	return info
+}
+
+// runSettled is told of every settled run of the session (after its
+// result was queued): the session moves on to its next run, or, when the
+// run's outcome ended it, ends as lost once the result is delivered.
+func (s *Session) runSettled(r *Run, kept *worker) {
+	s.mu.Lock()
+	if s.cur != r {
+		s.removeQueuedLocked(r)
+		s.mu.Unlock()
+		return
+	}
+	wasAttached := s.attached == r
+	s.cur, s.attached = nil, nil
+	if s.stopSample != nil {
+		close(s.stopSample)
+		s.stopSample = nil
+	}
+	loss, dead, closedFD3 := s.loss, s.dead, s.eof[fdConn]
+	s.mu.Unlock()
+	switch {
+	case wasAttached && kept == nil && loss != "":
+		if e, ok := s.m.endSession(s, StateLost, loss); ok {
+			s.lostByRun(r, e, loss)
+		}
+	case dead: // the child died as the run settled: watch left it to us
+		s.lose(exitText(s.w))
+	case closedFD3:
+		s.lose(msgClosedFD3)
+	default:
+		s.next()
+	}
+}
+
+// lostByRun ends a session whose run's outcome ended it: the run settled
+// the child (killed, reaped, directory removed); runs queued behind it
+// settle worker-exit, and session/closed follows the run's result.
+func (s *Session) lostByRun(r *Run, e ending, loss string) {
+	for _, q := range e.queued {
+		s.m.fail(q, workerExit("the session was lost: "+loss))
+	}
+	go func() {
+		<-r.out.delivered
+		s.notify(ReasonLost, loss)
+	}()
+}
+
+func (s *Session) removeQueuedLocked(r *Run) {
+	for i, q := range s.queue {
+		if q == r {
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			return
+		}
+	}
+}
+
+// next starts the next queued run, or arms the idle timer.
+func (s *Session) next() {
+	s.mu.Lock()
+	if s.ended || s.cur != nil || s.forking {
+		s.mu.Unlock()
+		return
+	}
+	if len(s.queue) == 0 {
+		s.armIdleLocked()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+		return
+	}
+	r := s.queue[0]
+	s.queue = s.queue[1:]
+	s.cur = r
+	s.mu.Unlock()
+	s.m.slot(r)
+}
+
+// armIdleLocked (re)starts the idle timer.
+func (s *Session) armIdleLocked() {
+	stopTimer(s.idleTimer)
+	s.idleTimer = time.AfterFunc(s.idle, s.idleTimeout)
+}
+
+// idleTimeout closes the session if it is still idle.
+func (s *Session) idleTimeout() {
+	s.mu.Lock()
+	busy := s.cur != nil || s.forking || len(s.queue) > 0
+	s.mu.Unlock()
+	if busy {
+		return
+	}
+	e, ok := s.m.endSession(s, StateClosed, ReasonIdle)
+	if !ok {
+		return
+	}
+	s.m.sessionWG.Add(1)
+	go func() {
+		defer s.m.sessionWG.Done()
+		s.finish(e, abortError(msgSessionClosed))
+		s.notify(ReasonIdle, "no run for "+strconv.FormatInt(s.idle.Milliseconds(), 10)+" ms")
+	}()
+}
+
+// ---- the child's readers (route) -------------------------------------------
+
+// current is the attached run, if any.
+func (s *Session) current() *Run {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.attached
+}
+
+// between: the child wrote on fd 3 while no run was attached.
+func (s *Session) between() {
+	s.lose("the session's python process wrote on fd 3 between runs")
+}
+
+// streamEnded records the end of fd's stream, tells the attached run, and loses
+// the session when fd 3 ended.
+func (s *Session) streamEnded(fd int) {
+	s.mu.Lock()
+	s.eof[fd] = true
+	r := s.attached
+	s.mu.Unlock()
+	switch {
+	case r != nil: // its settlement judges the session (runSettled)
+		r.markEOF(fd)
+	case fd == fdConn:
+		s.lose(s.idleLoss())
+	}
+}
+
+// idleLoss says why fd 3 ended between runs: usually the child died, and
+// its exit (reaped within moments) says how.
+func (s *Session) idleLoss() string {
+	select {
+	case <-s.w.exited:
+		return exitText(s.w)
+	case <-time.After(exitWait):
+		return msgClosedFD3
+	}
+}
+
+// recoverPanic turns a panic in one of the session's readers into its loss.
+func (s *Session) recoverPanic(where string) {
+	if v := recover(); v != nil {
+		s.log.Error("panic in a session reader", "where", where, "panic", v)
+		s.lose("internal daemon error (" + where + ")")
+	}
+}
+
+// watch reports the child's exit to the attached run, or loses the session.
+func (s *Session) watch(w *worker) {
+	<-w.exited
+	s.mu.Lock()
+	s.dead = true
+	r := s.attached
+	s.mu.Unlock()
+	if r != nil { // its settlement judges the session (runSettled)
+		r.dispatch(event{kind: evReaped})
+		return
+	}
+	s.lose(exitText(w))
+}
+
+// exitText describes a reaped child's end.
+func exitText(w *worker) string {
+	switch e := w.exit; {
+	case w.waitErr != nil:
+		return "failed to wait for the session's python process: " + w.waitErr.Error()
+	case e.Signaled:
+		return "the session's python process was killed by " + e.Signal
+	default:
+		return "the session's python process exited with code " + strconv.Itoa(e.Code)
+	}
+}
+
+// ForkSession would copy an idle session's interpreter into a new session
+// (docs/protocol.md §11); the child side of the fork is not built yet, so it
+// refuses, after the same id checks as every session request.
+func (m *Manager) ForkSession(id string, onClosed func(id, reason, message string)) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.sessions[id] == nil:
+		return "", m.sessionErrLocked(id)
+	case len(m.sessions) >= m.cfg.MaxSessions:
+		return "", m.capErr()
+	}
+	return "", errors.New("session/fork is not available in this build")
+}
