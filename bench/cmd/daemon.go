@@ -22,6 +22,8 @@ type daemon struct {
 	// sessions is the daemon's session cap (capabilities.sessions.max); 0
 	// for a build without sessions, whose session groups give no rows.
 	sessions int
+	// forks: the daemon can fork sessions (capabilities.sessions.fork).
+	forks bool
 }
 
 func startDaemon(o options, env ...string) (*daemon, error) {
@@ -49,12 +51,13 @@ func startDaemon(o options, env ...string) (*daemon, error) {
 	var init struct {
 		Capabilities struct {
 			Sessions struct {
-				Max int `json:"max"`
+				Max  int  `json:"max"`
+				Fork bool `json:"fork"`
 			} `json:"sessions"`
 		} `json:"capabilities"`
 	}
 	_ = json.Unmarshal(m.Result, &init)
-	d.sessions = init.Capabilities.Sessions.Max
+	d.sessions, d.forks = init.Capabilities.Sessions.Max, init.Capabilities.Sessions.Fork
 	return d, nil
 }
 

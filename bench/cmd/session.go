@@ -30,9 +30,10 @@ func noSessions(d *daemon) bool {
 	return d.sessions == 0
 }
 
-// openSession opens a session on d and returns its id.
-func (d *daemon) openSession(params map[string]any) (string, error) {
-	m, err := call(d.conn, "session/open", params)
+// openSession opens a session with the daemon's defaults on d and returns
+// its id.
+func (d *daemon) openSession() (string, error) {
+	m, err := call(d.conn, "session/open", map[string]any{})
 	if err != nil {
 		return "", err
 	}
@@ -70,7 +71,7 @@ func sessionID(raw json.RawMessage) (string, error) {
 
 // withSession runs fn on a session opened on d, closed afterwards.
 func withSession(d *daemon, fn func(id string) ([]row, error)) ([]row, error) {
-	id, err := d.openSession(nil)
+	id, err := d.openSession()
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +170,10 @@ func sessionForkRows(o options, d *daemon) ([]row, error) {
 	if o.quick {
 		n = 2
 	}
+	if !d.forks {
+		fmt.Fprintln(os.Stderr, "bench: the daemon cannot fork sessions; session/fork rows skipped")
+		return nil, nil
+	}
 	return withSession(d, func(id string) ([]row, error) {
 		if _, err := d.run(bigSession, map[string]any{"sessionId": id, "limits": map[string]any{"maxWallMs": 60000}}); err != nil {
 			return nil, err
@@ -226,7 +231,7 @@ func sessionIdleRows(o options) ([]row, error) {
 	base := settle()
 	var childrenKb float64
 	for range idleSessions {
-		id, err := d.openSession(nil)
+		id, err := d.openSession()
 		if err != nil {
 			return nil, err
 		}
