@@ -5,7 +5,7 @@ test_integration_session.py."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Awaitable
 
 import pytest
 
@@ -35,7 +35,11 @@ async def opened(d: FakeDaemon, c: Any, sid: str = "s1", **kwargs: Any) -> Any:
     return await task
 
 
-def not_open(e: SessionNotOpen, sid: str, state: str, reason: str | None = None) -> None:
+async def refused(call: Awaitable[Any], sid: str, state: str, reason: str | None = None) -> None:
+    """``call`` raises SessionNotOpen naming session ``sid``, its state and reason."""
+    with pytest.raises(SessionNotOpen) as info:
+        await call
+    e = info.value
     assert e.code == -32004 and e.session_id == sid and e.state == state, (e, e.data)
     assert f"session {sid}" in str(e)
     if reason is not None:
@@ -68,11 +72,8 @@ async def test_async_with_sends_open_run_fork_close() -> None:
     await script
     assert s.state == "closed" and t.state == "closed"
     await s.close()  # idempotent, no request
-    with pytest.raises(SessionNotOpen) as e:
-        await s.run("return 1")
-    not_open(e.value, "s1", "closed")
-    with pytest.raises(SessionNotOpen):
-        await s.fork()
+    await refused(s.run("return 1"), "s1", "closed")
+    await refused(s.fork(), "s1", "closed")
     d.die()
     await c.close()
 
@@ -98,9 +99,7 @@ async def test_session_closed_reaches_session_and_client_callbacks() -> None:
     event = SessionClosed("s1", "lost", "the session child was killed by SIGKILL")
     assert seen == [("session", event), ("client", event), ("async", event)]
     assert s.state == "lost" and s.reason == event.message
-    with pytest.raises(SessionNotOpen) as e:
-        await s.run("return 1")
-    not_open(e.value, "s1", "lost", event.message)
+    await refused(s.run("return 1"), "s1", "lost", event.message)
     await s.close()  # nothing to close: no request is sent
     remove()
     d.send({"jsonrpc": "2.0", "method": "session/closed",
@@ -125,9 +124,7 @@ async def test_a_run_that_ends_the_session_marks_it_lost() -> None:
     assert r.error is not None and r.error.kind == "timeout"
     assert r.session is not None and not r.session.alive and r.session.reason == "timeout"
     assert s.state == "lost"
-    with pytest.raises(SessionNotOpen) as e:
-        await s.run("return 1")
-    not_open(e.value, "s1", "lost", "timeout")
+    await refused(s.run("return 1"), "s1", "lost", "timeout")
     d.die()
     await c.close()
 
@@ -145,9 +142,7 @@ async def test_daemon_errors_are_typed_and_update_the_session() -> None:
     task = asyncio.ensure_future(s.run("return 1"))
     req = await d.recv()
     d.send(error(req["id"], -32004, "session s1 is lost", {"sessionId": "s1", "state": "lost", "reason": "worker-exit"}))
-    with pytest.raises(SessionNotOpen) as e:
-        await task
-    not_open(e.value, "s1", "lost", "worker-exit")
+    await refused(task, "s1", "lost", "worker-exit")
     assert s.state == "lost" and s.reason == "worker-exit"
     d.die()
     await c.close()
@@ -162,8 +157,7 @@ async def test_the_daemon_going_away_marks_sessions_lost() -> None:
     with pytest.raises(ConnectionLost):
         await c.open_session()
     assert s.state == "lost"
-    with pytest.raises(SessionNotOpen):
-        await s.run("return 1")
+    await refused(s.run("return 1"), "s1", "lost")
     await s.close()
     await c.close()
 
