@@ -9,7 +9,7 @@
 // It knows nothing of JSON or Python. It and the packages under it are the
 // only ones of the module that import golang.org/x/sys:
 //
-//	child             Start, Process, Probe, StartTime, EffectiveSoftCPU (this package)
+//	child             Start, Process, Probe, StartTime, EffectiveSoftCPU, ForkChannel (this package)
 //	child/sandbox     tier sandbox: namespaces, Landlock, seccomp, pids cgroup, its init
 //	child/watchdog    the process that kills the registered groups when the daemon dies
 //	child/forkserver  the client of a fork server (a child that forks children)

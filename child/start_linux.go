@@ -25,6 +25,9 @@ type Spec = spawn.Spec
 //     leader counts), and then stops watching it.
 //   - Terminate(grace) sends SIGTERM to the group now and SIGKILL after
 //     grace, returning a stop function like time.Timer.Stop.
+//   - Adopt(pid) claims a fork of the child's program that the child's
+//     reaper took in (a fork server's child only; else ErrNotAdoptable);
+//     Adoptable says beforehand whether it can.
 type Process = spawn.Process
 
 // Exit is a reaped child's wait status and rusage: Code (-1 when signaled),
@@ -34,6 +37,10 @@ type Exit = spawn.Exit
 
 // ErrWaited is returned by a second call to Process.Wait.
 var ErrWaited = spawn.ErrWaited
+
+// ErrNotAdoptable is returned by Process.Adopt for a child whose forks no
+// reaper can hand over (one started by Start rather than a fork server).
+var ErrNotAdoptable = spawn.ErrNotAdoptable
 
 // Start starts spec's program: fd 0 = /dev/null, fds 1/2 = pipes, fd 3 = the
 // child's end of an AF_UNIX stream socketpair, a new session (pgid == pid) and

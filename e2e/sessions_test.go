@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -105,7 +106,7 @@ func (d *daemon) countClosed() int {
 	return n
 }
 
-func TestSessionStateKeptAndOutcomes(t *testing.T) {
+func TestSessionC300StateKeptAndOutcomes(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{}`)
@@ -144,7 +145,7 @@ func TestSessionStateKeptAndOutcomes(t *testing.T) {
 	expectSessionErr(t, d.call("run", prog("return 1", `"sessionId":"`+sid+`"`)), -32004, "lost", r.Session.Reason)
 }
 
-func TestSessionCPUBudgetPerRun(t *testing.T) {
+func TestSessionC301CPUBudgetPerRun(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{}`)
@@ -164,7 +165,7 @@ func TestSessionCPUBudgetPerRun(t *testing.T) {
 	}
 }
 
-func TestSessionValidation(t *testing.T) {
+func TestSessionC302Validation(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, map[string]string{"CODERUN_SESSION_IDLE_MS": "60000"})
 	for _, c := range []struct{ method, params, msg string }{
@@ -198,7 +199,7 @@ func TestSessionValidation(t *testing.T) {
 	}
 }
 
-func TestSessionsDisabled(t *testing.T) {
+func TestSessionC303Disabled(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, map[string]string{"CODERUN_MAX_SESSIONS": "0"})
 	for _, method := range []string{"session/open", "session/fork", "session/close"} {
@@ -209,7 +210,7 @@ func TestSessionsDisabled(t *testing.T) {
 	expectSessionErr(t, d.call("run", prog("return 1", `"sessionId":"x"`)), -32004, "unknown", "")
 }
 
-func TestSessionCap(t *testing.T) {
+func TestSessionC304Cap(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, map[string]string{"CODERUN_MAX_SESSIONS": "2"})
 	a := d.open(`{}`)
@@ -224,7 +225,7 @@ func TestSessionCap(t *testing.T) {
 	d.open(`{}`) // a closed session frees its place
 }
 
-func TestSessionIdleTimeout(t *testing.T) {
+func TestSessionC305IdleTimeout(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{"idleTimeoutMs":300}`)
@@ -235,10 +236,10 @@ func TestSessionIdleTimeout(t *testing.T) {
 	expectSessionErr(t, d.call("run", prog("return 1", `"sessionId":"`+sid+`"`)), -32004, "closed", "idle")
 }
 
-// TestSessionKilledBetweenRuns: a session child killed from outside is
+// TestSessionC306KilledBetweenRuns: a session child killed from outside is
 // noticed at once (session/closed lost), later runs get −32004 lost and the
 // daemon serves on.
-func TestSessionKilledBetweenRuns(t *testing.T) {
+func TestSessionC306KilledBetweenRuns(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{}`)
@@ -254,10 +255,10 @@ func TestSessionKilledBetweenRuns(t *testing.T) {
 	expectOK(t, d.run(prog("return 2")), "2")
 }
 
-// TestSessionQueueAndCancel: runs on one session are FIFO; cancelling a
+// TestSessionC307QueueAndCancel: runs on one session are FIFO; cancelling a
 // queued one settles it abort and keeps the session; cancelling the live
 // one ends it.
-func TestSessionQueueAndCancel(t *testing.T) {
+func TestSessionC307QueueAndCancel(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{}`)
@@ -288,10 +289,10 @@ func TestSessionQueueAndCancel(t *testing.T) {
 	}
 }
 
-// TestSessionCloseAbortsRuns: session/close aborts the live and queued runs
+// TestSessionC308CloseAbortsRuns: session/close aborts the live and queued runs
 // ("session closed") and answers once the child and its descendants are
 // gone, a grandchild the program forked included.
-func TestSessionCloseAbortsRuns(t *testing.T) {
+func TestSessionC308CloseAbortsRuns(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{}`)
@@ -318,10 +319,10 @@ func TestSessionCloseAbortsRuns(t *testing.T) {
 	}
 }
 
-// TestSessionShutdown: shutdown with open sessions and runs queued on them:
+// TestSessionC309Shutdown: shutdown with open sessions and runs queued on them:
 // every session/closed "shutdown" comes before shutdown's null, no run
 // directory is left.
-func TestSessionShutdown(t *testing.T) {
+func TestSessionC309Shutdown(t *testing.T) {
 	leakcheck.Check(t)
 	tmp := t.TempDir()
 	d := started(t, map[string]string{"TMPDIR": tmp})
@@ -357,9 +358,9 @@ func TestSessionShutdown(t *testing.T) {
 	}
 }
 
-// TestSessionStdinEOF: stdin closed with 16 open sessions: the daemon exits
+// TestSessionC310StdinEOF: stdin closed with 16 open sessions: the daemon exits
 // promptly, leaving no child and no run directory.
-func TestSessionStdinEOF(t *testing.T) {
+func TestSessionC310StdinEOF(t *testing.T) {
 	leakcheck.Check(t)
 	tmp := t.TempDir()
 	d := started(t, map[string]string{"TMPDIR": tmp})
@@ -376,10 +377,10 @@ func TestSessionStdinEOF(t *testing.T) {
 	}
 }
 
-// TestSessionBindingsPerRun: each run's bindings are installed for that run;
+// TestSessionC311BindingsPerRun: each run's bindings are installed for that run;
 // a proxy kept from an earlier run raises RuntimeError; a program that
 // rebinds print or deletes a binding global does not break the next run.
-func TestSessionBindingsPerRun(t *testing.T) {
+func TestSessionC311BindingsPerRun(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{}`)
@@ -394,5 +395,93 @@ func TestSessionBindingsPerRun(t *testing.T) {
 	d.srun(sid, "del host\nprint = None\ndisplay = None", b)
 	if r := d.srun(sid, "del print, display\nprint('hi')\nreturn await host.echo(3)", b); r.Error != nil || len(r.Logs) != 1 || !r.Session.Alive {
 		t.Errorf("after rebinding: %+v logs %q", r.Error, r.Logs)
+	}
+}
+
+// fork forks sid and returns the new session's id.
+func (d *daemon) fork(sid string) string {
+	d.t.Helper()
+	m := d.call("session/fork", `{"sessionId":"`+sid+`"}`)
+	if m.Error != nil {
+		d.t.Fatalf("session/fork: %+v; stderr:\n%s", m.Error, d.stderr)
+	}
+	var r struct{ SessionID string }
+	if err := json.Unmarshal(m.Result, &r); err != nil || r.SessionID == "" || r.SessionID == sid {
+		d.t.Fatalf("session/fork result %s", m.Result)
+	}
+	return r.SessionID
+}
+
+// TestSessionC312Fork: a fork starts with the source's state and a copy of
+// its working directory, waits for a busy source, and then diverges; closing
+// the source leaves the fork running; a lost session cannot be forked.
+func TestSessionC312Fork(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, nil)
+	src := d.open(`{}`)
+	srcDir := d.srun(src, "import os\ndata = list(range(100000))\nopen('note.txt', 'w').write('hello')\nreturn os.getcwd()").Value
+	live := d.request("run", prog("import time\ntime.sleep(0.5)\nlate = 'set before the fork'", `"sessionId":"`+src+`"`))
+	f := d.fork(src) // waits for the live run
+	if r := d.sresult(d.wait(live)); r.Error != nil {
+		t.Fatalf("source run: %+v", r.Error)
+	}
+	r := d.srun(f, "import os\nreturn [len(data), late, open('note.txt').read(), os.getcwd() != "+string(srcDir)+"]")
+	if compact(r.Value) != `[100000,"set before the fork","hello",true]` || !r.Session.Alive || r.Session.ID != f {
+		t.Fatalf("fork's first run: %s %+v", r.Value, r.Error)
+	}
+	d.srun(f, "data.clear()\nopen('note.txt', 'w').write('fork')")
+	if r := d.srun(src, "return [len(data), open('note.txt').read()]"); compact(r.Value) != `[100000,"hello"]` {
+		t.Errorf("the source sees the fork's changes: %s", r.Value)
+	}
+	if m := d.call("session/close", `{"sessionId":"`+src+`"}`); m.Error != nil {
+		t.Fatal(m.raw)
+	}
+	if r := d.srun(f, "return [len(data), open('note.txt').read()]"); compact(r.Value) != `[0,"fork"]` {
+		t.Errorf("the fork after the source closed: %s %+v", r.Value, r.Error)
+	}
+	d.srun(f, "while True: pass", `"limits":{"maxWallMs":200}`)
+	d.closedNote(f, 10*time.Second)
+	expectSessionErr(t, d.call("session/fork", `{"sessionId":"`+f+`"}`), -32004, "lost", "")
+}
+
+// TestSessionC312ForkNeedsForkServer: with children spawned, session/fork
+// is refused (−32603) and initialize says fork: false.
+func TestSessionC312ForkNeedsForkServer(t *testing.T) {
+	leakcheck.Check(t)
+	d := start(t, map[string]string{"CODERUN_START_MODE": "spawn"})
+	m := d.call("initialize", `{}`)
+	if !strings.Contains(string(m.Result), `"sessions":{"max":16,"idleTimeoutMs":600000,"fork":false}`) {
+		t.Errorf("capabilities %s", m.Result)
+	}
+	sid := d.open(`{}`)
+	if m := d.call("session/fork", `{"sessionId":"`+sid+`"}`); m.Error == nil || m.Error.Code != -32603 {
+		t.Errorf("fork: %s", m.raw)
+	}
+	if r := d.srun(sid, "return 1"); !r.Session.Alive {
+		t.Errorf("the source after a refused fork: %+v", r.Session)
+	}
+}
+
+// TestSessionC314Sandbox: in tier sandbox a session's child lives in the
+// run's namespaces (its parent is the namespace's init, no network), keeps
+// its state, reports the interpreter's own memory, and is refused a fork.
+func TestSessionC314Sandbox(t *testing.T) {
+	leakcheck.Check(t)
+	env := map[string]string{"CODERUN_ISOLATION": "sandbox"}
+	cmd := exec.Command(daemonBin, "--check")
+	cmd.Env = environ(t, env)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Skipf("tier sandbox unavailable: %s", out)
+	}
+	d := started(t, env)
+	sid := d.open(`{}`)
+	d.srun(sid, "import os, socket\nppid = os.getppid()\ntry:\n    socket.create_connection(('127.0.0.1', 9), timeout=1)\n    net = 'reachable'\nexcept OSError:\n    net = 'unreachable'")
+	r := d.srun(sid, "return [ppid, net]")
+	if compact(r.Value) != `[1,"unreachable"]` || r.Stats.MaxRssKb < 5000 {
+		t.Errorf("sandboxed session: %s maxRssKb %d", r.Value, r.Stats.MaxRssKb)
+	}
+	m := d.call("session/fork", `{"sessionId":"`+sid+`"}`)
+	if m.Error == nil || m.Error.Code != -32603 || !strings.Contains(m.Error.Message, "tier sandbox") {
+		t.Errorf("fork in tier sandbox: %s", m.raw)
 	}
 }

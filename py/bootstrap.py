@@ -469,12 +469,19 @@ def _make_session_fork(send, string, fdq, rbuf, away):
     """The `fork` frame of an idle session child (docs/child-protocol.md §7.3): fork(msg, fds).
 
     fds are the descriptors that came with the frame: [stdout-w, stderr-w, fd3] of the fork.
-    The source double-forks and returns to its idle loop, having sent nothing on its own fd 3.
-    The grandchild F leads a new session, takes the three descriptors as 1, 2 and 3 (every
-    other one closed), enters the copied directory, waits to be reparented to the subreaper
-    (the fork server, or the sandbox's init), sets its parent-death signal, announces itself
-    with `forked` on the new channel, and returns into the idle loop, now serving that
-    channel. Any failure is reported as `fork-failed` on the new channel.
+    The fork F must be a child of the source's reaper (the fork server, or the sandbox's
+    init), never of the source. When the source has a single thread, F is made at the cost
+    of one fork: clone(CLONE_PARENT) wrapped as os.fork wraps fork(2) (PyOS_BeforeFork and
+    the after-fork calls, at-fork hooks included), so F is born the reaper's child.
+    Otherwise (another thread might hold a libc lock across a raw clone; an architecture
+    without the mapping; a clone refused), the source double-forks and F is reparented to
+    the subreaper when the middle process exits: a second fork and that process's teardown
+    more. Either way the source returns to its idle loop, having sent nothing on its own
+    fd 3. F takes the three descriptors as 1, 2 and 3 (every other one closed), leads a new
+    session, enters the copied directory, sets its parent-death signal once its parent is
+    the reaper, announces itself with `forked` on the new channel, and returns into the
+    idle loop, now serving that channel. Any failure is reported as `fork-failed` on the
+    new channel.
     """
     import builtins as B
     import os
@@ -484,10 +491,12 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         B.len, B.type, B.str, B.range, B.zip, B.BaseException, B.OSError, B.ValueError
     # Captured while no program has run: a program that patches os cannot steer a fork.
     (fork_, setsid, dup2, closerange, chdir, getppid, getpid, write, close, waitpid,
-     exit_) = (os.fork, os.setsid, os.dup2, os.closerange, os.chdir, os.getppid, os.getpid,
-               os.write, os.close, os.waitpid, os._exit)
+     exit_, listdir) = (os.fork, os.setsid, os.dup2, os.closerange, os.chdir, os.getppid,
+                        os.getpid, os.write, os.close, os.waitpid, os._exit, os.listdir)
     open_max = os.sysconf("SC_OPEN_MAX")
-    SIGKILL = _signal.SIGKILL
+    SIGKILL, SIGCHLD = _signal.SIGKILL, _signal.SIGCHLD
+    SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
+    CLONE_PARENT = 0x8000
     helpers = []
 
     def load_helpers():
@@ -496,8 +505,35 @@ def _make_session_fork(send, string, fdq, rbuf, away):
             import ctypes
             import fcntl
             helpers.extend((ctypes.CDLL(None, use_errno=True).prctl, fcntl.fcntl,
-                            fcntl.F_DUPFD_CLOEXEC))
+                            fcntl.F_DUPFD_CLOEXEC, sibling_maker(ctypes)))
         return helpers
+
+    def sibling_maker(ctypes):
+        """os.fork with clone(CLONE_PARENT) for fork(2), or None where not available."""
+        if SYS_CLONE is None:
+            return None
+        raw = ctypes.PyDLL(None).syscall         # a PyDLL keeps the GIL across the call
+        raw.restype, raw.argtypes = ctypes.c_long, (ctypes.c_long,) * 6
+        api = ctypes.pythonapi
+        before, in_child, in_parent = \
+            api.PyOS_BeforeFork, api.PyOS_AfterFork_Child, api.PyOS_AfterFork_Parent
+        for f in (before, in_child, in_parent):
+            f.restype, f.argtypes = None, ()
+
+        def sibling():
+            try:
+                if len(listdir("/proc/self/task")) != 1:
+                    return None
+            except OSError:
+                return None
+            before()
+            pid = raw(SYS_CLONE, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0)
+            if pid == 0:
+                in_child()
+                return 0
+            in_parent()
+            return pid if pid > 0 else None
+        return sibling
 
     def close_all(fds):
         for fd in fds:
@@ -518,7 +554,7 @@ def _make_session_fork(send, string, fdq, rbuf, away):
 
     def become_fork(fds, dir_, middle):
         """In F: take the new descriptors, then set up as the class says (or raise)."""
-        prctl, fcntl, dupfd = helpers
+        prctl, fcntl, dupfd, _ = helpers
         high = [fcntl(fd, dupfd, 10) for fd in fds]   # above 0-3, whatever fds are
         for target, fd in zip((1, 2, 3), high):
             dup2(fd, target)
@@ -527,7 +563,7 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         setsid()
         chdir(dir_)
         deadline = monotonic() + 5
-        while getppid() == middle:           # the middle process is exiting
+        while middle is not None and getppid() == middle:   # the middle process is exiting
             if monotonic() > deadline:
                 raise OSError("the fork was not reparented within 5 s")
             sleep(0.0001)
@@ -539,6 +575,13 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         away[0] = False
         send(b'{"type":"forked","pid":%d}' % getpid())
 
+    def in_fork(fds, dir_, middle):
+        try:
+            become_fork(fds, dir_, middle)
+        except BaseException as e:
+            fork_failed(fds[2], e)
+            exit_(1)
+
     def in_middle(fds, dir_):
         """In the middle process: fork F and exit at once, so F is orphaned."""
         middle = getpid()
@@ -548,11 +591,7 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         except BaseException as e:
             fork_failed(fds[2], e)
             exit_(1)
-        try:
-            become_fork(fds, dir_, middle)
-        except BaseException as e:
-            fork_failed(fds[2], e)
-            exit_(1)
+        in_fork(fds, dir_, middle)
 
     def fork(msg, fds):
         if len(fds) != 3:
@@ -562,20 +601,27 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         try:
             if type(dir_) is not str or not dir_.startswith("/"):
                 raise ValueError("the fork frame's dir is not an absolute path")
-            load_helpers()
-            pid = fork_()
+            sibling = load_helpers()[3]
+            pid = sibling() if sibling is not None else None
+            middle = pid is None
+            if middle:
+                pid = fork_()
         except BaseException as e:
             fork_failed(fds[2], e)
             close_all(fds)
             return
         if pid == 0:
-            in_middle(fds, dir_)
+            if middle:
+                in_middle(fds, dir_)
+            else:
+                in_fork(fds, dir_, None)
             return                              # F: back to the idle loop, on the new fd 3
         close_all(fds)
-        try:
-            waitpid(pid, 0)
-        except OSError:
-            pass
+        if middle:
+            try:
+                waitpid(pid, 0)
+            except OSError:
+                pass
     return fork
 
 

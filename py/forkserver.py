@@ -9,7 +9,8 @@ boot frame, so every child starts from the same untouched state.
 Control messages, one per packet:
 
     daemon -> server   b"S" seq NUL dir NUL argv... NUL NUL env...   SCM_RIGHTS [fd0, fd1, fd2, fd3]
-    server -> daemon   b"P <seq> <pid> <start-time>"           the child runs
+                       b"A <seq> <pid>"                        adopt a session's fork
+    server -> daemon   b"P <seq> <pid> <start-time>"           the child runs / is adopted
                        b"E <seq> <errno> <message>"            no child
                        b"X <pid> <wait-status> <utime-us> <stime-us> <maxrss-kb>"   reaped
 
@@ -20,6 +21,12 @@ to 0-3 and closes every other one, restores signal dispositions and the mask, en
 from there: it reads its boot frame and applies its limits exactly as a spawned child does. The
 server learns that the child is set up when the child's end of a sync pipe closes, so a `P`
 reply always names a process that already leads its own group.
+
+The server is a child subreaper (PR_SET_CHILD_SUBREAPER): an orphan of any of its children
+becomes its child, is reaped, and gets an X report. A session child's fork (the grandchild of
+a double fork, docs/child-protocol.md §7.3) is such an orphan; the daemon claims it with A,
+and the server answers P only for a process that is its child, leads its own session, and is
+not already one it spawned or adopted (a program cannot pass off another process as the fork).
 """
 
 
@@ -85,8 +92,11 @@ def _serve():
     trim = getattr(libc, "malloc_trim", None)  # glibc only
     if trim is not None:
         trim(0)
-    PR_SET_PDEATHSIG = 1
+    PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
+    if prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
     server_pid = os.getpid()
+    known = set()   # the children spawned or adopted and not yet reaped
     ctl = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, 3)
     fds_space = _socket.CMSG_SPACE(4 * 4)
     wake_r, wake_w = os.pipe()
@@ -98,10 +108,14 @@ def _serve():
     poller.register(3, select.POLLIN)
     poller.register(wake_r, select.POLLIN)
 
-    def start_time(pid):
+    def stat_fields(pid):
+        """/proc/<pid>/stat from field 3 (state) on: [1] ppid, [3] session, [19] start time."""
         with open("/proc/%d/stat" % pid, "rb") as f:
             stat = f.read()
-        return int(stat[stat.rindex(b")") + 2:].split()[19])
+        return stat[stat.rindex(b")") + 2:].split()
+
+    def start_time(pid):
+        return int(stat_fields(pid)[19])
 
     def run_child(dir_, argv, env, fds):
         ctl.detach()  # fd 3 becomes the run's socket: this object must never close it
@@ -175,6 +189,7 @@ def _serve():
         if pid == 0:
             child_main(dir_, argv, env, fds)
         os.close(sync_w)
+        known.add(pid)
         by_sync[sync_r] = (seq, pid, start_time(pid))  # not reaped before this loop turn ends
         setting_up[pid] = sync_r
         poller.register(sync_r, select.POLLIN)
@@ -196,10 +211,26 @@ def _serve():
                 return
             if pid == 0:
                 return
+            known.discard(pid)
             if pid in setting_up:
                 set_up(setting_up[pid])
             ctl.send(b"X %d %d %d %d %d" % (pid, status, round(ru.ru_utime * 1e6),
                                             round(ru.ru_stime * 1e6), ru.ru_maxrss))
+
+    def adopt(parts):
+        """A <seq> <pid>: claim an orphan that is a session's fork, or say why not."""
+        if len(parts) != 2 or not parts[0].isdigit() or not parts[1].isdigit():
+            return b"E 0 22 malformed adopt request"
+        seq, pid = parts[0], int(parts[1])
+        try:
+            fields = stat_fields(pid)
+        except (OSError, ValueError, IndexError):
+            return b"E %s 3 no process %d" % (seq, pid)
+        if pid in known or int(fields[1]) != server_pid or int(fields[3]) != pid \
+                or fields[0] == b"Z":
+            return b"E %s 1 process %d is not an unclaimed fork" % (seq, pid)
+        known.add(pid)
+        return b"P %s %d %d" % (seq, pid, int(fields[19]))
 
     def serve_request():
         data, anc, _, _ = ctl.recvmsg(1 << 16, fds_space)
@@ -210,9 +241,13 @@ def _serve():
             if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
                 n = len(payload) - len(payload) % 4
                 fds += [int.from_bytes(payload[i:i + 4], sys.byteorder) for i in range(0, n, 4)]
-        parts = data[1:].split(b"\0")
-        seq = parts[0] if parts[0].isdigit() else b"0"
-        reply = spawn(seq, parts, fds) if data[:1] == b"S" else b"E %s 22 unknown request" % seq
+        if data[:1] == b"A":
+            reply = adopt(data[2:].split(b" "))
+        else:
+            parts = data[1:].split(b"\0")
+            seq = parts[0] if parts[0].isdigit() else b"0"
+            reply = spawn(seq, parts, fds) if data[:1] == b"S" else \
+                b"E %s 22 unknown request" % seq
         for fd in fds:
             os.close(fd)
         if reply is not None:

@@ -35,27 +35,31 @@ type sessionIDResult struct {
 // goroutine (booting a child takes milliseconds; the read loop goes on).
 func (s *Server) sessionOpen(id reqID, params []byte) {
 	p, err := validateSessionOpen(params, s.opts.Daemon.Limits, s.opts.Daemon.SessionIdleMs)
-	if err != nil {
-		s.w.replyError(&id, protocol.CodeInvalidParams, err.Error())
-		return
-	}
-	s.async(id, func() {
-		sid, err := s.opts.Sessions.OpenSession(p, s.notifyClosed)
-		s.sessionReply(id, sid, err)
-	})
+	s.newSession(id, "", err, func() (string, error) { return s.opts.Sessions.OpenSession(p, s.notifyClosed) })
 }
 
 // sessionFork validates session/fork and forks from a goroutine (the fork
 // waits for the source to be idle).
 func (s *Server) sessionFork(id reqID, params []byte) {
 	src, err := validateSessionRef(params)
-	if err != nil {
-		s.w.replyError(&id, protocol.CodeInvalidParams, err.Error())
+	s.newSession(id, src, err, func() (string, error) { return s.opts.Sessions.ForkSession(src, s.notifyClosed) })
+}
+
+// newSession answers invalid params (invalid), or makes the session from a
+// goroutine and answers {sessionId} or the refusal (about ref, the source of
+// a fork).
+func (s *Server) newSession(id reqID, ref string, invalid error, create func() (string, error)) {
+	if invalid != nil {
+		s.w.replyError(&id, protocol.CodeInvalidParams, invalid.Error())
 		return
 	}
 	s.async(id, func() {
-		sid, err := s.opts.Sessions.ForkSession(src, s.notifyClosed)
-		s.sessionReply(id, sid, err)
+		sid, err := create()
+		if err != nil {
+			s.sessionError(id, ref, err)
+			return
+		}
+		s.w.reply(id, sessionIDResult{SessionID: sid})
 	})
 }
 
@@ -91,14 +95,6 @@ func (s *Server) async(id reqID, answer func()) {
 		}()
 		answer()
 	}()
-}
-
-func (s *Server) sessionReply(id reqID, sid string, err error) {
-	if err != nil {
-		s.sessionError(id, "", err)
-		return
-	}
-	s.w.reply(id, sessionIDResult{SessionID: sid})
 }
 
 // sessionError answers a refused session request: −32003 for the cap,

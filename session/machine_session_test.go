@@ -33,7 +33,7 @@ func (f *fsm) attachedInSession(cpuBase time.Duration, eof [3]bool) (*worker, *f
 	return w, wr
 }
 
-func TestMachineSessionRunKeepsChild(t *testing.T) {
+func TestMachineSessionC313RunKeepsChild(t *testing.T) {
 	exc := &protocol.RunError{Kind: protocol.KindException, Message: "boom"}
 	for _, d := range []decision{
 		{value: []byte("1"), hasValue: true, done: true},
@@ -61,7 +61,7 @@ func TestMachineSessionRunKeepsChild(t *testing.T) {
 	}
 }
 
-func TestMachineSessionRunEndsSession(t *testing.T) {
+func TestMachineSessionC313RunEndsSession(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f, _ := sessionFSM(t)
 		w, _ := f.attachedInSession(0, [3]bool{fdStdout: true}) // the program closed fd 1 in an earlier run
@@ -90,7 +90,7 @@ func TestMachineSessionRunEndsSession(t *testing.T) {
 
 // A session run's CPU is counted from its own start: the rusage-proven
 // classification subtracts the child's CPU before the run.
-func TestMachineSessionCPUShare(t *testing.T) {
+func TestMachineSessionC301CPUShare(t *testing.T) {
 	for _, c := range []struct {
 		used  time.Duration
 		cpuTO bool
@@ -115,7 +115,7 @@ func TestMachineSessionCPUShare(t *testing.T) {
 
 // A session run cancelled in its session's queue settles without a child
 // and leaves the session alive, its run count unchanged.
-func TestMachineSessionQueuedCancel(t *testing.T) {
+func TestMachineSessionC307QueuedCancel(t *testing.T) {
 	f, s := sessionFSM(t)
 	s.runs = 3
 	eff := f.step(event{kind: evDecide, d: decision{err: abortError(protocol.MsgCancelled)}})

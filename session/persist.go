@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
@@ -32,6 +33,7 @@ type Session struct {
 	mu         sync.Mutex
 	cond       *sync.Cond // signalled when the session becomes idle or ends
 	w          *worker    // nil until booted
+	pid        int        // the interpreter's pid, whose process tree /proc measures (procstat.go)
 	queue      []*Run     // accepted runs behind cur, FIFO
 	cur        *Run       // the run holding the session: waiting for a slot, or attached
 	attached   *Run       // cur once its run frame is queued to the child
@@ -89,17 +91,28 @@ func (m *Manager) OpenSession(p protocol.SessionParams, onClosed func(id, reason
 	if err != nil {
 		return "", err
 	}
-	w := m.warm.take(false)
-	if w == nil {
-		var fail *protocol.RunError
-		if w, fail = m.spawnWorker(); fail != nil {
-			m.endSession(s, StateLost, fail.Message)
-			return "", errors.New(fail.Message)
+	return m.startSession(s, func() (*worker, error) {
+		w := m.warm.take(false)
+		if w == nil {
+			var fail *protocol.RunError
+			if w, fail = m.spawnWorker(); fail != nil {
+				return nil, errors.New(fail.Message)
+			}
 		}
-	}
-	w.warm = false // the wall clock of each run starts at its run frame
-	if err := bootSession(w, s.lim, m.cfg.SessionCPUSeconds); err != nil {
-		killWorker(w, m.log)
+		w.warm = false // the wall clock of each run starts at its run frame
+		if err := bootSession(w, s.lim, m.cfg.SessionCPUSeconds); err != nil {
+			killWorker(w, m.log)
+			return nil, err
+		}
+		return w, nil
+	})
+}
+
+// startSession gives the registered session s the booted child get
+// returns, or ends it (get failed, or shutdown began meanwhile).
+func (m *Manager) startSession(s *Session, get func() (*worker, error)) (string, error) {
+	w, err := get()
+	if err != nil {
 		m.endSession(s, StateLost, err.Error())
 		return "", err
 	}
@@ -183,7 +196,8 @@ func (s *Session) adopt(w *worker) bool {
 	if s.ended {
 		return false
 	}
-	s.w = w
+	s.w, s.pid = w, interpreterPID(w.proc.Pid, s.m.sandbox != nil)
+	s.cond.Broadcast() // a fork waiting for the child
 	go readLoop(w, s)
 	go strayLoop(s, fdStdout, w.stdout)
 	go strayLoop(s, fdStderr, w.stderr)
@@ -400,7 +414,7 @@ func (s *Session) attach(r *Run) {
 	if prev != nil {
 		<-prev // the last run's writer has returned: fd 3 is the new writer's alone
 	}
-	base, _ := treeCPU(w.proc.Pid)
+	base, _ := treeCPU(s.pid)
 	wr := newFDWriter(w.conn, nil, protocol.ReplyQueue)
 	wr.sendRun(sessionRunFrame(r.sm.program, r.sm.lim, r.bindings))
 	done, stop := make(chan struct{}), make(chan struct{})
@@ -433,7 +447,7 @@ func (s *Session) sampleCPU(w *worker, base, budget time.Duration, stop chan str
 			return
 		case <-t.C:
 		}
-		if used, ok := treeCPU(w.proc.Pid); ok && used-base >= budget {
+		if used, ok := treeCPU(s.pid); ok && used-base >= budget {
 			w.proc.SignalGroup(syscall.SIGKILL)
 			return
 		}
@@ -638,17 +652,78 @@ func exitText(w *worker) string {
 	}
 }
 
-// ForkSession would copy an idle session's interpreter into a new session
-// (docs/protocol.md §11); the child side of the fork is not built yet, so it
-// refuses, after the same id checks as every session request.
+// ForkSession makes a new session whose child is a fork of src's idle child
+// (docs/protocol.md §11.5): it waits for src to be idle, counts against the
+// cap, and copies src's working directory for the fork.
 func (m *Manager) ForkSession(id string, onClosed func(id, reason, message string)) (string, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	switch {
-	case m.sessions[id] == nil:
+	src := m.sessions[id]
+	if src == nil {
+		defer m.mu.Unlock()
 		return "", m.sessionErrLocked(id)
-	case len(m.sessions) >= m.cfg.MaxSessions:
-		return "", m.capErr()
 	}
-	return "", errors.New("session/fork is not available in this build")
+	m.mu.Unlock()
+	if why := m.noFork(); why != "" {
+		return "", errors.New(why)
+	}
+	s, err := m.register(src.lim, src.idle.Milliseconds(), onClosed)
+	if err != nil {
+		return "", err
+	}
+	return m.startSession(s, func() (*worker, error) { return src.fork(m.cfg.TempDir) })
+}
+
+// ForkAvailable reports whether session/fork is served: only children of
+// the fork server (tier process, start mode fork) can be forked and adopted.
+func (m *Manager) ForkAvailable() bool { return m.noFork() == "" }
+
+func (m *Manager) noFork() string {
+	switch {
+	case m.sandbox != nil:
+		return "session/fork is not available in tier sandbox"
+	case m.forker == nil:
+		return "session/fork needs the fork server (CODERUN_START_MODE=fork)"
+	}
+	return ""
+}
+
+// forkCopyBytes bounds the working directory a fork copies.
+const forkCopyBytes = sandboxMaxFileBytes
+
+// fork waits until s is idle, then forks its child into a copy of its
+// working directory; runs submitted meanwhile wait for the fork.
+func (s *Session) fork(tempDir string) (*worker, error) {
+	s.mu.Lock()
+	for !s.ended && (s.cur != nil || s.forking || s.w == nil) {
+		s.cond.Wait()
+	}
+	if s.ended {
+		s.mu.Unlock()
+		s.m.mu.Lock()
+		defer s.m.mu.Unlock()
+		return nil, s.m.sessionErrLocked(s.id)
+	}
+	s.forking = true
+	stopTimer(s.idleTimer)
+	src, prev := s.w, s.writerDone
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.forking = false
+		s.mu.Unlock()
+		s.next()
+	}()
+	if prev != nil {
+		<-prev // the last run's writer has returned: fd 3 is the fork frame's alone
+	}
+	dir, err := rundir.Copy(src.dir, tempDir, forkCopyBytes)
+	if err != nil {
+		return nil, errors.New("session/fork: copying the working directory: " + err.Error())
+	}
+	w, err := forkWorker(src, dir)
+	if err != nil {
+		rundir.Remove(dir)
+		return nil, err
+	}
+	return w, nil
 }

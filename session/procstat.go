@@ -59,16 +59,17 @@ func statTicks(pid int) (int64, bool) {
 	return sum, true
 }
 
-// childPIDs lists pid's children (every thread's).
+// childPIDs lists the children of pid's main thread (one read, no
+// directory listing: it runs twice per session run). A child started from
+// another thread is counted once reaped (cutime), and always by the rusage
+// that classifies the run.
 func childPIDs(pid int) []int {
-	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	p := strconv.Itoa(pid)
+	b, _ := os.ReadFile("/proc/" + p + "/task/" + p + "/children")
 	var out []int
-	for _, t := range tasks {
-		b, _ := os.ReadFile(t)
-		for _, f := range bytes.Fields(b) {
-			if n, err := strconv.Atoi(string(f)); err == nil {
-				out = append(out, n)
-			}
+	for _, f := range bytes.Fields(b) {
+		if n, err := strconv.Atoi(string(f)); err == nil {
+			out = append(out, n)
 		}
 	}
 	return out
@@ -91,10 +92,29 @@ func treeHWM(pid int) int64 {
 }
 
 // sessionStats fills a kept session run's cpuMs (its share since base) and
-// maxRssKb (the child's high-water mark so far).
-func sessionStats(s *protocol.Stats, w *worker, base time.Duration) {
-	if cpu, ok := treeCPU(w.proc.Pid); ok {
+// maxRssKb (the interpreter's high-water mark so far).
+func sessionStats(s *protocol.Stats, pid int, base time.Duration) {
+	if cpu, ok := treeCPU(pid); ok {
 		s.CPUMs = max(cpu-base, 0).Milliseconds()
 	}
-	s.MaxRssKb = treeHWM(w.proc.Pid)
+	s.MaxRssKb = treeHWM(pid)
+}
+
+// interpreterPID is the session interpreter's pid: the child itself, or in
+// tier sandbox the init's child, which the init (a Go program) may have
+// started from any of its threads. Looked up once, when the session starts.
+func interpreterPID(pid int, sandboxed bool) int {
+	if !sandboxed {
+		return pid
+	}
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		if f := bytes.Fields(b); len(f) > 0 {
+			if n, err := strconv.Atoi(string(f[0])); err == nil {
+				return n
+			}
+		}
+	}
+	return pid
 }

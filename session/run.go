@@ -141,8 +141,8 @@ func (r *Run) settled(eff effects) {
 		w.closeFiles()
 		w.removeDir(r.log)
 	}
-	if k := eff.kept; k != nil {
-		sessionStats(&eff.res.Stats, k, r.sm.cpuBase) // cpuBase is fixed once attached
+	if eff.kept != nil {
+		sessionStats(&eff.res.Stats, r.sm.sess.pid, r.sm.cpuBase) // both fixed once attached
 	}
 	close(eff.staged)
 	go r.out.flush()

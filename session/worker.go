@@ -100,10 +100,17 @@ func spawnWorker(python, tempDir string, start startFunc) (*worker, *protocol.Ru
 		rundir.Remove(dir)
 		return nil, workerExit("python spawn error: " + err.Error())
 	}
-	w := &worker{dir: dir, proc: proc, conn: proc.Conn, stdout: proc.Stdout, stderr: proc.Stderr,
-		exited: make(chan struct{}), writerDone: make(chan struct{}), earlyDone: make(chan struct{})}
+	w := newWorker(dir, proc)
+	w.conn, w.stdout, w.stderr = proc.Conn, proc.Stdout, proc.Stderr
 	go w.reap()
 	return w, nil
+}
+
+// newWorker is the worker of proc, started in dir; the caller sets its
+// descriptors and starts reap.
+func newWorker(dir string, proc *child.Process) *worker {
+	return &worker{dir: dir, proc: proc, exited: make(chan struct{}), writerDone: make(chan struct{}),
+		earlyDone: make(chan struct{})}
 }
 
 // reap waits for the child once (wait4 with rusage).

@@ -27,7 +27,8 @@ import (
 // program it runs speaks this package's control protocol:
 //
 //	daemon → server  "S" seq NUL dir NUL argv… NUL NUL env…   SCM_RIGHTS [fd0 fd1 fd2 fd3]
-//	server → daemon  "P <seq> <pid> <start-time>"      the child runs, set up
+//	                 "A <seq> <pid>"                   adopt a session child's fork
+//	server → daemon  "P <seq> <pid> <start-time>"      the child runs, set up (or is adopted)
 //	                 "E <seq> <errno> <message>"       no child
 //	                 "X <pid> <wait-status> <utime-µs> <stime-µs> <maxrss-kB>"
 //
@@ -37,6 +38,10 @@ import (
 // server's, not the daemon's: the server reaps it and relays its wait status
 // and rusage, which Process.Wait returns. Every message is validated; a
 // malformed one kills the server, as does Close.
+//
+// The server is a child subreaper, so the fork of a session child it spawned
+// (double-forked, docs/child-protocol.md §7.3) becomes its child; Adopt claims
+// it. A spawned Process's Adopt method does the same.
 type Server struct {
 	proc *child.Process
 	ctl  *net.UnixConn
@@ -145,29 +150,64 @@ func (s *Server) Spawn(spec Spec) (*child.Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.spawnMu.Lock()
-	s.seq++
-	r := s.request(s.seq, spec, unix.UnixRights(st.DevNull, st.Out, st.Errw, st.Sock))
-	s.spawnMu.Unlock()
+	r := s.request(func(seq uint64) ([]byte, error) { return spawnRequest(seq, spec) },
+		unix.UnixRights(st.DevNull, st.Out, st.Errw, st.Sock))
 	st.CloseChild()
 	if r.err != nil {
 		st.CloseDaemon()
 		return nil, r.err
 	}
-	p := spawn.Leader(r.pid, r.startTime)
+	p := s.process(r)
 	p.Conn, p.Stdout, p.Stderr = st.Conn, st.Stdout, st.Stderr
+	return p, nil
+}
+
+// Adopt claims pid, the fork of a session child this server spawned, now an
+// orphan the server reaped as subreaper (docs/child-protocol.md §7.5). The
+// server refuses a pid that is not its child, does not lead its own session,
+// or was already spawned or adopted, so a pid a program forged is never
+// claimed. The Process has no descriptors (the caller holds the fork's) and
+// works like a spawned one: Wait returns the relayed status and rusage,
+// SignalGroup and GroupEmpty act on the fork's group.
+func (s *Server) Adopt(pid int) (*child.Process, error) {
+	if pid <= 1 {
+		return nil, fmt.Errorf("fork server: adopt: invalid pid %d", pid)
+	}
+	r := s.request(func(seq uint64) ([]byte, error) { return fmt.Appendf(nil, "A %d %d", seq, pid), nil }, nil)
+	if r.err != nil {
+		return nil, r.err
+	}
+	if r.pid != pid {
+		s.kill(errForkProtocol)
+		return nil, s.downErr()
+	}
+	return s.process(r), nil
+}
+
+// process is the Process of a spawned or adopted child: reaped by the
+// server, watched so its descendants die with the daemon, and able to have
+// its own forks adopted.
+func (s *Server) process(r spawnReply) *child.Process {
+	p := spawn.Leader(r.pid, r.startTime)
 	spawn.SetReap(p, func() (child.Exit, error) {
 		if e, ok := <-r.exit; ok {
 			return e, nil
 		}
 		return child.Exit{}, fmt.Errorf("wait %d: %w", r.pid, ErrDown)
 	})
+	spawn.SetAdopter(p, s.Adopt)
 	spawn.WatchGroup(p) // its descendants die with the daemon too
-	return p, nil
+	return p
 }
 
-func (s *Server) request(seq uint64, spec Spec, rights []byte) spawnReply {
-	msg, err := spawnRequest(seq, spec)
+// request sends the message build makes for the next sequence number, with
+// rights attached, and waits for its reply. Requests are serialised.
+func (s *Server) request(build func(seq uint64) ([]byte, error), rights []byte) spawnReply {
+	s.spawnMu.Lock()
+	defer s.spawnMu.Unlock()
+	s.seq++
+	seq := s.seq
+	msg, err := build(seq)
 	if err != nil {
 		return spawnReply{err: err}
 	}

@@ -135,6 +135,7 @@ func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Lo
 			PythonVersion:     cfg.PythonVersion,
 			MaxSessions:       cfg.MaxSessions,
 			SessionIdleMs:     cfg.SessionIdleMs,
+			SessionFork:       m.ForkAvailable(),
 		}}
 }
 

@@ -350,3 +350,21 @@ def test_fork_keeps_the_limits(session, subreaper):
     finally:
         f.close()
 
+
+
+def test_fork_with_a_left_thread_takes_the_double_fork(session, subreaper):
+    """A source with another thread is not cloned raw (a libc lock might be held): the
+    double fork gives the same fork, reparented to the subreaper."""
+    session.run("import threading, time\n"
+                "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+                "x = 'kept'")
+    f = Fork(session, "/tmp")
+    try:
+        reply = f.reply()
+        assert reply["type"] == "forked", reply
+        f.pid = reply["pid"]
+        assert ForkSession(f).run("import threading\nreturn [x, threading.active_count()]").value \
+            == ["kept", 1]
+    finally:
+        f.close()
+    assert session.run("return x").value == "kept"

@@ -33,6 +33,7 @@ type Process struct {
 	hasStart  bool
 	waited    atomic.Bool
 	reap      func() (Exit, error) // Wait's work when not wait4 (SetReap)
+	adopter   func(pid int) (*Process, error)
 }
 
 // Exit is a reaped child's wait status and rusage.
@@ -68,6 +69,27 @@ func Leader(pgid int, start uint64) *Process {
 // whose status another process relays (a sandbox init's program). Call it
 // before p is shared.
 func SetReap(p *Process, reap func() (Exit, error)) { p.reap = reap }
+
+// SetAdopter gives p an Adopt method: adopt claims a fork of p's program
+// that its reaper took in (a fork server's, a sandbox init's). Call it
+// before p is shared.
+func SetAdopter(p *Process, adopt func(pid int) (*Process, error)) { p.adopter = adopt }
+
+// ErrNotAdoptable is returned by Adopt for a child whose reaper cannot
+// adopt its forks (a child started directly, without a fork server).
+var ErrNotAdoptable = errors.New("child: this child's forks cannot be adopted (it was not started by the fork server)")
+
+// Adoptable reports whether Adopt can succeed at all (p has an adopter).
+func (p *Process) Adoptable() bool { return p.adopter != nil }
+
+// Adopt claims pid, a fork of p's program that p's reaper has taken in, as
+// a Process of its own (see forkserver.Server.Adopt).
+func (p *Process) Adopt(pid int) (*Process, error) {
+	if p.adopter == nil {
+		return nil, ErrNotAdoptable
+	}
+	return p.adopter(pid)
+}
 
 // Wait blocks in wait4 until the child exits and returns its status and
 // rusage. Call it once; a second call returns ErrWaited. Wait does not touch

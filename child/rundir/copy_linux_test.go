@@ -1,0 +1,105 @@
+//go:build linux
+
+package rundir
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
+	"golang.org/x/sys/unix"
+)
+
+// sourceTree builds a session directory with every kind of entry Copy meets.
+func sourceTree(t *testing.T) string {
+	src := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(src, "data.csv"), []byte("a,b\n1,2\n"), 0o640))
+	must(os.MkdirAll(filepath.Join(src, "sub", "deeper"), 0o755))
+	must(os.WriteFile(filepath.Join(src, "sub", "deeper", "x.bin"), make([]byte, 5000), 0o600))
+	must(os.Symlink("/etc/passwd", filepath.Join(src, "link")))
+	must(os.Symlink("/etc", filepath.Join(src, "sub", "dirlink")))
+	must(unix.Mkfifo(filepath.Join(src, "fifo"), 0o600))
+	must(os.Mkdir(filepath.Join(src, "locked"), 0o700))
+	must(os.WriteFile(filepath.Join(src, "locked", "in"), []byte("kept"), 0o600))
+	must(os.Chmod(filepath.Join(src, "locked"), 0o000))
+	t.Cleanup(func() { os.Chmod(filepath.Join(src, "locked"), 0o700) })
+	return src
+}
+
+func listTree(t *testing.T, root string) []string {
+	var out []string
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		out = append(out, rel+":"+d.Type().String())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestCopyRegularFilesAndDirectoriesOnly(t *testing.T) {
+	leakcheck.Check(t)
+	src, parent := sourceTree(t), t.TempDir()
+	dir, err := Copy(src, parent, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Remove(dir)
+	if filepath.Dir(dir) != parent || !mine(dirEntry(t, dir)) {
+		t.Errorf("copy %s is not a registered run directory of %s", dir, parent)
+	}
+	os.Chmod(filepath.Join(dir, "locked"), 0o700)
+	want := []string{".:d---------", "data.csv:----------", "locked:d---------", "locked/in:----------",
+		"sub:d---------", "sub/deeper:d---------", "sub/deeper/x.bin:----------"}
+	if got := listTree(t, dir); !slices.Equal(got, want) {
+		t.Errorf("copied tree = %v, want %v", got, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "data.csv")); string(b) != "a,b\n1,2\n" {
+		t.Errorf("data.csv = %q", b)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "data.csv")); fi.Mode().Perm() != 0o640 {
+		t.Errorf("data.csv mode = %v, want 0640", fi.Mode().Perm())
+	}
+}
+
+func TestCopyOverBudgetLeavesNothing(t *testing.T) {
+	leakcheck.Check(t)
+	src, parent := sourceTree(t), t.TempDir()
+	if _, err := Copy(src, parent, 4000); !errors.Is(err, ErrCopyTooLarge) {
+		t.Fatalf("Copy over budget: %v, want ErrCopyTooLarge", err)
+	}
+	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
+		t.Errorf("a failed copy left %v", entries)
+	}
+	if _, err := Copy(filepath.Join(src, "link"), parent, 1<<20); err == nil {
+		t.Errorf("copying from a non-directory succeeded")
+	}
+}
+
+func dirEntry(t *testing.T, dir string) os.DirEntry {
+	entries, err := os.ReadDir(filepath.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() == filepath.Base(dir) {
+			return e
+		}
+	}
+	t.Fatalf("%s not found", dir)
+	return nil
+}

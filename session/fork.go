@@ -1,0 +1,105 @@
+package session
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
+)
+
+// forkReplyTimeout bounds a fork from the fork frame's write to the fork's
+// adoption: the source's fork, the fork's set-up and its forked frame.
+var forkReplyTimeout = 10 * time.Second
+
+// forkReplyMax bounds the fork's reply frame (a real one is < 100 bytes).
+const forkReplyMax = 4096
+
+// errForkFailed wraps every reason a fork did not produce a worker.
+var errForkFailed = errors.New("session fork failed")
+
+// forkWorker forks src, an idle session child, into dir (the copy of src's
+// working directory, already made), as docs/child-protocol.md §7.3 says:
+// the fork frame goes out on src's fd 3 with the fork's three descriptors;
+// the reply comes on the fork's own channel; the fork is then adopted from
+// src's reaper. The returned worker's boot is done (it is idle, ready for a
+// session run frame) and its fd-3 reader is not started. The caller must be
+// src's only fd-3 writer meanwhile, and owns dir (it is not removed here).
+// Errors wrap errForkFailed; nothing of the fork is left open, and a fork
+// that was not adopted exits when its channel closes.
+func forkWorker(src *worker, dir string) (*worker, error) {
+	if !src.proc.Adoptable() {
+		return nil, fmt.Errorf("%w: %w", errForkFailed, child.ErrNotAdoptable)
+	}
+	ch, err := child.OpenForkChannel()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errForkFailed, err)
+	}
+	deadline := time.Now().Add(forkReplyTimeout)
+	proc, err := offerFork(src, ch, dir, deadline)
+	if err != nil {
+		ch.Close()
+		return nil, fmt.Errorf("%w: %w", errForkFailed, err)
+	}
+	ch.Conn.SetReadDeadline(time.Time{})
+	w := newWorker(dir, proc)
+	w.conn, w.stdout, w.stderr = ch.Conn, ch.Stdout, ch.Stderr
+	go w.reap()
+	return w, nil
+}
+
+// offerFork sends the fork frame, reads the fork's reply and adopts it.
+func offerFork(src *worker, ch *child.ForkChannel, dir string, deadline time.Time) (*child.Process, error) {
+	src.conn.SetWriteDeadline(deadline)
+	err := ch.Offer(src.conn, forkFrame(dir))
+	src.conn.SetWriteDeadline(time.Time{})
+	if err != nil {
+		return nil, fmt.Errorf("sending the fork frame: %w", err)
+	}
+	ch.Conn.SetReadDeadline(deadline)
+	line, err := readForkReply(ch.Conn)
+	if err != nil {
+		return nil, err
+	}
+	reply, ok := wireguard.DecodeForkReply(line)
+	switch {
+	case !ok:
+		return nil, errors.New("the fork's reply is not a forked or fork-failed frame")
+	case !reply.Forked:
+		return nil, fmt.Errorf("the source could not fork: %s", reply.Message)
+	}
+	// The pid comes from a channel a program could reach: src's reaper
+	// checks that it names an unclaimed fork before adopting it.
+	return src.proc.Adopt(reply.Pid)
+}
+
+// forkFrame encodes {"type":"fork","dir":…}.
+func forkFrame(dir string) []byte {
+	b := append([]byte(nil), `{"type":"`+protocol.FrameFork+`","dir":`...)
+	b = wireguard.AppendString(b, dir)
+	return append(b, "}\n"...)
+}
+
+// readForkReply reads the fork's first line (without its newline). The fork
+// sends nothing after it until it gets a run frame, so nothing is read past it.
+func readForkReply(conn *os.File) ([]byte, error) {
+	buf := make([]byte, forkReplyMax)
+	n := 0
+	for {
+		m, err := conn.Read(buf[n:])
+		n += m
+		if i := bytes.IndexByte(buf[:n], '\n'); i >= 0 {
+			return buf[:i], nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the fork's reply: %w", err)
+		}
+		if n == len(buf) {
+			return nil, fmt.Errorf("the fork's reply exceeds %d bytes", forkReplyMax)
+		}
+	}
+}
