@@ -122,6 +122,21 @@ async def test_session_child_killed_from_outside() -> None:
         assert value(await c.run("return 1")) == 1  # the daemon serves on
 
 
+async def test_cancelling_a_queued_run_leaves_the_session_open() -> None:
+    async with daemon() as c, c.session() as s:
+        first = asyncio.ensure_future(s.run("import time\ntime.sleep(0.5)\nx = 1\nreturn 1"))
+        await asyncio.sleep(0.05)
+        queued = await c.submit("x = 2\nreturn 2", session_id=s.id)
+        await asyncio.sleep(0.05)
+        assert queued.cancel()
+        r = await queued
+        assert r.error is not None and r.error.kind == "abort"
+        assert r.session is None or r.session.alive
+        assert value(await first) == 1
+        assert s.state == "open"
+        assert value(await s.run("return x")) == 1  # the cancelled run never ran
+
+
 async def test_a_timeout_ends_the_session() -> None:
     async with daemon() as c:
         s = await c.open_session()

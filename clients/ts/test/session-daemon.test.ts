@@ -113,6 +113,21 @@ describe('sessions against the real daemon', { skip }, () => {
     assert.equal(ok(await c.run({ program: 'return 1' })), 1, 'the daemon serves on');
   });
 
+  test('cancelling a queued run settles it abort and leaves the session open', async () => {
+    await using s = await c.openSession();
+    const first = s.run({ program: py('import time', 'time.sleep(0.5)', 'x = 1', 'return 1') });
+    const cancel = new AbortController();
+    const queued = s.run({ program: 'x = 2\nreturn 2', signal: cancel.signal });
+    await sleep(100);
+    cancel.abort();
+    const q = await queued;
+    assert.equal(q.error?.kind, 'abort');
+    assert.notEqual(q.session?.alive, false);
+    assert.equal(ok(await first), 1);
+    assert.equal(s.state, 'open');
+    assert.equal(ok(await s.run({ program: 'return x' })), 1, 'the cancelled run never ran');
+  });
+
   test('a run that times out ends the session: alive false in its result', async () => {
     const s = await c.openSession();
     const pid = ok(await s.run({ program: 'import os\nreturn os.getpid()' })) as number;
