@@ -29,7 +29,7 @@ import {
   rpcError,
   TimeoutError,
 } from './errors.js';
-import { Session } from './session.js';
+import { notifyAll, Session, sessionIdOf } from './session.js';
 import type { SessionHost } from './session.js';
 import { bindingResult, MAX_MESSAGE_BYTES, messageOf, serializeLossless, utf8Length } from './json.js';
 import type { JsonValue } from './json.js';
@@ -298,11 +298,8 @@ export class CodeRunClient {
    * for bad limits, `MethodNotFoundError` when the daemon has sessions disabled.
    */
   async openSession(options: SessionOptions = {}): Promise<Session> {
-    const result = await this.request<{ sessionId?: unknown } | null>('session/open', sessionParams(options));
-    if (typeof result?.sessionId !== 'string') {
-      throw new ProtocolError(`session/open result has no sessionId: ${JSON.stringify(result)?.slice(0, 200)}`);
-    }
-    return this.adopt(result.sessionId);
+    const result = await this.request<unknown>('session/open', sessionParams(options));
+    return this.adopt(sessionIdOf('session/open', result));
   }
 
   /**
@@ -326,13 +323,7 @@ export class CodeRunClient {
     if (typeof p?.sessionId !== 'string' || typeof p.reason !== 'string') return;
     const event: SessionClosedEvent = { sessionId: p.sessionId, reason: p.reason, message: String(p.message ?? '') };
     this.sessions.get(event.sessionId)?.notifyClosed(event);
-    for (const cb of [...this.sessionListeners]) {
-      try {
-        cb(event);
-      } catch {
-        // A throwing listener must not break the connection.
-      }
-    }
+    notifyAll(this.sessionListeners, event);
   }
 
   private startRun(options: RunOptions, sessionId: string | undefined): Promise<RunResult> {

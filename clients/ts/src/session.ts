@@ -3,7 +3,7 @@
  * survive from one run to the next. The client creates it (`client.openSession()`,
  * `session.fork()`); this module keeps what the client knows of its state.
  */
-import { ClientClosedError, ConnectionLostError, SessionNotOpenError } from './errors.js';
+import { ClientClosedError, ConnectionLostError, ProtocolError, SessionNotOpenError } from './errors.js';
 import type { RunOptions, RunResult, SessionClosedEvent, SessionState } from './types.js';
 
 /** What a session needs from its client. */
@@ -15,6 +15,24 @@ export interface SessionHost {
   adopt(sessionId: string): Session;
   /** Forgets a session that is no longer open. */
   forget(session: Session): void;
+}
+
+/** The `sessionId` of a `session/open` or `session/fork` result. */
+export function sessionIdOf(method: string, result: unknown): string {
+  const id = (result as { sessionId?: unknown } | null)?.sessionId;
+  if (typeof id !== 'string') throw new ProtocolError(`${method} result has no sessionId: ${JSON.stringify(result)?.slice(0, 200)}`);
+  return id;
+}
+
+/** Calls every listener with `event`; a throwing listener must not break the connection. */
+export function notifyAll(listeners: Iterable<(event: SessionClosedEvent) => void>, event: SessionClosedEvent): void {
+  for (const cb of [...listeners]) {
+    try {
+      cb(event);
+    } catch {
+      // Ignored, as documented: the event is the listener's to handle.
+    }
+  }
 }
 
 /** The code of `session not open`; errors made by the client itself carry it too. */
@@ -66,11 +84,8 @@ export class Session implements AsyncDisposable {
    */
   async fork(): Promise<Session> {
     this.assertOpen();
-    const result = (await this.settled(this.host.sessionRequest('session/fork', this.id))) as { sessionId?: unknown } | null;
-    if (typeof result?.sessionId !== 'string') {
-      throw new TypeError(`session/fork answered without a sessionId: ${JSON.stringify(result)?.slice(0, 200)}`);
-    }
-    return this.host.adopt(result.sessionId);
+    const result = await this.settled(this.host.sessionRequest('session/fork', this.id));
+    return this.host.adopt(sessionIdOf('session/fork', result));
   }
 
   /**
@@ -100,13 +115,7 @@ export class Session implements AsyncDisposable {
   /** The client delivers this session's `session/closed` here. */
   notifyClosed(event: SessionClosedEvent): void {
     this.end(event.reason === 'lost' ? 'lost' : 'closed', event.reason === 'lost' ? event.message : event.reason);
-    for (const cb of [...this.listeners]) {
-      try {
-        cb(event);
-      } catch {
-        // A throwing listener must not break the connection.
-      }
-    }
+    notifyAll(this.listeners, event);
   }
 
   /** Marks the session as no longer open (the first state and reason stick). */
