@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable, Generator, Literal, Mapping, Optional, Union
 
 from . import protocol as P
-from .errors import ClientClosed, ConnectionLost, SessionNotOpen
+from .errors import ConnectionLost, SessionNotOpen
 from .types import Limits, RunResult, SessionClosed
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class Session:
             return
         try:
             await self._client._session_request(P.METHOD_SESSION_CLOSE, self._id)
-        except (SessionNotOpen, ConnectionLost, ClientClosed):
+        except (SessionNotOpen, ConnectionLost):  # ClientClosed is a ConnectionLost
             pass  # already gone, or gone with the daemon: nothing left to close
         self._end("closed", "closed")
 
