@@ -480,6 +480,13 @@ func TestSessionC314Sandbox(t *testing.T) {
 	if compact(r.Value) != `[1,"unreachable"]` || r.Stats.MaxRssKb < 5000 {
 		t.Errorf("sandboxed session: %s maxRssKb %d", r.Value, r.Stats.MaxRssKb)
 	}
+	// the init bounds the session by its lifetime total, not by one run's budget
+	spin := "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.7: pass\nreturn ppid"
+	for i := 0; i < 3; i++ {
+		if r := d.srun(sid, spin, `"limits":{"cpuSeconds":1}`); r.Error != nil || !r.Session.Alive {
+			t.Fatalf("spin %d in a sandboxed session: %+v", i, r.Error)
+		}
+	}
 	m := d.call("session/fork", `{"sessionId":"`+sid+`"}`)
 	if m.Error == nil || m.Error.Code != -32603 || !strings.Contains(m.Error.Message, "tier sandbox") {
 		t.Errorf("fork in tier sandbox: %s", m.raw)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
@@ -19,12 +20,17 @@ var forkReplyTimeout = 10 * time.Second
 // forkReplyMax bounds the fork's reply frame (a real one is < 100 bytes).
 const forkReplyMax = 4096
 
+// forkCopyMax bounds the bytes of the source's working directory a fork copies.
+var forkCopyMax int64 = 1 << 30
+
 // errForkFailed wraps every reason a fork did not produce a worker.
 var errForkFailed = errors.New("session fork failed")
 
-// forkWorker forks src, an idle session child, into dir (the copy of src's
-// working directory, already made), as docs/child-protocol.md §7.3 says:
-// the fork frame goes out on src's fd 3 with the fork's three descriptors;
+// forkWorker forks src, an idle session child, into dir, an empty run
+// directory (rundir.Create), as docs/child-protocol.md §7.3 says: src's
+// working directory is copied into dir (rundir.CopyInto, at most
+// forkCopyMax bytes); the fork frame goes out on src's fd 3 with the fork's
+// three descriptors;
 // the reply comes on the fork's own channel; the fork is then adopted from
 // src's reaper. The returned worker's boot is done (it is idle, ready for a
 // session run frame) and its fd-3 reader is not started. The caller must be
@@ -34,6 +40,9 @@ var errForkFailed = errors.New("session fork failed")
 func forkWorker(src *worker, dir string) (*worker, error) {
 	if !src.proc.Adoptable() {
 		return nil, fmt.Errorf("%w: %w", errForkFailed, child.ErrNotAdoptable)
+	}
+	if err := rundir.CopyInto(src.dir, dir, forkCopyMax); err != nil {
+		return nil, fmt.Errorf("%w: copying the working directory: %w", errForkFailed, err)
 	}
 	ch, err := child.OpenForkChannel()
 	if err != nil {

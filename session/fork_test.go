@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
+	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
@@ -113,10 +115,7 @@ func TestForkWorker(t *testing.T) {
 	src := startSession(t, f.spawn)
 	defer src.end()
 	src.run("data = list(range(100000))\nopen('notes.txt', 'w').write('kept')\nmark = 'source'")
-	dir, err := rundir.Copy(src.w.dir, t.TempDir(), 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := t.TempDir()
 	fw, err := forkWorker(src.w, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -162,15 +161,24 @@ func TestForkWorkerNeedsTheForkServer(t *testing.T) {
 	}
 }
 
-// A fork into a directory that does not exist fails in the fork, which
-// says so on its new channel; the source is unaffected.
-func TestForkWorkerReportsFailure(t *testing.T) {
+// A fork whose working directory cannot be copied, or whose directory is
+// missing, fails naming the reason; the source is unaffected. (The fork's
+// own fork-failed frame is pinned by py/tests/test_session.py.)
+func TestForkWorkerFailures(t *testing.T) {
 	leakcheck.Check(t)
 	f := newTestForker(t)
 	src := startSession(t, f.spawn)
 	defer src.end()
-	_, err := forkWorker(src.w, filepath.Join(t.TempDir(), "missing"))
-	if err == nil || !strings.Contains(err.Error(), "the source could not fork: FileNotFoundError") {
+	src.run("open('big', 'wb').write(b'x' * 2048)")
+	defer func(old int64) { forkCopyMax = old }(forkCopyMax)
+	forkCopyMax = 1024
+	_, err := forkWorker(src.w, t.TempDir())
+	if !errors.Is(err, rundir.ErrCopyTooLarge) || !strings.Contains(err.Error(), "copying the working directory") {
+		t.Fatalf("fork of a directory over the copy budget: %v", err)
+	}
+	forkCopyMax = 1 << 30
+	_, err = forkWorker(src.w, filepath.Join(t.TempDir(), "missing"))
+	if err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("fork into a missing dir: %v", err)
 	}
 	if got := src.run("return 7"); got != "7" {
@@ -208,4 +216,31 @@ func BenchmarkForkWorker100MB(b *testing.B) {
 	}
 	slices.Sort(took)
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms/fork")
+}
+
+// A session child in tier sandbox keeps its state across runs whose CPU adds
+// up past any single run's budget (the init bounds the session's lifetime,
+// not the first run's soft limit); its forks cannot be adopted there.
+func TestSandboxSession(t *testing.T) {
+	if err := sandbox.Probe(); err != nil {
+		t.Skip(err)
+	}
+	leakcheck.Check(t)
+	python, dir := realPython(t), t.TempDir()
+	cfg := sandboxFor(python, dir)
+	cfg.Session = true
+	src := startSession(t, func(spec child.Spec) (*child.Process, error) { return sandbox.Start(spec, cfg) })
+	defer src.end()
+	spin := "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.7:\n    pass\n" +
+		"n = globals().get('n', 0) + 1\nreturn n"
+	for i := 1; i <= 4; i++ {
+		s, _ := json.Marshal(spin)
+		src.send(`{"type":"run","program":` + string(s) + `,"cpuSeconds":1,"maxLogBytes":65536,"maxValueBytes":65536}`)
+		if line := src.line(); !strings.Contains(line, `"value": `+strconv.Itoa(i)) {
+			t.Fatalf("run %d: %s", i, line)
+		}
+	}
+	if _, err := forkWorker(src.w, t.TempDir()); !errors.Is(err, child.ErrNotAdoptable) {
+		t.Errorf("fork in tier sandbox: %v", err)
+	}
 }

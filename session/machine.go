@@ -328,7 +328,8 @@ func (m *machine) decide(d decision, eff *effects) {
 	eff.flush = m.out.pending()
 	switch {
 	case m.w != nil && m.sess != nil && d.keepsSession():
-		m.settle(eff) // the child stays alive, idle, with its session
+		m.capture.FlushStray() // a native write's unterminated tail belongs to this run
+		m.settle(eff)          // the child stays alive, idle, with its session
 	case m.w != nil:
 		m.kill(eff)
 	case m.starting:

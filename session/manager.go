@@ -31,7 +31,7 @@ type Manager struct {
 	sessions   map[string]*Session   // open sessions (booting ones included: they count against the cap)
 	ended      map[string]sessionEnd // ended sessions: −32004's state and reason
 	sessionSeq int64
-	sessionWG  sync.WaitGroup // session teardowns under way
+	sessionWG  sync.WaitGroup // session opens, forks and teardowns under way
 
 	noGraceKill bool // test hook (C129): suppress the grace-period SIGKILL
 }

@@ -8,7 +8,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
+	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
@@ -92,12 +94,9 @@ func (m *Manager) OpenSession(p protocol.SessionParams, onClosed func(id, reason
 		return "", err
 	}
 	return m.startSession(s, func() (*worker, error) {
-		w := m.warm.take(false)
-		if w == nil {
-			var fail *protocol.RunError
-			if w, fail = m.spawnWorker(); fail != nil {
-				return nil, errors.New(fail.Message)
-			}
+		w, fail := m.sessionWorker()
+		if fail != nil {
+			return nil, errors.New(fail.Message)
 		}
 		w.warm = false // the wall clock of each run starts at its run frame
 		if err := bootSession(w, s.lim, m.cfg.SessionCPUSeconds); err != nil {
@@ -108,9 +107,28 @@ func (m *Manager) OpenSession(p protocol.SessionParams, onClosed func(id, reason
 	})
 }
 
+// sessionWorker gets a child for a new session: a warm one when ready. In
+// tier sandbox the child's init must know it serves a session (its CPU bound
+// is then the session's lifetime total, sandbox.Config.Session), so the
+// warm children, started for runs, do not serve.
+func (m *Manager) sessionWorker() (*worker, *protocol.RunError) {
+	if m.sandbox == nil {
+		if w := m.warm.take(false); w != nil {
+			return w, nil
+		}
+		return m.spawnWorker()
+	}
+	sb := *m.sandbox
+	sb.Session = true
+	return spawnWorker(m.cfg.Python, m.cfg.TempDir, func(spec child.Spec) (*child.Process, error) {
+		return sandbox.Start(spec, sb)
+	})
+}
+
 // startSession gives the registered session s the booted child get
 // returns, or ends it (get failed, or shutdown began meanwhile).
 func (m *Manager) startSession(s *Session, get func() (*worker, error)) (string, error) {
+	defer m.sessionWG.Done()
 	w, err := get()
 	if err != nil {
 		m.endSession(s, StateLost, err.Error())
@@ -134,6 +152,7 @@ func (m *Manager) register(lim protocol.Limits, idleMs int64, onClosed func(stri
 		return nil, m.capErr()
 	}
 	m.sessionSeq++
+	m.sessionWG.Add(1) // done when the open or fork returns: shutdown waits for its child
 	idle := m.cfg.SessionIdle
 	if idleMs > 0 {
 		idle = time.Duration(idleMs) * time.Millisecond
@@ -687,9 +706,6 @@ func (m *Manager) noFork() string {
 	return ""
 }
 
-// forkCopyBytes bounds the working directory a fork copies.
-const forkCopyBytes = sandboxMaxFileBytes
-
 // fork waits until s is idle, then forks its child into a copy of its
 // working directory; runs submitted meanwhile wait for the fork.
 func (s *Session) fork(tempDir string) (*worker, error) {
@@ -716,9 +732,9 @@ func (s *Session) fork(tempDir string) (*worker, error) {
 	if prev != nil {
 		<-prev // the last run's writer has returned: fd 3 is the fork frame's alone
 	}
-	dir, err := rundir.Copy(src.dir, tempDir, forkCopyBytes)
+	dir, err := rundir.Create(tempDir) // forkWorker copies src's working directory into it
 	if err != nil {
-		return nil, errors.New("session/fork: copying the working directory: " + err.Error())
+		return nil, errors.New("session/fork: " + err.Error())
 	}
 	w, err := forkWorker(src, dir)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
@@ -65,6 +66,11 @@ func TestForkServerAdopt(t *testing.T) {
 	defer func() {
 		p.SignalGroup(syscall.SIGKILL) // the non-leader orphan is in p's group
 		p.Wait()
+		// The server reaps the orphan (its subreaper); closing the server first
+		// would hand the zombie to this test binary.
+		for deadline := time.Now().Add(10 * time.Second); !p.GroupEmpty() && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
 		p.Conn.Close()
 		p.Stdout.Close()
 		p.Stderr.Close()

@@ -23,38 +23,42 @@ const (
 var ErrCopyTooLarge = errors.New("rundir: the directory is too large to copy")
 
 // Copy creates a new directory in parent (as Create does: owner-carrying name,
-// registered) and copies the tree under src into it, for a session's fork
-// (docs/child-protocol.md §7.3). Only directories and regular files are
-// copied, with their permission bits (plus owner rwx on directories and rw on
-// files); symbolic links, devices, sockets and FIFOs are skipped. A link is
-// never followed: every entry is opened relative to its parent's descriptor
-// with O_NOFOLLOW. The regular files' bytes may total maxBytes at most, and
-// the tree may hold 100000 entries and 64 levels; past that, or on any other
-// error, the partial copy is removed and the error (ErrCopyTooLarge, or one
-// naming the path) returned.
+// registered) and copies the tree under src into it (CopyInto). On error the
+// new directory is removed.
 func Copy(src, parent string, maxBytes int64) (dir string, err error) {
 	dir, err = Create(parent)
 	if err != nil {
 		return "", err
 	}
-	defer func() {
-		if err != nil {
-			Remove(dir)
-			dir = ""
-		}
-	}()
+	if err := CopyInto(src, dir, maxBytes); err != nil {
+		Remove(dir)
+		return "", err
+	}
+	return dir, nil
+}
+
+// CopyInto copies the tree under src into dst, an existing empty directory,
+// for a session's fork (docs/child-protocol.md §7.3). Only directories and
+// regular files are copied, with their permission bits (plus owner rwx on
+// directories and rw on files); symbolic links, devices, sockets and FIFOs
+// are skipped. A link is never followed: every entry is opened relative to
+// its parent's descriptor with O_NOFOLLOW (src itself included). The regular
+// files' bytes may total maxBytes at most, and the tree may hold 100000
+// entries and 64 levels; past that it fails with ErrCopyTooLarge. On error
+// dst holds a partial copy, for the caller to remove.
+func CopyInto(src, dst string, maxBytes int64) error {
 	sfd, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "", &os.PathError{Op: "open", Path: src, Err: err}
+		return &os.PathError{Op: "open", Path: src, Err: err}
 	}
 	defer unix.Close(sfd)
-	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	dfd, err := unix.Open(dst, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return "", &os.PathError{Op: "open", Path: dir, Err: err}
+		return &os.PathError{Op: "open", Path: dst, Err: err}
 	}
 	defer unix.Close(dfd)
 	c := copier{bytesLeft: maxBytes, entriesLeft: copyMaxEntries}
-	return dir, wrapPath(c.tree(sfd, dfd, copyMaxDepth), src)
+	return wrapPath(c.tree(sfd, dfd, copyMaxDepth), src)
 }
 
 // copier carries Copy's remaining budgets.

@@ -33,6 +33,11 @@ import (
 // limit up to the hard one (and each SIGXCPU raises it by a second), so the
 // budget is the lowest soft limit seen, and never more than hard − 1.
 //
+// A session's child (docs/child-protocol.md §7.2) raises its own soft limit
+// before each run, so there the budget is hard − 1 alone (the session's
+// lifetime total): each run is bounded by its soft limit per process and by
+// the daemon's sampling of the session's CPU.
+//
 // The sum needs no cgroup, so it works for root and unprivileged daemons
 // alike: the init's children rusage (everything it reaped: orphans, and
 // every process once the run ends) plus, for every live or zombie process of
@@ -61,7 +66,7 @@ var cpuAtKill atomic.Int64
 // counted twice in one sum). A limit the kernel refuses to set (v1 cannot
 // shrink below what the run already holds) kills the run too. It returns
 // when it has killed, or when prog is gone.
-func watchRun(prog int, memFds []int) {
+func watchRun(prog int, memFds []int, session bool) {
 	lowestSoft := uint64(math.MaxUint64)
 	memLimit := uint64(unix.RLIM_INFINITY)
 	pause := cpuPoll
@@ -71,7 +76,7 @@ func watchRun(prog int, memFds []int) {
 			unix.Kill(-1, unix.SIGKILL)
 			return
 		}
-		budget, ok := cpuBudget(prog, &lowestSoft)
+		budget, ok := cpuBudget(prog, &lowestSoft, session)
 		if !ok {
 			return
 		}
@@ -121,19 +126,28 @@ func writeLimit(fd int, v []byte) error {
 }
 
 // cpuBudget returns the run's CPU budget in seconds (RLIM_INFINITY: none) from
-// prog's RLIMIT_CPU, lowering *lowestSoft to the soft limit now; false once
-// prog is gone.
-func cpuBudget(prog int, lowestSoft *uint64) (uint64, bool) {
+// prog's RLIMIT_CPU (budgetOf); false once prog is gone.
+func cpuBudget(prog int, lowestSoft *uint64, session bool) (uint64, bool) {
 	var rl unix.Rlimit
 	if err := unix.Prlimit(prog, unix.RLIMIT_CPU, nil, &rl); err != nil {
 		return 0, false
 	}
-	*lowestSoft = min(*lowestSoft, rl.Cur)
+	return budgetOf(rl, lowestSoft, session), true
+}
+
+// budgetOf is the budget of an RLIMIT_CPU reading: hard − 1 (hard when
+// below 2 or infinite), and for a run that is not a session's no more than
+// the lowest soft limit seen, which it lowers *lowestSoft to.
+func budgetOf(rl unix.Rlimit, lowestSoft *uint64, session bool) uint64 {
 	hard := rl.Max
 	if hard != unix.RLIM_INFINITY && hard >= 2 {
 		hard--
 	}
-	return min(*lowestSoft, hard), true
+	if session {
+		return hard
+	}
+	*lowestSoft = min(*lowestSoft, rl.Cur)
+	return min(*lowestSoft, hard)
 }
 
 // runCPU is the CPU time of every process of the run so far (the init's own

@@ -79,6 +79,7 @@ type sandboxConf struct {
 	cgroups       int // cgroup.procs descriptors (root daemon: pids, and memory in v1)
 	memLimits     int // memory limit descriptors after them (memory cgroup)
 	probe         bool
+	session       bool     // the program is a session's child (cpu_linux.go)
 	prog          []string // path, args; empty in probe mode
 }
 
@@ -97,6 +98,9 @@ func (c sandboxConf) argv(argv0 string) []string {
 	}
 	if c.probe {
 		a = append(a, "probe=1")
+	}
+	if c.session {
+		a = append(a, "session=1")
 	}
 	return append(append(a, "--"), c.prog...)
 }
@@ -130,6 +134,8 @@ func parseSandboxConf(args []string) (sandboxConf, error) {
 			c.memLimits, err = strconv.Atoi(v)
 		case "probe":
 			c.probe = v == "1"
+		case "session":
+			c.session = v == "1"
 		default:
 			err = fmt.Errorf("unknown setting %q", a)
 		}
@@ -180,7 +186,7 @@ func sandboxInit(args []string) {
 	if err != nil {
 		stageFail(initFailed, "init: starting the program: %v", err)
 	}
-	go watchRun(pid, memLimitFds(c))
+	go watchRun(pid, memLimitFds(c), c.session)
 	// The init holds none of the program's descriptors from now on (only
 	// the memory limits, which watchRun writes).
 	for fd := 0; fd <= 2; fd++ {

@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -28,10 +29,32 @@ func TestRelayEncoding(t *testing.T) {
 
 func TestSandboxConfArgv(t *testing.T) {
 	c := sandboxConf{rw: []string{"/r w"}, ro: []string{"/a=b", "/c"}, nproc: 3, nofile: 4, fsize: 5,
-		cgroups: 2, memLimits: 1, prog: []string{"/py", "--", "x=y"}}
+		cgroups: 2, memLimits: 1, session: true, prog: []string{"/py", "--", "x=y"}}
 	a := c.argv(initArgv0)
 	got, err := parseSandboxConf(a[1:])
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(c) {
 		t.Fatalf("parse(%q) = %+v, %v", a, got, err)
+	}
+}
+
+// A run's CPU budget is the lowest soft limit seen (a program raising its
+// own cannot escape); a session's is the hard limit − 1, as its child moves
+// the soft limit up before each run.
+func TestCPUBudget(t *testing.T) {
+	lowest := uint64(math.MaxUint64)
+	for _, c := range []struct {
+		soft, hard, want uint64
+		session          bool
+	}{
+		{10, 11, 10, false},
+		{11, 11, 10, false}, // raised to the hard limit: still the first soft
+		{5, 11, 5, false},
+		{10, 11, 5, false},
+		{10, 3601, 3600, true},
+		{20, 3601, 3600, true},
+	} {
+		if got := budgetOf(unix.Rlimit{Cur: c.soft, Max: c.hard}, &lowest, c.session); got != c.want {
+			t.Errorf("budget of (%d, %d), session %v = %d, want %d", c.soft, c.hard, c.session, got, c.want)
+		}
 	}
 }

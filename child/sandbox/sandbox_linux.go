@@ -35,6 +35,11 @@ type Config struct {
 	// RLIMIT_FSIZE. All must be positive.
 	MaxProcs, MaxFiles int
 	MaxFileBytes       int64
+	// Session says the program is a persistent session's child, which moves
+	// its own soft RLIMIT_CPU before each run: the init's run-wide CPU bound
+	// is then the hard limit − 1 (the session's lifetime total) instead of
+	// the lowest soft limit seen (docs/containment.md, docs/child-protocol.md §7.6).
+	Session bool
 }
 
 // sandboxFlags are the namespaces of every sandboxed run.
@@ -129,7 +134,7 @@ func Start(spec child.Spec, sb Config) (*child.Process, error) {
 		return nil, err
 	}
 	c := sandboxConf{rw: []string{spec.Dir}, ro: sb.ReadOnly, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
-		fsize: sb.MaxFileBytes, prog: append([]string{spec.Path}, spec.Args...)}
+		fsize: sb.MaxFileBytes, session: sb.Session, prog: append([]string{spec.Path}, spec.Args...)}
 	s, err := spawn.OpenStdio(unix.SOCK_STREAM)
 	if err != nil {
 		return nil, err
