@@ -5,7 +5,7 @@ test_integration_session.py."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable
+from typing import Any, Awaitable, Callable
 
 import pytest
 
@@ -33,6 +33,12 @@ async def opened(d: FakeDaemon, c: Any, sid: str = "s1", **kwargs: Any) -> Any:
     task = asyncio.ensure_future(c.open_session(**kwargs))
     await answer(d, "session/open", {"sessionId": sid})
     return await task
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Yield to the loop until ``condition`` holds (bounded by the test's own timeout)."""
+    while not condition():
+        await asyncio.sleep(0.005)
 
 
 async def refused(call: Awaitable[Any], sid: str, state: str, reason: str | None = None) -> None:
@@ -94,8 +100,7 @@ async def test_session_closed_reaches_session_and_client_callbacks() -> None:
     c.on_session_closed(lambda e: 1 / 0)  # a raising listener is logged, never breaks anything
     d.send({"jsonrpc": "2.0", "method": "session/closed",
             "params": {"sessionId": "s1", "reason": "lost", "message": "the session child was killed by SIGKILL"}})
-    for _ in range(20):
-        await asyncio.sleep(0.01)
+    await until(lambda: len(seen) == 3)
     event = SessionClosed("s1", "lost", "the session child was killed by SIGKILL")
     assert seen == [("session", event), ("client", event), ("async", event)]
     assert s.state == "lost" and s.reason == event.message
@@ -104,7 +109,7 @@ async def test_session_closed_reaches_session_and_client_callbacks() -> None:
     remove()
     d.send({"jsonrpc": "2.0", "method": "session/closed",
             "params": {"sessionId": "s2", "reason": "idle", "message": "idle for 5000 ms"}})
-    await asyncio.sleep(0.05)
+    await until(lambda: len(seen) == 4)
     assert other.state == "closed" and other.reason == "idle"
     assert [who for who, _ in seen] == ["session", "client", "async", "async"]
     assert d.writer.inbox.empty()
@@ -153,7 +158,7 @@ async def test_the_daemon_going_away_marks_sessions_lost() -> None:
     c = await d.connect()
     s = await opened(d, c)
     d.die()
-    await asyncio.sleep(0.05)
+    await until(lambda: c.closed)
     with pytest.raises(ConnectionLost):
         await c.open_session()
     assert s.state == "lost"

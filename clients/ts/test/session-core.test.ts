@@ -33,6 +33,16 @@ function sessionPeer() {
   return { ...p, seen };
 }
 
+/** The next `session/closed` the client delivers (after the session's own listeners ran). */
+function nextEvent(c: CodeRunClient): Promise<SessionClosedEvent> {
+  return new Promise((resolve) => {
+    const off = c.onSessionClosed((e) => {
+      off();
+      resolve(e);
+    });
+  });
+}
+
 const notOpen = (id: string, state: string, reason?: string) => (e: unknown) => {
   assert.ok(e instanceof SessionNotOpenError, String(e));
   assert.equal(e.code, -32004);
@@ -106,8 +116,9 @@ describe('sessions in the core client', () => {
       throw new Error('a throwing listener is ignored');
     });
     const event = { sessionId: 's1', reason: 'lost', message: 'the session child was killed by SIGKILL' };
+    let delivered = nextEvent(c);
     await server.sendNotification('session/closed', event);
-    await new Promise((r) => setTimeout(r, 50));
+    await delivered;
     assert.deepEqual(onSession, [event]);
     assert.deepEqual(onClient, [event]);
     assert.equal(s.state, 'lost');
@@ -118,8 +129,9 @@ describe('sessions in the core client', () => {
     assert.equal(runs, 0);
     assert.deepEqual(seen.map((x) => x.method), ['session/open', 'session/open']);
     unsubscribe();
+    delivered = nextEvent(c);
     await server.sendNotification('session/closed', { sessionId: 's2', reason: 'idle', message: 'idle for 5000 ms' });
-    await new Promise((r) => setTimeout(r, 50));
+    await delivered;
     assert.equal(onClient.length, 1);
     assert.equal(other.state, 'closed');
     assert.equal(other.reason, 'idle');
