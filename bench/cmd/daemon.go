@@ -24,6 +24,8 @@ type daemon struct {
 	sessions int
 	// forks: the daemon can fork sessions (capabilities.sessions.fork).
 	forks bool
+	// isolation is the containment tier (capabilities.isolation).
+	isolation string
 }
 
 func startDaemon(o options, env ...string) (*daemon, error) {
@@ -50,7 +52,8 @@ func startDaemon(o options, env ...string) (*daemon, error) {
 	}
 	var init struct {
 		Capabilities struct {
-			Sessions struct {
+			Isolation string `json:"isolation"`
+			Sessions  struct {
 				Max  int  `json:"max"`
 				Fork bool `json:"fork"`
 			} `json:"sessions"`
@@ -58,6 +61,7 @@ func startDaemon(o options, env ...string) (*daemon, error) {
 	}
 	_ = json.Unmarshal(m.Result, &init)
 	d.sessions, d.forks = init.Capabilities.Sessions.Max, init.Capabilities.Sessions.Fork
+	d.isolation = init.Capabilities.Isolation
 	return d, nil
 }
 

@@ -210,7 +210,8 @@ const idleSessions = 16
 
 // sessionIdleRows opens 16 sessions on a daemon of its own and leaves them
 // idle: the daemon's RSS beyond its baseline, and the children's own RSS
-// (their pids come from the sessions themselves, so tier process only).
+// (their pids come from the sessions themselves, so tier process only: in
+// tier sandbox they name another PID namespace and that row is left out).
 func sessionIdleRows(o options) ([]row, error) {
 	d, err := startDaemon(o, fmt.Sprintf("CODERUN_MAX_SESSIONS=%d", idleSessions))
 	if err != nil {
@@ -245,9 +246,10 @@ func sessionIdleRows(o options) ([]row, error) {
 	}
 	held := settle()
 	label := fmt.Sprintf("%d idle sessions", idleSessions)
-	return []row{
-		newRow(label+": daemon RSS beyond baseline", "MB", 0, (held-base)/1024,
-			fmt.Sprintf("target ≤ 2 MB; %.1f → %.1f MB", base/1024, held/1024)),
-		newRow(label+": the children's RSS, summed", "MB", 0, childrenKb/1024, "shared pages counted in each child"),
-	}, nil
+	rows := []row{newRow(label+": daemon RSS beyond baseline", "MB", 0, (held-base)/1024,
+		fmt.Sprintf("target ≤ 2 MB; %.1f → %.1f MB", base/1024, held/1024))}
+	if d.isolation == "process" {
+		rows = append(rows, newRow(label+": the children's RSS, summed", "MB", 0, childrenKb/1024, "shared pages counted in each child"))
+	}
+	return rows, nil
 }
