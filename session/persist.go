@@ -132,6 +132,9 @@ func (m *Manager) startSession(s *Session, get func() (*worker, error)) (string,
 	w, err := get()
 	if err != nil {
 		m.endSession(s, StateLost, err.Error())
+		m.mu.Lock()
+		delete(m.ended, s.id) // never issued: the id stays unknown
+		m.mu.Unlock()
 		return "", err
 	}
 	if !s.adopt(w) {
@@ -351,7 +354,9 @@ func (m *Manager) closeSessions() {
 		go func() {
 			defer wg.Done()
 			s.finish(e, abortError(protocol.MsgShuttingDown))
-			s.notify(ReasonShutdown, "the daemon is shutting down")
+			if s.issued() { // a session still opening is answered by its open's refusal
+				s.notify(ReasonShutdown, "the daemon is shutting down")
+			}
 		}()
 	}
 	wg.Wait()
@@ -374,6 +379,14 @@ func (s *Session) lose(msg string) {
 		}
 		s.notify(ReasonLost, msg)
 	}()
+}
+
+// issued reports whether the session's id was given to the client (its
+// child booted).
+func (s *Session) issued() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w != nil
 }
 
 func (s *Session) notify(reason, msg string) {
