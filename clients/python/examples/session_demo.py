@@ -32,6 +32,5 @@ async def main() -> int:
     return 0
 
 
-
 if __name__ == "__main__":
     sys.exit(asyncio.run(main()))
