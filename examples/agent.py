@@ -14,6 +14,8 @@ results). It then
   4. sends a CSV file with a `run` whose program plots it with matplotlib
      (when the daemon's interpreter has it) and shows the figure: the PNG it
      gets back is written to examples/out/plot.png and its size printed.
+  5. opens a persistent session, loads data in one run and uses it in the
+     next (the interpreter and its top-level names are kept), then closes it.
 
     make demo        # or: python3 examples/agent.py
 """
@@ -62,6 +64,19 @@ plt.show()
 return f"plotted {len(rows)} days"
 """
 OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+
+# A session: the first run loads, the second uses what the first left behind.
+LOAD_PROGRAM = """
+import random, statistics
+random.seed(7)
+temps = {city: [random.gauss(mean, 4) for _ in range(365)]
+         for city, mean in [("Lisbon", 18), ("Oslo", 6), ("Cairo", 23)]}
+return f"loaded {sum(map(len, temps.values()))} readings"
+"""
+
+USE_PROGRAM = """
+return {city: round(statistics.mean(t), 1) for city, t in temps.items()}
+"""
 
 
 # ---- the host's tools ----------------------------------------------------
@@ -197,6 +212,19 @@ class Daemon:
         return code
 
 
+async def session_step(daemon):
+    """Step 5: state kept between two runs of one session."""
+    session = (await daemon.request("session/open", {}))["sessionId"]
+    show(f"\n5. a session ({session}); first run:", LOAD_PROGRAM)
+    loaded = await daemon.request("run", {"program": LOAD_PROGRAM, "sessionId": session})
+    print("value:", loaded.get("value"), "| session:", loaded.get("session"))
+    show("   second run, using what the first left:", USE_PROGRAM)
+    used = await daemon.request("run", {"program": USE_PROGRAM, "sessionId": session})
+    print("value:", used.get("value"), "| session:", used.get("session"))
+    await daemon.request("session/close", {"sessionId": session})
+    return "error" not in used and sorted(used["value"]) == ["Cairo", "Lisbon", "Oslo"]
+
+
 def show(title, text):
     print(title)
     for line in text.strip().splitlines():
@@ -235,6 +263,10 @@ async def main():
     ok = ok and host_called == 0 and str(wrong.get("value", "")).startswith("TypeError: tools.search()")
 
     ok = await plot_step(daemon) and ok
+    if info["capabilities"].get("sessions", {}).get("max"):
+        ok = await session_step(daemon) and ok
+    else:
+        print("\n5. skipped: this daemon offers no sessions (capabilities.sessions.max is 0 or absent)")
 
     code = await daemon.close()
     print("\ndaemon exited with", code)

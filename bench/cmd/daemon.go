@@ -19,6 +19,13 @@ import (
 type daemon struct {
 	cmd  *exec.Cmd
 	conn *lspclient.Client
+	// sessions is the daemon's session cap (capabilities.sessions.max); 0
+	// for a build without sessions, whose session groups give no rows.
+	sessions int
+	// forks: the daemon can fork sessions (capabilities.sessions.fork).
+	forks bool
+	// isolation is the containment tier (capabilities.isolation).
+	isolation string
 }
 
 func startDaemon(o options, env ...string) (*daemon, error) {
@@ -38,10 +45,23 @@ func startDaemon(o options, env ...string) (*daemon, error) {
 		return nil, err
 	}
 	d := &daemon{cmd: cmd, conn: conn}
-	if _, err := call(conn, "initialize", map[string]any{"clientInfo": map[string]string{"name": "bench"}}); err != nil {
+	m, err := call(conn, "initialize", map[string]any{"clientInfo": map[string]string{"name": "bench"}})
+	if err != nil {
 		d.stop()
 		return nil, err
 	}
+	var init struct {
+		Capabilities struct {
+			Isolation string `json:"isolation"`
+			Sessions  struct {
+				Max  int  `json:"max"`
+				Fork bool `json:"fork"`
+			} `json:"sessions"`
+		} `json:"capabilities"`
+	}
+	_ = json.Unmarshal(m.Result, &init)
+	d.sessions, d.forks = init.Capabilities.Sessions.Max, init.Capabilities.Sessions.Fork
+	d.isolation = init.Capabilities.Isolation
 	return d, nil
 }
 
@@ -103,13 +123,16 @@ func decodeRun(raw json.RawMessage, err error) (runResult, error) {
 }
 
 // peakRSSKb reads the daemon's high-water RSS (VmHWM).
-func (d *daemon) peakRSSKb() float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+func (d *daemon) peakRSSKb() float64 { return procStatusKb(d.cmd.Process.Pid, "VmHWM") }
+
+// procStatusKb reads one kB field of /proc/<pid>/status (0 when unreadable).
+func procStatusKb(pid int, field string) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			n, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
 			return n
 		}
@@ -219,6 +242,10 @@ func measureGroups(o options, f floors) ([]row, error) {
 		{"outputs", on(func(d *daemon) ([]row, error) { return outputsRows(o, d) })},
 		{"mcp-calls", func() ([]row, error) { return mcpCallRows(o) }},
 		{"mcp-list", func() ([]row, error) { r, err := mcpListRow(o); return []row{r}, err }},
+		{"session", on(withSessions(func(d *daemon) ([]row, error) { return sessionReturn1Rows(o, d, ms(f.prestarted)) }))},
+		{"session-state", on(withSessions(func(d *daemon) ([]row, error) { return sessionStateRows(o, d) }))},
+		{"session-fork", on(withSessions(func(d *daemon) ([]row, error) { return sessionForkRows(o, d) }))},
+		{"session-idle", func() ([]row, error) { return sessionIdleRows(o) }},
 	}
 	for i, st := range steps {
 		if st.group != groupNames[i] {

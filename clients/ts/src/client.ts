@@ -31,6 +31,8 @@ import {
   rpcError,
   TimeoutError,
 } from './errors.js';
+import { notifyAll, Session, sessionIdOf } from './session.js';
+import type { SessionHost } from './session.js';
 import { bindingResult, MAX_MESSAGE_BYTES, messageOf, serializeLossless, utf8Length } from './json.js';
 import type { JsonValue } from './json.js';
 import type {
@@ -42,6 +44,8 @@ import type {
   RunLimits,
   RunOptions,
   RunResult,
+  SessionClosedEvent,
+  SessionOptions,
 } from './types.js';
 
 /** How the peer ended, as far as the transport knows. */
@@ -153,6 +157,14 @@ function checkParams(method: string, params: object): void {
   }
 }
 
+/** The `session/open` params; `undefined` members are left out. */
+function sessionParams(options: SessionOptions): { [k: string]: unknown } {
+  const params: { [k: string]: unknown } = {};
+  if (options.limits !== undefined) params['limits'] = { ...options.limits };
+  if (options.idleTimeoutMs !== undefined) params['idleTimeoutMs'] = options.idleTimeoutMs;
+  return params;
+}
+
 function checkResult(raw: unknown): RunResult {
   const r = raw as RunResult | null;
   if (r === null || typeof r !== 'object' || !Array.isArray(r.logs)) {
@@ -177,6 +189,17 @@ export class CodeRunClient {
   private markLost!: (err: ConnectionLostError) => void;
   private closing: Promise<void> | undefined;
   private capturedRunId: RunId | undefined;
+  /** Open sessions by id, so `session/closed` and the connection's loss reach them. */
+  private readonly sessions = new Map<string, Session>();
+  private readonly sessionListeners = new Set<(event: SessionClosedEvent) => void>();
+  private readonly sessionHost: SessionHost = {
+    runInSession: (sessionId, options) => this.run(options, sessionId),
+    sessionRequest: (method, sessionId) => this.request(method, { sessionId }),
+    adopt: (sessionId) => this.adopt(sessionId),
+    forget: (session) => {
+      if (this.sessions.get(session.id) === session) this.sessions.delete(session.id);
+    },
+  };
 
   /** Use {@link CodeRunClient.connect} (or `start()` of the node entry point). */
   constructor(
@@ -209,6 +232,7 @@ export class CodeRunClient {
     );
     this.conn.onNotification('run/log', (params: unknown) => this.onRunLog(params));
     this.conn.onNotification('run/output', (params: unknown) => this.onRunOutput(params));
+    this.conn.onNotification('session/closed', (params: unknown) => this.onSessionClosedNotification(params));
     this.conn.onClose(() => {
       // Give the transport a moment to learn the exit status, for a better message.
       void within(transport.exited, EXIT_GRACE_MS).then((exit) => this.connectionLost(exit));
@@ -260,19 +284,57 @@ export class CodeRunClient {
     return this.state === 'open' && this.lost === undefined;
   }
 
-  /** Runs one program. Failures of the program are results; see {@link RunResult}. */
-  run(options: RunOptions): Promise<RunResult> {
+  /**
+   * Runs one program in a fresh interpreter (or, given `sessionId`, in that session: prefer
+   * {@link Session.run}). Failures of the program are results; see {@link RunResult}.
+   */
+  run(options: RunOptions, sessionId?: string): Promise<RunResult> {
     try {
-      return this.startRun(options);
+      return this.startRun(options, sessionId);
     } catch (err) {
       return Promise.reject(err);
     }
   }
 
-  private startRun(options: RunOptions): Promise<RunResult> {
+  /**
+   * Opens a persistent session (`session/open`): one interpreter whose top-level names survive
+   * from run to run. Rejects with `SessionLimitError` at the daemon's cap, `InvalidParamsError`
+   * for bad limits, `MethodNotFoundError` when the daemon has sessions disabled.
+   */
+  async openSession(options: SessionOptions = {}): Promise<Session> {
+    const result = await this.request<unknown>('session/open', sessionParams(options));
+    return this.adopt(sessionIdOf('session/open', result));
+  }
+
+  /**
+   * `callback` runs for every `session/closed` notification (a session the daemon ended on its
+   * own: idle time, loss, shutdown), after the session object has been updated. Returns the
+   * function that unsubscribes it.
+   */
+  onSessionClosed(callback: (event: SessionClosedEvent) => void): () => void {
+    this.sessionListeners.add(callback);
+    return () => this.sessionListeners.delete(callback);
+  }
+
+  private adopt(sessionId: string): Session {
+    const session = new Session(this.sessionHost, sessionId);
+    this.sessions.set(sessionId, session);
+    return session;
+  }
+
+  private onSessionClosedNotification(params: unknown): void {
+    const p = params as Partial<SessionClosedEvent> | null;
+    if (typeof p?.sessionId !== 'string' || typeof p.reason !== 'string') return;
+    const event: SessionClosedEvent = { sessionId: p.sessionId, reason: p.reason, message: String(p.message ?? '') };
+    this.sessions.get(event.sessionId)?.notifyClosed(event);
+    notifyAll(this.sessionListeners, event);
+  }
+
+  private startRun(options: RunOptions, sessionId: string | undefined): Promise<RunResult> {
     this.assertOpen();
     const bindings = options.bindings ?? [];
     const params: { [k: string]: unknown } = { program: options.program, ...bindingParams(bindings, options.limits) };
+    if (sessionId !== undefined) params['sessionId'] = sessionId;
     const stream = options.stream ?? (options.onLog !== undefined || options.onOutput !== undefined);
     if (stream) params['stream'] = true;
     if (options.files !== undefined) params['files'] = fileEntries(options.files);
@@ -342,19 +404,27 @@ export class CodeRunClient {
    */
   async describe(options: DescribeOptions): Promise<string> {
     this.assertOpen();
-    const params = bindingParams(options.bindings ?? [], options.limits);
-    checkParams('bindings/describe', params);
-    let request: Promise<unknown>;
-    try {
-      request = this.conn.sendRequest<unknown>('bindings/describe', params);
-    } catch (err) {
-      throw await this.failure(err);
-    }
-    const result = await this.call<{ stubs?: unknown } | null>(request, undefined, 'bindings/describe');
+    const result = await this.request<{ stubs?: unknown } | null>(
+      'bindings/describe',
+      bindingParams(options.bindings ?? [], options.limits),
+    );
     if (typeof result?.stubs !== 'string') {
       throw new ProtocolError(`bindings/describe result has no stubs text: ${JSON.stringify(result)?.slice(0, 200)}`);
     }
     return result.stubs;
+  }
+
+  /** Sends one request (checked like `run`'s params) and awaits its result. */
+  private async request<T>(method: string, params: object): Promise<T> {
+    this.assertOpen();
+    checkParams(method, params);
+    let request: Promise<unknown>;
+    try {
+      request = this.conn.sendRequest<unknown>(method, params);
+    } catch (err) {
+      throw await this.failure(err);
+    }
+    return this.call<T>(request, undefined, method);
   }
 
   private onRunLog(params: unknown): void {
@@ -489,6 +559,7 @@ export class CodeRunClient {
     const pending = this.runs.size;
     const runs = pending > 0 ? `; ${pending} pending run${pending === 1 ? '' : 's'} failed` : '';
     this.lost = new ConnectionLostError(`coderun-rpc ${how}${detail}${runs}`, exit?.exitCode ?? null, exit?.signal ?? null);
+    for (const session of [...this.sessions.values()]) session.end('lost', this.lost.message);
     this.markLost(this.lost);
     for (const run of [...this.runs.values()]) run.reject(this.lost);
   }

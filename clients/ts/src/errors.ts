@@ -45,6 +45,43 @@ export class ServerNotInitializedError extends RpcError {
   override name = 'ServerNotInitializedError';
 }
 
+/** −32003: `session limit reached`; the message names the cap (`CODERUN_MAX_SESSIONS`). */
+export class SessionLimitError extends RpcError {
+  override name = 'SessionLimitError';
+}
+
+/** The `data` of −32004 `session not open`. */
+export interface SessionNotOpenData {
+  sessionId: string;
+  /** `unknown`: never issued; `closed`: by `close()` or idle time; `lost`: `reason` says how. */
+  state: 'unknown' | 'closed' | 'lost';
+  reason?: string;
+}
+
+/**
+ * −32004: the session is not open. Thrown by the daemon's answer, or by the client itself,
+ * without a round trip, for a session it already knows is closed or lost. `sessionId`,
+ * `state` and `reason` say which session and why.
+ */
+export class SessionNotOpenError extends RpcError {
+  override name = 'SessionNotOpenError';
+  override readonly data: SessionNotOpenData;
+  constructor(code: number, message: string, data?: unknown) {
+    super(code, message, data);
+    const d = (data ?? {}) as Partial<SessionNotOpenData>;
+    this.data = { sessionId: String(d.sessionId ?? ''), state: d.state ?? 'unknown', ...(d.reason === undefined ? {} : { reason: d.reason }) };
+  }
+  get sessionId(): string {
+    return this.data.sessionId;
+  }
+  get state(): SessionNotOpenData['state'] {
+    return this.data.state;
+  }
+  get reason(): string | undefined {
+    return this.data.reason;
+  }
+}
+
 const byCode: Record<number, new (code: number, message: string, data?: unknown) => RpcError> = {
   [-32700]: ParseError,
   [-32600]: InvalidRequestError,
@@ -52,6 +89,8 @@ const byCode: Record<number, new (code: number, message: string, data?: unknown)
   [-32602]: InvalidParamsError,
   [-32001]: QueueFullError,
   [-32002]: ServerNotInitializedError,
+  [-32003]: SessionLimitError,
+  [-32004]: SessionNotOpenError,
 };
 
 /** The typed error for a JSON-RPC error code. */

@@ -4,6 +4,7 @@
  */
 export { CodeRunClient, CLIENT_NAME, CLIENT_VERSION } from './client.js';
 export type { ClientOptions, PeerExit, Transport } from './client.js';
+export { Session } from './session.js';
 export { encodeMessage, encodeMessageText, losslessJsonEncoder, BINDING_ERROR_CODE } from './encoder.js';
 export {
   bindingResult,

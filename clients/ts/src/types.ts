@@ -150,7 +150,43 @@ interface RunResultBase {
   outputs?: DisplayOutput[];
   /** Regular files left under `out/`, sorted by path (present when there were any). */
   files?: OutFile[];
+  /** Present on a run made in a session ({@link SessionInfo}). */
+  session?: SessionInfo;
 }
+
+/** `result.session` of a session run (docs/protocol.md, persistent sessions). */
+export interface SessionInfo {
+  id: string;
+  /** `false`: the run ended the session (`reason` says why); later calls on it fail. */
+  alive: boolean;
+  /** Runs the session has settled, this one included. */
+  runs: number;
+  reason?: string;
+}
+
+/** `openSession` options. */
+export interface SessionOptions {
+  /** Defaults for the session's runs; `addressSpaceMb` is fixed for the session's lifetime. */
+  limits?: RunLimits;
+  /** No run for this long closes the session (`session/closed`, reason `idle`). */
+  idleTimeoutMs?: number;
+}
+
+/** Why the daemon ended a session on its own (`session/closed`). */
+export type SessionClosedReason = 'idle' | 'lost' | 'shutdown';
+
+/** A `session/closed` notification. */
+export interface SessionClosedEvent {
+  sessionId: string;
+  reason: SessionClosedReason;
+  message: string;
+}
+
+/**
+ * Where a session stands, as the client knows it: `open`, `closed` (by `close()` or idle
+ * time) or `lost` (its child died, a run ended it, or the daemon shut down).
+ */
+export type SessionState = 'open' | 'closed' | 'lost';
 
 /** A successful run: `value` is what the program returned (`null` for `None` / no return). */
 export interface RunSuccess extends RunResultBase {
@@ -183,6 +219,8 @@ export interface InitializeResult {
       maxConcurrentRuns: number;
     };
     python: { executable: string; version: string };
+    /** Persistent sessions: the cap on open sessions (0: disabled), the default idle timeout. */
+    sessions?: { max: number; idleTimeoutMs: number; fork: boolean };
     [key: string]: unknown;
   };
 }

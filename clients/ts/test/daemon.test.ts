@@ -10,16 +10,7 @@ import {
   QueueFullError,
 } from '../src/node.js';
 import type { BindingFunction, JsonValue, LogEvent } from '../src/node.js';
-import { bin, ok, py, skip, start } from './real-daemon.js';
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { alive, bin, ok, py, skip, start } from './real-daemon.js';
 
 describe('against the real daemon', { skip }, () => {
   let c: CodeRunClient;

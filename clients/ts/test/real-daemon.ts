@@ -27,3 +27,13 @@ export function ok(r: RunResult): JsonValue | undefined {
 
 /** A program from its lines. */
 export const py = (...lines: string[]) => lines.join('\n');
+
+/** True while process `pid` exists. */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

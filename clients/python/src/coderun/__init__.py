@@ -25,15 +25,22 @@ from .errors import (
     QueueFull,
     RequestTooLarge,
     RpcError,
+    SessionLimitReached,
+    SessionNotOpen,
 )
+from .session import Session, SessionOpener
 from .typed import Binding, binding
-from .types import Limits, LogEvent, RunError, RunResult, RunStats
+from .types import Limits, LogEvent, RunError, RunResult, RunStats, SessionClosed, SessionInfo
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client",
     "RunHandle",
+    "Session",
+    "SessionOpener",
+    "SessionInfo",
+    "SessionClosed",
     "BindingFunction",
     "Binding",
     "binding",
@@ -59,6 +66,8 @@ __all__ = [
     "InvalidParams",
     "QueueFull",
     "NotInitialized",
+    "SessionLimitReached",
+    "SessionNotOpen",
     "ConnectionLost",
     "ClientClosed",
     "DaemonNotFound",

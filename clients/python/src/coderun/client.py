@@ -23,13 +23,15 @@ from .errors import (
     CodeRunError,
     ConnectionLost,
     ProtocolViolation,
+    SessionNotOpen,
     error_from_response,
 )
 from ._outputs import Files, OutputEvent, build_files, parse_output
+from .session import Session, SessionClosedCallback, SessionOpener, fire, subscribe
 from .typed import Binding, resolve
-from .types import Limits, LogEvent, RunResult, parse_run_result
+from .types import Limits, LogEvent, RunResult, SessionClosed, parse_run_result
 
-__all__ = ["Client", "RunHandle", "BindingFunction", "LogCallback", "OutputCallback"]
+__all__ = ["Client", "RunHandle", "BindingFunction", "LogCallback", "OutputCallback", "Session"]
 
 log = logging.getLogger("coderun")
 
@@ -218,6 +220,8 @@ class Client:
         self._lost: Optional[ConnectionLost] = None
         self._closing = False
         self._closed = asyncio.Event()
+        self._sessions: dict[str, Session] = {}
+        self._session_listeners: list[SessionClosedCallback] = []
         self.server_info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
         self._reader_task = asyncio.ensure_future(self._read_loop())
@@ -358,6 +362,7 @@ class Client:
         stream: Optional[bool] = None,
         files: Optional[Files] = None,
         on_output: Optional[OutputCallback] = None,
+        session_id: Optional[str] = None,
     ) -> RunResult:
         """Run ``program`` and return its :class:`RunResult` (failures are results).
 
@@ -369,13 +374,22 @@ class Client:
         ``files`` (``{path: str | bytes}``) are written into the working directory before the
         program starts; the result's ``outputs`` and ``files`` carry what it displayed and left
         under ``out/``; ``on_output`` receives each output as it is displayed.
+        ``session_id`` runs it in that session (prefer :meth:`Session.run`).
 
         Raises :class:`InvalidParams` (refused params), :class:`QueueFull`,
-        :class:`ConnectionLost`, TypeError/ValueError for misuse, :class:`RequestTooLarge`.
+        :class:`ConnectionLost`, TypeError/ValueError for misuse, :class:`RequestTooLarge`,
+        :class:`SessionNotOpen` for a session that is not open.
         """
         handle = await self.submit(
-            program, bindings=bindings, error_classes=error_classes, limits=limits, on_log=on_log, stream=stream,
-            files=files, on_output=on_output,
+            program,
+            bindings=bindings,
+            error_classes=error_classes,
+            limits=limits,
+            on_log=on_log,
+            stream=stream,
+            files=files,
+            on_output=on_output,
+            session_id=session_id,
         )
         try:
             return await handle.result()
@@ -403,21 +417,27 @@ class Client:
         stream: Optional[bool] = None,
         files: Optional[Files] = None,
         on_output: Optional[OutputCallback] = None,
+        session_id: Optional[str] = None,
     ) -> RunHandle:
-        """Send a ``run`` request and return its :class:`RunHandle` without waiting for it."""
+        """Send a ``run`` request (in session ``session_id`` when given) and return its
+        :class:`RunHandle` without waiting for it."""
         table, classes = _check_run_args(program, bindings, error_classes, limits, on_log)
         if on_output is not None and not callable(on_output):
             raise TypeError("on_output must be callable")
+        if session_id is not None and not isinstance(session_id, str):
+            raise TypeError(f"session_id must be a str, not {type(session_id).__name__}")
         entries = build_files(files) if files is not None else []
         self._check_open()
         rid = next(self._ids)
         want_stream = bool(on_log or on_output) if stream is None else bool(stream)
-        params = P.build_run_params(program, _declarations(table), classes, limits, want_stream, entries)
+        params = P.build_run_params(program, _declarations(table), classes, limits, want_stream, entries, session_id)
         body = P.build_request(rid, P.METHOD_RUN, params)  # LossyValueError / RequestTooLarge
         state = _RunState(rid, table, on_log, on_output)
         self._runs[rid] = state
         self._pending[rid] = state.future
         state.future.add_done_callback(lambda _f: self._runs.pop(rid, None))
+        if session_id is not None:
+            state.future.add_done_callback(functools.partial(self._note_session_run, session_id))
         handle = RunHandle(self, state)
         try:
             await self._send(body)
@@ -451,6 +471,100 @@ class Client:
         if not isinstance(stubs, str):
             raise ProtocolViolation(f"bindings/describe answered without stubs text: {result!r}")
         return stubs
+
+    # ----------------------------------------------------------------------------- sessions
+
+    def session(
+        self,
+        *,
+        limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
+        idle_timeout_ms: Optional[int] = None,
+    ) -> SessionOpener:
+        """A persistent session: ``async with client.session(limits=...) as s:`` opens it
+        (``session/open``) and closes it at the end of the block; ``s = await client.session()``
+        opens it only. ``limits`` are the defaults of its runs (``addressSpaceMb`` is fixed for
+        its lifetime); ``idle_timeout_ms``: no run for that long closes it.
+
+        Raises :class:`SessionLimitReached` at the daemon's cap, :class:`InvalidParams` for bad
+        params, :class:`MethodNotFound` when the daemon has sessions disabled."""
+        if limits is not None and not isinstance(limits, Mapping):
+            raise TypeError("limits must be a mapping such as {'maxWallMs': 5000}")
+        if idle_timeout_ms is not None and (not isinstance(idle_timeout_ms, int) or isinstance(idle_timeout_ms, bool)):
+            raise TypeError(f"idle_timeout_ms must be an int, not {type(idle_timeout_ms).__name__}")
+        params: dict[str, Any] = {}
+        if limits is not None:
+            params["limits"] = dict(limits)
+        if idle_timeout_ms is not None:
+            params["idleTimeoutMs"] = idle_timeout_ms
+        return SessionOpener(self, params)
+
+    async def open_session(
+        self,
+        *,
+        limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
+        idle_timeout_ms: Optional[int] = None,
+    ) -> Session:
+        """Open a session and return it (:meth:`session` without the ``async with``)."""
+        return await self.session(limits=limits, idle_timeout_ms=idle_timeout_ms)
+
+    def on_session_closed(self, callback: SessionClosedCallback) -> Callable[[], None]:
+        """``callback`` runs for every ``session/closed`` notification (a session the daemon ended
+        on its own: idle time, loss, shutdown), after the :class:`Session` was updated. It may be
+        a coroutine function. Returns a function that removes it."""
+        return subscribe(self._session_listeners, callback)
+
+    async def _open_session(self, params: dict[str, Any]) -> Session:
+        return self._adopt_session(await self.request(P.METHOD_SESSION_OPEN, params))
+
+    async def _session_request(self, method: str, session_id: str) -> Any:
+        """A request naming one session; a ``session not open`` answer ends the client's view of it."""
+        try:
+            return await self.request(method, {"sessionId": session_id})
+        except SessionNotOpen as e:
+            self._session_gone(session_id, e)
+            raise
+
+    def _adopt_session(self, result: Any) -> Session:
+        sid = result.get("sessionId") if isinstance(result, dict) else None
+        if not isinstance(sid, str):
+            raise ProtocolViolation(f"session result has no sessionId: {result!r}"[:300])
+        session = Session(self, sid)
+        self._sessions[sid] = session
+        return session
+
+    def _forget_session(self, session: Session) -> None:
+        if self._sessions.get(session.id) is session:
+            del self._sessions[session.id]
+
+    def _session_gone(self, session_id: str, e: SessionNotOpen) -> None:
+        session = self._sessions.get(session_id)
+        if session is not None and e.state in ("closed", "lost"):
+            session._end("lost" if e.state == "lost" else "closed", e.reason or e.state)
+
+    def _note_session_run(self, session_id: str, fut: "asyncio.Future[Any]") -> None:
+        """A session run settled: a result with ``session.alive`` false, or a ``session not open``
+        answer, means the session has ended."""
+        if fut.cancelled():
+            return
+        e = fut.exception()
+        if isinstance(e, SessionNotOpen):
+            self._session_gone(session_id, e)
+            return
+        info = fut.result().get("session") if e is None and isinstance(fut.result(), dict) else None
+        session = self._sessions.get(session_id)
+        if session is not None and isinstance(info, dict) and info.get("alive") is False:
+            reason = info.get("reason")
+            session._end("lost", reason if isinstance(reason, str) else "lost")
+
+    def _on_session_closed(self, params: dict[str, Any]) -> None:
+        sid, reason, message = params.get("sessionId"), params.get("reason"), params.get("message")
+        if not isinstance(sid, str) or not isinstance(reason, str):
+            return
+        event = SessionClosed(sid, reason, message if isinstance(message, str) else "")
+        session = self._sessions.get(sid)
+        if session is not None:
+            session._notify_closed(event)
+        fire(self._session_listeners, event)
 
     async def request(self, method: str, params: Any = None) -> Any:
         """Send any request and return its result (low level; raises typed RpcError)."""
@@ -629,6 +743,8 @@ class Client:
         tasks, self._binding_tasks = self._binding_tasks, {}
         for task in tasks.values():
             task.cancel()
+        for session in list(self._sessions.values()):
+            session._end("lost", str(self._lost))
 
     def _dispatch(self, msg: P.Message) -> None:
         if isinstance(msg, P.Response):
@@ -671,6 +787,8 @@ class Client:
             self._on_run_log(params)
         elif msg.method == P.METHOD_RUN_OUTPUT:
             self._on_run_output(params)
+        elif msg.method == P.METHOD_SESSION_CLOSED:
+            self._on_session_closed(params)
         elif msg.method == P.METHOD_CANCEL:
             task = self._binding_tasks.pop(params.get("id"), None)
             if task is not None:

@@ -13,6 +13,8 @@ __all__ = [
     "InvalidParams",
     "QueueFull",
     "NotInitialized",
+    "SessionLimitReached",
+    "SessionNotOpen",
     "ConnectionLost",
     "ClientClosed",
     "DaemonNotFound",
@@ -78,8 +80,43 @@ class NotInitialized(RpcError):
     code = -32002
 
 
+class SessionLimitReached(RpcError):
+    """-32003: ``session/open`` or ``session/fork`` at the daemon's cap (the message names it)."""
+
+    code = -32003
+
+
+class SessionNotOpen(RpcError):
+    """-32004: the session is unknown, closed or lost.
+
+    Raised from the daemon's answer, or by the client without a round trip for a session it
+    already knows has ended. ``session_id``, ``state`` (``"unknown"``, ``"closed"``, ``"lost"``)
+    and ``reason`` (how it ended, when known) say which and why."""
+
+    code = -32004
+
+    def __init__(self, message: str, code: int | None = None, data: Any = None) -> None:
+        super().__init__(message, code, data)
+        d = data if isinstance(data, dict) else {}
+        self.session_id: str = str(d.get("sessionId", ""))
+        state = d.get("state")
+        self.state: str = state if isinstance(state, str) else "unknown"
+        reason = d.get("reason")
+        self.reason: str | None = reason if isinstance(reason, str) else None
+
+
 _BY_CODE: dict[int, type[RpcError]] = {
-    cls.code: cls for cls in (ParseError, InvalidRequest, MethodNotFound, InvalidParams, QueueFull, NotInitialized)
+    cls.code: cls
+    for cls in (
+        ParseError,
+        InvalidRequest,
+        MethodNotFound,
+        InvalidParams,
+        QueueFull,
+        NotInitialized,
+        SessionLimitReached,
+        SessionNotOpen,
+    )
 }
 
 

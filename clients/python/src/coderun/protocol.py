@@ -40,6 +40,10 @@ __all__ = [
     "METHOD_RUN_LOG",
     "METHOD_RUN_OUTPUT",
     "METHOD_DESCRIBE",
+    "METHOD_SESSION_OPEN",
+    "METHOD_SESSION_FORK",
+    "METHOD_SESSION_CLOSE",
+    "METHOD_SESSION_CLOSED",
     "CODE_BINDING_FAILED",
     "CODE_REQUEST_CANCELLED",
 ]
@@ -62,6 +66,10 @@ METHOD_BINDING_CALL = "binding/call"
 METHOD_RUN_LOG = "run/log"
 METHOD_RUN_OUTPUT = "run/output"
 METHOD_DESCRIBE = "bindings/describe"
+METHOD_SESSION_OPEN = "session/open"
+METHOD_SESSION_FORK = "session/fork"
+METHOD_SESSION_CLOSE = "session/close"
+METHOD_SESSION_CLOSED = "session/closed"  # notification, daemon -> client
 
 CODE_BINDING_FAILED = -32000  # a binding raised (application error)
 CODE_METHOD_NOT_FOUND = -32601
@@ -273,15 +281,19 @@ def build_run_params(
     limits: Mapping[str, Any] | None,
     stream: bool,
     files: Sequence[Mapping[str, str]] = (),
+    session_id: str | None = None,
 ) -> dict[str, Any]:
     """The ``run`` params for already-validated arguments (namespace order is kept); a
     ``functions`` entry is a name or a typed declaration ``{"name", …}``; ``files`` are
-    ``run.files`` entries (``coderun._outputs.build_files``)."""
+    ``run.files`` entries (``coderun._outputs.build_files``); ``session_id`` runs it in that
+    session."""
     params: dict[str, Any] = {"program": program, **build_describe_params(bindings, error_classes, limits)}
     if stream:
         params["stream"] = True
     if files:
         params["files"] = [dict(f) for f in files]
+    if session_id is not None:
+        params["sessionId"] = session_id
     return params
 
 

@@ -7,7 +7,17 @@ from typing import Any, Literal, Mapping, TypedDict
 
 from ._outputs import OutFile, Output, parse_files, parse_outputs
 
-__all__ = ["Limits", "RunError", "RunStats", "RunResult", "LogEvent", "ErrorKind", "parse_run_result"]
+__all__ = [
+    "Limits",
+    "RunError",
+    "RunStats",
+    "RunResult",
+    "LogEvent",
+    "ErrorKind",
+    "SessionInfo",
+    "SessionClosed",
+    "parse_run_result",
+]
 
 ErrorKind = Literal["exception", "timeout", "abort", "worker-exit", "invalid-output", "output-limit"]
 
@@ -49,8 +59,28 @@ class RunStats:
 
 
 @dataclass(frozen=True)
+class SessionInfo:
+    """``result.session`` of a run made in a session."""
+
+    id: str
+    alive: bool  # False: this run ended the session (``reason`` says why)
+    runs: int  # runs the session has settled, this one included
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionClosed:
+    """A ``session/closed`` notification: the daemon ended a session on its own."""
+
+    session_id: str
+    reason: str  # "idle" | "lost" | "shutdown"
+    message: str
+
+
+@dataclass(frozen=True)
 class RunResult:
-    """The ``run`` response. ``value`` is meaningful only when ``has_value`` is true."""
+    """The ``run`` response. ``value`` is meaningful only when ``has_value`` is true;
+    ``session`` is set for a run made in a session."""
 
     value: Any
     has_value: bool
@@ -62,6 +92,7 @@ class RunResult:
     """Displayed objects, in order (the last may be the truncation marker)."""
     files: list[OutFile] = field(default_factory=list)
     """Regular files left under ``out/``, sorted by path."""
+    session: SessionInfo | None = None
 
     @property
     def ok(self) -> bool:
@@ -125,6 +156,12 @@ def _parse_stats(s: Any) -> RunStats:
     )
 
 
+def _parse_session(s: Any) -> SessionInfo | None:
+    if not isinstance(s, dict) or not isinstance(s.get("id"), str):
+        return None
+    return SessionInfo(id=s["id"], alive=s.get("alive") is not False, runs=_int(s, "runs"), reason=_opt(s, "reason", str))
+
+
 def parse_run_result(result: Any) -> RunResult:
     """Build a :class:`RunResult` from the ``result`` of a ``run`` response.
 
@@ -144,4 +181,5 @@ def parse_run_result(result: Any) -> RunResult:
         raw=result,
         outputs=parse_outputs(result.get("outputs")),
         files=parse_files(result.get("files")),
+        session=_parse_session(result.get("session")),
     )
