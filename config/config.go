@@ -30,8 +30,7 @@ type Config struct {
 	WarmPool          int
 	Isolation         string
 	// StartMode is how children start: "fork" (from the fork server, docs/containment.md §4)
-	// or "spawn" (a fresh interpreter each). "auto" resolves to fork in tier
-	// process and spawn in tier sandbox.
+	// or "spawn" (a fresh interpreter each). "auto" resolves to fork.
 	StartMode string
 	LogLevel  slog.Level
 }
@@ -139,7 +138,7 @@ func checkRoom(c *Config, texts map[string]string) error {
 }
 
 // checkTier is step 4: tier sandbox needs every kernel feature (never a
-// silent downgrade), and children there are always spawned.
+// silent downgrade).
 func checkTier(c *Config, texts map[string]string, opts Options) error {
 	if c.Isolation != "sandbox" {
 		return nil
@@ -147,9 +146,6 @@ func checkTier(c *Config, texts map[string]string, opts Options) error {
 	refuse := func(name, rule string) error { return &Error{Var: name, Value: texts[name], Rule: rule} }
 	if err := opts.sandboxProbe()(); err != nil {
 		return refuse(VarIsolation, err.Error())
-	}
-	if texts[VarStartMode] == "fork" {
-		return refuse(VarStartMode, `"fork" requires `+VarIsolation+`=process (sandboxed children are always spawned)`)
 	}
 	return nil
 }

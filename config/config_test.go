@@ -249,17 +249,18 @@ func TestSandboxRule(t *testing.T) {
 	}
 }
 
-// TestStartModeRule: auto is fork in tier process and spawn in tier sandbox;
-// an explicit fork is refused with the sandbox, never silently spawned.
+// TestStartModeRule: auto is fork in both tiers (tier sandbox has a
+// sandboxed fork server); an explicit mode is kept.
 func TestStartModeRule(t *testing.T) {
 	ok := func() error { return nil }
 	for _, tc := range []struct{ isolation, mode, want, refused string }{
 		{"process", "", "fork", ""},
 		{"process", "spawn", "spawn", ""},
 		{"process", "fork", "fork", ""},
-		{"sandbox", "", "spawn", ""},
-		{"sandbox", "auto", "spawn", ""},
-		{"sandbox", "fork", "", `coderun-rpc: configuration error: CODERUN_START_MODE="fork": "fork" requires CODERUN_ISOLATION=process (sandboxed children are always spawned)`},
+		{"sandbox", "", "fork", ""},
+		{"sandbox", "auto", "fork", ""},
+		{"sandbox", "fork", "fork", ""},
+		{"sandbox", "spawn", "spawn", ""},
 	} {
 		clearEnv(t)
 		t.Setenv(VarPythonBin, "/bin/sh")

@@ -94,7 +94,7 @@ var table = []variable{
 	{name: VarIsolation, def: "process",
 		rule: wordRule{words: []string{"process", "sandbox"}, quoted: true},
 		set:  func(c *Config, text string, _ int64) { c.Isolation = text }},
-	{name: VarStartMode, def: "auto", note: "; auto = fork in tier process, spawn in tier sandbox",
+	{name: VarStartMode, def: "auto", note: "; auto = fork",
 		rule: wordRule{words: []string{"auto", "fork", "spawn"}, quoted: true},
 		set:  func(c *Config, text string, _ int64) { c.StartMode = startMode(text, c.Isolation) }},
 	{name: VarLogLevel, def: "info", note: " (daemon log on stderr)",
@@ -113,13 +113,10 @@ func atMostConcurrency(c *Config, n int64) error {
 	return nil
 }
 
-// startMode resolves "auto": fork where it is served (tier process).
-func startMode(mode, isolation string) string {
+// startMode resolves "auto": fork, served in both tiers.
+func startMode(mode, _ string) string {
 	if mode != "auto" {
 		return mode
-	}
-	if isolation == "sandbox" {
-		return "spawn"
 	}
 	return "fork"
 }

@@ -69,6 +69,17 @@ func Leader(pgid int, start uint64) *Process {
 // before p is shared.
 func SetReap(p *Process, reap func() (Exit, error)) { p.reap = reap }
 
+// WrapReap makes p.Wait pass what it would have returned through then: for
+// a forked child whose own status another process relays (a sandboxed fork
+// server's init). Call it before p is shared.
+func WrapReap(p *Process, then func(Exit, error) (Exit, error)) {
+	reap := p.reap
+	if reap == nil {
+		reap = p.wait4
+	}
+	p.reap = func() (Exit, error) { return then(reap()) }
+}
+
 // Wait blocks in wait4 until the child exits and returns its status and
 // rusage. Call it once; a second call returns ErrWaited. Wait does not touch
 // the pipes: read them to end of stream (or abandon them) separately.
@@ -79,6 +90,11 @@ func (p *Process) Wait() (Exit, error) {
 	if p.reap != nil {
 		return p.reap()
 	}
+	return p.wait4()
+}
+
+// wait4 reaps p itself.
+func (p *Process) wait4() (Exit, error) {
 	ws, ru, err := Wait4(p.Pid)
 	if err != nil {
 		return Exit{}, err
