@@ -154,8 +154,8 @@ func TestRules(t *testing.T) {
 			"must be at most 9007199254740991", false},
 		{map[string]string{VarMaxQueuedRuns: "9007199254740992"}, VarMaxQueuedRuns, "9007199254740992",
 			"must be at most 9007199254740991", false},
-		{map[string]string{VarIsolation: "docker"}, VarIsolation, "docker", `must be "process" or "sandbox"`, false},
-		{map[string]string{VarIsolation: ""}, VarIsolation, "", `must be "process" or "sandbox"`, false},
+		{map[string]string{VarIsolation: "docker"}, VarIsolation, "docker", `must be "process", "sandbox" or "auto"`, false},
+		{map[string]string{VarIsolation: ""}, VarIsolation, "", `must be "process", "sandbox" or "auto"`, false},
 		{map[string]string{VarStartMode: "vfork"}, VarStartMode, "vfork", `must be "auto", "fork" or "spawn"`, false},
 		{map[string]string{VarStartMode: ""}, VarStartMode, "", `must be "auto", "fork" or "spawn"`, false},
 		{map[string]string{VarLogLevel: "INFO"}, VarLogLevel, "INFO", "must be one of debug, info, warn, error", false},
@@ -246,6 +246,34 @@ func TestSandboxRule(t *testing.T) {
 	c, err := Load(Options{Probe: fakeProbe, SandboxProbe: func() error { return nil }})
 	if err != nil || c.Isolation != "sandbox" {
 		t.Errorf("sandbox with every feature: %v", err)
+	}
+}
+
+// TestIsolationAuto: auto is the sandbox where every feature is present,
+// else process, flagged for main's warning; the reason says which.
+func TestIsolationAuto(t *testing.T) {
+	missing := func() error {
+		return errors.New("sandbox isolation needs Landlock, which this kernel does not provide")
+	}
+	for _, tc := range []struct {
+		setting string
+		probe   func() error
+		tier    string
+		fell    bool
+		reason  string
+	}{
+		{"auto", missing, "process", true, "auto: sandbox isolation needs Landlock, which this kernel does not provide"},
+		{"auto", func() error { return nil }, "sandbox", false, "auto: the kernel provides every sandbox feature"},
+		{"process", missing, "process", false, "CODERUN_ISOLATION=process"},
+		{"sandbox", func() error { return nil }, "sandbox", false, "CODERUN_ISOLATION=sandbox"},
+	} {
+		clearEnv(t)
+		t.Setenv(VarPythonBin, "/bin/sh")
+		t.Setenv(VarIsolation, tc.setting)
+		c, err := Load(Options{Probe: fakeProbe, SandboxProbe: tc.probe})
+		if err != nil || c.Isolation != tc.tier || c.IsolationFellBack != tc.fell || !strings.HasPrefix(c.IsolationReason, tc.reason) {
+			t.Errorf("%s: %v %+v", tc.setting, err, c)
+		}
 	}
 }
 
