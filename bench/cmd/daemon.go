@@ -216,6 +216,7 @@ func measureGroups(o options, f floors) ([]row, error) {
 		{"typed-bindings", on(func(d *daemon) ([]row, error) { return typedBindingRows(o, d) })},
 		{"describe", on(one(describeRow))},
 		{"typed-declare", on(one(typedDeclareRow))},
+		{"tiers", func() ([]row, error) { return tierRows(o) }},
 	}
 	for i, st := range steps {
 		if st.group != groupNames[i] {
