@@ -20,6 +20,11 @@ to 0-3 and closes every other one, restores signal dispositions and the mask, en
 from there: it reads its boot frame and applies its limits exactly as a spawned child does. The
 server learns that the child is set up when the child's end of a sync pipe closes, so a `P`
 reply always names a process that already leads its own group.
+
+Started with --sandbox (tier sandbox, docs/containment.md §4.1), it loads sandboxfork.py from its
+directory, a request carries the run's relay pipe and cgroup files after the four descriptors
+(placed from fd 4 on), its argv is the sandbox init's command, and the child enters the sandbox
+(sandboxfork.contain) before it runs bootstrap.py, as the program's process of a sandboxed run.
 """
 
 

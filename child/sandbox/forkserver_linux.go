@@ -5,6 +5,7 @@ package sandbox
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 
@@ -76,8 +77,35 @@ func SpawnForked(srv *forkserver.Server, spec child.Spec, sb Config) (*child.Pro
 		run.cgroup.remove()
 		return nil, err
 	}
-	spawn.WrapReap(p, run.settle)
+	spawn.WrapReap(p, run.settleEarly)
 	return p, nil
+}
+
+// settleEarly returns the program's relayed Exit as soon as the init writes
+// it — every process of the run is dead by then — without waiting for the
+// init's own end, which tears down the run's namespaces and then C's: that
+// teardown, and the server's report of it, stay off the run's critical path
+// (the run's quiescence still waits for the group to empty). Without a
+// relay it returns what reap, the server's report of C, says.
+func (r *sandboxRun) settleEarly(reap func() (child.Exit, error)) (child.Exit, error) {
+	type end struct {
+		exit child.Exit
+		err  error
+	}
+	own := make(chan end, 1)
+	go func() {
+		e, err := reap()
+		own <- end{e, err}
+	}()
+	b := make([]byte, relaySize)
+	if _, err := io.ReadFull(r.relay, b); err == nil {
+		if ws, ru, ok := decodeRelay(b); ok {
+			go func() { <-own; r.relay.Close(); r.cgroup.remove() }()
+			return spawn.ExitOf(ws, ru), nil
+		}
+	}
+	e := <-own
+	return r.settle(e.exit, e.err)
 }
 
 // sandboxForkInit is PID 1 of a forked run's namespaces (I after its

@@ -69,15 +69,15 @@ func Leader(pgid int, start uint64) *Process {
 // before p is shared.
 func SetReap(p *Process, reap func() (Exit, error)) { p.reap = reap }
 
-// WrapReap makes p.Wait pass what it would have returned through then: for
-// a forked child whose own status another process relays (a sandboxed fork
-// server's init). Call it before p is shared.
-func WrapReap(p *Process, then func(Exit, error) (Exit, error)) {
+// WrapReap makes p.Wait return around(reap) instead, where reap is what
+// p.Wait would have done: for a forked child whose status another process
+// relays (a sandboxed fork server's init). Call it before p is shared.
+func WrapReap(p *Process, around func(reap func() (Exit, error)) (Exit, error)) {
 	reap := p.reap
 	if reap == nil {
 		reap = p.wait4
 	}
-	p.reap = func() (Exit, error) { return then(reap()) }
+	p.reap = func() (Exit, error) { return around(reap) }
 }
 
 // Wait blocks in wait4 until the child exits and returns its status and
