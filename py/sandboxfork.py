@@ -2,7 +2,8 @@
 
 Loaded by forkserver.py when the server is started with --sandbox. A spawn request's argv is then
 the sandbox init's command, `<daemon> coderun-sandbox-forkinit <settings>... -- <python> <script>`,
-and its descriptors are the run's four, the relay pipe (fd 4) and the run's cgroup files (5...).
+and its descriptors are the run's four, the relay pipe (fd 4), the run's cgroup files (5...) and
+the daemon's binary (last: the command's path is /proc/self/fd/<it>).
 contain() is called in the server's child (C) once it leads its own session with those
 descriptors in place, and returns only in the program's process:
 

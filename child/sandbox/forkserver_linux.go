@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/forkserver"
@@ -22,7 +23,7 @@ import (
 // namespaces and forks PID 1, which forks the program (a fork of the
 // server's interpreter) and execs this binary's fork init:
 //
-//	daemon ──Spawn(fds 0-3, relay, cgroups)──► server ──fork──► C (session leader)
+//	daemon ──Spawn(fds 0-3, relay, cgroups, binary)──► server ──fork──► C (session leader)
 //	  C: unshare(all six), one-id maps, fork ──► I (PID 1) ──fork──► P (program)
 //	  I: execve(this binary, forkinit) with fd 3 a socket to P:
 //	     prepareNamespace; P into the run's cgroups; P's rlimits (prlimit);
@@ -54,12 +55,16 @@ func SpawnForked(srv *forkserver.Server, spec child.Spec, sb Config) (*child.Pro
 	if len(spec.Args) == 0 {
 		return nil, fmt.Errorf("child: a forked sandbox run needs a script")
 	}
-	self, err := os.Executable()
+	c := sandboxConf{rw: []string{spec.Dir}, ro: sb.ReadOnly, exec: sb.Executable, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
+		fsize: sb.MaxFileBytes, prog: []string{spec.Path, spec.Args[len(spec.Args)-1]}}
+	// PID 1 execs this binary through a descriptor, so it runs the daemon's
+	// own binary (as Start's /proc/self/exe does) even after an upgrade
+	// replaced the file.
+	exe, err := os.Open("/proc/self/exe")
 	if err != nil {
 		return nil, err
 	}
-	c := sandboxConf{rw: []string{spec.Dir}, ro: sb.ReadOnly, exec: sb.Executable, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
-		fsize: sb.MaxFileBytes, prog: []string{spec.Path, spec.Args[len(spec.Args)-1]}}
+	defer exe.Close()
 	run, relayW, err := openRun(sb.MaxProcs)
 	if err != nil {
 		return nil, err
@@ -68,6 +73,9 @@ func SpawnForked(srv *forkserver.Server, spec child.Spec, sb Config) (*child.Pro
 	for _, fd := range withCgroup(&c, []uintptr{uintptr(relayW)}, run.cgroup) {
 		extra = append(extra, int(fd))
 	}
+	extra = append(extra, int(exe.Fd()))
+	// The descriptor is the run's last (C places them from fd 4 on).
+	self := "/proc/self/fd/" + strconv.Itoa(3+len(extra))
 	p, err := srv.Spawn(forkserver.Spec{Argv: append([]string{self}, c.argv(forkInitArgv0)...),
 		Env: spec.Env, Dir: spec.Dir, Extra: extra})
 	spawn.CloseFds(relayW)
