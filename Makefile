@@ -17,7 +17,7 @@ TS_STAMP  := clients/ts/node_modules/.installed
 # Python SDK and mcp-server-time come with requirements-test.txt.
 MCP_STAMP := mcp/tests/node_modules/.installed
 
-.PHONY: all build dist test test-go test-fuzz test-py test-clients test-mcp test-install test-bench lint fuzz bench bench-ab demo demo-mcp clean deps
+.PHONY: all build dist test test-go test-e2e-sandbox test-fuzz test-py test-clients test-mcp test-install test-bench lint fuzz bench bench-ab demo demo-mcp clean deps
 
 all: build
 
@@ -31,12 +31,20 @@ dist: $(TS_STAMP)
 
 # The whole suite: Go (race), short fuzz runs, the Python child tests, the clients, installing
 # the packages as a user would.
-test: build test-go test-fuzz test-py test-clients test-mcp test-install test-bench
+test: build test-go test-e2e-sandbox test-fuzz test-py test-clients test-mcp test-install test-bench
 
 # Some Go tests check rendered Python stubs with mypy from the project's .venv.
 test-go: $(VENV_STAMP)
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+
+# The end-to-end suite again with every daemon in tier sandbox (a test that holds in one tier only
+# says so and skips); without -race, which test-go's pass covers. Skipped where the kernel lacks a
+# sandbox feature (`CODERUN_ISOLATION=sandbox coderun-rpc --check` says which).
+test-e2e-sandbox: build
+	@if CODERUN_ISOLATION=sandbox $(BIN) --check >/dev/null 2>&1; then \
+		E2E_ISOLATION=sandbox $(GO) test -count=1 ./e2e/; \
+	else echo "test-e2e-sandbox: tier sandbox is not available here; skipped"; fi
 
 # A short run of every fuzz target (FUZZTIME each). `make fuzz FUZZTIME=60s` for a long one.
 test-fuzz fuzz:

@@ -28,10 +28,15 @@ type Config struct {
 	MaxConcurrentRuns int
 	MaxQueuedRuns     int
 	WarmPool          int
+	// Isolation is the tier in force, "process" or "sandbox" ("auto" is
+	// resolved by Load); IsolationReason says why, for initialize
+	// (docs/protocol.md §2); IsolationFellBack is true when auto chose
+	// process because the kernel lacks a sandbox feature (main warns).
 	Isolation         string
+	IsolationReason   string
+	IsolationFellBack bool
 	// StartMode is how children start: "fork" (from the fork server, docs/containment.md §4)
-	// or "spawn" (a fresh interpreter each). "auto" resolves to fork in tier
-	// process and spawn in tier sandbox.
+	// or "spawn" (a fresh interpreter each). "auto" resolves to fork.
 	StartMode string
 	// Persistent sessions (docs/protocol.md §11): the cap (0 disables them),
 	// the idle time after which one closes, a child's lifetime CPU seconds.
@@ -152,17 +157,25 @@ func checkRoom(c *Config, texts map[string]string) error {
 }
 
 // checkTier is step 4: tier sandbox needs every kernel feature (never a
-// silent downgrade), and children there are always spawned.
+// silent downgrade when asked for by name); auto takes the sandbox where
+// the kernel provides every feature, else process, and says which.
 func checkTier(c *Config, texts map[string]string, opts Options) error {
-	if c.Isolation != "sandbox" {
-		return nil
-	}
-	refuse := func(name, rule string) error { return &Error{Var: name, Value: texts[name], Rule: rule} }
-	if err := opts.sandboxProbe()(); err != nil {
-		return refuse(VarIsolation, err.Error())
-	}
-	if texts[VarStartMode] == "fork" {
-		return refuse(VarStartMode, `"fork" requires `+VarIsolation+`=process (sandboxed children are always spawned)`)
+	switch c.Isolation {
+	case "process":
+		c.IsolationReason = VarIsolation + "=process"
+	case "sandbox":
+		if err := opts.sandboxProbe()(); err != nil {
+			return &Error{Var: VarIsolation, Value: texts[VarIsolation], Rule: err.Error()}
+		}
+		c.IsolationReason = VarIsolation + "=sandbox"
+	case "auto":
+		if err := opts.sandboxProbe()(); err != nil {
+			c.Isolation, c.IsolationFellBack = "process", true
+			c.IsolationReason = "auto: " + err.Error()
+			return nil
+		}
+		c.Isolation = "sandbox"
+		c.IsolationReason = "auto: the kernel provides every sandbox feature (user namespaces, Landlock, seccomp …)"
 	}
 	return nil
 }

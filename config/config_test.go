@@ -154,8 +154,8 @@ func TestRules(t *testing.T) {
 			"must be at most 9007199254740991", false},
 		{map[string]string{VarMaxQueuedRuns: "9007199254740992"}, VarMaxQueuedRuns, "9007199254740992",
 			"must be at most 9007199254740991", false},
-		{map[string]string{VarIsolation: "docker"}, VarIsolation, "docker", `must be "process" or "sandbox"`, false},
-		{map[string]string{VarIsolation: ""}, VarIsolation, "", `must be "process" or "sandbox"`, false},
+		{map[string]string{VarIsolation: "docker"}, VarIsolation, "docker", `must be "process", "sandbox" or "auto"`, false},
+		{map[string]string{VarIsolation: ""}, VarIsolation, "", `must be "process", "sandbox" or "auto"`, false},
 		{map[string]string{VarStartMode: "vfork"}, VarStartMode, "vfork", `must be "auto", "fork" or "spawn"`, false},
 		{map[string]string{VarStartMode: ""}, VarStartMode, "", `must be "auto", "fork" or "spawn"`, false},
 		{map[string]string{VarLogLevel: "INFO"}, VarLogLevel, "INFO", "must be one of debug, info, warn, error", false},
@@ -249,17 +249,46 @@ func TestSandboxRule(t *testing.T) {
 	}
 }
 
-// TestStartModeRule: auto is fork in tier process and spawn in tier sandbox;
-// an explicit fork is refused with the sandbox, never silently spawned.
+// TestIsolationAuto: auto is the sandbox where every feature is present,
+// else process, flagged for main's warning; the reason says which.
+func TestIsolationAuto(t *testing.T) {
+	missing := func() error {
+		return errors.New("sandbox isolation needs Landlock, which this kernel does not provide")
+	}
+	for _, tc := range []struct {
+		setting string
+		probe   func() error
+		tier    string
+		fell    bool
+		reason  string
+	}{
+		{"auto", missing, "process", true, "auto: sandbox isolation needs Landlock, which this kernel does not provide"},
+		{"auto", func() error { return nil }, "sandbox", false, "auto: the kernel provides every sandbox feature"},
+		{"process", missing, "process", false, "CODERUN_ISOLATION=process"},
+		{"sandbox", func() error { return nil }, "sandbox", false, "CODERUN_ISOLATION=sandbox"},
+	} {
+		clearEnv(t)
+		t.Setenv(VarPythonBin, "/bin/sh")
+		t.Setenv(VarIsolation, tc.setting)
+		c, err := Load(Options{Probe: fakeProbe, SandboxProbe: tc.probe})
+		if err != nil || c.Isolation != tc.tier || c.IsolationFellBack != tc.fell || !strings.HasPrefix(c.IsolationReason, tc.reason) {
+			t.Errorf("%s: %v %+v", tc.setting, err, c)
+		}
+	}
+}
+
+// TestStartModeRule: auto is fork in both tiers (tier sandbox has a
+// sandboxed fork server); an explicit mode is kept.
 func TestStartModeRule(t *testing.T) {
 	ok := func() error { return nil }
 	for _, tc := range []struct{ isolation, mode, want, refused string }{
 		{"process", "", "fork", ""},
 		{"process", "spawn", "spawn", ""},
 		{"process", "fork", "fork", ""},
-		{"sandbox", "", "spawn", ""},
-		{"sandbox", "auto", "spawn", ""},
-		{"sandbox", "fork", "", `coderun-rpc: configuration error: CODERUN_START_MODE="fork": "fork" requires CODERUN_ISOLATION=process (sandboxed children are always spawned)`},
+		{"sandbox", "", "fork", ""},
+		{"sandbox", "auto", "fork", ""},
+		{"sandbox", "fork", "fork", ""},
+		{"sandbox", "spawn", "spawn", ""},
 	} {
 		clearEnv(t)
 		t.Setenv(VarPythonBin, "/bin/sh")

@@ -103,10 +103,10 @@ var table = []variable{
 		rule:      count(true),
 		cross:     atMostConcurrency,
 		set:       func(c *Config, _ string, n int64) { c.WarmPool = clampInt(n) }},
-	{name: VarIsolation, def: "process",
-		rule: wordRule{words: []string{"process", "sandbox"}, quoted: true},
+	{name: VarIsolation, def: "process", note: "; auto = sandbox where the kernel provides it, else process",
+		rule: wordRule{words: []string{"process", "sandbox", "auto"}, quoted: true},
 		set:  func(c *Config, text string, _ int64) { c.Isolation = text }},
-	{name: VarStartMode, def: "auto", note: "; auto = fork in tier process, spawn in tier sandbox",
+	{name: VarStartMode, def: "auto", note: "; auto = fork",
 		rule: wordRule{words: []string{"auto", "fork", "spawn"}, quoted: true},
 		set:  func(c *Config, text string, _ int64) { c.StartMode = startMode(text, c.Isolation) }},
 	{name: VarMaxSessions, def: "16", note: "; open persistent sessions (0 disables them)",
@@ -137,13 +137,10 @@ func atMostConcurrency(c *Config, n int64) error {
 	return nil
 }
 
-// startMode resolves "auto": fork where it is served (tier process).
-func startMode(mode, isolation string) string {
+// startMode resolves "auto": fork, served in both tiers.
+func startMode(mode, _ string) string {
 	if mode != "auto" {
 		return mode
-	}
-	if isolation == "sandbox" {
-		return "spawn"
 	}
 	return "fork"
 }

@@ -72,7 +72,7 @@ func TestConfigurationRules(t *testing.T) {
 		{map[string]string{"CODERUN_MAX_LOG_BYTES": "63"}, line("CODERUN_MAX_LOG_BYTES", "63", "must be at least 64 (a marker-only log must fit)")},
 		{map[string]string{"CODERUN_WARM_POOL": "-1"}, line("CODERUN_WARM_POOL", "-1", "must be a non-negative integer")},
 		{map[string]string{"CODERUN_MAX_CONCURRENT_RUNS": "2", "CODERUN_WARM_POOL": "3"}, line("CODERUN_WARM_POOL", "3", "must be at most CODERUN_MAX_CONCURRENT_RUNS (2)")},
-		{map[string]string{"CODERUN_ISOLATION": "vm"}, line("CODERUN_ISOLATION", "vm", `must be "process" or "sandbox"`)},
+		{map[string]string{"CODERUN_ISOLATION": "vm"}, line("CODERUN_ISOLATION", "vm", `must be "process", "sandbox" or "auto"`)},
 		{map[string]string{"CODERUN_LOG_LEVEL": ""}, line("CODERUN_LOG_LEVEL", "", "must be one of debug, info, warn, error")},
 		{map[string]string{"CODERUN_MAX_LOG_BYTES": "50000000", "CODERUN_ADDRESS_SPACE_MB": "256"}, line("CODERUN_MAX_LOG_BYTES", "50000000", "times the 12x worst-case Unicode expansion must fit within the 201326592 bytes left after the 67108864-byte interpreter baseline of the 268435456-byte CODERUN_ADDRESS_SPACE_MB; the most it may be is 16777215")},
 		{map[string]string{"CODERUN_MAX_VALUE_BYTES": "50000000", "CODERUN_ADDRESS_SPACE_MB": "256"}, line("CODERUN_MAX_VALUE_BYTES", "50000000", "times the 12x worst-case Unicode expansion must fit within the 201326592 bytes left after the 67108864-byte interpreter baseline of the 268435456-byte CODERUN_ADDRESS_SPACE_MB; the most it may be is 16777215")},

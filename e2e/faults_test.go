@@ -153,6 +153,7 @@ func TestDaemonSIGKILLMidRun(t *testing.T) {
 // only a survivor fails, not a loaded machine. Both start modes: a forked
 // run process is the fork server's child, registered all the same.
 func TestDaemonSIGKILLGrandchild(t *testing.T) {
+	onlyInTier(t, "process") // the program reports its own pids, which tier sandbox namespaces
 	for _, mode := range []string{"spawn", "fork"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()

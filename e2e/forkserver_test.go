@@ -20,7 +20,14 @@ func isForkServer(pid int) bool {
 
 func runsForkServer(pid int) bool {
 	cmd, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	return err == nil && bytes.HasSuffix(bytes.TrimRight(cmd, "\x00"), []byte("/forkserver.py"))
+	args := bytes.Split(bytes.TrimRight(cmd, "\x00"), []byte{0})
+	if err != nil || len(args) == 0 {
+		return false
+	}
+	if bytes.Equal(args[len(args)-1], []byte("--sandbox")) { // tier sandbox's server
+		args = args[:len(args)-1]
+	}
+	return bytes.HasSuffix(args[len(args)-1], []byte("/forkserver.py"))
 }
 
 // isForkServerDir reports whether tmp/name is the fork server's staged directory.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"encoding/json"
 	"os/exec"
 	"regexp"
@@ -30,6 +31,7 @@ func TestInitialize(t *testing.T) {
 		Capabilities struct {
 			Languages    []string         `json:"languages"`
 			Isolation    string           `json:"isolation"`
+			Reason       string           `json:"isolationReason"`
 			LogStreaming bool             `json:"logStreaming"`
 			Limits       map[string]int64 `json:"limits"`
 			Python       struct {
@@ -42,10 +44,11 @@ func TestInitialize(t *testing.T) {
 		t.Fatalf("%s: %v", m.raw, err)
 	}
 	c := r.Capabilities
+	tier := cmp.Or(suiteTier, "process")
 	want := map[string]int64{"cpuSeconds": 60, "maxWallMs": 600000, "addressSpaceMb": 512, "maxLogBytes": 65536,
 		"maxValueBytes": 32768, "graceMs": 3000, "maxConcurrentRuns": int64(2 * runtime.NumCPU())}
 	if r.ServerInfo.Name != "coderun-rpc" || r.ServerInfo.Version == "" || len(c.Languages) != 1 || c.Languages[0] != "python" ||
-		c.Isolation != "process" || !c.LogStreaming || len(c.Limits) != len(want) {
+		c.Isolation != tier || c.Reason != "CODERUN_ISOLATION="+tier || !c.LogStreaming || len(c.Limits) != len(want) {
 		t.Errorf("initialize result %s", m.Result)
 	}
 	for k, v := range want {

@@ -343,6 +343,7 @@ func TestShutdownWithLiveRuns(t *testing.T) {
 // Stdin closed while a program loops forever: the daemon exits 0 and no
 // process of the run survives.
 func TestStdinClosedWhileLooping(t *testing.T) {
+	onlyInTier(t, "process") // the program reports its own pid, which tier sandbox namespaces
 	t.Parallel()
 	d := started(t, map[string]string{"CODERUN_GRACE_MS": "200"})
 	pids := make(chan int, 2)
@@ -381,6 +382,7 @@ while True:
 
 // SIGTERM / SIGINT to the daemon: every run aborted, every child gone, exit 0.
 func TestSignals(t *testing.T) {
+	onlyInTier(t, "process") // the program reports its own pid, which tier sandbox namespaces
 	t.Parallel()
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {

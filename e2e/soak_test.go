@@ -150,10 +150,23 @@ func newSoakDaemon(t *testing.T, tmp string) *daemon {
 }
 
 // quiesce waits until only the warm pool's children and directories remain.
+// runGroups are the process groups of runProcs: one per child in either
+// tier (a sandboxed run is its init, the program and, forked, the server's
+// child that waits for the init).
+func runGroups(tmp string) map[int]bool {
+	groups := map[int]bool{}
+	for _, pid := range runProcs(tmp) {
+		if g, err := syscall.Getpgid(pid); err == nil {
+			groups[g] = true
+		}
+	}
+	return groups
+}
+
 func quiesce(t *testing.T, tmp string, warm int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for len(runProcs(tmp)) > warm || len(runDirs(tmp)) > warm {
+	for len(runGroups(tmp)) > warm || len(runDirs(tmp)) > warm {
 		if time.Now().After(deadline) {
 			t.Errorf("not quiescent: processes %v, directories %v", runProcs(tmp), runDirs(tmp))
 			return

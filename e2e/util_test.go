@@ -50,12 +50,29 @@ func environ(t *testing.T, env map[string]string) []string {
 	if _, ok := env["CODERUN_PYTHON_BIN"]; !ok && !defaultPython(env) {
 		out = append(out, "CODERUN_PYTHON_BIN="+realPython)
 	}
+	if _, ok := env["CODERUN_ISOLATION"]; !ok && suiteTier != "" {
+		out = append(out, "CODERUN_ISOLATION="+suiteTier)
+	}
 	for k, v := range env {
 		if k != useDefaultPython && k != workDir {
 			out = append(out, k+"="+v)
 		}
 	}
 	return out
+}
+
+// suiteTier is the isolation tier of every daemon the suite starts whose
+// test does not set CODERUN_ISOLATION itself: E2E_ISOLATION (make
+// test-e2e-sandbox runs the suite again with "sandbox"), else the daemon's
+// default.
+var suiteTier = os.Getenv("E2E_ISOLATION")
+
+// onlyInTier skips a test whose expectations hold in one tier only.
+func onlyInTier(t *testing.T, tier string) {
+	t.Helper()
+	if suiteTier != "" && suiteTier != tier {
+		t.Skipf("tier %s only (this pass runs tier %s)", tier, suiteTier)
+	}
 }
 
 // workDir in env is the daemon's working directory (not an environment variable).

@@ -25,3 +25,10 @@ var Protocol []byte
 //
 //go:embed forkserver.py
 var ForkServer []byte
+
+// SandboxFork is py/sandboxfork.py, staged next to forkserver.py for a
+// server started with --sandbox: how each forked child enters the sandbox's
+// namespaces and hands over to the sandbox init (docs/containment.md §4.1).
+//
+//go:embed sandboxfork.py
+var SandboxFork []byte

@@ -27,6 +27,11 @@ becomes its child, is reaped, and gets an X report. A session child's fork (the 
 a double fork, docs/child-protocol.md §6.3) is such an orphan; the daemon claims it with A,
 and the server answers P only for a process that is its child, leads its own session, and is
 not already one it spawned or adopted (a program cannot pass off another process as the fork).
+
+Started with --sandbox (tier sandbox, docs/containment.md §4.1), it loads sandboxfork.py from its
+directory, a request carries the run's relay pipe and cgroup files after the four descriptors
+(placed from fd 4 on), its argv is the sandbox init's command, and the child enters the sandbox
+(sandboxfork.contain) before it runs bootstrap.py, as the program's process of a sandboxed run.
 """
 
 
@@ -85,6 +90,13 @@ def _serve():
     gc.collect()
     gc.freeze()
 
+    # Tier sandbox (started with --sandbox): each child contains itself (sandboxfork.py).
+    sandbox = None
+    if "--sandbox" in sys.argv[1:]:
+        sandbox = type(sys)("coderun_sandboxfork")
+        with open(here + "/sandboxfork.py", "rb") as f:
+            exec(compile(f.read(), here + "/sandboxfork.py", "exec", dont_inherit=True), sandbox.__dict__)
+
     libc = ctypes.CDLL(None, use_errno=True)
     prctl = libc.prctl
     # Heap pages malloc keeps after the imports go back to the kernel: a child inherits the
@@ -98,7 +110,7 @@ def _serve():
     server_pid = os.getpid()
     known = set()   # the children spawned or adopted and not yet reaped
     ctl = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, 3)
-    fds_space = _socket.CMSG_SPACE(4 * 4)
+    fds_space = _socket.CMSG_SPACE(16 * 4)  # the run's four, a sandbox's relay and cgroup files
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
@@ -128,7 +140,10 @@ def _serve():
         _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
-        os.closerange(4, os.sysconf("SC_OPEN_MAX"))  # also the sync pipe: the server goes on
+        os.closerange(len(fds), os.sysconf("SC_OPEN_MAX"))  # also the sync pipe: the server goes on
+        if sandbox is not None:
+            # Returns in the program's own process only, confined, with the program's argv.
+            argv = sandbox.contain(libc, argv, env, len(fds))
         os.chdir(dir_)
         os.environb.clear()
         for entry in env:
@@ -173,7 +188,7 @@ def _serve():
 
     def spawn(seq, parts, fds):
         """Fork for request seq; returns an E reply, or None once the child is forked."""
-        if len(fds) != 4 or len(parts) < 3 or b"" not in parts[2:] or not parts[1]:
+        if len(fds) != (4 if sandbox is None else max(len(fds), 5)) or len(parts) < 3 or b"" not in parts[2:] or not parts[1]:
             return b"E %s 22 malformed spawn request" % seq
         sep = parts.index(b"", 2)
         dir_, argv, env = parts[1], parts[2:sep], parts[sep + 1:]

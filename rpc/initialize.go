@@ -16,12 +16,14 @@ type serverInfo struct {
 }
 
 type capabilities struct {
-	Languages    []string     `json:"languages"`
-	Isolation    string       `json:"isolation"`
-	LogStreaming bool         `json:"logStreaming"`
-	Limits       limitsInfo   `json:"limits"`
-	Python       pythonInfo   `json:"python"`
-	Sessions     sessionsInfo `json:"sessions"`
+	Languages []string `json:"languages"`
+	Isolation string   `json:"isolation"`
+	// IsolationReason says why that tier is in force (docs/protocol.md §2).
+	IsolationReason string       `json:"isolationReason"`
+	LogStreaming    bool         `json:"logStreaming"`
+	Limits          limitsInfo   `json:"limits"`
+	Python          pythonInfo   `json:"python"`
+	Sessions        sessionsInfo `json:"sessions"`
 }
 
 type sessionsInfo struct {
@@ -76,9 +78,10 @@ func (s *Server) initializeResult() initializeResult {
 	return initializeResult{
 		ServerInfo: serverInfo{Name: "coderun-rpc", Version: s.opts.Version},
 		Capabilities: capabilities{
-			Languages:    []string{"python"},
-			Isolation:    c.Isolation,
-			LogStreaming: true,
+			Languages:       []string{"python"},
+			Isolation:       c.Isolation,
+			IsolationReason: c.IsolationReason,
+			LogStreaming:    true,
 			Limits: limitsInfo{
 				CPUSeconds: c.Limits.CPUSeconds, MaxWallMs: c.Limits.MaxWallMs,
 				AddressSpaceMb: c.Limits.AddressSpaceMb, MaxLogBytes: c.Limits.MaxLogBytes,

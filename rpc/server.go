@@ -50,6 +50,7 @@ type Daemon struct {
 	GraceMs           int64
 	MaxConcurrentRuns int
 	Isolation         string // the tier: "process" or "sandbox"
+	IsolationReason   string // why that tier: the setting, or what auto found
 	Python            string // the frozen interpreter every child runs
 	PythonVersion     string // "<maj>.<min>.<micro>"
 	// Persistent sessions (docs/protocol.md §11): the cap (0: none), the

@@ -43,8 +43,8 @@ type Config struct {
 	// Isolation selects the tier: "process" (default, also for "") or
 	// "sandbox" (child.StartSandboxed; the caller has probed the kernel).
 	Isolation string
-	// StartMode is StartSpawn (also for "") or StartFork (tier process only:
-	// with tier sandbox children are always spawned).
+	// StartMode is StartSpawn (also for "") or StartFork (in tier sandbox
+	// the server forks contained children, docs/containment.md §4.1).
 	StartMode string
 	// Persistent sessions (docs/protocol.md §11): at most MaxSessions open
 	// (0: none), closed after SessionIdle without a run unless opened with

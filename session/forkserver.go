@@ -9,11 +9,13 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/forkserver"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
+	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/py"
 )
 
 // Start modes (Config.StartMode): a fresh interpreter per run, or a fork of
-// the fork server's pristine interpreter (docs/containment.md §4; tier process only).
+// the fork server's pristine interpreter (docs/containment.md §4, and §4.1
+// for tier sandbox).
 const (
 	StartSpawn = "spawn"
 	StartFork  = "fork"
@@ -25,6 +27,7 @@ const (
 // so a broken server costs speed, never a run.
 type forker struct {
 	python, tempDir string
+	sb              *sandbox.Config // tier sandbox: the server runs with --sandbox, children are contained
 	log             *slog.Logger
 
 	mu      sync.Mutex
@@ -35,8 +38,8 @@ type forker struct {
 	closed  bool
 }
 
-func newForker(python, tempDir string, log *slog.Logger) *forker {
-	return &forker{python: python, tempDir: tempDir, log: log, backoff: warmBackoffMin}
+func newForker(python, tempDir string, sb *sandbox.Config, log *slog.Logger) *forker {
+	return &forker{python: python, tempDir: tempDir, sb: sb, log: log, backoff: warmBackoffMin}
 }
 
 // spawn forks a child for the staged run directory spec.Dir (the bootstrap
@@ -44,13 +47,24 @@ func newForker(python, tempDir string, log *slog.Logger) *forker {
 // server cannot serve it.
 func (f *forker) spawn(spec child.Spec) (*child.Process, error) {
 	if srv := f.server(); srv != nil {
-		p, err := srv.Spawn(forkserver.Spec{Argv: spec.Args[len(spec.Args)-1:], Env: spec.Env, Dir: spec.Dir})
+		p, err := f.fork(srv, spec)
 		if err == nil {
 			return p, nil
 		}
 		f.log.Warn("fork server: spawn failed; starting the child cold", "err", err)
 	}
+	if f.sb != nil {
+		return sandbox.Start(spec, *f.sb)
+	}
 	return child.Start(spec)
+}
+
+// fork asks srv for the child, contained in tier sandbox.
+func (f *forker) fork(srv *forkserver.Server, spec child.Spec) (*child.Process, error) {
+	if f.sb != nil {
+		return sandbox.SpawnForked(srv, spec, *f.sb)
+	}
+	return srv.Spawn(forkserver.Spec{Argv: spec.Args[len(spec.Args)-1:], Env: spec.Env, Dir: spec.Dir})
 }
 
 // server returns a live fork server, starting one if allowed, or nil.
@@ -87,13 +101,18 @@ func (f *forker) backOffLocked() {
 }
 
 func (f *forker) startLocked() error {
-	dir, err := stageDir(f.tempDir, stagedFile{"forkserver.py", py.ForkServer})
+	files, args := []stagedFile{{"forkserver.py", py.ForkServer}}, []string{"-u", "-I", ""}
+	if f.sb != nil {
+		files, args = append(files, stagedFile{"sandboxfork.py", py.SandboxFork}), append(args, "--sandbox")
+	}
+	dir, err := stageDir(f.tempDir, files...)
 	if err != nil {
 		return err
 	}
+	args[2] = filepath.Join(dir, "forkserver.py")
 	srv, err := forkserver.Start(child.Spec{
 		Path: f.python,
-		Args: []string{"-u", "-I", filepath.Join(dir, "forkserver.py")},
+		Args: args,
 		Env:  []string{"TMPDIR=" + dir},
 		Dir:  dir,
 	})

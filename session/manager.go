@@ -25,7 +25,7 @@ type Manager struct {
 	idle     *sync.Cond    // signalled when runs shrinks
 	warm     *warmPool
 	sandbox  *sandbox.Config // tier sandbox, else nil
-	forker   *forker         // start mode fork, else nil
+	forker   *forker         // start mode fork (either tier), else nil
 	start    startFunc
 
 	sessions   map[string]*Session   // open sessions (booting ones included: they count against the cap)
@@ -61,8 +61,9 @@ func NewManager(cfg Config) *Manager {
 	if cfg.Isolation == IsolationSandbox {
 		sb := sandboxFor(cfg.Python, cfg.TempDir)
 		m.sandbox = &sb
-	} else if cfg.StartMode == StartFork {
-		m.forker = newForker(cfg.Python, cfg.TempDir, cfg.Logger)
+	}
+	if cfg.StartMode == StartFork {
+		m.forker = newForker(cfg.Python, cfg.TempDir, m.sandbox, cfg.Logger)
 	}
 	m.start = m.startFunc()
 	m.idle = sync.NewCond(&m.mu)
@@ -244,11 +245,11 @@ func (m *Manager) spawnWorker() (*worker, *protocol.RunError) {
 // startFunc picks how children start: sandboxed, forked or spawned.
 func (m *Manager) startFunc() startFunc {
 	switch {
+	case m.forker != nil:
+		return m.forker.spawn
 	case m.sandbox != nil:
 		sb := *m.sandbox
 		return func(spec child.Spec) (*child.Process, error) { return sandbox.Start(spec, sb) }
-	case m.forker != nil:
-		return m.forker.spawn
 	}
 	return child.Start
 }

@@ -9,18 +9,26 @@ import (
 )
 
 // TestSandbox runs a handful of cases in tier sandbox (skipped where the
-// kernel lacks a feature): same results as tier process, plus what only the
-// sandbox gives (init parent, no network, a setsid orphan dies with the run).
+// kernel lacks a feature), spawned and forked from the sandboxed fork
+// server: same results as tier process, plus what only the sandbox gives
+// (init parent, no network, a setsid orphan dies with the run).
 func TestSandbox(t *testing.T) {
 	if err := sandbox.Probe(); err != nil {
 		t.Skip(err)
 	}
-	runCases(t, func(c *Config) { c.Isolation = IsolationSandbox; c.WarmPool = 1 }, append(endingCases, []tcase{
-		{name: "C45", program: "return 2 + 2", value: "4"},
-		{name: "C39", bindings: tools("echo", "fail"), client: map[string]behaviour{"echo": wrap(), "fail": fail("nope")}, nCalls: 2,
-			program: "first = await tools.echo({\"n\": 1})\ntry:\n    await tools.fail({})\nexcept RuntimeError as e:\n    caught = str(e)\nreturn {\"first\": first, \"caught\": caught}",
-			value:   `{"first":{"echoed":{"n":1}},"caught":"nope"}`},
-		{name: "view", program: `import os, socket
+	for _, mode := range []string{StartSpawn, StartFork} {
+		t.Run(mode, func(t *testing.T) {
+			runCases(t, func(c *Config) { c.Isolation, c.StartMode, c.WarmPool = IsolationSandbox, mode, 1 }, sandboxCases)
+		})
+	}
+}
+
+var sandboxCases = append(endingCases, []tcase{
+	{name: "C45", program: "return 2 + 2", value: "4"},
+	{name: "C39", bindings: tools("echo", "fail"), client: map[string]behaviour{"echo": wrap(), "fail": fail("nope")}, nCalls: 2,
+		program: "first = await tools.echo({\"n\": 1})\ntry:\n    await tools.fail({})\nexcept RuntimeError as e:\n    caught = str(e)\nreturn {\"first\": first, \"caught\": caught}",
+		value:   `{"first":{"echoed":{"n":1}},"caught":"nope"}`},
+	{name: "view", program: `import os, socket
 env = dict(os.environ)
 env.pop("LC_CTYPE", None)
 try:
@@ -35,19 +43,18 @@ except OSError:
     etc = "denied"
 open("mine", "w").write("x")
 return {"keys": sorted(env), "ppid": os.getppid(), "net": net, "etc": etc}`,
-			value: `{"keys":["TMPDIR"],"ppid":1,"net":"down","etc":"denied"}`},
-		{name: "setsid-orphan", program: `import os, subprocess, sys
+		value: `{"keys":["TMPDIR"],"ppid":1,"net":"down","etc":"denied"}`},
+	{name: "setsid-orphan", program: `import os, subprocess, sys
 os.write(1, b"leader-diagnostic-no-newline")
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
 return "escaped"`, value: `"escaped"`, logsHave: []string{"leader-diagnostic-no-newline"},
-			// tier process would settle at the close deadline (grace + 2000 ms)
-			extra: func(t *testing.T, res protocol.Result, _ *fakeClient) {
-				if res.Stats.WallMs >= 2000 {
-					t.Errorf("wallMs = %d: the orphan delayed settlement", res.Stats.WallMs)
-				}
-			}},
-	}...))
-}
+		// tier process would settle at the close deadline (grace + 2000 ms)
+		extra: func(t *testing.T, res protocol.Result, _ *fakeClient) {
+			if res.Stats.WallMs >= 2000 {
+				t.Errorf("wallMs = %d: the orphan delayed settlement", res.Stats.WallMs)
+			}
+		}},
+}...)
 
 func TestSandboxTreesNeverHoldPrivatePaths(t *testing.T) {
 	trees := []string{"/usr/lib/python3.11", "/usr", "/usr/local/lib", "/opt/py/bin/python3", "/tmp"}

@@ -246,6 +246,7 @@ func measureGroups(o options, f floors) ([]row, error) {
 		{"session-state", on(withSessions(func(d *daemon) ([]row, error) { return sessionStateRows(o, d) }))},
 		{"session-fork", on(withSessions(func(d *daemon) ([]row, error) { return sessionForkRows(o, d) }))},
 		{"session-idle", func() ([]row, error) { return sessionIdleRows(o) }},
+		{"tiers", func() ([]row, error) { return tierRows(o) }},
 	}
 	for i, st := range steps {
 		if st.group != groupNames[i] {

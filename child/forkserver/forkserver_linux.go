@@ -71,6 +71,10 @@ type Spec struct {
 	Argv []string // the child's argument vector (the server decides its use)
 	Env  []string // exact environment
 	Dir  string   // working directory, required
+	// Extra are descriptors passed after the four of Spawn (a sandboxed
+	// server's relay pipe and cgroup files); the caller keeps and closes
+	// its copies.
+	Extra []int
 }
 
 // Errors reported by a Server.
@@ -139,7 +143,8 @@ func (s *Server) Err() error {
 }
 
 // Spawn forks one child with fd 0 = /dev/null, fds 1/2 = pipes and fd 3 = a
-// stream socketpair end, exactly as Start wires them, and returns it. Its
+// stream socketpair end, exactly as Start wires them (and spec.Extra from fd
+// 4 on), and returns it. Its
 // Wait returns the wait status and rusage the server relays, or an error
 // wrapping ErrDown if the server ended first (the child then dies
 // of its parent-death signal). Spawns are serialised. A server that does not
@@ -151,7 +156,7 @@ func (s *Server) Spawn(spec Spec) (*child.Process, error) {
 		return nil, err
 	}
 	r := s.request(func(seq uint64) ([]byte, error) { return spawnRequest(seq, spec) },
-		unix.UnixRights(st.DevNull, st.Out, st.Errw, st.Sock))
+		unix.UnixRights(append([]int{st.DevNull, st.Out, st.Errw, st.Sock}, spec.Extra...)...))
 	st.CloseChild()
 	if r.err != nil {
 		st.CloseDaemon()

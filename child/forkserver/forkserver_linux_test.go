@@ -203,7 +203,7 @@ func TestSpawnRequestRefusesAmbiguousFields(t *testing.T) {
 		{Argv: []string{strings.Repeat("x", maxSpawnRequest)}, Dir: "/tmp"},
 	} {
 		if _, err := spawnRequest(1, spec); err == nil {
-			t.Errorf("spawnRequest(%q) accepted", spec)
+			t.Errorf("spawnRequest(%+v) accepted", spec)
 		}
 	}
 	b, err := spawnRequest(7, Spec{Argv: []string{"a", "b"}, Env: []string{"K=v"}, Dir: "/d"})

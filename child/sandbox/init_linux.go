@@ -39,9 +39,10 @@ import (
 //	   rusage on fd 4 and exit — the PID namespace dies with it.
 
 const (
-	initArgv0  = "coderun-sandbox-init"
-	execArgv0  = "coderun-sandbox-exec"
-	probeArgv0 = "coderun-sandbox-probe"
+	initArgv0     = "coderun-sandbox-init"
+	execArgv0     = "coderun-sandbox-exec"
+	probeArgv0    = "coderun-sandbox-probe"
+	forkInitArgv0 = "coderun-sandbox-forkinit" // forkinit_linux.go
 
 	sandboxHostname = "coderun"
 
@@ -67,6 +68,8 @@ func HelperMain(argv []string) {
 		sandboxInit(argv[1:])
 	case execArgv0:
 		sandboxExec(argv[1:])
+	case forkInitArgv0:
+		sandboxForkInit(argv[1:])
 	}
 }
 
@@ -80,6 +83,7 @@ type sandboxConf struct {
 	memLimits     int // memory limit descriptors after them (memory cgroup)
 	probe         bool
 	session       bool     // the program is a session's child (cpu_linux.go)
+	forked        int      // the program, already forked (forkinit_linux.go): its pid
 	prog          []string // path, args; empty in probe mode
 }
 
@@ -141,6 +145,8 @@ func parseSandboxConf(args []string) (sandboxConf, error) {
 			c.probe = v == "1"
 		case "session":
 			c.session = v == "1"
+		case "prog":
+			c.forked, err = strconv.Atoi(v)
 		default:
 			err = fmt.Errorf("unknown setting %q", a)
 		}
@@ -338,24 +344,42 @@ func confine(c sandboxConf, procs int) error {
 	}
 	// The process bound last, right before execve, so this stage's own
 	// runtime threads never run into it.
+	if err := joinCgroups(c, procs, 0); err != nil {
+		return err
+	}
+	return setSandboxLimits(c, 0, 0)
+}
+
+// joinCgroups moves pid (0: the calling process) into the run's cgroups
+// through c.cgroups cgroup.procs descriptors from procs on, and closes them.
+func joinCgroups(c sandboxConf, procs, pid int) error {
 	for fd := procs; fd < procs+c.cgroups; fd++ {
-		if _, err := unix.Write(fd, []byte("0")); err != nil {
+		if _, err := unix.Write(fd, []byte(strconv.Itoa(pid))); err != nil {
 			return fmt.Errorf("joining the run's cgroup: %w", err)
 		}
 		unix.Close(fd)
 	}
-	return setSandboxLimits(c)
+	return nil
 }
 
 // setSandboxLimits sets NOFILE, FSIZE and NPROC (soft = hard; the program
 // cannot raise a hard limit without CAP_SYS_RESOURCE in the initial user
-// namespace). NPROC counts every task of the namespace's uid, the init's
-// threads included, so the tasks present now other than this process's are
-// added: after execve the program may hold c.nproc tasks.
-func setSandboxLimits(c sandboxConf) error {
+// namespace) of pid (0: the calling process). NPROC counts every task of the
+// namespace's uid, the init's threads included, so the tasks present now
+// other than pid's are added, and outside more (tasks of the run's user
+// namespace outside its PID namespace): after execve the program may hold
+// c.nproc tasks.
+func setSandboxLimits(c sandboxConf, pid, outside int) error {
 	set := func(name string, res int, v uint64) error {
-		rl := syscall.Rlimit{Cur: v, Max: v}
-		if err := syscall.Setrlimit(res, &rl); err != nil {
+		// syscall.Setrlimit for this process: it also keeps the Go runtime
+		// from restoring its start-up RLIMIT_NOFILE at execve.
+		var err error
+		if pid == 0 {
+			err = syscall.Setrlimit(res, &syscall.Rlimit{Cur: v, Max: v})
+		} else {
+			err = unix.Prlimit(pid, res, &unix.Rlimit{Cur: v, Max: v}, nil)
+		}
+		if err != nil {
 			return fmt.Errorf("setrlimit %s %d: %w", name, v, err)
 		}
 		return nil
@@ -366,15 +390,19 @@ func setSandboxLimits(c sandboxConf) error {
 	if err := set("RLIMIT_FSIZE", unix.RLIMIT_FSIZE, uint64(c.fsize)); err != nil {
 		return err
 	}
-	others := countTasks("/proc") - countTasks("/proc/self")
+	self := "/proc/self"
+	if pid != 0 {
+		self = "/proc/" + strconv.Itoa(pid)
+	}
+	others := countTasks("/proc") - countTasks(self) + outside
 	return set("RLIMIT_NPROC", unix.RLIMIT_NPROC, uint64(c.nproc+max(others, 0)))
 }
 
 // countTasks counts the threads of the processes under dir ("/proc": all of
-// this PID namespace; "/proc/self": this process).
+// this PID namespace; "/proc/<pid>" or "/proc/self": that process).
 func countTasks(dir string) int {
-	if dir == "/proc/self" {
-		e, _ := os.ReadDir("/proc/self/task")
+	if dir != "/proc" {
+		e, _ := os.ReadDir(dir + "/task")
 		return len(e)
 	}
 	n := 0

@@ -89,9 +89,24 @@ type llRule struct {
 // thread (and what it execs) with it. The caller has set no_new_privs and is
 // locked to its OS thread.
 func landlockRestrict(rules []llRule) error {
+	rfd, err := landlockRuleset(rules)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(rfd)
+	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, uintptr(rfd), 0, 0); e != 0 {
+		return fmt.Errorf("landlock_restrict_self: %w", e)
+	}
+	return nil
+}
+
+// landlockRuleset builds a ruleset from rules and returns its descriptor
+// (close-on-exec): landlock_restrict_self on it confines whichever process
+// holds it, this one or one it is passed to.
+func landlockRuleset(rules []llRule) (int, error) {
 	abi, err := landlockABI()
 	if err != nil {
-		return fmt.Errorf("landlock: %w", err)
+		return -1, fmt.Errorf("landlock: %w", err)
 	}
 	handled := llHandledFS(abi)
 	attr := llRulesetAttr{handledFS: handled}
@@ -106,18 +121,15 @@ func landlockRestrict(rules []llRule) error {
 	}
 	rfd, _, e := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), size, 0)
 	if e != 0 {
-		return fmt.Errorf("landlock_create_ruleset: %w", e)
+		return -1, fmt.Errorf("landlock_create_ruleset: %w", e)
 	}
-	defer unix.Close(int(rfd))
 	for _, r := range rules {
 		if err := llAddPath(int(rfd), r, handled); err != nil {
-			return err
+			unix.Close(int(rfd))
+			return -1, err
 		}
 	}
-	if _, _, e := unix.Syscall(unix.SYS_LANDLOCK_RESTRICT_SELF, rfd, 0, 0); e != 0 {
-		return fmt.Errorf("landlock_restrict_self: %w", e)
-	}
-	return nil
+	return int(rfd), nil
 }
 
 func llAddPath(rulesetFd int, r llRule, handled uint64) error {

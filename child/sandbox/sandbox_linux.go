@@ -235,14 +235,22 @@ func checkSpec(spec child.Spec, sb Config) error {
 	return nil
 }
 
-// wait reaps the init and returns the program's Exit: the relayed status
-// when the init relayed one, else the init's own. It releases the relay pipe
-// and starts removing the run's cgroup (the namespace is gone by now: the
-// init is reaped only after every other process of its namespace). The
-// removal is not waited for: a memory cgroup stays busy while the kernel
-// uncharges the run's pages, and the run's result does not depend on it.
+// wait reaps the init and returns the program's Exit (see settle).
 func (r *sandboxRun) wait() (child.Exit, error) {
 	ws, ru, err := spawn.Wait4(r.pid)
+	if err != nil {
+		return r.settle(child.Exit{}, err)
+	}
+	return r.settle(spawn.ExitOf(ws, ru), nil)
+}
+
+// settle turns the init's own end (own, or err) into the program's: the
+// relayed status when the init relayed one, else own. It releases the relay
+// pipe and starts removing the run's cgroup (the namespace is gone by now:
+// the init ends only after every other process of its namespace). The
+// removal is not waited for: a memory cgroup stays busy while the kernel
+// uncharges the run's pages, and the run's result does not depend on it.
+func (r *sandboxRun) settle(own child.Exit, err error) (child.Exit, error) {
 	defer func() { go r.cgroup.remove() }()
 	defer r.relay.Close()
 	if err != nil {
@@ -255,5 +263,5 @@ func (r *sandboxRun) wait() (child.Exit, error) {
 			return spawn.ExitOf(pws, pru), nil
 		}
 	}
-	return spawn.ExitOf(ws, ru), nil
+	return own, nil
 }

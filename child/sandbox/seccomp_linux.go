@@ -233,6 +233,17 @@ func seccompInstall() error {
 	return nil
 }
 
+// seccompFilterBytes is the filter as the kernel's struct sock_filter
+// array (8 bytes an instruction, native byte order), for a process that
+// installs it itself (a sandboxed fork server's program, py/sandboxfork.py).
+func seccompFilterBytes() ([]byte, error) {
+	f, err := seccompFilter()
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), len(f)*int(unsafe.Sizeof(f[0]))), nil
+}
+
 func seccompFeature() Feature {
 	f := Feature{Name: "seccomp filters"}
 	if _, err := seccompFilter(); err != nil {

@@ -82,6 +82,9 @@ func run(args []string) int {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	if cfg.IsolationFellBack {
+		log.Warn("isolation: tier sandbox is not available here; running tier process", "reason", cfg.IsolationReason)
+	}
 	out, err := protocolStdout()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "coderun-rpc: cannot set up stdout: %v\n", err)
@@ -111,7 +114,7 @@ func run(args []string) int {
 	opts.MCP, opts.Runner = pool, rpc.WithMCP(opts.Runner, pool, cfg.Limits)
 	srv := rpc.New(opts)
 	log.Info("serving", "python", cfg.Python, "pythonVersion", cfg.PythonVersion,
-		"maxConcurrentRuns", cfg.MaxConcurrentRuns, "warmPool", cfg.WarmPool)
+		"maxConcurrentRuns", cfg.MaxConcurrentRuns, "warmPool", cfg.WarmPool, "isolation", cfg.Isolation)
 	code := srv.Serve(ctx)
 	log.Info("exiting", "code", code)
 	return code
@@ -142,6 +145,7 @@ func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Lo
 			GraceMs:           cfg.GraceMs,
 			MaxConcurrentRuns: cfg.MaxConcurrentRuns,
 			Isolation:         cfg.Isolation,
+			IsolationReason:   cfg.IsolationReason,
 			Python:            cfg.Python,
 			PythonVersion:     cfg.PythonVersion,
 			MaxSessions:       cfg.MaxSessions,
@@ -225,7 +229,7 @@ Configuration (environment, read once at start-up; an invalid value exits 2):
 func check() int {
 	fmt.Println("coderun-rpc --check", version)
 	cfg, err := config.Load(config.Options{})
-	if os.Getenv(config.VarIsolation) == "sandbox" {
+	if t := os.Getenv(config.VarIsolation); t == "sandbox" || t == "auto" {
 		printSandboxFeatures()
 	}
 	if err != nil {
@@ -239,6 +243,7 @@ func check() int {
 		cfg.Limits.MaxValueBytes, cfg.GraceMs)
 	fmt.Printf("runs: maxConcurrentRuns=%d maxQueuedRuns=%d warmPool=%d isolation=%s startMode=%s\n",
 		cfg.MaxConcurrentRuns, cfg.MaxQueuedRuns, cfg.WarmPool, cfg.Isolation, cfg.StartMode)
+	fmt.Printf("isolation: %s (%s)\n", cfg.Isolation, cfg.IsolationReason)
 	stopWatchdog, err := watchdog.Start(nil)
 	if err != nil {
 		fmt.Printf("watchdog: FAILED: %v\n", err)

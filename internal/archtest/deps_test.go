@@ -19,7 +19,7 @@ var allowed = map[string][]string{
 	"py":                       {},
 	"child/internal/spawn":     {xsys},
 	"child":                    {"child/internal/spawn", xsys},
-	"child/sandbox":            {"child", "child/internal/spawn", "child/rundir", xsys},
+	"child/sandbox":            {"child", "child/forkserver", "child/internal/spawn", "child/rundir", xsys},
 	"child/rundir":             {"child/internal/spawn", xsys},
 	"child/watchdog":           {"child/internal/spawn", "child/rundir", xsys},
 	"child/forkserver":         {"child", "child/internal/spawn", xsys},

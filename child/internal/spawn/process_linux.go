@@ -91,6 +91,17 @@ func (p *Process) Adopt(pid int) (*Process, error) {
 	return p.adopter(pid)
 }
 
+// WrapReap makes p.Wait return around(reap) instead, where reap is what
+// p.Wait would have done: for a forked child whose status another process
+// relays (a sandboxed fork server's init). Call it before p is shared.
+func WrapReap(p *Process, around func(reap func() (Exit, error)) (Exit, error)) {
+	reap := p.reap
+	if reap == nil {
+		reap = p.wait4
+	}
+	p.reap = func() (Exit, error) { return around(reap) }
+}
+
 // Wait blocks in wait4 until the child exits and returns its status and
 // rusage. Call it once; a second call returns ErrWaited. Wait does not touch
 // the pipes: read them to end of stream (or abandon them) separately.
@@ -101,6 +112,11 @@ func (p *Process) Wait() (Exit, error) {
 	if p.reap != nil {
 		return p.reap()
 	}
+	return p.wait4()
+}
+
+// wait4 reaps p itself.
+func (p *Process) wait4() (Exit, error) {
 	ws, ru, err := Wait4(p.Pid)
 	if err != nil {
 		return Exit{}, err

@@ -208,6 +208,8 @@ export interface InitializeResult {
   capabilities: {
     languages: string[];
     isolation: 'process' | 'sandbox';
+    /** Why that tier is in force (the setting, or what `auto` found); for people and logs. */
+    isolationReason?: string;
     logStreaming: boolean;
     limits: {
       cpuSeconds: number;
