@@ -34,6 +34,13 @@ type Config struct {
 	// process and spawn in tier sandbox.
 	StartMode string
 	LogLevel  slog.Level
+
+	// Service mode (docs/service.md).
+	MaxConnections       int
+	MaxRunsPerConnection int
+	AuthToken            string // "" for none
+	DrainMs              int64
+	WriteStallMs         int64
 }
 
 // Grace is GraceMs as a duration.
@@ -105,6 +112,9 @@ func (v *variable) apply(c *Config, env map[string]string, opts Options) (string
 		err = v.cross(c, n)
 	}
 	if err != nil {
+		if v.secret {
+			text = hiddenValue
+		}
 		return "", &Error{Var: v.name, Value: text, Rule: err.Error()}
 	}
 	if v.set != nil {

@@ -25,6 +25,16 @@ const (
 	VarPythonBin         = "CODERUN_PYTHON_BIN"
 )
 
+// Service mode's variables (docs/service.md), read in every mode and used by
+// `coderun-rpc serve` only.
+const (
+	VarMaxConnections       = "CODERUN_MAX_CONNECTIONS"
+	VarMaxRunsPerConnection = "CODERUN_MAX_RUNS_PER_CONNECTION"
+	VarAuthToken            = "CODERUN_AUTH_TOKEN"
+	VarDrainMs              = "CODERUN_DRAIN_MS"
+	VarWriteStallMs         = "CODERUN_WRITE_STALL_MS"
+)
+
 // variable is one row of the configuration table, the only description of
 // a variable: envconfig reads it by name (env.go), Load applies its default
 // and rule in table order and stores it, and Help prints it.
@@ -46,7 +56,13 @@ type variable struct {
 	set func(c *Config, text string, n int64)
 	// note follows the rule's summary on the --help line.
 	note string
+	// secret: an error names the variable but shows hiddenValue, never
+	// the text.
+	secret bool
 }
+
+// hiddenValue stands for a secret variable's text in an error line.
+const hiddenValue = "<hidden>"
 
 // Defaults computed from the platform and from other variables.
 const (
@@ -103,6 +119,21 @@ var table = []variable{
 			_ = c.LogLevel.UnmarshalText([]byte(text)) // the rule admits only words slog reads
 		}},
 	{name: VarPythonBin, def: "python3", note: " (shims resolved)", rule: interpreterRule{}},
+	{name: VarMaxConnections, def: "1024", note: "; serve: connections at once",
+		rule: count(false),
+		set:  func(c *Config, _ string, n int64) { c.MaxConnections = clampInt(n) }},
+	{name: VarMaxRunsPerConnection, def: "64", note: "; serve: runs one connection may have running or queued (0: no cap)",
+		rule: count(true),
+		set:  func(c *Config, _ string, n int64) { c.MaxRunsPerConnection = clampInt(n) }},
+	{name: VarAuthToken, def: "none", defaultOf: func(*Config, Options) string { return "" },
+		note: "; serve: required off loopback", rule: secretRule{}, secret: true,
+		set: func(c *Config, text string, _ int64) { c.AuthToken = text }},
+	{name: VarDrainMs, def: "30000", note: "; serve: how long SIGTERM lets runs finish",
+		rule: positive(protocol.MaxWallMsCeiling, "the largest whole-millisecond time.Duration"),
+		set:  func(c *Config, _ string, n int64) { c.DrainMs = n }},
+	{name: VarWriteStallMs, def: "30000", note: "; serve: a write to a client stalled this long closes it",
+		rule: positive(protocol.MaxWallMsCeiling, "the largest whole-millisecond time.Duration"),
+		set:  func(c *Config, _ string, n int64) { c.WriteStallMs = n }},
 }
 
 // atMostConcurrency is the warm pool's cross rule; a default meets it.

@@ -20,7 +20,7 @@ type Manager struct {
 	mu       sync.Mutex
 	shutting bool
 	running  int           // runs holding a concurrency slot (dequeued, not settled)
-	queue    []*Run        // FIFO of runs waiting for a slot
+	queue    fairQueue     // runs waiting for a slot, FIFO per lane (fair.go)
 	runs     map[*Run]bool // accepted and not yet quiescent; value: holds a slot
 	idle     *sync.Cond    // signalled when runs shrinks
 	warm     *warmPool
@@ -62,21 +62,28 @@ func NewManager(cfg Config) *Manager {
 // called exactly once with the settled result (from a goroutine of the run,
 // never from inside Submit or Cancel).
 func (m *Manager) Submit(runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) (*Run, error) {
+	return m.submit(nil, runID, p, c, onResult)
+}
+
+// submit is Submit on lane (nil: the Manager's own, fair.go).
+func (m *Manager) submit(lane *Lane, runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) (*Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.shutting {
 		return nil, ErrShuttingDown
 	}
-	if m.running >= m.cfg.MaxConcurrent || len(m.queue) > 0 {
-		if len(m.queue) >= m.cfg.MaxQueued {
+	if m.running >= m.cfg.MaxConcurrent || m.queue.len() > 0 {
+		if m.queue.len() >= m.cfg.MaxQueued {
 			return nil, ErrQueueFull
 		}
 		r := newRun(m, runID, p, c, onResult)
+		r.lane = lane
 		m.runs[r] = false
-		m.queue = append(m.queue, r)
+		m.queue.push(r)
 		return r, nil
 	}
 	r := newRun(m, runID, p, c, onResult)
+	r.lane = lane
 	m.runs[r] = false
 	m.startLocked(r)
 	return r, nil
@@ -87,8 +94,8 @@ func (m *Manager) Submit(runID string, p protocol.RunParams, c Client, onResult 
 func (m *Manager) QueueFull() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return !m.shutting && (m.running >= m.cfg.MaxConcurrent || len(m.queue) > 0) &&
-		len(m.queue) >= m.cfg.MaxQueued
+	return !m.shutting && (m.running >= m.cfg.MaxConcurrent || m.queue.len() > 0) &&
+		m.queue.len() >= m.cfg.MaxQueued
 }
 
 // startLocked gives r a slot and starts it.
@@ -101,11 +108,8 @@ func (m *Manager) startLocked(r *Run) {
 
 // dispatchLocked starts queued runs while slots are free.
 func (m *Manager) dispatchLocked() {
-	for !m.shutting && m.running < m.cfg.MaxConcurrent && len(m.queue) > 0 {
-		r := m.queue[0]
-		m.queue[0] = nil
-		m.queue = m.queue[1:]
-		m.startLocked(r)
+	for !m.shutting && m.running < m.cfg.MaxConcurrent && m.queue.len() > 0 {
+		m.startLocked(m.queue.pop())
 	}
 }
 
@@ -113,25 +117,13 @@ func (m *Manager) dispatchLocked() {
 // without a child; a live one is decided (the kill follows).
 func (m *Manager) abort(r *Run, msg string) {
 	m.mu.Lock()
-	queued := m.removeQueuedLocked(r)
+	queued := m.queue.remove(r)
 	m.mu.Unlock()
 	if queued {
 		r.failStart(abortError(msg))
 		return
 	}
 	r.decide(decision{err: abortError(msg)})
-}
-
-func (m *Manager) removeQueuedLocked(r *Run) bool {
-	for i, q := range m.queue {
-		if q == r {
-			copy(m.queue[i:], m.queue[i+1:])
-			m.queue[len(m.queue)-1] = nil
-			m.queue = m.queue[:len(m.queue)-1]
-			return true
-		}
-	}
-	return false
 }
 
 // released is called once at settlement: free the slot, start the next run.
@@ -159,8 +151,7 @@ func (m *Manager) forget(r *Run) {
 func (m *Manager) Shutdown() {
 	m.mu.Lock()
 	m.shutting = true
-	queued := m.queue
-	m.queue = nil
+	queued := m.queue.drain()
 	all := make([]*Run, 0, len(m.runs))
 	for r := range m.runs {
 		all = append(all, r)

@@ -20,6 +20,7 @@ import (
 type Run struct {
 	// configuration, fixed at creation
 	m        *Manager
+	lane     *Lane // nil: submitted on the Manager itself (fair.go)
 	id       string
 	client   Client
 	onResult func(protocol.Result)

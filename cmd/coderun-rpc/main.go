@@ -36,6 +36,17 @@ func main() {
 }
 
 func run(args []string) int {
+	if len(args) > 0 && args[0] == "serve" {
+		listen, admin, err := serveArgs(args[1:])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "coderun-rpc serve: %v\n", err)
+			usage(os.Stderr)
+			return 2
+		}
+		return daemon(func(ctx context.Context, cfg *config.Config, log *slog.Logger) int {
+			return serveMode(ctx, cfg, log, listen, admin)
+		})
+	}
 	mode := ""
 	for _, a := range args {
 		switch a {
@@ -53,22 +64,36 @@ func run(args []string) int {
 			return 2
 		}
 	}
-	// SIGPIPE is notified, not ignored: a closed stdout or stderr must not
-	// kill the daemon, and children must not inherit SIG_IGN.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	if mode == "check" {
 		return check()
 	}
-	cfg, err := config.Load(config.Options{})
-	if err != nil {
-		return configFailure(os.Stderr, err)
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	return daemon(stdio)
+}
+
+// stdio serves one client on stdin/stdout.
+func stdio(ctx context.Context, cfg *config.Config, log *slog.Logger) int {
 	out, err := protocolStdout()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "coderun-rpc: cannot set up stdout: %v\n", err)
 		return 1
 	}
+	srv := rpc.New(serverOptions(cfg, os.Stdin, out, log))
+	log.Info("serving", "python", cfg.Python, "pythonVersion", cfg.PythonVersion,
+		"maxConcurrentRuns", cfg.MaxConcurrentRuns, "warmPool", cfg.WarmPool)
+	return srv.Serve(ctx)
+}
+
+// daemon is what every serving mode shares: the configuration, the log,
+// the watchdog, the sweep and the signals; serveFn serves until ctx ends.
+func daemon(serveFn func(ctx context.Context, cfg *config.Config, log *slog.Logger) int) int {
+	// SIGPIPE is notified, not ignored: a closed stdout, stderr or socket
+	// must not kill the daemon, and children must not inherit SIG_IGN.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	cfg, err := config.Load(config.Options{})
+	if err != nil {
+		return configFailure(os.Stderr, err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	// Before the first child: from here on a run's process group dies with
 	// the daemon, however the daemon dies (docs/containment.md §2–§3).
 	stopWatchdog, err := watchdog.Start(func(err error) { log.Warn("watchdog", "err", err) })
@@ -84,10 +109,7 @@ func run(args []string) int {
 	go sweep(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	srv := rpc.New(serverOptions(cfg, os.Stdin, out, log))
-	log.Info("serving", "python", cfg.Python, "pythonVersion", cfg.PythonVersion,
-		"maxConcurrentRuns", cfg.MaxConcurrentRuns, "warmPool", cfg.WarmPool)
-	code := srv.Serve(ctx)
+	code := serveFn(ctx, cfg, log)
 	log.Info("exiting", "code", code)
 	return code
 }
@@ -109,7 +131,14 @@ func sweep(log *slog.Logger) {
 // serverOptions are a server's over in/out: a session manager of its own
 // built from cfg, and what initialize reports.
 func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Logger) rpc.Options {
-	m := session.NewManager(session.Config{
+	o := rpcOptions(cfg, log)
+	o.In, o.Out, o.Runner = in, out, rpc.NewRunner(newManager(cfg, log))
+	return o
+}
+
+// newManager builds the session manager cfg describes.
+func newManager(cfg *config.Config, log *slog.Logger) *session.Manager {
+	return session.NewManager(session.Config{
 		Python:        cfg.Python,
 		Limits:        cfg.Limits,
 		Grace:         cfg.Grace(),
@@ -120,7 +149,12 @@ func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Lo
 		Isolation:     cfg.Isolation,
 		StartMode:     cfg.StartMode,
 	})
-	return rpc.Options{In: in, Out: out, Runner: rpc.NewRunner(m), Logger: log, Version: buildinfo.Version(),
+}
+
+// rpcOptions are what every server reports and logs with; In, Out and
+// Runner are the caller's.
+func rpcOptions(cfg *config.Config, log *slog.Logger) rpc.Options {
+	return rpc.Options{Logger: log, Version: buildinfo.Version(),
 		Daemon: rpc.Daemon{
 			Limits:            cfg.Limits,
 			GraceMs:           cfg.GraceMs,
@@ -171,6 +205,9 @@ speaking JSON-RPC 2.0 with LSP framing on stdin/stdout.
 
 Usage:
   coderun-rpc            serve on stdio
+  coderun-rpc serve --listen ADDR [--admin HOST:PORT]
+                         service mode: every connection is a client (docs/service.md);
+                         ADDR is unix:PATH, tcp:HOST:PORT or ws://HOST:PORT/PATH
   coderun-rpc --check    validate the configuration, probe Python, run a smoke program
   coderun-rpc --version  print the version
   coderun-rpc --help     print this help

@@ -37,7 +37,9 @@ var allowed = map[string][]string{
 	"session":         {"child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed"},
 	"config":          {"child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
 	"rpc":             {"session", "wireguard", "protocol", "typed"},
-	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/watchdog", "internal/selfcheck", "internal/buildinfo"},
+	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "serve"},
+	// Service mode: listeners, auth, per-connection servers, admin, metrics.
+	"serve": {"rpc", "session", "protocol", "github.com/gorilla/websocket", "github.com/prometheus/client_golang"},
 }
 
 // xsys is imported under child/ only: the process supervisor is the one
