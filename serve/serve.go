@@ -51,9 +51,6 @@ type Options struct {
 	// which serve fills in.
 	Server rpc.Options
 	Logger *slog.Logger
-	// Ready, when set, is called once the listeners accept (tests,
-	// logging).
-	Ready func(listen, admin net.Addr)
 }
 
 // handshakeTimeout bounds how long a connection may take to present its
@@ -106,10 +103,11 @@ func Run(ctx context.Context, opts Options) int {
 		}
 	}
 	stopAccepting := s.accept(ln)
-	log.Info("serving", "listen", ln.Addr().String(), "admin", opts.Admin)
-	if opts.Ready != nil {
-		opts.Ready(ln.Addr(), adminAddr)
+	adminText := ""
+	if adminAddr != nil {
+		adminText = adminAddr.String()
 	}
+	log.Info("serving", "listen", ln.Addr().String(), "admin", adminText)
 	<-ctx.Done()
 	s.drain(stopAccepting)
 	if admin != nil {
