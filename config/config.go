@@ -41,6 +41,9 @@ type Config struct {
 	AuthToken            string // "" for none
 	DrainMs              int64
 	WriteStallMs         int64
+	// TraceContent: OpenTelemetry spans record program text and binding
+	// arguments (docs/service.md §7).
+	TraceContent bool
 }
 
 // Grace is GraceMs as a duration.

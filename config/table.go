@@ -33,6 +33,7 @@ const (
 	VarAuthToken            = "CODERUN_AUTH_TOKEN"
 	VarDrainMs              = "CODERUN_DRAIN_MS"
 	VarWriteStallMs         = "CODERUN_WRITE_STALL_MS"
+	VarTraceContent         = "CODERUN_TRACE_CONTENT"
 )
 
 // variable is one row of the configuration table, the only description of
@@ -134,6 +135,9 @@ var table = []variable{
 	{name: VarWriteStallMs, def: "30000", note: "; serve: a write to a client stalled this long closes it",
 		rule: positive(protocol.MaxWallMsCeiling, "the largest whole-millisecond time.Duration"),
 		set:  func(c *Config, _ string, n int64) { c.WriteStallMs = n }},
+	{name: VarTraceContent, def: "0", note: "; 1: spans record program text and binding arguments",
+		rule: wordRule{words: []string{"0", "1"}, quoted: true},
+		set:  func(c *Config, text string, _ int64) { c.TraceContent = text == "1" }},
 }
 
 // atMostConcurrency is the warm pool's cross rule; a default meets it.

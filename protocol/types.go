@@ -45,6 +45,9 @@ type RunParams struct {
 	Bindings []Namespace
 	Limits   Limits // zero fields: use the configured value
 	Stream   bool
+	// Traceparent is the W3C trace context of the caller's span ("" for
+	// none): the run's span is its child (docs/service.md §7).
+	Traceparent string
 }
 
 // RunError is the "error" member of a run result (docs/protocol.md §3, docs/child-protocol.md §4.9).

@@ -48,6 +48,9 @@ func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
 			return p, reject("stream must be a boolean")
 		}
 	}
+	if p.Traceparent, err = optionalTraceparent(ms); err != nil {
+		return p, err
+	}
 	return p, nil
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
 	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/tracing"
 )
 
 // Options configure service mode; main builds them from the configuration.
@@ -47,6 +48,7 @@ type Options struct {
 	// progress before the connection is closed.
 	WriteStall time.Duration
 	Manager    *session.Manager
+	Tracer     *tracing.Tracer // nil: no spans (traceparents still passed on)
 	// Server is every connection's rpc.Options but In, Out and Runner,
 	// which serve fills in.
 	Server rpc.Options
@@ -252,11 +254,13 @@ func (r *laneRunner) Submit(runID string, p protocol.RunParams, c session.Client
 	if r.s.draining.Load() {
 		return nil, session.ErrShuttingDown
 	}
+	c, onResult, refused := r.s.opts.Tracer.Start(runID, p, c, onResult)
 	run, err := r.lane.Submit(runID, p, c, func(res protocol.Result) {
 		r.s.metrics.observe(res)
 		onResult(res)
 	})
 	if err != nil {
+		refused(err)
 		return nil, err // not a nil *Run in a non-nil Canceler
 	}
 	return run, nil

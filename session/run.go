@@ -170,10 +170,14 @@ func (r *Run) startOn(get func() (*worker, *protocol.RunError)) {
 		r.failStart(nil)
 		return
 	}
+	began := time.Now()
 	w, fail := get()
 	if fail != nil {
 		r.failStart(fail)
 		return
+	}
+	if o, ok := r.client.(ChildObserver); ok {
+		o.ChildStarted(began, time.Now())
 	}
 	r.attach(w)
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child/reexec"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
@@ -23,6 +24,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/internal/selfcheck"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
 	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/tracing"
 )
 
 // version and commit come from internal/buildinfo.
@@ -43,8 +45,8 @@ func run(args []string) int {
 			usage(os.Stderr)
 			return 2
 		}
-		return daemon(func(ctx context.Context, cfg *config.Config, log *slog.Logger) int {
-			return serveMode(ctx, cfg, log, listen, admin)
+		return daemon(func(ctx context.Context, cfg *config.Config, log *slog.Logger, tr *tracing.Tracer) int {
+			return serveMode(ctx, cfg, log, tr, listen, admin)
 		})
 	}
 	mode := ""
@@ -71,21 +73,24 @@ func run(args []string) int {
 }
 
 // stdio serves one client on stdin/stdout.
-func stdio(ctx context.Context, cfg *config.Config, log *slog.Logger) int {
+func stdio(ctx context.Context, cfg *config.Config, log *slog.Logger, tr *tracing.Tracer) int {
 	out, err := protocolStdout()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "coderun-rpc: cannot set up stdout: %v\n", err)
 		return 1
 	}
-	srv := rpc.New(serverOptions(cfg, os.Stdin, out, log))
+	opts := serverOptions(cfg, os.Stdin, out, log)
+	opts.Runner = tracing.Runner(opts.Runner, tr)
+	srv := rpc.New(opts)
 	log.Info("serving", "python", cfg.Python, "pythonVersion", cfg.PythonVersion,
 		"maxConcurrentRuns", cfg.MaxConcurrentRuns, "warmPool", cfg.WarmPool)
 	return srv.Serve(ctx)
 }
 
 // daemon is what every serving mode shares: the configuration, the log,
-// the watchdog, the sweep and the signals; serveFn serves until ctx ends.
-func daemon(serveFn func(ctx context.Context, cfg *config.Config, log *slog.Logger) int) int {
+// the watchdog, the sweep, tracing and the signals; serveFn serves until
+// ctx ends.
+func daemon(serveFn func(ctx context.Context, cfg *config.Config, log *slog.Logger, tr *tracing.Tracer) int) int {
 	// SIGPIPE is notified, not ignored: a closed stdout, stderr or socket
 	// must not kill the daemon, and children must not inherit SIG_IGN.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
@@ -109,9 +114,28 @@ func daemon(serveFn func(ctx context.Context, cfg *config.Config, log *slog.Logg
 	go sweep(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	code := serveFn(ctx, cfg, log)
+	tr, err := tracer(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "coderun-rpc: OpenTelemetry exporter: %v\n", err)
+		return 1
+	}
+	code := serveFn(ctx, cfg, log, tr)
+	flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tr.Shutdown(flush); err != nil {
+		log.Warn("exporting the last spans failed", "err", err)
+	}
 	log.Info("exiting", "code", code)
 	return code
+}
+
+// tracer exports spans over OTLP when an OTEL_EXPORTER_OTLP endpoint is
+// set, else is nil (nothing recorded, docs/service.md §7).
+func tracer(cfg *config.Config) (*tracing.Tracer, error) {
+	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return nil, nil
+	}
+	return tracing.NewOTLP(context.Background(), cfg.TraceContent, buildinfo.Version())
 }
 
 // sweep removes, in the background (serving does not wait for it), the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/config"
 	"github.com/coderun-rpc/coderun-rpc/serve"
+	"github.com/coderun-rpc/coderun-rpc/tracing"
 )
 
 // serveArgs parses `serve`'s flags: --listen is required.
@@ -32,12 +33,12 @@ func serveArgs(args []string) (serve.Addr, string, error) {
 }
 
 // serveMode is `coderun-rpc serve`: one Manager shared by every connection.
-func serveMode(ctx context.Context, cfg *config.Config, log *slog.Logger, listen serve.Addr, admin string) int {
+func serveMode(ctx context.Context, cfg *config.Config, log *slog.Logger, tr *tracing.Tracer, listen serve.Addr, admin string) int {
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	return serve.Run(ctx, serve.Options{
 		Listen: listen, Admin: admin, Token: cfg.AuthToken,
 		MaxConnections: cfg.MaxConnections, MaxRunsPerConnection: cfg.MaxRunsPerConnection,
 		Drain: ms(cfg.DrainMs), WriteStall: ms(cfg.WriteStallMs),
-		Manager: newManager(cfg, log), Server: rpcOptions(cfg, log), Logger: log,
+		Manager: newManager(cfg, log), Tracer: tr, Server: rpcOptions(cfg, log), Logger: log,
 	})
 }

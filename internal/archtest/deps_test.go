@@ -37,9 +37,11 @@ var allowed = map[string][]string{
 	"session":         {"child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed"},
 	"config":          {"child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
 	"rpc":             {"session", "wireguard", "protocol", "typed"},
-	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "serve"},
+	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "serve", "tracing"},
 	// Service mode: listeners, auth, per-connection servers, admin, metrics.
-	"serve": {"rpc", "session", "protocol", "github.com/gorilla/websocket", "github.com/prometheus/client_golang"},
+	"serve": {"rpc", "session", "protocol", "tracing", "github.com/gorilla/websocket", "github.com/prometheus/client_golang"},
+	// OpenTelemetry spans for runs, child starts and binding calls.
+	"tracing": {"rpc", "session", "protocol", "go.opentelemetry.io/otel"},
 }
 
 // xsys is imported under child/ only: the process supervisor is the one
