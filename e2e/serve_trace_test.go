@@ -112,4 +112,3 @@ func TestServeTracing(t *testing.T) {
 		}
 	}
 }
-
