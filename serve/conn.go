@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
@@ -34,17 +35,33 @@ func (s *service) serveStream(c net.Conn) {
 		}
 		in = br
 	}
-	s.serveConn(id, readConn{in, c}, &stallWriter{c: c, stall: s.opts.WriteStall})
+	s.serveConn(id, &readConn{Reader: in, c: c}, &stallWriter{c: c, stall: s.opts.WriteStall})
 }
 
-// readConn reads from r (the connection, or what is buffered after its
-// token line) and closes the connection.
+// readConn reads from the connection (or from what is buffered after its
+// token line) and closes it.
 type readConn struct {
 	io.Reader
-	c net.Conn
+	c      net.Conn
+	ending atomic.Bool
 }
 
-func (r readConn) Close() error { return r.c.Close() }
+func (r *readConn) Read(p []byte) (int, error) {
+	n, err := r.Reader.Read(p)
+	if err != nil && r.ending.Load() {
+		err = io.EOF
+	}
+	return n, err
+}
+
+// end makes the connection's input end now: a read in progress returns at
+// its deadline, and it and every later one report io.EOF.
+func (r *readConn) end() {
+	r.ending.Store(true)
+	_ = r.c.SetReadDeadline(time.Now())
+}
+
+func (r *readConn) Close() error { return r.c.Close() }
 
 // authError is a refused token; its text is the error message the client
 // receives.

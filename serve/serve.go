@@ -70,7 +70,7 @@ type service struct {
 	live     atomic.Int64 // connections being served
 
 	mu    sync.Mutex
-	conns map[uint64]context.CancelFunc // ends a connection's rpc.Server
+	conns map[uint64]func() // ends a connection: its reader sees the end of input
 	wg    sync.WaitGroup                // connection handlers
 }
 
@@ -88,7 +88,7 @@ func Run(ctx context.Context, opts Options) int {
 		log.Error("a listener off loopback needs CODERUN_AUTH_TOKEN", "listen", opts.Listen.String())
 		return 2
 	}
-	s := &service{opts: opts, log: log, conns: map[uint64]context.CancelFunc{}}
+	s := &service{opts: opts, log: log, conns: map[uint64]func(){}}
 	s.metrics = newMetrics(s)
 	ln, err := s.listen()
 	if err != nil {
@@ -214,21 +214,20 @@ func (s *service) tooMany() string {
 }
 
 // serveConn serves one admitted connection's rpc.Server over in/out until
-// the client goes away or the service ends it, then ends the connection's
-// runs (their lane) and closes it.
-func (s *service) serveConn(id uint64, in readerCloser, out writerOnly) {
+// the client goes away or the service ends it, then closes it. Either way
+// rpc sees the end of its input, exactly as a stdio daemon sees stdin's:
+// it aborts the connection's runs (their lane), answers them and returns.
+func (s *service) serveConn(id uint64, in endingReader, out writerOnly) {
 	defer s.release()
-	ctx, end := context.WithCancel(context.Background())
-	defer end()
 	s.mu.Lock()
-	s.conns[id] = end
+	s.conns[id] = in.end
 	s.mu.Unlock()
 	log := s.log.With("conn", id)
 	log.Debug("connection opened")
 	opts := s.opts.Server
 	opts.In, opts.Out, opts.Logger = in, out, log
 	opts.Runner = &laneRunner{lane: s.opts.Manager.NewLane(s.opts.MaxRunsPerConnection), s: s}
-	code := rpc.New(opts).Serve(ctx)
+	code := rpc.New(opts).Serve(context.Background())
 	_ = in.Close()
 	s.mu.Lock()
 	delete(s.conns, id)
@@ -236,9 +235,12 @@ func (s *service) serveConn(id uint64, in readerCloser, out writerOnly) {
 	log.Debug("connection closed", "code", code)
 }
 
-type readerCloser interface {
+// endingReader is a connection's input: end makes a blocked or later
+// Read return io.EOF; Close closes the connection.
+type endingReader interface {
 	Read([]byte) (int, error)
 	Close() error
+	end()
 }
 
 type writerOnly interface{ Write([]byte) (int, error) }

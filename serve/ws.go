@@ -100,6 +100,10 @@ func (r *wsReader) Read(p []byte) (int, error) {
 
 func (r *wsReader) Close() error { return r.c.Close() }
 
+// end makes a read in progress, and every later one, end (Read reports
+// every failure as io.EOF).
+func (r *wsReader) end() { _ = r.c.SetReadDeadline(time.Now()) }
+
 // wsWriter turns rpc's LSP-framed output back into one text message per
 // body. rpc writes exactly "Content-Length: N\r\n\r\n" before each body
 // (rpc/outbound.go); the body streams into the message as it comes, so a

@@ -216,6 +216,10 @@ func measureGroups(o options, f floors) ([]row, error) {
 		{"typed-bindings", on(func(d *daemon) ([]row, error) { return typedBindingRows(o, d) })},
 		{"describe", on(one(describeRow))},
 		{"typed-declare", on(one(typedDeclareRow))},
+		{"serve-unix", func() ([]row, error) { return serveUnixRows(o) }},
+		{"serve-fanout", func() ([]row, error) { return serveFanoutRows(o) }},
+		{"serve-idle", func() ([]row, error) { return serveIdleRows(o) }},
+		{"serve-load", func() ([]row, error) { return serveLoadRows(o) }},
 	}
 	for i, st := range steps {
 		if st.group != groupNames[i] {
