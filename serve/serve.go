@@ -71,7 +71,7 @@ type service struct {
 
 	mu    sync.Mutex
 	conns map[uint64]func() // ends a connection: its reader sees the end of input
-	wg    sync.WaitGroup                // connection handlers
+	wg    sync.WaitGroup    // connection handlers
 }
 
 // Run serves until ctx is cancelled (SIGTERM, SIGINT), then drains: it
