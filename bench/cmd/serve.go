@@ -308,7 +308,8 @@ func serveLoadRows(o options) ([]row, error) {
 }
 
 // loadClient runs programs until deadline on a connection to servers[i % 3],
-// moving to the next instance that accepts whenever its connection ends.
+// moving to the next instance that accepts whenever a run fails (the
+// instance drains or died).
 func loadClient(servers []*server, i int, deadline time.Time, ok, clear, hung *atomic.Int64) {
 	var d *daemon
 	var c net.Conn
@@ -332,13 +333,11 @@ func loadClient(servers []*server, i int, deadline time.Time, ok, clear, hung *a
 		case "hung":
 			hung.Add(1)
 			return
-		case "closed":
+		default: // failed clearly: a draining or dying instance; move on
 			clear.Add(1)
 			c.Close()
 			d, c = nil, nil
 			i++
-		default:
-			clear.Add(1)
 		}
 	}
 }
