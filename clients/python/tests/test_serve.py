@@ -10,7 +10,7 @@ from typing import Any, Tuple
 
 import pytest
 
-from coderun import Client, ConnectionLost
+from coderun import Client, ConnectionLost, InvalidParams
 
 from conftest import daemon_binary
 
@@ -52,6 +52,11 @@ async def test_connect_unix_same_api_as_start() -> None:
                 assert r.error is None and r.value == {"n": 41}
             async with await Client.connect(f"unix:{path}") as again:  # the daemon serves on
                 assert (await again.run("return 2")).value == 2
+                tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                assert (await again.run("return 3", traceparent=tp)).value == 3
+                bad = await again.submit("return 4", traceparent="nope")
+                with pytest.raises(InvalidParams, match="traceparent must be a W3C traceparent string"):
+                    await bad.result()
         finally:
             await stop(proc)
 

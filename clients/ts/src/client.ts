@@ -91,6 +91,7 @@ interface BindingCallParams {
   namespace: string;
   function: string;
   args: JsonValue;
+  traceparent?: string;
 }
 
 /** How long a connection failure waits for the daemon's exit status, for a better error. */
@@ -271,6 +272,7 @@ export class CodeRunClient {
     const params: { [k: string]: unknown } = { program: options.program, ...bindingParams(bindings, options.limits) };
     const stream = options.stream ?? options.onLog !== undefined;
     if (stream) params['stream'] = true;
+    if (options.traceparent !== undefined) params['traceparent'] = options.traceparent;
     checkParams('run', params);
     const functions = handlerTable(bindings);
 
@@ -376,6 +378,7 @@ export class CodeRunClient {
           runId: p.runId,
           namespace: p.namespace,
           function: p.function,
+          ...(typeof p.traceparent === 'string' ? { traceparent: p.traceparent } : {}),
         });
       } catch (err) {
         throw new ResponseError(BINDING_ERROR_CODE, messageOf(err));

@@ -19,6 +19,11 @@ export interface BindingCallInfo {
   runId: number | string;
   namespace: string;
   function: string;
+  /**
+   * The W3C traceparent the daemon sent with the call (its span for the call, or the run's own
+   * `traceparent` passed on): start the tool's span under it.
+   */
+  traceparent?: string;
 }
 
 /**
@@ -95,6 +100,8 @@ export interface RunOptions {
   onLog?: (event: LogEvent) => void;
   /** Ask for `run/log` notifications (defaults to `true` when `onLog` is given). */
   stream?: boolean;
+  /** W3C traceparent of the caller's span: the daemon's run span becomes its child. */
+  traceparent?: string;
 }
 
 /** `describe` options: the bindings and limits a `run` would take (handlers are not used). */

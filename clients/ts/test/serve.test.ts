@@ -56,6 +56,20 @@ describe('connect to a daemon in service mode', { skip }, () => {
     await again.close();
   });
 
+  test('traceparent: passed on to the binding call', async () => {
+    const c = await CodeRunClient.connect(`unix:${unix.address}`);
+    const tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    let seen: string | undefined;
+    const r = await c.run({
+      program: 'return await tools.echo(1)',
+      traceparent: tp,
+      bindings: [{ global: 'tools', functions: { echo: (args, _signal, call) => ((seen = call.traceparent), args) } }],
+    });
+    assert.equal(ok(r), 1);
+    assert.equal(seen, tp); // no exporter configured: the run's own traceparent, passed on
+    await c.close();
+  });
+
   test('tcp with a token; a wrong token is refused', async () => {
     const c = await CodeRunClient.connect(`tcp:${tcp.address}`, { token: 'tok' });
     assert.equal(ok(await c.run({ program: 'return 3' })), 3);

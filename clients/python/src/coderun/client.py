@@ -351,6 +351,7 @@ class Client:
         limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
         on_log: Optional[LogCallback] = None,
         stream: Optional[bool] = None,
+        traceparent: Optional[str] = None,
     ) -> RunResult:
         """Run ``program`` and return its :class:`RunResult` (failures are results).
 
@@ -363,7 +364,13 @@ class Client:
         :class:`ConnectionLost`, TypeError/ValueError for misuse, :class:`RequestTooLarge`.
         """
         handle = await self.submit(
-            program, bindings=bindings, error_classes=error_classes, limits=limits, on_log=on_log, stream=stream
+            program,
+            bindings=bindings,
+            error_classes=error_classes,
+            limits=limits,
+            on_log=on_log,
+            stream=stream,
+            traceparent=traceparent,
         )
         try:
             return await handle.result()
@@ -389,13 +396,20 @@ class Client:
         limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
         on_log: Optional[LogCallback] = None,
         stream: Optional[bool] = None,
+        traceparent: Optional[str] = None,
     ) -> RunHandle:
-        """Send a ``run`` request and return its :class:`RunHandle` without waiting for it."""
+        """Send a ``run`` request and return its :class:`RunHandle` without waiting for it.
+
+        ``traceparent``: the W3C trace context of the caller's span; the daemon's run span
+        becomes its child (and its binding calls carry the daemon's).
+        """
         table, classes = _check_run_args(program, bindings, error_classes, limits, on_log)
         self._check_open()
         rid = next(self._ids)
         want_stream = bool(on_log) if stream is None else bool(stream)
         params = P.build_run_params(program, _declarations(table), classes, limits, want_stream)
+        if traceparent is not None:
+            params["traceparent"] = traceparent
         body = P.build_request(rid, P.METHOD_RUN, params)  # LossyValueError / RequestTooLarge
         state = _RunState(rid, table, on_log)
         self._runs[rid] = state
