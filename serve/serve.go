@@ -76,15 +76,17 @@ type service struct {
 
 // Run serves until ctx is cancelled (SIGTERM, SIGINT), then drains: it
 // stops accepting, refuses new runs, lets running ones finish within
-// Drain, ends every connection (aborting what is left) and returns the
-// exit code: 0, or 1 (2 for a configuration the options cannot serve)
-// when a listener cannot start.
+// Drain, ends every connection (aborting what is left), shuts the Manager
+// down and returns the exit code: 0; 1 when a listener cannot start; 2 for
+// a listener off loopback without a token. The Manager is shut down on
+// every path.
 func Run(ctx context.Context, opts Options) int {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if opts.Token == "" && !opts.Listen.Loopback() {
+		opts.Manager.Shutdown()
 		log.Error("a listener off loopback needs CODERUN_AUTH_TOKEN", "listen", opts.Listen.String())
 		return 2
 	}
@@ -92,6 +94,7 @@ func Run(ctx context.Context, opts Options) int {
 	s.metrics = newMetrics(s)
 	ln, err := s.listen()
 	if err != nil {
+		opts.Manager.Shutdown()
 		log.Error("cannot listen", "listen", opts.Listen.String(), "err", err)
 		return 1
 	}
@@ -100,6 +103,7 @@ func Run(ctx context.Context, opts Options) int {
 	if opts.Admin != "" {
 		if admin, adminAddr, err = s.startAdmin(); err != nil {
 			ln.Close()
+			opts.Manager.Shutdown()
 			log.Error("cannot listen", "admin", opts.Admin, "err", err)
 			return 1
 		}
