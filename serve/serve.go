@@ -92,34 +92,42 @@ func Run(ctx context.Context, opts Options) int {
 	}
 	s := &service{opts: opts, log: log, conns: map[uint64]func(){}}
 	s.metrics = newMetrics(s)
-	ln, err := s.listen()
+	stop, err := s.start()
 	if err != nil {
 		opts.Manager.Shutdown()
-		log.Error("cannot listen", "listen", opts.Listen.String(), "err", err)
+		log.Error("cannot listen", "err", err)
 		return 1
 	}
+	<-ctx.Done()
+	stop()
+	return 0
+}
+
+// start opens the listener and the admin endpoint and serves them; stop
+// drains (see drain) and closes both.
+func (s *service) start() (stop func(), err error) {
+	ln, err := s.listen()
+	if err != nil {
+		return nil, fmt.Errorf("--listen %s: %w", s.opts.Listen.String(), err)
+	}
 	var admin *http.Server
-	var adminAddr net.Addr
-	if opts.Admin != "" {
-		if admin, adminAddr, err = s.startAdmin(); err != nil {
+	adminText := ""
+	if s.opts.Admin != "" {
+		srv, addr, err := s.startAdmin()
+		if err != nil {
 			ln.Close()
-			opts.Manager.Shutdown()
-			log.Error("cannot listen", "admin", opts.Admin, "err", err)
-			return 1
+			return nil, fmt.Errorf("--admin %s: %w", s.opts.Admin, err)
 		}
+		admin, adminText = srv, addr.String()
 	}
 	stopAccepting := s.accept(ln)
-	adminText := ""
-	if adminAddr != nil {
-		adminText = adminAddr.String()
-	}
-	log.Info("serving", "listen", ln.Addr().String(), "admin", adminText)
-	<-ctx.Done()
-	s.drain(stopAccepting)
-	if admin != nil {
-		_ = admin.Close()
-	}
-	return 0
+	s.log.Info("serving", "listen", ln.Addr().String(), "admin", adminText)
+	return func() {
+		s.drain(stopAccepting)
+		if admin != nil {
+			_ = admin.Close()
+		}
+	}, nil
 }
 
 // listen opens the listener; a unix socket file is removed when it closes.
