@@ -520,3 +520,31 @@ func TestServeIdleConnections(t *testing.T) {
 		t.Errorf("RSS %.1f MB with 1000 idle connections, want ≤ 64 MB", rss/1e6)
 	}
 }
+
+// TestServeSlowAuth: a connection that trickles its token line (slowloris
+// before authenticating) is refused when the 10 s handshake is up, while
+// an authenticated connection runs programs meanwhile.
+func TestServeSlowAuth(t *testing.T) {
+	s := startService(t, map[string]string{"CODERUN_AUTH_TOKEN": "tok"}, sockPath(t))
+	c, err := net.Dial("unix", s.listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	good := s.dial("Authorization: Bearer tok\r\n").initialize()
+	for _, b := range "Authorization: Bea" {
+		io.WriteString(c, string(b))
+		if r := good.run("return 1"); string(r.Value) != "1" {
+			t.Fatalf("the authenticated connection: %s", r.Value)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	code, msg := refused(t, c)
+	if code != -32600 || !strings.Contains(msg, "no complete first header line") {
+		t.Errorf("slow token line: %d %q", code, msg)
+	}
+	if d := time.Since(start); d < 9*time.Second {
+		t.Errorf("refused after %v, before the 10 s handshake was up", d)
+	}
+}
