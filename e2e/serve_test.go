@@ -243,7 +243,7 @@ func sockPath(t *testing.T) string { return "unix:" + filepath.Join(t.TempDir(),
 // TestServeConnectionsIndependent: two connections on one daemon; closing
 // one ends its run (aborted, its child gone) and only its run.
 func TestServeConnectionsIndependent(t *testing.T) {
-	s := startService(t, nil, sockPath(t))
+	s := startService(t, map[string]string{"CODERUN_LOG_LEVEL": "debug"}, sockPath(t))
 	a, b := s.dial("").initialize(), s.dial("").initialize()
 	if r := a.run("return 1"); string(r.Value) != "1" {
 		t.Fatalf("a: %s", r.Value)
@@ -264,6 +264,10 @@ func TestServeConnectionsIndependent(t *testing.T) {
 	s.waitMetric("coderun_connections", 1)
 	if got := s.metric(`coderun_runs_total{kind="ok"}`); got != 2 {
 		t.Errorf(`coderun_runs_total{kind="ok"} = %v, want 2`, got)
+	}
+	// Run ids repeat across connections; a run's log lines name both.
+	if !regexp.MustCompile(`conn=1 run=\S+`).MatchString(s.stderr.String()) || !regexp.MustCompile(`conn=2 run=\S+`).MatchString(s.stderr.String()) {
+		t.Errorf("no run log line carries its connection and run ids:\n%s", s.stderr)
 	}
 }
 

@@ -238,7 +238,7 @@ func (s *service) serveConn(id uint64, in endingReader, out writerOnly) {
 	log.Debug("connection opened")
 	opts := s.opts.Server
 	opts.In, opts.Out, opts.Logger = in, out, log
-	opts.Runner = &laneRunner{lane: s.opts.Manager.NewLane(s.opts.MaxRunsPerConnection), s: s}
+	opts.Runner = &laneRunner{lane: s.opts.Manager.NewLane(s.opts.MaxRunsPerConnection, log), s: s}
 	code := rpc.New(opts).Serve(context.Background())
 	_ = in.Close()
 	s.mu.Lock()

@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
@@ -103,6 +104,7 @@ func (q *fairQueue) drain() []*Run {
 type Lane struct {
 	m   *Manager
 	max int
+	log *slog.Logger // its runs log with its attributes (the connection)
 
 	mu     sync.Mutex
 	closed bool
@@ -110,9 +112,23 @@ type Lane struct {
 }
 
 // NewLane opens a lane on m that holds at most maxRuns runs at once
-// (running or queued; 0 means no cap of its own).
-func (m *Manager) NewLane(maxRuns int) *Lane {
-	return &Lane{m: m, max: maxRuns, runs: map[*Run]struct{}{}}
+// (running or queued; 0 means no cap of its own). Its runs log through log
+// (nil: the Manager's logger), so their lines carry its attributes.
+func (m *Manager) NewLane(maxRuns int, log *slog.Logger) *Lane {
+	if log == nil {
+		log = m.log
+	}
+	return &Lane{m: m, max: maxRuns, log: log, runs: map[*Run]struct{}{}}
+}
+
+// newRunIn is newRun on lane (nil: the Manager's own).
+func (m *Manager) newRunIn(lane *Lane, runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) *Run {
+	r := newRun(m, runID, p, c, onResult)
+	if lane != nil {
+		r.lane = lane
+		r.log = lane.log.With("run", runID)
+	}
+	return r
 }
 
 // ErrLaneFull is Lane.Submit's error for a lane already holding its

@@ -42,7 +42,7 @@ func TestFairQueueRoundRobin(t *testing.T) {
 // another lane's backlog drains (the FIFO order would be a1 a2 a3 b1).
 func TestLaneFairness(t *testing.T) {
 	m := check(t, func(c *Config) { c.MaxConcurrent = 1 })
-	a, b := m.NewLane(0), m.NewLane(0)
+	a, b := m.NewLane(0, nil), m.NewLane(0, nil)
 	order := make(chan string, 4)
 	submit := func(l *Lane, name string) {
 		p := protocol.RunParams{Program: "import time\ntime.sleep(0.2)\nreturn " + `"` + name + `"`}
@@ -67,7 +67,7 @@ func TestLaneFairness(t *testing.T) {
 // leaves another lane's run alone.
 func TestLaneClose(t *testing.T) {
 	m := check(t, func(c *Config) { c.MaxConcurrent = 2 })
-	a, b := m.NewLane(0), m.NewLane(0)
+	a, b := m.NewLane(0, nil), m.NewLane(0, nil)
 	results := map[string]chan protocol.Result{}
 	submit := func(l *Lane, name, program string) {
 		ch := make(chan protocol.Result, 1)
@@ -98,7 +98,7 @@ func TestLaneClose(t *testing.T) {
 // an error that is the queue-full error, while another lane still submits.
 func TestLaneCap(t *testing.T) {
 	m := check(t, nil)
-	a, b := m.NewLane(1), m.NewLane(1)
+	a, b := m.NewLane(1, nil), m.NewLane(1, nil)
 	done := make(chan protocol.Result, 2)
 	p := protocol.RunParams{Program: "import time\ntime.sleep(0.3)\nreturn 1"}
 	if _, err := a.Submit("1", p, newFake(nil), func(r protocol.Result) { done <- r }); err != nil {

@@ -76,14 +76,12 @@ func (m *Manager) submit(lane *Lane, runID string, p protocol.RunParams, c Clien
 		if m.queue.len() >= m.cfg.MaxQueued {
 			return nil, ErrQueueFull
 		}
-		r := newRun(m, runID, p, c, onResult)
-		r.lane = lane
+		r := m.newRunIn(lane, runID, p, c, onResult)
 		m.runs[r] = false
 		m.queue.push(r)
 		return r, nil
 	}
-	r := newRun(m, runID, p, c, onResult)
-	r.lane = lane
+	r := m.newRunIn(lane, runID, p, c, onResult)
 	m.runs[r] = false
 	m.startLocked(r)
 	return r, nil
