@@ -85,8 +85,9 @@ test-bench: build
 bench-ab: build
 	$(GO) run ./bench/cmd -daemon $(BIN) -baseline $(BASELINE)
 
-demo: build
-	$(PYTHON) examples/agent.py
+# The demo's children use the project's .venv interpreter, which has matplotlib for step 4.
+demo: build $(VENV_STAMP)
+	CODERUN_PYTHON_BIN=$(CURDIR)/$(VENV_PY) $(PYTHON) examples/agent.py
 
 clean:
 	rm -rf bin dist $(VENV) clients/ts/node_modules clients/ts/dist

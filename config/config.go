@@ -143,7 +143,8 @@ func checkRoom(c *Config, texts map[string]string) error {
 	for _, b := range []struct {
 		name  string
 		value int64
-	}{{VarMaxLogBytes, c.Limits.MaxLogBytes}, {VarMaxValueBytes, c.Limits.MaxValueBytes}} {
+	}{{VarMaxLogBytes, c.Limits.MaxLogBytes}, {VarMaxValueBytes, c.Limits.MaxValueBytes},
+		{VarMaxOutputBytes, c.Limits.MaxOutputBytes}} {
 		if msg := protocol.ConfigRoomBudget(b.value, mb, VarAddressSpaceMB); msg != "" {
 			return &Error{Var: b.name, Value: texts[b.name], Rule: msg}
 		}

@@ -303,7 +303,8 @@ func TestHelpListsTable(t *testing.T) {
 // not computed passes its own rule.
 func TestEveryVariableValidated(t *testing.T) {
 	bad := map[string]string{VarCPUSeconds: "0", VarMaxWallMs: "x", VarAddressSpaceMB: "0x10",
-		VarMaxLogBytes: "63", VarMaxValueBytes: "67108801", VarGraceMs: "-1", VarMaxConcurrentRuns: "0",
+		VarMaxLogBytes: "63", VarMaxValueBytes: "67108801", VarMaxFileBytes: "1073741825",
+		VarMaxOutputBytes: "0", VarGraceMs: "-1", VarMaxConcurrentRuns: "0",
 		VarMaxQueuedRuns: "-1", VarWarmPool: "1e3", VarIsolation: "docker", VarStartMode: "vfork",
 		VarLogLevel: "INFO", VarPythonBin: "", VarMaxConnections: "0", VarMaxRunsPerConnection: "-1",
 		VarAuthToken: "two words", VarDrainMs: "0", VarWriteStallMs: "1.5", VarTraceContent: "yes"}

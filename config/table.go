@@ -15,6 +15,8 @@ const (
 	VarAddressSpaceMB    = "CODERUN_ADDRESS_SPACE_MB"
 	VarMaxLogBytes       = "CODERUN_MAX_LOG_BYTES"
 	VarMaxValueBytes     = "CODERUN_MAX_VALUE_BYTES"
+	VarMaxFileBytes      = "CODERUN_MAX_FILE_BYTES"
+	VarMaxOutputBytes    = "CODERUN_MAX_OUTPUT_BYTES"
 	VarGraceMs           = "CODERUN_GRACE_MS"
 	VarMaxConcurrentRuns = "CODERUN_MAX_CONCURRENT_RUNS"
 	VarMaxQueuedRuns     = "CODERUN_MAX_QUEUED_RUNS"
@@ -91,6 +93,12 @@ var table = []variable{
 	{name: VarMaxValueBytes, def: "32768", note: "; serialized completion value budget",
 		rule: frameBudget,
 		set:  func(c *Config, _ string, n int64) { c.Limits.MaxValueBytes = n }},
+	{name: VarMaxFileBytes, def: "16777216", note: "; decoded bytes of a run's files",
+		rule: positive(protocol.MaxFileBytesCeiling, ""),
+		set:  func(c *Config, _ string, n int64) { c.Limits.MaxFileBytes = n }},
+	{name: VarMaxOutputBytes, def: "8388608", note: "; displayed outputs and out/ files per run",
+		rule: positive(protocol.MaxOutputBytesCeiling, "one base64 item must fit an fd-3 frame"),
+		set:  func(c *Config, _ string, n int64) { c.Limits.MaxOutputBytes = n }},
 	{name: VarGraceMs, def: "3000", note: "; SIGTERM → SIGKILL grace",
 		rule: positive(protocol.GraceMsCeiling,
 			"graceMs + "+itoa(protocol.CloseMargin.Milliseconds())+" must stay a valid time.Duration"),

@@ -34,4 +34,18 @@ except OSError:
     net = "unreachable"
 return [os.getppid(), net]`))
 	expectOK(t, r, `[1,"unreachable"]`)
+
+	// Installed tools run; what the program writes does not.
+	r = d.run(prog(`import os, subprocess
+hits = subprocess.run(["sh", "-c", "printf 'a\nb\na\n' | grep -c a"], capture_output=True, check=True).stdout
+fd = os.open("tool", os.O_WRONLY | os.O_CREAT, 0o755)
+os.write(fd, b"#!/bin/sh\necho ran\n")
+os.close(fd)
+try:
+    subprocess.run(["./tool"])
+    own = "ran"
+except PermissionError:
+    own = "denied"
+return [hits.decode().strip(), own]`))
+	expectOK(t, r, `["2","denied"]`)
 }

@@ -10,12 +10,16 @@ results). It then
      `binding/call` and the streamed `run/log` notifications are printed as
      they arrive;
   3. sends a `run` that passes a wrong argument: the daemon refuses it against
-     the schema, the program gets a TypeError, and the host is never called.
+     the schema, the program gets a TypeError, and the host is never called;
+  4. sends a CSV file with a `run` whose program plots it with matplotlib
+     (when the daemon's interpreter has it) and shows the figure: the PNG it
+     gets back is written to examples/out/plot.png and its size printed.
 
     make demo        # or: python3 examples/agent.py
 """
 
 import asyncio
+import base64
 import json
 import os
 import sys
@@ -41,6 +45,23 @@ try:
 except TypeError as e:
     return f"TypeError: {e}"
 """
+
+
+# Step 4: a CSV in, a chart out (docs/protocol.md §12).
+CSV = "day,visitors\n" + "".join(f"{d},{v}\n" for d, v in enumerate([120, 135, 90, 160, 210, 240, 180], 1))
+PLOT_PROGRAM = """
+import csv
+rows = list(csv.DictReader(open("visitors.csv")))
+try:
+    import matplotlib.pyplot as plt
+except ImportError:
+    return "matplotlib is not installed for the daemon's interpreter"
+plt.plot([int(r["day"]) for r in rows], [int(r["visitors"]) for r in rows], marker="o")
+plt.title("visitors per day")
+plt.show()
+return f"plotted {len(rows)} days"
+"""
+OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 
 
 # ---- the host's tools ----------------------------------------------------
@@ -147,6 +168,8 @@ class Daemon:
         method, params = message["method"], message.get("params") or {}
         if method == "run/log":
             print(f"  [log] {params['text']}", flush=True)
+        elif method == "run/output":
+            print(f"  [output] {', '.join(params['data'])}", flush=True)
         elif method == "binding/call":
             asyncio.create_task(self.answer(message["id"], params))
         elif method == "$/cancelRequest":
@@ -211,9 +234,32 @@ async def main():
     print(f"the host was called {host_called} times; stats.bindingCalls = {wrong['stats']['bindingCalls']}")
     ok = ok and host_called == 0 and str(wrong.get("value", "")).startswith("TypeError: tools.search()")
 
+    ok = await plot_step(daemon) and ok
+
     code = await daemon.close()
     print("\ndaemon exited with", code)
     return 0 if ok and code == 0 else 1
+
+
+async def plot_step(daemon):
+    show("\n4. a CSV in, a chart out:", PLOT_PROGRAM)
+    result = await daemon.request("run", {
+        "program": PLOT_PROGRAM, "stream": True, "limits": {"maxWallMs": 60000},
+        "files": [{"path": "visitors.csv", "text": CSV}],
+    })
+    if "error" in result:
+        print(f"run failed: {result['error']['kind']}: {result['error']['message']}")
+        return False
+    print("value:", result["value"])
+    pngs = [o["data"]["image/png"] for o in result.get("outputs", []) if "image/png" in o["data"]]
+    if not pngs:
+        return result["value"].startswith("matplotlib is not installed")
+    os.makedirs(OUT_DIR, exist_ok=True)
+    path = os.path.join(OUT_DIR, "plot.png")
+    with open(path, "wb") as f:
+        f.write(base64.b64decode(pngs[0]))
+    print(f"wrote {os.path.relpath(path)}: {os.path.getsize(path)} bytes")
+    return True
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ const (
 	FrameCall    = "call"
 	FrameLog     = "log"
 	FrameDone    = "done"
+	// FrameOutput (outputs.go) is the child's displayed object.
 )
 
 // The structs below name every fd-3 frame's fields. Optional fields carry
@@ -23,6 +24,7 @@ type BootMessage struct {
 	AddressSpaceBytes int64       `json:"addressSpaceBytes"`
 	MaxLogBytes       int64       `json:"maxLogBytes"`
 	MaxValueBytes     int64       `json:"maxValueBytes"`
+	MaxOutputBytes    int64       `json:"maxOutputBytes"`
 	Namespaces        []Namespace `json:"namespaces"`
 }
 

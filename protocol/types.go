@@ -9,6 +9,8 @@ type Limits struct {
 	AddressSpaceMb int64 `json:"addressSpaceMb"`
 	MaxLogBytes    int64 `json:"maxLogBytes"`
 	MaxValueBytes  int64 `json:"maxValueBytes"`
+	MaxFileBytes   int64 `json:"maxFileBytes"`
+	MaxOutputBytes int64 `json:"maxOutputBytes"`
 }
 
 // ErrorClass asks the child to inject an exception class for a namespace.
@@ -45,6 +47,7 @@ type RunParams struct {
 	Bindings []Namespace
 	Limits   Limits // zero fields: use the configured value
 	Stream   bool
+	Files    []InputFile // written into the working directory before the program starts
 	// Traceparent is the W3C trace context of the caller's span ("" for
 	// none): the run's span is its child (docs/service.md §7).
 	Traceparent string
@@ -79,6 +82,9 @@ type Result struct {
 	Logs  []string
 	Error *RunError
 	Stats Stats
+	// Outputs and Files (docs/protocol.md §12) are never nil in a settled run.
+	Outputs []Output
+	Files   []OutFile
 }
 
 // LogEvent is one run/log notification (docs/protocol.md §5).

@@ -177,6 +177,8 @@ def _coderun_child():
     (out_stream, out_st), (err_stream, err_st), s_flush, set_budget = _make_log_streams(
         send, codec, P, sys_modules["io"].TextIOBase)
     compile_program = P.compile_program
+    display, set_output_budget, install_matplotlib = _make_display(
+        send, codec, P, lambda: (s_flush(out_st), s_flush(err_st)), err_stream.write)
 
     # 2. boot
     line = read_frame_blocking()
@@ -255,7 +257,10 @@ def _coderun_child():
 
     # 4. the ledger, the proxies
     set_budget(max_log)
+    set_output_budget(boot["maxOutputBytes"])
     install(boot["namespaces"], program_globals)
+    program_globals["display"] = B.display = display
+    install_matplotlib(os.environ)
     send(b'{"type":"boot-ack"}')
 
     # 5. run
@@ -1041,6 +1046,185 @@ def _make_typed(P, load_cold):
         state[f] = [invoke, None, sig, None]
         return f
     return make
+
+
+# ---- display and rich outputs (docs/child-protocol.md §3.9) -------------------------------
+def _make_display(send, codec, P, flush_logs, warn):
+    """display() by the IPython display protocol, and the matplotlib backend behind plt.show().
+
+    Returns (display, set_budget, install_matplotlib). set_budget(maxOutputBytes) starts a
+    run's count of the outputs budget (a session calls it before each run); the daemon
+    counts too and is the authority, this count only keeps an object that cannot fit from
+    being encoded and sent at all. install_matplotlib() makes matplotlib, if the program
+    ever imports it, use a non-interactive backend whose show() displays and closes every
+    open figure: it only sets MPLBACKEND and adds a finder consulted for the backend
+    module alone, so a program that never imports matplotlib pays nothing.
+    """
+    import builtins as B
+    import sys
+    (len, type, isinstance, str, bytes, bytearray, memoryview, dict, tuple, getattr, repr,
+     callable, Exception, exec_, compile_) = (
+        B.len, B.type, B.isinstance, B.str, B.bytes, B.bytearray, B.memoryview, B.dict, B.tuple,
+        B.getattr, B.repr, B.callable, B.Exception, B.exec, B.compile)
+    from binascii import b2a_base64
+    string, encode, OK = codec.string, codec.encode, P.OK
+    sys_modules = sys.modules
+    head, truncated_frame = b'{"type":"output","data":{', b'{"type":"output","truncated":true}'
+    budget = [0, False]                      # remaining bytes, truncated
+    methods = (("image/png", "_repr_png_"), ("image/jpeg", "_repr_jpeg_"),
+               ("image/svg+xml", "_repr_svg_"), ("text/html", "_repr_html_"),
+               ("text/markdown", "_repr_markdown_"), ("application/json", "_repr_json_"),
+               ("text/latex", "_repr_latex_"))
+
+    def set_budget(max_output):
+        budget[0] = max_output
+        budget[1] = False
+
+    def is_text(mime):                       # protocol.IsTextMime
+        return (mime.startswith("text/") or mime.endswith(("/json", "+json", "/xml", "+xml"))
+                or mime == "application/javascript")
+
+    def where(obj, method):
+        try:
+            return "%s.%s()" % (type(obj).__name__, method)
+        except Exception:
+            return method + "()"
+
+    def skipped(obj, mime, why):
+        warn("[coderun] display: the %s of a %s %s; skipped\n" % (mime, type(obj).__name__, why))
+
+    def payload(mime, value, obj):
+        """(JSON string bytes, decoded size) for one MIME entry, or None with a warning."""
+        if mime == "application/json":
+            st, text = encode(value, budget[0])
+            if st != OK:
+                skipped(obj, mime, "is not lossless JSON within the outputs budget")
+                return None
+            return string(text.decode("utf-8")), len(text)
+        if is_text(mime):
+            if not isinstance(value, str):
+                skipped(obj, mime, "is %s, not str" % type(value).__name__)
+                return None
+            if len(value) > budget[0]:       # at least a byte a character: never encoded
+                return b"", len(value)
+            return string(value), len(value.encode("utf-8", "surrogatepass"))
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            skipped(obj, mime, "is %s, not bytes" % type(value).__name__)
+            return None
+        raw = memoryview(value).cast("B")
+        if len(raw) > budget[0]:             # never encoded: it cannot fit
+            return b"", len(raw)
+        return b'"' + b2a_base64(raw, newline=False) + b'"', len(raw)
+
+    def call(obj, method, *args):
+        """obj.method(*args) with IPython's conventions, or None (absent, None, raised)."""
+        fn = getattr(obj, method, None)
+        if fn is None or not callable(fn):
+            return None
+        try:
+            value = fn(*args)
+        except Exception as e:
+            warn("[coderun] display: %s raised %s: %s\n" % (where(obj, method), type(e).__name__, e))
+            return None
+        if isinstance(value, tuple) and len(value) == 2:   # (data, metadata)
+            value = value[0]
+        return value
+
+    def figure_png(obj):
+        mf = sys_modules.get("matplotlib.figure")
+        if mf is None or not isinstance(obj, mf.Figure):
+            return None
+        import io
+        buf = io.BytesIO()
+        try:
+            obj.savefig(buf, format="png")
+        except Exception as e:
+            warn("[coderun] display: rendering the figure raised %s: %s\n" % (type(e).__name__, e))
+            return None
+        return buf.getvalue()
+
+    def bundle(obj):
+        """{mime: value} by the display protocol, text/plain always last."""
+        data = {}
+        mb = call(obj, "_repr_mimebundle_", None, None)
+        if isinstance(mb, dict):
+            for k, v in mb.items():
+                if isinstance(k, str) and k:
+                    data[k] = v
+        png = figure_png(obj)
+        if png is not None and "image/png" not in data:
+            data["image/png"] = png
+        for mime, method in methods:
+            if mime not in data:
+                v = call(obj, method)
+                if v is not None:
+                    data[mime] = v
+        if "text/plain" not in data:
+            try:
+                data["text/plain"] = repr(obj)
+            except Exception as e:
+                data["text/plain"] = "<%s object (repr raised %s)>" % (
+                    type(obj).__name__, type(e).__name__)
+        return data
+
+    def display(*objs):
+        """Show each object as a rich output of the run (result.outputs, run/output)."""
+        for obj in objs:
+            show_one(obj)
+
+    def show_one(obj):
+        if budget[1]:
+            return
+        parts, size = [], 0
+        for mime, value in bundle(obj).items():
+            p = payload(mime, value, obj)
+            if p is None:
+                continue
+            if parts:
+                parts.append(b",")
+            parts += [string(mime), b":", p[0]]
+            size += p[1]
+        flush_logs()                          # what was printed before comes first
+        if not parts:
+            return
+        if size > budget[0]:
+            budget[1] = True
+            send(truncated_frame)
+            return
+        budget[0] -= size
+        send(head, *parts, b"}}")
+
+    backend = "_coderun_mpl"
+    backend_source = (
+        "from matplotlib.backends.backend_agg import FigureCanvasAgg as FigureCanvas\n"
+        "from matplotlib.backend_bases import FigureManagerBase as FigureManager\n"
+        "from matplotlib._pylab_helpers import Gcf as _Gcf\n"
+        "def show(*args, **kwargs):\n"
+        "    \"\"\"Display every open figure as image/png, then close it.\"\"\"\n"
+        "    for manager in _Gcf.get_all_fig_managers():\n"
+        "        _display(manager.canvas.figure)\n"
+        "    _Gcf.destroy_all()\n")
+    hook = type(sys)("coderun_matplotlib_hook")   # a finder and loader, functions only
+
+    def install_matplotlib(environ):
+        ModuleSpec = sys_modules["_frozen_importlib"].ModuleSpec
+
+        def find_spec(name, path=None, target=None):
+            if name == "matplotlib" and "MPLBACKEND" not in environ:
+                environ["MPLBACKEND"] = "module://" + backend   # read as matplotlib loads
+            elif name == backend:
+                return ModuleSpec(name, hook)
+            return None
+
+        def exec_module(module):
+            module.__dict__["_display"] = display
+            exec_(compile_(backend_source, "<coderun matplotlib backend>", "exec"), module.__dict__)
+
+        hook.find_spec, hook.exec_module = find_spec, exec_module
+        hook.create_module = lambda spec: None
+        sys.meta_path.insert(0, hook)
+
+    return display, set_budget, install_matplotlib
 
 
 _coderun_child()

@@ -21,7 +21,7 @@ type fieldSet struct {
 
 // roster is docs/child-protocol.md §2.2's field-set roster, the reference both sides must match.
 var roster = map[string]fieldSet{
-	"BootMessage":    {Required: []string{"addressSpaceBytes", "cpuSeconds", "maxLogBytes", "maxValueBytes", "namespaces", "type"}},
+	"BootMessage":    {Required: []string{"addressSpaceBytes", "cpuSeconds", "maxLogBytes", "maxOutputBytes", "maxValueBytes", "namespaces", "type"}},
 	"Namespace":      {Required: []string{"global", "names"}, Optional: []string{"errorClass", "signatures"}},
 	"ErrorClass":     {Required: []string{"memberNameProperty", "name"}},
 	"Signature":      {Required: []string{"doc", "params", "stub"}},
@@ -34,6 +34,7 @@ var roster = map[string]fieldSet{
 	"DoneMessage":    {Required: []string{"type"}, Optional: []string{"error", "value"}},
 	"ReplyOk":        {Required: []string{"id", "ok", "type", "value"}},
 	"ReplyErr":       {Required: []string{"id", "message", "ok", "type"}, Optional: []string{"typeError"}},
+	"OutputMessage":  {Required: []string{"type"}, Optional: []string{"data", "truncated"}},
 }
 
 // goFrames are the Go frame structs, by the name protocol.py must use for its TypedDict.
@@ -51,6 +52,7 @@ var goFrames = map[string]any{
 	"DoneMessage":    protocol.DoneMessage{},
 	"ReplyOk":        protocol.ReplyOk{},
 	"ReplyErr":       protocol.ReplyErr{},
+	"OutputMessage":  protocol.OutputMessage{},
 }
 
 // goFields derives a struct's field set: omitempty or a pointer makes a key optional.
@@ -196,6 +198,8 @@ func TestMirrorConstants(t *testing.T) {
 		"FRAME_CALL":             protocol.FrameCall,
 		"FRAME_LOG":              protocol.FrameLog,
 		"FRAME_DONE":             protocol.FrameDone,
+		"FRAME_OUTPUT":           protocol.FrameOutput,
+		"OUTPUTS_MARKER_PREFIX":  protocol.OutputsMarkerPrefix,
 		"KIND_EXCEPTION":         protocol.KindException,
 		"KIND_INVALID_OUTPUT":    protocol.KindInvalidOutput,
 		"KIND_OUTPUT_LIMIT":      protocol.KindOutputLimit,

@@ -47,6 +47,8 @@ FRAME_BOOT_ACK = "boot-ack"
 FRAME_CALL = "call"
 FRAME_LOG = "log"
 FRAME_DONE = "done"
+FRAME_OUTPUT = "output"
+OUTPUTS_MARKER_PREFIX = "[coderun] outputs truncated at "
 
 KIND_EXCEPTION = "exception"
 KIND_INVALID_OUTPUT = "invalid-output"
@@ -894,10 +896,11 @@ def _default(ast, text):
 FRAME_TYPES = (
     "BootMessage", "Namespace", "ErrorClass", "Signature", "Param", "RunMessage", "ReplyOk",
     "ReplyErr", "BootAckMessage", "CallMessage", "LogMessage", "DoneErrorField", "DoneMessage",
+    "OutputMessage",
 )
 
 if TYPE_CHECKING:
-    from typing import Any, List, Literal, Optional, TypedDict
+    from typing import Any, Dict, List, Literal, Optional, TypedDict
 
     class ErrorClass(TypedDict):
         name: str
@@ -927,6 +930,7 @@ if TYPE_CHECKING:
         addressSpaceBytes: int
         maxLogBytes: int
         maxValueBytes: int
+        maxOutputBytes: int
         namespaces: List[Namespace]
 
     class RunMessage(TypedDict):
@@ -976,6 +980,13 @@ if TYPE_CHECKING:
 
     class DoneMessage(_DoneOptional):
         type: Literal["done"]
+
+    class _OutputOptional(TypedDict, total=False):
+        data: Dict[str, str]
+        truncated: Literal[True]
+
+    class OutputMessage(_OutputOptional):
+        type: Literal["output"]
 
 
 def __getattr__(name):

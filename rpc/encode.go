@@ -67,7 +67,9 @@ func emitRunResponse(id string, r protocol.Result, put func([]byte)) {
 		b = appendString(b, l)
 		put(b)
 	}
-	b = append(b[:0], ']')
+	put(append(b[:0], ']'))
+	emitOutputs(r, put)
+	b = b[:0]
 	if r.Error != nil {
 		b = appendRunError(append(b, `,"error":`...), r.Error)
 	}

@@ -29,7 +29,7 @@ var reservedWords = wordSet(
 	nonlocal not or pass raise match type _`)
 
 // runtimeOwned are globals the child owns.
-var runtimeOwned = wordSet(`console __coderun_main__ __builtins__ __name__ __debug__`)
+var runtimeOwned = wordSet(`console __coderun_main__ __builtins__ __name__ __debug__ display`)
 
 // reservedMembers may not be a memberNameProperty.
 var reservedMembers = wordSet(`name message stack args with_traceback add_note`)

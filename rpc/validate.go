@@ -48,10 +48,11 @@ func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
 			return p, reject("stream must be a boolean")
 		}
 	}
-	if p.Traceparent, err = optionalTraceparent(ms); err != nil {
+	if p.Files, err = validateFiles(ms, effective(p.Limits.MaxFileBytes, cfg.MaxFileBytes)); err != nil {
 		return p, err
 	}
-	return p, nil
+	p.Traceparent, err = optionalTraceparent(ms)
+	return p, err
 }
 
 // validateDescribe checks bindings/describe params: run's rules for
@@ -250,7 +251,8 @@ func addTyped(ns *protocol.Namespace, fns []*typed.Function) {
 	}
 }
 
-var limitNames = []string{"cpuSeconds", "maxWallMs", "addressSpaceMb", "maxLogBytes", "maxValueBytes"}
+var limitNames = []string{"cpuSeconds", "maxWallMs", "addressSpaceMb", "maxLogBytes", "maxValueBytes",
+	"maxFileBytes", "maxOutputBytes"}
 
 // validateLimits applies docs/configuration.md §4. Zero fields of the result mean
 // "not given".
@@ -270,8 +272,10 @@ func validateLimits(raw []byte, cfg protocol.Limits) (protocol.Limits, error) {
 		sort.Strings(unknown)
 		return l, reject("limits." + unknown[0] + " is not a known limit")
 	}
-	caps := []int64{cfg.CPUSeconds, cfg.MaxWallMs, cfg.AddressSpaceMb, cfg.MaxLogBytes, cfg.MaxValueBytes}
-	dst := []*int64{&l.CPUSeconds, &l.MaxWallMs, &l.AddressSpaceMb, &l.MaxLogBytes, &l.MaxValueBytes}
+	caps := []int64{cfg.CPUSeconds, cfg.MaxWallMs, cfg.AddressSpaceMb, cfg.MaxLogBytes, cfg.MaxValueBytes,
+		cfg.MaxFileBytes, cfg.MaxOutputBytes}
+	dst := []*int64{&l.CPUSeconds, &l.MaxWallMs, &l.AddressSpaceMb, &l.MaxLogBytes, &l.MaxValueBytes,
+		&l.MaxFileBytes, &l.MaxOutputBytes}
 	for k, name := range limitNames {
 		m, ok := wireguard.Last(ms, name)
 		if !ok {
@@ -320,12 +324,7 @@ func limitValue(name string, raw []byte, limit int64) (int64, error) {
 
 // crossCheck applies the address-space room rules to the effective limits.
 func crossCheck(l, cfg protocol.Limits) error {
-	eff := func(v, c int64) int64 {
-		if v > 0 {
-			return v
-		}
-		return c
-	}
+	eff := effective
 	mb := eff(l.AddressSpaceMb, cfg.AddressSpaceMb)
 	if msg := protocol.RunRoomBaseline(mb); msg != "" {
 		return reject(msg)
@@ -336,5 +335,16 @@ func crossCheck(l, cfg protocol.Limits) error {
 	if msg := protocol.RunRoomBudget("maxValueBytes", eff(l.MaxValueBytes, cfg.MaxValueBytes), mb); msg != "" {
 		return reject(msg)
 	}
+	if msg := protocol.RunRoomBudget("maxOutputBytes", eff(l.MaxOutputBytes, cfg.MaxOutputBytes), mb); msg != "" {
+		return reject(msg)
+	}
 	return nil
+}
+
+// effective is a run's limit v when given (non-zero), else the configured c.
+func effective(v, c int64) int64 {
+	if v > 0 {
+		return v
+	}
+	return c
 }

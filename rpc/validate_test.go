@@ -143,7 +143,7 @@ func TestValidationAccepts(t *testing.T) {
 
 // C1–C4: the reserved tables.
 func TestReservedTables(t *testing.T) {
-	if len(runtimeOwned) != 5 || !runtimeOwned["console"] || !runtimeOwned["__coderun_main__"] ||
+	if len(runtimeOwned) != 6 || !runtimeOwned["display"] || !runtimeOwned["console"] || !runtimeOwned["__coderun_main__"] ||
 		!runtimeOwned["__builtins__"] || !runtimeOwned["__name__"] || !runtimeOwned["__debug__"] || runtimeOwned["tools"] {
 		t.Error("runtime-owned set")
 	}

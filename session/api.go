@@ -77,5 +77,7 @@ func EffectiveLimits(cfg, run protocol.Limits) protocol.Limits {
 		AddressSpaceMb: tighten(cfg.AddressSpaceMb, run.AddressSpaceMb),
 		MaxLogBytes:    tighten(cfg.MaxLogBytes, run.MaxLogBytes),
 		MaxValueBytes:  tighten(cfg.MaxValueBytes, run.MaxValueBytes),
+		MaxFileBytes:   tighten(cfg.MaxFileBytes, run.MaxFileBytes),
+		MaxOutputBytes: tighten(cfg.MaxOutputBytes, run.MaxOutputBytes),
 	}
 }

@@ -24,6 +24,8 @@ func bootFrame(lim protocol.Limits, namespaces []protocol.Namespace) []byte {
 	b = strconv.AppendInt(b, lim.MaxLogBytes, 10)
 	b = append(b, `,"maxValueBytes":`...)
 	b = strconv.AppendInt(b, lim.MaxValueBytes, 10)
+	b = append(b, `,"maxOutputBytes":`...)
+	b = strconv.AppendInt(b, lim.MaxOutputBytes, 10)
 	b = append(b, `,"namespaces":[`...)
 	for i, ns := range namespaces {
 		if i > 0 {

@@ -11,13 +11,13 @@ func TestBootFrame(t *testing.T) {
 	got := string(bootFrame(protocol.Limits{CPUSeconds: 60, AddressSpaceMb: 512, MaxLogBytes: 65536, MaxValueBytes: 32768, MaxWallMs: 1},
 		[]protocol.Namespace{{Global: "tools", Names: []string{"search", "my-tool"},
 			ErrorClass: &protocol.ErrorClass{Name: "ToolError", MemberNameProperty: "tool"}}}))
-	want := `{"type":"boot","cpuSeconds":60,"addressSpaceBytes":536870912,"maxLogBytes":65536,"maxValueBytes":32768,"namespaces":[{"global":"tools","names":["search","my-tool"],"errorClass":{"name":"ToolError","memberNameProperty":"tool"}}]}` + "\n"
+	want := `{"type":"boot","cpuSeconds":60,"addressSpaceBytes":536870912,"maxLogBytes":65536,"maxValueBytes":32768,"maxOutputBytes":0,"namespaces":[{"global":"tools","names":["search","my-tool"],"errorClass":{"name":"ToolError","memberNameProperty":"tool"}}]}` + "\n"
 	if got != want {
 		t.Errorf("boot frame\n got %s\nwant %s", got, want)
 	}
 	got = string(bootFrame(protocol.Limits{CPUSeconds: 1, AddressSpaceMb: 8589934591, MaxLogBytes: 64, MaxValueBytes: 1},
 		[]protocol.Namespace{{Global: "a", Names: []string{}}, {Global: "b", Names: []string{"<x>\u2028", "\xed\xa0\x80"}}}))
-	want = `{"type":"boot","cpuSeconds":1,"addressSpaceBytes":9007199253692416,"maxLogBytes":64,"maxValueBytes":1,"namespaces":[{"global":"a","names":[]},{"global":"b","names":["<x>` + "\u2028" + `","\ud800"]}]}` + "\n"
+	want = `{"type":"boot","cpuSeconds":1,"addressSpaceBytes":9007199253692416,"maxLogBytes":64,"maxValueBytes":1,"maxOutputBytes":0,"namespaces":[{"global":"a","names":[]},{"global":"b","names":["<x>` + "\u2028" + `","\ud800"]}]}` + "\n"
 	if got != want {
 		t.Errorf("boot frame\n got %s\nwant %s", got, want)
 	}
@@ -125,7 +125,7 @@ func TestTypedFrames(t *testing.T) {
 		Doc: "Find.", Stub: "async def search(self, q: str, mode: str = 'x') -> Any:\n    \"\"\"Find.\"\"\"\n"}
 	got := string(bootFrame(protocol.Limits{CPUSeconds: 1, AddressSpaceMb: 1, MaxLogBytes: 64, MaxValueBytes: 1},
 		[]protocol.Namespace{{Global: "tools", Names: []string{"search", "old"}, Signatures: []*protocol.Signature{sig, nil}}}))
-	want := `{"type":"boot","cpuSeconds":1,"addressSpaceBytes":1048576,"maxLogBytes":64,"maxValueBytes":1,"namespaces":[{"global":"tools","names":["search","old"],` +
+	want := `{"type":"boot","cpuSeconds":1,"addressSpaceBytes":1048576,"maxLogBytes":64,"maxValueBytes":1,"maxOutputBytes":0,"namespaces":[{"global":"tools","names":["search","old"],` +
 		`"signatures":[{"params":[{"name":"q","required":true},{"name":"mode","required":false,"default":"'x'"}],"doc":"Find.",` +
 		`"stub":"async def search(self, q: str, mode: str = 'x') -> Any:\n    \"\"\"Find.\"\"\"\n"},null]}]}` + "\n"
 	if got != want {

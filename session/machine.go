@@ -88,6 +88,7 @@ const (
 	evEOF                            // descriptor fd reached end of stream
 	evReaped                         // the child was reaped
 	evQuiescent                      // the process group is empty (or given up on)
+	evOutput                         // an output frame (frame)
 )
 
 // event is one input to the machine; the fields its kind names are set.
@@ -123,6 +124,9 @@ type effects struct {
 	ok           bool          // evCallSent, evAnswered: go on; evCallCancel: cancel now
 	decided      bool          // the run was decided by this step (for the log)
 	sinceHandoff time.Duration // for the decided / settled log lines
+
+	// settle: the queued result, completed by Run.settled before staged opens
+	res *protocol.Result
 }
 
 // machine is the run's settlement state machine. Every change of its state
@@ -140,6 +144,9 @@ type machine struct {
 	graceKill bool                    // SIGKILL the group after the grace (off only for C129)
 	post      func(event)             // feeds timer events back (locks, steps, performs)
 	onEvent   func(protocol.LogEvent) // the capture's stream callback (nil unless streaming)
+
+	// the run/output stream callback (nil unless streaming)
+	onOutput func(protocol.OutputEvent)
 
 	// helpers with their own synchronisation
 	out *outbox   // the client deliveries, for the run's life
@@ -163,6 +170,8 @@ type machine struct {
 	tailAdmitted [3]bool
 	capture      *wireguard.Capture
 
+	outs *outputs // displayed objects and the outputs budget (outputs.go)
+
 	wallTimer, killTimer, closeTimer *time.Timer
 
 	// fd-3 protocol state
@@ -177,6 +186,7 @@ func (m *machine) init(now time.Time) {
 	m.accepted = now
 	m.calls = make(map[int64]*call)
 	m.capture = wireguard.NewCapture(m.lim.MaxLogBytes, m.onEvent)
+	m.outs = newOutputs(m.lim.MaxOutputBytes)
 }
 
 func (m *machine) decided() bool { return m.state >= stateDecided }
@@ -218,6 +228,8 @@ func (m *machine) step(ev event) effects {
 		}
 	case evCall:
 		m.acceptCall(&ev.frame, ev.refusal, &eff)
+	case evOutput:
+		m.output(&ev.frame)
 	case evCallSent:
 		if eff.ok = !m.decided(); eff.ok {
 			m.bindingCalls++
@@ -423,7 +435,8 @@ func (m *machine) settle(eff *effects) {
 		res.Value = m.dec.value
 	}
 	res.Stats = m.stats(time.Now())
-	eff.settle, eff.settleW, eff.staged = true, m.w, make(chan struct{})
+	res.Outputs = m.outs.list
+	eff.settle, eff.settleW, eff.staged, eff.res = true, m.w, make(chan struct{}), &res
 	eff.sinceHandoff = time.Since(m.handoff)
 	m.out.push(outItem{result: &res, staged: eff.staged})
 }

@@ -9,6 +9,7 @@ import (
 // outItem is one ordered delivery to the client: exactly one field is set.
 type outItem struct {
 	ev      *protocol.LogEvent
+	output  *protocol.OutputEvent
 	call    *call
 	cancels []func()
 	result  *protocol.Result
@@ -21,6 +22,8 @@ type outItem struct {
 type outboxSink interface {
 	// deliverLog sends one run/log notification.
 	deliverLog(ev protocol.LogEvent)
+	// deliverOutput sends one run/output notification.
+	deliverOutput(ev protocol.OutputEvent)
 	// deliverCall sends one binding/call (unless the run was decided meanwhile).
 	deliverCall(c *call)
 	// flushClient has the client write out what it buffered.
@@ -128,6 +131,8 @@ func (o *outbox) deliver(it outItem) {
 	switch {
 	case it.ev != nil:
 		o.sink.deliverLog(*it.ev)
+	case it.output != nil:
+		o.sink.deliverOutput(*it.output)
 	case it.call != nil:
 		o.sink.deliverCall(it.call)
 	case it.cancels != nil:

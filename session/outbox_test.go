@@ -23,6 +23,8 @@ func (s *recordingSink) add(e string) {
 	s.got = append(s.got, e)
 }
 
+func (s *recordingSink) deliverOutput(protocol.OutputEvent) {}
+
 func (s *recordingSink) deliverLog(ev protocol.LogEvent) {
 	if ev.Text == s.panicOn {
 		panic("sink exploded")

@@ -68,7 +68,7 @@ d = os.getcwd()
 return {"dir": st(d), "bootstrap": st("bootstrap.py"), "protocol": st("protocol.py"),
         "prefix": os.path.basename(d).startswith("coderun-"), "argv0": sys.argv[0] == os.path.join(d, "bootstrap.py"),
         "files": sorted(os.listdir(d))}`,
-			value: `{"dir":"0o700","bootstrap":"0o600","protocol":"0o600","prefix":true,"argv0":true,"files":["bootstrap.py","protocol.py"]}`},
+			value: `{"dir":"0o700","bootstrap":"0o600","protocol":"0o600","prefix":true,"argv0":true,"files":["bootstrap.py","out","protocol.py"]}`},
 		{name: "C39", bindings: tools("echo", "fail"), client: map[string]behaviour{"echo": wrap(), "fail": fail("nope")},
 			program: `first = await tools.echo({"n": 1})
 try:

@@ -32,12 +32,17 @@ type Run struct {
 
 	out       *outbox
 	quiescent chan struct{} // closed once the run is forgotten
+	files     []protocol.InputFile
+	// lateMarker is the outputs marker due to out/ files, set by settled
+	// before the result's gate opens and streamed just before the result.
+	lateMarker *protocol.OutputEvent
+	collected  collected // out/ as read for this run (Run.collect)
 }
 
 func newRun(m *Manager, runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) *Run {
 	lim := EffectiveLimits(m.cfg.Limits, p.Limits)
 	r := &Run{
-		m: m, id: runID, client: c, onResult: onResult, bindings: p.Bindings,
+		m: m, id: runID, client: c, onResult: onResult, bindings: p.Bindings, files: p.Files,
 		log:       m.log.With("run", runID),
 		quiescent: make(chan struct{}),
 	}
@@ -51,6 +56,9 @@ func newRun(m *Manager, runID string, p protocol.RunParams, c Client, onResult f
 	if p.Stream {
 		r.sm.onEvent = func(ev protocol.LogEvent) { // called under r.mu, in ledger order
 			r.out.push(outItem{ev: &ev})
+		}
+		r.sm.onOutput = func(ev protocol.OutputEvent) { // called under r.mu, in frame order
+			r.out.push(outItem{output: &ev})
 		}
 	}
 	r.sm.init(time.Now())
@@ -115,7 +123,7 @@ func (r *Run) perform(eff effects) {
 		w.proc.SignalGroup(syscall.SIGKILL)
 	}
 	if w := eff.removeEarly; w != nil {
-		w.removeEarly()
+		w.removeEarly(func() { r.collect(w) })
 	}
 	if c := eff.unknown; c != nil {
 		r.reply(eff.wr, replyErr(c.id, unknownBindingMessage(c.global, c.name, r.sm.lim.MaxValueBytes)))
@@ -137,6 +145,7 @@ func (r *Run) perform(eff effects) {
 func (r *Run) settled(eff effects) {
 	w := eff.settleW
 	r.log.Debug("settled", "sinceHandoff", eff.sinceHandoff)
+	r.completeResult(w, eff.res)
 	if w != nil {
 		w.closeFiles()
 		w.removeDir(r.log)
@@ -179,7 +188,12 @@ func (r *Run) startOn(get func() (*worker, *protocol.RunError)) {
 	if o, ok := r.client.(ChildObserver); ok {
 		o.ChildStarted(began, time.Now())
 	}
+	err := stageFiles(w.dir, r.files) // before the boot frame, so before the program
+	r.files = nil
 	r.attach(w)
+	if err != nil {
+		r.decide(decision{err: workerExit(err.Error())})
+	}
 }
 
 // failStart settles a run that never got a child.

@@ -25,17 +25,20 @@ const (
 
 // sandboxFor builds the tier-sandbox description for the frozen interpreter:
 // read-only access to the interpreter binary, its standard library,
-// site-packages and sys.path (as the interpreter itself reports them), and the
-// system library directories — never a tree that holds the daemon's own
-// executable or the run directories' parent.
+// site-packages and sys.path (as the interpreter itself reports them), and
+// read and execute access to the system's trees of installed executables and
+// libraries — never a tree that holds the daemon's own executable or the run
+// directories' parent.
 func sandboxFor(python, tempDir string) sandbox.Config {
-	ro := append(interpreterTrees(python), sandbox.SystemLibraryDirs()...)
 	private := []string{tempDir}
 	if self, err := os.Executable(); err == nil {
 		private = append(private, self)
 	}
-	return sandbox.Config{ReadOnly: withoutAncestors(dedupe(ro), private), MaxProcs: sandboxMaxProcs,
-		MaxFiles: sandboxMaxFiles, MaxFileBytes: sandboxMaxFileBytes}
+	return sandbox.Config{
+		ReadOnly:   withoutAncestors(dedupe(interpreterTrees(python)), private),
+		Executable: withoutAncestors(dedupe(sandbox.SystemExecutableDirs()), private),
+		MaxProcs:   sandboxMaxProcs, MaxFiles: sandboxMaxFiles, MaxFileBytes: sandboxMaxFileBytes,
+	}
 }
 
 // treesScript prints the paths an interpreter needs to run: the binary, the

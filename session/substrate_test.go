@@ -217,7 +217,7 @@ env = dict(os.environ)
 env.pop("LC_CTYPE", None)
 open("mine", "w").write("x")
 return {"keys": sorted(env), "cwd": os.path.realpath(os.getcwd()) == os.path.realpath(env["TMPDIR"]), "files": sorted(os.listdir("."))}`})
-		tcase{value: `{"keys":["TMPDIR"],"cwd":true,"files":["bootstrap.py","mine","protocol.py"]}`}.verify(t, res, fc, el)
+		tcase{value: `{"keys":["TMPDIR"],"cwd":true,"files":["bootstrap.py","mine","out","protocol.py"]}`}.verify(t, res, fc, el)
 	}
 	res, fc, el := execute(t, m, tcase{name: "warm-wall", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 400 }),
 		program: "import time\ntime.sleep(10)"})

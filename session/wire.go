@@ -92,6 +92,8 @@ func (r *Run) handleFrame(line []byte) {
 		r.dispatch(event{kind: evCall, frame: f, refusal: r.refuseArgs(f)})
 	case protocol.FrameDone:
 		r.decide(doneDecision(f, r.sm.lim.MaxValueBytes))
+	case protocol.FrameOutput:
+		r.dispatch(event{kind: evOutput, frame: f})
 	}
 }
 
@@ -229,7 +231,15 @@ func (r *Run) deliverLog(ev protocol.LogEvent) { r.client.Log(r.id, ev) }
 
 func (r *Run) flushClient() { r.client.Flush() }
 
-func (r *Run) deliverResult(res protocol.Result) { r.onResult(res) }
+// deliverResult hands the result over, after the outputs marker its files
+// caused (if any): run/output is flushed before the result is written.
+func (r *Run) deliverResult(res protocol.Result) {
+	if ev := r.lateMarker; ev != nil {
+		r.deliverOutput(*ev)
+		r.client.Flush()
+	}
+	r.onResult(res)
+}
 
 // deliveryPanicked: a panic in a client callback becomes the run's worker-exit.
 func (r *Run) deliveryPanicked(v any) {

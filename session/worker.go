@@ -35,6 +35,10 @@ type worker struct {
 	removeOnce sync.Once
 	earlyOnce  sync.Once     // the early removal pass (removeEarly), started at most once
 	earlyDone  chan struct{} // closed when that pass is over, or when it will never run
+
+	collectOnce sync.Once // out/ is collected once (Run.collect)
+	outFiles    []protocol.OutFile
+	outBudget   outputBudget // the run's outputs budget after out/
 }
 
 // stagedFile is one file of a staged directory.
@@ -95,6 +99,10 @@ func spawnWorker(python, tempDir string, start startFunc) (*worker, *protocol.Ru
 		Env:  []string{"TMPDIR=" + dir},
 		Dir:  dir,
 	}
+	if err := resetOut(dir); err != nil {
+		rundir.Remove(dir)
+		return nil, workerExit("failed to stage the python bootstrap: " + err.Error())
+	}
 	proc, err := start(spec)
 	if err != nil {
 		rundir.Remove(dir)
@@ -151,7 +159,7 @@ func (w *worker) removeDir(log *slog.Logger) {
 	})
 }
 
-// removeEarly starts a removal pass of the run directory in the background,
+// removeEarly calls before, then starts a removal pass of the run directory in the background,
 // at most once and never after removeDir has begun. It is called when every
 // descriptor of the child has reached end of stream: removing a directory can
 // take milliseconds (ext4 with online discard issues a synchronous discard for
@@ -159,10 +167,11 @@ func (w *worker) removeDir(log *slog.Logger) {
 // wait for the exit report. A program that closed its descriptors and still
 // runs can make the pass fail by creating files meanwhile; removeDir, at
 // settlement, removes what is left.
-func (w *worker) removeEarly() {
+func (w *worker) removeEarly(before func()) {
 	w.earlyOnce.Do(func() {
 		go func() {
 			defer close(w.earlyDone)
+			before()             // out/ is read before it goes
 			rundir.Remove(w.dir) // a failure is removeDir's to retry and log
 		}()
 	})

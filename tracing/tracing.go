@@ -150,6 +150,14 @@ func (c *tracedClient) CallBinding(runID, namespace, function string, args []byt
 	}
 }
 
+// Output forwards run/output notifications (session.OutputSink) to the
+// wrapped client: a wrapper must not hide what the client can take.
+func (c *tracedClient) Output(runID string, ev protocol.OutputEvent) {
+	if s, ok := c.Client.(session.OutputSink); ok {
+		s.Output(runID, ev)
+	}
+}
+
 // ChildStarted implements session.ChildObserver: the child start span.
 func (c *tracedClient) ChildStarted(began, ready time.Time) {
 	if c.t == nil {

@@ -20,8 +20,14 @@ const (
 )
 
 // peer is the session.Client rpc would give the run: it records the
-// traceparent of each binding call and answers it at once.
-type peer struct{ traceparents []string }
+// traceparent of each binding call and answers it at once, and the outputs
+// it is sent.
+type peer struct {
+	traceparents []string
+	outputs      int
+}
+
+func (p *peer) Output(string, protocol.OutputEvent) { p.outputs++ }
 
 func (p *peer) CallBinding(runID, ns, fn string, args []byte, answer func(session.Answer)) func() {
 	return p.CallBindingTraced(runID, ns, fn, args, "", answer)
@@ -100,5 +106,20 @@ func TestNilTracer(t *testing.T) {
 	}
 	if got := traceOne(tr, protocol.RunParams{Traceparent: incoming}); len(got.traceparents) != 1 || got.traceparents[0] != incoming {
 		t.Errorf("binding/call traceparent %v, want the request's %s", got.traceparents, incoming)
+	}
+}
+
+// TestOutputsPassThrough: the wrapper forwards run/output to a client
+// that takes them (session finds it by the OutputSink interface).
+func TestOutputsPassThrough(t *testing.T) {
+	pr := &peer{}
+	c, _, _ := (*Tracer)(nil).Start(`1`, protocol.RunParams{Traceparent: incoming}, pr, func(protocol.Result) {})
+	s, ok := c.(session.OutputSink)
+	if !ok {
+		t.Fatal("the traced client hides session.OutputSink")
+	}
+	s.Output(`1`, protocol.OutputEvent{})
+	if pr.outputs != 1 {
+		t.Errorf("outputs forwarded: %d, want 1", pr.outputs)
 	}
 }

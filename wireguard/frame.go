@@ -21,6 +21,9 @@ type Frame struct {
 	HasValue        bool                     // done: a "value" member was present
 	Value           []byte                   // done: the raw value text as received (aliases line)
 	Error           *protocol.DoneErrorField // done: rebuilt error (exceptionType cut, line checked)
+	Data            []byte                   // output: the checked data object as received (aliases line)
+	DataSize        int64                    // output: its decoded size (see OutputData)
+	dataCanonical   bool                     // output: Data is already canonical (OutputCopy)
 }
 
 // Members of a frame the rebuild reads, index-aligned with frameNames.
@@ -35,10 +38,11 @@ const (
 	mArgs
 	mValue
 	mError
+	mData
 	mCount
 )
 
-var frameNames = []string{"type", "text", "open", "truncated", "id", "global", "name", "args", "value", "error"}
+var frameNames = []string{"type", "text", "open", "truncated", "id", "global", "name", "args", "value", "error", "data"}
 
 // Members of a done frame's error object, index-aligned with errorNames.
 const (
@@ -57,7 +61,7 @@ var errorNames = []string{"kind", "message", "exceptionType", "line"}
 // strings), parse as exactly one JSON object, and have the shape of its type.
 //
 // Duplicate member names: a frame whose object names a frame field (type, text, open,
-// truncated, id, global, name, args, value, error — whatever its type) more than once,
+// truncated, id, global, name, args, value, error, data — whatever its type) more than once,
 // or whose error object repeats kind, message, exceptionType or line, is dropped:
 // which one the child meant is ambiguous, and Python would silently take the last.
 // Repeats of other names are ignored, like those names themselves. Inside args and value, duplicates are program
@@ -77,6 +81,8 @@ func DecodeFrame(line []byte) (Frame, bool) {
 		return rebuildCall(f, &m)
 	case protocol.FrameDone:
 		return rebuildDone(f, &m)
+	case protocol.FrameOutput:
+		return rebuildOutput(f, &m)
 	}
 	return Frame{}, false
 }

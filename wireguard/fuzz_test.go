@@ -95,6 +95,8 @@ func FuzzDecodeFrame(f *testing.F) {
 		`{"type":"done","error":{"kind":"timeout","message":"m"}}`, `{"type":"done","error":null}`,
 		`{"type":"log","text":"a","n":9007199254740993}`, `{"type":"log","type":"log","text":"a"}`,
 		"{\"type\":\"log\",\"text\":\"\xed\xa0\x80\"}", `null`, `[]`, `{}`,
+		`{"type":"output","data":{"text/plain":"a\u00e9\ud800","image/png":"AAE="}}`, `{"type":"output","truncated":true}`,
+		`{"type":"output","data":{ "text/plain" : "\u00e9" }}`, `{"type":"output","data":{"text/html":"<b>é</b>"}}`,
 	} {
 		f.Add([]byte(line))
 	}
@@ -106,6 +108,15 @@ func FuzzDecodeFrame(f *testing.F) {
 		if !utf8.Valid(line) {
 			t.Fatal("accepted invalid UTF-8")
 		}
+		if fr.Data != nil {
+			// An output's canonical copy is valid JSON, the fast copy agrees with it, and it
+			// is what the round trip compares.
+			data := OutputData(fr.Data)
+			if !Valid(data, Strict) || !bytes.Equal(fr.OutputCopy(), data) {
+				t.Fatalf("output data: %q → %q, fast copy %q", fr.Data, data, fr.OutputCopy())
+			}
+			fr.Data, fr.dataCanonical = data, false
+		}
 		if fr.Args != nil {
 			if again, v := CheckValue(fr.Args, noBudget); v != VerdictOK || !bytes.Equal(again, fr.Args) {
 				t.Fatalf("args not canonical: %q", fr.Args)
@@ -113,6 +124,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 		enc := encodeFrame(fr)
 		again, ok := DecodeFrame(enc)
+		again.dataCanonical = false // the fast copy was checked above
 		if !ok || !reflect.DeepEqual(again, fr) {
 			t.Fatalf("round trip: %q\n→ %q\n%+v\n%+v", line, enc, fr, again)
 		}
@@ -144,6 +156,14 @@ func encodeFrame(f Frame) []byte {
 		b = AppendString(b, f.Name)
 		field("args")
 		b = append(b, f.Args...)
+	case "output":
+		if f.Truncated {
+			field("truncated")
+			b = append(b, "true"...)
+		} else {
+			field("data")
+			b = append(b, f.Data...)
+		}
 	case "done":
 		if f.HasValue {
 			field("value")

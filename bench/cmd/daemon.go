@@ -214,6 +214,7 @@ func measureGroups(o options, f floors) ([]row, error) {
 		{"typed-bindings", on(func(d *daemon) ([]row, error) { return typedBindingRows(o, d) })},
 		{"describe", on(one(describeRow))},
 		{"typed-declare", on(one(typedDeclareRow))},
+		{"outputs", on(func(d *daemon) ([]row, error) { return outputsRows(o, d) })},
 		{"serve-unix", func() ([]row, error) { return serveUnixRows(o) }},
 		{"serve-fanout", func() ([]row, error) { return serveFanoutRows(o) }},
 		{"serve-idle", func() ([]row, error) { return serveIdleRows(o) }},

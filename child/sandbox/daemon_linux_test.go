@@ -131,7 +131,7 @@ func runBootstrap(t *testing.T, program string, cpuSeconds int) ([]string, runRe
 	}
 	t.Cleanup(func() { childtest.Discard(p) })
 	p.Conn.SetDeadline(time.Now().Add(20 * time.Second))
-	boot := fmt.Sprintf(`{"type":"boot","cpuSeconds":%d,"addressSpaceBytes":536870912,"maxLogBytes":65536,"maxValueBytes":32768,"namespaces":[]}`+"\n", cpuSeconds)
+	boot := fmt.Sprintf(`{"type":"boot","cpuSeconds":%d,"addressSpaceBytes":536870912,"maxLogBytes":65536,"maxValueBytes":32768,"maxOutputBytes":65536,"namespaces":[]}`+"\n", cpuSeconds)
 	if _, err := p.Conn.Write([]byte(boot)); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"debug/elf"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -171,5 +172,43 @@ print(json.dumps(out, sort_keys=True))
 	const want = `{"ctypes-callback": 42, "ctypes-dynload": true, "ctypes-libc": true, "fork": [1, 4, 9], "spawn": 0, "sqlite3": 42, "ssl": true, "subprocess": "7"}`
 	if got := strings.TrimSpace(r.stdout); got != want {
 		t.Errorf("got %s, want %s (stderr %q)", got, want, r.stderr)
+	}
+}
+
+// TestSandboxExecSystemTools: with the system's executable trees granted, a
+// program runs installed tools (a pipeline through sh, grep, git), and still
+// cannot execute what it writes, neither a copy of a system binary nor a
+// "#!" script.
+func TestSandboxExecSystemTools(t *testing.T) {
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	sb.Executable = SystemExecutableDirs()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	r := runPython(t, &sb, `import subprocess
+print(subprocess.run(["sh", "-c", "printf 'a\nb\na\n' | grep -c a"], capture_output=True, check=True).stdout.decode().strip())`)
+	if r.exit.Code != 0 || strings.TrimSpace(r.stdout) != "2" {
+		t.Errorf("sh | grep: exit %+v, stdout %q, stderr %q, want 2", r.exit, r.stdout, r.stderr)
+	}
+	if git, err := exec.LookPath("git"); err == nil {
+		if got := sandboxedExec(t, &sb, "", git, "--version"); got != "ran" {
+			t.Errorf("exec %s: %s, want ran", git, got)
+		}
+	}
+	if got := sandboxedExec(t, &sb, sh, "./copied-sh", "-c", "true"); got != "PermissionError" {
+		t.Errorf("exec a copy of %s in the run directory: %s, want PermissionError", sh, got)
+	}
+	r = runPython(t, &sb, `import os, subprocess
+fd = os.open("script", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o755)
+os.write(fd, b"#!/bin/sh\necho ran\n")
+os.close(fd)
+try:
+    subprocess.run(["./script"], check=True)
+except OSError as e:
+    print(type(e).__name__)`)
+	if strings.TrimSpace(r.stdout) != "PermissionError" {
+		t.Errorf("a written #! script: stdout %q, stderr %q, want PermissionError", r.stdout, r.stderr)
 	}
 }

@@ -73,7 +73,7 @@ func HelperMain(argv []string) {
 // sandboxConf is what the daemon tells the init, as argv
 // ("key=value"… "--" program argv…).
 type sandboxConf struct {
-	rw, ro        []string
+	rw, ro, exec  []string
 	nproc, nofile int
 	fsize         int64
 	cgroups       int // cgroup.procs descriptors (root daemon: pids, and memory in v1)
@@ -91,6 +91,9 @@ func (c sandboxConf) argv(argv0 string) []string {
 	}
 	for _, p := range c.ro {
 		a = append(a, "ro="+p)
+	}
+	for _, p := range c.exec {
+		a = append(a, "exec="+p)
 	}
 	if c.cgroups > 0 {
 		a = append(a, "cgroups="+strconv.Itoa(c.cgroups), "memlimits="+strconv.Itoa(c.memLimits))
@@ -118,6 +121,8 @@ func parseSandboxConf(args []string) (sandboxConf, error) {
 			c.rw = append(c.rw, v)
 		case "ro":
 			c.ro = append(c.ro, v)
+		case "exec":
+			c.exec = append(c.exec, v)
 		case "nproc":
 			c.nproc, err = strconv.Atoi(v)
 		case "nofile":
@@ -378,8 +383,9 @@ func countTasks(dir string) int {
 }
 
 // sandboxRules: the run directory read-write, the configured trees
-// read-only, what CPython reads outside them, and execute only for the
-// program binary (execRules). Nothing is both writable and executable.
+// read-only, the system's executable trees read-only and executable, what
+// CPython reads outside them, and execute for the program binary
+// (execRules). Nothing is both writable and executable.
 func sandboxRules(c sandboxConf) []llRule {
 	var rules []llRule
 	for _, p := range c.rw {
@@ -387,6 +393,9 @@ func sandboxRules(c sandboxConf) []llRule {
 	}
 	for _, p := range c.ro {
 		rules = append(rules, llRule{path: p, access: llRead})
+	}
+	for _, p := range c.exec {
+		rules = append(rules, llRule{path: p, access: llRead | unix.LANDLOCK_ACCESS_FS_EXECUTE})
 	}
 	if len(c.prog) > 0 {
 		rules = append(rules, execRules(c.prog[0])...)
@@ -404,22 +413,15 @@ func sandboxRules(c sandboxConf) []llRule {
 	return rules
 }
 
-// execRules grants EXECUTE where execve needs it and nowhere else: on the
-// program binary (the interpreter) and on its ELF program interpreter
-// (PT_INTERP, the dynamic loader). The kernel opens both with __FMODE_EXEC,
-// which Landlock checks against EXECUTE; the shared libraries the loader
-// then maps are ordinary reads. So the program can run its interpreter again
-// (subprocess of sys.executable, multiprocessing's spawn) and execve no
-// other binary: not a system tool in a read-only tree, not a file it
-// writes. This is not a bound on native code: the loader, executable as a
-// program ("ld.so ./elf"), maps any ELF it can read, as ctypes can; what
-// runs stays in this domain (Landlock and seccomp survive execve).
-// Landlock rules attach to inodes, and llAddPath opens the paths following
-// symlinks, so a symlinked interpreter or loader gets the right on the file
-// the kernel opens. A program that is not a dynamic ELF (a static binary)
-// gets the rule on itself alone; a "#!" script cannot be run (its
-// interpreter has no EXECUTE), which the daemon never asks for: it runs
-// sys.executable.
+// execRules grants EXECUTE on the program binary (the interpreter) and on
+// its ELF program interpreter (PT_INTERP, the dynamic loader), which may lie
+// outside the system's executable trees (an interpreter installed under a
+// home directory). The kernel opens both with __FMODE_EXEC, which Landlock
+// checks against EXECUTE; the shared libraries the loader then maps are
+// ordinary reads. Landlock rules attach to inodes, and llAddPath opens the
+// paths following symlinks, so a symlinked interpreter or loader gets the
+// right on the file the kernel opens. A program that is not a dynamic ELF
+// (a static binary) gets the rule on itself alone.
 func execRules(prog string) []llRule {
 	rules := []llRule{{path: prog, access: llExec, must: true}}
 	if interp := elfInterp(prog); interp != "" {

@@ -22,14 +22,19 @@ type Config struct {
 	// ReadOnly are the trees the program may read: the interpreter's
 	// installation, standard library, site-packages and the directories of
 	// the system libraries it links (see SystemLibraryDirs). Missing
-	// entries are skipped. Only the program binary (Spec.Path) and its
-	// dynamic loader may be executed (execRules), nothing else in these
-	// trees or writable. The run directory (Spec.Dir) is always
-	// read-write; /dev/null, /dev/zero, /dev/full, /dev/urandom,
-	// /dev/random, /etc/ld.so.cache and the namespace's own /proc are
-	// always readable; the run's own /dev/shm (a tmpfs of MaxFileBytes)
-	// is read-write. Nothing else is.
+	// entries are skipped.
 	ReadOnly []string
+	// Executable are read-only trees whose files the program may also
+	// execute: the system's installed tools (see SystemExecutableDirs), so
+	// a program can run grep, git or sh -c as in tier process. The program
+	// binary (Spec.Path) and its dynamic loader are executable wherever
+	// they are (execRules); nothing the program can write ever is.
+	//
+	// The run directory (Spec.Dir) is always read-write; /dev/null,
+	// /dev/zero, /dev/full, /dev/urandom, /dev/random, /etc/ld.so.cache
+	// and the namespace's own /proc are always readable; the run's own
+	// /dev/shm (a tmpfs of MaxFileBytes) is read-write. Nothing else is.
+	Executable []string
 	// MaxProcs bounds the tasks (processes and threads) of the program and
 	// its descendants; MaxFiles is RLIMIT_NOFILE; MaxFileBytes is
 	// RLIMIT_FSIZE. All must be positive.
@@ -97,6 +102,21 @@ func SystemLibraryDirs() []string {
 	return out
 }
 
+// SystemExecutableDirs returns the existing system trees of installed
+// executables (/bin, /sbin, /usr/bin, /usr/sbin, /usr/local/bin,
+// /usr/libexec) and SystemLibraryDirs, where helpers such as git's live.
+// Only root can write them, and the program never can: Landlock grants it
+// no write right there.
+func SystemExecutableDirs() []string {
+	var out []string
+	for _, d := range []string{"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/libexec"} {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			out = append(out, d)
+		}
+	}
+	return append(out, SystemLibraryDirs()...)
+}
+
 // sandboxRun is what a sandboxed Process keeps for Wait.
 type sandboxRun struct {
 	pid    int      // the init's
@@ -128,7 +148,7 @@ func Start(spec child.Spec, sb Config) (*child.Process, error) {
 	if err := checkSpec(spec, sb); err != nil {
 		return nil, err
 	}
-	c := sandboxConf{rw: []string{spec.Dir}, ro: sb.ReadOnly, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
+	c := sandboxConf{rw: []string{spec.Dir}, ro: sb.ReadOnly, exec: sb.Executable, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
 		fsize: sb.MaxFileBytes, prog: append([]string{spec.Path}, spec.Args...)}
 	s, err := spawn.OpenStdio(unix.SOCK_STREAM)
 	if err != nil {

@@ -113,6 +113,7 @@ class Result:
         self.done_raw = None
         self.logs = []
         self.log_frames = []
+        self.outputs = []       # output frames (display)
         self.returncode = None
         self.signal = None
         self.stdout = b""
@@ -242,12 +243,13 @@ class Child:
 
     # -- the exchange -------------------------------------------------------------------
     def boot(self, cpuSeconds=60, addressSpaceBytes=512 * MIB, maxLogBytes=65536,
-             maxValueBytes=32768, namespaces=()):
+             maxValueBytes=32768, namespaces=(), maxOutputBytes=8 * MIB):
         self.max_log = maxLogBytes
         self.max_value = maxValueBytes
         self.send({"type": "boot", "cpuSeconds": cpuSeconds,
                    "addressSpaceBytes": addressSpaceBytes, "maxLogBytes": maxLogBytes,
-                   "maxValueBytes": maxValueBytes, "namespaces": list(namespaces)})
+                   "maxValueBytes": maxValueBytes, "maxOutputBytes": maxOutputBytes,
+                   "namespaces": list(namespaces)})
 
     def serve(self, handler=None, timeout=20, program=None, expect_ack=True):
         """Read frames until done (or EOF); answer boot-ack with run, calls via handler."""
@@ -283,6 +285,8 @@ class Child:
                     reply = handler(frame)
                     if reply is not None:
                         self.send(reply)
+            elif t == "output":
+                res.outputs.append(frame)
             elif t == "done":
                 res.done = frame
                 res.done_raw = line

@@ -32,7 +32,8 @@ def test_globals_are_exactly_the_contract():
     res = run("return sorted(globals())", namespaces=[
         {"global": "tools", "names": ["a"], "errorClass": {"name": "ToolError",
                                                            "memberNameProperty": "tool"}}])
-    assert res.value == ["ToolError", "__builtins__", "__coderun_main__", "__name__", "tools"]
+    assert res.value == ["ToolError", "__builtins__", "__coderun_main__", "__name__", "display",
+                         "tools"]
     assert run("return __name__").value == "__main__"
 
 

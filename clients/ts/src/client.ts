@@ -20,6 +20,8 @@ import type {
   RequestMessage,
 } from 'vscode-jsonrpc';
 import { handlerTable, wireBindings } from './bindings.js';
+import { fileEntries } from './outputs.js';
+import type { OutputEvent } from './outputs.js';
 import { BINDING_ERROR_CODE } from './encoder.js';
 import {
   ClientClosedError,
@@ -82,6 +84,7 @@ interface LiveRun {
   id: RunId;
   functions: Map<string, Map<string, BindingFunction>>;
   onLog: ((event: LogEvent) => void) | undefined;
+  onOutput: ((event: OutputEvent) => void) | undefined;
   calls: Set<AbortController>;
   reject(err: Error): void;
 }
@@ -206,6 +209,7 @@ export class CodeRunClient {
       this.onBindingCall(params as BindingCallParams, token),
     );
     this.conn.onNotification('run/log', (params: unknown) => this.onRunLog(params));
+    this.conn.onNotification('run/output', (params: unknown) => this.onRunOutput(params));
     this.conn.onClose(() => {
       // Give the transport a moment to learn the exit status, for a better message.
       void within(transport.exited, EXIT_GRACE_MS).then((exit) => this.connectionLost(exit));
@@ -270,8 +274,9 @@ export class CodeRunClient {
     this.assertOpen();
     const bindings = options.bindings ?? [];
     const params: { [k: string]: unknown } = { program: options.program, ...bindingParams(bindings, options.limits) };
-    const stream = options.stream ?? options.onLog !== undefined;
+    const stream = options.stream ?? (options.onLog !== undefined || options.onOutput !== undefined);
     if (stream) params['stream'] = true;
+    if (options.files !== undefined) params['files'] = fileEntries(options.files);
     if (options.traceparent !== undefined) params['traceparent'] = options.traceparent;
     checkParams('run', params);
     const functions = handlerTable(bindings);
@@ -291,7 +296,14 @@ export class CodeRunClient {
     return new Promise<RunResult>((resolve, reject) => {
       const signal = options.signal;
       let unsubscribe = () => {};
-      const run: LiveRun = { id, functions, onLog: options.onLog, calls: new Set(), reject: () => {} };
+      const run: LiveRun = {
+        id,
+        functions,
+        onLog: options.onLog,
+        onOutput: options.onOutput,
+        calls: new Set(),
+        reject: () => {},
+      };
       const finish = () => {
         this.runs.delete(id);
         unsubscribe();
@@ -355,6 +367,17 @@ export class CodeRunClient {
       run.onLog({ index: p.index, text: p.text, continued: p.continued });
     } catch {
       // A throwing log callback must not break the connection.
+    }
+  }
+
+  private onRunOutput(params: unknown): void {
+    const p = params as { runId?: RunId } & OutputEvent;
+    const run = p?.runId === undefined ? undefined : this.runs.get(p.runId);
+    if (run?.onOutput === undefined) return;
+    try {
+      run.onOutput({ index: p.index, data: p.data });
+    } catch {
+      // A throwing output callback must not break the connection.
     }
   }
 

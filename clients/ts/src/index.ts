@@ -17,6 +17,8 @@ export {
 export type { JsonValue, SerializeOptions, SerializeResult } from './json.js';
 export * from './errors.js';
 export { defineFunction } from './schema.js';
+export { fileBytes, fileEntries, isTextMime, outputBytes } from './outputs.js';
+export type { DisplayOutput, FileContent, FileEntry, OutFile, OutputEvent, RunFiles } from './outputs.js';
 export type {
   ArgsOf,
   JsonSchema,

@@ -6,6 +6,8 @@
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { StreamMessageReader, StreamMessageWriter } from 'vscode-jsonrpc/node';
 import { CodeRunClient as CoreClient } from './client.js';
 import type { ClientOptions, PeerExit, Transport } from './client.js';
@@ -14,6 +16,8 @@ import type { ConnectTransportOptions } from './connect.js';
 import { losslessJsonEncoder } from './encoder.js';
 import { CodeRunError } from './errors.js';
 import { resolveDaemonCommand } from './locate.js';
+import { fileBytes, relativeOutPath } from './outputs.js';
+import type { OutFile } from './outputs.js';
 
 export * from './index.js';
 export { executableProblem, PACKAGE_BINARY, PLATFORM_PACKAGES, resolveDaemonCommand } from './locate.js';
@@ -159,4 +163,22 @@ export class CodeRunClient extends CoreClient {
   get pid(): number | undefined {
     return this.transport instanceof ProcessTransport ? this.transport.process.pid : undefined;
   }
+}
+
+/**
+ * Writes a returned file under `dir` at its path without the leading `out/` (folders created);
+ * resolves to where. Rejects for an omitted file or a path that would leave `dir`.
+ */
+export async function saveFile(file: OutFile, dir: string): Promise<string> {
+  const target = join(dir, relativeOutPath(file));
+  await mkdir(dirname(target), { recursive: true });
+  await writeFile(target, fileBytes(file));
+  return target;
+}
+
+/** Writes every returned (not omitted) file of a run result under `dir`; resolves to the paths. */
+export async function saveFiles(result: { files?: OutFile[] }, dir: string): Promise<string[]> {
+  const saved: string[] = [];
+  for (const f of result.files ?? []) if (!f.omitted) saved.push(await saveFile(f, dir));
+  return saved;
 }

@@ -1,6 +1,7 @@
 /** Public types of the client: the `run` request and result of docs/protocol.md §3, bindings of §4. */
 import type { JsonValue } from './json.js';
 import type { JsonSchema, ObjectSchema } from './schema.js';
+import type { DisplayOutput, OutFile, OutputEvent, RunFiles } from './outputs.js';
 
 export type { JsonValue };
 
@@ -11,6 +12,8 @@ export interface RunLimits {
   addressSpaceMb?: number;
   maxLogBytes?: number;
   maxValueBytes?: number;
+  maxFileBytes?: number;
+  maxOutputBytes?: number;
 }
 
 /** What a binding function receives besides its argument. */
@@ -98,8 +101,12 @@ export interface RunOptions {
   signal?: AbortSignal;
   /** Receives every log entry as it is captured, before the run resolves; implies `stream`. */
   onLog?: (event: LogEvent) => void;
-  /** Ask for `run/log` notifications (defaults to `true` when `onLog` is given). */
+  /** Ask for `run/log` notifications (defaults to `true` when `onLog` or `onOutput` is given). */
   stream?: boolean;
+  /** Files written into the working directory before the program starts (docs/protocol.md §12). */
+  files?: RunFiles;
+  /** Receives every displayed object as it is displayed, in order with `onLog`; implies `stream`. */
+  onOutput?: (event: OutputEvent) => void;
   /** W3C traceparent of the caller's span: the daemon's run span becomes its child. */
   traceparent?: string;
 }
@@ -140,6 +147,10 @@ interface RunResultBase {
   /** Captured lines in order, newline stripped. */
   logs: string[];
   stats: RunStats;
+  /** Displayed objects in order (present when the program displayed any); the last may be the truncation marker. */
+  outputs?: DisplayOutput[];
+  /** Regular files left under `out/`, sorted by path (present when there were any). */
+  files?: OutFile[];
 }
 
 /** A successful run: `value` is what the program returned (`null` for `None` / no return). */

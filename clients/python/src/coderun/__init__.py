@@ -9,7 +9,8 @@
 
 from ._json import LossyValueError
 from ._locate import Host, find_daemon
-from .client import BindingFunction, Client, LogCallback, RunHandle
+from ._outputs import FileInput, Files, OutFile, Output, OutputEvent
+from .client import BindingFunction, Client, LogCallback, OutputCallback, RunHandle
 from .errors import (
     ClientClosed,
     CodeRunError,
@@ -37,6 +38,12 @@ __all__ = [
     "Binding",
     "binding",
     "LogCallback",
+    "OutputCallback",
+    "Output",
+    "OutputEvent",
+    "OutFile",
+    "Files",
+    "FileInput",
     "find_daemon",
     "Host",
     "RunResult",

@@ -24,10 +24,11 @@ from .errors import (
     ProtocolViolation,
     error_from_response,
 )
+from ._outputs import Files, OutputEvent, build_files, parse_output
 from .typed import Binding, resolve
 from .types import Limits, LogEvent, RunResult, parse_run_result
 
-__all__ = ["Client", "RunHandle", "BindingFunction", "LogCallback"]
+__all__ = ["Client", "RunHandle", "BindingFunction", "LogCallback", "OutputCallback"]
 
 log = logging.getLogger("coderun")
 
@@ -38,6 +39,9 @@ It returns a JSON value (or an awaitable)."""
 
 LogCallback = Callable[[LogEvent], Any]
 """Called for every ``run/log`` notification, in order; may return an awaitable."""
+
+OutputCallback = Callable[[OutputEvent], Any]
+"""Called for every ``run/output`` notification, in order with ``on_log``; may return an awaitable."""
 
 Bindings = Mapping[str, Mapping[str, BindingFunction]]
 ErrorClasses = Mapping[str, Sequence[str]]
@@ -121,12 +125,19 @@ def _declarations(table: Mapping[str, Mapping[str, Binding]]) -> dict[str, list[
 
 
 class _RunState:
-    __slots__ = ("id", "bindings", "on_log", "future", "log_chain")
+    __slots__ = ("id", "bindings", "on_log", "on_output", "future", "log_chain")
 
-    def __init__(self, rid: int, bindings: dict[str, dict[str, Binding]], on_log: Optional[LogCallback]) -> None:
+    def __init__(
+        self,
+        rid: int,
+        bindings: dict[str, dict[str, Binding]],
+        on_log: Optional[LogCallback],
+        on_output: Optional[OutputCallback] = None,
+    ) -> None:
         self.id = rid
         self.bindings = bindings
         self.on_log = on_log
+        self.on_output = on_output
         self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.log_chain: Optional[asyncio.Future[None]] = None
 
@@ -352,6 +363,8 @@ class Client:
         on_log: Optional[LogCallback] = None,
         stream: Optional[bool] = None,
         traceparent: Optional[str] = None,
+        files: Optional[Files] = None,
+        on_output: Optional[OutputCallback] = None,
     ) -> RunResult:
         """Run ``program`` and return its :class:`RunResult` (failures are results).
 
@@ -359,6 +372,10 @@ class Client:
         ``cancel_grace`` seconds for the daemon's ``abort`` answer (so the child is stopped
         before this returns), then re-raises :class:`asyncio.CancelledError`. To get the abort
         result instead, use :meth:`submit` and :meth:`RunHandle.cancel`.
+
+        ``files`` (``{path: str | bytes}``) are written into the working directory before the
+        program starts; the result's ``outputs`` and ``files`` carry what it displayed and left
+        under ``out/``; ``on_output`` receives each output as it is displayed.
 
         Raises :class:`InvalidParams` (refused params), :class:`QueueFull`,
         :class:`ConnectionLost`, TypeError/ValueError for misuse, :class:`RequestTooLarge`.
@@ -370,6 +387,8 @@ class Client:
             limits=limits,
             on_log=on_log,
             stream=stream,
+            files=files,
+            on_output=on_output,
             traceparent=traceparent,
         )
         try:
@@ -397,6 +416,8 @@ class Client:
         on_log: Optional[LogCallback] = None,
         stream: Optional[bool] = None,
         traceparent: Optional[str] = None,
+        files: Optional[Files] = None,
+        on_output: Optional[OutputCallback] = None,
     ) -> RunHandle:
         """Send a ``run`` request and return its :class:`RunHandle` without waiting for it.
 
@@ -404,14 +425,17 @@ class Client:
         becomes its child (and its binding calls carry the daemon's).
         """
         table, classes = _check_run_args(program, bindings, error_classes, limits, on_log)
+        if on_output is not None and not callable(on_output):
+            raise TypeError("on_output must be callable")
+        entries = build_files(files) if files is not None else []
         self._check_open()
         rid = next(self._ids)
-        want_stream = bool(on_log) if stream is None else bool(stream)
-        params = P.build_run_params(program, _declarations(table), classes, limits, want_stream)
+        want_stream = bool(on_log or on_output) if stream is None else bool(stream)
+        params = P.build_run_params(program, _declarations(table), classes, limits, want_stream, entries)
         if traceparent is not None:
             params["traceparent"] = traceparent
         body = P.build_request(rid, P.METHOD_RUN, params)  # LossyValueError / RequestTooLarge
-        state = _RunState(rid, table, on_log)
+        state = _RunState(rid, table, on_log, on_output)
         self._runs[rid] = state
         self._pending[rid] = state.future
         state.future.add_done_callback(lambda _f: self._runs.pop(rid, None))
@@ -671,6 +695,8 @@ class Client:
         params = msg.params if isinstance(msg.params, dict) else {}
         if msg.method == P.METHOD_RUN_LOG:
             self._on_run_log(params)
+        elif msg.method == P.METHOD_RUN_OUTPUT:
+            self._on_run_output(params)
         elif msg.method == P.METHOD_CANCEL:
             task = self._binding_tasks.pop(params.get("id"), None)
             if task is not None:
@@ -683,11 +709,23 @@ class Client:
         index, text = params.get("index"), params.get("text")
         if not isinstance(index, int) or not isinstance(text, str):
             return
-        event = LogEvent(state.id, index, text, params.get("continued") is True)
+        self._deliver(state, state.on_log, LogEvent(state.id, index, text, params.get("continued") is True))
+
+    def _on_run_output(self, params: dict[str, Any]) -> None:
+        state = self._runs.get(params.get("runId"))
+        index, output = params.get("index"), parse_output(params)
+        if state is None or state.on_output is None or not isinstance(index, int) or output is None:
+            return
+        self._deliver(state, state.on_output, OutputEvent(state.id, index, output))
+
+    @staticmethod
+    def _deliver(state: _RunState, callback: Callable[[Any], Any], event: Any) -> None:
+        """One streamed event to its callback; awaitables are chained so they finish in order
+        (logs and outputs share the chain)."""
         try:
-            outcome = state.on_log(event)
+            outcome = callback(event)
         except Exception:  # noqa: BLE001 - a callback bug must not break the connection
-            log.exception("coderun: on_log callback raised")
+            log.exception("coderun: stream callback raised")
             return
         if inspect.isawaitable(outcome):
             state.log_chain = asyncio.ensure_future(_after(state.log_chain, outcome))
@@ -790,7 +828,7 @@ async def _after(previous: Optional["asyncio.Future[None]"], outcome: Awaitable[
     try:
         await outcome
     except Exception:  # noqa: BLE001
-        log.exception("coderun: on_log callback raised")
+        log.exception("coderun: stream callback raised")
 
 
 async def _open_connection(address: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

@@ -38,6 +38,7 @@ __all__ = [
     "METHOD_RUN",
     "METHOD_BINDING_CALL",
     "METHOD_RUN_LOG",
+    "METHOD_RUN_OUTPUT",
     "METHOD_DESCRIBE",
     "CODE_BINDING_FAILED",
     "CODE_REQUEST_CANCELLED",
@@ -59,6 +60,7 @@ METHOD_CANCEL = "$/cancelRequest"
 METHOD_RUN = "run"
 METHOD_BINDING_CALL = "binding/call"
 METHOD_RUN_LOG = "run/log"
+METHOD_RUN_OUTPUT = "run/output"
 METHOD_DESCRIBE = "bindings/describe"
 
 CODE_BINDING_FAILED = -32000  # a binding raised (application error)
@@ -270,12 +272,16 @@ def build_run_params(
     error_classes: Mapping[str, tuple[str, str]],
     limits: Mapping[str, Any] | None,
     stream: bool,
+    files: Sequence[Mapping[str, str]] = (),
 ) -> dict[str, Any]:
     """The ``run`` params for already-validated arguments (namespace order is kept); a
-    ``functions`` entry is a name or a typed declaration ``{"name", …}``."""
+    ``functions`` entry is a name or a typed declaration ``{"name", …}``; ``files`` are
+    ``run.files`` entries (``coderun._outputs.build_files``)."""
     params: dict[str, Any] = {"program": program, **build_describe_params(bindings, error_classes, limits)}
     if stream:
         params["stream"] = True
+    if files:
+        params["files"] = [dict(f) for f in files]
     return params
 
 

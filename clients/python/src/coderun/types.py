@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, TypedDict
 
+from ._outputs import OutFile, Output, parse_files, parse_outputs
+
 __all__ = ["Limits", "RunError", "RunStats", "RunResult", "LogEvent", "ErrorKind", "parse_run_result"]
 
 ErrorKind = Literal["exception", "timeout", "abort", "worker-exit", "invalid-output", "output-limit"]
@@ -18,6 +20,8 @@ class Limits(TypedDict, total=False):
     addressSpaceMb: int
     maxLogBytes: int
     maxValueBytes: int
+    maxFileBytes: int
+    maxOutputBytes: int
 
 
 @dataclass(frozen=True)
@@ -54,11 +58,19 @@ class RunResult:
     error: RunError | None
     stats: RunStats
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    outputs: list[Output] = field(default_factory=list)
+    """Displayed objects, in order (the last may be the truncation marker)."""
+    files: list[OutFile] = field(default_factory=list)
+    """Regular files left under ``out/``, sorted by path."""
 
     @property
     def ok(self) -> bool:
         """True when the program completed (no ``error``)."""
         return self.error is None
+
+    def save_files(self, directory: Any) -> list[Any]:
+        """Write every returned (not omitted) file under ``directory``; returns the paths."""
+        return [f.save(directory) for f in self.files if not f.omitted]
 
 
 @dataclass(frozen=True)
@@ -130,4 +142,6 @@ def parse_run_result(result: Any) -> RunResult:
         error=error,
         stats=_parse_stats(result.get("stats")),
         raw=result,
+        outputs=parse_outputs(result.get("outputs")),
+        files=parse_files(result.get("files")),
     )

@@ -1,0 +1,60 @@
+"""display() and the matplotlib hook in the child (docs/child-protocol.md §3.9)."""
+import base64
+import subprocess
+
+import pytest
+
+from conftest import PYTHON, run
+
+
+def data(res):
+    return [f.get("data") for f in res.outputs]
+
+
+def test_display_sends_output_frames_after_flushing_logs():
+    """C412: display() flushes what was printed first, then one output frame per object."""
+    res = run('print("before", end="")\ndisplay(1, "two")\nprint("after")')
+    assert res.value is None
+    assert data(res) == [{"text/plain": "1"}, {"text/plain": "'two'"}]
+    kinds = [f["type"] for f in res.frames if f["type"] in ("log", "output")]
+    assert kinds == ["log", "output", "output", "log"]
+
+
+def test_child_budget_sends_one_truncation_and_never_encodes_past_it():
+    """C413: an object whose bundle does not fit is never encoded: one truncated frame, then nothing."""
+    res = run('class B:\n    def _repr_png_(self):\n        return bytes(4096)\n'
+              'display("ok")\ndisplay(B())\ndisplay("later")', maxOutputBytes=1000)
+    assert [f.get("truncated") for f in res.outputs] == [None, True]
+    assert all(len(line) < 200 for line in res.raw)
+
+
+def test_binary_types_travel_as_base64_text_types_as_text():
+    res = run('class R:\n    def _repr_mimebundle_(self, include=None, exclude=None):\n'
+              '        return {"image/gif": b"GIF8", "application/xml": "<a/>"}, {}\n'
+              'display(R())')
+    (d,) = data(res)
+    assert base64.b64decode(d["image/gif"]) == b"GIF8"
+    assert d["application/xml"] == "<a/>"
+    assert d["text/plain"].startswith("<__main__.")
+
+
+def test_display_is_owned_and_matplotlib_costs_nothing_unused():
+    """C414: display is a global and a builtin; without a matplotlib import nothing is set or loaded."""
+    res = run('import os, sys, builtins\n'
+              'return [display is builtins.display, "MPLBACKEND" in os.environ, '
+              '"matplotlib" in sys.modules]')
+    assert res.value == [True, False, False]
+
+
+def has_matplotlib():
+    return subprocess.run([PYTHON, "-I", "-c", "import matplotlib"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not has_matplotlib(), reason="matplotlib not installed for the child's interpreter")
+def test_plt_show_displays_and_closes():
+    res = run('import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\n'
+              'return [plt.get_backend(), len(plt.get_fignums())]',
+              addressSpaceBytes=2048 << 20, timeout=60)
+    assert res.value == ["module://_coderun_mpl", 0]
+    (d,) = data(res)
+    assert base64.b64decode(d["image/png"]).startswith(b"\x89PNG\r\n\x1a\n")

@@ -1,0 +1,142 @@
+package session
+
+import (
+	"sync"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
+)
+
+// outputBudget is a run's one budget over displayed outputs and out/ files
+// (docs/protocol.md §12.4), in production order, in decoded bytes. The first
+// item that does not fit truncates it: that item and every later one are
+// dropped.
+type outputBudget struct {
+	limit, used int64
+	truncated   bool
+}
+
+// take charges n bytes if the budget is not truncated and n fits; otherwise
+// it truncates and reports false.
+func (b *outputBudget) take(n int64) bool {
+	if b.truncated || n > b.limit-b.used {
+		b.truncated = true
+		return false
+	}
+	b.used += n
+	return true
+}
+
+func (b *outputBudget) truncate() { b.truncated = true }
+
+// outputs is what a run keeps of its displayed objects.
+type outputs struct {
+	budget outputBudget
+	list   []protocol.Output
+	marked bool // the marker has been appended
+}
+
+func newOutputs(limit int64) *outputs { return &outputs{budget: outputBudget{limit: limit}} }
+
+// add bills a checked output frame (wireguard.Frame, type output) and keeps a
+// canonical copy of its data when it fits: the copy is made only then, so the
+// run never holds more than the budget. It returns the kept output, or nil.
+func (o *outputs) add(f *wireguard.Frame) *protocol.Output {
+	if f.Truncated {
+		o.budget.truncate()
+		return nil
+	}
+	if !o.budget.take(f.DataSize) {
+		return nil
+	}
+	o.list = append(o.list, protocol.Output{Data: f.OutputCopy()})
+	return &o.list[len(o.list)-1]
+}
+
+// mark appends the truncation marker once the budget is truncated (once); it
+// returns the marker's event, or nil.
+func (o *outputs) mark() *protocol.OutputEvent {
+	if !o.budget.truncated || o.marked {
+		return nil
+	}
+	o.marked = true
+	data := wireguard.AppendString([]byte(`{"text/plain":`), protocol.OutputsMarker(o.budget.limit))
+	o.list = append(o.list, protocol.Output{Data: append(data, '}')})
+	return &protocol.OutputEvent{Index: len(o.list) - 1, Data: o.list[len(o.list)-1].Data}
+}
+
+// output handles an output frame (docs/child-protocol.md §2.2): a displayed
+// object ends any open log entry (it sits between log lines), is billed, and
+// is streamed in order with run/log; the marker follows the first that does
+// not fit.
+func (m *machine) output(f *wireguard.Frame) {
+	if m.decided() {
+		return
+	}
+	m.capture.CloseHold()
+	if kept := m.outs.add(f); kept != nil && m.onOutput != nil {
+		m.onOutput(protocol.OutputEvent{Index: len(m.outs.list) - 1, Data: kept.Data})
+	}
+	if ev := m.outs.mark(); ev != nil && m.onOutput != nil {
+		m.onOutput(*ev)
+	}
+}
+
+// OutputSink is implemented by a Client that streams outputs: with stream
+// true, it receives each run/output notification (docs/protocol.md §12.3)
+// in order with Log, flushed by Flush like Log's.
+type OutputSink interface {
+	Output(runID string, ev protocol.OutputEvent)
+}
+
+// collected is a run's reading of its child's out/: once per run and child
+// (a run moved to a fresh child reads that one's), whoever asks first.
+type collected struct {
+	mu     sync.Mutex
+	from   *worker
+	files  []protocol.OutFile
+	budget outputBudget // the run's outputs budget after the files
+}
+
+// collect lists and reads w's out/ against the budget as the run's outputs
+// left it. It runs when every descriptor of the child has ended (before the
+// early removal of its directory) or at settlement, whichever comes first: no
+// output frame is taken after either. A second call for w waits for the first.
+func (r *Run) collect(w *worker) {
+	c := &r.collected
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.from == w {
+		return
+	}
+	r.mu.Lock()
+	b := r.sm.outs.budget
+	r.mu.Unlock()
+	c.from, c.files = w, collectOut(w.dir, &b)
+	c.budget = b
+}
+
+// completeResult adds w's out/ files to the queued result and, when they
+// truncated the budget, the marker (streamed just before the result).
+func (r *Run) completeResult(w *worker, res *protocol.Result) {
+	if w != nil {
+		r.collect(w)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w != nil {
+		r.sm.outs.budget = r.collected.budget
+		res.Files = r.collected.files
+	}
+	if ev := r.sm.outs.mark(); ev != nil && r.sm.onOutput != nil {
+		r.lateMarker = ev
+	}
+	res.Outputs = r.sm.outs.list
+}
+
+// deliverOutput sends one run/output notification when the client streams them.
+func (r *Run) deliverOutput(ev protocol.OutputEvent) {
+	if s, ok := r.client.(OutputSink); ok {
+		s.Output(r.id, ev)
+	}
+}
