@@ -114,24 +114,46 @@ func (s *server) wait(d time.Duration) {
 	os.RemoveAll(s.dir)
 }
 
+// stdioAndServer starts a stdio daemon and a server with n connections to
+// it, for measuring one against the other in the same run; stop ends all.
+func stdioAndServer(o options, n int) (stdio *daemon, conns []*daemon, stop func(), err error) {
+	var closers []func()
+	stop = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	if stdio, err = startDaemon(o); err != nil {
+		return nil, nil, func() {}, err
+	}
+	closers = append(closers, stdio.stop)
+	srv, err := startServer(o)
+	if err != nil {
+		stop()
+		return nil, nil, func() {}, err
+	}
+	closers = append(closers, srv.stop)
+	for range n {
+		d, c, err := srv.dial()
+		if err != nil {
+			stop()
+			return nil, nil, func() {}, err
+		}
+		closers = append(closers, func() { c.Close() })
+		conns = append(conns, d)
+	}
+	return stdio, conns, stop, nil
+}
+
 // serveUnixRows: warm return 1 over a Unix socket against stdio, the two
 // daemons measured in alternating rounds (goal: p50 within 1.1×).
 func serveUnixRows(o options) ([]row, error) {
-	stdio, err := startDaemon(o)
+	stdio, conns, stop, err := stdioAndServer(o, 1)
 	if err != nil {
 		return nil, err
 	}
-	defer stdio.stop()
-	srv, err := startServer(o)
-	if err != nil {
-		return nil, err
-	}
-	defer srv.stop()
-	unix, c, err := srv.dial()
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
+	defer stop()
+	unix := conns[0]
 	var overStdio, overUnix samples
 	rounds := 10
 	if o.quick {
@@ -164,25 +186,11 @@ func serveFanoutRows(o options) ([]row, error) {
 	if o.quick {
 		window = 500 * time.Millisecond
 	}
-	stdio, err := startDaemon(o)
+	stdio, conns, stop, err := stdioAndServer(o, 4)
 	if err != nil {
 		return nil, err
 	}
-	defer stdio.stop()
-	srv, err := startServer(o)
-	if err != nil {
-		return nil, err
-	}
-	defer srv.stop()
-	var conns []*daemon
-	for range 4 {
-		d, c, err := srv.dial()
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close()
-		conns = append(conns, d)
-	}
+	defer stop()
 	var base, got float64
 	for i := range 4 {
 		if i == 0 || i == 3 {
