@@ -13,8 +13,11 @@ VENV      := .venv
 VENV_PY   := $(VENV)/bin/python
 VENV_STAMP := $(VENV)/.installed
 TS_STAMP  := clients/ts/node_modules/.installed
+# The real MCP peers of mcp/tests: the TypeScript SDK and server-everything (npm); the
+# Python SDK and mcp-server-time come with requirements-test.txt.
+MCP_STAMP := mcp/tests/node_modules/.installed
 
-.PHONY: all build dist test test-go test-fuzz test-py test-clients test-install test-bench test-k8s lint fuzz bench bench-ab demo clean deps
+.PHONY: all build dist test test-go test-fuzz test-py test-clients test-mcp test-install test-bench test-k8s lint fuzz bench bench-ab demo demo-mcp clean deps
 
 all: build
 
@@ -28,7 +31,7 @@ dist: $(TS_STAMP)
 
 # The whole suite: Go (race), short fuzz runs, the Python child tests, the clients, installing
 # the packages as a user would.
-test: build test-go test-fuzz test-py test-clients test-install test-bench test-k8s
+test: build test-go test-fuzz test-py test-clients test-mcp test-install test-bench test-k8s
 
 # Some Go tests check rendered Python stubs with mypy from the project's .venv.
 test-go: $(VENV_STAMP)
@@ -46,6 +49,11 @@ test-clients: build $(VENV_STAMP) $(TS_STAMP)
 	$(VENV_PY) -m pytest -q clients/python/tests
 	cd clients/ts && npm test
 
+# `coderun-rpc mcp` driven by the official Python and TypeScript MCP SDKs, with real upstreams.
+test-mcp: build $(VENV_STAMP) $(MCP_STAMP)
+	$(VENV_PY) -m pytest -q mcp/tests
+	cd mcp/tests && npm test
+
 # Builds this machine's packages, installs them into fresh projects and virtual environments
 # without Go, and runs a program through each client; also checks the Dockerfile.
 test-install: $(VENV_STAMP) $(TS_STAMP)
@@ -56,11 +64,15 @@ test-k8s:
 	cd deploy/kubernetes/validate && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # Everything the tests need beyond Go, Python and Node.
-deps: $(VENV_STAMP) $(TS_STAMP)
+deps: $(VENV_STAMP) $(TS_STAMP) $(MCP_STAMP)
 
 $(VENV_STAMP): requirements-test.txt
 	@test -x $(VENV_PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV_PY) -m pip install -q --disable-pip-version-check -r requirements-test.txt
+	@touch $@
+
+$(MCP_STAMP): mcp/tests/package.json mcp/tests/package-lock.json
+	cd mcp/tests && npm ci --no-audit --no-fund
 	@touch $@
 
 $(TS_STAMP): clients/ts/package.json clients/ts/package-lock.json
@@ -89,5 +101,10 @@ bench-ab: build
 demo: build $(VENV_STAMP)
 	CODERUN_PYTHON_BIN=$(CURDIR)/$(VENV_PY) $(PYTHON) examples/agent.py
 
+# `coderun-rpc mcp` with server-everything and mcp-server-time upstream, driven by the Python
+# SDK's client: prints the tool list a model sees and one run (docs/mcp.md).
+demo-mcp: build $(VENV_STAMP) $(MCP_STAMP)
+	$(VENV_PY) examples/mcp_demo.py
+
 clean:
-	rm -rf bin dist $(VENV) clients/ts/node_modules clients/ts/dist
+	rm -rf bin dist $(VENV) clients/ts/node_modules clients/ts/dist mcp/tests/node_modules

@@ -34,6 +34,8 @@ type Config struct {
 	// process and spawn in tier sandbox.
 	StartMode string
 	LogLevel  slog.Level
+	// MCPConfig is the path of the upstream MCP servers file ("": none).
+	MCPConfig string
 
 	// Service mode (docs/service.md).
 	MaxConnections       int

@@ -306,8 +306,9 @@ func TestEveryVariableValidated(t *testing.T) {
 		VarMaxLogBytes: "63", VarMaxValueBytes: "67108801", VarMaxFileBytes: "1073741825",
 		VarMaxOutputBytes: "0", VarGraceMs: "-1", VarMaxConcurrentRuns: "0",
 		VarMaxQueuedRuns: "-1", VarWarmPool: "1e3", VarIsolation: "docker", VarStartMode: "vfork",
-		VarLogLevel: "INFO", VarPythonBin: "", VarMaxConnections: "0", VarMaxRunsPerConnection: "-1",
-		VarAuthToken: "two words", VarDrainMs: "0", VarWriteStallMs: "1.5", VarTraceContent: "yes"}
+		VarLogLevel: "INFO", VarMCPConfig: "/nonexistent/mcp.json", VarPythonBin: "", VarMaxConnections: "0",
+		VarMaxRunsPerConnection: "-1", VarAuthToken: "two words", VarDrainMs: "0", VarWriteStallMs: "1.5",
+		VarTraceContent: "yes"}
 	if len(bad) != len(table) {
 		t.Errorf("%d bad values for %d variables", len(bad), len(table))
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 
@@ -139,6 +140,26 @@ func (interpreterRule) parse(string) (int64, error) { return 0, nil }
 func (interpreterRule) summary() string {
 	return "path or bare name on PATH; CPython ≥ " + minPythonText
 }
+
+// fileRule is CODERUN_MCP_CONFIG's: empty (none) or a regular file's path;
+// main parses the file and reports what is wrong inside it.
+type fileRule struct{}
+
+func (fileRule) parse(text string) (int64, error) {
+	if text == "" {
+		return 0, nil
+	}
+	st, err := os.Stat(text)
+	if err != nil {
+		return 0, errors.New("must name a readable mcpServers JSON file: " + errors.Unwrap(err).Error())
+	}
+	if !st.Mode().IsRegular() {
+		return 0, errors.New("must name a readable mcpServers JSON file, not a directory or device")
+	}
+	return 0, nil
+}
+
+func (fileRule) summary() string { return "path of an mcpServers JSON file, empty for none" }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 

@@ -24,6 +24,7 @@ const (
 	VarIsolation         = "CODERUN_ISOLATION"
 	VarStartMode         = "CODERUN_START_MODE"
 	VarLogLevel          = "CODERUN_LOG_LEVEL"
+	VarMCPConfig         = "CODERUN_MCP_CONFIG"
 	VarPythonBin         = "CODERUN_PYTHON_BIN"
 )
 
@@ -127,6 +128,9 @@ var table = []variable{
 		set: func(c *Config, text string, _ int64) {
 			_ = c.LogLevel.UnmarshalText([]byte(text)) // the rule admits only words slog reads
 		}},
+	{name: VarMCPConfig, def: "none", note: " (docs/mcp.md); --mcp-config FILE overrides it",
+		defaultOf: func(*Config, Options) string { return "" },
+		rule:      fileRule{}, set: func(c *Config, text string, _ int64) { c.MCPConfig = text }},
 	{name: VarPythonBin, def: "python3", note: " (shims resolved)", rule: interpreterRule{}},
 	{name: VarMaxConnections, def: "1024", note: "; serve: connections at once",
 		rule: count(false),

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
+	"github.com/coderun-rpc/coderun-rpc/internal/mcptest"
 )
 
 var (
@@ -22,6 +23,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Started by mcp_test.go as an upstream MCP server, this binary serves.
+	mcptest.MaybeServe()
 	dir, err := os.MkdirTemp("", "e2e-daemon-") // not coderun-*: see leakcheck.Suite
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -30,6 +30,7 @@ const (
 	CodeInvalidParams  = -32602
 	CodeQueueFull      = -32001
 	CodeNotInitialized = -32002
+	CodeInternalError  = -32603 // bindings/describe: an MCP server named by a binding could not be reached
 )
 
 // Failure kinds of a run result (docs/protocol.md §3.6).

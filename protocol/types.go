@@ -17,6 +17,10 @@ type Limits struct {
 type ErrorClass struct {
 	Name               string `json:"name"`
 	MemberNameProperty string `json:"memberNameProperty"`
+	// Attributes are set on every instance this namespace raises (an mcp
+	// binding's "server"); namespaces with the same name and property share
+	// one class.
+	Attributes map[string]string `json:"attributes,omitempty"`
 }
 
 // Namespace is one validated binding declaration, as sent in the boot frame.
@@ -30,6 +34,10 @@ type Namespace struct {
 	// Checks is aligned with Names (nil for a function without schemas);
 	// nil when no function of the namespace is typed. Never sent.
 	Checks []Checker `json:"-"`
+	// MCP is the configured upstream server key of a { "global", "mcp" }
+	// binding (docs/mcp.md): rpc fills Names from the server's tools before
+	// the run starts and routes its calls there. Never sent.
+	MCP string `json:"-"`
 }
 
 // Checker checks a typed function's values against its declared schemas

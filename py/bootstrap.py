@@ -901,20 +901,33 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
                 return "<binding namespace %r>" % gname
         return BindingNamespace()
 
-    def rejecter(cls):
+    def rejecter(cls, attributes):
         if cls is None:
             return lambda member, message: RuntimeError(message)
-        return cls
+        if not attributes:
+            return cls
+
+        def fail(member, message):
+            e = cls(member, message)
+            for k, v in attributes.items():
+                obj_setattr(e, k, v)
+            return e
+        return fail
 
     def install(namespaces, program_globals):
+        classes = {}    # namespaces sharing a class (McpToolError) share one object
         for ns in namespaces:
             ec = ns.get("errorClass")
-            cls = None
+            cls = attributes = None
             if ec is not None:
-                cls = make_error_class(ec["name"], ec["memberNameProperty"])
+                key = (ec["name"], ec["memberNameProperty"])
+                cls = classes.get(key)
+                if cls is None:
+                    cls = classes[key] = make_error_class(*key)
                 program_globals[ec["name"]] = cls
+                attributes = ec.get("attributes")
             program_globals[ns["global"]] = make_namespace(ns["global"], ns["names"],
-                                                           rejecter(cls), ns.get("signatures"))
+                                                           rejecter(cls, attributes), ns.get("signatures"))
 
     return install, attach_pump, unpump, drive
 

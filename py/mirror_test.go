@@ -23,7 +23,7 @@ type fieldSet struct {
 var roster = map[string]fieldSet{
 	"BootMessage":    {Required: []string{"addressSpaceBytes", "cpuSeconds", "maxLogBytes", "maxOutputBytes", "maxValueBytes", "namespaces", "type"}},
 	"Namespace":      {Required: []string{"global", "names"}, Optional: []string{"errorClass", "signatures"}},
-	"ErrorClass":     {Required: []string{"memberNameProperty", "name"}},
+	"ErrorClass":     {Required: []string{"memberNameProperty", "name"}, Optional: []string{"attributes"}},
 	"Signature":      {Required: []string{"doc", "params", "stub"}},
 	"Param":          {Required: []string{"name", "required"}, Optional: []string{"default"}},
 	"RunMessage":     {Required: []string{"program", "type"}},

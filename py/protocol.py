@@ -902,7 +902,10 @@ FRAME_TYPES = (
 if TYPE_CHECKING:
     from typing import Any, Dict, List, Literal, Optional, TypedDict
 
-    class ErrorClass(TypedDict):
+    class _ErrorClassOptional(TypedDict, total=False):
+        attributes: Dict[str, str]
+
+    class ErrorClass(_ErrorClassOptional):
         name: str
         memberNameProperty: str
 

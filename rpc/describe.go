@@ -16,8 +16,15 @@ import (
 func (s *Server) describe(id reqID, params []byte) {
 	cfg := s.opts.Daemon
 	nss, limits, err := validateDescribe(params, cfg.Limits)
+	if err == nil {
+		err = s.checkMCPServers(nss)
+	}
 	if err != nil {
 		s.w.replyError(&id, protocol.CodeInvalidParams, err.Error())
+		return
+	}
+	if hasMCP(nss) {
+		go s.describeMCP(id, nss, limits)
 		return
 	}
 	text := renderedStubs.text(session.EffectiveLimits(cfg.Limits, limits), cfg.PythonVersion, stubNamespaces(nss))

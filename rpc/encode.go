@@ -51,8 +51,14 @@ func encodeError(id string, code int64, msg string) []byte {
 // which can carry megabytes of logs, is never assembled whole (writer.pieces).
 // It produces the same bytes every time it is called with the same result.
 func emitRunResponse(id string, r protocol.Result, put func([]byte)) {
-	b := appendHead(make([]byte, 0, 256), id, "", "result")
-	b = append(b, '{')
+	put(appendHead(make([]byte, 0, 64), id, "", "result"))
+	emitRunResult(r, put)
+	put([]byte{'}'})
+}
+
+// emitRunResult produces the run result object alone (docs/protocol.md §3).
+func emitRunResult(r protocol.Result, put func([]byte)) {
+	b := append(make([]byte, 0, 256), '{')
 	if r.Value != nil && r.Error == nil {
 		put(append(b, `"value":`...))
 		put(r.Value)
@@ -81,7 +87,7 @@ func emitRunResponse(id string, r protocol.Result, put func([]byte)) {
 	b = strconv.AppendInt(append(b, `,"queueMs":`...), s.QueueMs, 10)
 	b = strconv.AppendInt(append(b, `,"bindingCalls":`...), s.BindingCalls, 10)
 	b = strconv.AppendInt(append(b, `,"logBytes":`...), s.LogBytes, 10)
-	put(append(b, "}}}"...))
+	put(append(b, "}}"...))
 }
 
 func appendRunError(b []byte, e *protocol.RunError) []byte {

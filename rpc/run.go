@@ -25,6 +25,9 @@ func (s *Server) run(id reqID, params []byte) {
 		return
 	}
 	p, err := validateRun(params, s.opts.Daemon.Limits)
+	if err == nil {
+		err = s.checkMCPServers(p.Bindings)
+	}
 	if err != nil {
 		s.w.replyError(&id, protocol.CodeInvalidParams, err.Error())
 		return

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
@@ -34,6 +35,9 @@ type Options struct {
 	Daemon  Daemon    // what initialize reports; its Limits cap every run's
 	Logger  *slog.Logger
 	Version string // serverInfo.version
+	// MCP is the configured upstream MCP servers that { "global", "mcp" }
+	// bindings name (nil: none); the Runner must be WithMCP over it.
+	MCP *upstream.Pool
 }
 
 // Daemon is what initialize tells the client about the daemon (docs/protocol.md §2).

@@ -133,8 +133,15 @@ func validateBinding(i int, raw []byte, injected, globals, errorClasses map[stri
 		}
 		ns.ErrorClass = ec
 	}
-	if err := validateFunctions(at, ms, &ns); err != nil {
+	isMCP, err := validateMCPMember(at, ms, &ns)
+	if !isMCP {
+		err = validateFunctions(at, ms, &ns)
+	}
+	if err != nil {
 		return ns, err
+	}
+	if sharesMCPClass(&ns, injected, errorClasses) {
+		ns.ErrorClass = mcpErrorClass(ns.MCP)
 	}
 	globals[g], injected[g] = true, true
 	if ns.ErrorClass != nil {

@@ -52,7 +52,10 @@ type Options struct {
 	// Server is every connection's rpc.Options but In, Out and Runner,
 	// which serve fills in.
 	Server rpc.Options
-	Logger *slog.Logger
+	// WrapRunner, when set, wraps each connection's Runner (main: the
+	// routing of MCP bindings, rpc.WithMCP).
+	WrapRunner func(rpc.Runner) rpc.Runner
+	Logger     *slog.Logger
 }
 
 // handshakeTimeout bounds how long a connection may take to present its
@@ -239,6 +242,9 @@ func (s *service) serveConn(id uint64, in endingReader, out writerOnly) {
 	opts := s.opts.Server
 	opts.In, opts.Out, opts.Logger = in, out, log
 	opts.Runner = &laneRunner{lane: s.opts.Manager.NewLane(s.opts.MaxRunsPerConnection, log), s: s}
+	if s.opts.WrapRunner != nil {
+		opts.Runner = s.opts.WrapRunner(opts.Runner)
+	}
 	code := rpc.New(opts).Serve(context.Background())
 	_ = in.Close()
 	s.mu.Lock()

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -52,10 +53,26 @@ func appendNamespace(b []byte, ns protocol.Namespace) []byte {
 		b = wireguard.AppendString(b, ec.Name)
 		b = append(b, `,"memberNameProperty":`...)
 		b = wireguard.AppendString(b, ec.MemberNameProperty)
+		if len(ec.Attributes) > 0 {
+			b = appendAttributes(b, ec.Attributes)
+		}
 		b = append(b, '}')
 	}
 	if ns.Signatures != nil {
 		b = appendSignatures(b, ns.Signatures)
+	}
+	return append(b, '}')
+}
+
+// appendAttributes writes an error class's "attributes" member, keys sorted.
+func appendAttributes(b []byte, attrs map[string]string) []byte {
+	b = append(b, `,"attributes":{`...)
+	for i, k := range slices.Sorted(maps.Keys(attrs)) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(wireguard.AppendString(b, k), ':')
+		b = wireguard.AppendString(b, attrs[k])
 	}
 	return append(b, '}')
 }

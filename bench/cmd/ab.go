@@ -8,7 +8,7 @@ import (
 // groupNames are the measurement groups of measureGroups, in its order.
 var groupNames = []string{"cold", "cold-spawn", "warm", "paced", "paced-tmpfs", "bindings", "logs",
 	"throughput", "throughput-spawn", "typed-bindings", "describe", "typed-declare", "outputs",
-	"serve-unix", "serve-fanout", "serve-idle", "serve-load"}
+	"mcp-calls", "mcp-list", "serve-unix", "serve-fanout", "serve-idle", "serve-load"}
 
 // abRow is one metric measured on the baseline daemon and on o.daemon.
 type abRow struct {

@@ -215,6 +215,8 @@ func measureGroups(o options, f floors) ([]row, error) {
 		{"describe", on(one(describeRow))},
 		{"typed-declare", on(one(typedDeclareRow))},
 		{"outputs", on(func(d *daemon) ([]row, error) { return outputsRows(o, d) })},
+		{"mcp-calls", func() ([]row, error) { return mcpCallRows(o) }},
+		{"mcp-list", func() ([]row, error) { r, err := mcpListRow(o); return []row{r}, err }},
 		{"serve-unix", func() ([]row, error) { return serveUnixRows(o) }},
 		{"serve-fanout", func() ([]row, error) { return serveFanoutRows(o) }},
 		{"serve-idle", func() ([]row, error) { return serveIdleRows(o) }},

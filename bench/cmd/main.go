@@ -19,6 +19,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/mcptest"
 )
 
 type options struct {
@@ -32,6 +34,7 @@ type options struct {
 }
 
 func main() {
+	mcptest.MaybeServe() // the upstream of the mcp groups
 	if len(os.Args) > 1 && os.Args[1] == "-echo-server" {
 		echoServer()
 		return

@@ -22,6 +22,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/config"
 	"github.com/coderun-rpc/coderun-rpc/internal/buildinfo"
 	"github.com/coderun-rpc/coderun-rpc/internal/selfcheck"
+	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
 	"github.com/coderun-rpc/coderun-rpc/session"
 	"github.com/coderun-rpc/coderun-rpc/tracing"
@@ -38,6 +39,9 @@ func main() {
 }
 
 func run(args []string) int {
+	// SIGPIPE is notified, not ignored: a closed stdout, stderr or socket
+	// must not kill the daemon, and children must not inherit SIG_IGN.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	if len(args) > 0 && args[0] == "serve" {
 		listen, admin, err := serveArgs(args[1:])
 		if err != nil {
@@ -45,13 +49,20 @@ func run(args []string) int {
 			usage(os.Stderr)
 			return 2
 		}
-		return daemon(func(ctx context.Context, cfg *config.Config, log *slog.Logger, tr *tracing.Tracer) int {
-			return serveMode(ctx, cfg, log, tr, listen, admin)
-		})
+		return daemon("", func(ctx context.Context, d *daemonEnv) int { return serveMode(ctx, d, listen, admin) })
 	}
-	mode := ""
-	for _, a := range args {
-		switch a {
+	mode, mcpConfig := "", ""
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; a {
+		case "mcp":
+			mode = "mcp"
+		case "--mcp-config", "-mcp-config":
+			if i+1 == len(args) {
+				fmt.Fprintln(os.Stderr, "coderun-rpc: --mcp-config needs a file")
+				return 2
+			}
+			i++
+			mcpConfig = args[i]
 		case "--version", "-version":
 			fmt.Println("coderun-rpc", version)
 			return 0
@@ -69,34 +80,53 @@ func run(args []string) int {
 	if mode == "check" {
 		return check()
 	}
-	return daemon(stdio)
+	return daemon(mcpConfig, func(ctx context.Context, d *daemonEnv) int {
+		out, err := protocolStdout()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "coderun-rpc: cannot set up stdout: %v\n", err)
+			return 1
+		}
+		if mode == "mcp" {
+			return serveMCP(ctx, d.cfg, d.pool, out, d.log)
+		}
+		return stdio(ctx, d, out)
+	})
 }
 
-// stdio serves one client on stdin/stdout.
-func stdio(ctx context.Context, cfg *config.Config, log *slog.Logger, tr *tracing.Tracer) int {
-	out, err := protocolStdout()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "coderun-rpc: cannot set up stdout: %v\n", err)
-		return 1
-	}
-	opts := serverOptions(cfg, os.Stdin, out, log)
-	opts.Runner = tracing.Runner(opts.Runner, tr)
+// stdio serves one client on stdin and the protocol stdout.
+func stdio(ctx context.Context, d *daemonEnv, out io.Writer) int {
+	opts := serverOptions(d.cfg, os.Stdin, out, d.log)
+	opts.MCP, opts.Runner = d.pool, rpc.WithMCP(tracing.Runner(opts.Runner, d.tr), d.pool, d.cfg.Limits)
 	srv := rpc.New(opts)
-	log.Info("serving", "python", cfg.Python, "pythonVersion", cfg.PythonVersion,
-		"maxConcurrentRuns", cfg.MaxConcurrentRuns, "warmPool", cfg.WarmPool)
+	d.log.Info("serving", "python", d.cfg.Python, "pythonVersion", d.cfg.PythonVersion,
+		"maxConcurrentRuns", d.cfg.MaxConcurrentRuns, "warmPool", d.cfg.WarmPool)
 	return srv.Serve(ctx)
 }
 
-// daemon is what every serving mode shares: the configuration, the log,
-// the watchdog, the sweep, tracing and the signals; serveFn serves until
-// ctx ends.
-func daemon(serveFn func(ctx context.Context, cfg *config.Config, log *slog.Logger, tr *tracing.Tracer) int) int {
-	// SIGPIPE is notified, not ignored: a closed stdout, stderr or socket
-	// must not kill the daemon, and children must not inherit SIG_IGN.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+// daemonEnv is what daemon gives every serving mode.
+type daemonEnv struct {
+	cfg  *config.Config
+	log  *slog.Logger
+	pool *upstream.Pool  // the upstream MCP servers
+	tr   *tracing.Tracer // nil: no spans exported
+}
+
+// daemon is what every serving mode shares: the configuration (mcpConfig,
+// when set, overrides CODERUN_MCP_CONFIG), the upstream MCP servers, the
+// log, the watchdog, the sweep, tracing and the signals; serveFn serves
+// until ctx ends.
+func daemon(mcpConfig string, serveFn func(ctx context.Context, d *daemonEnv) int) int {
 	cfg, err := config.Load(config.Options{})
 	if err != nil {
 		return configFailure(os.Stderr, err)
+	}
+	if mcpConfig != "" {
+		cfg.MCPConfig = mcpConfig
+	}
+	specs, err := loadMCP(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "coderun-rpc: %v\n", err)
+		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	// Before the first child: from here on a run's process group dies with
@@ -119,7 +149,9 @@ func daemon(serveFn func(ctx context.Context, cfg *config.Config, log *slog.Logg
 		fmt.Fprintf(os.Stderr, "coderun-rpc: OpenTelemetry exporter: %v\n", err)
 		return 1
 	}
-	code := serveFn(ctx, cfg, log, tr)
+	pool := upstream.NewPool(specs, buildinfo.Version(), log)
+	defer pool.Close()
+	code := serveFn(ctx, &daemonEnv{cfg: cfg, log: log, pool: pool, tr: tr})
 	flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := tr.Shutdown(flush); err != nil {
@@ -232,6 +264,8 @@ Usage:
   coderun-rpc serve --listen ADDR [--admin HOST:PORT]
                          service mode: every connection is a client (docs/service.md);
                          ADDR is unix:PATH, tcp:HOST:PORT or ws://HOST:PORT/PATH
+  coderun-rpc mcp        serve the Model Context Protocol on stdio (docs/mcp.md)
+  --mcp-config FILE      upstream MCP servers (overrides CODERUN_MCP_CONFIG)
   coderun-rpc --check    validate the configuration, probe Python, run a smoke program
   coderun-rpc --version  print the version
   coderun-rpc --help     print this help

@@ -5,12 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
-	"github.com/coderun-rpc/coderun-rpc/config"
+	"github.com/coderun-rpc/coderun-rpc/rpc"
 	"github.com/coderun-rpc/coderun-rpc/serve"
-	"github.com/coderun-rpc/coderun-rpc/tracing"
 )
 
 // serveArgs parses `serve`'s flags: --listen is required.
@@ -32,13 +30,18 @@ func serveArgs(args []string) (serve.Addr, string, error) {
 	return a, *admin, err
 }
 
-// serveMode is `coderun-rpc serve`: one Manager shared by every connection.
-func serveMode(ctx context.Context, cfg *config.Config, log *slog.Logger, tr *tracing.Tracer, listen serve.Addr, admin string) int {
+// serveMode is `coderun-rpc serve`: one Manager shared by every connection;
+// each connection reaches the upstream MCP servers as a stdio client does.
+func serveMode(ctx context.Context, d *daemonEnv, listen serve.Addr, admin string) int {
+	cfg := d.cfg
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+	server := rpcOptions(cfg, d.log)
+	server.MCP = d.pool
 	return serve.Run(ctx, serve.Options{
 		Listen: listen, Admin: admin, Token: cfg.AuthToken,
 		MaxConnections: cfg.MaxConnections, MaxRunsPerConnection: cfg.MaxRunsPerConnection,
 		Drain: ms(cfg.DrainMs), WriteStall: ms(cfg.WriteStallMs),
-		Manager: newManager(cfg, log), Tracer: tr, Server: rpcOptions(cfg, log), Logger: log,
+		Manager: newManager(cfg, d.log), Tracer: d.tr, Server: server, Logger: d.log,
+		WrapRunner: func(r rpc.Runner) rpc.Runner { return rpc.WithMCP(r, d.pool, cfg.Limits) },
 	})
 }

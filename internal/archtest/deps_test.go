@@ -36,8 +36,12 @@ var allowed = map[string][]string{
 	"typed":           {"protocol", "wireguard", "github.com/santhosh-tekuri/jsonschema/v6"},
 	"session":         {"child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed"},
 	"config":          {"child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
-	"rpc":             {"session", "wireguard", "protocol", "typed"},
-	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "serve", "tracing"},
+	"rpc":             {"session", "wireguard", "protocol", "typed", "mcp/upstream"},
+	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "mcp", "mcp/upstream", "serve", "tracing"},
+	// MCP: upstream servers as bindings (a client of each), and the code-mode server.
+	"mcp/upstream":     {"session", "protocol", "typed", sdk, sdkJSONRPC},
+	"mcp":              {"rpc", "session", "protocol", "mcp/upstream", sdk, sdkJSONRPC},
+	"internal/mcptest": {sdk},
 	// Service mode: listeners, auth, per-connection servers, admin, metrics.
 	"serve": {"rpc", "session", "protocol", "tracing", "github.com/gorilla/websocket", "github.com/prometheus/client_golang"},
 	// OpenTelemetry spans for runs, child starts and binding calls.
@@ -47,6 +51,12 @@ var allowed = map[string][]string{
 // xsys is imported under child/ only: the process supervisor is the one
 // place that talks to the kernel below the standard library.
 const xsys = "golang.org/x/sys/unix"
+
+// sdk is the official MCP Go SDK, imported by the MCP packages only.
+const (
+	sdk        = "github.com/modelcontextprotocol/go-sdk/mcp"
+	sdkJSONRPC = "github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
 
 func TestImportDirection(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...").Output()

@@ -44,10 +44,10 @@ function wireFunction(b: Binding, name: string, entry: BindingEntry): WireFuncti
  */
 export function wireBindings(bindings: Binding[]): unknown[] {
   return bindings.map((b) => {
-    const wire: { [k: string]: unknown } = {
-      global: b.global,
-      functions: entriesOf(b).map(([name, entry]) => wireFunction(b, name, entry)),
-    };
+    const wire: { [k: string]: unknown } =
+      b.mcp !== undefined
+        ? { global: b.global, mcp: b.mcp }
+        : { global: b.global, functions: entriesOf(b).map(([name, entry]) => wireFunction(b, name, entry)) };
     if (b.errorClass !== undefined && b.errorClass !== null) wire['errorClass'] = { ...b.errorClass };
     return wire;
   });

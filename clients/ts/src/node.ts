@@ -5,6 +5,9 @@
  *   const client = await CodeRunClient.start();
  */
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -47,6 +50,12 @@ export interface StartOptions extends ClientOptions {
    * messages, `'inherit'` passes it through, `'ignore'` drops it.
    */
   stderr?: 'pipe' | 'inherit' | 'ignore';
+  /**
+   * Upstream MCP servers whose tools runs may bind (`{ global: 'gh', mcp: '<server>' }`,
+   * docs/mcp.md): the path of an `mcpServers` file, or its content as an object (written to a
+   * private temporary file that is removed once the daemon has read it, at start-up).
+   */
+  mcpConfig?: string | { mcpServers: Record<string, unknown> };
 }
 
 const STDERR_TAIL = 8192;
@@ -122,7 +131,8 @@ export async function spawnDaemon(options: StartOptions = {}): Promise<ProcessTr
     if (v === undefined) delete env[k];
     else env[k] = v;
   }
-  const child = spawn(command, options.args ?? [], {
+  const mcpArgs = options.mcpConfig === undefined ? [] : ['--mcp-config', mcpConfigPath(options.mcpConfig)];
+  const child = spawn(command, [...(options.args ?? []), ...mcpArgs], {
     env,
     cwd: options.cwd,
     stdio: ['pipe', 'pipe', options.stderr ?? 'pipe'],
@@ -136,12 +146,35 @@ export async function spawnDaemon(options: StartOptions = {}): Promise<ProcessTr
   return new ProcessTransport(child);
 }
 
+/** Files written for `mcpConfig` objects, removed once their daemon has read them. */
+const written = new Set<string>();
+
+/** The `--mcp-config` path of `config`: a path as given, an object written to a private file. */
+function mcpConfigPath(config: string | object): string {
+  if (typeof config === 'string') return config;
+  const dir = mkdtempSync(join(tmpdir(), 'mcp-config-'));
+  const path = join(dir, 'mcp.json');
+  writeFileSync(path, JSON.stringify(config), { mode: 0o600 });
+  written.add(dir);
+  return path;
+}
+
+function removeWritten(args: string[]): void {
+  const i = args.indexOf('--mcp-config');
+  const dir = i >= 0 ? join(args[i + 1] ?? '', '..') : '';
+  if (written.delete(dir)) rmSync(dir, { recursive: true, force: true });
+}
+
 /** The client with a `start()` that spawns the daemon. */
 export class CodeRunClient extends CoreClient {
   /** Spawns the daemon and completes the `initialize` handshake. */
   static async start(options: StartOptions = {}): Promise<CodeRunClient> {
     const transport = await spawnDaemon(options);
-    return CodeRunClient.connect(transport, options);
+    try {
+      return await CodeRunClient.connect(transport, options);
+    } finally {
+      removeWritten(transport.process.spawnargs); // the daemon read it before answering initialize
+    }
   }
 
   /**

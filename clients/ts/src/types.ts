@@ -76,7 +76,13 @@ export interface Binding {
    * Member name → function (bare or typed), in declaration order. Use a `Map` for names an
    * object literal cannot hold as own keys (`__proto__`).
    */
-  functions: Record<string, BindingEntry> | Map<string, BindingEntry>;
+  functions?: Record<string, BindingEntry> | Map<string, BindingEntry>;
+  /**
+   * Instead of `functions`: the key of an upstream MCP server the daemon was started with
+   * (`mcpConfig`); its tools become this global's functions and are called by the daemon,
+   * never by this client (docs/mcp.md).
+   */
+  mcp?: string;
   errorClass?: ErrorClassSpec;
 }
 

@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, Protocol, Sequen
 from . import protocol as P
 from ._framing import FrameParser, FramingError, frame_header
 from ._locate import find_daemon, merged_env
+from ._mcpconfig import McpConfig, mcp_config_file
 from .errors import (
     ClientClosed,
     CodeRunError,
@@ -239,6 +240,7 @@ class Client:
         initialize_timeout: float = 30.0,
         cancel_grace: float = 5.0,
         sync_bindings_in_thread: bool = True,
+        mcp_config: McpConfig = None,
     ) -> "Client":
         """Spawn the daemon and initialize it.
 
@@ -246,8 +248,28 @@ class Client:
         ``CODERUN_RPC_BIN``, then the binary of a platform wheel, then ``coderun-rpc`` on PATH
         (see :func:`find_daemon`). ``env``: variables layered over
         ``os.environ`` (a value of ``None`` removes one). ``stderr``: where the daemon's log goes
-        (default: inherited).
+        (default: inherited). ``mcp_config``: upstream MCP servers whose tools runs may bind
+        (``{"global": "gh", "mcp": "<server>"}``, docs/mcp.md): the path of an ``mcpServers``
+        file, or its content as a mapping (written to a private temporary file that is removed
+        once the daemon has read it).
         """
+        with mcp_config_file(mcp_config) as mcp_path:
+            return await cls._start(command, env, cwd, stderr, client_name, initialize_timeout, cancel_grace,
+                                    sync_bindings_in_thread, mcp_path)
+
+    @classmethod
+    async def _start(
+        cls,
+        command: Union[str, Sequence[str], None],
+        env: Optional[Mapping[str, Optional[str]]],
+        cwd: Optional[str],
+        stderr: Any,
+        client_name: str,
+        initialize_timeout: float,
+        cancel_grace: float,
+        sync_bindings_in_thread: bool,
+        mcp_path: Optional[str],
+    ) -> "Client":
         if command is None or isinstance(command, str):
             argv = [find_daemon(command, env)]
         else:
@@ -255,6 +277,8 @@ class Client:
             if not argv:
                 raise ValueError("command must not be empty")
             argv[0] = find_daemon(argv[0], env)
+        if mcp_path is not None:
+            argv += ["--mcp-config", mcp_path]
         proc = await asyncio.create_subprocess_exec(
             *argv,
             stdin=asyncio.subprocess.PIPE,

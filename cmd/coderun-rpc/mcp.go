@@ -1,0 +1,40 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/coderun-rpc/coderun-rpc/config"
+	"github.com/coderun-rpc/coderun-rpc/internal/buildinfo"
+	"github.com/coderun-rpc/coderun-rpc/mcp"
+	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
+)
+
+// loadMCP reads the upstream MCP servers file (none when unset); ${VAR}
+// references in it expand from the daemon's environment.
+func loadMCP(cfg *config.Config) ([]upstream.Spec, error) {
+	if cfg.MCPConfig == "" {
+		return nil, nil
+	}
+	return upstream.LoadConfig(cfg.MCPConfig, os.LookupEnv)
+}
+
+// serveMCP is `coderun-rpc mcp`: the code-mode MCP server on stdin and the
+// protocol stdout, until the client goes away or a signal arrives.
+func serveMCP(ctx context.Context, cfg *config.Config, pool *upstream.Pool, out io.WriteCloser, log *slog.Logger) int {
+	m := newManager(cfg, log)
+	defer m.Shutdown()
+	srv, err := mcp.New(mcp.Options{Manager: m, Pool: pool, Limits: cfg.Limits,
+		PythonVersion: cfg.PythonVersion, Version: buildinfo.Version(), Logger: log})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "coderun-rpc: %v\n", err)
+		return 2
+	}
+	log.Info("serving MCP", "python", cfg.Python, "upstreams", len(pool.Servers()))
+	err = srv.Serve(ctx, mcp.Stdio(os.Stdin, out, log))
+	log.Info("MCP client gone", "err", err)
+	return 0
+}

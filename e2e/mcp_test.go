@@ -1,0 +1,193 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
+	"github.com/coderun-rpc/coderun-rpc/internal/mcptest"
+)
+
+// MCP servers as bindings in the JSON-RPC daemon (docs/mcp.md): the
+// upstream is this test binary re-executed as internal/mcptest's server, a
+// real MCP server on the official Go SDK.
+
+// mcpConfig writes an mcpServers file naming this binary as each server
+// (key → its environment) and returns its path.
+func mcpConfig(t *testing.T, servers map[string]map[string]string) string {
+	t.Helper()
+	type entry struct {
+		Command string            `json:"command"`
+		Env     map[string]string `json:"env"`
+	}
+	file := map[string]map[string]entry{"mcpServers": {}}
+	for k, env := range servers {
+		file["mcpServers"][k] = entry{os.Args[0], env}
+	}
+	b, _ := json.Marshal(file)
+	path := filepath.Join(t.TempDir(), "mcp.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const tsBinding = `"bindings":[{"global":"ts","mcp":"test-server"}]`
+
+func mcpDaemon(t *testing.T, env map[string]string) *daemon {
+	t.Helper()
+	return started(t, map[string]string{"CODERUN_MCP_CONFIG": mcpConfig(t, map[string]map[string]string{"test-server": env})})
+}
+
+// Calls reach the upstream, never the host: structured results, a single
+// text, the subscript and the identifier form of a dashed name, positional
+// arguments in stub order, and a tool's error as McpToolError.
+func TestMCPBindingCalls(t *testing.T) {
+	t.Parallel()
+	d := mcpDaemon(t, mcptest.Env(0, ""))
+	r := d.run(prog(`out = [await ts.add(a=1, b=2), await ts["get-sum"](a=2, b=3), await ts.get_sum(3, 4), await ts.echo("hi")]
+try:
+    await ts.fail()
+except McpToolError as e:
+    out.append([e.tool, e.server, str(e)])
+return out`, tsBinding))
+	expectOK(t, r, `[{"sum":3},{"sum":5},{"sum":7},"hi",["fail","test-server","fail: it failed on purpose"]]`)
+	if r.Stats.BindingCalls != 5 {
+		t.Errorf("bindingCalls %d, want 5", r.Stats.BindingCalls)
+	}
+	for _, e := range d.snapshot() {
+		if e.m.Method == "binding/call" {
+			t.Fatalf("the host was asked: %s", e.m.Params)
+		}
+	}
+	// Two mcp bindings share one McpToolError class.
+	r = d.run(prog(`try:
+    await b.fail()
+except McpToolError as e:
+    return [e.tool, McpToolError.__name__]`, `"bindings":[{"global":"a","mcp":"test-server"},{"global":"b","mcp":"test-server"}]`))
+	expectOK(t, r, `["fail","McpToolError"]`)
+}
+
+// Arguments are checked against the tool's inputSchema before the call.
+func TestMCPArgumentsChecked(t *testing.T) {
+	t.Parallel()
+	d := mcpDaemon(t, mcptest.Env(0, ""))
+	r := d.run(prog(`try:
+    await ts.add(a="1", b=2)
+except TypeError as e:
+    return str(e)`, tsBinding))
+	expectOK(t, r, `"ts.add(): invalid arguments: /a: expected integer, but got string"`)
+}
+
+// bindings/describe renders the server's tools; bad mcp bindings are −32602
+// naming the binding.
+func TestMCPDescribeAndRefusals(t *testing.T) {
+	t.Parallel()
+	d := mcpDaemon(t, mcptest.Env(0, ""))
+	m := d.call("bindings/describe", `{`+tsBinding+`}`)
+	var res struct{ Stubs string }
+	if m.Error != nil || json.Unmarshal(m.Result, &res) != nil {
+		t.Fatalf("describe: %+v %s", m.Error, m.Result)
+	}
+	for _, want := range []string{"class Ts:", "async def add(self, a: int, b: int)", "async def get_sum(", "Echo a message back.", "ts: Ts"} {
+		if !strings.Contains(res.Stubs, want) {
+			t.Errorf("stubs lack %q:\n%s", want, res.Stubs)
+		}
+	}
+	for params, want := range map[string]string{
+		`"bindings":[{"global":"x","mcp":"nope"}]`:                       `bindings[0].mcp "nope" is not a configured MCP server`,
+		`"bindings":[{"global":"x","mcp":"test-server","functions":[]}]`: `bindings[0] has both "mcp" and "functions"`,
+		`"bindings":[{"global":"x","mcp":5}]`:                            `bindings[0].mcp must be the name of a configured MCP server`,
+	} {
+		m := d.call("run", prog("return 1", params))
+		if m.Error == nil || m.Error.Code != -32602 || !strings.HasPrefix(m.Error.Message, want) {
+			t.Errorf("%s: got %+v, want −32602 %q", params, m.Error, want)
+		}
+	}
+}
+
+// A hanging tool is ended by the run's wall clock, and the call is
+// cancelled upstream (the server's handler sees it).
+func TestMCPHangEndsWithTheWallClock(t *testing.T) {
+	t.Parallel()
+	mark := filepath.Join(t.TempDir(), "cancelled")
+	d := mcpDaemon(t, mcptest.Env(0, mark))
+	d.run(prog(`return 1`, tsBinding)) // the server is up: the next run's clock is the call's
+	r := d.run(prog(`return await ts.hang()`, tsBinding, `"limits":{"maxWallMs":1500}`))
+	if r.Error == nil || r.Error.Kind != "timeout" || r.Error.Budget != "wall" {
+		t.Fatalf("got %+v, want a wall timeout", r.Error)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(mark); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the upstream call was never cancelled")
+		}
+	}
+}
+
+// A server that exits mid-call fails that call naming the server; the next
+// call starts it afresh. One that cannot start fails the run naming it, and
+// the daemon serves on.
+func TestMCPServerFaults(t *testing.T) {
+	t.Parallel()
+	path := mcpConfig(t, map[string]map[string]string{"test-server": mcptest.Env(0, ""), "broken": mcptest.FailStartEnv()})
+	d := started(t, map[string]string{"CODERUN_MCP_CONFIG": path})
+	r := d.run(prog(`try:
+    await ts.exit()
+except McpToolError as e:
+    first = str(e)
+return [first.startswith('mcp server "test-server": tool "exit"'), await ts.echo("back")]`, tsBinding))
+	expectOK(t, r, `[true,"back"]`)
+	r = d.run(prog(`return 1`, `"bindings":[{"global":"br","mcp":"broken"}]`))
+	if r.Error == nil || !strings.HasPrefix(r.Error.Message, `mcp server "broken": cannot start`) {
+		t.Fatalf("got %+v, want an error naming the server", r.Error)
+	}
+	expectOK(t, d.run(prog(`return await ts.echo("still serving")`, tsBinding)), `"still serving"`)
+}
+
+// 500 tools are listed and callable.
+func TestMCPManyTools(t *testing.T) {
+	t.Parallel()
+	d := mcpDaemon(t, mcptest.Env(500, ""))
+	expectOK(t, d.run(prog(`return [len([n for n in dir(ts) if n[0] == "t" and n[1:].isdigit()]), await ts.t499("last")]`, tsBinding)), `[500,"last"]`)
+}
+
+// A configuration file that is missing, malformed or names one global twice
+// stops the daemon at start, exit 2, with a message naming the problem.
+func TestMCPConfigRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(text), 0o600)
+		return p
+	}
+	for path, want := range map[string]string{
+		filepath.Join(dir, "missing.json"):                                                "CODERUN_MCP_CONFIG=",
+		write("bad.json", `{"mcpServers":`):                                               "not valid JSON",
+		write("dup.json", `{"mcpServers":{"a-b":{"command":"x"},"a_b":{"command":"y"}}}`): `both become the global "a_b"`,
+	} {
+		cmd := exec.Command(daemonBin)
+		cmd.Env = environ(t, map[string]string{"CODERUN_MCP_CONFIG": path})
+		out, err := cmd.CombinedOutput()
+		if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), want) {
+			t.Errorf("%s: exit %v, output %q; want exit 2 and %q", path, err, out, want)
+		}
+	}
+}
+
+// When the daemon exits, no upstream server is left behind.
+func TestMCPNoOrphanServer(t *testing.T) {
+	leakcheck.Check(t)
+	d := mcpDaemon(t, mcptest.Env(0, ""))
+	expectOK(t, d.run(prog(`return await ts.echo("up")`, tsBinding)), `"up"`)
+	d.stdin.Close()
+	<-d.exited
+}

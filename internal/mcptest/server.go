@@ -1,0 +1,128 @@
+// Package mcptest is an upstream MCP server for tests and the benchmark,
+// built on the official Go SDK, with a tool for each fault the daemon must
+// survive: one that hangs, one that exits mid-call, one that returns 50 MB,
+// one that fails, one that changes the tool list, names that are not
+// identifiers, and as many extra tools as asked. A test binary becomes the server by calling MaybeServe first in
+// TestMain and starting itself with Env.
+package mcptest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Environment of a test binary started as the server.
+const (
+	envServe = "CODERUN_MCPTEST_SERVE"    // "1": serve on stdio
+	envTools = "CODERUN_MCPTEST_TOOLS"    // extra tools t0 … tN-1
+	envFail  = "CODERUN_MCPTEST_FAIL"     // "start": exit 1 before answering
+	envMark  = "CODERUN_MCPTEST_CANCELED" // a file the hang tool creates when cancelled
+)
+
+// Env is what a command needs to become the server: extra tools, and a
+// path the hang tool creates once its call is cancelled ("" for neither).
+func Env(tools int, cancelMark string) map[string]string {
+	return map[string]string{envServe: "1", envTools: strconv.Itoa(tools), envMark: cancelMark}
+}
+
+// FailStartEnv makes the server exit at once, so it never answers.
+func FailStartEnv() map[string]string { return map[string]string{envServe: "1", envFail: "start"} }
+
+// MaybeServe serves on stdio and exits when this process was started as the
+// server; otherwise it returns at once.
+func MaybeServe() {
+	if os.Getenv(envServe) != "1" {
+		return
+	}
+	if os.Getenv(envFail) == "start" {
+		fmt.Fprintln(os.Stderr, "mcptest: refusing to start")
+		os.Exit(1)
+	}
+	n, _ := strconv.Atoi(os.Getenv(envTools))
+	err := New(n, os.Getenv(envMark)).Run(context.Background(), &sdk.StdioTransport{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "mcptest:", err)
+	}
+	os.Exit(0)
+}
+
+// New is the server with its fault tools and extra tools t0 … t(n-1).
+func New(extra int, cancelMark string) *sdk.Server {
+	s := sdk.NewServer(&sdk.Implementation{Name: "mcptest", Version: "1"}, nil)
+	sdk.AddTool(s, &sdk.Tool{Name: "echo", Description: "Echo a message back."}, echo)
+	sdk.AddTool(s, &sdk.Tool{Name: "add", Description: "Add two integers."}, add)
+	sdk.AddTool(s, &sdk.Tool{Name: "get-sum", Description: "Add two integers, named with a dash."}, add)
+	s.AddTool(&sdk.Tool{Name: "fail", Description: "Always fails.", InputSchema: anyObject}, fail)
+	s.AddTool(&sdk.Tool{Name: "exit", Description: "Exits the server mid-call.", InputSchema: anyObject},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { os.Exit(3); return nil, nil })
+	s.AddTool(&sdk.Tool{Name: "hang", Description: "Never answers.", InputSchema: anyObject}, hang(cancelMark))
+	sdk.AddTool(s, &sdk.Tool{Name: "big", Description: "Returns a text of mb megabytes."}, big)
+	s.AddTool(&sdk.Tool{Name: "mixed", Description: "Returns an image and a text.", InputSchema: anyObject}, mixed)
+	s.AddTool(&sdk.Tool{Name: "grow", Description: "Adds the tool grown (the list changes).", InputSchema: anyObject},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			sdk.AddTool(s, &sdk.Tool{Name: "grown", Description: "Added by grow."}, echo)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "grown"}}}, nil
+		})
+	for i := range extra {
+		sdk.AddTool(s, &sdk.Tool{Name: "t" + strconv.Itoa(i), Description: "Extra tool " + strconv.Itoa(i) + "."}, echo)
+	}
+	return s
+}
+
+var anyObject = map[string]any{"type": "object"}
+
+type message struct {
+	Message string `json:"message" jsonschema:"the text to echo"`
+}
+
+func echo(_ context.Context, _ *sdk.CallToolRequest, in message) (*sdk.CallToolResult, any, error) {
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: in.Message}}}, nil, nil
+}
+
+type pair struct {
+	A int64 `json:"a"`
+	B int64 `json:"b"`
+}
+
+type sum struct {
+	Sum int64 `json:"sum"`
+}
+
+func add(_ context.Context, _ *sdk.CallToolRequest, in pair) (*sdk.CallToolResult, sum, error) {
+	return nil, sum{in.A + in.B}, nil
+}
+
+func fail(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "fail: it failed on purpose"}}}, nil
+}
+
+// hang answers only when cancelled, and then creates mark.
+func hang(mark string) sdk.ToolHandler {
+	return func(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		<-ctx.Done()
+		if mark != "" {
+			_ = os.WriteFile(mark, []byte("cancelled\n"), 0o600)
+		}
+		return nil, ctx.Err()
+	}
+}
+
+type size struct {
+	MB int `json:"mb"`
+}
+
+func big(_ context.Context, _ *sdk.CallToolRequest, in size) (*sdk.CallToolResult, any, error) {
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.Repeat("x", in.MB<<20)}}}, nil, nil
+}
+
+func mixed(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	return &sdk.CallToolResult{Content: []sdk.Content{
+		&sdk.ImageContent{Data: []byte{0x89, 'P', 'N', 'G'}, MIMEType: "image/png"},
+		&sdk.TextContent{Text: "a picture"},
+	}}, nil
+}

@@ -1,0 +1,118 @@
+// Package mcp is `coderun-rpc mcp`: a Model Context Protocol server on stdio
+// (the official Go SDK) with the tools run_python and close_python_session
+// (docs/mcp.md). A run goes through the same session manager, checks and
+// result encoding as the JSON-RPC daemon's; every configured upstream server
+// (package mcp/upstream) is a global of every run, and run_python's
+// description carries the stubs of all their tools, so a model sees the whole
+// API in the tool list.
+package mcp
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/rpc"
+	"github.com/coderun-rpc/coderun-rpc/session"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Options configure Serve; main builds them from the daemon's configuration.
+type Options struct {
+	Manager       *session.Manager
+	Pool          *upstream.Pool // the upstream servers (may be empty)
+	Limits        protocol.Limits
+	PythonVersion string
+	Version       string
+	Logger        *slog.Logger
+}
+
+// Server is one code-mode MCP server.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+	sdk  *sdk.Server
+	nss  []protocol.Namespace // one unresolved mcp binding per upstream
+
+	mu   sync.Mutex
+	desc string // run_python's description as last registered
+	seq  uint64 // run ids
+}
+
+// New checks the upstream globals (a reserved word is refused, naming the
+// server) and registers the tools.
+func New(opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	nss, err := rpc.MCPNamespaces(opts.Pool)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{opts: opts, log: opts.Logger, nss: nss}
+	s.sdk = sdk.NewServer(&sdk.Implementation{Name: "coderun-rpc", Version: opts.Version},
+		&sdk.ServerOptions{Logger: opts.Logger})
+	s.sdk.AddTool(closeTool, s.closeSession)
+	s.desc = describe("")
+	s.sdk.AddTool(runTool(s.desc), s.runPython)
+	s.sdk.AddReceivingMiddleware(s.refreshOnList)
+	// An upstream's new tool list reaches the host at once: the description is
+	// replaced, which sends it tools/list_changed.
+	opts.Pool.OnToolsChanged(func() { s.refresh(context.Background()) })
+	return s, nil
+}
+
+// Serve serves one client on stdio until it goes away or ctx ends; every run
+// still going is then cancelled and waited for.
+func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
+	return s.sdk.Run(ctx, t)
+}
+
+// refreshOnList brings run_python's description up to date before a
+// tools/list is answered: the upstream tools are listed (cached after the
+// first time) and their stubs rendered (cached while nothing changes).
+func (s *Server) refreshOnList(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		if method == "tools/list" {
+			s.refresh(ctx)
+		}
+		return next(ctx, method, req)
+	}
+}
+
+func (s *Server) refresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.opts.Limits.MaxWallMs)*time.Millisecond)
+	defer cancel()
+	nss, _, notes := s.resolve(ctx)
+	desc := describe(rpc.Stubs(s.opts.Limits, s.opts.PythonVersion, nss) + notes)
+	s.mu.Lock()
+	changed := desc != s.desc
+	s.desc = desc
+	s.mu.Unlock()
+	if changed { // replacing the tool tells connected clients the list changed
+		s.sdk.AddTool(runTool(desc), s.runPython)
+	}
+}
+
+// resolve reaches every upstream and returns the namespaces of those that
+// answered, their routes, and a note per server that did not.
+func (s *Server) resolve(ctx context.Context) ([]protocol.Namespace, map[string]*upstream.Server, string) {
+	var nss []protocol.Namespace
+	routes := map[string]*upstream.Server{}
+	notes := ""
+	for _, ns := range s.nss {
+		one := []protocol.Namespace{ns}
+		r, err := rpc.ResolveMCP(ctx, s.opts.Pool, one)
+		if err != nil {
+			notes += "\n# unavailable: " + strings.ReplaceAll(err.Error(), "\n", " ")
+			continue
+		}
+		nss = append(nss, one[0])
+		routes[ns.Global] = r[ns.Global]
+	}
+	return nss, routes, notes
+}

@@ -1,0 +1,204 @@
+package mcp
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/rpc"
+	"github.com/coderun-rpc/coderun-rpc/session"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const runIntro = `Run a Python program in a fresh CPython process under budgets and return its logs and value.
+A top-level return gives the run's value; print() output is logged.
+Every tool of the configured MCP servers is an async function of a global named after its server:
+call it with await (for example: r = await everything.echo(message="hi")). A failing tool raises
+McpToolError (.tool and .server name the tool and its server). A tool whose name is not an
+identifier is also reachable by subscript: everything["get-sum"](a=1, b=2). The API:
+
+`
+
+// describe is run_python's description: the intro, then the stubs.
+func describe(stubs string) string {
+	if stubs == "" {
+		return runIntro + "(no MCP servers are configured)"
+	}
+	return runIntro + stubs
+}
+
+var runSchema = json.RawMessage(`{"type":"object","properties":{
+"program":{"type":"string","description":"the Python program"},
+"session":{"type":"string","description":"a named session kept between calls"},
+"files":{"type":"array","description":"files to place in the run's directory"},
+"limits":{"type":"object","description":"budgets that tighten the daemon's: cpuSeconds, maxWallMs, addressSpaceMb, maxLogBytes, maxValueBytes"}},
+"required":["program"]}`)
+
+func runTool(desc string) *sdk.Tool {
+	return &sdk.Tool{Name: "run_python", Description: desc, InputSchema: runSchema}
+}
+
+var closeTool = &sdk.Tool{Name: "close_python_session",
+	Description: "Close a named Python session opened by run_python.",
+	InputSchema: json.RawMessage(`{"type":"object","properties":{"session":{"type":"string"}},"required":["session"]}`)}
+
+// runInput is run_python's arguments.
+type runInput struct {
+	Program *string         `json:"program"`
+	Session *string         `json:"session"`
+	Files   json.RawMessage `json:"files"`
+	Limits  json.RawMessage `json:"limits"`
+}
+
+func toolError(format string, a ...any) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf(format, a...)}}}
+}
+
+// runPython runs one program; the client cancelling the call (or going away)
+// cancels the run.
+func (s *Server) runPython(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	var in runInput
+	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+		return toolError("run_python: arguments must be an object: %v", err), nil
+	}
+	switch {
+	case in.Program == nil:
+		return toolError("run_python: program is required (a string)"), nil
+	case in.Session != nil:
+		return toolError("run_python: named sessions are not available in this daemon yet; leave out \"session\""), nil
+	}
+	raw, _ := json.Marshal(map[string]any{"program": *in.Program, "limits": in.Limits, "files": in.Files})
+	p, err := rpc.ValidateRunParams(raw, s.opts.Limits)
+	if err != nil {
+		return toolError("run_python: %v", err), nil
+	}
+	wall := time.Duration(session.EffectiveLimits(s.opts.Limits, p.Limits).MaxWallMs) * time.Millisecond
+	start := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, wall)
+	nss, routes, notes := s.resolve(rctx)
+	cancel()
+	p.Bindings = nss
+	p.Limits.MaxWallMs = max(1, (wall - time.Since(start)).Milliseconds())
+	p.Stream = req.Params.GetProgressToken() != nil // log lines as progress notifications
+	r := s.execute(ctx, req, p, routes)
+	return render(r, notes), nil
+}
+
+// execute submits p and waits for its result.
+func (s *Server) execute(ctx context.Context, req *sdk.CallToolRequest, p protocol.RunParams, routes map[string]*upstream.Server) protocol.Result {
+	s.mu.Lock()
+	s.seq++
+	id := strconv.Quote("mcp-" + strconv.FormatUint(s.seq, 10))
+	s.mu.Unlock()
+	done := make(chan protocol.Result, 1)
+	c := upstream.Client(&progress{ctx: ctx, req: req}, routes)
+	run, err := s.opts.Manager.Submit(id, p, c, func(r protocol.Result) { done <- r })
+	if err != nil {
+		return protocol.Result{Logs: []string{}, Error: &protocol.RunError{Kind: protocol.KindAbort, Message: err.Error()}}
+	}
+	select {
+	case r := <-done:
+		return r
+	case <-ctx.Done():
+		run.Cancel()
+		return <-done
+	}
+}
+
+// progress is the session.Client of a run: log lines become progress
+// notifications when the call carried a progress token; every binding is an
+// upstream tool (upstream.Client routes them), so none reaches it.
+type progress struct {
+	ctx context.Context
+	req *sdk.CallToolRequest
+}
+
+func (p *progress) CallBinding(_, namespace, function string, _ []byte, answer func(session.Answer)) func() {
+	msg := "no binding " + namespace + "." + function
+	go answer(session.Answer{HasError: true, Message: &msg})
+	return func() {}
+}
+
+func (p *progress) Log(_ string, ev protocol.LogEvent) {
+	token := p.req.Params.GetProgressToken()
+	if token == nil {
+		return
+	}
+	_ = p.req.Session.NotifyProgress(p.ctx, &sdk.ProgressNotificationParams{
+		ProgressToken: token, Message: ev.Text, Progress: float64(ev.Index + 1)})
+}
+
+func (p *progress) Flush() {}
+
+// closeSession answers close_python_session: no named session is ever open
+// here, so closing one says so.
+func (s *Server) closeSession(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	var in struct {
+		Session *string `json:"session"`
+	}
+	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.Session == nil {
+		return toolError("close_python_session: session is required (a string)"), nil
+	}
+	return toolError("close_python_session: session %q is not open", *in.Session), nil
+}
+
+// render is a run's tool result: structuredContent is the run result object,
+// the text is what a model reads (logs, then the value or the error).
+func render(r protocol.Result, notes string) *sdk.CallToolResult {
+	var b strings.Builder
+	if notes != "" {
+		b.WriteString(strings.TrimPrefix(strings.ReplaceAll(notes, "\n# ", "\n"), "\n") + "\n")
+	}
+	for _, l := range r.Logs {
+		b.WriteString(l)
+		if !strings.HasSuffix(l, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	switch {
+	case r.Error != nil:
+		b.WriteString("error (" + r.Error.Kind + "): " + r.Error.Message)
+		if r.Error.Line != nil {
+			fmt.Fprintf(&b, " (line %d)", *r.Error.Line)
+		}
+	case r.Value != nil:
+		b.WriteString("value: " + string(r.Value))
+	default:
+		b.WriteString("(no value)")
+	}
+	return &sdk.CallToolResult{
+		IsError:           r.Error != nil,
+		Content:           append([]sdk.Content{&sdk.TextContent{Text: b.String()}}, images(r.Outputs)...),
+		StructuredContent: json.RawMessage(rpc.RunResultJSON(r)),
+	}
+}
+
+// images are the displayed images of a run (display(), matplotlib figures)
+// as MCP image content, in display order; every output, whatever its type,
+// is also in structuredContent.
+func images(outputs []protocol.Output) []sdk.Content {
+	var out []sdk.Content
+	for _, o := range outputs {
+		var data map[string]json.RawMessage
+		if json.Unmarshal(o.Data, &data) != nil {
+			continue
+		}
+		for _, mime := range []string{"image/png", "image/jpeg", "image/gif", "image/webp"} {
+			var b64 string
+			if json.Unmarshal(data[mime], &b64) != nil {
+				continue
+			}
+			if raw, err := base64.StdEncoding.DecodeString(b64); err == nil {
+				out = append(out, &sdk.ImageContent{Data: raw, MIMEType: mime})
+				break
+			}
+		}
+	}
+	return out
+}

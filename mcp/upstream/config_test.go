@@ -1,0 +1,67 @@
+package upstream_test
+
+import (
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
+)
+
+func lookup(name string) (string, bool) {
+	if name == "TOKEN" {
+		return "s3cret", true
+	}
+	return "", false
+}
+
+func TestParseConfig(t *testing.T) {
+	specs, err := upstream.ParseConfig("f.json", []byte(`{"mcpServers": {
+		"time": {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"}},
+		"my-api": {"url": "https://example.test/mcp", "headers": {"Authorization": "Bearer ${TOKEN}"}}}}`), lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []upstream.Spec{
+		{Key: "my-api", Global: "my_api", URL: "https://example.test/mcp", Headers: map[string]string{"Authorization": "Bearer s3cret"}, Env: map[string]string{}},
+		{Key: "time", Global: "time", Command: "uvx", Args: []string{"mcp-server-time"}, Env: map[string]string{"TZ": "UTC"}, Headers: map[string]string{}},
+	}
+	if !reflect.DeepEqual(specs, want) {
+		t.Errorf("got %+v\nwant %+v", specs, want)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	cases := []struct{ name, text, want string }{
+		{"malformed", `{"mcpServers": {`, "mcp config f.json: not valid JSON"},
+		{"no servers", `{}`, `no "mcpServers" object`},
+		{"same global twice", `{"mcpServers": {"a-b": {"command": "x"}, "a_b": {"command": "y"}}}`,
+			`servers "a-b" and "a_b" both become the global "a_b"`},
+		{"neither", `{"mcpServers": {"s": {}}}`, `server "s": needs "command" (stdio) or "url"`},
+		{"both", `{"mcpServers": {"s": {"command": "x", "url": "http://h"}}}`, `server "s": give either "command" or "url"`},
+		{"unset variable", `{"mcpServers": {"s": {"url": "http://h", "headers": {"X": "${NOPE}"}}}}`,
+			`server "s": headers.X refers to ${NOPE}, which is not set`},
+		{"wrong type", `{"mcpServers": {"s": {"command": 5}}}`, `server "s": json: cannot unmarshal number`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := upstream.ParseConfig("f.json", []byte(c.text), lookup)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+	_, err := upstream.LoadConfig(filepath.Join(t.TempDir(), "missing.json"), lookup)
+	if err == nil || !strings.Contains(err.Error(), "missing.json: cannot read: no such file or directory") {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestIdentifier(t *testing.T) {
+	for in, want := range map[string]string{"get-sum": "get_sum", "9lives": "_9lives", "": "_", "ok_1": "ok_1", "é": "_"} {
+		if got := upstream.Identifier(in); got != want {
+			t.Errorf("Identifier(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

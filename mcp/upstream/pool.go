@@ -1,0 +1,143 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ErrorClassName is the exception class every MCP binding raises a tool's
+// failure as; its "tool" attribute names the tool.
+const ErrorClassName = "McpToolError"
+
+// Pool is the daemon's configured upstream servers, keyed by their key in
+// the file. Nothing is started until a server is first used.
+type Pool struct {
+	servers map[string]*Server
+	order   []*Server
+}
+
+// NewPool prepares specs (from LoadConfig) without starting anything;
+// version is the client version the daemon reports to upstreams.
+func NewPool(specs []Spec, version string, log *slog.Logger) *Pool {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	impl := &mcp.Implementation{Name: "coderun-rpc", Version: version}
+	p := &Pool{servers: make(map[string]*Server, len(specs))}
+	for _, s := range specs {
+		srv := newServer(s, log, impl)
+		p.servers[s.Key] = srv
+		p.order = append(p.order, srv)
+	}
+	return p
+}
+
+// OnToolsChanged sets f to be called when a server says its tools changed
+// (after the cached list is dropped); set it before the pool is used.
+func (p *Pool) OnToolsChanged(f func()) {
+	for _, s := range p.Servers() {
+		s.onChange = f
+	}
+}
+
+// Server is the server configured under key, or nil.
+func (p *Pool) Server(key string) *Server {
+	if p == nil {
+		return nil
+	}
+	return p.servers[key]
+}
+
+// Servers are the configured servers, sorted by key.
+func (p *Pool) Servers() []*Server {
+	if p == nil {
+		return nil
+	}
+	return p.order
+}
+
+// Close ends every connection and stops every stdio server (process group
+// killed after a grace); it returns once they are gone.
+func (p *Pool) Close() {
+	var wg sync.WaitGroup
+	for _, s := range p.Servers() {
+		wg.Go(s.close)
+	}
+	wg.Wait()
+}
+
+// Client wraps inner so that binding calls to the globals in routes (global
+// → server) go to those servers; everything else goes to inner.
+func Client(inner session.Client, routes map[string]*Server) session.Client {
+	return &router{inner: inner, routes: routes}
+}
+
+type router struct {
+	inner  session.Client
+	routes map[string]*Server
+}
+
+func (r *router) Log(runID string, ev protocol.LogEvent) { r.inner.Log(runID, ev) }
+func (r *router) Flush()                                 { r.inner.Flush() }
+
+// Output forwards run/output to inner when it streams outputs (a wrapped
+// client must not hide session.OutputSink).
+func (r *router) Output(runID string, ev protocol.OutputEvent) {
+	if s, ok := r.inner.(session.OutputSink); ok {
+		s.Output(runID, ev)
+	}
+}
+
+// CallBinding calls the tool upstream on a goroutine of its own; cancel ends
+// the call (the SDK cancels it upstream) and answer is never invoked after it.
+func (r *router) CallBinding(runID, namespace, function string, args []byte, answer func(session.Answer)) func() {
+	srv := r.routes[namespace]
+	if srv == nil {
+		return r.inner.CallBinding(runID, namespace, function, args, answer)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	done := false
+	go func() {
+		a := callAnswer(ctx, srv, function, args)
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			done = true
+			answer(a)
+		}
+	}()
+	return func() {
+		mu.Lock()
+		done = true
+		mu.Unlock()
+		stop()
+	}
+}
+
+func callAnswer(ctx context.Context, srv *Server, function string, args []byte) session.Answer {
+	tools, err := srv.Tools(ctx)
+	var v []byte
+	if err == nil {
+		tool := tools.Tool(function)
+		if tool == "" {
+			tool = function
+		}
+		v, err = srv.Call(ctx, tool, args)
+	}
+	if err == nil {
+		return session.Answer{HasResult: true, Result: v}
+	}
+	msg := err.Error()
+	var te *ToolError
+	if !errors.As(err, &te) {
+		srv.log.Warn("mcp call failed", "function", function, "err", err)
+	}
+	return session.Answer{HasError: true, Message: &msg}
+}

@@ -1,0 +1,257 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// maxLine bounds one message from a stdio server: a result as large as a
+// client's binding answer may be (64 MiB) plus its envelope, so the run's own
+// rules, not the transport, decide what a large result does.
+const maxLine = 64<<20 + 1<<20
+
+// stopGrace is how long a stdio server has to exit after its stdin closes
+// before its process group is killed.
+const stopGrace = 2 * time.Second
+
+// Server is one configured upstream, connected on first use and reconnected
+// on the next use after its connection ends. Safe for concurrent use.
+type Server struct {
+	spec Spec
+	log  *slog.Logger
+	impl *mcp.Implementation
+
+	sem      chan struct{} // held while connecting or listing: one at a time
+	onChange func()        // called (on a goroutine of its own) when the server's tools change
+
+	mu     sync.Mutex
+	sess   *mcp.ClientSession
+	tools  *Tools // nil until listed, and again after tools/list_changed
+	closed bool
+}
+
+func newServer(spec Spec, log *slog.Logger, impl *mcp.Implementation) *Server {
+	return &Server{spec: spec, log: log.With("mcpServer", spec.Key), impl: impl, sem: make(chan struct{}, 1)}
+}
+
+// Spec is the server's configuration.
+func (s *Server) Spec() Spec { return s.spec }
+
+// ServerError is an upstream that could not be started, listed or called; it
+// names the server.
+type ServerError struct {
+	Server string
+	Err    error
+}
+
+func (e *ServerError) Error() string { return fmt.Sprintf("mcp server %q: %v", e.Server, e.Err) }
+func (e *ServerError) Unwrap() error { return e.Err }
+
+func (s *Server) fail(err error) error { return &ServerError{s.spec.Key, err} }
+
+// lock takes the connect/list lock, or gives up when ctx ends.
+func (s *Server) lock(ctx context.Context) error {
+	select {
+	case s.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return s.fail(fmt.Errorf("not ready before the run's deadline: %w", context.Cause(ctx)))
+	}
+}
+
+func (s *Server) unlock() { <-s.sem }
+
+// session returns the live connection, connecting when there is none.
+func (s *Server) session(ctx context.Context) (*mcp.ClientSession, error) {
+	s.mu.Lock()
+	cs, closed := s.sess, s.closed
+	s.mu.Unlock()
+	if cs != nil {
+		return cs, nil
+	}
+	if closed {
+		return nil, s.fail(errors.New("the daemon is shutting down"))
+	}
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.unlock()
+	s.mu.Lock()
+	cs = s.sess
+	s.mu.Unlock()
+	if cs != nil {
+		return cs, nil
+	}
+	return s.connect(ctx)
+}
+
+func (s *Server) connect(ctx context.Context) (*mcp.ClientSession, error) {
+	t, err := s.transport()
+	if err != nil {
+		return nil, s.fail(fmt.Errorf("cannot start: %w", err))
+	}
+	client := mcp.NewClient(s.impl, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.forgetTools() },
+	})
+	cs, err := client.Connect(ctx, t, nil)
+	if err != nil {
+		return nil, s.fail(fmt.Errorf("cannot start: %w", err))
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		cs.Close()
+		return nil, s.fail(errors.New("the daemon is shutting down"))
+	}
+	s.sess = cs
+	s.mu.Unlock()
+	s.log.Info("mcp server connected")
+	go s.watch(cs)
+	return cs, nil
+}
+
+// watch forgets a connection once it ends, so the next use reconnects.
+func (s *Server) watch(cs *mcp.ClientSession) {
+	err := cs.Wait()
+	s.mu.Lock()
+	if s.sess == cs {
+		s.sess, s.tools = nil, nil
+	}
+	s.mu.Unlock()
+	s.log.Info("mcp server connection ended", "err", err)
+}
+
+// drop closes cs after a call failed on it (the server exited or broke the
+// protocol): the next use starts afresh.
+func (s *Server) drop(cs *mcp.ClientSession) {
+	s.mu.Lock()
+	if s.sess == cs {
+		s.sess, s.tools = nil, nil
+	}
+	s.mu.Unlock()
+	cs.Close()
+}
+
+// forgetTools drops the cached list when the server says it changed.
+func (s *Server) forgetTools() {
+	s.mu.Lock()
+	s.tools = nil
+	s.mu.Unlock()
+	if s.onChange != nil {
+		go s.onChange()
+	}
+}
+
+func (s *Server) transport() (mcp.Transport, error) {
+	if s.spec.URL != "" {
+		return &mcp.StreamableClientTransport{Endpoint: s.spec.URL,
+			HTTPClient: &http.Client{Transport: headerTransport{s.spec.Headers, http.DefaultTransport}}}, nil
+	}
+	return s.command()
+}
+
+// command starts a stdio server in a process group of its own that dies with
+// the daemon (parent-death signal), its stderr logged line by line.
+func (s *Server) command() (mcp.Transport, error) {
+	cmd := exec.Command(s.spec.Command, s.spec.Args...)
+	cmd.Env = os.Environ()
+	for k, v := range s.spec.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	p := &process{cmd: cmd, stdin: stdin, done: make(chan struct{})}
+	go p.wait(stderr, s.log)
+	// The reader is left open on close (the server may still be writing its
+	// goodbye; an EPIPE would only fill the log): it ends when the server does.
+	return &mcp.IOTransport{Reader: io.NopCloser(stdout), Writer: p, MaxLineLength: maxLine}, nil
+}
+
+// process is a started stdio server; closing its stdin (the transport's
+// writer) ends it: EOF, then the grace, then SIGKILL to the group.
+type process struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	done  chan struct{}
+	once  sync.Once
+}
+
+func (p *process) Write(b []byte) (int, error) { return p.stdin.Write(b) }
+
+func (p *process) Close() error {
+	p.once.Do(func() {
+		p.stdin.Close()
+		select {
+		case <-p.done:
+		case <-time.After(stopGrace):
+		}
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) // ESRCH: already gone
+		<-p.done
+	})
+	return nil
+}
+
+// wait logs stderr until it ends, then reaps the server.
+func (p *process) wait(stderr io.Reader, log *slog.Logger) {
+	sc := bufio.NewScanner(stderr)
+	sc.Buffer(make([]byte, 4096), 64<<10)
+	for sc.Scan() {
+		log.Info("mcp server stderr", "line", sc.Text())
+	}
+	_, _ = io.Copy(io.Discard, stderr)
+	err := p.cmd.Wait()
+	log.Info("mcp server exited", "status", err)
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) // grandchildren left in the group
+	close(p.done)
+}
+
+type headerTransport struct {
+	headers map[string]string
+	next    http.RoundTripper
+}
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range h.headers {
+		r.Header.Set(k, v)
+	}
+	return h.next.RoundTrip(r)
+}
+
+// close ends the connection (and a stdio server's process group); later
+// uses fail.
+func (s *Server) close() {
+	s.mu.Lock()
+	cs := s.sess
+	s.sess, s.closed = nil, true
+	s.mu.Unlock()
+	if cs != nil {
+		cs.Close()
+	}
+}

@@ -1,0 +1,195 @@
+package upstream_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
+	"github.com/coderun-rpc/coderun-rpc/internal/mcptest"
+	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+func TestMain(m *testing.M) {
+	mcptest.MaybeServe() // this binary is also the upstream server (habit 9)
+	os.Exit(leakcheck.Suite(m))
+}
+
+// pool is one upstream server "test-server": this test binary re-executed
+// as mcptest's server with env.
+func pool(t *testing.T, env map[string]string) (*upstream.Pool, *upstream.Server) {
+	t.Helper()
+	spec := upstream.Spec{Key: "test-server", Global: "test_server", Command: os.Args[0], Env: env}
+	p := upstream.NewPool([]upstream.Spec{spec}, "test", nil)
+	t.Cleanup(p.Close)
+	return p, p.Server("test-server")
+}
+
+func call(t *testing.T, s *upstream.Server, tool, args string) (string, error) {
+	t.Helper()
+	// A bound against a hang only: a 17 MB result under -race on a loaded
+	// machine has taken over a minute.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	v, err := s.Call(ctx, tool, []byte(args))
+	return string(v), err
+}
+
+func TestToolsAndResults(t *testing.T) {
+	leakcheck.Check(t)
+	_, s := pool(t, mcptest.Env(0, ""))
+	tools, err := s.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, fn := range tools.Functions {
+		names[fn.Name] = true
+		if !fn.Typed {
+			t.Errorf("tool %s was not compiled as a typed function", fn.Name)
+		}
+	}
+	for _, n := range []string{"echo", "add", "get-sum", "get_sum", "hang", "big"} {
+		if !names[n] {
+			t.Errorf("function %q missing from %v", n, names)
+		}
+	}
+	if got := tools.Tool("get_sum"); got != "get-sum" {
+		t.Errorf("get_sum calls %q, want get-sum", got)
+	}
+	cases := []struct{ tool, args, want string }{
+		{"add", `{"a":1,"b":2}`, `{"sum":3}`},                // structuredContent
+		{"echo", `{"message":"hi \"you\""}`, `"hi \"you\""`}, // a single text item's text
+		{"mixed", `{}`, `[{"type":"image","mimeType":"image/png","data":"iVBORw=="},{"type":"text","text":"a picture"}]`},
+	}
+	for _, c := range cases {
+		got, err := call(t, s, c.tool, c.args)
+		if err != nil || got != c.want {
+			t.Errorf("%s(%s) = %s, %v; want %s", c.tool, c.args, got, err, c.want)
+		}
+	}
+	_, err = call(t, s, "fail", `{}`)
+	var te *upstream.ToolError
+	if !errors.As(err, &te) || te.Tool != "fail" || te.Server != "test-server" || !strings.Contains(te.Message, "failed on purpose") {
+		t.Errorf("fail: %#v, want a ToolError with the tool's text", err)
+	}
+}
+
+func TestServerFaults(t *testing.T) {
+	leakcheck.Check(t)
+	mark := filepath.Join(t.TempDir(), "cancelled")
+	_, s := pool(t, mcptest.Env(0, mark))
+
+	_, err := call(t, s, "exit", `{}`) // exits mid-call
+	var se *upstream.ServerError
+	if !errors.As(err, &se) || se.Server != "test-server" {
+		t.Fatalf("exit: %v, want a ServerError naming the server", err)
+	}
+	if got, err := call(t, s, "echo", `{"message":"again"}`); err != nil || got != `"again"` {
+		t.Fatalf("the call after the server exited: %s, %v; want a fresh server", got, err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = s.Call(ctx, "hang", []byte(`{}`))
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "cancelled") {
+		t.Fatalf("hang: %v, want a cancelled call naming the server", err)
+	}
+	waitFor(t, mark) // the SDK told the server: its handler saw the cancel
+
+	mb := 17 // past the SDK's default 16 MiB line cap, which this package raises
+	if os.Getenv("CODERUN_TEST_HEAVY") == "1" {
+		mb = 50
+	}
+	got, err := call(t, s, "big", `{"mb":`+strconv.Itoa(mb)+`}`)
+	if err != nil || len(got) < mb<<20 {
+		t.Fatalf("big: %d bytes, %v; want the whole %d MB text", len(got), err, mb)
+	}
+}
+
+func waitFor(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s never appeared", path)
+}
+
+func TestServerThatCannotStart(t *testing.T) {
+	leakcheck.Check(t)
+	_, s := pool(t, mcptest.FailStartEnv())
+	_, err := s.Tools(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `mcp server "test-server": cannot start`) {
+		t.Fatalf("got %v, want an error naming the server", err)
+	}
+	p := upstream.NewPool([]upstream.Spec{{Key: "nowhere", Global: "nowhere", Command: "/nonexistent/server"}}, "test", nil)
+	defer p.Close()
+	_, err = p.Server("nowhere").Tools(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `mcp server "nowhere": cannot start`) {
+		t.Fatalf("got %v, want an error naming the server", err)
+	}
+}
+
+func TestManyTools(t *testing.T) {
+	leakcheck.Check(t)
+	_, s := pool(t, mcptest.Env(500, ""))
+	tools, err := s.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(tools.Functions); n < 500 {
+		t.Fatalf("%d functions, want the 500 extra tools and the fixed ones", n)
+	}
+	again, _ := s.Tools(context.Background())
+	if again != tools {
+		t.Error("the second listing was not served from the cache")
+	}
+}
+
+// A streamable-HTTP upstream: reached at its URL, with the file's headers
+// (a ${VAR} expanded from the environment given) on every request.
+func TestStreamableHTTPServer(t *testing.T) {
+	leakcheck.Check(t)
+	var mu sync.Mutex
+	var auth []string
+	handler := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return mcptest.New(0, "") }, nil)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		handler.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	specs, err := upstream.ParseConfig("f.json", []byte(`{"mcpServers": {"web": {"url": "`+srv.URL+`",
+		"headers": {"Authorization": "Bearer ${TOKEN}"}}}}`), lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := upstream.NewPool(specs, "test", nil)
+	defer p.Close()
+	got, err := call(t, p.Server("web"), "add", `{"a":40,"b":2}`)
+	if err != nil || got != `{"sum":42}` {
+		t.Fatalf("add over HTTP: %s, %v", got, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range auth {
+		if a != "Bearer s3cret" {
+			t.Fatalf("a request carried Authorization %q, want the expanded header", a)
+		}
+	}
+	if len(auth) == 0 {
+		t.Fatal("no request reached the server")
+	}
+}
