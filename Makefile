@@ -17,7 +17,7 @@ TS_STAMP  := clients/ts/node_modules/.installed
 # Python SDK and mcp-server-time come with requirements-test.txt.
 MCP_STAMP := mcp/tests/node_modules/.installed
 
-.PHONY: all build dist test test-go test-e2e-sandbox test-fuzz test-py test-clients test-mcp test-install test-bench lint fuzz bench bench-ab demo demo-mcp clean deps
+.PHONY: all build dist test test-go test-e2e-sandbox test-fuzz test-py test-clients test-mcp test-install test-bench test-k8s lint fuzz bench bench-ab demo demo-mcp clean deps
 
 all: build
 
@@ -31,7 +31,7 @@ dist: $(TS_STAMP)
 
 # The whole suite: Go (race), short fuzz runs, the Python child tests, the clients, installing
 # the packages as a user would.
-test: build test-go test-e2e-sandbox test-fuzz test-py test-clients test-mcp test-install test-bench
+test: build test-go test-e2e-sandbox test-fuzz test-py test-clients test-mcp test-install test-bench test-k8s
 
 # Some Go tests check rendered Python stubs with mypy from the project's .venv.
 test-go: $(VENV_STAMP)
@@ -66,6 +66,10 @@ test-mcp: build $(VENV_STAMP) $(MCP_STAMP)
 # without Go, and runs a program through each client; also checks the Dockerfile.
 test-install: $(VENV_STAMP) $(TS_STAMP)
 	$(VENV_PY) -m pytest -q packaging/tests
+
+# deploy/kubernetes decoded strictly into the Kubernetes API's types (a module of its own).
+test-k8s:
+	cd deploy/kubernetes/validate && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 # Everything the tests need beyond Go, Python and Node.
 deps: $(VENV_STAMP) $(TS_STAMP) $(MCP_STAMP)

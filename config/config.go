@@ -46,6 +46,16 @@ type Config struct {
 	LogLevel          slog.Level
 	// MCPConfig is the path of the upstream MCP servers file ("": none).
 	MCPConfig string
+
+	// Service mode (docs/service.md).
+	MaxConnections       int
+	MaxRunsPerConnection int
+	AuthToken            string // "" for none
+	DrainMs              int64
+	WriteStallMs         int64
+	// TraceContent: OpenTelemetry spans record program text and binding
+	// arguments (docs/service.md §7).
+	TraceContent bool
 }
 
 // SessionIdle is SessionIdleMs as a duration.
@@ -122,6 +132,9 @@ func (v *variable) apply(c *Config, env map[string]string, opts Options) (string
 		err = v.cross(c, n)
 	}
 	if err != nil {
+		if v.secret {
+			text = hiddenValue
+		}
 		return "", &Error{Var: v.name, Value: text, Rule: err.Error()}
 	}
 	if v.set != nil {

@@ -336,7 +336,9 @@ func TestEveryVariableValidated(t *testing.T) {
 		VarMaxOutputBytes: "0", VarGraceMs: "-1", VarMaxConcurrentRuns: "0",
 		VarMaxQueuedRuns: "-1", VarWarmPool: "1e3", VarIsolation: "docker", VarStartMode: "vfork",
 		VarLogLevel: "INFO", VarMCPConfig: "/nonexistent/mcp.json", VarPythonBin: "", VarMaxSessions: "-1", VarSessionIdleMs: "0",
-		VarSessionCPUSeconds: "9007199254740991"}
+		VarSessionCPUSeconds: "9007199254740991", VarMaxConnections: "0",
+		VarMaxRunsPerConnection: "-1", VarAuthToken: "two words", VarDrainMs: "0", VarWriteStallMs: "1.5",
+		VarTraceContent: "yes"}
 	if len(bad) != len(table) {
 		t.Errorf("%d bad values for %d variables", len(bad), len(table))
 	}
@@ -348,7 +350,11 @@ func TestEveryVariableValidated(t *testing.T) {
 		}
 		_, err := load(t, map[string]string{v.name: value})
 		var ce *Error
-		if !errors.As(err, &ce) || ce.Var != v.name || ce.Value != value || ce.Rule == "" {
+		shown := value
+		if v.secret {
+			shown = hiddenValue // never printed
+		}
+		if !errors.As(err, &ce) || ce.Var != v.name || ce.Value != shown || ce.Rule == "" {
 			t.Errorf("%s=%q: want its configuration error, got %v", v.name, value, err)
 		}
 		if v.defaultOf == nil {

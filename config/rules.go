@@ -162,3 +162,22 @@ func (fileRule) parse(text string) (int64, error) {
 func (fileRule) summary() string { return "path of an mcpServers JSON file, empty for none" }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// secretRule is CODERUN_AUTH_TOKEN's: visible ASCII only (it travels in an
+// Authorization header), at most 4000 bytes (it must fit the header block
+// with its name). Its value is never printed (variable.secret).
+type secretRule struct{}
+
+func (secretRule) parse(text string) (int64, error) {
+	if len(text) > 4000 {
+		return 0, errors.New("must be at most 4000 bytes (it must fit one header line)")
+	}
+	for i := 0; i < len(text); i++ {
+		if text[i] < 0x21 || text[i] > 0x7e {
+			return 0, errors.New("must be visible ASCII characters only (no spaces)")
+		}
+	}
+	return 0, nil
+}
+
+func (secretRule) summary() string { return "bearer token (visible ASCII; never printed)" }

@@ -31,6 +31,17 @@ const (
 	VarPythonBin         = "CODERUN_PYTHON_BIN"
 )
 
+// Service mode's variables (docs/service.md), read in every mode and used by
+// `coderun-rpc serve` only.
+const (
+	VarMaxConnections       = "CODERUN_MAX_CONNECTIONS"
+	VarMaxRunsPerConnection = "CODERUN_MAX_RUNS_PER_CONNECTION"
+	VarAuthToken            = "CODERUN_AUTH_TOKEN"
+	VarDrainMs              = "CODERUN_DRAIN_MS"
+	VarWriteStallMs         = "CODERUN_WRITE_STALL_MS"
+	VarTraceContent         = "CODERUN_TRACE_CONTENT"
+)
+
 // variable is one row of the configuration table, the only description of
 // a variable: envconfig reads it by name (env.go), Load applies its default
 // and rule in table order and stores it, and Help prints it.
@@ -52,7 +63,13 @@ type variable struct {
 	set func(c *Config, text string, n int64)
 	// note follows the rule's summary on the --help line.
 	note string
+	// secret: an error names the variable but shows hiddenValue, never
+	// the text.
+	secret bool
 }
+
+// hiddenValue stands for a secret variable's text in an error line.
+const hiddenValue = "<hidden>"
 
 // Defaults computed from the platform and from other variables.
 const (
@@ -127,6 +144,24 @@ var table = []variable{
 		defaultOf: func(*Config, Options) string { return "" },
 		rule:      fileRule{}, set: func(c *Config, text string, _ int64) { c.MCPConfig = text }},
 	{name: VarPythonBin, def: "python3", note: " (shims resolved)", rule: interpreterRule{}},
+	{name: VarMaxConnections, def: "1024", note: "; serve: connections at once",
+		rule: count(false),
+		set:  func(c *Config, _ string, n int64) { c.MaxConnections = clampInt(n) }},
+	{name: VarMaxRunsPerConnection, def: "64", note: "; serve: runs one connection may have running or queued (0: no cap)",
+		rule: count(true),
+		set:  func(c *Config, _ string, n int64) { c.MaxRunsPerConnection = clampInt(n) }},
+	{name: VarAuthToken, def: "none", defaultOf: func(*Config, Options) string { return "" },
+		note: "; serve: required off loopback", rule: secretRule{}, secret: true,
+		set: func(c *Config, text string, _ int64) { c.AuthToken = text }},
+	{name: VarDrainMs, def: "30000", note: "; serve: how long SIGTERM lets runs finish",
+		rule: positive(protocol.MaxWallMsCeiling, "the largest whole-millisecond time.Duration"),
+		set:  func(c *Config, _ string, n int64) { c.DrainMs = n }},
+	{name: VarWriteStallMs, def: "30000", note: "; serve: a write to a client stalled this long closes it",
+		rule: positive(protocol.MaxWallMsCeiling, "the largest whole-millisecond time.Duration"),
+		set:  func(c *Config, _ string, n int64) { c.WriteStallMs = n }},
+	{name: VarTraceContent, def: "0", note: "; 1: spans record program text and binding arguments",
+		rule: wordRule{words: []string{"0", "1"}, quoted: true},
+		set:  func(c *Config, text string, _ int64) { c.TraceContent = text == "1" }},
 }
 
 // atMostConcurrency is the warm pool's cross rule; a default meets it.

@@ -56,6 +56,9 @@ type RunParams struct {
 	Limits   Limits // zero fields: use the configured value
 	Stream   bool
 	Files    []InputFile // written into the working directory before the program starts
+	// Traceparent is the W3C trace context of the caller's span ("" for
+	// none): the run's span is its child (docs/service.md §7).
+	Traceparent string
 	// SessionID names the persistent session the run executes in ("" for a
 	// fresh run, docs/protocol.md §11).
 	SessionID string

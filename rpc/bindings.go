@@ -30,13 +30,25 @@ type runClient struct {
 // CallBinding sends binding/call with an id from the daemon's own counter
 // (from 1) and returns its cancel: $/cancelRequest {id} if still outstanding.
 func (c *runClient) CallBinding(runID, namespace, function string, args []byte, answer func(session.Answer)) func() {
+	return c.CallBindingTraced(runID, namespace, function, args, "", answer)
+}
+
+// TracedCaller is implemented by the session.Client rpc gives each run: a
+// binding call that carries a W3C traceparent in its params ("" for none),
+// so the host's span for the call nests under the daemon's (docs/service.md §7).
+type TracedCaller interface {
+	CallBindingTraced(runID, namespace, function string, args []byte, traceparent string, answer func(session.Answer)) func()
+}
+
+// CallBindingTraced is CallBinding with a traceparent (TracedCaller).
+func (c *runClient) CallBindingTraced(runID, namespace, function string, args []byte, traceparent string, answer func(session.Answer)) func() {
 	s := c.s
 	id := s.callSeq.Add(1)
 	k := &call{answer: answer}
 	s.mu.Lock()
 	s.calls[id] = k
 	s.mu.Unlock()
-	s.w.buffer(encodeBindingCall(id, runID, namespace, function, args))
+	s.w.buffer(encodeBindingCall(id, runID, namespace, function, args, traceparent))
 	return func() {
 		k.mu.Lock()
 		was := k.done

@@ -146,12 +146,16 @@ func encodeRunLog(runID string, ev protocol.LogEvent) []byte {
 	return append(b, "}}"...)
 }
 
-func encodeBindingCall(id uint64, runID, namespace, function string, args []byte) []byte {
-	b := appendHead(make([]byte, 0, 128+len(args)), strconv.FormatUint(id, 10), protocol.MethodBindingCall, "params")
+// encodeBindingCall is a binding/call request; traceparent is left out when "".
+func encodeBindingCall(id uint64, runID, namespace, function string, args []byte, traceparent string) []byte {
+	b := appendHead(make([]byte, 0, 192+len(args)), strconv.FormatUint(id, 10), protocol.MethodBindingCall, "params")
 	b = append(append(b, `{"runId":`...), runID...)
 	b = appendString(append(b, `,"namespace":`...), namespace)
 	b = appendString(append(b, `,"function":`...), function)
 	b = append(append(b, `,"args":`...), args...)
+	if traceparent != "" {
+		b = appendString(append(b, `,"traceparent":`...), traceparent)
+	}
 	return append(b, "}}"...)
 }
 

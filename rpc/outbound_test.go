@@ -28,7 +28,7 @@ func TestWriterInterleaving(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			w.frame(encodeBindingCall(uint64(i), `"r"`, "tools", "f", []byte(`[1,2,3]`)))
+			w.frame(encodeBindingCall(uint64(i), `"r"`, "tools", "f", []byte(`[1,2,3]`), ""))
 		}()
 		go func() { defer wg.Done(); w.replyError(nil, -32700, "x") }()
 	}

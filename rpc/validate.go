@@ -57,7 +57,8 @@ func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
 	if p.SessionID != "" && p.Limits.AddressSpaceMb != 0 {
 		return p, reject("limits.addressSpaceMb is fixed for the session's lifetime")
 	}
-	return p, nil
+	p.Traceparent, err = optionalTraceparent(ms)
+	return p, err
 }
 
 // validateDescribe checks bindings/describe params: run's rules for

@@ -24,6 +24,14 @@ type Client interface {
 	Flush()
 }
 
+// ChildObserver is an optional interface of a Client: ChildStarted is
+// called once the run has its child (warm or started for it), with when
+// the run began looking for one and when it got it (tracing's child start
+// span, docs/service.md §7).
+type ChildObserver interface {
+	ChildStarted(began, ready time.Time)
+}
+
 // Answer is the client's response to a binding/call, undecoded.
 type Answer struct {
 	HasResult bool

@@ -20,7 +20,7 @@ type Manager struct {
 	mu       sync.Mutex
 	shutting bool
 	running  int           // runs holding a concurrency slot (dequeued, not settled)
-	queue    []*Run        // FIFO of runs waiting for a slot
+	queue    fairQueue     // runs waiting for a slot, FIFO per lane (fair.go)
 	runs     map[*Run]bool // accepted and not yet quiescent; value: holds a slot
 	idle     *sync.Cond    // signalled when runs shrinks
 	warm     *warmPool
@@ -76,20 +76,25 @@ func NewManager(cfg Config) *Manager {
 // never from inside Submit or Cancel). A run with a SessionID queues on its
 // session first; an id that is not open is refused with a *SessionError.
 func (m *Manager) Submit(runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) (*Run, error) {
+	return m.submit(nil, runID, p, c, onResult)
+}
+
+// submit is Submit on lane (nil: the Manager's own, fair.go).
+func (m *Manager) submit(lane *Lane, runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) (*Run, error) {
 	if p.SessionID != "" {
-		return m.submitSession(runID, p, c, onResult)
+		return m.submitSession(lane, runID, p, c, onResult)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.shutting {
 		return nil, ErrShuttingDown
 	}
-	if m.running >= m.cfg.MaxConcurrent || len(m.queue) > 0 {
-		if len(m.queue) >= m.cfg.MaxQueued {
+	if m.running >= m.cfg.MaxConcurrent || m.queue.len() > 0 {
+		if m.queue.len() >= m.cfg.MaxQueued {
 			return nil, ErrQueueFull
 		}
 	}
-	r := newRun(m, m.cfg.Limits, runID, p, c, onResult)
+	r := m.newRunIn(lane, m.cfg.Limits, runID, p, c, onResult)
 	m.runs[r] = false
 	m.slotLocked(r)
 	return r, nil
@@ -103,8 +108,8 @@ func (m *Manager) slot(r *Run) {
 }
 
 func (m *Manager) slotLocked(r *Run) {
-	if m.running >= m.cfg.MaxConcurrent || len(m.queue) > 0 {
-		m.queue = append(m.queue, r)
+	if m.running >= m.cfg.MaxConcurrent || m.queue.len() > 0 {
+		m.queue.push(r)
 		return
 	}
 	m.startLocked(r)
@@ -115,8 +120,8 @@ func (m *Manager) slotLocked(r *Run) {
 func (m *Manager) QueueFull() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return !m.shutting && (m.running >= m.cfg.MaxConcurrent || len(m.queue) > 0) &&
-		len(m.queue) >= m.cfg.MaxQueued
+	return !m.shutting && (m.running >= m.cfg.MaxConcurrent || m.queue.len() > 0) &&
+		m.queue.len() >= m.cfg.MaxQueued
 }
 
 // startLocked gives r a slot and starts it.
@@ -129,11 +134,8 @@ func (m *Manager) startLocked(r *Run) {
 
 // dispatchLocked starts queued runs while slots are free.
 func (m *Manager) dispatchLocked() {
-	for !m.shutting && m.running < m.cfg.MaxConcurrent && len(m.queue) > 0 {
-		r := m.queue[0]
-		m.queue[0] = nil
-		m.queue = m.queue[1:]
-		m.startLocked(r)
+	for !m.shutting && m.running < m.cfg.MaxConcurrent && m.queue.len() > 0 {
+		m.startLocked(m.queue.pop())
 	}
 }
 
@@ -144,25 +146,13 @@ func (m *Manager) abort(r *Run, msg string) { m.fail(r, abortError(msg)) }
 // settles without a child; any other is decided (a live one's kill follows).
 func (m *Manager) fail(r *Run, err *protocol.RunError) {
 	m.mu.Lock()
-	queued := m.removeQueuedLocked(r)
+	queued := m.queue.remove(r)
 	m.mu.Unlock()
 	if queued {
 		r.failStart(err)
 		return
 	}
 	r.decide(decision{err: err})
-}
-
-func (m *Manager) removeQueuedLocked(r *Run) bool {
-	for i, q := range m.queue {
-		if q == r {
-			copy(m.queue[i:], m.queue[i+1:])
-			m.queue[len(m.queue)-1] = nil
-			m.queue = m.queue[:len(m.queue)-1]
-			return true
-		}
-	}
-	return false
 }
 
 // released is called once at settlement: free the slot, start the next run.
@@ -195,8 +185,7 @@ func (m *Manager) Shutdown() {
 	m.mu.Unlock()
 	m.closeSessions()
 	m.mu.Lock()
-	queued := m.queue
-	m.queue = nil
+	queued := m.queue.drain()
 	all := make([]*Run, 0, len(m.runs))
 	for r := range m.runs {
 		all = append(all, r)

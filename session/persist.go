@@ -412,7 +412,7 @@ func (s *Session) notify(reason, msg string) {
 
 // submitSession queues a run on its session (FIFO behind the session's
 // current run); the session's head run then queues for a slot like any run.
-func (m *Manager) submitSession(runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) (*Run, error) {
+func (m *Manager) submitSession(lane *Lane, runID string, p protocol.RunParams, c Client, onResult func(protocol.Result)) (*Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.shutting {
@@ -422,7 +422,7 @@ func (m *Manager) submitSession(runID string, p protocol.RunParams, c Client, on
 	if s == nil {
 		return nil, m.sessionErrLocked(p.SessionID)
 	}
-	r := newRun(m, s.lim, runID, p, c, onResult)
+	r := m.newRunIn(lane, s.lim, runID, p, c, onResult)
 	r.sm.sess = s
 	m.runs[r] = false
 	if s.enqueue(r) {

@@ -21,6 +21,7 @@ import (
 type Run struct {
 	// configuration, fixed at creation
 	m        *Manager
+	lane     *Lane // nil: submitted on the Manager itself (fair.go)
 	id       string
 	client   Client
 	onResult func(protocol.Result)
@@ -191,10 +192,14 @@ func (r *Run) startOn(get func() (*worker, *protocol.RunError)) {
 		r.failStart(nil)
 		return
 	}
+	began := time.Now()
 	w, fail := get()
 	if fail != nil {
 		r.failStart(fail)
 		return
+	}
+	if o, ok := r.client.(ChildObserver); ok {
+		o.ChildStarted(began, time.Now())
 	}
 	err := stageFiles(w.dir, r.files) // before the boot frame, so before the program
 	r.files = nil

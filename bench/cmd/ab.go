@@ -8,7 +8,8 @@ import (
 // groupNames are the measurement groups of measureGroups, in its order.
 var groupNames = []string{"cold", "cold-spawn", "warm", "paced", "paced-tmpfs", "bindings", "logs",
 	"throughput", "throughput-spawn", "typed-bindings", "describe", "typed-declare", "outputs",
-	"mcp-calls", "mcp-list", "session", "session-state", "session-fork", "session-idle", "tiers"}
+	"mcp-calls", "mcp-list", "session", "session-state", "session-fork", "session-idle", "tiers",
+	"serve-unix", "serve-fanout", "serve-idle", "serve-load"}
 
 // abRow is one metric measured on the baseline daemon and on o.daemon.
 type abRow struct {

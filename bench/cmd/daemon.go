@@ -7,8 +7,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -247,6 +245,10 @@ func measureGroups(o options, f floors) ([]row, error) {
 		{"session-fork", on(withSessions(func(d *daemon) ([]row, error) { return sessionForkRows(o, d) }))},
 		{"session-idle", func() ([]row, error) { return sessionIdleRows(o) }},
 		{"tiers", func() ([]row, error) { return tierRows(o) }},
+		{"serve-unix", func() ([]row, error) { return serveUnixRows(o) }},
+		{"serve-fanout", func() ([]row, error) { return serveFanoutRows(o) }},
+		{"serve-idle", func() ([]row, error) { return serveIdleRows(o) }},
+		{"serve-load", func() ([]row, error) { return serveLoadRows(o) }},
 	}
 	for i, st := range steps {
 		if st.group != groupNames[i] {
@@ -459,26 +461,9 @@ func throughputRow(o options, d *daemon) (row, error) {
 	if o.quick {
 		window = time.Second
 	}
-	var count atomic.Int64
-	var firstErr atomic.Value
-	var wg sync.WaitGroup
-	deadline := time.Now().Add(window)
-	for i := 0; i < 4; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
-				if _, err := d.run("return 1", nil); err != nil {
-					firstErr.CompareAndSwap(nil, err)
-					return
-				}
-				count.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if err, _ := firstErr.Load().(error); err != nil {
+	perSec, err := throughput([]*daemon{d}, 4, window)
+	if err != nil {
 		return row{}, err
 	}
-	return newRow("return 1 throughput, 4 concurrent callers", "runs/s", 0, float64(count.Load())/window.Seconds(), ""), nil
+	return newRow("return 1 throughput, 4 concurrent callers", "runs/s", 0, perSec, ""), nil
 }

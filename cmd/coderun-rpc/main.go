@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child/reexec"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
@@ -24,6 +25,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
 	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/tracing"
 )
 
 // version and commit come from internal/buildinfo.
@@ -37,6 +39,18 @@ func main() {
 }
 
 func run(args []string) int {
+	// SIGPIPE is notified, not ignored: a closed stdout, stderr or socket
+	// must not kill the daemon, and children must not inherit SIG_IGN.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
+	if len(args) > 0 && args[0] == "serve" {
+		listen, admin, err := serveArgs(args[1:])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "coderun-rpc serve: %v\n", err)
+			usage(os.Stderr)
+			return 2
+		}
+		return daemon("", func(ctx context.Context, d *daemonEnv) int { return serveMode(ctx, d, listen, admin) })
+	}
 	mode, mcpConfig := "", ""
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; a {
@@ -63,12 +77,45 @@ func run(args []string) int {
 			return 2
 		}
 	}
-	// SIGPIPE is notified, not ignored: a closed stdout or stderr must not
-	// kill the daemon, and children must not inherit SIG_IGN.
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	if mode == "check" {
 		return check()
 	}
+	return daemon(mcpConfig, func(ctx context.Context, d *daemonEnv) int {
+		out, err := protocolStdout()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "coderun-rpc: cannot set up stdout: %v\n", err)
+			return 1
+		}
+		if mode == "mcp" {
+			return serveMCP(ctx, d.cfg, d.pool, out, d.log)
+		}
+		return stdio(ctx, d, out)
+	})
+}
+
+// stdio serves one client on stdin and the protocol stdout.
+func stdio(ctx context.Context, d *daemonEnv, out io.Writer) int {
+	opts := serverOptions(d.cfg, os.Stdin, out, d.log)
+	opts.MCP, opts.Runner = d.pool, rpc.WithMCP(tracing.Runner(opts.Runner, d.tr), d.pool, d.cfg.Limits)
+	srv := rpc.New(opts)
+	d.log.Info("serving", "python", d.cfg.Python, "pythonVersion", d.cfg.PythonVersion,
+		"maxConcurrentRuns", d.cfg.MaxConcurrentRuns, "warmPool", d.cfg.WarmPool, "isolation", d.cfg.Isolation)
+	return srv.Serve(ctx)
+}
+
+// daemonEnv is what daemon gives every serving mode.
+type daemonEnv struct {
+	cfg  *config.Config
+	log  *slog.Logger
+	pool *upstream.Pool  // the upstream MCP servers
+	tr   *tracing.Tracer // nil: no spans exported
+}
+
+// daemon is what every serving mode shares: the configuration (mcpConfig,
+// when set, overrides CODERUN_MCP_CONFIG), the upstream MCP servers, the
+// log, the watchdog, the sweep, tracing and the signals; serveFn serves
+// until ctx ends.
+func daemon(mcpConfig string, serveFn func(ctx context.Context, d *daemonEnv) int) int {
 	cfg, err := config.Load(config.Options{})
 	if err != nil {
 		return configFailure(os.Stderr, err)
@@ -85,11 +132,6 @@ func run(args []string) int {
 	if cfg.IsolationFellBack {
 		log.Warn("isolation: tier sandbox is not available here; running tier process", "reason", cfg.IsolationReason)
 	}
-	out, err := protocolStdout()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "coderun-rpc: cannot set up stdout: %v\n", err)
-		return 1
-	}
 	// Before the first child: from here on a run's process group dies with
 	// the daemon, however the daemon dies (docs/containment.md §2–§3).
 	stopWatchdog, err := watchdog.Start(func(err error) { log.Warn("watchdog", "err", err) })
@@ -105,19 +147,30 @@ func run(args []string) int {
 	go sweep(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	tr, err := tracer(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "coderun-rpc: OpenTelemetry exporter: %v\n", err)
+		return 1
+	}
 	pool := upstream.NewPool(specs, buildinfo.Version(), log)
 	defer pool.Close()
-	if mode == "mcp" {
-		return serveMCP(ctx, cfg, pool, out, log)
+	code := serveFn(ctx, &daemonEnv{cfg: cfg, log: log, pool: pool, tr: tr})
+	flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := tr.Shutdown(flush); err != nil {
+		log.Warn("exporting the last spans failed", "err", err)
 	}
-	opts := serverOptions(cfg, os.Stdin, out, log)
-	opts.MCP, opts.Runner = pool, rpc.WithMCP(opts.Runner, pool, cfg.Limits)
-	srv := rpc.New(opts)
-	log.Info("serving", "python", cfg.Python, "pythonVersion", cfg.PythonVersion,
-		"maxConcurrentRuns", cfg.MaxConcurrentRuns, "warmPool", cfg.WarmPool, "isolation", cfg.Isolation)
-	code := srv.Serve(ctx)
 	log.Info("exiting", "code", code)
 	return code
+}
+
+// tracer exports spans over OTLP when an OTEL_EXPORTER_OTLP endpoint is
+// set, else is nil (nothing recorded, docs/service.md §7).
+func tracer(cfg *config.Config) (*tracing.Tracer, error) {
+	if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return nil, nil
+	}
+	return tracing.NewOTLP(context.Background(), cfg.TraceContent, buildinfo.Version())
 }
 
 // sweep removes, in the background (serving does not wait for it), the
@@ -138,22 +191,13 @@ func sweep(log *slog.Logger) {
 // built from cfg, and what initialize reports.
 func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Logger) rpc.Options {
 	m := newManager(cfg, log)
-	return rpc.Options{In: in, Out: out, Runner: rpc.NewRunner(m), Sessions: rpc.NewSessions(m), Logger: log,
-		Version: buildinfo.Version(),
-		Daemon: rpc.Daemon{
-			Limits:            cfg.Limits,
-			GraceMs:           cfg.GraceMs,
-			MaxConcurrentRuns: cfg.MaxConcurrentRuns,
-			Isolation:         cfg.Isolation,
-			IsolationReason:   cfg.IsolationReason,
-			Python:            cfg.Python,
-			PythonVersion:     cfg.PythonVersion,
-			MaxSessions:       cfg.MaxSessions,
-			SessionIdleMs:     cfg.SessionIdleMs,
-			SessionFork:       m.ForkAvailable(),
-		}}
+	o := rpcOptions(cfg, log)
+	o.In, o.Out, o.Runner, o.Sessions = in, out, rpc.NewRunner(m), rpc.NewSessions(m)
+	o.Daemon.MaxSessions, o.Daemon.SessionIdleMs, o.Daemon.SessionFork = cfg.MaxSessions, cfg.SessionIdleMs, m.ForkAvailable()
+	return o
 }
 
+// newManager builds the session manager cfg describes.
 func newManager(cfg *config.Config, log *slog.Logger) *session.Manager {
 	return session.NewManager(session.Config{
 		Python:        cfg.Python,
@@ -170,6 +214,21 @@ func newManager(cfg *config.Config, log *slog.Logger) *session.Manager {
 		SessionIdle:       cfg.SessionIdle(),
 		SessionCPUSeconds: cfg.SessionCPUSeconds,
 	})
+}
+
+// rpcOptions are what every server reports and logs with; In, Out and
+// Runner are the caller's.
+func rpcOptions(cfg *config.Config, log *slog.Logger) rpc.Options {
+	return rpc.Options{Logger: log, Version: buildinfo.Version(),
+		Daemon: rpc.Daemon{
+			Limits:            cfg.Limits,
+			GraceMs:           cfg.GraceMs,
+			MaxConcurrentRuns: cfg.MaxConcurrentRuns,
+			Isolation:         cfg.Isolation,
+			IsolationReason:   cfg.IsolationReason,
+			Python:            cfg.Python,
+			PythonVersion:     cfg.PythonVersion,
+		}}
 }
 
 func configFailure(w io.Writer, err error) int {
@@ -212,6 +271,9 @@ speaking JSON-RPC 2.0 with LSP framing on stdin/stdout.
 
 Usage:
   coderun-rpc            serve on stdio
+  coderun-rpc serve --listen ADDR [--admin HOST:PORT]
+                         service mode: every connection is a client (docs/service.md);
+                         ADDR is unix:PATH, tcp:HOST:PORT or ws://HOST:PORT/PATH
   coderun-rpc mcp        serve the Model Context Protocol on stdio (docs/mcp.md)
   --mcp-config FILE      upstream MCP servers (overrides CODERUN_MCP_CONFIG)
   coderun-rpc --check    validate the configuration, probe Python, run a smoke program

@@ -37,11 +37,15 @@ var allowed = map[string][]string{
 	"session":         {"child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed"},
 	"config":          {"child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
 	"rpc":             {"session", "wireguard", "protocol", "typed", "mcp/upstream"},
-	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "mcp", "mcp/upstream"},
+	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "mcp", "mcp/upstream", "serve", "tracing"},
 	// MCP: upstream servers as bindings (a client of each), and the code-mode server.
 	"mcp/upstream":     {"session", "protocol", "typed", sdk, sdkJSONRPC},
 	"mcp":              {"rpc", "session", "protocol", "mcp/upstream", sdk, sdkJSONRPC},
 	"internal/mcptest": {sdk},
+	// Service mode: listeners, auth, per-connection servers, admin, metrics.
+	"serve": {"rpc", "session", "protocol", "tracing", "github.com/gorilla/websocket", "github.com/prometheus/client_golang"},
+	// OpenTelemetry spans for runs, child starts and binding calls.
+	"tracing": {"rpc", "session", "protocol", "go.opentelemetry.io/otel"},
 }
 
 // xsys is imported under child/ only: the process supervisor is the one

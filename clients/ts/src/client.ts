@@ -98,6 +98,7 @@ interface BindingCallParams {
   namespace: string;
   function: string;
   args: JsonValue;
+  traceparent?: string;
 }
 
 /** How long a connection failure waits for the daemon's exit status, for a better error. */
@@ -338,6 +339,7 @@ export class CodeRunClient {
     const stream = options.stream ?? (options.onLog !== undefined || options.onOutput !== undefined);
     if (stream) params['stream'] = true;
     if (options.files !== undefined) params['files'] = fileEntries(options.files);
+    if (options.traceparent !== undefined) params['traceparent'] = options.traceparent;
     checkParams('run', params);
     const functions = handlerTable(bindings);
 
@@ -469,6 +471,7 @@ export class CodeRunClient {
           runId: p.runId,
           namespace: p.namespace,
           function: p.function,
+          ...(typeof p.traceparent === 'string' ? { traceparent: p.traceparent } : {}),
         });
       } catch (err) {
         throw new ResponseError(BINDING_ERROR_CODE, messageOf(err));

@@ -13,6 +13,8 @@ import { dirname, join } from 'node:path';
 import { StreamMessageReader, StreamMessageWriter } from 'vscode-jsonrpc/node';
 import { CodeRunClient as CoreClient } from './client.js';
 import type { ClientOptions, PeerExit, Transport } from './client.js';
+import { openTransport } from './connect.js';
+import type { ConnectTransportOptions } from './connect.js';
 import { losslessJsonEncoder } from './encoder.js';
 import { CodeRunError } from './errors.js';
 import { resolveDaemonCommand } from './locate.js';
@@ -22,6 +24,10 @@ import type { OutFile } from './outputs.js';
 export * from './index.js';
 export { executableProblem, PACKAGE_BINARY, PLATFORM_PACKAGES, resolveDaemonCommand } from './locate.js';
 export type { LocateOptions } from './locate.js';
+export { openTransport, SocketTransport, WebSocketTransport } from './connect.js';
+
+/** Options of {@link CodeRunClient.connect}: the client's, and the daemon's token. */
+export interface ConnectOptions extends ClientOptions, ConnectTransportOptions {}
 
 export interface StartOptions extends ClientOptions {
   /**
@@ -168,6 +174,21 @@ export class CodeRunClient extends CoreClient {
     } finally {
       removeWritten(transport.process.spawnargs); // the daemon read it before answering initialize
     }
+  }
+
+  /**
+   * Connects to a daemon in service mode (`coderun-rpc serve`, docs/service.md) at `unix:PATH`,
+   * `tcp:HOST:PORT` or `ws://HOST:PORT/PATH` — or over a given transport — and completes the
+   * `initialize` handshake. The client is the same as `start()`'s; `close()` ends this
+   * connection (and its runs), not the daemon.
+   */
+  static override async connect<C extends CoreClient>(
+    this: new (transport: Transport, options?: ClientOptions) => C,
+    target: string | Transport,
+    options: ConnectOptions = {},
+  ): Promise<C> {
+    const transport = typeof target === 'string' ? await openTransport(target, options) : target;
+    return CoreClient.connect.call(this, transport, options) as Promise<C>;
   }
 
   /** The daemon's process id, when this client spawned it. */

@@ -22,6 +22,11 @@ export interface BindingCallInfo {
   runId: number | string;
   namespace: string;
   function: string;
+  /**
+   * The W3C traceparent the daemon sent with the call (its span for the call, or the run's own
+   * `traceparent` passed on): start the tool's span under it.
+   */
+  traceparent?: string;
 }
 
 /**
@@ -108,6 +113,8 @@ export interface RunOptions {
   files?: RunFiles;
   /** Receives every displayed object as it is displayed, in order with `onLog`; implies `stream`. */
   onOutput?: (event: OutputEvent) => void;
+  /** W3C traceparent of the caller's span: the daemon's run span becomes its child. */
+  traceparent?: string;
 }
 
 /** `describe` options: the bindings and limits a `run` would take (handlers are not used). */

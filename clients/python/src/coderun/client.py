@@ -218,6 +218,7 @@ class Client:
         self._binding_tasks: dict[Any, asyncio.Task[None]] = {}
         self._drain_lock = asyncio.Lock()
         self._lost: Optional[ConnectionLost] = None
+        self._refusal: Optional[str] = None  # the reason a daemon in service mode refused us
         self._closing = False
         self._closed = asyncio.Event()
         self._sessions: dict[str, Session] = {}
@@ -317,6 +318,35 @@ class Client:
         await client._initialize_or_abort(client_name, initialize_timeout)
         return client
 
+    @classmethod
+    async def connect(
+        cls,
+        address: str,
+        *,
+        token: Optional[str] = None,
+        client_name: str = "coderun-python",
+        initialize_timeout: float = 30.0,
+        cancel_grace: float = 5.0,
+        sync_bindings_in_thread: bool = True,
+    ) -> "Client":
+        """Connect to a daemon in service mode (``coderun-rpc serve``) and initialize it.
+
+        ``address`` is ``unix:PATH`` or ``tcp:HOST:PORT``; ``token`` is the daemon's
+        ``CODERUN_AUTH_TOKEN``, sent as the connection's first header line. :meth:`close` ends
+        this connection and its runs, not the daemon.
+        """
+        reader, writer = await _open_connection(address)
+        if token is not None:
+            writer.write(f"Authorization: Bearer {token}\r\n".encode("ascii"))
+        return await cls.attach(
+            reader,
+            writer,
+            client_name=client_name,
+            initialize_timeout=initialize_timeout,
+            cancel_grace=cancel_grace,
+            sync_bindings_in_thread=sync_bindings_in_thread,
+        )
+
     async def _initialize_or_abort(self, client_name: str, timeout: float) -> None:
         try:
             await asyncio.wait_for(self._initialize(client_name), timeout)
@@ -360,6 +390,7 @@ class Client:
         limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
         on_log: Optional[LogCallback] = None,
         stream: Optional[bool] = None,
+        traceparent: Optional[str] = None,
         files: Optional[Files] = None,
         on_output: Optional[OutputCallback] = None,
         session_id: Optional[str] = None,
@@ -390,6 +421,7 @@ class Client:
             files=files,
             on_output=on_output,
             session_id=session_id,
+            traceparent=traceparent,
         )
         try:
             return await handle.result()
@@ -415,12 +447,17 @@ class Client:
         limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
         on_log: Optional[LogCallback] = None,
         stream: Optional[bool] = None,
+        traceparent: Optional[str] = None,
         files: Optional[Files] = None,
         on_output: Optional[OutputCallback] = None,
         session_id: Optional[str] = None,
     ) -> RunHandle:
         """Send a ``run`` request (in session ``session_id`` when given) and return its
-        :class:`RunHandle` without waiting for it."""
+        :class:`RunHandle` without waiting for it.
+
+        ``traceparent``: the W3C trace context of the caller's span; the daemon's run span
+        becomes its child (and its binding calls carry the daemon's).
+        """
         table, classes = _check_run_args(program, bindings, error_classes, limits, on_log)
         if on_output is not None and not callable(on_output):
             raise TypeError("on_output must be callable")
@@ -431,6 +468,8 @@ class Client:
         rid = next(self._ids)
         want_stream = bool(on_log or on_output) if stream is None else bool(stream)
         params = P.build_run_params(program, _declarations(table), classes, limits, want_stream, entries, session_id)
+        if traceparent is not None:
+            params["traceparent"] = traceparent
         body = P.build_request(rid, P.METHOD_RUN, params)  # LossyValueError / RequestTooLarge
         state = _RunState(rid, table, on_log, on_output)
         self._runs[rid] = state
@@ -713,6 +752,8 @@ class Client:
                 pass
 
     def _describe_loss(self, reason: str) -> str:
+        if self._refusal is not None:
+            return f"the daemon refused the connection: {self._refusal}"
         rc = self._process.returncode if self._process is not None else None
         if rc is None:
             return reason
@@ -759,6 +800,9 @@ class Client:
     def _on_response(self, msg: P.Response) -> None:
         fut = self._pending.pop(msg.id, None) if msg.id is not None else None
         if fut is None:
+            if msg.id is None and msg.is_error and isinstance(msg.error, dict):
+                # A daemon in service mode explains a refused connection this way, then closes.
+                self._refusal = str(msg.error.get("message"))
             if msg.is_error:
                 log.warning("coderun: daemon error for id %r: %r", msg.id, msg.error)
             return
@@ -921,3 +965,15 @@ async def _after(previous: Optional["asyncio.Future[None]"], outcome: Awaitable[
         await outcome
     except Exception:  # noqa: BLE001
         log.exception("coderun: stream callback raised")
+
+
+async def _open_connection(address: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Open ``unix:PATH`` or ``tcp:HOST:PORT``; a bad address raises ValueError naming it."""
+    if address.startswith("unix:") and len(address) > len("unix:"):
+        return await asyncio.open_unix_connection(address[len("unix:") :])
+    if address.startswith("tcp:"):
+        host, sep, port = address[len("tcp:") :].rpartition(":")
+        if sep and host and port.isdigit():
+            return await asyncio.open_connection(host.strip("[]"), int(port))
+        raise ValueError(f"address {address!r}: tcp: needs HOST:PORT")
+    raise ValueError(f"address {address!r}: must be unix:PATH or tcp:HOST:PORT")

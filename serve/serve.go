@@ -1,0 +1,291 @@
+// Package serve is service mode: `coderun-rpc serve --listen ADDR [--admin
+// ADDR]` (docs/service.md). It owns the listener (unix:, tcp: or ws://),
+// bearer-token authentication, the connection cap, one rpc.Server per
+// connection on a session.Lane of the one shared session.Manager (so a
+// closed connection ends its own runs only, and run slots are shared fairly
+// between connections), the per-write stall bound that closes a connection
+// whose client stopped reading, the admin endpoint (/healthz, /readyz,
+// /metrics) and the drain on SIGTERM.
+//
+// Each connection speaks exactly the stdio protocol. Streams (unix, tcp)
+// carry it in LSP framing, read and written by package rpc itself. On
+// WebSocket each text message is one JSON-RPC message (ws.go): the adapter
+// adds and strips the Content-Length framing around rpc, so rpc stays the
+// one reader and encoder. The issue named sourcegraph/jsonrpc2's WebSocket
+// stream; the daemon does not use jsonrpc2 at all (docs/child-protocol.md
+// Appendix B item 5), so the WebSocket layer is github.com/gorilla/websocket
+// under that small adapter instead.
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/rpc"
+	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/tracing"
+)
+
+// Options configure service mode; main builds them from the configuration.
+type Options struct {
+	Listen Addr
+	Admin  string // HOST:PORT of the admin endpoint; "" for none
+	// Token is the bearer token every connection must present; "" for
+	// none, allowed only when Listen is loopback.
+	Token                string
+	MaxConnections       int
+	MaxRunsPerConnection int           // 0: no cap of its own
+	Drain                time.Duration // how long SIGTERM lets runs finish
+	// WriteStall bounds how long one write to a client may make no
+	// progress before the connection is closed.
+	WriteStall time.Duration
+	Manager    *session.Manager
+	Tracer     *tracing.Tracer // nil: no spans (traceparents still passed on)
+	// Server is every connection's rpc.Options but In, Out and Runner,
+	// which serve fills in.
+	Server rpc.Options
+	// WrapRunner, when set, wraps each connection's Runner (main: the
+	// routing of MCP bindings, rpc.WithMCP).
+	WrapRunner func(rpc.Runner) rpc.Runner
+	Logger     *slog.Logger
+}
+
+// handshakeTimeout bounds how long a connection may take to present its
+// token: an unauthenticated slow sender holds a connection slot no longer.
+const handshakeTimeout = 10 * time.Second
+
+// service is one running serve.
+type service struct {
+	opts    Options
+	log     *slog.Logger
+	metrics *metrics
+
+	draining atomic.Bool
+	connSeq  atomic.Uint64
+	live     atomic.Int64 // connections being served
+
+	mu    sync.Mutex
+	conns map[uint64]func() // ends a connection: its reader sees the end of input
+	wg    sync.WaitGroup    // connection handlers
+}
+
+// Run serves until ctx is cancelled (SIGTERM, SIGINT), then drains: it
+// stops accepting, refuses new runs, lets running ones finish within
+// Drain, ends every connection (aborting what is left), shuts the Manager
+// down and returns the exit code: 0; 1 when a listener cannot start; 2 for
+// a listener off loopback without a token. The Manager is shut down on
+// every path.
+func Run(ctx context.Context, opts Options) int {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Token == "" && !opts.Listen.Loopback() {
+		opts.Manager.Shutdown()
+		log.Error("a listener off loopback needs CODERUN_AUTH_TOKEN", "listen", opts.Listen.String())
+		return 2
+	}
+	s := &service{opts: opts, log: log, conns: map[uint64]func(){}}
+	s.metrics = newMetrics(s)
+	stop, err := s.start()
+	if err != nil {
+		opts.Manager.Shutdown()
+		log.Error("cannot listen", "err", err)
+		return 1
+	}
+	<-ctx.Done()
+	stop()
+	return 0
+}
+
+// start opens the listener and the admin endpoint and serves them; stop
+// drains (see drain) and closes both.
+func (s *service) start() (stop func(), err error) {
+	ln, err := s.listen()
+	if err != nil {
+		return nil, fmt.Errorf("--listen %s: %w", s.opts.Listen.String(), err)
+	}
+	var admin *http.Server
+	adminText := ""
+	if s.opts.Admin != "" {
+		srv, addr, err := s.startAdmin()
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("--admin %s: %w", s.opts.Admin, err)
+		}
+		admin, adminText = srv, addr.String()
+	}
+	stopAccepting := s.accept(ln)
+	s.log.Info("serving", "listen", ln.Addr().String(), "admin", adminText)
+	return func() {
+		s.drain(stopAccepting)
+		if admin != nil {
+			_ = admin.Close()
+		}
+	}, nil
+}
+
+// listen opens the listener; a unix socket file is removed when it closes.
+func (s *service) listen() (net.Listener, error) {
+	a := s.opts.Listen
+	if a.Scheme == "unix" {
+		return net.Listen("unix", a.Where)
+	}
+	return net.Listen("tcp", a.Where)
+}
+
+// accept serves ln in the background; the returned function stops
+// accepting and returns once the accept loop is gone.
+func (s *service) accept(ln net.Listener) (stop func()) {
+	if s.opts.Listen.Scheme == "ws" {
+		srv := s.wsServer()
+		done := make(chan struct{})
+		go func() { defer close(done); _ = srv.Serve(ln) }()
+		return func() {
+			_ = srv.Close() // the listener; hijacked connections are ours
+			<-done
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				if !errors.Is(err, net.ErrClosed) {
+					s.log.Error("accept failed; no longer accepting", "err", err)
+				}
+				return
+			}
+			go s.serveStream(c)
+		}
+	}()
+	return func() { ln.Close(); <-done }
+}
+
+// drain is SIGTERM's: stop accepting, refuse new runs, wait for the runs
+// under way (at most Drain), then end every connection, which aborts what
+// is left, and shut the Manager down.
+func (s *service) drain(stopAccepting func()) {
+	s.mu.Lock()
+	s.draining.Store(true) // under mu: no connection is admitted after (admit)
+	s.mu.Unlock()
+	stopAccepting()
+	s.log.Info("draining", "runs", s.opts.Manager.Load().Active, "drainMs", s.opts.Drain.Milliseconds())
+	deadline := time.Now().Add(s.opts.Drain)
+	for s.opts.Manager.Load().Active > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := s.opts.Manager.Load().Active; n > 0 {
+		s.log.Warn("drain time is up: aborting the runs left", "runs", n)
+	}
+	s.mu.Lock()
+	for _, end := range s.conns {
+		end()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	s.opts.Manager.Shutdown()
+}
+
+// admit counts a new connection in (serveConn counts it out); false, and
+// nothing counted, when the cap is reached or the service is draining.
+func (s *service) admit() (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining.Load() {
+		s.metrics.refused.WithLabelValues("draining").Inc()
+		return 0, false
+	}
+	if s.live.Load() >= int64(s.opts.MaxConnections) {
+		s.metrics.refused.WithLabelValues("max-connections").Inc()
+		return 0, false
+	}
+	s.live.Add(1)
+	s.wg.Add(1)
+	s.metrics.accepted.Inc()
+	return s.connSeq.Add(1), true
+}
+
+// release counts an admitted connection out.
+func (s *service) release() {
+	s.live.Add(-1)
+	s.wg.Done()
+}
+
+func (s *service) tooMany() string {
+	if s.draining.Load() {
+		return protocol.MsgShuttingDown
+	}
+	return fmt.Sprintf("too many connections: this daemon serves at most %d at once", s.opts.MaxConnections)
+}
+
+// serveConn serves one admitted connection's rpc.Server over in/out until
+// the client goes away or the service ends it, then closes it. Either way
+// rpc sees the end of its input, exactly as a stdio daemon sees stdin's:
+// it aborts the connection's runs (their lane), answers them and returns.
+func (s *service) serveConn(id uint64, in endingReader, out writerOnly) {
+	defer s.release()
+	s.mu.Lock()
+	s.conns[id] = in.end
+	s.mu.Unlock()
+	log := s.log.With("conn", id)
+	log.Debug("connection opened")
+	opts := s.opts.Server
+	opts.In, opts.Out, opts.Logger = in, out, log
+	opts.Runner = &laneRunner{lane: s.opts.Manager.NewLane(s.opts.MaxRunsPerConnection, log), s: s}
+	if s.opts.WrapRunner != nil {
+		opts.Runner = s.opts.WrapRunner(opts.Runner)
+	}
+	code := rpc.New(opts).Serve(context.Background())
+	_ = in.Close()
+	s.mu.Lock()
+	delete(s.conns, id)
+	s.mu.Unlock()
+	log.Debug("connection closed", "code", code)
+}
+
+// endingReader is a connection's input: end makes a blocked or later
+// Read return io.EOF; Close closes the connection.
+type endingReader interface {
+	Read([]byte) (int, error)
+	Close() error
+	end()
+}
+
+type writerOnly interface{ Write([]byte) (int, error) }
+
+// laneRunner is rpc's Runner for one connection: its lane of the shared
+// Manager; new runs are refused while the service drains.
+type laneRunner struct {
+	lane *session.Lane
+	s    *service
+}
+
+func (r *laneRunner) Submit(runID string, p protocol.RunParams, c session.Client, onResult func(protocol.Result)) (rpc.Canceler, error) {
+	if r.s.draining.Load() {
+		return nil, session.ErrShuttingDown
+	}
+	c, onResult, refused := r.s.opts.Tracer.Start(runID, p, c, onResult)
+	run, err := r.lane.Submit(runID, p, c, func(res protocol.Result) {
+		r.s.metrics.observe(res)
+		onResult(res)
+	})
+	if err != nil {
+		refused(err)
+		return nil, err // not a nil *Run in a non-nil Canceler
+	}
+	return run, nil
+}
+
+func (r *laneRunner) Shutdown() { r.lane.Close(protocol.MsgShuttingDown) }
+
+func (r *laneRunner) QueueFull() bool { return r.lane.Full() }
