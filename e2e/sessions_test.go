@@ -534,3 +534,26 @@ func TestSessionC315ChildDiesInRun(t *testing.T) {
 		t.Errorf("session/closed (message %d) came before the run's result (message %d)", noteAt, resultAt)
 	}
 }
+
+// A session run takes files like a fresh run, into the session's directory
+// where earlier runs' files stay; out/ is emptied before each run and
+// returned after it, and display() works in every run.
+func TestSessionFilesAndOutputs(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, nil)
+	sid := d.open(`{}`)
+	first := d.call("run", prog("open('out/a.txt', 'w').write('one')\ndisplay('shown')\nreturn open('in.csv').read()",
+		`"files":[{"path":"in.csv","text":"a,b\n"}]`, `"sessionId":`+strconv.Quote(sid)))
+	if first.Error != nil || !strings.Contains(string(first.Result), `"value":"a,b\n"`) ||
+		!strings.Contains(string(first.Result), `"files":[{"path":"out/a.txt","size":3,"base64":"b25l"}]`) ||
+		!strings.Contains(string(first.Result), `"outputs":[{"data":{"text/plain":"'shown'"}}]`) {
+		t.Fatalf("first run: %s %+v", first.Result, first.Error)
+	}
+	second := d.call("run", prog("import os\ndisplay('again')\nreturn [open('in.csv').read(), open('more.txt').read(), os.listdir('out')]",
+		`"files":[{"path":"more.txt","text":"x"}]`, `"sessionId":`+strconv.Quote(sid)))
+	if second.Error != nil || !strings.Contains(string(second.Result), `"value":["a,b\n","x",[]]`) ||
+		strings.Contains(string(second.Result), `"files"`) ||
+		!strings.Contains(string(second.Result), `"outputs":[{"data":{"text/plain":"'again'"}}]`) {
+		t.Errorf("second run: %s %+v", second.Result, second.Error)
+	}
+}
