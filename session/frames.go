@@ -21,13 +21,18 @@ func bootFrame(lim protocol.Limits, namespaces []protocol.Namespace) []byte {
 	b = strconv.AppendInt(b, lim.CPUSeconds, 10)
 	b = append(b, `,"addressSpaceBytes":`...)
 	b = strconv.AppendInt(b, lim.AddressSpaceMb*1048576, 10)
+	return append(appendNamespaces(appendOutputBudgets(b, lim), namespaces), "}\n"...)
+}
+
+// appendOutputBudgets writes the maxLogBytes, maxValueBytes and
+// maxOutputBytes members, which boot and session run frames share.
+func appendOutputBudgets(b []byte, lim protocol.Limits) []byte {
 	b = append(b, `,"maxLogBytes":`...)
 	b = strconv.AppendInt(b, lim.MaxLogBytes, 10)
 	b = append(b, `,"maxValueBytes":`...)
 	b = strconv.AppendInt(b, lim.MaxValueBytes, 10)
 	b = append(b, `,"maxOutputBytes":`...)
-	b = strconv.AppendInt(b, lim.MaxOutputBytes, 10)
-	return append(appendNamespaces(b, namespaces), "}\n"...)
+	return strconv.AppendInt(b, lim.MaxOutputBytes, 10)
 }
 
 // appendNamespaces writes the "namespaces" member.
@@ -171,13 +176,7 @@ func sessionRunFrame(program string, lim protocol.Limits, namespaces []protocol.
 	b := runFrame(program)
 	b = append(b[:len(b)-2], `,"cpuSeconds":`...)
 	b = strconv.AppendInt(b, lim.CPUSeconds, 10)
-	b = append(b, `,"maxLogBytes":`...)
-	b = strconv.AppendInt(b, lim.MaxLogBytes, 10)
-	b = append(b, `,"maxValueBytes":`...)
-	b = strconv.AppendInt(b, lim.MaxValueBytes, 10)
-	b = append(b, `,"maxOutputBytes":`...)
-	b = strconv.AppendInt(b, lim.MaxOutputBytes, 10)
-	return append(appendNamespaces(b, namespaces), "}\n"...)
+	return append(appendNamespaces(appendOutputBudgets(b, lim), namespaces), "}\n"...)
 }
 
 // runFrame encodes the run frame carrying the program (WTF-8).
