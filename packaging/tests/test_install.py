@@ -17,7 +17,11 @@ from dist import ARCHES, commit, host_arch
 # A program that calls a host binding; both clients run it and print the value as JSON.
 PROGRAM = "n = await tools.add({'a': 40, 'b': 2})\nprint('log line')\nreturn {'sum': n, 'hi': 'ok'}"
 WANT = {"sum": 42, "hi": "ok"}
+# Guards against a package that carries more than its one binary. The wheel is compressed; the
+# installed npm package is the stripped binary itself, which the MCP SDK, the OpenTelemetry
+# exporter and the Prometheus client have grown to about 19 MB.
 MAX_PACKAGE_BYTES = 8 * 1024 * 1024
+MAX_INSTALLED_BYTES = 24 * 1024 * 1024
 
 NODE_PROGRAM = """
 import { CodeRunClient } from '@coderun/client/node';
@@ -95,7 +99,7 @@ def test_npm_install_then_npx_and_a_run(artefacts: dict[str, Path], tmp_path: Pa
     assert sorted(p.name for p in installed.iterdir()) == ["cli-linux-" + ARCHES[host_arch()].npm, "client"]
     size = tree_size(installed / f"cli-linux-{ARCHES[host_arch()].npm}")
     print(f"\ninstalled npm platform package: {size} bytes")
-    assert size <= MAX_PACKAGE_BYTES
+    assert size <= MAX_INSTALLED_BYTES
 
     version = ok(run(["npx", "--offline", "coderun-rpc", "--version"], project, env))
     assert version.startswith("coderun-rpc 0.1.0 (commit "), version
