@@ -35,10 +35,6 @@ type worker struct {
 	removeOnce sync.Once
 	earlyOnce  sync.Once     // the early removal pass (removeEarly), started at most once
 	earlyDone  chan struct{} // closed when that pass is over, or when it will never run
-
-	collectOnce sync.Once // out/ is collected once (Run.collect)
-	outFiles    []protocol.OutFile
-	outBudget   outputBudget // the run's outputs budget after out/
 }
 
 // stagedFile is one file of a staged directory.
