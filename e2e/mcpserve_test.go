@@ -31,8 +31,14 @@ func mcpServe(t *testing.T, onProgress func(*sdk.ProgressNotificationParams)) *s
 
 func mcpServeWith(t *testing.T, opts *sdk.ClientOptions) *sdk.ClientSession {
 	t.Helper()
+	return mcpServeEnv(t, opts, nil)
+}
+
+// mcpServeEnv is mcpServeWith with env added to the daemon's environment.
+func mcpServeEnv(t *testing.T, opts *sdk.ClientOptions, env map[string]string) *sdk.ClientSession {
+	t.Helper()
 	cmd := exec.Command(daemonBin, "mcp", "--mcp-config", mcpConfig(t, map[string]map[string]string{"test-server": mcptest.Env(0, "")}))
-	cmd.Env = environ(t, nil)
+	cmd.Env = environ(t, env)
 	stderr := &lockedBuffer{}
 	cmd.Stderr = stderr
 	client := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, opts)
