@@ -40,6 +40,8 @@ func wantText(t *testing.T, what string, res *sdk.CallToolResult, isErr bool, wa
 // A name's first call opens the session, the next sees its globals and
 // files (and calls the upstream from it); another name is another
 // interpreter; close ends it and a later call with the name starts afresh.
+//
+// Catalogue C600, C601.
 func TestMCPSessionStateAndClose(t *testing.T) {
 	t.Parallel()
 	cs := mcpServe(t, nil)
@@ -64,6 +66,8 @@ func TestMCPSessionStateAndClose(t *testing.T) {
 }
 
 // Names are checked; an open session's address space is fixed.
+//
+// Catalogue C602.
 func TestMCPSessionBadArguments(t *testing.T) {
 	t.Parallel()
 	cs := mcpServe(t, nil)
@@ -80,6 +84,8 @@ func TestMCPSessionBadArguments(t *testing.T) {
 }
 
 // CODERUN_MAX_SESSIONS bounds the names; closing one makes room.
+//
+// Catalogue C603.
 func TestMCPSessionCap(t *testing.T) {
 	t.Parallel()
 	cs := mcpServeEnv(t, nil, map[string]string{"CODERUN_MAX_SESSIONS": "2"})
@@ -96,6 +102,8 @@ func TestMCPSessionCap(t *testing.T) {
 // A session whose process dies is reported once, as lost, with what the
 // next call does; that call starts a fresh session. A run that ends its
 // session (its process exits mid-run) says so in its own result.
+//
+// Catalogue C604.
 func TestMCPSessionLost(t *testing.T) {
 	onlyInTier(t, "process") // the test kills the child by its pid, which a sandbox's pid namespace hides
 	t.Parallel()
@@ -126,6 +134,8 @@ func TestMCPSessionLost(t *testing.T) {
 }
 
 // The client going away closes its sessions: no process is left.
+//
+// Catalogue C605.
 func TestMCPSessionDisconnect(t *testing.T) {
 	leakcheck.Check(t)
 	cs := mcpServe(t, nil)

@@ -25,6 +25,7 @@ def gone(pid: int, within: float = 10.0) -> bool:
 
 
 async def test_state_files_and_upstreams_across_calls(mcp_config: Path) -> None:
+    """Catalogue C600, C601."""
     async with session(mcp_config) as s:
         r = await s.call_tool("run_python", {"session": "work", "program": "import json\nseen = []\nreturn open('in/a.txt').read()",
                                              "files": [{"path": "in/a.txt", "text": "alpha"}]})
@@ -47,6 +48,7 @@ return [seen, json.dumps(now["timezone"]), open('in/a.txt').read()]
 
 
 async def test_bad_names_and_the_cap(mcp_config: Path) -> None:
+    """Catalogue C603 (and C602's name rule)."""
     async with session(mcp_config, CODERUN_MAX_SESSIONS="1") as s:
         r = await s.call_tool("run_python", {"session": "no spaces", "program": "return 1"})
         assert r.is_error and "session must be 1 to 64 characters" in text(r)
@@ -61,6 +63,7 @@ async def test_bad_names_and_the_cap(mcp_config: Path) -> None:
 
 
 async def test_a_killed_session_is_reported_lost_then_reopens(mcp_config: Path) -> None:
+    """Catalogue C604."""
     async with session(mcp_config, **PROCESS_TIER) as s:
         r = await s.call_tool("run_python", {"session": "k", "program": "import os\nx = 1\nreturn os.getpid()"})
         pid = r.structured_content["value"]
@@ -75,6 +78,7 @@ async def test_a_killed_session_is_reported_lost_then_reopens(mcp_config: Path) 
 
 
 async def test_disconnect_closes_every_session(mcp_config: Path) -> None:
+    """Catalogue C605."""
     pids = []
     async with session(mcp_config, **PROCESS_TIER) as s:
         for name in ("a", "b"):
