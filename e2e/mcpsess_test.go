@@ -133,16 +133,21 @@ func TestMCPSessionLost(t *testing.T) {
 	wantText(t, "after the exit", res, false, `opened session "s"`, "value: 1")
 }
 
-// The client going away closes its sessions: no process is left.
+// The client going away closes its sessions, one of them mid-run: the
+// daemon exits without waiting for the run and no process is left.
 //
 // Catalogue C605.
 func TestMCPSessionDisconnect(t *testing.T) {
 	leakcheck.Check(t)
-	cs := mcpServe(t, nil)
-	for _, name := range []string{"p", "q"} {
-		wantText(t, name, runPython(t, cs, map[string]any{"session": name, "program": "import time\ny = 2\nreturn 1"}, nil), false, "value: 1")
+	c := rawMCP(t)
+	c.initialize()
+	for i, name := range []string{"p", "q"} {
+		c.send(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i+2) + `,"method":"tools/call","params":{"name":"run_python","arguments":{"session":"` + name + `","program":"y = 2\nreturn 1"}}}`)
+		if got := c.next(); !strings.Contains(got, `opened session \"`+name+`\"`) {
+			t.Fatalf("session %s: %s", name, got)
+		}
 	}
-	if err := cs.Close(); err != nil {
-		t.Logf("close: %v", err) // the daemon's exit status; what it leaves behind is the check
-	}
+	c.send(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run_python","arguments":{"session":"q","program":"import time\ntime.sleep(60)"}}}`)
+	time.Sleep(time.Second) // the run is in the session's child
+	c.hangUp() // within 30 s, so without waiting for the run's 60
 }
