@@ -1,7 +1,9 @@
 // Package mcp is `coderun-rpc mcp`: a Model Context Protocol server on stdio
 // (the official Go SDK) with the tools run_python and close_python_session
 // (docs/mcp.md). A run goes through the same session manager, checks and
-// result encoding as the JSON-RPC daemon's; every configured upstream server
+// result encoding as the JSON-RPC daemon's, and run_python's "session" names
+// a persistent session of that manager, owned by the MCP connection
+// (sessions.go); every configured upstream server
 // (package mcp/upstream) is a global of every run, and run_python's
 // description carries the stubs of all their tools, so a model sees the whole
 // API in the tool list.

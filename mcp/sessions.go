@@ -130,15 +130,20 @@ func openError(name string, err error) error {
 	return fmt.Errorf("cannot open session %q: %w", name, err)
 }
 
+// lookup is name's entry on ss's connection, nil when it has none.
+func (s *Server) lookup(ss *sdk.ServerSession, name string) *named {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.conns[ss]; c != nil {
+		return c.names[name]
+	}
+	return nil
+}
+
 // forget drops name from ss's connection when it still stands for id (the
 // session ended: the next call with the name opens a fresh one).
 func (s *Server) forget(ss *sdk.ServerSession, name, id string) {
-	s.mu.Lock()
-	var e *named
-	if c := s.conns[ss]; c != nil {
-		e = c.names[name]
-	}
-	s.mu.Unlock()
+	e := s.lookup(ss, name)
 	if e == nil {
 		return
 	}
@@ -152,12 +157,7 @@ func (s *Server) forget(ss *sdk.ServerSession, name, id string) {
 // closeNamed closes name's session on ss's connection; the error says the
 // name is not open, or that its session had ended already.
 func (s *Server) closeNamed(ss *sdk.ServerSession, name string) error {
-	s.mu.Lock()
-	var e *named
-	if c := s.conns[ss]; c != nil {
-		e = c.names[name]
-	}
-	s.mu.Unlock()
+	e := s.lookup(ss, name)
 	if e == nil {
 		return fmt.Errorf("session %q is not open", name)
 	}
