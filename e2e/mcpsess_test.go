@@ -99,9 +99,8 @@ func TestMCPSessionCap(t *testing.T) {
 	wantText(t, "after a close", runPython(t, cs, map[string]any{"session": "three", "program": "return 3"}, nil), false, "value: 3")
 }
 
-// A session whose process dies is reported once, as lost, with what the
-// next call does; that call starts a fresh session. A run that ends its
-// session (its process exits mid-run) says so in its own result.
+// A session whose process dies between calls is reported once, as lost,
+// with what the next call does; that call starts a fresh session.
 //
 // Catalogue C604.
 func TestMCPSessionLost(t *testing.T) {
@@ -126,8 +125,17 @@ func TestMCPSessionLost(t *testing.T) {
 	wantText(t, "after the kill", res, true, `session "s" was lost`, `the next run_python call with session "s" starts a fresh session`)
 	res = runPython(t, cs, map[string]any{"session": "s", "program": "return 'x' in globals()"}, nil)
 	wantText(t, "next call", res, false, `opened session "s"`, "value: false")
+}
 
-	res = runPython(t, cs, map[string]any{"session": "s", "program": "import os\nos._exit(3)"}, nil)
+// A run that ends its session (its process exits mid-run) says so in its
+// own result; the next call opens a fresh session.
+//
+// Catalogue C604.
+func TestMCPSessionEndedByRun(t *testing.T) {
+	t.Parallel()
+	cs := mcpServe(t, nil)
+	wantText(t, "open", runPython(t, cs, map[string]any{"session": "s", "program": "return 0"}, nil), false, "value: 0")
+	res := runPython(t, cs, map[string]any{"session": "s", "program": "import os\nos._exit(3)"}, nil)
 	wantText(t, "exit mid-run", res, true, "error (worker-exit)", `session "s" was lost`, "starts a fresh session")
 	res = runPython(t, cs, map[string]any{"session": "s", "program": "return 1"}, nil)
 	wantText(t, "after the exit", res, false, `opened session "s"`, "value: 1")
@@ -149,5 +157,5 @@ func TestMCPSessionDisconnect(t *testing.T) {
 	}
 	c.send(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run_python","arguments":{"session":"q","program":"import time\ntime.sleep(60)"}}}`)
 	time.Sleep(time.Second) // the run is in the session's child
-	c.hangUp() // within 30 s, so without waiting for the run's 60
+	c.hangUp()              // within 30 s, so without waiting for the run's 60
 }
