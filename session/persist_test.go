@@ -50,7 +50,7 @@ func TestOpenSessionWarmChildLost(t *testing.T) {
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if se := m.sessionErrLocked("session-1"); se.State != StateUnknown || len(m.sessions) != 0 {
+		if se := m.sessionErrLocked(nil, "session-1"); se.State != StateUnknown || len(m.sessions) != 0 {
 			t.Errorf("after a failed open: %+v, %d open", se, len(m.sessions))
 		}
 	})
