@@ -12,12 +12,7 @@ import (
 // laneRun submits program on lane l's session sid and waits for its result.
 func laneRun(t *testing.T, l *Lane, sid, program string) protocol.Result {
 	t.Helper()
-	ch := make(chan protocol.Result, 1)
-	if _, err := l.Submit(`"r"`, protocol.RunParams{Program: program, SessionID: sid}, newFake(nil),
-		func(r protocol.Result) { ch <- r }); err != nil {
-		t.Fatalf("Submit on %s: %v", sid, err)
-	}
-	return recv(t, ch)
+	return submitWait(t, l.Submit, sid, program)
 }
 
 // wantUnknown fails unless err is −32004's "unknown", with no reason.
