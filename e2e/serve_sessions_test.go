@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"syscall"
@@ -196,4 +197,31 @@ func waitNote(t *testing.T, p *peer, method string) *lspclient.Message {
 			return nil
 		}
 	}
+}
+
+// TestServeSessionsWriteStall: a client that stops reading while its
+// session's runs print megabytes has its connection closed once a write
+// stalls CODERUN_WRITE_STALL_MS, and the session with it.
+func TestServeSessionsWriteStall(t *testing.T) {
+	tmp := t.TempDir()
+	s := startService(t, sessionEnv(tmp, "CODERUN_WRITE_STALL_MS", "500", "CODERUN_MAX_LOG_BYTES", "1000000"), sockPath(t))
+	c, err := net.Dial("unix", s.listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	g := newGate()
+	defer g.resume() // the reader then sees the connection closed
+	p := &peer{t: t, c: c, conn: lspclient.New(c, gatedReader{g: g, r: c}, lspclient.Options{})}
+	sid := p.initialize().open()
+	s.waitMetric("coderun_sessions", 1)
+	g.pause() // from now on the client reads nothing
+	for i := range 8 {
+		if _, err := p.conn.Request("run", json.RawMessage(`{"program":"print('x'*999000)","sessionId":`+strconv.Quote(sid)+`}`)); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+	s.waitMetric("coderun_connections", 0)
+	s.waitMetric("coderun_sessions", 0)
+	waitProcs(t, tmp, 0)
 }
