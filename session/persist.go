@@ -26,6 +26,7 @@ import (
 // session never calls into the Manager or a run while holding its own.
 type Session struct {
 	m        *Manager
+	owner    *Lane // whose it is: only its owner can name it (nil: the Manager's own, stdio)
 	id       string
 	lim      protocol.Limits // its runs' defaults; AddressSpaceMb is fixed for its life
 	idle     time.Duration
@@ -76,7 +77,10 @@ const (
 )
 
 // sessionEnd is what the registry remembers of an ended session.
-type sessionEnd struct{ state, reason string }
+type sessionEnd struct {
+	state, reason string
+	owner         *Lane
+}
 
 const (
 	sessionBootTimeout = 10 * time.Second       // boot-ack of a session child
@@ -88,9 +92,15 @@ const (
 
 // OpenSession boots a child in session mode (a warm one when ready) and
 // registers it; onClosed is called once if the session ends by idle time, by
-// loss or at shutdown (never after CloseSession).
+// loss or at shutdown (never after CloseSession). The session is the
+// Manager's own (stdio's); Lane.OpenSession opens one a lane owns.
 func (m *Manager) OpenSession(p protocol.SessionParams, onClosed func(id, reason, message string)) (string, error) {
-	s, err := m.register(EffectiveLimits(m.cfg.Limits, p.Limits), p.IdleTimeoutMs, onClosed)
+	return m.openSession(nil, p, onClosed)
+}
+
+// openSession is OpenSession for owner.
+func (m *Manager) openSession(owner *Lane, p protocol.SessionParams, onClosed func(id, reason, message string)) (string, error) {
+	s, err := m.register(owner, EffectiveLimits(m.cfg.Limits, p.Limits), p.IdleTimeoutMs, onClosed)
 	if err != nil {
 		return "", err
 	}
@@ -156,8 +166,9 @@ func (m *Manager) startSession(s *Session, get func() (*worker, error)) (string,
 	return s.id, nil
 }
 
-// register counts a new session against the cap.
-func (m *Manager) register(lim protocol.Limits, idleMs int64, onClosed func(string, string, string)) (*Session, error) {
+// register counts a new session of owner against the cap, which is the
+// daemon's, whoever owns the sessions.
+func (m *Manager) register(owner *Lane, lim protocol.Limits, idleMs int64, onClosed func(string, string, string)) (*Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.shutting {
@@ -172,7 +183,7 @@ func (m *Manager) register(lim protocol.Limits, idleMs int64, onClosed func(stri
 	if idleMs > 0 {
 		idle = time.Duration(idleMs) * time.Millisecond
 	}
-	s := &Session{m: m, id: "session-" + strconv.FormatInt(m.sessionSeq, 10), lim: lim, idle: idle,
+	s := &Session{m: m, owner: owner, id: "session-" + strconv.FormatInt(m.sessionSeq, 10), lim: lim, idle: idle,
 		onClosed: onClosed}
 	s.log = m.log.With("session", s.id)
 	s.cond = sync.NewCond(&s.mu)
@@ -243,9 +254,20 @@ func (s *Session) adopt(w *worker) bool {
 
 // ---- the registry -----------------------------------------------------------
 
-// sessionErrLocked is the refusal for an id that is not open.
-func (m *Manager) sessionErrLocked(id string) *SessionError {
-	if e, ok := m.ended[id]; ok {
+// openLocked is owner's open session id, or nil: another owner's session
+// is not owner's to name.
+func (m *Manager) openLocked(owner *Lane, id string) *Session {
+	if s := m.sessions[id]; s != nil && s.owner == owner {
+		return s
+	}
+	return nil
+}
+
+// sessionErrLocked is the refusal for an id owner has no open session by:
+// another owner's id, open or ended, is unknown, so that an owner never
+// learns whether another's session exists.
+func (m *Manager) sessionErrLocked(owner *Lane, id string) *SessionError {
+	if e, ok := m.ended[id]; ok && e.owner == owner {
 		msg := "session " + strconv.Quote(id) + " is closed (" + e.reason + ")"
 		if e.state == StateLost {
 			msg = "session " + strconv.Quote(id) + " was lost: " + e.reason
@@ -271,7 +293,7 @@ func (m *Manager) endSession(s *Session, state, reason string) (e ending, ok boo
 		return e, false
 	}
 	delete(m.sessions, s.id)
-	m.ended[s.id] = sessionEnd{state, reason}
+	m.ended[s.id] = sessionEnd{state, reason, s.owner}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ended, s.endState, s.endReason = true, state, reason
@@ -325,18 +347,23 @@ func (s *Session) teardown(attached *Run) {
 // "session closed". The returned wait blocks until the child and its
 // descendants are gone.
 func (m *Manager) CloseSession(id string) (wait func(), err error) {
+	return m.closeSession(nil, id)
+}
+
+// closeSession is CloseSession for owner.
+func (m *Manager) closeSession(owner *Lane, id string) (wait func(), err error) {
 	m.mu.Lock()
-	s := m.sessions[id]
+	s := m.openLocked(owner, id)
 	if s == nil {
 		defer m.mu.Unlock()
-		return nil, m.sessionErrLocked(id)
+		return nil, m.sessionErrLocked(owner, id)
 	}
 	m.mu.Unlock()
 	e, ok := m.endSession(s, StateClosed, ReasonClosed)
 	if !ok {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return nil, m.sessionErrLocked(id)
+		return nil, m.sessionErrLocked(owner, id)
 	}
 	m.sessionWG.Add(1)
 	done := make(chan struct{})
@@ -348,13 +375,17 @@ func (m *Manager) CloseSession(id string) (wait func(), err error) {
 	return func() { <-done }, nil
 }
 
-// closeSessions ends every session at shutdown, each with session/closed
-// "shutdown", and returns once every child is gone.
-func (m *Manager) closeSessions() {
+// closeSessions ends every session that match selects (all of them at
+// shutdown, a lane's when it closes), each with session/closed "shutdown"
+// saying note and its runs settling abort msg, and returns once every
+// child is gone.
+func (m *Manager) closeSessions(match func(*Session) bool, msg, note string) {
 	m.mu.Lock()
 	all := make([]*Session, 0, len(m.sessions))
 	for _, s := range m.sessions {
-		all = append(all, s)
+		if match(s) {
+			all = append(all, s)
+		}
 	}
 	m.mu.Unlock()
 	var wg sync.WaitGroup
@@ -366,9 +397,9 @@ func (m *Manager) closeSessions() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.finish(e, abortError(protocol.MsgShuttingDown))
+			s.finish(e, abortError(msg))
 			if s.issued() { // a session still opening is answered by its open's refusal
-				s.notify(ReasonShutdown, "the daemon is shutting down")
+				s.notify(ReasonShutdown, note)
 			}
 		}()
 	}
@@ -418,9 +449,9 @@ func (m *Manager) submitSession(lane *Lane, runID string, p protocol.RunParams, 
 	if m.shutting {
 		return nil, ErrShuttingDown
 	}
-	s := m.sessions[p.SessionID]
+	s := m.openLocked(lane, p.SessionID)
 	if s == nil {
-		return nil, m.sessionErrLocked(p.SessionID)
+		return nil, m.sessionErrLocked(lane, p.SessionID)
 	}
 	r := m.newRunIn(lane, s.lim, runID, p, c, onResult)
 	r.sm.sess = s
@@ -720,19 +751,25 @@ func exitText(w *worker) string {
 
 // ForkSession makes a new session whose child is a fork of src's idle child
 // (docs/protocol.md §11.5): it waits for src to be idle, counts against the
-// cap, and copies src's working directory for the fork.
+// cap, and copies src's working directory for the fork. The fork has src's
+// owner.
 func (m *Manager) ForkSession(id string, onClosed func(id, reason, message string)) (string, error) {
+	return m.forkSession(nil, id, onClosed)
+}
+
+// forkSession is ForkSession for owner.
+func (m *Manager) forkSession(owner *Lane, id string, onClosed func(id, reason, message string)) (string, error) {
 	m.mu.Lock()
-	src := m.sessions[id]
+	src := m.openLocked(owner, id)
 	if src == nil {
 		defer m.mu.Unlock()
-		return "", m.sessionErrLocked(id)
+		return "", m.sessionErrLocked(owner, id)
 	}
 	m.mu.Unlock()
 	if why := m.noFork(); why != "" {
 		return "", errors.New(why)
 	}
-	s, err := m.register(src.lim, src.idle.Milliseconds(), onClosed)
+	s, err := m.register(owner, src.lim, src.idle.Milliseconds(), onClosed)
 	if err != nil {
 		return "", err
 	}
@@ -764,7 +801,7 @@ func (s *Session) fork(tempDir string) (*worker, error) {
 		s.mu.Unlock()
 		s.m.mu.Lock()
 		defer s.m.mu.Unlock()
-		return nil, s.m.sessionErrLocked(s.id)
+		return nil, s.m.sessionErrLocked(s.owner, s.id)
 	}
 	s.forking = true
 	stopTimer(s.idleTimer)

@@ -193,8 +193,13 @@ func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Lo
 	m := newManager(cfg, log)
 	o := rpcOptions(cfg, log)
 	o.In, o.Out, o.Runner, o.Sessions = in, out, rpc.NewRunner(m), rpc.NewSessions(m)
-	o.Daemon.MaxSessions, o.Daemon.SessionIdleMs, o.Daemon.SessionFork = cfg.MaxSessions, cfg.SessionIdleMs, m.ForkAvailable()
+	reportSessions(&o, cfg, m)
 	return o
+}
+
+// reportSessions fills in what initialize reports of m's sessions.
+func reportSessions(o *rpc.Options, cfg *config.Config, m *session.Manager) {
+	o.Daemon.MaxSessions, o.Daemon.SessionIdleMs, o.Daemon.SessionFork = cfg.MaxSessions, cfg.SessionIdleMs, m.ForkAvailable()
 }
 
 // newManager builds the session manager cfg describes.

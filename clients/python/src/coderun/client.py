@@ -16,6 +16,7 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, Protocol, Sequen
 
 from . import protocol as P
 from ._framing import FrameParser, FramingError, frame_header
+from ._ws import open_websocket
 from ._locate import find_daemon, merged_env
 from ._mcpconfig import McpConfig, mcp_config_file
 from .errors import (
@@ -386,13 +387,13 @@ class Client:
     ) -> "Client":
         """Connect to a daemon in service mode (``coderun-rpc serve``) and initialize it.
 
-        ``address`` is ``unix:PATH`` or ``tcp:HOST:PORT``; ``token`` is the daemon's
-        ``CODERUN_AUTH_TOKEN``, sent as the connection's first header line. :meth:`close` ends
-        this connection and its runs, not the daemon.
+        ``address`` is ``unix:PATH``, ``tcp:HOST:PORT`` or ``ws://HOST:PORT/PATH`` (also
+        ``wss://``; WebSocket needs the ``ws`` extra: ``pip install 'coderun[ws]'``);
+        ``token`` is the daemon's ``CODERUN_AUTH_TOKEN``, sent as the connection's first header
+        line (on WebSocket, the upgrade's ``Authorization`` header). :meth:`close` ends this
+        connection, its runs and its sessions, not the daemon.
         """
-        reader, writer = await _open_connection(address)
-        if token is not None:
-            writer.write(f"Authorization: Bearer {token}\r\n".encode("ascii"))
+        reader, writer = await _open_transport(address, token)
         return await cls.attach(
             reader,
             writer,
@@ -1022,6 +1023,16 @@ async def _after(previous: Optional["asyncio.Future[None]"], outcome: Awaitable[
         log.exception("coderun: stream callback raised")
 
 
+async def _open_transport(address: str, token: Optional[str]) -> tuple[StreamReaderLike, StreamWriterLike]:
+    """Open ``address`` and present ``token`` as its transport does."""
+    if address.startswith(("ws://", "wss://")):
+        return await open_websocket(address, token)
+    reader, writer = await _open_connection(address)
+    if token is not None:
+        writer.write(f"Authorization: Bearer {token}\r\n".encode("ascii"))
+    return reader, writer
+
+
 async def _open_connection(address: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """Open ``unix:PATH`` or ``tcp:HOST:PORT``; a bad address raises ValueError naming it."""
     if address.startswith("unix:") and len(address) > len("unix:"):
@@ -1031,4 +1042,4 @@ async def _open_connection(address: str) -> tuple[asyncio.StreamReader, asyncio.
         if sep and host and port.isdigit():
             return await asyncio.open_connection(host.strip("[]"), int(port))
         raise ValueError(f"address {address!r}: tcp: needs HOST:PORT")
-    raise ValueError(f"address {address!r}: must be unix:PATH or tcp:HOST:PORT")
+    raise ValueError(f"address {address!r}: must be unix:PATH, tcp:HOST:PORT or ws://HOST:PORT/PATH")
