@@ -19,11 +19,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The sandbox init and the program's pre-exec stage run inside the binary
-// that imports this package (the daemon, or a test binary): Start
-// re-executes /proc/self/exe with a marker argv[0], and HelperMain, called
-// through reexec.Dispatch as the first statement of main (or TestMain),
-// takes over.
+// The sandbox init and the program's pre-exec stage run inside a binary
+// that imports this package (the lean helper, else the daemon or a test
+// binary: helperbin_linux.go): Start executes it with a marker argv[0], and
+// HelperMain, called first thing in its main (or TestMain), takes over.
 //
 //	daemon ──clone(NEWUSER|NEWPID|NEWNET|NEWNS|NEWIPC|NEWUTS)──► init (PID 1)
 //	   fds 0-3 stdio, 4 relay pipe, 5… cgroups       private mounts, new /proc

@@ -131,7 +131,7 @@ type sandboxRun struct {
 
 // Start is child.Start plus tier sandbox: new user (the namespace's root
 // is the daemon's uid and gid, one-id mappings), PID, network, mount, IPC and
-// UTS namespaces; a minimal init as PID 1 (this binary re-executed, see
+// UTS namespaces; a minimal init as PID 1 (the helper binary, see
 // init_linux.go) that runs the program as its child (never PID 1) in the init's
 // process group; for the program, a pids cgroup (root daemon) or
 // RLIMIT_NPROC (otherwise), RLIMIT_NOFILE, RLIMIT_FSIZE, no_new_privs, a
@@ -166,7 +166,7 @@ func Start(spec child.Spec, sb Config) (*child.Process, error) {
 		return nil, err
 	}
 	files := withCgroup(&c, append(s.ChildFiles(), uintptr(relayW)), run.cgroup)
-	pid, err := spawn.ForkExec("/proc/self/exe", c.argv(initArgv0), &syscall.ProcAttr{
+	pid, err := spawn.ForkExec(helper().path, c.argv(initArgv0), &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   append([]string{}, spec.Env...),
 		Files: files,

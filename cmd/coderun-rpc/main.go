@@ -18,6 +18,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/child/reexec"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
+	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/child/watchdog"
 	"github.com/coderun-rpc/coderun-rpc/config"
 	"github.com/coderun-rpc/coderun-rpc/internal/buildinfo"
@@ -131,6 +132,9 @@ func daemon(mcpConfig string, serveFn func(ctx context.Context, d *daemonEnv) in
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	if cfg.IsolationFellBack {
 		log.Warn("isolation: tier sandbox is not available here; running tier process", "reason", cfg.IsolationReason)
+	}
+	if cfg.Isolation == session.IsolationSandbox {
+		log.Debug("isolation: the sandbox's init runs from", "binary", sandbox.HelperBinary())
 	}
 	// Before the first child: from here on a run's process group dies with
 	// the daemon, however the daemon dies (docs/containment.md §2–§3).
