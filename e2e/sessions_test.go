@@ -146,10 +146,6 @@ func TestSessionC300StateKeptAndOutcomes(t *testing.T) {
 }
 
 func TestSessionC301CPUBudgetPerRun(t *testing.T) {
-	// In tier sandbox the daemon samples the namespace's init, not the
-	// session's interpreter, so a program that raises its own soft limit is
-	// stopped by the init's watcher and settles worker-exit (a known gap).
-	onlyInTier(t, "process")
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{}`)
@@ -449,6 +445,35 @@ func TestSessionC312Fork(t *testing.T) {
 	d.srun(f, "while True: pass", `"limits":{"maxWallMs":200}`)
 	d.closedNote(f, 10*time.Second)
 	expectSessionErr(t, d.call("session/fork", `{"sessionId":"`+f+`"}`), -32004, "lost", "")
+}
+
+// TestSessionC316ForkOrder: a fork takes its place in its source's FIFO:
+// it sees the runs accepted before it and none accepted after it.
+func TestSessionC316ForkOrder(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, nil)
+	src := d.open(`{}`)
+	in := `"sessionId":"` + src + `"`
+	live := d.request("run", prog("import time\ntime.sleep(0.3)\nseen = ['live']", in))
+	before := d.request("run", prog("seen.append('before')", in))
+	fork := d.request("session/fork", `{"sessionId":"`+src+`"}`)
+	after := d.request("run", prog("seen.append('after')", in))
+	for _, id := range []string{live, before, after} {
+		if r := d.sresult(d.wait(id)); r.Error != nil {
+			t.Fatalf("source run %s: %+v", id, r.Error)
+		}
+	}
+	m := d.wait(fork)
+	var f struct{ SessionID string }
+	if m.Error != nil || json.Unmarshal(m.Result, &f) != nil || f.SessionID == "" {
+		t.Fatalf("session/fork: %s", m.raw)
+	}
+	if r := d.srun(f.SessionID, "return seen"); compact(r.Value) != `["live","before"]` {
+		t.Errorf("the fork sees %s, want the runs queued before it only", r.Value)
+	}
+	if r := d.srun(src, "return seen"); compact(r.Value) != `["live","before","after"]` {
+		t.Errorf("the source sees %s", r.Value)
+	}
 }
 
 // TestSessionC312ForkNeedsForkServer: with children spawned, session/fork

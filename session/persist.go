@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"log/slog"
+	"os"
 	"strconv"
 	"sync"
 	"syscall"
@@ -37,7 +38,7 @@ type Session struct {
 	w          *worker       // nil until booted
 	pid        int           // the interpreter's pid, whose process tree /proc measures (procstat.go)
 	cpuMark    time.Duration // its CPU time at the end of the last kept run (or at boot): the next run's base
-	queue      []*Run        // accepted runs behind cur, FIFO
+	queue      []queued      // accepted runs and forks behind cur, FIFO
 	cur        *Run          // the run holding the session: waiting for a slot, or attached
 	attached   *Run          // cur once its run frame is queued to the child
 	forking    bool          // a fork of the child is under way
@@ -52,6 +53,16 @@ type Session struct {
 	writerDone chan struct{} // closed when the last run's fd-3 writer has returned
 	stopSample chan struct{} // closed when the attached run settles
 }
+
+// queued is one entry of a session's FIFO: a run, or a fork's turn.
+type queued struct {
+	run  *Run
+	fork *forkTurn
+}
+
+// forkTurn is a fork waiting in its source's queue; next sets due (and the
+// session's forking) when every entry before it is done.
+type forkTurn struct{ due bool }
 
 // SessionError is a session/* or session run refusal: the cap (−32003) or an
 // id that is unknown, closed or lost (−32004 with State and Reason as data).
@@ -276,10 +287,15 @@ func (m *Manager) endSession(s *Session, state, reason string) (e ending, ok boo
 	defer s.mu.Unlock()
 	s.ended, s.endState, s.endReason = true, state, reason
 	stopTimer(s.idleTimer)
-	e.queued, s.queue = s.queue, nil
 	if s.cur != nil && s.attached == nil {
-		e.queued = append([]*Run{s.cur}, e.queued...)
+		e.queued = append(e.queued, s.cur)
 	}
+	for _, q := range s.queue {
+		if q.run != nil {
+			e.queued = append(e.queued, q.run)
+		}
+	}
+	s.queue = nil
 	e.attached = s.attached
 	s.cond.Broadcast()
 	return e, true
@@ -436,12 +452,12 @@ func (m *Manager) submitSession(lane *Lane, runID string, p protocol.RunParams, 
 func (s *Session) enqueue(r *Run) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cur == nil && !s.forking {
+	if s.idleLocked() {
 		s.cur = r
 		stopTimer(s.idleTimer)
 		return true
 	}
-	s.queue = append(s.queue, r)
+	s.queue = append(s.queue, queued{run: r})
 	return false
 }
 
@@ -501,9 +517,9 @@ func (s *Session) markCPU(cpu time.Duration) {
 	s.mu.Unlock()
 }
 
-// sampleCPU SIGKILLs the child once the run has used its CPU budget, in
-// case the program raised its own soft limit; the close then classifies the
-// run timeout/cpu from the child's rusage (machine.classify).
+// sampleCPU stops the run once it has used its CPU budget, in case the
+// program raised its own soft limit; the close then classifies the run
+// timeout/cpu from the child's rusage (machine.classify).
 func (s *Session) sampleCPU(w *worker, base, budget time.Duration, stop chan struct{}) {
 	t := time.NewTicker(cpuSampleEvery)
 	defer t.Stop()
@@ -514,9 +530,28 @@ func (s *Session) sampleCPU(w *worker, base, budget time.Duration, stop chan str
 		case <-t.C:
 		}
 		if used, ok := treeCPU(s.pid); ok && used-base >= budget {
-			w.proc.SignalGroup(syscall.SIGKILL)
+			s.killForCPU(w)
 			return
 		}
+	}
+}
+
+// killForCPU SIGKILLs a run over its CPU budget: the child's group in tier
+// process; in tier sandbox the interpreter alone, so that the namespace's
+// init lives on to reap it and relay its status with the run's rusage (a
+// group kill takes the init along, and the run would settle worker-exit
+// with the init's empty rusage). The init kills what is left of the run.
+func (s *Session) killForCPU(w *worker) {
+	if s.m.sandbox == nil || s.pid == w.proc.Pid {
+		w.proc.SignalGroup(syscall.SIGKILL)
+		return
+	}
+	// A pidfd (os.FindProcess on Linux), opened just after the read that
+	// found the interpreter alive: the signal cannot reach a process that
+	// reused the pid after its reap.
+	if p, err := os.FindProcess(s.pid); err == nil {
+		p.Signal(syscall.SIGKILL)
+		p.Release()
 	}
 }
 
@@ -591,14 +626,21 @@ func (s *Session) lostByRun(r *Run, e ending, loss string) {
 
 func (s *Session) removeQueuedLocked(r *Run) {
 	for i, q := range s.queue {
-		if q == r {
+		if q.run == r {
 			s.queue = append(s.queue[:i], s.queue[i+1:]...)
 			return
 		}
 	}
 }
 
-// next starts the next queued run, or arms the idle timer.
+// idleLocked reports whether nothing holds or waits for the child: a new
+// run or fork may start at once.
+func (s *Session) idleLocked() bool {
+	return s.cur == nil && !s.forking && len(s.queue) == 0
+}
+
+// next starts the next queued entry: a run (it queues for a slot), or a
+// fork's turn (its fork goes ahead); with none it arms the idle timer.
 func (s *Session) next() {
 	s.mu.Lock()
 	if s.ended || s.cur != nil || s.forking {
@@ -607,15 +649,20 @@ func (s *Session) next() {
 	}
 	if len(s.queue) == 0 {
 		s.armIdleLocked()
+		s.mu.Unlock()
+		return
+	}
+	q := s.queue[0]
+	s.queue = s.queue[1:]
+	if q.fork != nil {
+		q.fork.due, s.forking = true, true
 		s.cond.Broadcast()
 		s.mu.Unlock()
 		return
 	}
-	r := s.queue[0]
-	s.queue = s.queue[1:]
-	s.cur = r
+	s.cur = q.run
 	s.mu.Unlock()
-	s.m.slot(r)
+	s.m.slot(q.run)
 }
 
 // armIdleLocked (re)starts the idle timer.
@@ -719,24 +766,31 @@ func exitText(w *worker) string {
 }
 
 // ForkSession makes a new session whose child is a fork of src's idle child
-// (docs/protocol.md §11.5): it waits for src to be idle, counts against the
-// cap, and copies src's working directory for the fork.
-func (m *Manager) ForkSession(id string, onClosed func(id, reason, message string)) (string, error) {
+// (docs/protocol.md §11.5). At once it counts the fork against the cap and
+// gives it its place in src's FIFO (after the runs and forks accepted
+// before it, before those accepted after it); the returned function, which
+// the caller must call exactly once, waits for that turn, forks src's child
+// into a copy of its working directory and answers the new session's id.
+func (m *Manager) ForkSession(id string, onClosed func(id, reason, message string)) func() (string, error) {
+	failed := func(err error) func() (string, error) { return func() (string, error) { return "", err } }
 	m.mu.Lock()
 	src := m.sessions[id]
 	if src == nil {
 		defer m.mu.Unlock()
-		return "", m.sessionErrLocked(id)
+		return failed(m.sessionErrLocked(id))
 	}
 	m.mu.Unlock()
 	if why := m.noFork(); why != "" {
-		return "", errors.New(why)
+		return failed(errors.New(why))
 	}
 	s, err := m.register(src.lim, src.idle.Milliseconds(), onClosed)
 	if err != nil {
-		return "", err
+		return failed(err)
 	}
-	return m.startSession(s, func() (*worker, error) { return src.fork(m.cfg.TempDir) })
+	turn := src.queueFork()
+	return func() (string, error) {
+		return m.startSession(s, func() (*worker, error) { return src.fork(turn, m.cfg.TempDir) })
+	}
 }
 
 // ForkAvailable reports whether session/fork is served: only children of
@@ -753,21 +807,15 @@ func (m *Manager) noFork() string {
 	return ""
 }
 
-// fork waits until s is idle, then forks its child into a copy of its
-// working directory; runs submitted meanwhile wait for the fork.
-func (s *Session) fork(tempDir string) (*worker, error) {
-	s.mu.Lock()
-	for !s.ended && (s.cur != nil || s.forking || s.w == nil) {
-		s.cond.Wait()
-	}
-	if s.ended {
-		s.mu.Unlock()
+// fork waits for turn (queueFork), then forks s's child into a copy of its
+// working directory.
+func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
+	if !s.awaitForkTurn(turn) {
 		s.m.mu.Lock()
 		defer s.m.mu.Unlock()
 		return nil, s.m.sessionErrLocked(s.id)
 	}
-	s.forking = true
-	stopTimer(s.idleTimer)
+	s.mu.Lock()
 	src, prev := s.w, s.writerDone
 	s.mu.Unlock()
 	defer func() {
@@ -789,4 +837,34 @@ func (s *Session) fork(tempDir string) (*worker, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// queueFork gives a fork its turn behind s's current run and queued
+// entries: due at once when s is idle.
+func (s *Session) queueFork() *forkTurn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stopTimer(s.idleTimer)
+	turn := &forkTurn{}
+	if s.idleLocked() {
+		turn.due, s.forking = true, true
+	} else {
+		s.queue = append(s.queue, queued{fork: turn})
+	}
+	return turn
+}
+
+// awaitForkTurn waits until turn is due and s's child booted (s.forking is
+// then set: s.next starts nothing until the fork clears it); false when s
+// ended first.
+func (s *Session) awaitForkTurn(turn *forkTurn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.ended && (!turn.due || s.w == nil) { // adopt signals the booted child
+		s.cond.Wait()
+	}
+	if s.ended && turn.due { // the session ended as the turn came: nothing runs behind it
+		s.forking = false
+	}
+	return !s.ended
 }

@@ -111,12 +111,30 @@ func sessionStats(s *protocol.Stats, pid int, base time.Duration) time.Duration 
 }
 
 // interpreterPID is the session interpreter's pid: the child itself, or in
-// tier sandbox the init's child, which the init (a Go program) may have
-// started from any of its threads. Looked up once, when the session starts.
+// tier sandbox the child of the namespace's init (PID 1 of the run's PID
+// namespace). The init is the daemon's child when spawned, and the child of
+// the fork server's child when forked (docs/containment.md §4.1); it is a
+// Go program that may start the interpreter from any of its threads.
+// Looked up once, when the session starts.
 func interpreterPID(pid int, sandboxed bool) int {
 	if !sandboxed {
 		return pid
 	}
+	for range 2 {
+		c := firstChild(pid)
+		if c == 0 {
+			break
+		}
+		if namespaceInit(pid) {
+			return c
+		}
+		pid = c
+	}
+	return pid
+}
+
+// firstChild is the first child of any of pid's threads, 0 when none.
+func firstChild(pid int) int {
 	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
 	for _, t := range tasks {
 		b, _ := os.ReadFile(t)
@@ -126,5 +144,15 @@ func interpreterPID(pid int, sandboxed bool) int {
 			}
 		}
 	}
-	return pid
+	return 0
+}
+
+// namespaceInit reports whether pid is PID 1 of its own PID namespace (the
+// last of its NSpid entries, innermost namespace last, is 1).
+func namespaceInit(pid int) bool {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	_, rest, _ := bytes.Cut(b, []byte("NSpid:"))
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	f := bytes.Fields(line)
+	return len(f) > 1 && string(f[len(f)-1]) == "1"
 }
