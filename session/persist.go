@@ -3,15 +3,12 @@ package session
 import (
 	"errors"
 	"log/slog"
-	"os"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
-	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
@@ -141,11 +138,7 @@ func (m *Manager) sessionWorker() (*worker, *protocol.RunError) {
 		}
 		return m.spawnWorker()
 	}
-	sb := *m.sandbox
-	sb.Session = true
-	return spawnWorker(m.cfg.Python, m.cfg.TempDir, func(spec child.Spec) (*child.Process, error) {
-		return sandbox.Start(spec, sb)
-	})
+	return m.sandboxSessionWorker(*m.sandbox)
 }
 
 // startSession gives the registered session s the booted child get
@@ -241,7 +234,7 @@ func (s *Session) adopt(w *worker) bool {
 	if s.ended {
 		return false
 	}
-	s.w, s.pid = w, interpreterPID(w.proc.Pid, s.m.sandbox != nil)
+	s.w, s.pid = w, w.proc.Pid
 	s.cpuMark, _ = treeCPU(s.pid)
 	s.cond.Broadcast() // a fork waiting for the child
 	go readLoop(w, s)
@@ -517,9 +510,12 @@ func (s *Session) markCPU(cpu time.Duration) {
 	s.mu.Unlock()
 }
 
-// sampleCPU stops the run once it has used its CPU budget, in case the
-// program raised its own soft limit; the close then classifies the run
-// timeout/cpu from the child's rusage (machine.classify).
+// sampleCPU SIGKILLs the child's group once the run has used its CPU
+// budget, in case the program raised its own soft limit; the close then
+// classifies the run timeout/cpu from the child's rusage (machine.classify).
+// In tier sandbox the child is the interpreter, not the namespace's init
+// (child/sandbox, session_linux.go): the init lives on and relays the
+// interpreter's own status and rusage.
 func (s *Session) sampleCPU(w *worker, base, budget time.Duration, stop chan struct{}) {
 	t := time.NewTicker(cpuSampleEvery)
 	defer t.Stop()
@@ -530,28 +526,9 @@ func (s *Session) sampleCPU(w *worker, base, budget time.Duration, stop chan str
 		case <-t.C:
 		}
 		if used, ok := treeCPU(s.pid); ok && used-base >= budget {
-			s.killForCPU(w)
+			w.proc.SignalGroup(syscall.SIGKILL)
 			return
 		}
-	}
-}
-
-// killForCPU SIGKILLs a run over its CPU budget: the child's group in tier
-// process; in tier sandbox the interpreter alone, so that the namespace's
-// init lives on to reap it and relay its status with the run's rusage (a
-// group kill takes the init along, and the run would settle worker-exit
-// with the init's empty rusage). The init kills what is left of the run.
-func (s *Session) killForCPU(w *worker) {
-	if s.m.sandbox == nil || s.pid == w.proc.Pid {
-		w.proc.SignalGroup(syscall.SIGKILL)
-		return
-	}
-	// A pidfd (os.FindProcess on Linux), opened just after the read that
-	// found the interpreter alive: the signal cannot reach a process that
-	// reused the pid after its reap.
-	if p, err := os.FindProcess(s.pid); err == nil {
-		p.Signal(syscall.SIGKILL)
-		p.Release()
 	}
 }
 
@@ -793,15 +770,14 @@ func (m *Manager) ForkSession(id string, onClosed func(id, reason, message strin
 	}
 }
 
-// ForkAvailable reports whether session/fork is served: only children of
-// the fork server (tier process, start mode fork) can be forked and adopted.
+// ForkAvailable reports whether session/fork is served: a session child
+// can be forked and adopted when its reaper hands its forks over — the fork
+// server in tier process (start mode fork), the namespace's init in tier
+// sandbox.
 func (m *Manager) ForkAvailable() bool { return m.noFork() == "" }
 
 func (m *Manager) noFork() string {
-	switch {
-	case m.sandbox != nil:
-		return "session/fork is not available in tier sandbox"
-	case m.forker == nil:
+	if m.sandbox == nil && m.forker == nil {
 		return "session/fork needs the fork server (CODERUN_START_MODE=fork)"
 	}
 	return ""
@@ -827,6 +803,9 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 	if prev != nil {
 		<-prev // the last run's writer has returned: fd 3 is the fork frame's alone
 	}
+	if src.home != nil {
+		return s.m.forkSandboxed(src)
+	}
 	dir, err := rundir.Create(tempDir) // forkWorker copies src's working directory into it
 	if err != nil {
 		return nil, errors.New("session/fork: " + err.Error())
@@ -836,6 +815,24 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 		rundir.Remove(dir)
 		return nil, err
 	}
+	return w, nil
+}
+
+// forkSandboxed forks src, a sandboxed session's child, into a home of its
+// own under src's (sandbox.go).
+func (m *Manager) forkSandboxed(src *worker) (*worker, error) {
+	h, dir, rules, err := m.forkHome(src)
+	if err != nil {
+		return nil, errors.New("session/fork: " + err.Error())
+	}
+	w, err := forkWorker(src, dir, rules)
+	rules.Close()
+	if err != nil {
+		rundir.Remove(dir)
+		h.release(m.log)
+		return nil, err
+	}
+	w.home = h
 	return w, nil
 }
 

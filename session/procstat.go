@@ -3,7 +3,6 @@ package session
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -12,8 +11,8 @@ import (
 
 // A session child is never reaped between runs, so wait4's rusage cannot
 // measure one run: its CPU time and memory high-water mark are read from
-// /proc instead, over the child's process tree (in tier sandbox the child
-// is the sandbox's init and the interpreter its child).
+// /proc instead, over the child's process tree (the interpreter's, in both
+// tiers).
 
 // clockTick is USER_HZ, the unit of /proc/<pid>/stat times (100 on every
 // Linux architecture the daemon builds for).
@@ -108,51 +107,4 @@ func sessionStats(s *protocol.Stats, pid int, base time.Duration) time.Duration 
 	}
 	s.CPUMs, s.MaxRssKb = max(cpu-base, 0).Milliseconds(), hwm
 	return cpu
-}
-
-// interpreterPID is the session interpreter's pid: the child itself, or in
-// tier sandbox the child of the namespace's init (PID 1 of the run's PID
-// namespace). The init is the daemon's child when spawned, and the child of
-// the fork server's child when forked (docs/containment.md §4.1); it is a
-// Go program that may start the interpreter from any of its threads.
-// Looked up once, when the session starts.
-func interpreterPID(pid int, sandboxed bool) int {
-	if !sandboxed {
-		return pid
-	}
-	for range 2 {
-		c := firstChild(pid)
-		if c == 0 {
-			break
-		}
-		if namespaceInit(pid) {
-			return c
-		}
-		pid = c
-	}
-	return pid
-}
-
-// firstChild is the first child of any of pid's threads, 0 when none.
-func firstChild(pid int) int {
-	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
-	for _, t := range tasks {
-		b, _ := os.ReadFile(t)
-		if f := bytes.Fields(b); len(f) > 0 {
-			if n, err := strconv.Atoi(string(f[0])); err == nil {
-				return n
-			}
-		}
-	}
-	return 0
-}
-
-// namespaceInit reports whether pid is PID 1 of its own PID namespace (the
-// last of its NSpid entries, innermost namespace last, is 1).
-func namespaceInit(pid int) bool {
-	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	_, rest, _ := bytes.Cut(b, []byte("NSpid:"))
-	line, _, _ := bytes.Cut(rest, []byte("\n"))
-	f := bytes.Fields(line)
-	return len(f) > 1 && string(f[len(f)-1]) == "1"
 }
