@@ -145,7 +145,9 @@ type sandboxRun struct {
 // survives anything but SIGKILL) and the program; SIGKILL kills the init,
 // and with it the PID namespace and every descendant, setsid() or not.
 // Wait returns the program's own wait status and rusage, relayed by the
-// init; when the init died first (SIGKILLed), the init's own.
+// init; when the init died first (SIGKILLed), the init's own. With
+// sb.Session the Process is the program's instead, which leads its own
+// group, and its forks can be adopted (session_linux.go).
 //
 // spec.Path must be absolute and spec.Dir an existing absolute directory.
 // An interpreter that is missing or not executable fails here, like Start.
