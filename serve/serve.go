@@ -304,9 +304,9 @@ func (r *laneRunner) OpenSession(p protocol.SessionParams, onClosed func(id, rea
 	return r.lane.OpenSession(p, onClosed)
 }
 
-func (r *laneRunner) ForkSession(id string, onClosed func(id, reason, message string)) (string, error) {
+func (r *laneRunner) ForkSession(id string, onClosed func(id, reason, message string)) func() (string, error) {
 	if r.s.draining.Load() {
-		return "", session.ErrShuttingDown
+		return func() (string, error) { return "", session.ErrShuttingDown }
 	}
 	return r.lane.ForkSession(id, onClosed)
 }

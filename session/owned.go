@@ -21,13 +21,17 @@ func (l *Lane) OpenSession(p protocol.SessionParams, onClosed func(id, reason, m
 }
 
 // ForkSession is Manager.ForkSession of one of the lane's sessions; the
-// fork is the lane's too.
-func (l *Lane) ForkSession(id string, onClosed func(id, reason, message string)) (string, error) {
+// fork is the lane's too. The lane counts the fork as under way until the
+// returned function has returned.
+func (l *Lane) ForkSession(id string, onClosed func(id, reason, message string)) func() (string, error) {
 	if !l.enter() {
-		return "", ErrShuttingDown
+		return func() (string, error) { return "", ErrShuttingDown }
 	}
-	defer l.opening.Done()
-	return l.m.forkSession(l, id, onClosed)
+	fork := l.m.forkSession(l, id, onClosed)
+	return func() (string, error) {
+		defer l.opening.Done()
+		return fork()
+	}
 }
 
 // CloseSession is Manager.CloseSession of one of the lane's sessions.

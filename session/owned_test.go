@@ -39,7 +39,7 @@ func TestLaneSessionsIsolated(t *testing.T) {
 	}
 	_, err = b.Submit(`"b"`, protocol.RunParams{Program: "return x", SessionID: sa}, newFake(nil), func(protocol.Result) {})
 	wantUnknown(t, "b runs on a's session", err)
-	_, err = b.ForkSession(sa, nil)
+	_, err = b.ForkSession(sa, nil)()
 	wantUnknown(t, "b forks a's session", err)
 	_, err = b.CloseSession(sa)
 	wantUnknown(t, "b closes a's session", err)

@@ -8,9 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
-	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
@@ -38,7 +36,7 @@ type Session struct {
 	w          *worker       // nil until booted
 	pid        int           // the interpreter's pid, whose process tree /proc measures (procstat.go)
 	cpuMark    time.Duration // its CPU time at the end of the last kept run (or at boot): the next run's base
-	queue      []*Run        // accepted runs behind cur, FIFO
+	queue      []queued      // accepted runs and forks behind cur, FIFO
 	cur        *Run          // the run holding the session: waiting for a slot, or attached
 	attached   *Run          // cur once its run frame is queued to the child
 	forking    bool          // a fork of the child is under way
@@ -53,6 +51,16 @@ type Session struct {
 	writerDone chan struct{} // closed when the last run's fd-3 writer has returned
 	stopSample chan struct{} // closed when the attached run settles
 }
+
+// queued is one entry of a session's FIFO: a run, or a fork's turn.
+type queued struct {
+	run  *Run
+	fork *forkTurn
+}
+
+// forkTurn is a fork waiting in its source's queue; next sets due (and the
+// session's forking) when every entry before it is done.
+type forkTurn struct{ due bool }
 
 // SessionError is a session/* or session run refusal: the cap (−32003) or an
 // id that is unknown, closed or lost (−32004 with State and Reason as data).
@@ -140,11 +148,7 @@ func (m *Manager) sessionWorker() (*worker, *protocol.RunError) {
 		}
 		return m.spawnWorker()
 	}
-	sb := *m.sandbox
-	sb.Session = true
-	return spawnWorker(m.cfg.Python, m.cfg.TempDir, func(spec child.Spec) (*child.Process, error) {
-		return sandbox.Start(spec, sb)
-	})
+	return m.sandboxSessionWorker(*m.sandbox)
 }
 
 // startSession gives the registered session s the booted child get
@@ -241,7 +245,7 @@ func (s *Session) adopt(w *worker) bool {
 	if s.ended {
 		return false
 	}
-	s.w, s.pid = w, interpreterPID(w.proc.Pid, s.m.sandbox != nil)
+	s.w, s.pid = w, w.proc.Pid
 	s.cpuMark, _ = treeCPU(s.pid)
 	s.cond.Broadcast() // a fork waiting for the child
 	go readLoop(w, s)
@@ -298,10 +302,15 @@ func (m *Manager) endSession(s *Session, state, reason string) (e ending, ok boo
 	defer s.mu.Unlock()
 	s.ended, s.endState, s.endReason = true, state, reason
 	stopTimer(s.idleTimer)
-	e.queued, s.queue = s.queue, nil
 	if s.cur != nil && s.attached == nil {
-		e.queued = append([]*Run{s.cur}, e.queued...)
+		e.queued = append(e.queued, s.cur)
 	}
+	for _, q := range s.queue {
+		if q.run != nil {
+			e.queued = append(e.queued, q.run)
+		}
+	}
+	s.queue = nil
 	e.attached = s.attached
 	s.cond.Broadcast()
 	return e, true
@@ -467,12 +476,12 @@ func (m *Manager) submitSession(lane *Lane, runID string, p protocol.RunParams, 
 func (s *Session) enqueue(r *Run) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cur == nil && !s.forking {
+	if s.idleLocked() {
 		s.cur = r
 		stopTimer(s.idleTimer)
 		return true
 	}
-	s.queue = append(s.queue, r)
+	s.queue = append(s.queue, queued{run: r})
 	return false
 }
 
@@ -532,9 +541,12 @@ func (s *Session) markCPU(cpu time.Duration) {
 	s.mu.Unlock()
 }
 
-// sampleCPU SIGKILLs the child once the run has used its CPU budget, in
-// case the program raised its own soft limit; the close then classifies the
-// run timeout/cpu from the child's rusage (machine.classify).
+// sampleCPU SIGKILLs the child's group once the run has used its CPU
+// budget, in case the program raised its own soft limit; the close then
+// classifies the run timeout/cpu from the child's rusage (machine.classify).
+// In tier sandbox the child is the interpreter, not the namespace's init
+// (child/sandbox, session_linux.go): the init lives on and relays the
+// interpreter's own status and rusage.
 func (s *Session) sampleCPU(w *worker, base, budget time.Duration, stop chan struct{}) {
 	t := time.NewTicker(cpuSampleEvery)
 	defer t.Stop()
@@ -622,14 +634,21 @@ func (s *Session) lostByRun(r *Run, e ending, loss string) {
 
 func (s *Session) removeQueuedLocked(r *Run) {
 	for i, q := range s.queue {
-		if q == r {
+		if q.run == r {
 			s.queue = append(s.queue[:i], s.queue[i+1:]...)
 			return
 		}
 	}
 }
 
-// next starts the next queued run, or arms the idle timer.
+// idleLocked reports whether nothing holds or waits for the child: a new
+// run or fork may start at once.
+func (s *Session) idleLocked() bool {
+	return s.cur == nil && !s.forking && len(s.queue) == 0
+}
+
+// next starts the next queued entry: a run (it queues for a slot), or a
+// fork's turn (its fork goes ahead); with none it arms the idle timer.
 func (s *Session) next() {
 	s.mu.Lock()
 	if s.ended || s.cur != nil || s.forking {
@@ -638,15 +657,20 @@ func (s *Session) next() {
 	}
 	if len(s.queue) == 0 {
 		s.armIdleLocked()
+		s.mu.Unlock()
+		return
+	}
+	q := s.queue[0]
+	s.queue = s.queue[1:]
+	if q.fork != nil {
+		q.fork.due, s.forking = true, true
 		s.cond.Broadcast()
 		s.mu.Unlock()
 		return
 	}
-	r := s.queue[0]
-	s.queue = s.queue[1:]
-	s.cur = r
+	s.cur = q.run
 	s.mu.Unlock()
-	s.m.slot(r)
+	s.m.slot(q.run)
 }
 
 // armIdleLocked (re)starts the idle timer.
@@ -750,61 +774,61 @@ func exitText(w *worker) string {
 }
 
 // ForkSession makes a new session whose child is a fork of src's idle child
-// (docs/protocol.md §11.5): it waits for src to be idle, counts against the
-// cap, and copies src's working directory for the fork. The fork has src's
-// owner.
-func (m *Manager) ForkSession(id string, onClosed func(id, reason, message string)) (string, error) {
+// (docs/protocol.md §11.5). At once it counts the fork against the cap and
+// gives it its place in src's FIFO (after the runs and forks accepted
+// before it, before those accepted after it); the returned function, which
+// the caller must call exactly once, waits for that turn, forks src's child
+// into a copy of its working directory and answers the new session's id.
+// The fork has src's owner.
+func (m *Manager) ForkSession(id string, onClosed func(id, reason, message string)) func() (string, error) {
 	return m.forkSession(nil, id, onClosed)
 }
 
 // forkSession is ForkSession for owner.
-func (m *Manager) forkSession(owner *Lane, id string, onClosed func(id, reason, message string)) (string, error) {
+func (m *Manager) forkSession(owner *Lane, id string, onClosed func(id, reason, message string)) func() (string, error) {
+	failed := func(err error) func() (string, error) { return func() (string, error) { return "", err } }
 	m.mu.Lock()
 	src := m.openLocked(owner, id)
 	if src == nil {
 		defer m.mu.Unlock()
-		return "", m.sessionErrLocked(owner, id)
+		return failed(m.sessionErrLocked(owner, id))
 	}
 	m.mu.Unlock()
 	if why := m.noFork(); why != "" {
-		return "", errors.New(why)
+		return failed(errors.New(why))
 	}
 	s, err := m.register(owner, src.lim, src.idle.Milliseconds(), onClosed)
 	if err != nil {
-		return "", err
+		return failed(err)
 	}
-	return m.startSession(s, func() (*worker, error) { return src.fork(m.cfg.TempDir) })
+	turn := src.queueFork()
+	return func() (string, error) {
+		return m.startSession(s, func() (*worker, error) { return src.fork(turn, m.cfg.TempDir) })
+	}
 }
 
-// ForkAvailable reports whether session/fork is served: only children of
-// the fork server (tier process, start mode fork) can be forked and adopted.
+// ForkAvailable reports whether session/fork is served: a session child
+// can be forked and adopted when its reaper hands its forks over — the fork
+// server in tier process (start mode fork), the namespace's init in tier
+// sandbox.
 func (m *Manager) ForkAvailable() bool { return m.noFork() == "" }
 
 func (m *Manager) noFork() string {
-	switch {
-	case m.sandbox != nil:
-		return "session/fork is not available in tier sandbox"
-	case m.forker == nil:
+	if m.sandbox == nil && m.forker == nil {
 		return "session/fork needs the fork server (CODERUN_START_MODE=fork)"
 	}
 	return ""
 }
 
-// fork waits until s is idle, then forks its child into a copy of its
-// working directory; runs submitted meanwhile wait for the fork.
-func (s *Session) fork(tempDir string) (*worker, error) {
-	s.mu.Lock()
-	for !s.ended && (s.cur != nil || s.forking || s.w == nil) {
-		s.cond.Wait()
-	}
-	if s.ended {
-		s.mu.Unlock()
+// fork waits for turn (queueFork), then forks s's child into a copy of its
+// working directory.
+func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
+	if !s.awaitForkTurn(turn) {
 		s.m.mu.Lock()
 		defer s.m.mu.Unlock()
 		return nil, s.m.sessionErrLocked(s.owner, s.id)
 	}
-	s.forking = true
-	stopTimer(s.idleTimer)
+	s.mu.Lock()
 	src, prev := s.w, s.writerDone
 	s.mu.Unlock()
 	defer func() {
@@ -816,6 +840,9 @@ func (s *Session) fork(tempDir string) (*worker, error) {
 	if prev != nil {
 		<-prev // the last run's writer has returned: fd 3 is the fork frame's alone
 	}
+	if src.home != nil {
+		return s.m.forkSandboxed(src)
+	}
 	dir, err := rundir.Create(tempDir) // forkWorker copies src's working directory into it
 	if err != nil {
 		return nil, errors.New("session/fork: " + err.Error())
@@ -826,4 +853,52 @@ func (s *Session) fork(tempDir string) (*worker, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// forkSandboxed forks src, a sandboxed session's child, into a home of its
+// own under src's (sandbox.go).
+func (m *Manager) forkSandboxed(src *worker) (*worker, error) {
+	h, dir, rules, err := m.forkHome(src)
+	if err != nil {
+		return nil, errors.New("session/fork: " + err.Error())
+	}
+	w, err := forkWorker(src, dir, rules)
+	rules.Close()
+	if err != nil {
+		rundir.Remove(dir)
+		h.release(m.log)
+		return nil, err
+	}
+	w.home = h
+	return w, nil
+}
+
+// queueFork gives a fork its turn behind s's current run and queued
+// entries: due at once when s is idle.
+func (s *Session) queueFork() *forkTurn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stopTimer(s.idleTimer)
+	turn := &forkTurn{}
+	if s.idleLocked() {
+		turn.due, s.forking = true, true
+	} else {
+		s.queue = append(s.queue, queued{fork: turn})
+	}
+	return turn
+}
+
+// awaitForkTurn waits until turn is due and s's child booted (s.forking is
+// then set: s.next starts nothing until the fork clears it); false when s
+// ended first.
+func (s *Session) awaitForkTurn(turn *forkTurn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.ended && (!turn.due || s.w == nil) { // adopt signals the booted child
+		s.cond.Wait()
+	}
+	if s.ended && turn.due { // the session ended as the turn came: nothing runs behind it
+		s.forking = false
+	}
+	return !s.ended
 }

@@ -9,8 +9,11 @@
 // RLIMIT_NOFILE and RLIMIT_FSIZE, all applied by one function, confine. The
 // init masks /proc files that describe the host and bounds the CPU of the
 // whole run by the program's RLIMIT_CPU (cpu_linux.go). Probe and Features
-// check that the kernel provides all of it (features_linux.go). What this
-// defends against, and what it leaves, is docs/threat-model.md.
+// check that the kernel provides all of it (features_linux.go). A
+// persistent session's namespaces hold its interpreter and the forks of it,
+// each a Process of its own, until the last is gone (session_linux.go,
+// docs/containment.md §4.2). What this defends against, and what it leaves,
+// is docs/threat-model.md.
 //
 // The init and the exec stage run only in a binary whose main (or TestMain)
 // calls reexec.Dispatch (or HelperMain) first. That is the lean
