@@ -101,3 +101,18 @@ func TestEncodeBase64InPieces(t *testing.T) {
 		}
 	}
 }
+
+// FuzzBase64Size: the chunked vector check accepts exactly what the strict
+// decoder does, and measures it the same.
+func FuzzBase64Size(f *testing.F) {
+	for _, c := range base64Cases() {
+		f.Add(c)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, ok := base64Size(b)
+		want, wantOK := base64SizeSlow(b)
+		if got != want || ok != wantOK {
+			t.Errorf("base64Size(%q) = %d, %v; want %d, %v", b, got, ok, want, wantOK)
+		}
+	})
+}
