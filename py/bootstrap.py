@@ -1412,6 +1412,7 @@ def _make_display(send, codec, P, flush_logs, warn):
     string, encode, OK = codec.string, codec.encode, P.OK
     sys_modules = sys.modules
     head, truncated_frame = b'{"type":"output","data":{', b'{"type":"output","truncated":true}'
+    COALESCE_MAX = 1 << 16                   # a piece this large is written as it is
     budget = [0, False]                      # remaining bytes, truncated
     methods = (("image/png", "_repr_png_"), ("image/jpeg", "_repr_jpeg_"),
                ("image/svg+xml", "_repr_svg_"), ("text/html", "_repr_html_"),
@@ -1436,27 +1437,29 @@ def _make_display(send, codec, P, flush_logs, warn):
         warn("[coderun] display: the %s of a %s %s; skipped\n" % (mime, type(obj).__name__, why))
 
     def payload(mime, value, obj):
-        """(JSON string bytes, decoded size) for one MIME entry, or None with a warning."""
+        """(JSON string as a tuple of pieces, decoded size) for one MIME entry, or None
+        with a warning. Base64 is its own piece between the quotes: a megabyte image is
+        encoded once and never copied again on its way to the wire."""
         if mime == "application/json":
             st, text = encode(value, budget[0])
             if st != OK:
                 skipped(obj, mime, "is not lossless JSON within the outputs budget")
                 return None
-            return string(text.decode("utf-8")), len(text)
+            return (string(text.decode("utf-8")),), len(text)
         if is_text(mime):
             if not isinstance(value, str):
                 skipped(obj, mime, "is %s, not str" % type(value).__name__)
                 return None
             if len(value) > budget[0]:       # at least a byte a character: never encoded
-                return b"", len(value)
-            return string(value), len(value.encode("utf-8", "surrogatepass"))
+                return (), len(value)
+            return (string(value),), len(value.encode("utf-8", "surrogatepass"))
         if not isinstance(value, (bytes, bytearray, memoryview)):
             skipped(obj, mime, "is %s, not bytes" % type(value).__name__)
             return None
         raw = memoryview(value).cast("B")
         if len(raw) > budget[0]:             # never encoded: it cannot fit
-            return b"", len(raw)
-        return b'"' + b2a_base64(raw, newline=False) + b'"', len(raw)
+            return (), len(raw)
+        return (b'"', b2a_base64(raw, newline=False), b'"'), len(raw)
 
     def call(obj, method, *args):
         """obj.method(*args) with IPython's conventions, or None (absent, None, raised)."""
@@ -1524,7 +1527,7 @@ def _make_display(send, codec, P, flush_logs, warn):
                 continue
             if parts:
                 parts.append(b",")
-            parts += [string(mime), b":", p[0]]
+            parts += [string(mime), b":", *p[0]]
             size += p[1]
         flush_logs()                          # what was printed before comes first
         if not parts:
@@ -1534,7 +1537,24 @@ def _make_display(send, codec, P, flush_logs, warn):
             send(truncated_frame)
             return
         budget[0] -= size
-        send(head, *parts, b"}}")
+        send(*coalesce((head, *parts, b"}}")))
+
+    def coalesce(parts):
+        """parts with each run of small pieces joined: a frame with a large payload goes
+        out in three writes (what precedes it, the payload, what follows), not one a
+        piece, so the daemon's reader wakes three times."""
+        out, run = [], []
+        for p in parts:
+            if len(p) < COALESCE_MAX:
+                run.append(p)
+                continue
+            if run:
+                out.append(b"".join(run))
+                run = []
+            out.append(p)
+        if run:
+            out.append(b"".join(run))
+        return out
 
     backend = "_coderun_mpl"
     backend_source = (

@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"encoding/base64"
 	"strconv"
 	"strings"
 
@@ -88,11 +87,10 @@ func payload(at string, ms []wireguard.Member) ([]byte, error) {
 		}
 		return []byte(s), nil
 	}
-	s, ok := wireguard.DecodeString(b64)
-	if !ok {
+	if wireguard.KindOf(b64) != wireguard.KindString {
 		return nil, reject(at + ".base64 must be a string")
 	}
-	data, err := base64.StdEncoding.Strict().DecodeString(s)
+	data, err := wireguard.DecodeBase64(b64)
 	if err != nil {
 		return nil, reject(at + ".base64 is not valid base64 (" + err.Error() + ")")
 	}

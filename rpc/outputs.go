@@ -1,11 +1,11 @@
 package rpc
 
 import (
-	"encoding/base64"
 	"strconv"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
 var _ session.OutputSink = (*runClient)(nil)
@@ -68,12 +68,6 @@ func emitFile(b []byte, i int, f protocol.OutFile, put func([]byte)) {
 		return
 	}
 	put(append(b, `,"base64":"`...))
-	enc := make([]byte, base64.StdEncoding.EncodedLen(min(len(f.Data), base64Chunk)))
-	for data := f.Data; len(data) > 0; {
-		n := min(len(data), base64Chunk)
-		base64.StdEncoding.Encode(enc, data[:n])
-		put(enc[:base64.StdEncoding.EncodedLen(n)])
-		data = data[n:]
-	}
+	wireguard.EncodeBase64(f.Data, base64Chunk, put)
 	put([]byte(`"}`))
 }

@@ -7,7 +7,8 @@
 // stray-output capture, and the message cap.
 //
 // Everything here is a pure function over bytes (Capture is a pure state machine fed
-// by the caller) and uses only the standard library and package protocol. Nothing in
+// by the caller) and uses only the standard library, package protocol and, for base64
+// payloads, github.com/segmentio/asm/base64 (base64.go). Nothing in
 // this package recurses over input nesting: the JSON scanner is an explicit state
 // machine with a heap stack, so a 100 000-deep value costs memory, not goroutine
 // stack.

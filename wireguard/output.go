@@ -36,24 +36,27 @@ func rebuildOutput(f Frame, m *[mCount]rawMember) (Frame, bool) {
 // outputSize walks a data object, checking each member, and returns the sum of
 // the decoded sizes (UTF-8 bytes of text, raw bytes of base64) and whether
 // the object is already in canonical form: compact, no escape anywhere (what
-// the honest child writes for base64 and plain text).
+// the honest child writes for base64 and plain text). The object is part of
+// a frame frameMembers has validated, so it is split (ValidMembers), not
+// scanned again: a megabyte of base64 is crossed at memchr speed here.
 func outputSize(data []byte) (size int64, canonical, ok bool) {
-	seen := map[string]bool{}
+	ms, _ := ValidMembers(data)
+	seen := make(map[string]bool, len(ms))
 	compact := int64(1) // the closing brace; each member adds its separator
-	s := newScanner(data, Strict)
-	err := walkObject(&s, false, func(rm rawMember) bool {
-		mime := decodeTokenString(rm.name)
-		if seen[mime] || mime == "" || rm.kind != tokString {
-			return false
+	for _, m := range ms {
+		if seen[m.Name] || m.Name == "" || KindOf(m.Value) != KindString {
+			return 0, false, false
 		}
-		seen[mime] = true
-		compact += int64(len(rm.name) + 2 + len(rm.value))
-		n, ok := payloadSize(mime, rm.value)
+		seen[m.Name] = true
+		compact += int64(len(m.Name) + 4 + len(m.Value)) // quotes, ':' and separator; exact when unescaped
+		n, ok := payloadSize(m.Name, m.Value)
+		if !ok {
+			return 0, false, false
+		}
 		size += n
-		return ok
-	})
+	}
 	canonical = compact == int64(len(data)) && bytes.IndexByte(data, '\\') < 0
-	return size, canonical, err == nil && len(seen) > 0
+	return size, canonical, len(ms) > 0
 }
 
 // OutputCopy is a fresh canonical copy of a checked output frame's Data: a
@@ -90,55 +93,6 @@ func decodedLen(tok []byte) int64 {
 		i = next
 	}
 	return n
-}
-
-// base64Size is the decoded length of strict, padded standard base64 (no
-// whitespace, no escapes), or false.
-func base64Size(b []byte) (int64, bool) {
-	if len(b)%4 != 0 {
-		return 0, false
-	}
-	pad := 0
-	for i, c := range b {
-		switch {
-		case c == '=' && i >= len(b)-2:
-			pad++
-		case pad > 0 || !isBase64Char(c):
-			return 0, false
-		}
-	}
-	if pad > 0 && !zeroTail(b, pad) {
-		return 0, false
-	}
-	return int64(len(b)/4*3 - pad), true
-}
-
-func isBase64Char(c byte) bool {
-	return c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/'
-}
-
-// zeroTail reports whether the bits a padded quantum leaves unused are zero
-// (the strict form: one encoding per byte string).
-func zeroTail(b []byte, pad int) bool {
-	last := base64Value(b[len(b)-pad-1])
-	if pad == 2 {
-		return last&0x0F == 0
-	}
-	return last&0x03 == 0
-}
-
-func base64Value(c byte) byte {
-	switch {
-	case c >= 'A' && c <= 'Z':
-		return c - 'A'
-	case c >= 'a' && c <= 'z':
-		return c - 'a' + 26
-	case c >= '0' && c <= '9':
-		return c - '0' + 52
-	case c == '+':
-		return 62
-	}
-	return 63
 }
 
 // OutputData is the canonical compact form of a checked output frame's Data: a

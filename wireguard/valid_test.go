@@ -35,3 +35,23 @@ func TestValidSplittersAgreeWithScanner(t *testing.T) {
 		}
 	}
 }
+
+// FuzzValidSplitters: on any text the scanner accepts, the splitters agree
+// with it (strings found by their closing quote, escapes and backslash runs
+// included).
+func FuzzValidSplitters(f *testing.F) {
+	f.Add([]byte(`{"a\\":"\"\\\\\"","b":["\\\\",{"c":"\\\""}]}`))
+	f.Add([]byte(`["x\\\\\\\"y", {"\u0022":"\\"}]`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if want, err := Members(raw, Strict); err == nil {
+			if got, ok := ValidMembers(raw); !ok || !reflect.DeepEqual(got, want) {
+				t.Errorf("ValidMembers(%q) = %+v, %v; Members: %+v", raw, got, ok, want)
+			}
+		}
+		if want, ok := Elements(raw); ok {
+			if got, gotOK := ValidElements(raw); !gotOK || !reflect.DeepEqual(got, want) {
+				t.Errorf("ValidElements(%q) = %q, %v; Elements: %q", raw, got, gotOK, want)
+			}
+		}
+	})
+}

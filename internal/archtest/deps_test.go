@@ -15,7 +15,7 @@ const module = "github.com/coderun-rpc/coderun-rpc/"
 // outside the module or the chosen dependencies is refused as well.
 var allowed = map[string][]string{
 	"protocol":                 {},
-	"wireguard":                {"protocol"},
+	"wireguard":                {"protocol", "github.com/segmentio/asm/base64"},
 	"py":                       {},
 	"child/internal/spawn":     {xsys},
 	"child":                    {"child/internal/spawn", xsys},
