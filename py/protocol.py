@@ -124,6 +124,8 @@ def _loop_free(_ast, mod, src):
     stdlib = getattr(sys, "stdlib_module_names", None)
     if stdlib is None:
         return False
+    if "import" not in src:     # no import statement can be written without the keyword
+        return True
     for node in _nodes(_ast, mod):
         if isinstance(node, _ast.Import):
             names = [a.name for a in node.names]
