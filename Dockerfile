@@ -3,7 +3,8 @@
 #   docker build -t coderun-rpc --build-arg VERSION=0.1.0 --build-arg COMMIT=$(git rev-parse HEAD) .
 #   docker run -i --rm coderun-rpc          # speaks JSON-RPC on stdin/stdout
 #
-# Stage 1 builds the binary as `make dist` does (CGO off, -trimpath, stripped, stamped).
+# Stage 1 builds the binary as `make dist` does (CGO off, -trimpath, stripped, stamped, the
+# sandbox's lean init built first and embedded).
 FROM golang:1.26-bookworm AS build
 ARG VERSION=0.1.0
 ARG COMMIT=unknown
@@ -11,7 +12,9 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" \
+      -o child/sandbox/leaninit/coderun-sandbox-init ./cmd/coderun-sandbox-init
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -tags sandboxinit \
       -ldflags "-s -w -X github.com/coderun-rpc/coderun-rpc/internal/buildinfo.version=${VERSION} -X github.com/coderun-rpc/coderun-rpc/internal/buildinfo.commit=${COMMIT}" \
       -o /out/coderun-rpc ./cmd/coderun-rpc
 

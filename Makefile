@@ -21,8 +21,13 @@ MCP_STAMP := mcp/tests/node_modules/.installed
 
 all: build
 
+# The sandbox's lean helper (cmd/coderun-sandbox-init) first, embedded into the daemon by the
+# build tag sandboxinit (child/sandbox/leaninit says how it is used).
+LEANINIT := child/sandbox/leaninit/coderun-sandbox-init
+
 build:
-	$(GO) build -o $(BIN) ./cmd/coderun-rpc
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o $(LEANINIT) ./cmd/coderun-sandbox-init
+	$(GO) build -tags sandboxinit -o $(BIN) ./cmd/coderun-rpc
 
 # Release artefacts in dist/: static binaries for linux/amd64 and linux/arm64, the npm
 # packages, the wheels and sdist of coderun, SHA256SUMS (packaging/dist.py says what each is).
@@ -115,4 +120,4 @@ demo-mcp: build $(VENV_STAMP) $(MCP_STAMP)
 	$(VENV_PY) examples/mcp_demo.py
 
 clean:
-	rm -rf bin dist $(VENV) clients/ts/node_modules clients/ts/dist mcp/tests/node_modules
+	rm -rf bin dist $(LEANINIT) $(VENV) clients/ts/node_modules clients/ts/dist mcp/tests/node_modules

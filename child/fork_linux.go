@@ -36,10 +36,11 @@ func OpenForkChannel() (*ForkChannel, error) {
 
 // Offer writes frame (one whole fd-3 frame, newline included) to conn, the
 // source child's fd 3, with SCM_RIGHTS [stdout-w, stderr-w, fd3] attached to
-// its first byte, then closes the daemon's copies of those child ends (also
-// on error). The caller must be conn's only writer meanwhile; conn's write
+// its first byte (and after them each of extra, which the caller keeps and
+// closes), then closes the daemon's copies of those child ends (also on
+// error). The caller must be conn's only writer meanwhile; conn's write
 // deadline bounds the call.
-func (c *ForkChannel) Offer(conn *os.File, frame []byte) error {
+func (c *ForkChannel) Offer(conn *os.File, frame []byte, extra ...*os.File) error {
 	if c.st == nil {
 		return ErrForkChannelSpent
 	}
@@ -48,7 +49,11 @@ func (c *ForkChannel) Offer(conn *os.File, frame []byte) error {
 	if err != nil {
 		return err
 	}
-	rights := unix.UnixRights(c.st.Out, c.st.Errw, c.st.Sock)
+	fds := []int{c.st.Out, c.st.Errw, c.st.Sock}
+	for _, f := range extra {
+		fds = append(fds, int(f.Fd()))
+	}
+	rights := unix.UnixRights(fds...)
 	var sendErr error
 	err = raw.Write(func(fd uintptr) bool {
 		for len(frame) > 0 {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"os/exec"
 	"strings"
 	"sync"
@@ -31,8 +32,14 @@ func mcpServe(t *testing.T, onProgress func(*sdk.ProgressNotificationParams)) *s
 
 func mcpServeWith(t *testing.T, opts *sdk.ClientOptions) *sdk.ClientSession {
 	t.Helper()
+	return mcpServeEnv(t, opts, nil)
+}
+
+// mcpServeEnv is mcpServeWith with env added to the daemon's environment.
+func mcpServeEnv(t *testing.T, opts *sdk.ClientOptions, env map[string]string) *sdk.ClientSession {
+	t.Helper()
 	cmd := exec.Command(daemonBin, "mcp", "--mcp-config", mcpConfig(t, map[string]map[string]string{"test-server": mcptest.Env(0, "")}))
-	cmd.Env = environ(t, nil)
+	cmd.Env = environ(t, env)
 	stderr := &lockedBuffer{}
 	cmd.Stderr = stderr
 	client := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "1"}, opts)
@@ -203,6 +210,29 @@ func TestMCPServeErrors(t *testing.T) {
 // client that goes away mid-run leaves no process behind.
 func TestMCPServeGarbageAndDisconnect(t *testing.T) {
 	leakcheck.Check(t)
+	c := rawMCP(t)
+	c.send(`this is not json`)
+	if got := c.next(); !strings.Contains(got, `"error"`) {
+		t.Errorf("garbage answered %s, want an error", got)
+	}
+	c.initialize()
+	c.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python","arguments":{"program":"await test_server.echo('x')\nimport time\ntime.sleep(60)"}}}`)
+	time.Sleep(2 * time.Second) // the run and the upstream are up
+	c.hangUp()
+}
+
+// rawClient is an MCP client of `coderun-rpc mcp` written by hand, line by
+// line, for what the SDK's client does not do: send garbage, or hang up
+// with a call in flight.
+type rawClient struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines *bufio.Scanner
+}
+
+func rawMCP(t *testing.T) *rawClient {
+	t.Helper()
 	cmd := exec.Command(daemonBin, "mcp", "--mcp-config", mcpConfig(t, map[string]map[string]string{"test-server": mcptest.Env(0, "")}))
 	cmd.Env = environ(t, nil)
 	in, _ := cmd.StdinPipe()
@@ -212,31 +242,40 @@ func TestMCPServeGarbageAndDisconnect(t *testing.T) {
 	}
 	lines := bufio.NewScanner(out)
 	lines.Buffer(nil, 1<<20)
-	send := func(s string) { in.Write([]byte(s + "\n")) }
-	next := func() string {
-		if !lines.Scan() {
-			t.Fatalf("the server closed its output: %v", lines.Err())
-		}
-		return lines.Text()
+	return &rawClient{t: t, cmd: cmd, in: in, lines: lines}
+}
+
+func (c *rawClient) send(s string) { c.in.Write([]byte(s + "\n")) }
+
+// next is the server's next line.
+func (c *rawClient) next() string {
+	c.t.Helper()
+	if !c.lines.Scan() {
+		c.t.Fatalf("the server closed its output: %v", c.lines.Err())
 	}
-	send(`this is not json`)
-	if got := next(); !strings.Contains(got, `"error"`) {
-		t.Errorf("garbage answered %s, want an error", got)
+	return c.lines.Text()
+}
+
+func (c *rawClient) initialize() {
+	c.t.Helper()
+	c.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if got := c.next(); !strings.Contains(got, `"serverInfo"`) {
+		c.t.Fatalf("initialize answered %s", got)
 	}
-	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-	if got := next(); !strings.Contains(got, `"serverInfo"`) {
-		t.Fatalf("initialize answered %s", got)
-	}
-	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python","arguments":{"program":"await test_server.echo('x')\nimport time\ntime.sleep(60)"}}}`)
-	time.Sleep(2 * time.Second) // the run and the upstream are up
-	in.Close()
+	c.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+}
+
+// hangUp closes the server's stdin and waits for it to exit.
+func (c *rawClient) hangUp() {
+	c.t.Helper()
+	c.in.Close()
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() { done <- c.cmd.Wait() }()
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("the server did not exit after its client went away")
+		c.cmd.Process.Kill()
+		<-done
+		c.t.Fatal("the server did not exit after its client went away")
 	}
 }

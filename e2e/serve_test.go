@@ -133,9 +133,10 @@ func (s *service) waitMetric(sample string, want float64) {
 // peer is one client connection: an lspclient over a net.Conn that answers
 // every binding/call with its arguments.
 type peer struct {
-	t    *testing.T
-	c    net.Conn
-	conn *lspclient.Client
+	t     *testing.T
+	c     net.Conn
+	conn  *lspclient.Client
+	notes chan *lspclient.Message // the notifications it received (the first 64)
 }
 
 // dial connects to the service (unix or tcp, as it listens); first, when
@@ -156,11 +157,16 @@ func (s *service) dial(first string) *peer {
 			s.t.Fatal(err)
 		}
 	}
-	p := &peer{t: s.t, c: c}
+	p := &peer{t: s.t, c: c, notes: make(chan *lspclient.Message, 64)}
 	p.conn = lspclient.New(c, c, lspclient.Options{OnRequest: func(m *lspclient.Message, r lspclient.Reply) {
 		var params struct{ Args json.RawMessage }
 		_ = json.Unmarshal(m.Params, &params)
 		go r.Result(params.Args)
+	}, OnNotification: func(m *lspclient.Message) {
+		select {
+		case p.notes <- m:
+		default:
+		}
 	}})
 	return p
 }

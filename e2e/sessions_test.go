@@ -146,10 +146,6 @@ func TestSessionC300StateKeptAndOutcomes(t *testing.T) {
 }
 
 func TestSessionC301CPUBudgetPerRun(t *testing.T) {
-	// In tier sandbox the daemon samples the namespace's init, not the
-	// session's interpreter, so a program that raises its own soft limit is
-	// stopped by the init's watcher and settles worker-exit (a known gap).
-	onlyInTier(t, "process")
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{}`)
@@ -215,7 +211,6 @@ func TestSessionC303Disabled(t *testing.T) {
 }
 
 func TestSessionC304Cap(t *testing.T) {
-	onlyInTier(t, "process") // it forks at the cap; session/fork is not available in tier sandbox
 	leakcheck.Check(t)
 	d := started(t, map[string]string{"CODERUN_MAX_SESSIONS": "2"})
 	a := d.open(`{}`)
@@ -422,7 +417,6 @@ func (d *daemon) fork(sid string) string {
 // its working directory, waits for a busy source, and then diverges; closing
 // the source leaves the fork running; a lost session cannot be forked.
 func TestSessionC312Fork(t *testing.T) {
-	onlyInTier(t, "process") // session/fork is not available in tier sandbox
 	leakcheck.Check(t)
 	d := started(t, nil)
 	src := d.open(`{}`)
@@ -451,9 +445,39 @@ func TestSessionC312Fork(t *testing.T) {
 	expectSessionErr(t, d.call("session/fork", `{"sessionId":"`+f+`"}`), -32004, "lost", "")
 }
 
+// TestSessionC316ForkOrder: a fork takes its place in its source's FIFO:
+// it sees the runs accepted before it and none accepted after it.
+func TestSessionC316ForkOrder(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, nil)
+	src := d.open(`{}`)
+	in := `"sessionId":"` + src + `"`
+	live := d.request("run", prog("import time\ntime.sleep(0.3)\nseen = ['live']", in))
+	before := d.request("run", prog("seen.append('before')", in))
+	fork := d.request("session/fork", `{"sessionId":"`+src+`"}`)
+	after := d.request("run", prog("seen.append('after')", in))
+	for _, id := range []string{live, before, after} {
+		if r := d.sresult(d.wait(id)); r.Error != nil {
+			t.Fatalf("source run %s: %+v", id, r.Error)
+		}
+	}
+	m := d.wait(fork)
+	var f struct{ SessionID string }
+	if m.Error != nil || json.Unmarshal(m.Result, &f) != nil || f.SessionID == "" {
+		t.Fatalf("session/fork: %s", m.raw)
+	}
+	if r := d.srun(f.SessionID, "return seen"); compact(r.Value) != `["live","before"]` {
+		t.Errorf("the fork sees %s, want the runs queued before it only", r.Value)
+	}
+	if r := d.srun(src, "return seen"); compact(r.Value) != `["live","before","after"]` {
+		t.Errorf("the source sees %s", r.Value)
+	}
+}
+
 // TestSessionC312ForkNeedsForkServer: with children spawned, session/fork
 // is refused (−32603) and initialize says fork: false.
 func TestSessionC312ForkNeedsForkServer(t *testing.T) {
+	onlyInTier(t, "process") // in tier sandbox the namespace's init adopts forks, in either start mode
 	leakcheck.Check(t)
 	d := start(t, map[string]string{"CODERUN_START_MODE": "spawn"})
 	m := d.call("initialize", `{}`)
@@ -469,18 +493,27 @@ func TestSessionC312ForkNeedsForkServer(t *testing.T) {
 	}
 }
 
-// TestSessionC314Sandbox: in tier sandbox a session's child lives in the
-// run's namespaces (its parent is the namespace's init, no network), keeps
-// its state, reports the interpreter's own memory, and is refused a fork.
-func TestSessionC314Sandbox(t *testing.T) {
-	leakcheck.Check(t)
+// sandboxEnv is the environment of a daemon in tier sandbox; the test is
+// skipped where the kernel lacks a feature of the tier.
+func sandboxEnv(t *testing.T) map[string]string {
 	env := map[string]string{"CODERUN_ISOLATION": "sandbox"}
 	cmd := exec.Command(daemonBin, "--check")
 	cmd.Env = environ(t, env)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Skipf("tier sandbox unavailable: %s", out)
 	}
-	d := started(t, env)
+	return env
+}
+
+// TestSessionC314Sandbox: in tier sandbox a session's child lives in the
+// run's namespaces (its parent is the namespace's init, no network), keeps
+// its state and reports the interpreter's own memory; session/fork is served.
+func TestSessionC314Sandbox(t *testing.T) {
+	leakcheck.Check(t)
+	d := start(t, sandboxEnv(t))
+	if m := d.call("initialize", `{}`); !strings.Contains(string(m.Result), `"fork":true}`) {
+		t.Errorf("capabilities in tier sandbox: %s", m.Result)
+	}
 	sid := d.open(`{}`)
 	d.srun(sid, "import os, socket\nppid = os.getppid()\ntry:\n    socket.create_connection(('127.0.0.1', 9), timeout=1)\n    net = 'reachable'\nexcept OSError:\n    net = 'unreachable'")
 	r := d.srun(sid, "return [ppid, net]")
@@ -494,9 +527,35 @@ func TestSessionC314Sandbox(t *testing.T) {
 			t.Fatalf("spin %d in a sandboxed session: %+v", i, r.Error)
 		}
 	}
-	m := d.call("session/fork", `{"sessionId":"`+sid+`"}`)
-	if m.Error == nil || m.Error.Code != -32603 || !strings.Contains(m.Error.Message, "tier sandbox") {
-		t.Errorf("fork in tier sandbox: %s", m.raw)
+}
+
+// TestSessionC317SandboxForkConfined: in tier sandbox a fork lives in its
+// source's namespaces (its parent is the same init), reads its own copy of
+// the source's directory, and writes only its own tree: the source's
+// directory refuses it. A fork of the fork is confined the same way.
+func TestSessionC317SandboxForkConfined(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, sandboxEnv(t))
+	sid := d.open(`{}`)
+	d.srun(sid, "import os\nppid = os.getppid()")
+	srcDir := d.srun(sid, "import os\nopen('mine.txt', 'w').write('source')\nreturn os.getcwd()").Value
+	f := d.fork(sid)
+	probe := "import os\ntry:\n    open(os.path.join(" + string(srcDir) + ", 'mine.txt'), 'w').write('fork')\n    wrote = 'wrote'\n" +
+		"except PermissionError:\n    wrote = 'refused'\nopen('own.txt', 'w').write('ok')\nreturn [os.getppid(), ppid, wrote, open('mine.txt').read(), os.getcwd() != " + string(srcDir) + "]"
+	if r := d.srun(f, probe); compact(r.Value) != `[1,1,"refused","source",true]` {
+		t.Errorf("the fork in tier sandbox: %s %+v", r.Value, r.Error)
+	}
+	if r := d.srun(sid, "return open('mine.txt').read()"); compact(r.Value) != `"source"` {
+		t.Errorf("the source's file after the fork's write: %s", r.Value)
+	}
+	fDir := d.srun(f, "import os\nreturn os.getcwd()").Value
+	g := d.fork(f)
+	if r := d.srun(g, strings.ReplaceAll(probe, string(srcDir), string(fDir))); compact(r.Value) != `[1,1,"refused","source",true]` {
+		t.Errorf("a fork of the fork: %s %+v", r.Value, r.Error)
+	}
+	d.call("session/close", `{"sessionId":"`+sid+`"}`)
+	if r := d.srun(g, "return open('own.txt').read()"); compact(r.Value) != `"ok"` || !r.Session.Alive {
+		t.Errorf("the fork's fork after the source closed: %s %+v", r.Value, r.Error)
 	}
 }
 

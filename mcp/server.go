@@ -1,7 +1,9 @@
 // Package mcp is `coderun-rpc mcp`: a Model Context Protocol server on stdio
 // (the official Go SDK) with the tools run_python and close_python_session
 // (docs/mcp.md). A run goes through the same session manager, checks and
-// result encoding as the JSON-RPC daemon's; every configured upstream server
+// result encoding as the JSON-RPC daemon's, and run_python's "session" names
+// a persistent session of that manager, owned by the MCP connection
+// (sessions.go); every configured upstream server
 // (package mcp/upstream) is a global of every run, and run_python's
 // description carries the stubs of all their tools, so a model sees the whole
 // API in the tool list.
@@ -38,9 +40,12 @@ type Server struct {
 	sdk  *sdk.Server
 	nss  []protocol.Namespace // one unresolved mcp binding per upstream
 
-	mu   sync.Mutex
-	desc string // run_python's description as last registered
-	seq  uint64 // run ids
+	mu       sync.Mutex
+	desc     string                       // run_python's description as last registered
+	seq      uint64                       // run ids
+	conns    map[*sdk.ServerSession]*conn // named sessions per MCP connection (sessions.go)
+	watchers sync.WaitGroup               // one per connection with names: closes them at its end
+	served   bool                         // Serve is returning: no new connection gets names
 }
 
 // New checks the upstream globals (a reserved word is refused, naming the
@@ -53,7 +58,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{opts: opts, log: opts.Logger, nss: nss}
+	s := &Server{opts: opts, log: opts.Logger, nss: nss, conns: map[*sdk.ServerSession]*conn{}}
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: "coderun-rpc", Version: opts.Version},
 		&sdk.ServerOptions{Logger: opts.Logger})
 	s.sdk.AddTool(closeTool, s.closeSession)
@@ -66,10 +71,16 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Serve serves one client on stdio until it goes away or ctx ends; every run
-// still going is then cancelled and waited for.
+// Serve serves one client on t until it goes away or ctx ends; every run
+// still going is then cancelled, and Serve returns once the client's named
+// sessions are closed and their processes gone.
 func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
-	return s.sdk.Run(ctx, t)
+	err := s.sdk.Run(ctx, t)
+	s.mu.Lock()
+	s.served = true
+	s.mu.Unlock()
+	s.watchers.Wait()
+	return err
 }
 
 // refreshOnList brings run_python's description up to date before a

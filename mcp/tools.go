@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -21,7 +22,8 @@ A top-level return gives the run's value; print() output is logged.
 Every tool of the configured MCP servers is an async function of a global named after its server:
 call it with await (for example: r = await everything.echo(message="hi")). A failing tool raises
 McpToolError (.tool and .server name the tool and its server). A tool whose name is not an
-identifier is also reachable by subscript: everything["get-sum"](a=1, b=2). The API:
+identifier is also reachable by subscript: everything["get-sum"](a=1, b=2). With "session": "<name>",
+runs share one interpreter: variables, imports and files stay for the next call with that name. The API:
 
 `
 
@@ -35,7 +37,7 @@ func describe(stubs string) string {
 
 var runSchema = json.RawMessage(`{"type":"object","properties":{
 "program":{"type":"string","description":"the Python program"},
-"session":{"type":"string","description":"a named session kept between calls"},
+"session":{"type":"string","pattern":"^[A-Za-z0-9_.:-]{1,64}$","description":"run in the named persistent Python session: the first call with a name opens it, later calls with the name see the globals, imports and files earlier ones left; close it with close_python_session"},
 "files":{"type":"array","description":"files to place in the run's directory"},
 "limits":{"type":"object","description":"budgets that tighten the daemon's: cpuSeconds, maxWallMs, addressSpaceMb, maxLogBytes, maxValueBytes"}},
 "required":["program"]}`)
@@ -45,7 +47,7 @@ func runTool(desc string) *sdk.Tool {
 }
 
 var closeTool = &sdk.Tool{Name: "close_python_session",
-	Description: "Close a named Python session opened by run_python.",
+	Description: "Close a named Python session opened by run_python: its process and its variables are gone.",
 	InputSchema: json.RawMessage(`{"type":"object","properties":{"session":{"type":"string"}},"required":["session"]}`)}
 
 // runInput is run_python's arguments.
@@ -60,23 +62,30 @@ func toolError(format string, a ...any) *sdk.CallToolResult {
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf(format, a...)}}}
 }
 
-// runPython runs one program; the client cancelling the call (or going away)
-// cancels the run.
+// runPython runs one program, in the named session when "session" is given;
+// the client cancelling the call (or going away) cancels the run.
 func (s *Server) runPython(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	var in runInput
 	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
 		return toolError("run_python: arguments must be an object: %v", err), nil
 	}
-	switch {
-	case in.Program == nil:
+	if in.Program == nil {
 		return toolError("run_python: program is required (a string)"), nil
-	case in.Session != nil:
-		return toolError("run_python: named sessions are not available in this daemon yet; leave out \"session\""), nil
 	}
 	raw, _ := json.Marshal(map[string]any{"program": *in.Program, "limits": in.Limits, "files": in.Files})
 	p, err := rpc.ValidateRunParams(raw, s.opts.Limits)
 	if err != nil {
 		return toolError("run_python: %v", err), nil
+	}
+	var opened bool
+	if in.Session != nil {
+		if err := validName(*in.Session); err != nil {
+			return toolError("run_python: %v", err), nil
+		}
+		if p.SessionID, opened, err = s.sessionFor(req.Session, *in.Session, p.Limits); err != nil {
+			return toolError("run_python: %v", err), nil
+		}
+		p.Limits.AddressSpaceMb = 0 // the session's, fixed when it opened
 	}
 	wall := time.Duration(session.EffectiveLimits(s.opts.Limits, p.Limits).MaxWallMs) * time.Millisecond
 	start := time.Now()
@@ -86,12 +95,38 @@ func (s *Server) runPython(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 	p.Bindings = nss
 	p.Limits.MaxWallMs = max(1, (wall - time.Since(start)).Milliseconds())
 	p.Stream = req.Params.GetProgressToken() != nil // log lines as progress notifications
-	r := s.execute(ctx, req, p, routes)
-	return render(r, notes), nil
+	r, err := s.execute(ctx, req, p, routes)
+	if in.Session == nil {
+		return render(r, notes), nil
+	}
+	return s.renderNamed(req.Session, *in.Session, p.SessionID, opened, r, err, notes), nil
 }
 
-// execute submits p and waits for its result.
-func (s *Server) execute(ctx context.Context, req *sdk.CallToolRequest, p protocol.RunParams, routes map[string]*upstream.Server) protocol.Result {
+// renderNamed is the result of a run in a named session: the run's, with a
+// first line when the call opened the session and a last one when the
+// session ended (the name is then forgotten, so the next call opens a fresh
+// one); a session that had ended before the call is an error saying so.
+func (s *Server) renderNamed(ss *sdk.ServerSession, name, id string, opened bool, r protocol.Result, err error, notes string) *sdk.CallToolResult {
+	if err != nil {
+		s.forget(ss, name, id)
+		return toolError("run_python: %v", endedError(name, err))
+	}
+	if opened {
+		notes = "\n# opened session " + strconv.Quote(name) + notes
+	}
+	res := render(r, notes)
+	if r.Session != nil && !r.Session.Alive {
+		s.forget(ss, name, id)
+		tc := res.Content[0].(*sdk.TextContent)
+		tc.Text += "\n" + lostText(name, session.StateLost, r.Session.Reason)
+		res.IsError = true
+	}
+	return res
+}
+
+// execute submits p and waits for its result; a session run refused at
+// submission (its session ended) is the error.
+func (s *Server) execute(ctx context.Context, req *sdk.CallToolRequest, p protocol.RunParams, routes map[string]*upstream.Server) (protocol.Result, error) {
 	s.mu.Lock()
 	s.seq++
 	id := strconv.Quote("mcp-" + strconv.FormatUint(s.seq, 10))
@@ -99,15 +134,19 @@ func (s *Server) execute(ctx context.Context, req *sdk.CallToolRequest, p protoc
 	done := make(chan protocol.Result, 1)
 	c := upstream.Client(&progress{ctx: ctx, req: req}, routes)
 	run, err := s.opts.Manager.Submit(id, p, c, func(r protocol.Result) { done <- r })
-	if err != nil {
-		return protocol.Result{Logs: []string{}, Error: &protocol.RunError{Kind: protocol.KindAbort, Message: err.Error()}}
+	var se *session.SessionError
+	switch {
+	case errors.As(err, &se):
+		return protocol.Result{}, err
+	case err != nil:
+		return protocol.Result{Logs: []string{}, Error: &protocol.RunError{Kind: protocol.KindAbort, Message: err.Error()}}, nil
 	}
 	select {
 	case r := <-done:
-		return r
+		return r, nil
 	case <-ctx.Done():
 		run.Cancel()
-		return <-done
+		return <-done, nil
 	}
 }
 
@@ -136,8 +175,8 @@ func (p *progress) Log(_ string, ev protocol.LogEvent) {
 
 func (p *progress) Flush() {}
 
-// closeSession answers close_python_session: no named session is ever open
-// here, so closing one says so.
+// closeSession answers close_python_session: the name's session is closed
+// and its process gone when the result arrives.
 func (s *Server) closeSession(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	var in struct {
 		Session *string `json:"session"`
@@ -145,7 +184,10 @@ func (s *Server) closeSession(_ context.Context, req *sdk.CallToolRequest) (*sdk
 	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.Session == nil {
 		return toolError("close_python_session: session is required (a string)"), nil
 	}
-	return toolError("close_python_session: session %q is not open", *in.Session), nil
+	if err := s.closeNamed(req.Session, *in.Session); err != nil {
+		return toolError("close_python_session: %v", err), nil
+	}
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "closed session " + strconv.Quote(*in.Session)}}}, nil
 }
 
 // render is a run's tool result: structuredContent is the run result object,

@@ -2,7 +2,7 @@
 """Build the release artefacts into one folder (``make dist``).
 
 For each requested Linux architecture: a static ``coderun-rpc`` (CGO off, -trimpath, stripped,
-version and commit stamped into internal/buildinfo), its npm platform package
+version and commit stamped into internal/buildinfo, the sandbox's lean init embedded), its npm platform package
 ``@coderun/cli-linux-<arch>`` and its platform wheel of ``coderun``; once: the npm client
 ``@coderun/client`` (with the platform packages as optional dependencies), the pure-Python sdist,
 and ``SHA256SUMS`` over everything.
@@ -41,6 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 TS = REPO / "clients" / "ts"
 PY = REPO / "clients" / "python"
 BUILDINFO = "github.com/coderun-rpc/coderun-rpc/internal/buildinfo"
+LEANINIT = REPO / "child/sandbox/leaninit/coderun-sandbox-init"  # where the daemon's build embeds it from
 
 
 @dataclass(frozen=True)
@@ -111,11 +112,15 @@ def commit() -> str:
 
 
 def build_binary(arch: Arch, ver: str, rev: str, out: Path) -> Path:
-    """A static, stripped linux/<arch> daemon stamped with ``ver`` and ``rev``."""
+    """A static, stripped linux/<arch> daemon stamped with ``ver`` and ``rev``, carrying the sandbox's
+    lean init (built first for the same architecture, embedded by the build tag ``sandboxinit``)."""
     target = out / f"coderun-rpc-linux-{arch.go}"
     ldflags = f"-s -w -X {BUILDINFO}.version={ver} -X {BUILDINFO}.commit={rev}"
     env = {**os.environ, "CGO_ENABLED": "0", "GOOS": "linux", "GOARCH": arch.go}
-    cmd = [os.environ.get("GO", "go"), "build", "-trimpath", "-ldflags", ldflags, "-o", str(target), "./cmd/coderun-rpc"]
+    go = os.environ.get("GO", "go")
+    lean = [go, "build", "-trimpath", "-ldflags", "-s -w", "-o", str(LEANINIT), "./cmd/coderun-sandbox-init"]
+    subprocess.run(lean, cwd=REPO, env=env, check=True)
+    cmd = [go, "build", "-trimpath", "-tags", "sandboxinit", "-ldflags", ldflags, "-o", str(target), "./cmd/coderun-rpc"]
     subprocess.run(cmd, cwd=REPO, env=env, check=True)
     return target
 

@@ -429,7 +429,7 @@ def _coderun_child():
         """The idle loop: run and fork frames until fd 3 ends (§6.1)."""
         import _socket
         sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM, 0, FD)
-        space = _socket.CMSG_SPACE(3 * 4)
+        space = _socket.CMSG_SPACE(4 * 4)  # a fork's three, and in tier sandbox its ruleset
         SOL_SOCKET, SCM_RIGHTS = _socket.SOL_SOCKET, _socket.SCM_RIGHTS
         byteorder = sys.byteorder
         fdq = []            # descriptor sets received, oldest first (one per fork frame)
@@ -477,7 +477,9 @@ def _coderun_child():
 def _make_session_fork(send, string, fdq, rbuf, away):
     """The `fork` frame of an idle session child (docs/child-protocol.md §6.3): fork(msg, fds).
 
-    fds are the descriptors that came with the frame: [stdout-w, stderr-w, fd3] of the fork.
+    fds are the descriptors that came with the frame: [stdout-w, stderr-w, fd3] of the fork,
+    and in tier sandbox a fourth, the Landlock ruleset F stacks on its domain before anything
+    else (docs/containment.md §4.2: F then writes only under its own home).
     The fork F must be a child of the source's reaper (the fork server, or the sandbox's
     init), never of the source. When the source has a single thread, F is made at the cost
     of one fork: clone(CLONE_PARENT) wrapped as os.fork wraps fork(2) (PyOS_BeforeFork and
@@ -508,6 +510,7 @@ def _make_session_fork(send, string, fdq, rbuf, away):
     SIGKILL, SIGCHLD = _signal.SIGKILL, _signal.SIGCHLD
     SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
     CLONE_PARENT = 0x8000
+    LANDLOCK_RESTRICT_SELF = 446                # one number on every architecture that has it
     helpers = []
 
     def load_helpers():
@@ -515,8 +518,9 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         if not helpers:
             import ctypes
             import fcntl
-            helpers.extend((ctypes.CDLL(None, use_errno=True).prctl, fcntl.fcntl,
-                            fcntl.F_DUPFD_CLOEXEC, sibling_maker(ctypes)))
+            libc = ctypes.CDLL(None, use_errno=True)
+            helpers.extend((libc.prctl, fcntl.fcntl, fcntl.F_DUPFD_CLOEXEC, sibling_maker(ctypes),
+                            libc.syscall))
         return helpers
 
     def sibling_maker(ctypes):
@@ -565,11 +569,13 @@ def _make_session_fork(send, string, fdq, rbuf, away):
 
     def become_fork(fds, dir_, middle):
         """In F: take the new descriptors, then set up as the class says (or raise)."""
-        prctl, fcntl, dupfd, _ = helpers
+        prctl, fcntl, dupfd, _, syscall = helpers
         high = [fcntl(fd, dupfd, 10) for fd in fds]   # above 0-3, whatever fds are
         for target, fd in zip((1, 2, 3), high):
             dup2(fd, target)
         fds[2] = 3                              # where a failure is reported from now on
+        if len(high) == 4 and syscall(LANDLOCK_RESTRICT_SELF, high[3], 0) != 0:
+            raise OSError("landlock_restrict_self of the fork's ruleset failed")
         closerange(4, open_max)
         setsid()
         chdir(dir_)
@@ -615,7 +621,7 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         in_fork(fds, dir_, middle)
 
     def fork(msg, fds):
-        if len(fds) != 3:
+        if len(fds) not in (3, 4):
             close_all(fds)
             return
         dir_ = msg.get("dir")

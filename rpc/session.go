@@ -18,7 +18,7 @@ func (s sessionRunner) OpenSession(p protocol.SessionParams, onClosed func(id, r
 	return s.m.OpenSession(p, onClosed)
 }
 
-func (s sessionRunner) ForkSession(id string, onClosed func(id, reason, message string)) (string, error) {
+func (s sessionRunner) ForkSession(id string, onClosed func(id, reason, message string)) func() (string, error) {
 	return s.m.ForkSession(id, onClosed)
 }
 

@@ -12,13 +12,15 @@ import (
 // Sessions is what the server needs for persistent sessions
 // (docs/protocol.md §11); NewRunner's value implements it. With
 // Options.Sessions nil (or Daemon.MaxSessions 0) session/* are unknown
-// methods. OpenSession and ForkSession block until the child is ready;
+// methods. OpenSession blocks until the child is ready; ForkSession takes
+// the fork's place in its source's queue at once and returns the call,
+// made exactly once, that blocks until the fork is ready;
 // CloseSession ends the session at once (later requests on its id are
 // refused) and its wait blocks until the child is gone. Refusals are
 // *session.SessionError, session.ErrShuttingDown or an internal failure.
 type Sessions interface {
 	OpenSession(p protocol.SessionParams, onClosed func(id, reason, message string)) (string, error)
-	ForkSession(id string, onClosed func(id, reason, message string)) (string, error)
+	ForkSession(id string, onClosed func(id, reason, message string)) (fork func() (string, error))
 	CloseSession(id string) (wait func(), err error)
 }
 
@@ -38,11 +40,16 @@ func (s *Server) sessionOpen(id reqID, params []byte) {
 	s.newSession(id, "", err, func() (string, error) { return s.opts.Sessions.OpenSession(p, s.notifyClosed) })
 }
 
-// sessionFork validates session/fork and forks from a goroutine (the fork
-// waits for the source to be idle).
+// sessionFork validates session/fork, gives the fork its place in the
+// source's queue in arrival order, and forks from a goroutine (the fork
+// waits for the runs queued before it).
 func (s *Server) sessionFork(id reqID, params []byte) {
 	src, err := validateSessionRef(params)
-	s.newSession(id, src, err, func() (string, error) { return s.opts.Sessions.ForkSession(src, s.notifyClosed) })
+	if err != nil {
+		s.newSession(id, src, err, nil)
+		return
+	}
+	s.newSession(id, src, nil, s.opts.Sessions.ForkSession(src, s.notifyClosed))
 }
 
 // newSession answers invalid params (invalid), or makes the session from a

@@ -54,7 +54,9 @@ func newMetrics(s *service) *metrics {
 		gauge("coderun_runs_queued", "Runs waiting for a run slot.", load(loadView.queued)),
 		gauge("coderun_children_live", "Child processes alive: running runs and warm children.", load(loadView.children)),
 		gauge("coderun_warm_pool_ready", "Warm children ready to take a run.", load(loadView.warm)),
-		gauge("coderun_sessions", "Persistent sessions open.", func() float64 { return 0 }),
+		gauge("coderun_sessions", "Persistent sessions open, every connection's.", func() float64 {
+			return float64(s.opts.Manager.SessionCount())
+		}),
 		gauge("coderun_draining", "1 while the daemon drains (SIGTERM), else 0.", func() float64 {
 			if s.draining.Load() {
 				return 1

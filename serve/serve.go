@@ -2,8 +2,9 @@
 // ADDR]` (docs/service.md). It owns the listener (unix:, tcp: or ws://),
 // bearer-token authentication, the connection cap, one rpc.Server per
 // connection on a session.Lane of the one shared session.Manager (so a
-// closed connection ends its own runs only, and run slots are shared fairly
-// between connections), the per-write stall bound that closes a connection
+// closed connection ends its own runs and sessions only, a connection names
+// only the sessions it opened, and run slots are shared fairly between
+// connections), the per-write stall bound that closes a connection
 // whose client stopped reading, the admin endpoint (/healthz, /readyz,
 // /metrics) and the drain on SIGTERM.
 //
@@ -49,8 +50,9 @@ type Options struct {
 	WriteStall time.Duration
 	Manager    *session.Manager
 	Tracer     *tracing.Tracer // nil: no spans (traceparents still passed on)
-	// Server is every connection's rpc.Options but In, Out and Runner,
-	// which serve fills in.
+	// Server is every connection's rpc.Options but In, Out, Runner and
+	// Sessions, which serve fills in (Daemon's session members say what
+	// initialize reports; MaxSessions 0 serves no sessions).
 	Server rpc.Options
 	// WrapRunner, when set, wraps each connection's Runner (main: the
 	// routing of MCP bindings, rpc.WithMCP).
@@ -171,9 +173,9 @@ func (s *service) accept(ln net.Listener) (stop func()) {
 	return func() { ln.Close(); <-done }
 }
 
-// drain is SIGTERM's: stop accepting, refuse new runs, wait for the runs
-// under way (at most Drain), then end every connection, which aborts what
-// is left, and shut the Manager down.
+// drain is SIGTERM's: stop accepting, refuse new runs and sessions, wait
+// for the runs under way (at most Drain), then end every connection, which
+// aborts what is left and closes its sessions, and shut the Manager down.
 func (s *service) drain(stopAccepting func()) {
 	s.mu.Lock()
 	s.draining.Store(true) // under mu: no connection is admitted after (admit)
@@ -241,7 +243,8 @@ func (s *service) serveConn(id uint64, in endingReader, out writerOnly) {
 	log.Debug("connection opened")
 	opts := s.opts.Server
 	opts.In, opts.Out, opts.Logger = in, out, log
-	opts.Runner = &laneRunner{lane: s.opts.Manager.NewLane(s.opts.MaxRunsPerConnection, log), s: s}
+	lr := &laneRunner{lane: s.opts.Manager.NewLane(s.opts.MaxRunsPerConnection, log), s: s}
+	opts.Runner, opts.Sessions = lr, lr
 	if s.opts.WrapRunner != nil {
 		opts.Runner = s.opts.WrapRunner(opts.Runner)
 	}
@@ -263,8 +266,10 @@ type endingReader interface {
 
 type writerOnly interface{ Write([]byte) (int, error) }
 
-// laneRunner is rpc's Runner for one connection: its lane of the shared
-// Manager; new runs are refused while the service drains.
+// laneRunner is rpc's Runner and Sessions for one connection: its lane of
+// the shared Manager, which owns the sessions the connection opens (only
+// it can name them; they close with it). New runs and sessions are refused
+// while the service drains.
 type laneRunner struct {
 	lane *session.Lane
 	s    *service
@@ -286,6 +291,24 @@ func (r *laneRunner) Submit(runID string, p protocol.RunParams, c session.Client
 	return run, nil
 }
 
+// Shutdown ends the connection's sessions and runs (rpc's teardown: end of
+// input, shutdown, exit, or the drain ending the connection).
 func (r *laneRunner) Shutdown() { r.lane.Close(protocol.MsgShuttingDown) }
 
 func (r *laneRunner) QueueFull() bool { return r.lane.Full() }
+
+func (r *laneRunner) OpenSession(p protocol.SessionParams, onClosed func(id, reason, message string)) (string, error) {
+	if r.s.draining.Load() {
+		return "", session.ErrShuttingDown
+	}
+	return r.lane.OpenSession(p, onClosed)
+}
+
+func (r *laneRunner) ForkSession(id string, onClosed func(id, reason, message string)) func() (string, error) {
+	if r.s.draining.Load() {
+		return func() (string, error) { return "", session.ErrShuttingDown }
+	}
+	return r.lane.ForkSession(id, onClosed)
+}
+
+func (r *laneRunner) CloseSession(id string) (func(), error) { return r.lane.CloseSession(id) }

@@ -106,9 +106,10 @@ type Lane struct {
 	max int
 	log *slog.Logger // its runs log with its attributes (the connection)
 
-	mu     sync.Mutex
-	closed bool
-	runs   map[*Run]struct{} // accepted and not yet quiescent
+	mu      sync.Mutex
+	closed  bool
+	runs    map[*Run]struct{} // accepted and not yet quiescent
+	opening sync.WaitGroup    // its session opens and forks under way (owned.go)
 }
 
 // NewLane opens a lane on m that holds at most maxRuns runs at once
@@ -170,12 +171,16 @@ func (l *Lane) Full() bool {
 	return full || l.m.QueueFull()
 }
 
-// Close refuses new runs on the lane, decides every run of it abort with
-// msg, and returns once each is quiescent and its result delivered. The
-// Manager, its other lanes and its warm pool go on.
+// Close refuses new runs and sessions on the lane, closes its sessions
+// (owned.go), decides every other run of it abort with msg, and returns once
+// each is quiescent and its result delivered and every child of its
+// sessions is gone. The Manager, its other lanes and its warm pool go on.
 func (l *Lane) Close(msg string) {
 	l.mu.Lock()
 	l.closed = true
+	l.mu.Unlock()
+	l.closeSessions(msg)
+	l.mu.Lock()
 	runs := make([]*Run, 0, len(l.runs))
 	for r := range l.runs {
 		runs = append(runs, r)

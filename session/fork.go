@@ -30,14 +30,14 @@ var errForkFailed = errors.New("session fork failed")
 // directory (rundir.Create), as docs/child-protocol.md §6.3 says: src's
 // working directory is copied into dir (rundir.CopyInto, at most
 // forkCopyMax bytes); the fork frame goes out on src's fd 3 with the fork's
-// three descriptors;
+// three descriptors and extra (tier sandbox: the fork's Landlock ruleset);
 // the reply comes on the fork's own channel; the fork is then adopted from
 // src's reaper. The returned worker's boot is done (it is idle, ready for a
 // session run frame) and its fd-3 reader is not started. The caller must be
 // src's only fd-3 writer meanwhile, and owns dir (it is not removed here).
 // Errors wrap errForkFailed; nothing of the fork is left open, and a fork
 // that was not adopted exits when its channel closes.
-func forkWorker(src *worker, dir string) (*worker, error) {
+func forkWorker(src *worker, dir string, extra ...*os.File) (*worker, error) {
 	if !src.proc.Adoptable() {
 		return nil, fmt.Errorf("%w: %w", errForkFailed, child.ErrNotAdoptable)
 	}
@@ -49,7 +49,7 @@ func forkWorker(src *worker, dir string) (*worker, error) {
 		return nil, fmt.Errorf("%w: %w", errForkFailed, err)
 	}
 	deadline := time.Now().Add(forkReplyTimeout)
-	proc, err := offerFork(src, ch, dir, deadline)
+	proc, err := offerFork(src, ch, dir, deadline, extra)
 	if err != nil {
 		ch.Close()
 		return nil, fmt.Errorf("%w: %w", errForkFailed, err)
@@ -62,9 +62,9 @@ func forkWorker(src *worker, dir string) (*worker, error) {
 }
 
 // offerFork sends the fork frame, reads the fork's reply and adopts it.
-func offerFork(src *worker, ch *child.ForkChannel, dir string, deadline time.Time) (*child.Process, error) {
+func offerFork(src *worker, ch *child.ForkChannel, dir string, deadline time.Time, extra []*os.File) (*child.Process, error) {
 	src.conn.SetWriteDeadline(deadline)
-	err := ch.Offer(src.conn, forkFrame(dir))
+	err := ch.Offer(src.conn, forkFrame(dir), extra...)
 	src.conn.SetWriteDeadline(time.Time{})
 	if err != nil {
 		return nil, fmt.Errorf("sending the fork frame: %w", err)

@@ -225,7 +225,8 @@ func BenchmarkForkWorker100MB(b *testing.B) {
 
 // A session child in tier sandbox keeps its state across runs whose CPU adds
 // up past any single run's budget (the init bounds the session's lifetime,
-// not the first run's soft limit); its forks cannot be adopted there.
+// not the first run's soft limit); its fork, confined by a stacked ruleset,
+// is the init's child, adopted from it, and ends leaving the source running.
 func TestSandboxSession(t *testing.T) {
 	if err := sandbox.Probe(); err != nil {
 		t.Skip(err)
@@ -245,7 +246,24 @@ func TestSandboxSession(t *testing.T) {
 			t.Fatalf("run %d: %s", i, line)
 		}
 	}
-	if _, err := forkWorker(src.w, t.TempDir()); !errors.Is(err, child.ErrNotAdoptable) {
-		t.Errorf("fork in tier sandbox: %v", err)
+	forkDir := t.TempDir()
+	rules, err := sandbox.ForkRuleset(cfg, python, forkDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw, err := forkWorker(src.w, forkDir, rules)
+	rules.Close()
+	if err != nil {
+		t.Fatalf("fork in tier sandbox: %v", err)
+	}
+	fork := newSessionChild(t, fw, false)
+	if got := fork.run("import os\nreturn [n, os.getppid(), os.getpid() == os.getsid(0)]"); got != `[4,1,true]` {
+		t.Errorf("the fork's view = %s", got)
+	}
+	if e := fork.end(); e.Code != 0 || e.Signaled {
+		t.Errorf("the fork's exit = %+v", e)
+	}
+	if got := src.run("return n"); got != "4" {
+		t.Errorf("the source after its fork ended = %s", got)
 	}
 }

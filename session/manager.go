@@ -183,7 +183,7 @@ func (m *Manager) Shutdown() {
 	m.mu.Lock()
 	m.shutting = true
 	m.mu.Unlock()
-	m.closeSessions()
+	m.closeSessions(func(*Session) bool { return true }, protocol.MsgShuttingDown, "the daemon is shutting down")
 	m.mu.Lock()
 	queued := m.queue.drain()
 	all := make([]*Run, 0, len(m.runs))

@@ -8,9 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
-	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
@@ -26,6 +24,7 @@ import (
 // session never calls into the Manager or a run while holding its own.
 type Session struct {
 	m        *Manager
+	owner    *Lane // whose it is: only its owner can name it (nil: the Manager's own, stdio)
 	id       string
 	lim      protocol.Limits // its runs' defaults; AddressSpaceMb is fixed for its life
 	idle     time.Duration
@@ -37,7 +36,7 @@ type Session struct {
 	w          *worker       // nil until booted
 	pid        int           // the interpreter's pid, whose process tree /proc measures (procstat.go)
 	cpuMark    time.Duration // its CPU time at the end of the last kept run (or at boot): the next run's base
-	queue      []*Run        // accepted runs behind cur, FIFO
+	queue      []queued      // accepted runs and forks behind cur, FIFO
 	cur        *Run          // the run holding the session: waiting for a slot, or attached
 	attached   *Run          // cur once its run frame is queued to the child
 	forking    bool          // a fork of the child is under way
@@ -52,6 +51,16 @@ type Session struct {
 	writerDone chan struct{} // closed when the last run's fd-3 writer has returned
 	stopSample chan struct{} // closed when the attached run settles
 }
+
+// queued is one entry of a session's FIFO: a run, or a fork's turn.
+type queued struct {
+	run  *Run
+	fork *forkTurn
+}
+
+// forkTurn is a fork waiting in its source's queue; next sets due (and the
+// session's forking) when every entry before it is done.
+type forkTurn struct{ due bool }
 
 // SessionError is a session/* or session run refusal: the cap (−32003) or an
 // id that is unknown, closed or lost (−32004 with State and Reason as data).
@@ -76,7 +85,10 @@ const (
 )
 
 // sessionEnd is what the registry remembers of an ended session.
-type sessionEnd struct{ state, reason string }
+type sessionEnd struct {
+	state, reason string
+	owner         *Lane
+}
 
 const (
 	sessionBootTimeout = 10 * time.Second       // boot-ack of a session child
@@ -88,9 +100,15 @@ const (
 
 // OpenSession boots a child in session mode (a warm one when ready) and
 // registers it; onClosed is called once if the session ends by idle time, by
-// loss or at shutdown (never after CloseSession).
+// loss or at shutdown (never after CloseSession). The session is the
+// Manager's own (stdio's); Lane.OpenSession opens one a lane owns.
 func (m *Manager) OpenSession(p protocol.SessionParams, onClosed func(id, reason, message string)) (string, error) {
-	s, err := m.register(EffectiveLimits(m.cfg.Limits, p.Limits), p.IdleTimeoutMs, onClosed)
+	return m.openSession(nil, p, onClosed)
+}
+
+// openSession is OpenSession for owner.
+func (m *Manager) openSession(owner *Lane, p protocol.SessionParams, onClosed func(id, reason, message string)) (string, error) {
+	s, err := m.register(owner, EffectiveLimits(m.cfg.Limits, p.Limits), p.IdleTimeoutMs, onClosed)
 	if err != nil {
 		return "", err
 	}
@@ -130,11 +148,7 @@ func (m *Manager) sessionWorker() (*worker, *protocol.RunError) {
 		}
 		return m.spawnWorker()
 	}
-	sb := *m.sandbox
-	sb.Session = true
-	return spawnWorker(m.cfg.Python, m.cfg.TempDir, func(spec child.Spec) (*child.Process, error) {
-		return sandbox.Start(spec, sb)
-	})
+	return m.sandboxSessionWorker(*m.sandbox)
 }
 
 // startSession gives the registered session s the booted child get
@@ -156,8 +170,9 @@ func (m *Manager) startSession(s *Session, get func() (*worker, error)) (string,
 	return s.id, nil
 }
 
-// register counts a new session against the cap.
-func (m *Manager) register(lim protocol.Limits, idleMs int64, onClosed func(string, string, string)) (*Session, error) {
+// register counts a new session of owner against the cap, which is the
+// daemon's, whoever owns the sessions.
+func (m *Manager) register(owner *Lane, lim protocol.Limits, idleMs int64, onClosed func(string, string, string)) (*Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.shutting {
@@ -172,7 +187,7 @@ func (m *Manager) register(lim protocol.Limits, idleMs int64, onClosed func(stri
 	if idleMs > 0 {
 		idle = time.Duration(idleMs) * time.Millisecond
 	}
-	s := &Session{m: m, id: "session-" + strconv.FormatInt(m.sessionSeq, 10), lim: lim, idle: idle,
+	s := &Session{m: m, owner: owner, id: "session-" + strconv.FormatInt(m.sessionSeq, 10), lim: lim, idle: idle,
 		onClosed: onClosed}
 	s.log = m.log.With("session", s.id)
 	s.cond = sync.NewCond(&s.mu)
@@ -230,7 +245,7 @@ func (s *Session) adopt(w *worker) bool {
 	if s.ended {
 		return false
 	}
-	s.w, s.pid = w, interpreterPID(w.proc.Pid, s.m.sandbox != nil)
+	s.w, s.pid = w, w.proc.Pid
 	s.cpuMark, _ = treeCPU(s.pid)
 	s.cond.Broadcast() // a fork waiting for the child
 	go readLoop(w, s)
@@ -243,9 +258,20 @@ func (s *Session) adopt(w *worker) bool {
 
 // ---- the registry -----------------------------------------------------------
 
-// sessionErrLocked is the refusal for an id that is not open.
-func (m *Manager) sessionErrLocked(id string) *SessionError {
-	if e, ok := m.ended[id]; ok {
+// openLocked is owner's open session id, or nil: another owner's session
+// is not owner's to name.
+func (m *Manager) openLocked(owner *Lane, id string) *Session {
+	if s := m.sessions[id]; s != nil && s.owner == owner {
+		return s
+	}
+	return nil
+}
+
+// sessionErrLocked is the refusal for an id owner has no open session by:
+// another owner's id, open or ended, is unknown, so that an owner never
+// learns whether another's session exists.
+func (m *Manager) sessionErrLocked(owner *Lane, id string) *SessionError {
+	if e, ok := m.ended[id]; ok && e.owner == owner {
 		msg := "session " + strconv.Quote(id) + " is closed (" + e.reason + ")"
 		if e.state == StateLost {
 			msg = "session " + strconv.Quote(id) + " was lost: " + e.reason
@@ -271,15 +297,20 @@ func (m *Manager) endSession(s *Session, state, reason string) (e ending, ok boo
 		return e, false
 	}
 	delete(m.sessions, s.id)
-	m.ended[s.id] = sessionEnd{state, reason}
+	m.ended[s.id] = sessionEnd{state, reason, s.owner}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ended, s.endState, s.endReason = true, state, reason
 	stopTimer(s.idleTimer)
-	e.queued, s.queue = s.queue, nil
 	if s.cur != nil && s.attached == nil {
-		e.queued = append([]*Run{s.cur}, e.queued...)
+		e.queued = append(e.queued, s.cur)
 	}
+	for _, q := range s.queue {
+		if q.run != nil {
+			e.queued = append(e.queued, q.run)
+		}
+	}
+	s.queue = nil
 	e.attached = s.attached
 	s.cond.Broadcast()
 	return e, true
@@ -325,18 +356,23 @@ func (s *Session) teardown(attached *Run) {
 // "session closed". The returned wait blocks until the child and its
 // descendants are gone.
 func (m *Manager) CloseSession(id string) (wait func(), err error) {
+	return m.closeSession(nil, id)
+}
+
+// closeSession is CloseSession for owner.
+func (m *Manager) closeSession(owner *Lane, id string) (wait func(), err error) {
 	m.mu.Lock()
-	s := m.sessions[id]
+	s := m.openLocked(owner, id)
 	if s == nil {
 		defer m.mu.Unlock()
-		return nil, m.sessionErrLocked(id)
+		return nil, m.sessionErrLocked(owner, id)
 	}
 	m.mu.Unlock()
 	e, ok := m.endSession(s, StateClosed, ReasonClosed)
 	if !ok {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return nil, m.sessionErrLocked(id)
+		return nil, m.sessionErrLocked(owner, id)
 	}
 	m.sessionWG.Add(1)
 	done := make(chan struct{})
@@ -348,13 +384,17 @@ func (m *Manager) CloseSession(id string) (wait func(), err error) {
 	return func() { <-done }, nil
 }
 
-// closeSessions ends every session at shutdown, each with session/closed
-// "shutdown", and returns once every child is gone.
-func (m *Manager) closeSessions() {
+// closeSessions ends every session that match selects (all of them at
+// shutdown, a lane's when it closes), each with session/closed "shutdown"
+// saying note and its runs settling abort msg, and returns once every
+// child is gone.
+func (m *Manager) closeSessions(match func(*Session) bool, msg, note string) {
 	m.mu.Lock()
 	all := make([]*Session, 0, len(m.sessions))
 	for _, s := range m.sessions {
-		all = append(all, s)
+		if match(s) {
+			all = append(all, s)
+		}
 	}
 	m.mu.Unlock()
 	var wg sync.WaitGroup
@@ -366,9 +406,9 @@ func (m *Manager) closeSessions() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.finish(e, abortError(protocol.MsgShuttingDown))
+			s.finish(e, abortError(msg))
 			if s.issued() { // a session still opening is answered by its open's refusal
-				s.notify(ReasonShutdown, "the daemon is shutting down")
+				s.notify(ReasonShutdown, note)
 			}
 		}()
 	}
@@ -418,9 +458,9 @@ func (m *Manager) submitSession(lane *Lane, runID string, p protocol.RunParams, 
 	if m.shutting {
 		return nil, ErrShuttingDown
 	}
-	s := m.sessions[p.SessionID]
+	s := m.openLocked(lane, p.SessionID)
 	if s == nil {
-		return nil, m.sessionErrLocked(p.SessionID)
+		return nil, m.sessionErrLocked(lane, p.SessionID)
 	}
 	r := m.newRunIn(lane, s.lim, runID, p, c, onResult)
 	r.sm.sess = s
@@ -436,12 +476,12 @@ func (m *Manager) submitSession(lane *Lane, runID string, p protocol.RunParams, 
 func (s *Session) enqueue(r *Run) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cur == nil && !s.forking {
+	if s.idleLocked() {
 		s.cur = r
 		stopTimer(s.idleTimer)
 		return true
 	}
-	s.queue = append(s.queue, r)
+	s.queue = append(s.queue, queued{run: r})
 	return false
 }
 
@@ -503,9 +543,12 @@ func (s *Session) markCPU(cpu time.Duration) {
 	s.mu.Unlock()
 }
 
-// sampleCPU SIGKILLs the child once the run has used its CPU budget, in
-// case the program raised its own soft limit; the close then classifies the
-// run timeout/cpu from the child's rusage (machine.classify).
+// sampleCPU SIGKILLs the child's group once the run has used its CPU
+// budget, in case the program raised its own soft limit; the close then
+// classifies the run timeout/cpu from the child's rusage (machine.classify).
+// In tier sandbox the child is the interpreter, not the namespace's init
+// (child/sandbox, session_linux.go): the init lives on and relays the
+// interpreter's own status and rusage.
 func (s *Session) sampleCPU(w *worker, base, budget time.Duration, stop chan struct{}) {
 	t := time.NewTicker(cpuSampleEvery)
 	defer t.Stop()
@@ -593,14 +636,21 @@ func (s *Session) lostByRun(r *Run, e ending, loss string) {
 
 func (s *Session) removeQueuedLocked(r *Run) {
 	for i, q := range s.queue {
-		if q == r {
+		if q.run == r {
 			s.queue = append(s.queue[:i], s.queue[i+1:]...)
 			return
 		}
 	}
 }
 
-// next starts the next queued run, or arms the idle timer.
+// idleLocked reports whether nothing holds or waits for the child: a new
+// run or fork may start at once.
+func (s *Session) idleLocked() bool {
+	return s.cur == nil && !s.forking && len(s.queue) == 0
+}
+
+// next starts the next queued entry: a run (it queues for a slot), or a
+// fork's turn (its fork goes ahead); with none it arms the idle timer.
 func (s *Session) next() {
 	s.mu.Lock()
 	if s.ended || s.cur != nil || s.forking {
@@ -609,15 +659,20 @@ func (s *Session) next() {
 	}
 	if len(s.queue) == 0 {
 		s.armIdleLocked()
+		s.mu.Unlock()
+		return
+	}
+	q := s.queue[0]
+	s.queue = s.queue[1:]
+	if q.fork != nil {
+		q.fork.due, s.forking = true, true
 		s.cond.Broadcast()
 		s.mu.Unlock()
 		return
 	}
-	r := s.queue[0]
-	s.queue = s.queue[1:]
-	s.cur = r
+	s.cur = q.run
 	s.mu.Unlock()
-	s.m.slot(r)
+	s.m.slot(q.run)
 }
 
 // armIdleLocked (re)starts the idle timer.
@@ -721,55 +776,61 @@ func exitText(w *worker) string {
 }
 
 // ForkSession makes a new session whose child is a fork of src's idle child
-// (docs/protocol.md §11.5): it waits for src to be idle, counts against the
-// cap, and copies src's working directory for the fork.
-func (m *Manager) ForkSession(id string, onClosed func(id, reason, message string)) (string, error) {
+// (docs/protocol.md §11.5). At once it counts the fork against the cap and
+// gives it its place in src's FIFO (after the runs and forks accepted
+// before it, before those accepted after it); the returned function, which
+// the caller must call exactly once, waits for that turn, forks src's child
+// into a copy of its working directory and answers the new session's id.
+// The fork has src's owner.
+func (m *Manager) ForkSession(id string, onClosed func(id, reason, message string)) func() (string, error) {
+	return m.forkSession(nil, id, onClosed)
+}
+
+// forkSession is ForkSession for owner.
+func (m *Manager) forkSession(owner *Lane, id string, onClosed func(id, reason, message string)) func() (string, error) {
+	failed := func(err error) func() (string, error) { return func() (string, error) { return "", err } }
 	m.mu.Lock()
-	src := m.sessions[id]
+	src := m.openLocked(owner, id)
 	if src == nil {
 		defer m.mu.Unlock()
-		return "", m.sessionErrLocked(id)
+		return failed(m.sessionErrLocked(owner, id))
 	}
 	m.mu.Unlock()
 	if why := m.noFork(); why != "" {
-		return "", errors.New(why)
+		return failed(errors.New(why))
 	}
-	s, err := m.register(src.lim, src.idle.Milliseconds(), onClosed)
+	s, err := m.register(owner, src.lim, src.idle.Milliseconds(), onClosed)
 	if err != nil {
-		return "", err
+		return failed(err)
 	}
-	return m.startSession(s, func() (*worker, error) { return src.fork(m.cfg.TempDir) })
+	turn := src.queueFork()
+	return func() (string, error) {
+		return m.startSession(s, func() (*worker, error) { return src.fork(turn, m.cfg.TempDir) })
+	}
 }
 
-// ForkAvailable reports whether session/fork is served: only children of
-// the fork server (tier process, start mode fork) can be forked and adopted.
+// ForkAvailable reports whether session/fork is served: a session child
+// can be forked and adopted when its reaper hands its forks over — the fork
+// server in tier process (start mode fork), the namespace's init in tier
+// sandbox.
 func (m *Manager) ForkAvailable() bool { return m.noFork() == "" }
 
 func (m *Manager) noFork() string {
-	switch {
-	case m.sandbox != nil:
-		return "session/fork is not available in tier sandbox"
-	case m.forker == nil:
+	if m.sandbox == nil && m.forker == nil {
 		return "session/fork needs the fork server (CODERUN_START_MODE=fork)"
 	}
 	return ""
 }
 
-// fork waits until s is idle, then forks its child into a copy of its
-// working directory; runs submitted meanwhile wait for the fork.
-func (s *Session) fork(tempDir string) (*worker, error) {
-	s.mu.Lock()
-	for !s.ended && (s.cur != nil || s.forking || s.w == nil) {
-		s.cond.Wait()
-	}
-	if s.ended {
-		s.mu.Unlock()
+// fork waits for turn (queueFork), then forks s's child into a copy of its
+// working directory.
+func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
+	if !s.awaitForkTurn(turn) {
 		s.m.mu.Lock()
 		defer s.m.mu.Unlock()
-		return nil, s.m.sessionErrLocked(s.id)
+		return nil, s.m.sessionErrLocked(s.owner, s.id)
 	}
-	s.forking = true
-	stopTimer(s.idleTimer)
+	s.mu.Lock()
 	src, prev := s.w, s.writerDone
 	s.mu.Unlock()
 	defer func() {
@@ -781,6 +842,9 @@ func (s *Session) fork(tempDir string) (*worker, error) {
 	if prev != nil {
 		<-prev // the last run's writer has returned: fd 3 is the fork frame's alone
 	}
+	if src.home != nil {
+		return s.m.forkSandboxed(src)
+	}
 	dir, err := rundir.Create(tempDir) // forkWorker copies src's working directory into it
 	if err != nil {
 		return nil, errors.New("session/fork: " + err.Error())
@@ -791,4 +855,52 @@ func (s *Session) fork(tempDir string) (*worker, error) {
 		return nil, err
 	}
 	return w, nil
+}
+
+// forkSandboxed forks src, a sandboxed session's child, into a home of its
+// own under src's (sandbox.go).
+func (m *Manager) forkSandboxed(src *worker) (*worker, error) {
+	h, dir, rules, err := m.forkHome(src)
+	if err != nil {
+		return nil, errors.New("session/fork: " + err.Error())
+	}
+	w, err := forkWorker(src, dir, rules)
+	rules.Close()
+	if err != nil {
+		rundir.Remove(dir)
+		h.release(m.log)
+		return nil, err
+	}
+	w.home = h
+	return w, nil
+}
+
+// queueFork gives a fork its turn behind s's current run and queued
+// entries: due at once when s is idle.
+func (s *Session) queueFork() *forkTurn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	stopTimer(s.idleTimer)
+	turn := &forkTurn{}
+	if s.idleLocked() {
+		turn.due, s.forking = true, true
+	} else {
+		s.queue = append(s.queue, queued{fork: turn})
+	}
+	return turn
+}
+
+// awaitForkTurn waits until turn is due and s's child booted (s.forking is
+// then set: s.next starts nothing until the fork clears it); false when s
+// ended first.
+func (s *Session) awaitForkTurn(turn *forkTurn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !s.ended && (!turn.due || s.w == nil) { // adopt signals the booted child
+		s.cond.Wait()
+	}
+	if s.ended && turn.due { // the session ended as the turn came: nothing runs behind it
+		s.forking = false
+	}
+	return !s.ended
 }

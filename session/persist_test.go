@@ -12,12 +12,20 @@ import (
 // sessionRun submits program on session sid and waits for its result.
 func sessionRun(t *testing.T, m *Manager, sid, program string) protocol.Result {
 	t.Helper()
+	return submitWait(t, m.Submit, sid, program)
+}
+
+// submitWait submits program on session sid through submit (Manager's or
+// a Lane's) and waits for its result.
+func submitWait(t *testing.T, submit func(string, protocol.RunParams, Client, func(protocol.Result)) (*Run, error),
+	sid, program string) protocol.Result {
+	t.Helper()
 	ch := make(chan protocol.Result, 1)
-	if _, err := m.Submit(`"r"`, protocol.RunParams{Program: program, SessionID: sid}, newFake(nil),
+	if _, err := submit(`"r"`, protocol.RunParams{Program: program, SessionID: sid}, newFake(nil),
 		func(r protocol.Result) { ch <- r }); err != nil {
-		t.Fatalf("Submit: %v", err)
+		t.Fatalf("Submit on %s: %v", sid, err)
 	}
-	return <-ch
+	return recv(t, ch)
 }
 
 // A session opened on a warm child that was lost while waiting (it exits on
@@ -50,7 +58,7 @@ func TestOpenSessionWarmChildLost(t *testing.T) {
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		if se := m.sessionErrLocked("session-1"); se.State != StateUnknown || len(m.sessions) != 0 {
+		if se := m.sessionErrLocked(nil, "session-1"); se.State != StateUnknown || len(m.sessions) != 0 {
 			t.Errorf("after a failed open: %+v, %d open", se, len(m.sessions))
 		}
 	})

@@ -2,7 +2,6 @@ package session
 
 import (
 	"bytes"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"syscall"
@@ -13,8 +12,8 @@ import (
 
 // A session child is never reaped between runs, so wait4's rusage cannot
 // measure one run: its CPU time and memory high-water mark are read from
-// /proc instead, over the child's process tree (in tier sandbox the child
-// is the sandbox's init and the interpreter its child).
+// /proc instead, over the child's process tree (the interpreter's, in both
+// tiers).
 
 // clockTick is USER_HZ, the unit of /proc/<pid>/stat times (100 on every
 // Linux architecture the daemon builds for).
@@ -137,23 +136,4 @@ func sessionStats(s *protocol.Stats, pid int, base time.Duration) time.Duration 
 	}
 	s.CPUMs, s.MaxRssKb = max(cpu-base, 0).Milliseconds(), hwm
 	return cpu
-}
-
-// interpreterPID is the session interpreter's pid: the child itself, or in
-// tier sandbox the init's child, which the init (a Go program) may have
-// started from any of its threads. Looked up once, when the session starts.
-func interpreterPID(pid int, sandboxed bool) int {
-	if !sandboxed {
-		return pid
-	}
-	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
-	for _, t := range tasks {
-		b, _ := readProc(t)
-		if f := bytes.Fields(b); len(f) > 0 {
-			if n, err := strconv.Atoi(string(f[0])); err == nil {
-				return n
-			}
-		}
-	}
-	return pid
 }

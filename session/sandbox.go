@@ -1,13 +1,17 @@
 package session
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
+	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
 // Isolation tiers (docs/containment.md §2–§3).
@@ -104,4 +108,68 @@ func dedupe(in []string) []string {
 		}
 	}
 	return out
+}
+
+// A sandboxed session and its forks share the source's namespaces
+// (child/sandbox, session_linux.go) and one home directory
+// (docs/containment.md §4.2): the source's Landlock domain may write its
+// home, under which lie its working directory and, for each fork, a home
+// of the fork's own — the fork's working directory, and the homes of its
+// own forks. A fork stacks a ruleset whose only writable tree is its home,
+// so it cannot write its source's directory (nor a sibling's); Landlock
+// domains only narrow, so a fork of a fork is made under its source's home.
+
+// home is a family's shared home directory, removed with the last
+// member's working directory. root is the member's own home: where its
+// forks' homes are made.
+type home struct {
+	dir  string
+	root string
+	refs *atomic.Int64
+}
+
+// release counts a member's directory removed (nil: not a sandboxed
+// session's), removing the family's home after the last.
+func (h *home) release(log *slog.Logger) {
+	if h != nil && h.refs.Add(-1) == 0 {
+		removeDir(h.dir, log)
+	}
+}
+
+// sandboxSessionWorker starts a session child in tier sandbox: in a new
+// home, the source's, writable by the child (sb.Writable).
+func (m *Manager) sandboxSessionWorker(sb sandbox.Config) (*worker, *protocol.RunError) {
+	dir, err := rundir.Create(m.cfg.TempDir)
+	if err != nil {
+		return nil, workerExit("failed to stage the session's home: " + err.Error())
+	}
+	sb.Session, sb.Writable = true, []string{dir}
+	w, fail := spawnWorker(m.cfg.Python, dir, func(spec child.Spec) (*child.Process, error) {
+		return sandbox.Start(spec, sb)
+	})
+	if fail != nil {
+		rundir.Remove(dir)
+		return nil, fail
+	}
+	w.home = &home{dir: dir, root: dir, refs: new(atomic.Int64)}
+	w.home.refs.Add(1)
+	return w, nil
+}
+
+// forkHome makes a fork's home under src's and the ruleset that confines
+// the fork to it; dir is the fork's (empty) working directory inside it.
+// On error nothing is left.
+func (m *Manager) forkHome(src *worker) (h *home, dir string, rules *os.File, err error) {
+	root, err := rundir.Create(src.home.root)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if dir, err = rundir.Create(root); err == nil {
+		if rules, err = sandbox.ForkRuleset(*m.sandbox, m.cfg.Python, root); err == nil {
+			src.home.refs.Add(1)
+			return &home{dir: src.home.dir, root: root, refs: src.home.refs}, dir, rules, nil
+		}
+	}
+	rundir.Remove(root)
+	return nil, "", nil, err
 }

@@ -164,21 +164,30 @@ func TestSubstrate(t *testing.T) {
 // that does the same fails its run (no-boot-ack and C224 above), and so does a
 // second loss.
 func TestWarmChildLostBeforeBoot(t *testing.T) {
-	// lostFirst makes the first interpreter started run body instead; every
-	// later one is the real interpreter.
-	lostFirst := func(body string) string {
-		marker := filepath.Join(t.TempDir(), "first")
-		return fakePython(t, fmt.Sprintf("if mkdir %q 2>/dev/null; then\n%s\nfi\nexec %q \"$@\"", marker, body, realPython(t)))
+	// lostFirst makes the first interpreter started run body instead (every
+	// later one is the real interpreter); the marker exists once that first
+	// one has claimed its part.
+	lostFirst := func(body string) (py, marker string) {
+		marker = filepath.Join(t.TempDir(), "first")
+		return fakePython(t, fmt.Sprintf("if mkdir %q 2>/dev/null; then\n%s\nfi\nexec %q \"$@\"", marker, body, realPython(t))), marker
 	}
 	// run executes tc on a daemon whose one warm child is ready, and checks
-	// that exactly one restart was logged.
-	run := func(t *testing.T, py string, tc tcase) (protocol.Result, *fakeClient, time.Duration) {
+	// that exactly one restart was logged. With a marker, the run waits until
+	// the ready child has claimed it: a refill started once the run takes
+	// that child could otherwise win the claim on a loaded machine.
+	run := func(t *testing.T, py, marker string, tc tcase) (protocol.Result, *fakeClient, time.Duration) {
 		var restarts atomic.Int64
 		m := check(t, func(c *Config) {
 			c.Python, c.StartMode, c.WarmPool = py, StartSpawn, 1
 			c.Logger = slog.New(countingHandler{msg: logLostBeforeBoot, n: &restarts})
 		})
 		poolUntil(t, m.warm, "had its child ready", func(p *warmPool) bool { return len(p.ready) == 1 })
+		if marker != "" {
+			poolUntil(t, m.warm, "had its child claim the lost part", func(*warmPool) bool {
+				_, err := os.Stat(marker)
+				return err == nil
+			})
+		}
 		res, fc, el := execute(t, m, tc)
 		if n := restarts.Load(); n != 1 {
 			t.Errorf("%d restarts logged, want 1", n)
@@ -186,22 +195,24 @@ func TestWarmChildLostBeforeBoot(t *testing.T) {
 		return res, fc, el
 	}
 	t.Run("exits", func(t *testing.T) {
-		res, fc, el := run(t, lostFirst("read -r line <&3\nexit 3"), tcase{name: "exits", program: "return 1"})
+		py, marker := lostFirst("read -r line <&3\nexit 3")
+		res, fc, el := run(t, py, marker, tcase{name: "exits", program: "return 1"})
 		tcase{value: "1"}.verify(t, res, fc, el)
 	})
 	t.Run("boot-write", func(t *testing.T) {
 		// fd 3 closed at once: the boot frame, larger than the socket buffer,
 		// cannot be written.
-		res, fc, el := run(t, lostFirst("exec 3>&-\nsleep 5"), tcase{name: "boot-write", program: "return 1", bindings: bigBindings()})
+		py, marker := lostFirst("exec 3>&-\nsleep 5")
+		res, fc, el := run(t, py, marker, tcase{name: "boot-write", program: "return 1", bindings: bigBindings()})
 		tcase{value: "1"}.verify(t, res, fc, el)
 	})
 	t.Run("twice", func(t *testing.T) {
-		res, fc, el := run(t, fakePython(t, "read -r line <&3\nexit 3"), tcase{name: "twice", program: "return 1"})
+		res, fc, el := run(t, fakePython(t, "read -r line <&3\nexit 3"), "", tcase{name: "twice", program: "return 1"})
 		tcase{kind: protocol.KindWorkerExit, message: "python exited (code=3, signal=null) before completing", exitCode: intp(3)}.verify(t, res, fc, el)
 	})
 	t.Run("boot-write-twice", func(t *testing.T) {
 		// C224 with a warm pool: the boot write fails on both children.
-		res, fc, el := run(t, fakePython(t, "exec 3>&-\nsleep 5"), tcase{name: "boot-write-twice", program: "return 1", bindings: bigBindings()})
+		res, fc, el := run(t, fakePython(t, "exec 3>&-\nsleep 5"), "", tcase{name: "boot-write-twice", program: "return 1", bindings: bigBindings()})
 		tcase{kind: protocol.KindWorkerExit, contains: []string{"failed to boot python subprocess: "}, maxElapsed: 5 * time.Second}.verify(t, res, fc, el)
 	})
 }

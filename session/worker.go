@@ -25,6 +25,7 @@ type worker struct {
 
 	warm    bool   // started ahead of time by the warm pool
 	release func() // set when the pool lent the child's place: gives it back (at settlement)
+	home    *home  // a sandboxed session's: its family's home, released with the directory (sandbox.go)
 
 	exited     chan struct{} // closed once reaped
 	writerDone chan struct{} // closed once the run's fd-3 writer for this child has returned
@@ -159,6 +160,7 @@ func (w *worker) removeDir(log *slog.Logger) {
 		w.earlyOnce.Do(func() { close(w.earlyDone) })
 		<-w.earlyDone
 		removeDir(w.dir, log)
+		w.home.release(log)
 	})
 }
 

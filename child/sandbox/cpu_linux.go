@@ -65,9 +65,10 @@ var cpuAtKill atomic.Int64
 // reaped between the reading of its own line and of its parent's would be
 // counted twice in one sum). A limit the kernel refuses to set (v1 cannot
 // shrink below what the run already holds) kills the run too. It returns
-// when it has killed, or when prog is gone.
+// when it has killed, or when prog is gone (in a session's namespace, whose
+// forks of prog may outlive it, it goes on with prog's last budget).
 func watchRun(prog int, memFds []int, session bool) {
-	lowestSoft := uint64(math.MaxUint64)
+	lowestSoft, lastBudget := uint64(math.MaxUint64), uint64(unix.RLIM_INFINITY)
 	memLimit := uint64(unix.RLIM_INFINITY)
 	pause := cpuPoll
 	for {
@@ -77,7 +78,12 @@ func watchRun(prog int, memFds []int, session bool) {
 			return
 		}
 		budget, ok := cpuBudget(prog, &lowestSoft, session)
-		if !ok {
+		switch {
+		case ok:
+			lastBudget = budget
+		case session: // forks of the program may outlive it, under the same lifetime total
+			budget = lastBudget
+		default:
 			return
 		}
 		used := runCPU()

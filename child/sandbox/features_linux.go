@@ -34,7 +34,7 @@ func Probe() error {
 }
 
 // Features probes each feature tier sandbox needs (a few short-lived
-// re-executions of this binary, tens of milliseconds in all) and reports it.
+// starts of the helper binary, tens of milliseconds in all) and reports it.
 // The last entry starts a complete sandbox (init, mounts, hostname, limits,
 // no_new_privs, Landlock) without a program; it is only attempted when the
 // others are present.
@@ -70,9 +70,9 @@ func Features() []Feature {
 	return append(fs, f)
 }
 
-// runProbe starts this binary with argv and flags and returns how it ended
-// (within 10 s) and up to 1 KiB of its stderr.
-func runProbe(argv []string, flags uintptr, files []uintptr) error {
+// runProbe starts the helper binary h with argv and flags and returns how
+// it ended (within 10 s) and up to 1 KiB of its stderr.
+func runProbe(h helperBinary, argv []string, flags uintptr, files []uintptr) error {
 	errR, errW, err := spawn.Pipe("sandbox-probe-stderr")
 	if err != nil {
 		return err
@@ -84,7 +84,7 @@ func runProbe(argv []string, flags uintptr, files []uintptr) error {
 		return err
 	}
 	fds := append([]uintptr{uintptr(devNull), uintptr(devNull), uintptr(errW)}, files...)
-	pid, err := spawn.ForkExec("/proc/self/exe", argv, &syscall.ProcAttr{Files: fds, Sys: sandboxSys(flags)})
+	pid, err := spawn.ForkExec(h.path, argv, &syscall.ProcAttr{Files: fds, Sys: sandboxSys(flags)})
 	spawn.CloseFds(devNull, errW)
 	if err != nil {
 		return err
@@ -106,7 +106,7 @@ func runProbe(argv []string, flags uintptr, files []uintptr) error {
 }
 
 func nsFeature(name string, flags uintptr) Feature {
-	if err := runProbe([]string{probeArgv0}, flags, nil); err != nil {
+	if err := runProbe(helper(), []string{probeArgv0}, flags, nil); err != nil {
 		return Feature{Name: name, Detail: err.Error()}
 	}
 	return Feature{Name: name, OK: true, Detail: "unprivileged clone with a one-uid mapping works"}
@@ -211,7 +211,7 @@ func probeInit() (err error) {
 		return err
 	}
 	defer cg.remove()
-	err = runProbe(c.argv(initArgv0), sandboxFlags, withCgroup(&c, files, cg))
+	err = runProbe(helper(), c.argv(initArgv0), sandboxFlags, withCgroup(&c, files, cg))
 	unix.Close(relayW)
 	cg.closeFiles()
 	if err != nil {

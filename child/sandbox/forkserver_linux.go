@@ -57,10 +57,10 @@ func SpawnForked(srv *forkserver.Server, spec child.Spec, sb Config) (*child.Pro
 	}
 	c := sandboxConf{rw: []string{spec.Dir}, ro: sb.ReadOnly, exec: sb.Executable, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
 		fsize: sb.MaxFileBytes, prog: []string{spec.Path, spec.Args[len(spec.Args)-1]}}
-	// PID 1 execs this binary through a descriptor, so it runs the daemon's
-	// own binary (as Start's /proc/self/exe does) even after an upgrade
-	// replaced the file.
-	exe, err := os.Open("/proc/self/exe")
+	// PID 1 execs the helper binary through a descriptor, so it runs the
+	// daemon's own helper (as Start does) even after an upgrade replaced the
+	// files on disk.
+	exe, err := helper().open()
 	if err != nil {
 		return nil, err
 	}

@@ -19,11 +19,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The sandbox init and the program's pre-exec stage run inside the binary
-// that imports this package (the daemon, or a test binary): Start
-// re-executes /proc/self/exe with a marker argv[0], and HelperMain, called
-// through reexec.Dispatch as the first statement of main (or TestMain),
-// takes over.
+// The sandbox init and the program's pre-exec stage run inside a binary
+// that imports this package (the lean helper, else the daemon or a test
+// binary: helperbin_linux.go): Start executes it with a marker argv[0], and
+// HelperMain, called first thing in its main (or TestMain), takes over.
 //
 //	daemon ──clone(NEWUSER|NEWPID|NEWNET|NEWNS|NEWIPC|NEWUTS)──► init (PID 1)
 //	   fds 0-3 stdio, 4 relay pipe, 5… cgroups       private mounts, new /proc
@@ -207,13 +206,28 @@ func sandboxInit(args []string) {
 	for i := range c.cgroups { // without a cgroup, fd 5 may be the runtime's own
 		unix.Close(cgroupFd + i)
 	}
+	if c.session {
+		relayMembers()
+	}
 	relayProgram(pid)
 }
 
-// relayProgram reaps the init's children until the program (pid) is among
-// them, then kills and reaps the rest, relays the program's wait status
-// with the run's rusage, and exits.
-func relayProgram(pid int) {
+// relayMembers is the init of a session's namespace (session_linux.go):
+// the program and the forks of it that the init takes in (born its
+// children, or orphaned to it) outlive one another, so it relays the end of
+// every child it reaps, each with its own pid and rusage, and exits once it
+// has no child left. The daemon keeps the records of its members and ends
+// the namespace (SIGKILL of the init) when the last of them is gone.
+func relayMembers() {
+	for {
+		wpid, ws, ru := reapNext(0) // none left: done
+		unix.Write(relayFd, encodeMember(wpid, ws, ru))
+	}
+}
+
+// reapNext reaps any child of the init, again while interrupted; when it
+// cannot (ECHILD: no child left), the init exits with code.
+func reapNext(code int) (int, unix.WaitStatus, unix.Rusage) {
 	for {
 		var ws unix.WaitStatus
 		var ru unix.Rusage
@@ -222,9 +236,18 @@ func relayProgram(pid int) {
 			continue
 		}
 		if err != nil {
-			unix.Exit(initFailed)
+			unix.Exit(code)
 		}
-		if wpid == pid {
+		return wpid, ws, ru
+	}
+}
+
+// relayProgram reaps the init's children until the program (pid) is among
+// them, then kills and reaps the rest, relays the program's wait status
+// with the run's rusage, and exits.
+func relayProgram(pid int) {
+	for {
+		if wpid, ws, ru := reapNext(initFailed); wpid == pid {
 			// Kill the rest now rather than when the namespace is torn
 			// down: exit_group releases the init's other threads first,
 			// and their RLIMIT_NPROC slots would otherwise let a fork bomb
@@ -314,6 +337,13 @@ func sandboxExec(args []string) {
 	c, err := parseSandboxConf(args)
 	if err != nil {
 		stageFail(execFailed, "%v", err)
+	}
+	// A session's interpreter leads its own process group: its group kill
+	// must spare the init, which outlives it while forks of it live.
+	if c.session {
+		if err := unix.Setpgid(0, 0); err != nil {
+			stageFail(execFailed, "setpgid: %v", err)
+		}
 	}
 	if err := confine(c, execCgroupFd); err != nil {
 		stageFail(execFailed, "%v", err)
@@ -499,6 +529,21 @@ func encodeRelay(ws unix.WaitStatus, ru unix.Rusage) []byte {
 		b = binary.LittleEndian.AppendUint64(b, uint64(v))
 	}
 	return b
+}
+
+// A member's record (relayMembers): its pid in the namespace, then a relay.
+const memberSize = 8 + relaySize
+
+func encodeMember(pid int, ws unix.WaitStatus, ru unix.Rusage) []byte {
+	return append(binary.LittleEndian.AppendUint64(nil, uint64(pid)), encodeRelay(ws, ru)...)
+}
+
+func decodeMember(b []byte) (pid int, ws unix.WaitStatus, ru unix.Rusage, ok bool) {
+	if len(b) != memberSize {
+		return 0, 0, ru, false
+	}
+	ws, ru, ok = decodeRelay(b[8:])
+	return int(binary.LittleEndian.Uint64(b)), ws, ru, ok
 }
 
 func decodeRelay(b []byte) (unix.WaitStatus, unix.Rusage, bool) {

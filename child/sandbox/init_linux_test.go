@@ -27,6 +27,19 @@ func TestRelayEncoding(t *testing.T) {
 	}
 }
 
+func TestMemberRecordEncoding(t *testing.T) {
+	ru := unix.Rusage{Maxrss: 77}
+	ru.Utime.Sec = 3
+	b := encodeMember(42, unix.WaitStatus(9), ru)
+	pid, ws, got, ok := decodeMember(b)
+	if !ok || pid != 42 || ws != 9 || got.Utime != ru.Utime || got.Maxrss != 77 {
+		t.Fatalf("round trip: %d %v %+v %v", pid, ws, got, ok)
+	}
+	if _, _, _, ok := decodeMember(b[:relaySize]); ok {
+		t.Fatal("a relay record decoded as a member's")
+	}
+}
+
 func TestSandboxConfArgv(t *testing.T) {
 	c := sandboxConf{rw: []string{"/r w"}, ro: []string{"/a=b", "/c"}, nproc: 3, nofile: 4, fsize: 5,
 		cgroups: 2, memLimits: 1, session: true, prog: []string{"/py", "--", "x=y"}}

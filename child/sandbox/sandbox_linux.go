@@ -45,6 +45,9 @@ type Config struct {
 	// is then the hard limit − 1 (the session's lifetime total) instead of
 	// the lowest soft limit seen (docs/containment.md, docs/child-protocol.md §6.6).
 	Session bool
+	// Writable are further read-write trees (a session's home, under which
+	// its forks' directories are made: session_linux.go).
+	Writable []string
 }
 
 // sandboxFlags are the namespaces of every sandboxed run.
@@ -131,7 +134,7 @@ type sandboxRun struct {
 
 // Start is child.Start plus tier sandbox: new user (the namespace's root
 // is the daemon's uid and gid, one-id mappings), PID, network, mount, IPC and
-// UTS namespaces; a minimal init as PID 1 (this binary re-executed, see
+// UTS namespaces; a minimal init as PID 1 (the helper binary, see
 // init_linux.go) that runs the program as its child (never PID 1) in the init's
 // process group; for the program, a pids cgroup (root daemon) or
 // RLIMIT_NPROC (otherwise), RLIMIT_NOFILE, RLIMIT_FSIZE, no_new_privs, a
@@ -142,7 +145,9 @@ type sandboxRun struct {
 // survives anything but SIGKILL) and the program; SIGKILL kills the init,
 // and with it the PID namespace and every descendant, setsid() or not.
 // Wait returns the program's own wait status and rusage, relayed by the
-// init; when the init died first (SIGKILLed), the init's own.
+// init; when the init died first (SIGKILLed), the init's own. With
+// sb.Session the Process is the program's instead, which leads its own
+// group, and its forks can be adopted (session_linux.go).
 //
 // spec.Path must be absolute and spec.Dir an existing absolute directory.
 // An interpreter that is missing or not executable fails here, like Start.
@@ -153,7 +158,7 @@ func Start(spec child.Spec, sb Config) (*child.Process, error) {
 	if err := checkSpec(spec, sb); err != nil {
 		return nil, err
 	}
-	c := sandboxConf{rw: []string{spec.Dir}, ro: sb.ReadOnly, exec: sb.Executable, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
+	c := sandboxConf{rw: append([]string{spec.Dir}, sb.Writable...), ro: sb.ReadOnly, exec: sb.Executable, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
 		fsize: sb.MaxFileBytes, session: sb.Session, prog: append([]string{spec.Path}, spec.Args...)}
 	s, err := spawn.OpenStdio(unix.SOCK_STREAM)
 	if err != nil {
@@ -166,7 +171,7 @@ func Start(spec child.Spec, sb Config) (*child.Process, error) {
 		return nil, err
 	}
 	files := withCgroup(&c, append(s.ChildFiles(), uintptr(relayW)), run.cgroup)
-	pid, err := spawn.ForkExec("/proc/self/exe", c.argv(initArgv0), &syscall.ProcAttr{
+	pid, err := spawn.ForkExec(helper().path, c.argv(initArgv0), &syscall.ProcAttr{
 		Dir:   spec.Dir,
 		Env:   append([]string{}, spec.Env...),
 		Files: files,
@@ -183,6 +188,9 @@ func Start(spec child.Spec, sb Config) (*child.Process, error) {
 	}
 	run.pid = pid
 	p := spawn.Started(pid, s.Conn, s.Stdout, s.Stderr)
+	if sb.Session {
+		return startMembers(p, run)
+	}
 	spawn.SetReap(p, run.wait)
 	return p, nil
 }

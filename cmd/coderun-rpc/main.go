@@ -18,6 +18,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/child/reexec"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
+	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/child/watchdog"
 	"github.com/coderun-rpc/coderun-rpc/config"
 	"github.com/coderun-rpc/coderun-rpc/internal/buildinfo"
@@ -132,6 +133,9 @@ func daemon(mcpConfig string, serveFn func(ctx context.Context, d *daemonEnv) in
 	if cfg.IsolationFellBack {
 		log.Warn("isolation: tier sandbox is not available here; running tier process", "reason", cfg.IsolationReason)
 	}
+	if cfg.Isolation == session.IsolationSandbox {
+		log.Debug("isolation: the sandbox's init runs from", "binary", sandbox.HelperBinary())
+	}
 	// Before the first child: from here on a run's process group dies with
 	// the daemon, however the daemon dies (docs/containment.md §2–§3).
 	stopWatchdog, err := watchdog.Start(func(err error) { log.Warn("watchdog", "err", err) })
@@ -193,8 +197,13 @@ func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Lo
 	m := newManager(cfg, log)
 	o := rpcOptions(cfg, log)
 	o.In, o.Out, o.Runner, o.Sessions = in, out, rpc.NewRunner(m), rpc.NewSessions(m)
-	o.Daemon.MaxSessions, o.Daemon.SessionIdleMs, o.Daemon.SessionFork = cfg.MaxSessions, cfg.SessionIdleMs, m.ForkAvailable()
+	reportSessions(&o, cfg, m)
 	return o
+}
+
+// reportSessions fills in what initialize reports of m's sessions.
+func reportSessions(o *rpc.Options, cfg *config.Config, m *session.Manager) {
+	o.Daemon.MaxSessions, o.Daemon.SessionIdleMs, o.Daemon.SessionFork = cfg.MaxSessions, cfg.SessionIdleMs, m.ForkAvailable()
 }
 
 // newManager builds the session manager cfg describes.

@@ -37,11 +37,13 @@ func serveMode(ctx context.Context, d *daemonEnv, listen serve.Addr, admin strin
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	server := rpcOptions(cfg, d.log)
 	server.MCP = d.pool
+	m := newManager(cfg, d.log)
+	reportSessions(&server, cfg, m) // serve gives each connection its own Sessions
 	return serve.Run(ctx, serve.Options{
 		Listen: listen, Admin: admin, Token: cfg.AuthToken,
 		MaxConnections: cfg.MaxConnections, MaxRunsPerConnection: cfg.MaxRunsPerConnection,
 		Drain: ms(cfg.DrainMs), WriteStall: ms(cfg.WriteStallMs),
-		Manager: newManager(cfg, d.log), Tracer: d.tr, Server: server, Logger: d.log,
+		Manager: m, Tracer: d.tr, Server: server, Logger: d.log,
 		WrapRunner: func(r rpc.Runner) rpc.Runner { return rpc.WithMCP(r, d.pool, cfg.Limits) },
 	})
 }

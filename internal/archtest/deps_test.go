@@ -19,7 +19,9 @@ var allowed = map[string][]string{
 	"py":                       {},
 	"child/internal/spawn":     {xsys},
 	"child":                    {"child/internal/spawn", xsys},
-	"child/sandbox":            {"child", "child/forkserver", "child/internal/spawn", "child/rundir", xsys},
+	"child/sandbox":            {"child", "child/forkserver", "child/internal/spawn", "child/rundir", "child/sandbox/leaninit", xsys},
+	"child/sandbox/leaninit":   {},
+	"cmd/coderun-sandbox-init": {"child/sandbox"},
 	"child/rundir":             {"child/internal/spawn", xsys},
 	"child/watchdog":           {"child/internal/spawn", "child/rundir", xsys},
 	"child/forkserver":         {"child", "child/internal/spawn", xsys},
@@ -37,7 +39,7 @@ var allowed = map[string][]string{
 	"session":         {"child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed"},
 	"config":          {"child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
 	"rpc":             {"session", "wireguard", "protocol", "typed", "mcp/upstream"},
-	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "mcp", "mcp/upstream", "serve", "tracing"},
+	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/sandbox", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "mcp", "mcp/upstream", "serve", "tracing"},
 	// MCP: upstream servers as bindings (a client of each), and the code-mode server.
 	"mcp/upstream":     {"session", "protocol", "typed", sdk, sdkJSONRPC},
 	"mcp":              {"rpc", "session", "protocol", "mcp/upstream", sdk, sdkJSONRPC},
@@ -108,4 +110,21 @@ func permitted(rules []string, imp string) bool {
 		}
 	}
 	return false
+}
+
+// TestLeanSandboxInit keeps the sandbox's helper binary lean: it starts once
+// per sandboxed run, and every package it links runs its initialisation
+// then (docs/performance.md §11). Beyond the standard library it may link
+// the process supervisor and golang.org/x/sys only.
+func TestLeanSandboxInit(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", module+"cmd/coderun-sandbox-init").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	lean := []string{"child", "cmd/coderun-sandbox-init", xsys}
+	for _, dep := range strings.Fields(string(out)) {
+		if !isStd(dep) && !permitted(lean, strings.TrimPrefix(dep, module)) {
+			t.Errorf("cmd/coderun-sandbox-init links %s", dep)
+		}
+	}
 }

@@ -14,9 +14,9 @@ from conftest import daemon_binary
 
 
 @contextlib.asynccontextmanager
-async def session(config: Path) -> AsyncIterator[ClientSession]:
+async def session(config: Path, **env: str) -> AsyncIterator[ClientSession]:
     params = StdioServerParameters(command=daemon_binary(), args=["mcp", "--mcp-config", str(config)],
-                                   env=dict(os.environ))
+                                   env={**os.environ, **env})
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as s:
             await s.initialize()

@@ -60,3 +60,18 @@ test("a failing program is an error result", async (t) => {
   assert.equal(result.isError, true);
   assert.match(texts(result), /KeyError/);
 });
+
+test("a named session keeps state between calls until it is closed (C600, C601)", async (t) => {
+  const client = await connect(t);
+  const call = (args) => client.callTool({ name: "run_python", arguments: args });
+  let result = await call({ session: "ts", program: 'total = await everything["get-sum"](a=1, b=2)\nreturn 1' });
+  assert.notEqual(result.isError, true, texts(result));
+  assert.match(texts(result), /opened session "ts"/);
+  result = await call({ session: "ts", program: "return total" });
+  assert.equal(result.structuredContent.value, "The sum of 1 and 2 is 3.", texts(result));
+  result = await client.callTool({ name: "close_python_session", arguments: { session: "ts" } });
+  assert.notEqual(result.isError, true, texts(result));
+  result = await client.callTool({ name: "close_python_session", arguments: { session: "ts" } });
+  assert.equal(result.isError, true);
+  assert.match(texts(result), /session "ts" is not open/);
+});

@@ -102,7 +102,8 @@ def test_build_stage_builds_like_make_dist(stages: list[Stage]) -> None:
     want = re.search(r"^go (\d+\.\d+)", (REPO / "go.mod").read_text(), re.MULTILINE)
     assert want and go.group(1) == want.group(1), "the Go image must match go.mod's go line"
     runs = " ".join(build.all("RUN"))
-    for part in ("CGO_ENABLED=0", "-trimpath", "-s -w", f"{dist.BUILDINFO}.version=", f"{dist.BUILDINFO}.commit=", "./cmd/coderun-rpc"):
+    for part in ("CGO_ENABLED=0", "-trimpath", "-s -w", f"{dist.BUILDINFO}.version=", f"{dist.BUILDINFO}.commit=", "./cmd/coderun-rpc",
+                 "-tags sandboxinit", f"-o {dist.LEANINIT.relative_to(dist.REPO)} ./cmd/coderun-sandbox-init"):
         assert part in runs, part
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import sys
 import tempfile
 from typing import Any, Tuple
 
 import pytest
 
-from coderun import Client, ConnectionLost, InvalidParams
+from coderun import Client, ConnectionLost, InvalidParams, SessionLimitReached, SessionNotOpen
 
 from conftest import daemon_binary
 
@@ -73,7 +74,55 @@ async def test_connect_tcp_token() -> None:
 
 
 async def test_connect_bad_address() -> None:
-    with pytest.raises(ValueError, match="must be unix:PATH or tcp:HOST:PORT"):
-        await Client.connect("ws://localhost:1/x")
+    with pytest.raises(ValueError, match="must be unix:PATH, tcp:HOST:PORT or ws://HOST:PORT/PATH"):
+        await Client.connect("http://localhost:1/x")
     with pytest.raises(ValueError, match="tcp: needs HOST:PORT"):
         await Client.connect("tcp:localhost")
+
+
+async def test_sessions_per_connection_unix() -> None:
+    """Each connection owns its sessions: another's id is unknown to it, the cap counts both,
+    and a closed connection's sessions are gone (its cap freed)."""
+    with tempfile.TemporaryDirectory() as d:
+        proc, path = await serve(f"unix:{d}/s.sock", CODERUN_MAX_SESSIONS="1")
+        try:
+            a = await Client.connect(f"unix:{path}")
+            async with await Client.connect(f"unix:{path}") as b:
+                assert b.capabilities["sessions"]["max"] == 1
+                s = await a.open_session()
+                assert (await s.run("x = 41\nreturn x + 1")).value == 42
+                with pytest.raises(SessionNotOpen) as e:
+                    await b.run("return x", session_id=s.id)
+                assert e.value.state == "unknown" and e.value.session_id == s.id
+                with pytest.raises(SessionLimitReached, match="CODERUN_MAX_SESSIONS"):
+                    await b.open_session()
+                await a.close()
+                async with await b.session() as t:  # a's session closed with its connection
+                    assert (await t.run("return globals().get('x')")).value is None
+        finally:
+            await stop(proc)
+
+
+async def test_connect_ws_token_and_sessions() -> None:
+    """ws:// has the same API as unix:: the token in the upgrade, bindings, sessions."""
+    proc, hostport = await serve("ws://127.0.0.1:0/rpc", CODERUN_AUTH_TOKEN="tok")
+    try:
+        async with await Client.connect(f"ws://{hostport}/rpc", token="tok") as c:
+            r = await c.run('return await tools.echo({"n": 41})', bindings={"tools": {"echo": echo}})
+            assert r.error is None and r.value == {"n": 41}
+            big = await c.run("return 'y' * 30000")  # a message of many WebSocket frames
+            assert big.value == "y" * 30000
+            async with await c.session() as s:
+                await s.run("n = 1")
+                assert (await s.run("n += 1\nreturn n")).value == 2
+        with pytest.raises(ConnectionLost, match="refused the connection: authentication failed: wrong bearer token"):
+            await Client.connect(f"ws://{hostport}/rpc", token="bad")
+    finally:
+        await stop(proc)
+
+
+async def test_connect_ws_without_websockets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the optional package, ws:// fails with an ImportError naming the extra."""
+    monkeypatch.setitem(sys.modules, "websockets.asyncio.client", None)  # as if not installed
+    with pytest.raises(ImportError, match=re.escape("pip install 'coderun[ws]'")):
+        await Client.connect("ws://127.0.0.1:1/rpc")

@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { CodeRunClient, ConnectionLostError } from '../src/node.js';
+import { CodeRunClient, ConnectionLostError, SessionLimitError, SessionNotOpenError } from '../src/node.js';
 import type { BindingFunction } from '../src/node.js';
 import { bin, ok, skip } from './real-daemon.js';
 
@@ -75,6 +75,26 @@ describe('connect to a daemon in service mode', { skip }, () => {
     assert.equal(ok(await c.run({ program: 'return 3' })), 3);
     await c.close();
     await assert.rejects(CodeRunClient.connect(`tcp:${tcp.address}`, { token: 'bad' }), /refused the connection: authentication failed: wrong bearer token/);
+  });
+
+  test('sessions belong to their connection; the cap counts every connection', async () => {
+    const sessions = await serve(`unix:${join(mkdtempSync(join(tmpdir(), 'ts-serve-')), 's.sock')}`, { CODERUN_MAX_SESSIONS: '1' });
+    try {
+      const a = await CodeRunClient.connect(`unix:${sessions.address}`);
+      const b = await CodeRunClient.connect(`unix:${sessions.address}`);
+      assert.equal(b.initializeResult.capabilities.sessions?.max, 1);
+      const s = await a.openSession();
+      assert.equal(ok(await s.run({ program: 'x = 41\nreturn x + 1' })), 42);
+      await assert.rejects(b.run({ program: 'return x' }, s.id), (err: Error) =>
+        err instanceof SessionNotOpenError && err.state === 'unknown' && err.sessionId === s.id);
+      await assert.rejects(b.openSession(), (err: Error) => err instanceof SessionLimitError && /CODERUN_MAX_SESSIONS/.test(err.message));
+      await a.close(); // its session closes with it, which frees the cap
+      const t = await b.openSession();
+      assert.equal(ok(await t.run({ program: "return globals().get('x')" })), null);
+      await b.close();
+    } finally {
+      await stop(sessions.proc);
+    }
   });
 
   test('a bad address is refused clearly', async () => {

@@ -10,7 +10,7 @@
 from ._json import LossyValueError
 from ._locate import Host, find_daemon
 from ._outputs import FileInput, Files, OutFile, Output, OutputEvent
-from .client import BindingFunction, Client, LogCallback, OutputCallback, RunHandle
+from .client import BindingFunction, Bindings, Client, FunctionsBinding, LogCallback, McpBinding, OutputCallback, RunHandle
 from .errors import (
     ClientClosed,
     CodeRunError,
@@ -42,6 +42,9 @@ __all__ = [
     "SessionInfo",
     "SessionClosed",
     "BindingFunction",
+    "Bindings",
+    "McpBinding",
+    "FunctionsBinding",
     "Binding",
     "binding",
     "LogCallback",

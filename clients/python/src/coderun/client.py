@@ -12,10 +12,11 @@ import functools
 import inspect
 import itertools
 import logging
-from typing import Any, Awaitable, Callable, Mapping, Optional, Protocol, Sequence, Union
+from typing import Any, Awaitable, Callable, Mapping, Optional, Protocol, Sequence, TypedDict, Union
 
 from . import protocol as P
 from ._framing import FrameParser, FramingError, frame_header
+from ._ws import open_websocket
 from ._locate import find_daemon, merged_env
 from ._mcpconfig import McpConfig, mcp_config_file
 from .errors import (
@@ -31,7 +32,10 @@ from .session import Session, SessionClosedCallback, SessionOpener, fire, subscr
 from .typed import Binding, resolve
 from .types import Limits, LogEvent, RunResult, SessionClosed, parse_run_result
 
-__all__ = ["Client", "RunHandle", "BindingFunction", "LogCallback", "OutputCallback", "Session"]
+__all__ = [
+    "Client", "RunHandle", "BindingFunction", "LogCallback", "OutputCallback", "Session",
+    "Bindings", "McpBinding", "FunctionsBinding",
+]
 
 log = logging.getLogger("coderun")
 
@@ -46,7 +50,22 @@ LogCallback = Callable[[LogEvent], Any]
 OutputCallback = Callable[[OutputEvent], Any]
 """Called for every ``run/output`` notification, in order with ``on_log``; may return an awaitable."""
 
-Bindings = Mapping[str, Mapping[str, BindingFunction]]
+McpBinding = TypedDict("McpBinding", {"global": str, "mcp": str})
+McpBinding.__doc__ = """``{"global": "gh", "mcp": "github"}``: the global ``gh`` is the upstream MCP server the
+daemon was started with under key ``github`` (``mcp_config``); its tools are the global's functions,
+called by the daemon and never by this client (docs/mcp.md §3)."""
+
+FunctionsBinding = TypedDict("FunctionsBinding", {"global": str, "functions": Mapping[str, BindingFunction]})
+FunctionsBinding.__doc__ = """``{"global": "tools", "functions": {name: callable}}``: the list form of one
+namespace of the mapping form."""
+
+Bindings = Union[Mapping[str, Mapping[str, BindingFunction]], Sequence[Union[McpBinding, FunctionsBinding]]]
+"""Either ``{namespace: {function name: callable}}``, or a list of :class:`FunctionsBinding` and
+:class:`McpBinding` declarations (the TypeScript client's shape), in the order the program's globals
+are declared."""
+
+_Table = dict[str, Union[dict[str, Binding], str]]
+"""Checked bindings: namespace → its functions resolved, or the key of its MCP server."""
 ErrorClasses = Mapping[str, Sequence[str]]
 
 
@@ -68,7 +87,7 @@ def _check_run_args(
     error_classes: Optional[ErrorClasses],
     limits: object,
     on_log: object,
-) -> tuple[dict[str, dict[str, Binding]], dict[str, tuple[str, str]]]:
+) -> tuple[_Table, dict[str, tuple[str, str]]]:
     """Validate the API arguments (TypeError / ValueError); return normalised copies, each
     binding resolved to its declaration."""
     if not isinstance(program, str):
@@ -80,7 +99,7 @@ def _check_run_args(
 
 def _check_declarations(
     bindings: Optional[Bindings], error_classes: Optional[ErrorClasses], limits: object
-) -> tuple[dict[str, dict[str, Binding]], dict[str, tuple[str, str]]]:
+) -> tuple[_Table, dict[str, tuple[str, str]]]:
     """The checks of :func:`_check_run_args` that ``describe`` shares with ``run``."""
     table = _check_bindings(bindings)
     classes: dict[str, tuple[str, str]] = {}
@@ -100,31 +119,68 @@ def _check_declarations(
     return table, classes
 
 
-def _check_bindings(bindings: Optional[Bindings]) -> dict[str, dict[str, Binding]]:
+def _namespaces(bindings: Optional[Bindings]) -> list[tuple[str, object, str]]:
+    """``bindings`` in either form as (namespace, its functions or MCP binding, where it came from)."""
+    if bindings is None:
+        return []
+    if isinstance(bindings, Mapping):
+        return [(ns, fns, f"bindings[{ns!r}]") for ns, fns in bindings.items()]
+    if isinstance(bindings, (str, bytes)) or not isinstance(bindings, Sequence):
+        raise TypeError("bindings must be a mapping {namespace: {function name: callable}} or a list of "
+                        "{'global': name, 'functions': {...}} / {'global': name, 'mcp': server key} declarations")
+    out: list[tuple[str, object, str]] = []
+    for i, decl in enumerate(bindings):
+        where = f"bindings[{i}]"
+        keys = set(decl) if isinstance(decl, Mapping) else set()
+        if "global" not in keys or len(keys & {"functions", "mcp"}) != 1 or keys - {"global", "functions", "mcp"}:
+            raise TypeError(f"{where} must be {{'global': name, 'functions': {{...}}}} or {{'global': name, 'mcp': server key}}")
+        ns = decl["global"]
+        if "mcp" in keys:
+            key = decl["mcp"]  # type: ignore[typeddict-item]
+            if not isinstance(key, str) or not key:
+                raise TypeError(f"{where}['mcp'] must be the key of a configured MCP server (a non-empty str)")
+            out.append((ns, key, where))
+        else:
+            out.append((ns, decl["functions"], f"{where}['functions']"))  # type: ignore[typeddict-item]
+    return out
+
+
+def _check_bindings(bindings: Optional[Bindings]) -> _Table:
     """The bindings table with every callable resolved (TypeError naming the bad entry)."""
-    table: dict[str, dict[str, Binding]] = {}
-    if bindings is not None and not isinstance(bindings, Mapping):
-        raise TypeError("bindings must be a mapping {namespace: {function name: callable}}")
-    for ns, functions in (bindings or {}).items():
+    table: _Table = {}
+    for ns, functions, where in _namespaces(bindings):
         if not isinstance(ns, str):
             raise TypeError(f"binding namespace must be a str, not {type(ns).__name__}")
+        if ns in table:
+            raise ValueError(f"bindings declare namespace {ns!r} twice")
+        if isinstance(functions, str):
+            table[ns] = functions
+            continue
         if not isinstance(functions, Mapping):
-            raise TypeError(f"bindings[{ns!r}] must be a mapping {{function name: callable}}")
-        table[ns] = {}
+            raise TypeError(f"{where} must be a mapping {{function name: callable}}")
+        fns: dict[str, Binding] = {}
+        table[ns] = fns
         for name, fn in functions.items():
             if not isinstance(name, str):
-                raise TypeError(f"bindings[{ns!r}] has a function name that is not a str: {name!r}")
+                raise TypeError(f"{where} has a function name that is not a str: {name!r}")
             if not callable(fn):
-                raise TypeError(f"bindings[{ns!r}][{name!r}] is not callable")
+                raise TypeError(f"{where}[{name!r}] is not callable")
             try:
-                table[ns][name] = resolve(fn)
+                fns[name] = resolve(fn)
             except TypeError as e:
-                raise TypeError(f"bindings[{ns!r}][{name!r}]: {e}") from None
+                raise TypeError(f"{where}[{name!r}]: {e}") from None
     return table
 
 
-def _declarations(table: Mapping[str, Mapping[str, Binding]]) -> dict[str, list[Union[str, dict[str, Any]]]]:
-    return {ns: [b.declaration(name) for name, b in fns.items()] for ns, fns in table.items()}
+def _declarations(table: _Table) -> dict[str, P.Declared]:
+    """What each namespace declares on the wire: its functions, or its MCP server's key."""
+    return {ns: fns if isinstance(fns, str) else [b.declaration(name) for name, b in fns.items()]
+            for ns, fns in table.items()}
+
+
+def _handlers(table: _Table) -> dict[str, dict[str, Binding]]:
+    """The namespaces whose calls reach this client (an MCP binding's go to its server)."""
+    return {ns: fns for ns, fns in table.items() if not isinstance(fns, str)}
 
 
 class _RunState:
@@ -331,13 +387,13 @@ class Client:
     ) -> "Client":
         """Connect to a daemon in service mode (``coderun-rpc serve``) and initialize it.
 
-        ``address`` is ``unix:PATH`` or ``tcp:HOST:PORT``; ``token`` is the daemon's
-        ``CODERUN_AUTH_TOKEN``, sent as the connection's first header line. :meth:`close` ends
-        this connection and its runs, not the daemon.
+        ``address`` is ``unix:PATH``, ``tcp:HOST:PORT`` or ``ws://HOST:PORT/PATH`` (also
+        ``wss://``; WebSocket needs the ``ws`` extra: ``pip install 'coderun[ws]'``);
+        ``token`` is the daemon's ``CODERUN_AUTH_TOKEN``, sent as the connection's first header
+        line (on WebSocket, the upgrade's ``Authorization`` header). :meth:`close` ends this
+        connection, its runs and its sessions, not the daemon.
         """
-        reader, writer = await _open_connection(address)
-        if token is not None:
-            writer.write(f"Authorization: Bearer {token}\r\n".encode("ascii"))
+        reader, writer = await _open_transport(address, token)
         return await cls.attach(
             reader,
             writer,
@@ -471,7 +527,7 @@ class Client:
         if traceparent is not None:
             params["traceparent"] = traceparent
         body = P.build_request(rid, P.METHOD_RUN, params)  # LossyValueError / RequestTooLarge
-        state = _RunState(rid, table, on_log, on_output)
+        state = _RunState(rid, _handlers(table), on_log, on_output)
         self._runs[rid] = state
         self._pending[rid] = state.future
         state.future.add_done_callback(lambda _f: self._runs.pop(rid, None))
@@ -967,6 +1023,16 @@ async def _after(previous: Optional["asyncio.Future[None]"], outcome: Awaitable[
         log.exception("coderun: stream callback raised")
 
 
+async def _open_transport(address: str, token: Optional[str]) -> tuple[StreamReaderLike, StreamWriterLike]:
+    """Open ``address`` and present ``token`` as its transport does."""
+    if address.startswith(("ws://", "wss://")):
+        return await open_websocket(address, token)
+    reader, writer = await _open_connection(address)
+    if token is not None:
+        writer.write(f"Authorization: Bearer {token}\r\n".encode("ascii"))
+    return reader, writer
+
+
 async def _open_connection(address: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """Open ``unix:PATH`` or ``tcp:HOST:PORT``; a bad address raises ValueError naming it."""
     if address.startswith("unix:") and len(address) > len("unix:"):
@@ -976,4 +1042,4 @@ async def _open_connection(address: str) -> tuple[asyncio.StreamReader, asyncio.
         if sep and host and port.isdigit():
             return await asyncio.open_connection(host.strip("[]"), int(port))
         raise ValueError(f"address {address!r}: tcp: needs HOST:PORT")
-    raise ValueError(f"address {address!r}: must be unix:PATH or tcp:HOST:PORT")
+    raise ValueError(f"address {address!r}: must be unix:PATH, tcp:HOST:PORT or ws://HOST:PORT/PATH")

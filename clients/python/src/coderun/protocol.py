@@ -274,9 +274,14 @@ def response_for_value(rid: RequestId, value: Any) -> bytes:
         return build_error_response(rid, CODE_BINDING_FAILED, f"{LOSSLESS_PREFIX}: value could not be walked")
 
 
+Declared = Union[str, Sequence[Union[str, Mapping[str, Any]]]]
+"""What one namespace declares: its ``functions`` entries, or (a str) the key of the configured MCP
+server it binds."""
+
+
 def build_run_params(
     program: str,
-    bindings: Mapping[str, Sequence[Union[str, Mapping[str, Any]]]],
+    bindings: Mapping[str, Declared],
     error_classes: Mapping[str, tuple[str, str]],
     limits: Mapping[str, Any] | None,
     stream: bool,
@@ -284,7 +289,8 @@ def build_run_params(
     session_id: str | None = None,
 ) -> dict[str, Any]:
     """The ``run`` params for already-validated arguments (namespace order is kept); a
-    ``functions`` entry is a name or a typed declaration ``{"name", …}``; ``files`` are
+    ``functions`` entry is a name or a typed declaration ``{"name", …}``, and a namespace
+    declared as a str is an ``mcp`` binding of that server; ``files`` are
     ``run.files`` entries (``coderun._outputs.build_files``); ``session_id`` runs it in that
     session."""
     params: dict[str, Any] = {"program": program, **build_describe_params(bindings, error_classes, limits)}
@@ -298,14 +304,18 @@ def build_run_params(
 
 
 def build_describe_params(
-    bindings: Mapping[str, Sequence[Union[str, Mapping[str, Any]]]],
+    bindings: Mapping[str, Declared],
     error_classes: Mapping[str, tuple[str, str]],
     limits: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """The ``bindings/describe`` params: the bindings and limits exactly as a run declares them."""
     decl: list[dict[str, Any]] = []
     for ns, functions in bindings.items():
-        entry: dict[str, Any] = {"global": ns, "functions": list(functions)}
+        entry: dict[str, Any] = {"global": ns}
+        if isinstance(functions, str):
+            entry["mcp"] = functions
+        else:
+            entry["functions"] = list(functions)
         if ns in error_classes:
             name, prop = error_classes[ns]
             entry["errorClass"] = {"name": name, "memberNameProperty": prop}

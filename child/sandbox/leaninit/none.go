@@ -1,0 +1,5 @@
+//go:build !sandboxinit
+
+package leaninit
+
+var image []byte
