@@ -1163,58 +1163,71 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
             typed.append(make_typed_factory(P, load_cold))
         return typed[0](invoke, sig)
 
-    def make_namespace(gname, names, fail, sigs):
-        # A member is built on its first access (once: setdefault keeps the first one built
+    def ns_member(st, name):
+        # The built member, or None; callers look members up first (the hot path). A
+        # member is built on its first access (once: setdefault keeps the first one built
         # if two threads race), so declaring many functions and calling few costs little.
-        # A run with a typed function gets the typed factory now: help() must be its
-        # Helper before the program can save a reference to it.
-        declared = dict(zip(names, sigs or [None] * len(names)))
-        members = {}
-        token = generation[0]
-        if sigs and not typed and sigs.count(None) < len(sigs):
-            typed.append(make_typed_factory(P, load_cold))
+        members, declared, gname, fail, token = st
+        if type(name) is not str or name not in declared:
+            return None
+        return members.setdefault(name, make_member(gname, name, fail, declared[name], token))
 
-        def member(name):
-            # The built member, or None; callers look members up first (the hot path).
-            if type(name) is not str or name not in declared:
-                return None
-            return members.setdefault(name, make_member(gname, name, fail, declared[name],
-                                                        token))
+    def ns_missing(st, attr):
+        return "tool %r is not declared in namespace %r" % (attr, st[2])
 
-        def missing(attr):
-            return "tool %r is not declared in namespace %r" % (attr, gname)
+    class BindingNamespace:
+        # One class serves every namespace of every run (a class statement per namespace
+        # cost a session run more than the rest of its setup). An instance's state is its
+        # one slot, read through the slot's descriptor, never through __getattribute__.
+        __slots__ = ("_ns",)
 
-        class BindingNamespace:
-            __slots__ = ()
-
-            def __getattribute__(self, attr):
-                m = members.get(attr) if type(attr) is str else None
-                if m is None:
-                    m = member(attr)
-                if m is not None:
-                    return m
+        def __getattribute__(self, attr):
+            st = ns_state(self)
+            m = st[0].get(attr) if type(attr) is str else None
+            if m is None:
+                m = ns_member(st, attr)
+            if m is not None:
+                return m
+            if attr != "_ns":
                 try:
                     return obj_getattribute(self, attr)
                 except AttributeError:
-                    raise AttributeError(missing(attr)) from None
+                    pass
+            raise AttributeError(ns_missing(st, attr)) from None
 
-            def __getitem__(self, key):
-                m = members.get(key) if type(key) is str else None
-                if m is None:
-                    m = member(key)
-                if m is None:
-                    raise KeyError(missing(key))
-                return m
+        def __getitem__(self, key):
+            st = ns_state(self)
+            m = st[0].get(key) if type(key) is str else None
+            if m is None:
+                m = ns_member(st, key)
+            if m is None:
+                raise KeyError(ns_missing(st, key))
+            return m
 
-            def __setattr__(self, attr, value):
-                raise AttributeError("binding namespace %r is read-only" % gname)
+        def __setattr__(self, attr, value):
+            raise AttributeError("binding namespace %r is read-only" % ns_state(self)[2])
 
-            def __dir__(self):
-                return list(declared)
+        def __delattr__(self, attr):
+            raise AttributeError("binding namespace %r is read-only" % ns_state(self)[2])
 
-            def __repr__(self):
-                return "<binding namespace %r>" % gname
-        return BindingNamespace()
+        def __dir__(self):
+            return list(ns_state(self)[1])
+
+        def __repr__(self):
+            return "<binding namespace %r>" % ns_state(self)[2]
+
+    ns_state, ns_init = BindingNamespace._ns.__get__, BindingNamespace._ns.__set__
+    new_object = object.__new__
+
+    def make_namespace(gname, names, fail, sigs):
+        # A run with a typed function gets the typed factory now: help() must be its
+        # Helper before the program can save a reference to it.
+        if sigs and not typed and sigs.count(None) < len(sigs):
+            typed.append(make_typed_factory(P, load_cold))
+        ns = new_object(BindingNamespace)
+        ns_init(ns, ({}, dict(zip(names, sigs or [None] * len(names))), gname, fail,
+                     generation[0]))
+        return ns
 
     def rejecter(cls, attributes):
         if cls is None:

@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,5 +100,32 @@ func TestResetOutAndCollect(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(out); len(ents) != 0 {
 		t.Errorf("resetOut left %v", ents)
+	}
+}
+
+// resetOut keeps an out/ that is already an empty 0700 folder (no rmdir and
+// mkdir per session run) and replaces one with other permissions.
+func TestResetOutKeepsAnEmptyFolder(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.Stat(out)
+	if err := resetOut(dir); err != nil {
+		t.Fatal(err)
+	}
+	after, err := os.Stat(out)
+	if err != nil || !os.SameFile(before, after) {
+		t.Fatalf("an empty 0700 out/ was replaced (%v)", err)
+	}
+	if err := os.Chmod(out, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := resetOut(dir); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(out); err != nil || st.Mode() != fs.ModeDir|0o700 {
+		t.Fatalf("out/ after reset: %v %v, want a 0700 folder", st, err)
 	}
 }

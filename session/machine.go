@@ -288,7 +288,7 @@ func (m *machine) attach(ev event, eff *effects) {
 	m.starting = false
 	m.w, m.wr, m.softCPU = w, wr, ev.softCPU
 	m.handoff = time.Now()
-	if m.sess != nil { // an idle session child: no boot, the run frame is already queued
+	if m.sess != nil { // an idle session child: no boot, the run frame follows
 		m.cpuBase, m.eof, m.bootAcked = ev.cpuBase, ev.eof, true
 	}
 	switch {

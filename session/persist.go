@@ -514,7 +514,6 @@ func (s *Session) attach(r *Run) {
 	base := s.cpuMark // no /proc read on the way to the run frame
 	s.mu.Unlock()
 	wr := newFDWriter(w.conn, nil, protocol.ReplyQueue)
-	wr.sendRun(sessionRunFrame(r.sm.program, r.sm.lim, r.bindings))
 	done, stop := make(chan struct{}), make(chan struct{})
 	s.mu.Lock()
 	if s.ended || s.dead {
@@ -528,6 +527,9 @@ func (s *Session) attach(r *Run) {
 	r.mu.Lock()
 	eff := r.sm.step(event{kind: evAttach, w: w, wr: wr, softCPU: r.sm.lim.CPUSeconds, cpuBase: base, eof: eof})
 	r.mu.Unlock()
+	// Written here when fd 3 is idle (no hand-off to the writer goroutine), and
+	// only now: the run is the current one, so its done frame finds it.
+	wr.sendRun(sessionRunFrame(r.sm.program, r.sm.lim, r.bindings))
 	go r.writeLoop(w, wr, done)
 	go s.sampleCPU(w, base, time.Duration(r.sm.lim.CPUSeconds)*time.Second, stop)
 	r.perform(eff)

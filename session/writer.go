@@ -8,11 +8,12 @@ import (
 
 // fdWriter writes the daemon's frames to one child's fd 3, in order: boot,
 // run (once sendRun is called, on the first boot-ack), then replies FIFO. At
-// most one goroutine writes at a time (the one holding busy). A reply that
-// finds fd 3 idle is written at once by the goroutine that produced it, with
-// one non-blocking write(2): no hand-off to the writer goroutine on the common
-// path. The writer goroutine (loop) writes the boot and run frames, whatever a
-// full socket did not take, and every reply queued behind it.
+// most one goroutine writes at a time (the one holding busy). A run frame or a
+// reply that finds fd 3 idle is written at once by the goroutine that produced
+// it, with one non-blocking write(2): no hand-off to the writer goroutine on
+// the common path. The writer goroutine (loop) writes the boot frame, a run
+// frame or reply that found fd 3 busy, whatever a full socket did not take,
+// and every reply queued behind it.
 //
 // fdWriter owns its synchronisation (mu); it never calls out while holding
 // it, so a caller may hold its own lock (the run's) while calling sendRun,
@@ -27,7 +28,8 @@ type fdWriter struct {
 	cond    sync.Cond // signalled when a frame is due or the writer stops
 	boot    []byte    // the boot frame until the loop takes it
 	run     []byte    // the run frame until the loop takes it
-	rest    []byte    // the unwritten tail of a reply cut short by a full socket
+	rest    []byte    // the unwritten tail of a frame cut short by a full socket
+	restRun bool      // rest is the run frame's (its failure is the handshake's)
 	q       [][]byte  // replies waiting
 	busy    bool      // a goroutine is writing to fd 3
 	stopped bool      // stop was called: nothing more is written
@@ -43,9 +45,16 @@ func newFDWriter(conn *os.File, boot []byte, queueCap int) *fdWriter {
 	return wr
 }
 
-// sendRun queues the run frame (ahead of any reply still waiting).
+// sendRun writes the run frame now if fd 3 is idle, else queues it (ahead of
+// any reply still waiting). A stopped writer never writes it.
 func (wr *fdWriter) sendRun(frame []byte) {
 	wr.mu.Lock()
+	if wr.idleLocked() {
+		wr.busy = true
+		wr.mu.Unlock()
+		wr.writeNow(frame, true)
+		return
+	}
 	defer wr.mu.Unlock()
 	wr.run = frame
 	wr.cond.Broadcast()
@@ -75,7 +84,7 @@ func (wr *fdWriter) reply(frame []byte) bool {
 	if wr.idleLocked() {
 		wr.busy = true
 		wr.mu.Unlock()
-		wr.writeNow(frame)
+		wr.writeNow(frame, false)
 		return true
 	}
 	defer wr.mu.Unlock()
@@ -95,8 +104,9 @@ func (wr *fdWriter) idleLocked() bool {
 
 // writeNow makes one non-blocking write of frame (the caller set busy) and
 // leaves what the socket did not take to the loop, which finishes it before
-// anything else (or meets the write error and handles it).
-func (wr *fdWriter) writeNow(frame []byte) {
+// anything else (or meets the write error and handles it, as the handshake's
+// when run says frame is the run frame).
+func (wr *fdWriter) writeNow(frame []byte, run bool) {
 	n := 0
 	_ = wr.raw.Write(func(fd uintptr) bool {
 		n, _ = syscall.Write(int(fd), frame)
@@ -106,7 +116,7 @@ func (wr *fdWriter) writeNow(frame []byte) {
 	defer wr.mu.Unlock()
 	wr.busy = false
 	if n = max(n, 0); n < len(frame) && !wr.dead {
-		wr.rest = frame[n:]
+		wr.rest, wr.restRun = frame[n:], run
 	}
 	if wr.rest != nil || len(wr.q) > 0 {
 		wr.cond.Signal()
@@ -162,7 +172,7 @@ func (wr *fdWriter) next() (frame []byte, handshake, boot bool) {
 	switch {
 	case wr.rest != nil:
 		frame, wr.rest = wr.rest, nil
-		return frame, false, false
+		return frame, wr.restRun, false
 	case wr.boot != nil:
 		frame, wr.boot = wr.boot, nil
 		return frame, true, true

@@ -466,3 +466,23 @@ def test_driver_mode_async_constructs():
     res = run(prog, wrap_or_fail, TOOLS)
     assert res.value == [{"echoed": 0}, {"echoed": 1}, {"echoed": 2}, {"echoed": "entered"},
                          "nope", False]
+
+
+def test_namespaces_share_one_class_and_keep_their_own_state():
+    """Every namespace object is read-only, lists and names only its own declarations, and
+    exposes no state of its own (the slot that holds it reads as undeclared)."""
+    prog = ("out = [type(tools) is type(db), repr(tools), repr(db), dir(tools), dir(db)]\n"
+            "for f in (lambda: setattr(tools, 'echo', 1), lambda: delattr(db, 'get'),\n"
+            "          lambda: tools._ns, lambda: db.echo):\n"
+            "    try:\n"
+            "        f()\n"
+            "    except AttributeError as e:\n"
+            "        out.append(str(e))\n"
+            "return out + [await db.get(2)]")
+    res = run(prog, echo, [ns("tools", "echo"), ns("db", "get")])
+    assert res.value == [
+        True, "<binding namespace 'tools'>", "<binding namespace 'db'>", ["echo"], ["get"],
+        "binding namespace 'tools' is read-only", "binding namespace 'db' is read-only",
+        "tool '_ns' is not declared in namespace 'tools'",
+        "tool 'echo' is not declared in namespace 'db'", 2]
+    assert [(c["global"], c["name"]) for c in res.calls] == [("db", "get")]
