@@ -73,10 +73,6 @@ def log_truncation_marker(max_log_bytes):
 
 # ---- compilation (docs/child-protocol.md §3.2) ------------------------------------------------------------------
 
-_COMPILED = {}                          # a session's recent sources -> (code, needs_loop)
-_COMPILED_MAX, _COMPILED_SRC_MAX = 16, 1 << 14
-
-
 def compile_program(src, bound_names=None):
     """Compile src as the body of `async def __coderun_main__():` in file `<program>`.
 
@@ -88,23 +84,8 @@ def compile_program(src, bound_names=None):
 
     A session run passes bound_names (top_level_names, cold section): every name the
     program binds at its top level is then declared `global` in the wrapper, so it lives in
-    the session's globals dict across runs (docs/child-protocol.md §6.2). A session keeps
-    the compilation of its 16 most recent sources of up to 16 KiB: a code object is
-    immutable, so a source run again reuses it (compiling costs a short run most of its
-    time in the child).
+    the session's globals dict across runs (docs/child-protocol.md §6.2).
     """
-    if bound_names is None or len(src) > _COMPILED_SRC_MAX:
-        return _compile_program(src, bound_names)
-    hit = _COMPILED.get(src)
-    if hit is None:
-        hit = _compile_program(src, bound_names)
-        if len(_COMPILED) >= _COMPILED_MAX:
-            del _COMPILED[next(iter(_COMPILED))]
-        _COMPILED[src] = hit
-    return hit
-
-
-def _compile_program(src, bound_names):
     import _ast
     mod = compile(src, PROGRAM_FILENAME, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
     body = mod.body

@@ -378,14 +378,3 @@ def test_fork_with_a_left_thread_takes_the_double_fork(session, subreaper):
         assert res.value == ["kept", 1] and res.logs == ["fork"]
     finally:
         f.close()
-
-
-def test_a_source_run_again_runs_again(session):
-    """A session reuses a source's compilation; each run still executes it afresh."""
-    src = "n = globals().get('n', 0) + 1\nreturn [n, len(x) if (x := globals().get('x')) else 0]"
-    assert [session.run(src).value for _ in range(3)] == [[1, 0], [2, 0], [3, 0]]
-    session.run("x = [1, 2]")
-    assert session.run(src).value == [4, 2]
-    err = session.run("return (").error
-    assert err["kind"] == "exception" and "SyntaxError" in err["message"], err
-    assert session.run("return (").error == err
