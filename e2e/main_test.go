@@ -31,13 +31,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	daemonBin = filepath.Join(dir, "coderun-rpc")
-	args := []string{"build", "-o", daemonBin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, "github.com/coderun-rpc/coderun-rpc/cmd/coderun-rpc")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	if err := buildDaemon(daemonBin); err != nil {
 		fmt.Fprintln(os.Stderr, "building the daemon:", err)
 		os.RemoveAll(dir)
 		os.Exit(1)
@@ -51,4 +45,26 @@ func TestMain(m *testing.M) {
 	code := leakcheck.Suite(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// buildDaemon builds the daemon as `make build` does, with the sandbox's lean
+// helper embedded (so tier sandbox runs as it ships), and with -race when
+// this test binary has it.
+func buildDaemon(out string) error {
+	gobuild := func(env []string, args ...string) error {
+		cmd := exec.Command("go", append([]string{"build"}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		return cmd.Run()
+	}
+	const helper = "github.com/coderun-rpc/coderun-rpc/cmd/coderun-sandbox-init"
+	if err := gobuild([]string{"CGO_ENABLED=0"}, "-trimpath", "-ldflags", "-s -w",
+		"-o", "../child/sandbox/leaninit/coderun-sandbox-init", helper); err != nil {
+		return err
+	}
+	args := []string{"-tags", "sandboxinit", "-o", out}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	return gobuild(nil, append(args, "github.com/coderun-rpc/coderun-rpc/cmd/coderun-rpc")...)
 }
