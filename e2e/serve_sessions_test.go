@@ -171,13 +171,8 @@ func TestServeSessionsDrain(t *testing.T) {
 	if note := waitNote(t, a, "session/closed"); !strings.Contains(string(note.Params), `"reason":"shutdown"`) {
 		t.Errorf("session/closed: %s, want reason shutdown", note.Params)
 	}
-	select { // no second SIGTERM: one that lands as the daemon exits kills it
-	case <-s.exited:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("serve still running 20s after SIGTERM; stderr:\n%s", s.stderr)
-	}
-	if s.code != 0 {
-		t.Errorf("exit %d, want 0; stderr:\n%s", s.code, s.stderr)
+	if code := s.exit(20 * time.Second); code != 0 {
+		t.Errorf("exit %d, want 0; stderr:\n%s", code, s.stderr)
 	}
 	waitProcs(t, tmp, 0)
 }

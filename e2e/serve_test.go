@@ -83,6 +83,14 @@ func startService(t *testing.T, env map[string]string, listen string) *service {
 func (s *service) stop(timeout time.Duration) int {
 	s.t.Helper()
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	return s.exit(timeout)
+}
+
+// exit waits up to timeout for the daemon, already sent SIGTERM, to exit,
+// and returns its exit code. It sends no second SIGTERM: one that lands
+// while the daemon exits, its handler gone, would kill it.
+func (s *service) exit(timeout time.Duration) int {
+	s.t.Helper()
 	select {
 	case <-s.exited:
 	case <-time.After(timeout):
@@ -405,7 +413,7 @@ func TestServeDrain(t *testing.T) {
 	if m, err := a.conn.Wait(ctx, id); err != nil || !strings.Contains(string(m.Result), `"value":5`) {
 		t.Errorf("the run under way: %v %+v", err, m)
 	}
-	if code := s.stop(20 * time.Second); code != 0 {
+	if code := s.exit(20 * time.Second); code != 0 {
 		t.Errorf("exit %d, want 0", code)
 	}
 }
@@ -425,7 +433,7 @@ func TestServeDrainAborts(t *testing.T) {
 	if err != nil || !strings.Contains(string(m.Result), `"kind":"abort","message":"server is shutting down"`) {
 		t.Errorf("the run: %v %+v", err, m)
 	}
-	if code := s.stop(20 * time.Second); code != 0 {
+	if code := s.exit(20 * time.Second); code != 0 {
 		t.Errorf("exit %d, want 0", code)
 	}
 	t.Logf("SIGTERM to exit: %v", time.Since(start))
