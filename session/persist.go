@@ -1,6 +1,7 @@
 package session
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -47,6 +48,7 @@ type Session struct {
 	ended      bool
 	endState   string // "closed" or "lost"
 	endReason  string
+	endErr     *protocol.RunError // what the runs the ending found settle with
 	idleTimer  *time.Timer
 	writerDone chan struct{} // closed when the last run's fd-3 writer has returned
 	stopSample chan struct{} // closed when the attached run settles
@@ -157,7 +159,7 @@ func (m *Manager) startSession(s *Session, get func() (*worker, error)) (string,
 	defer m.sessionWG.Done()
 	w, err := get()
 	if err != nil { // w, if any, is already gone
-		m.endSession(s, StateLost, err.Error())
+		m.endSession(s, StateLost, err.Error(), workerExit(err.Error()))
 		m.mu.Lock()
 		delete(m.ended, s.id) // never issued: the id stays unknown
 		m.mu.Unlock()
@@ -283,14 +285,16 @@ func (m *Manager) sessionErrLocked(owner *Lane, id string) *SessionError {
 
 // ending is what an ended session leaves to settle: its runs.
 type ending struct {
-	queued   []*Run // queued behind the current run, and the current one if not attached
-	attached *Run   // the run in the child, if any
+	queued   []*Run             // queued behind the current run, and the current one if not attached
+	attached *Run               // the run in the child, if any
+	err      *protocol.RunError // what they settle with
 }
 
 // endSession ends s once: it leaves the registry (the id answers −32004 with
-// state and reason from now on) and refuses new runs. ok is false when s had
-// already ended.
-func (m *Manager) endSession(s *Session, state, reason string) (e ending, ok bool) {
+// state and reason from now on) and refuses new runs; the runs it finds
+// settle with err (a current run not yet in the child settles so itself,
+// should it reach attach first). ok is false when s had already ended.
+func (m *Manager) endSession(s *Session, state, reason string, err *protocol.RunError) (e ending, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.sessions[s.id] != s {
@@ -300,7 +304,8 @@ func (m *Manager) endSession(s *Session, state, reason string) (e ending, ok boo
 	m.ended[s.id] = sessionEnd{state, reason, s.owner}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.ended, s.endState, s.endReason = true, state, reason
+	s.ended, s.endState, s.endReason, s.endErr = true, state, reason, err
+	e.err = err
 	stopTimer(s.idleTimer)
 	if s.cur != nil && s.attached == nil {
 		e.queued = append(e.queued, s.cur)
@@ -320,12 +325,12 @@ func (m *Manager) endSession(s *Session, state, reason string) (e ending, ok boo
 // the attached one is decided and its child killed at once), then tears the
 // child down: it returns once the child and its descendants are gone and the
 // directory is removed.
-func (s *Session) finish(e ending, err *protocol.RunError) {
+func (s *Session) finish(e ending) {
 	for _, r := range e.queued {
-		s.m.fail(r, err)
+		s.m.fail(r, e.err)
 	}
 	if r := e.attached; r != nil {
-		r.decide(decision{err: err})
+		r.decide(decision{err: e.err})
 	}
 	s.teardown(e.attached)
 }
@@ -368,7 +373,7 @@ func (m *Manager) closeSession(owner *Lane, id string) (wait func(), err error) 
 		return nil, m.sessionErrLocked(owner, id)
 	}
 	m.mu.Unlock()
-	e, ok := m.endSession(s, StateClosed, ReasonClosed)
+	e, ok := m.endSession(s, StateClosed, ReasonClosed, abortError(msgSessionClosed))
 	if !ok {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -379,7 +384,7 @@ func (m *Manager) closeSession(owner *Lane, id string) (wait func(), err error) 
 	go func() {
 		defer m.sessionWG.Done()
 		defer close(done)
-		s.finish(e, abortError(msgSessionClosed))
+		s.finish(e)
 	}()
 	return func() { <-done }, nil
 }
@@ -399,14 +404,14 @@ func (m *Manager) closeSessions(match func(*Session) bool, msg, note string) {
 	m.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, s := range all {
-		e, ok := m.endSession(s, StateClosed, ReasonShutdown)
+		e, ok := m.endSession(s, StateClosed, ReasonShutdown, abortError(msg))
 		if !ok {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.finish(e, abortError(msg))
+			s.finish(e)
 			if s.issued() { // a session still opening is answered by its open's refusal
 				s.notify(ReasonShutdown, note)
 			}
@@ -418,7 +423,7 @@ func (m *Manager) closeSessions(match func(*Session) bool, msg, note string) {
 // lose ends the session as lost (its child died, closed fd 3 or broke the
 // protocol between runs), settles its runs and notifies the client.
 func (s *Session) lose(msg string) {
-	e, ok := s.m.endSession(s, StateLost, msg)
+	e, ok := s.m.endSession(s, StateLost, msg, workerExit(msg))
 	if !ok {
 		return
 	}
@@ -426,7 +431,7 @@ func (s *Session) lose(msg string) {
 	s.m.sessionWG.Add(1)
 	go func() {
 		defer s.m.sessionWG.Done()
-		s.finish(e, workerExit(msg))
+		s.finish(e)
 		if r := e.attached; r != nil {
 			<-r.out.delivered // the run's result says it first
 		}
@@ -517,8 +522,11 @@ func (s *Session) attach(r *Run) {
 	done, stop := make(chan struct{}), make(chan struct{})
 	s.mu.Lock()
 	if s.ended || s.dead {
+		// An ending that found r current settles it with the same error
+		// (finish); whichever comes first wins.
+		err := cmp.Or(s.endErr, workerExit("the session's python process is gone"))
 		s.mu.Unlock()
-		r.failStart(workerExit("the session's python process is gone"))
+		r.failStart(err)
 		return
 	}
 	s.attached, s.writerDone, s.stopSample = r, done, stop
@@ -609,7 +617,7 @@ func (s *Session) runSettled(r *Run, kept *worker) {
 	s.mu.Unlock()
 	switch {
 	case wasAttached && kept == nil && loss != "":
-		if e, ok := s.m.endSession(s, StateLost, loss); ok {
+		if e, ok := s.m.endSession(s, StateLost, loss, workerExit("the session was lost: "+loss)); ok {
 			s.lostByRun(r, e, loss)
 		}
 	case dead: // the child died as the run settled: watch left it to us
@@ -626,7 +634,7 @@ func (s *Session) runSettled(r *Run, kept *worker) {
 // settle worker-exit, and session/closed follows the run's result.
 func (s *Session) lostByRun(r *Run, e ending, loss string) {
 	for _, q := range e.queued {
-		s.m.fail(q, workerExit("the session was lost: "+loss))
+		s.m.fail(q, e.err)
 	}
 	go func() {
 		<-r.out.delivered
@@ -689,14 +697,14 @@ func (s *Session) idleTimeout() {
 	if busy {
 		return
 	}
-	e, ok := s.m.endSession(s, StateClosed, ReasonIdle)
+	e, ok := s.m.endSession(s, StateClosed, ReasonIdle, abortError(msgSessionClosed))
 	if !ok {
 		return
 	}
 	s.m.sessionWG.Add(1)
 	go func() {
 		defer s.m.sessionWG.Done()
-		s.finish(e, abortError(msgSessionClosed))
+		s.finish(e)
 		s.notify(ReasonIdle, "no run for "+strconv.FormatInt(s.idle.Milliseconds(), 10)+" ms")
 	}()
 }
