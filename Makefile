@@ -2,7 +2,7 @@
 GO      ?= go
 PYTHON  ?= python3
 BIN     := bin/coderun-rpc
-FUZZTIME ?= 5s
+FUZZTIME ?= 3s
 export CODERUN_RPC_BIN := $(CURDIR)/$(BIN)
 
 # Test dependencies are installed by the targets that need them, so a fresh
