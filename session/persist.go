@@ -515,9 +515,6 @@ func (s *Session) attach(r *Run) {
 		r.failStart(workerExit(err.Error()))
 		return
 	}
-	s.mu.Lock()
-	base := s.cpuMark // no /proc read on the way to the run frame
-	s.mu.Unlock()
 	wr := newFDWriter(w.conn, nil, protocol.ReplyQueue)
 	done, stop := make(chan struct{}), make(chan struct{})
 	s.mu.Lock()
@@ -531,6 +528,7 @@ func (s *Session) attach(r *Run) {
 	}
 	s.attached, s.writerDone, s.stopSample = r, done, stop
 	eof := s.eof
+	base := s.cpuMark // the last run's settlement set it; no /proc read on the way to the run frame
 	s.mu.Unlock()
 	r.mu.Lock()
 	eff := r.sm.step(event{kind: evAttach, w: w, wr: wr, softCPU: r.sm.lim.CPUSeconds, cpuBase: base, eof: eof})
