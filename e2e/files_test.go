@@ -55,6 +55,7 @@ func (f outFile) bytes(t *testing.T) []byte {
 // by path, regular files only (a link to a file outside, a FIFO and a link to
 // a folder are skipped); displayed objects come back in order.
 func TestFilesInAndOut(t *testing.T) {
+	t.Parallel()
 	d := started(t, nil)
 	r := d.filesRun(prog(`import os
 assert sorted(os.listdir("out")) == []
@@ -92,6 +93,7 @@ return [data, len(blob)]`, `"files":[{"path":"data/in.csv","text":"a,b\n1,2\n"},
 // method that raises or returns the wrong type is skipped with a log line, and
 // text/plain is always there.
 func TestDisplayProtocol(t *testing.T) {
+	t.Parallel()
 	d := started(t, nil)
 	r := d.filesRun(prog(`class Rich:
     def _repr_mimebundle_(self, include=None, exclude=None):
@@ -139,6 +141,7 @@ func equalMaps(a, b map[string]string) bool {
 // item that does not fit and everything after it is dropped, the marker is
 // the last output, dropped files are listed as omitted; the run still succeeds.
 func TestOutputBudget(t *testing.T) {
+	t.Parallel()
 	d := started(t, map[string]string{"CODERUN_MAX_OUTPUT_BYTES": "100"})
 	r := d.filesRun(prog(`display("a" * 40)
 open("out/b.txt", "w").write("b" * 60)
@@ -166,6 +169,7 @@ open("out/f", "w").write("f")`, `"limits":{"maxOutputBytes":60}`))
 // C406: with stream true, run/output notifications arrive in order with
 // run/log, the marker last, all before the response.
 func TestOutputStreamOrder(t *testing.T) {
+	t.Parallel()
 	d := started(t, map[string]string{"CODERUN_MAX_OUTPUT_BYTES": "30"})
 	id := d.request("run", prog(`print("one")
 display("two")
@@ -199,6 +203,7 @@ open("out/big", "w").write("x" * 100)`, `"stream":true`))
 // leaves a FIFO in it, gets no files back and the daemon reads nothing
 // outside the run directory.
 func TestOutReplaced(t *testing.T) {
+	t.Parallel()
 	d := started(t, nil)
 	for _, program := range []string{
 		`import os; os.rmdir("out"); os.symlink("/", "out")`,
@@ -217,6 +222,7 @@ func TestOutReplaced(t *testing.T) {
 // C416: a program that leaves more than 10 000 files in out/ gets 10 000
 // listed and the marker; a huge text repr is never encoded either.
 func TestOutTooManyFiles(t *testing.T) {
+	t.Parallel()
 	d := started(t, nil)
 	r := d.filesRun(prog(`for i in range(10050):
     open("out/f%05d" % i, "w").close()
@@ -236,6 +242,7 @@ return 1`))
 // encoded (1 GB from _repr_png_), and a raw output frame past the budget
 // written on fd 3 is dropped by the daemon; both end in the marker.
 func TestHostileOutputs(t *testing.T) {
+	t.Parallel()
 	d := started(t, map[string]string{"CODERUN_ADDRESS_SPACE_MB": "2048", "CODERUN_MAX_OUTPUT_BYTES": "1048576"})
 	r := d.filesRun(prog(`class Huge:
     def _repr_png_(self):
@@ -260,6 +267,7 @@ return 2`))
 
 // C409: bad run.files through the binary: −32602 naming files[i], nothing spawned.
 func TestFilesRefused(t *testing.T) {
+	t.Parallel()
 	d := started(t, map[string]string{"CODERUN_MAX_FILE_BYTES": "1000"})
 	tiny := `{"path":"f","text":""},`
 	cases := []struct{ files, msg string }{
@@ -301,6 +309,7 @@ var pngMagic = []byte("\x89PNG\r\n\x1a\n")
 // C410: with matplotlib, plt.show() displays every open figure as PNG and
 // closes it, a Figure passed to display renders as PNG, no display server.
 func TestMatplotlib(t *testing.T) {
+	t.Parallel()
 	py := venvPython(t, "matplotlib")
 	d := started(t, map[string]string{"CODERUN_PYTHON_BIN": py, "CODERUN_ADDRESS_SPACE_MB": "2048"})
 	r := d.filesRun(prog(`import matplotlib.pyplot as plt
@@ -326,6 +335,7 @@ return len(plt.get_fignums())`))
 
 // C411: a pandas DataFrame renders through its own reprs as HTML and text.
 func TestPandas(t *testing.T) {
+	t.Parallel()
 	py := venvPython(t, "pandas")
 	d := started(t, map[string]string{"CODERUN_PYTHON_BIN": py, "CODERUN_ADDRESS_SPACE_MB": "2048"})
 	r := d.filesRun(prog(`import pandas as pd

@@ -76,6 +76,7 @@ func sessionEnv(tmp string, more ...string) map[string]string {
 // another's id, open or closed, is −32004 "unknown". initialize reports
 // the cap, and /metrics the sessions open.
 func TestServeSessionsIsolated(t *testing.T) {
+	t.Parallel()
 	s := startService(t, map[string]string{"CODERUN_MAX_SESSIONS": "3"}, sockPath(t))
 	a, b := s.dial("").initialize(), s.dial("")
 	if m := b.call("initialize", `{}`); !strings.Contains(string(m.Result), `"sessions":{"max":3,`) {
@@ -107,6 +108,7 @@ func TestServeSessionsIsolated(t *testing.T) {
 // TestServeSessionsCapAcrossConnections: CODERUN_MAX_SESSIONS counts every
 // connection's sessions; a closed connection's sessions free the cap.
 func TestServeSessionsCapAcrossConnections(t *testing.T) {
+	t.Parallel()
 	s := startService(t, map[string]string{"CODERUN_MAX_SESSIONS": "1"}, sockPath(t))
 	a, b := s.dial("").initialize(), s.dial("").initialize()
 	a.open()
@@ -125,6 +127,7 @@ func TestServeSessionsCapAcrossConnections(t *testing.T) {
 // process count is back to the baseline); another connection's session
 // lives on.
 func TestServeSessionsCloseWithConnection(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	s := startService(t, sessionEnv(tmp, "CODERUN_MAX_SESSIONS", "4"), sockPath(t))
 	a, b := s.dial("").initialize(), s.dial("").initialize()
@@ -152,6 +155,7 @@ func TestServeSessionsCloseWithConnection(t *testing.T) {
 // refuses new sessions, then closes the session (session/closed
 // "shutdown") and its child before the daemon exits 0.
 func TestServeSessionsDrain(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	s := startService(t, sessionEnv(tmp, "CODERUN_DRAIN_MS", "20000", "CODERUN_MAX_SESSIONS", "2"), sockPath(t))
 	a := s.dial("").initialize()
@@ -198,6 +202,7 @@ func waitNote(t *testing.T, p *peer, method string) *lspclient.Message {
 // session's runs print megabytes has its connection closed once a write
 // stalls CODERUN_WRITE_STALL_MS, and the session with it.
 func TestServeSessionsWriteStall(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	s := startService(t, sessionEnv(tmp, "CODERUN_WRITE_STALL_MS", "500", "CODERUN_MAX_LOG_BYTES", "1000000"), sockPath(t))
 	c, err := net.Dial("unix", s.listen)

@@ -257,6 +257,7 @@ func sockPath(t *testing.T) string { return "unix:" + filepath.Join(t.TempDir(),
 // TestServeConnectionsIndependent: two connections on one daemon; closing
 // one ends its run (aborted, its child gone) and only its run.
 func TestServeConnectionsIndependent(t *testing.T) {
+	t.Parallel()
 	s := startService(t, map[string]string{"CODERUN_LOG_LEVEL": "debug"}, sockPath(t))
 	a, b := s.dial("").initialize(), s.dial("").initialize()
 	if r := a.run("return 1"); string(r.Value) != "1" {
@@ -289,6 +290,7 @@ func TestServeConnectionsIndependent(t *testing.T) {
 // carry it; a wrong or missing token gets one −32600 and the connection
 // closes.
 func TestServeAuth(t *testing.T) {
+	t.Parallel()
 	s := startService(t, map[string]string{"CODERUN_AUTH_TOKEN": "s3cret"}, "tcp:127.0.0.1:0")
 	good := s.dial("Authorization: Bearer s3cret\r\n").initialize()
 	if r := good.run("return 3"); string(r.Value) != "3" {
@@ -321,6 +323,7 @@ func TestServeAuth(t *testing.T) {
 // TestServeOffLoopbackNeedsToken: a listener every interface can reach is
 // refused at start-up without a token.
 func TestServeOffLoopbackNeedsToken(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(daemonBin, "serve", "--listen", "tcp:0.0.0.0:0")
 	cmd.Env = environ(t, nil)
 	out, _ := cmd.CombinedOutput()
@@ -332,6 +335,7 @@ func TestServeOffLoopbackNeedsToken(t *testing.T) {
 // TestServeMaxConnections: past CODERUN_MAX_CONNECTIONS a connection gets
 // one −32600 and is closed; once one closes, the next is served.
 func TestServeMaxConnections(t *testing.T) {
+	t.Parallel()
 	s := startService(t, map[string]string{"CODERUN_MAX_CONNECTIONS": "2"}, sockPath(t))
 	a := s.dial("").initialize()
 	s.dial("").initialize()
@@ -354,6 +358,7 @@ func TestServeMaxConnections(t *testing.T) {
 // TestServeMaxRunsPerConnection: a connection's runs past the cap are
 // refused with the queue-full code; another connection is not.
 func TestServeMaxRunsPerConnection(t *testing.T) {
+	t.Parallel()
 	s := startService(t, map[string]string{"CODERUN_MAX_RUNS_PER_CONNECTION": "1"}, sockPath(t))
 	a, b := s.dial("").initialize(), s.dial("").initialize()
 	id, _ := a.conn.Request("run", json.RawMessage(`{"program":"import time\ntime.sleep(1)\nreturn 1"}`))
@@ -372,6 +377,7 @@ func TestServeMaxRunsPerConnection(t *testing.T) {
 
 // TestServeAdmin: the probes and the metric families the docs list.
 func TestServeAdmin(t *testing.T) {
+	t.Parallel()
 	s := startService(t, nil, sockPath(t))
 	if code, body := s.get("/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz: %d %q", code, body)
@@ -396,6 +402,7 @@ func TestServeAdmin(t *testing.T) {
 // TestServeDrain: SIGTERM lets a run under way finish, refuses new
 // connections and runs meanwhile, reports not ready, and exits 0.
 func TestServeDrain(t *testing.T) {
+	t.Parallel()
 	s := startService(t, map[string]string{"CODERUN_DRAIN_MS": "20000"}, sockPath(t))
 	a := s.dial("").initialize()
 	id, _ := a.conn.Request("run", json.RawMessage(`{"program":"import time\ntime.sleep(1.5)\nreturn 5"}`))
@@ -421,6 +428,7 @@ func TestServeDrain(t *testing.T) {
 // TestServeDrainAborts: a run that outlasts CODERUN_DRAIN_MS is aborted,
 // and the daemon exits 0 soon after.
 func TestServeDrainAborts(t *testing.T) {
+	t.Parallel()
 	s := startService(t, map[string]string{"CODERUN_DRAIN_MS": "300"}, sockPath(t))
 	a := s.dial("").initialize()
 	id, _ := a.conn.Request("run", json.RawMessage(`{"program":"import time\ntime.sleep(60)"}`))
@@ -443,6 +451,7 @@ func TestServeDrainAborts(t *testing.T) {
 // connection closed once a write stalls CODERUN_WRITE_STALL_MS; another
 // connection is served all along.
 func TestServeNeverReads(t *testing.T) {
+	t.Parallel()
 	s := startService(t, map[string]string{"CODERUN_WRITE_STALL_MS": "500", "CODERUN_MAX_LOG_BYTES": "1000000"}, sockPath(t))
 	c, err := net.Dial("unix", s.listen)
 	if err != nil {
@@ -475,6 +484,7 @@ func TestServeNeverReads(t *testing.T) {
 // serves on; a header block past its cap (a slowloris that never ends its
 // header) closes only that connection.
 func TestServeBadFrames(t *testing.T) {
+	t.Parallel()
 	s := startService(t, nil, sockPath(t))
 	a := s.dial("").initialize()
 	big := append([]byte("Content-Length: 67108865\r\n\r\n"), make([]byte, 67108865)...)
@@ -505,6 +515,7 @@ func TestServeBadFrames(t *testing.T) {
 // TestServeIdleConnections: many idle connections cost little memory and
 // do not delay a run on another (figures in RELIABILITY.md).
 func TestServeIdleConnections(t *testing.T) {
+	t.Parallel()
 	n := 1000
 	if os.Getenv("CODERUN_TEST_HEAVY") == "1" {
 		n = 10000
@@ -543,6 +554,7 @@ func TestServeIdleConnections(t *testing.T) {
 // before authenticating) is refused when the 10 s handshake is up, while
 // an authenticated connection runs programs meanwhile.
 func TestServeSlowAuth(t *testing.T) {
+	t.Parallel()
 	s := startService(t, map[string]string{"CODERUN_AUTH_TOKEN": "tok"}, sockPath(t))
 	c, err := net.Dial("unix", s.listen)
 	if err != nil {

@@ -60,6 +60,7 @@ func (s *otlpSink) byName() map[string]*tracepb.Span {
 // under the run, and the binding/call request carries that span's
 // traceparent; program text is not recorded.
 func TestServeTracing(t *testing.T) {
+	t.Parallel()
 	sink := &otlpSink{}
 	collectorSrv := httptest.NewServer(sink)
 	defer collectorSrv.Close()

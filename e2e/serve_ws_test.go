@@ -78,6 +78,7 @@ func wsExchange(t *testing.T, c *websocket.Conn, body, id string) wsMsg {
 }
 
 func TestServeWebSocket(t *testing.T) {
+	t.Parallel()
 	s := startService(t, map[string]string{"CODERUN_AUTH_TOKEN": "tok", "CODERUN_MAX_LOG_BYTES": "200000"}, "ws://127.0.0.1:0/rpc")
 	// A 64-byte write buffer sends every message in many fragments.
 	c := s.wsDial("tok", 64)
@@ -119,6 +120,7 @@ func TestServeWebSocket(t *testing.T) {
 // TestServeWebSocketOversize: a message over the inbound cap closes the
 // connection with 1009 (message too big).
 func TestServeWebSocketOversize(t *testing.T) {
+	t.Parallel()
 	s := startService(t, nil, "ws://127.0.0.1:0/rpc")
 	c := s.wsDial("", 0)
 	big := `{"jsonrpc":"2.0","id":1,"method":"run","params":{"program":"` + strings.Repeat("#", 64<<20) + `"}}`

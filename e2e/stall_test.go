@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,12 +19,22 @@ func TestStalledClient(t *testing.T) {
 			cmd := exec.Command(daemonBin)
 			cmd.Env = environ(t, map[string]string{"CODERUN_GRACE_MS": "200", "CODERUN_LOG_LEVEL": "warn"})
 			stdin, _ := cmd.StdinPipe()
-			stdout, _ := cmd.StdoutPipe() // never read after the start
+			stdout, _ := cmd.StdoutPipe() // never read after initialize
 			defer stdout.Close()
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			stdin.Write(frame(`{"jsonrpc":"2.0","id":1,"method":"initialize"}`))
+			// the answer to initialize: the daemon is up and handles SIGTERM
+			// (on a loaded machine a -race build can take seconds to get there)
+			seen := ""
+			for buf := make([]byte, 4096); !strings.Contains(seen, `"result"`); {
+				n, err := stdout.Read(buf)
+				if err != nil {
+					t.Fatalf("reading the answer to initialize: %v (read %q)", err, seen)
+				}
+				seen += string(buf[:n])
+			}
 			stdin.Write(frame(`{"jsonrpc":"2.0","id":2,"method":"run","params":{"stream":true,"program":"import os\nprint(os.getpid(), flush=True)\nwhile True:\n    print('x' * 100)"}}`))
 			time.Sleep(2 * time.Second) // the pipe to the client is full by now
 			if how == "SIGTERM" {

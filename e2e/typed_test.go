@@ -167,7 +167,10 @@ func TestTypedDeclarationsRefused(t *testing.T) {
 		start := time.Now()
 		expectError(t, d.call("run", c.params), -32602, c.msg)
 		expectError(t, d.call("bindings/describe", `{`+c.params[strings.Index(c.params, `"bindings"`):]), -32602, c.msg)
-		if took := time.Since(start); took > 10*time.Second {
+		// not a speed goal (make bench has those): a refusal that takes a minute
+		// is a pathological, super-linear check, which a -race build under load
+		// is far from
+		if took := time.Since(start); took > time.Minute {
 			t.Errorf("%.80s: refused after %v", c.msg, took)
 		}
 	}
