@@ -921,8 +921,25 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
         if not fut.done():
             fut.set_result((ok, payload))
 
+    OK_HEAD, OK_MID = b'{"type":"reply","id":', b',"ok":true,"value":'
+    digits, int = B.frozenset(b"0123456789"), B.int
+
     def handle_line(line):
         if not line:
+            return
+        # The daemon writes a successful reply as exactly OK_HEAD id OK_MID value "}"
+        # (session/frames.go replyOK): only the value is decoded, no frame dict built.
+        # Any other line, a failed reply included, is decoded whole.
+        j = line.find(b",", 21)
+        if line.startswith(OK_HEAD) and j > 21 and line.startswith(OK_MID, j) \
+                and digits.issuperset(line[21:j]) and (line[21] != 48 or j == 22) \
+                and line[-1] == 125:
+            value = decode(line[j + 19:-1].decode("utf-8"))
+            entry = pending.pop(int(line[21:j]), None)
+            if entry is None:
+                return
+            release_slot()
+            dispatch(entry, True, value)
             return
         msg = decode(line.decode("utf-8"))
         if type(msg) is not dict or msg.get("type") != "reply":
@@ -935,6 +952,9 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
         payload = msg.get("value") if ok else msg.get("message")
         if not ok and msg.get("typeError") is True:
             ok = None                   # the daemon refused the arguments: settled raises TypeError
+        dispatch(entry, ok, payload)
+
+    def dispatch(entry, ok, payload):
         loop, fut = entry
         if loop is None:                # awaited by the driver (no asyncio loop)
             driver_results[fut] = (ok, payload)

@@ -41,7 +41,7 @@ var allowed = map[string][]string{
 	"rpc":             {"session", "wireguard", "protocol", "typed", "mcp/upstream"},
 	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/sandbox", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "mcp", "mcp/upstream", "serve", "tracing"},
 	// MCP: upstream servers as bindings (a client of each), and the code-mode server.
-	"mcp/upstream":     {"session", "protocol", "typed", sdk, sdkJSONRPC},
+	"mcp/upstream":     {"session", "protocol", "typed", "wireguard", sdk, sdkJSONRPC},
 	"mcp":              {"rpc", "session", "protocol", "mcp/upstream", sdk, sdkJSONRPC},
 	"internal/mcptest": {sdk},
 	// Service mode: listeners, auth, per-connection servers, admin, metrics.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
@@ -75,12 +76,42 @@ func (p *Pool) Close() {
 // Client wraps inner so that binding calls to the globals in routes (global
 // → server) go to those servers; everything else goes to inner.
 func Client(inner session.Client, routes map[string]*Server) session.Client {
-	return &router{inner: inner, routes: routes}
+	return &router{inner: inner, routes: routes, next: make(chan func())}
 }
 
 type router struct {
 	inner  session.Client
 	routes map[string]*Server
+	next   chan func() // a call handed to an idle worker
+}
+
+// workerIdle is how long a call's goroutine waits for the run's next call
+// before it exits. The SDK's call path is deep: a fresh goroutine grows
+// (copies) its stack several times on every call, a reused one once.
+const workerIdle = 50 * time.Millisecond
+
+// spawn runs f on an idle worker, or on a new one when none is waiting.
+func (r *router) spawn(f func()) {
+	select {
+	case r.next <- f:
+	default:
+		go r.work(f)
+	}
+}
+
+// work runs f, then the calls handed to it, until none comes for workerIdle.
+func (r *router) work(f func()) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		f()
+		idle.Reset(workerIdle)
+		select {
+		case f = <-r.next:
+		case <-idle.C:
+			return
+		}
+	}
 }
 
 func (r *router) Log(runID string, ev protocol.LogEvent) { r.inner.Log(runID, ev) }
@@ -94,8 +125,9 @@ func (r *router) Output(runID string, ev protocol.OutputEvent) {
 	}
 }
 
-// CallBinding calls the tool upstream on a goroutine of its own; cancel ends
-// the call (the SDK cancels it upstream) and answer is never invoked after it.
+// CallBinding calls the tool upstream on a goroutine of its own (a worker of
+// the run's); cancel ends the call (the SDK cancels it upstream) and answer is
+// never invoked after it.
 func (r *router) CallBinding(runID, namespace, function string, args []byte, answer func(session.Answer)) func() {
 	srv := r.routes[namespace]
 	if srv == nil {
@@ -104,7 +136,7 @@ func (r *router) CallBinding(runID, namespace, function string, args []byte, ans
 	ctx, stop := context.WithCancel(context.Background())
 	var mu sync.Mutex
 	done := false
-	go func() {
+	r.spawn(func() {
 		a := callAnswer(ctx, srv, function, args)
 		mu.Lock()
 		defer mu.Unlock()
@@ -112,7 +144,7 @@ func (r *router) CallBinding(runID, namespace, function string, args []byte, ans
 			done = true
 			answer(a)
 		}
-	}()
+	})
 	return func() {
 		mu.Lock()
 		done = true

@@ -190,7 +190,7 @@ func (s *Server) command() (mcp.Transport, error) {
 	go p.wait(stderr, s.log)
 	// The reader is left open on close (the server may still be writing its
 	// goodbye; an EPIPE would only fill the log): it ends when the server does.
-	return &mcp.IOTransport{Reader: io.NopCloser(stdout), Writer: p, MaxLineLength: maxLine}, nil
+	return &lineTransport{out: stdout, in: p}, nil
 }
 
 // process is a started stdio server; closing its stdin (the transport's

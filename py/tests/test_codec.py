@@ -94,6 +94,29 @@ def test_quoted_plain_ascii_is_the_encoders_output():
             assert C.quoted(t, len(want), lone) == want and C.quoted(t, len(want) - 1) is None
 
 
+def test_flat_objects_encode_as_the_walk_does():
+    """A flat object of plain values takes the C encoder; its bytes and verdicts are the
+    walk's (the same object inside a list is walked), budgets and refusals included."""
+    import random
+    rnd = random.Random(7)
+    pieces = ["x", "", "é", "\n", '"', "\\", "\x00", "\x1f", "\u2028", "\U0001f600", "\ud800",
+              "\udc00", "\ud83d\ude00", "a" * 70000]
+    values = [None, True, False, 0, -1, 2 ** 53, -2 ** 53, 2 ** 53 + 1, 10 ** 30, 1.5, 1.0,
+              [1], {"a": 1}, (1,)]
+    for _ in range(3000):
+        d = {}
+        for _ in range(rnd.randrange(0, 5)):
+            k = "".join(rnd.choice(pieces[:13]) for _ in range(rnd.randrange(0, 3)))
+            v = rnd.choice(values + ["".join(rnd.choice(pieces) for _ in range(2))] * 4)
+            d[k if rnd.random() < 0.95 else rnd.choice([1, None])] = v
+        walked = C.encode([d])
+        want = (OK, walked[1][1:-1]) if walked[0] == OK else walked
+        assert C.encode(d) == want, d
+        if walked[0] == OK:
+            n = len(want[1])
+            assert C.encode(d, n) == want and C.encode(d, n - 1) == (OVER, None), d
+
+
 def test_metering_matches_encoding():
     """C210/C212 analogues: exact length, one byte less is over budget."""
     values = [None, True, False, 0, -1.5, 'a"b\\', [], {}, [1, "x", None],

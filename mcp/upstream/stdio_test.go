@@ -1,0 +1,94 @@
+package upstream
+
+import (
+	"context"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// decodeMessage agrees with the SDK's jsonrpc.DecodeMessage on every line it
+// accepts, and refuses what the SDK refuses; also a batch, and trailing data
+// (which the SDK's stdio transport refuses before decoding).
+func TestDecodeMessageAgreesWithSDK(t *testing.T) {
+	lines := []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"x"}]}}`,
+		`{"jsonrpc":"2.0","id":"a\u00e9","result":{}}`,
+		`{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"bad","data":{"k":[1]}}}`,
+		`{"jsonrpc":"2.0","id":3,"result":null}`,
+		`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`,
+		`{"jsonrpc":"2.0","method":"ping","id":12,"params":{"a":1}}`,
+		`{"jsonrpc":"2.0","method":"x","id":null,"params":null}`,
+		`{"id":1,"jsonrpc":"2.0","result":1,"result":2}`,
+		`{"jsonrpc":"1.0","id":1,"result":{}}`,
+		`{"id":1,"result":{}}`,
+		`{"jsonrpc":"2.0","result":{}}`,
+		`{"jsonrpc":"2.0","id":true,"result":{}}`,
+		`{"jsonrpc":"2.0","id":1,"method":5}`,
+		`{"jsonrpc":"2.0","id":1,"result":{}`,
+		`{"jsonrpc":"2.0","id":1,"result":{}} x`,
+		`[{"jsonrpc":"2.0","id":1,"result":{}}]`,
+		`"2.0"`,
+	}
+	for _, line := range lines {
+		want, wantErr := jsonrpc.DecodeMessage([]byte(line))
+		got, gotErr := decodeMessage([]byte(line))
+		if refused := strings.HasPrefix(line, "[") || strings.HasSuffix(line, " x"); refused {
+			if gotErr == nil {
+				t.Errorf("%s: accepted", line)
+			}
+			continue
+		}
+		if (wantErr != nil) != (gotErr != nil) {
+			t.Errorf("%s: error %v, the SDK's %v", line, gotErr, wantErr)
+			continue
+		}
+		if wantErr == nil && gotErr == nil && !reflect.DeepEqual(normal(got), normal(want)) {
+			t.Errorf("%s: got %#v, the SDK's %#v", line, got, want)
+		}
+	}
+}
+
+// normal makes two decodings comparable: raw texts as strings.
+func normal(m jsonrpc.Message) any {
+	switch m := m.(type) {
+	case *jsonrpc.Request:
+		return []any{"request", m.ID, m.Method, string(m.Params)}
+	case *jsonrpc.Response:
+		var e any
+		if m.Error != nil {
+			w := m.Error.(*jsonrpc.Error)
+			e = []any{w.Code, w.Message, string(w.Data)}
+		}
+		return []any{"response", m.ID, string(m.Result), e}
+	}
+	return m
+}
+
+// Lines longer than the read buffer, blank lines and a last line without a
+// newline are read whole; a line over maxLine is refused.
+func TestLineConnReadsLines(t *testing.T) {
+	long := `{"jsonrpc":"2.0","id":2,"result":{"t":"` + strings.Repeat("y", 3*readChunk) + `"}}`
+	in := "\n" + `{"jsonrpc":"2.0","id":1,"result":{}}` + "\n \r\n" + long + "\n" + `{"jsonrpc":"2.0","id":3,"result":{}}`
+	c := &lineConn{r: newReader(strings.NewReader(in))}
+	for _, want := range []int64{1, 2, 3} {
+		m, err := c.Read(context.Background())
+		if err != nil {
+			t.Fatalf("message %d: %v", want, err)
+		}
+		if id := m.(*jsonrpc.Response).ID.Raw(); id != want {
+			t.Fatalf("id %v, want %d", id, want)
+		}
+	}
+	if _, err := c.Read(context.Background()); err != io.EOF {
+		t.Fatalf("after the last message: %v, want EOF", err)
+	}
+	huge := &lineConn{r: newReader(io.MultiReader(strings.NewReader(`{"jsonrpc":"2.0","id":1,"result":"`),
+		strings.NewReader(strings.Repeat("z", maxLine+readChunk))))}
+	if _, err := huge.Read(context.Background()); err != errLineTooLong {
+		t.Fatalf("a line over %d bytes: %v", maxLine, err)
+	}
+}
