@@ -13,7 +13,8 @@ var ErrFrameTooLong = errors.New("wireguard: fd-3 frame exceeds the frame cap")
 // bytes before a '\n'. Not safe for concurrent use.
 //
 // A frame that spans reads is assembled in a buffer of the Framer's own, taken from a
-// small shared pool (frameBufs) and handed back as soon as it is free, so a daemon that
+// small shared pool (frameBufs) and handed back as soon as it is free (or at Release),
+// so a daemon that
 // reads a megabyte frame every run reuses one buffer, already faulted in, instead of
 // allocating, zeroing and faulting in a fresh one grown by doubling each time.
 type Framer struct {
@@ -59,6 +60,14 @@ func (f *Framer) Feed(p []byte) (frames [][]byte, err error) {
 		}
 	}
 	return frames, f.err
+}
+
+// Release hands the Framer's buffers back to the pool once its reader is done with it
+// (end of stream): no frame it returned may be used afterwards. A Framer fed again after
+// Release takes buffers anew.
+func (f *Framer) Release() {
+	f.lent = putFrameBuf(f.lent)
+	f.buf = putFrameBuf(f.buf)
 }
 
 // complete returns the current frame ended by tail (a sub-slice of the caller's p),
