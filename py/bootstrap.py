@@ -44,6 +44,7 @@ def _coderun_child():
     make_session_fork = _make_session_fork
     os_read, os_write, os_kill, os_getpid, os_exit = os.read, os.write, os.kill, os.getpid, \
         os._exit
+    os_writev = os.writev
     sig_signal, sig_mask = _signal.signal, _signal.pthread_sigmask
     SIGXCPU, SIG_DFL, SIG_UNBLOCK = _signal.SIGXCPU, _signal.SIG_DFL, _signal.SIG_UNBLOCK
     sys_modules = sys.modules
@@ -108,13 +109,27 @@ def _coderun_child():
                 view = view[os_write(FD, view):]
 
     JOIN_MAX = 1 << 16
+    IOV_BATCH = 512                 # below IOV_MAX (1024): writev's limit on parts per call
     join = b"".join
+
+    def writev_all(parts):
+        """Write every part, in order, gathered by writev(2): the kernel takes them from
+        where they lie, so a megabyte payload is never joined with its frame's head."""
+        views = [memoryview(p).cast("B") for p in parts]
+        while views:
+            n = os_writev(FD, views[:IOV_BATCH])
+            while views and n >= len(views[0]):
+                n -= len(views[0])
+                del views[0]
+            if n:
+                views[0] = views[0][n:]
 
     def send(*parts):
         """Write one frame (parts joined, then a newline) under the channel lock.
 
         A frame up to 64 KiB goes out in ONE write (one syscall, one wake-up of the daemon's
-        reader); a bigger one is written part by part, never copied whole (RLIMIT_AS).
+        reader); a bigger one in one writev(2) of its parts as they are (more calls only
+        when the socket takes part of it), never copied whole (RLIMIT_AS).
         """
         size = 0
         for p in parts:
@@ -123,9 +138,7 @@ def _coderun_child():
             if size <= JOIN_MAX:
                 write_all(join(parts + (b"\n",)))
                 return
-            for p in parts:
-                write_all(p)
-            write_all(b"\n")
+            writev_all(parts + (b"\n",))
 
     def fallback_done():
         try:
@@ -1573,9 +1586,9 @@ def _make_display(send, codec, P, flush_logs, warn):
         send(*coalesce((head, *parts, b"}}")))
 
     def coalesce(parts):
-        """parts with each run of small pieces joined: a frame with a large payload goes
-        out in three writes (what precedes it, the payload, what follows), not one a
-        piece, so the daemon's reader wakes three times."""
+        """parts with each run of small pieces joined: a frame with a large payload is
+        three parts (what precedes it, the payload, what follows) for send's one writev,
+        not one a piece."""
         out, run = [], []
         for p in parts:
             if len(p) < COALESCE_MAX:

@@ -58,6 +58,7 @@ func readLoop(w *worker, rt route) {
 	defer rt.recoverPanic("fd-3 reader")
 	defer rt.streamEnded(fdConn)
 	framer := wireguard.NewFramer(protocol.FrameCap)
+	defer framer.Release()
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
 	buf := *bp

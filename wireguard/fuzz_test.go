@@ -201,7 +201,9 @@ func FuzzFramer(f *testing.F) {
 			n := min(len(p), int(chunk)+1)
 			var got [][]byte
 			got, pErr = fr.Feed(p[:n])
-			parts = append(parts, got...)
+			for _, g := range got { // valid until the next Feed
+				parts = append(parts, bytes.Clone(g))
+			}
 			p = p[n:]
 		}
 		if (wErr == nil) != (pErr == nil) || !reflect.DeepEqual(whole, parts) {

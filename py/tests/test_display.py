@@ -38,6 +38,20 @@ def test_binary_types_travel_as_base64_text_types_as_text():
     assert d["text/plain"].startswith("<__main__.")
 
 
+def test_large_frame_is_gathered_whole_and_in_order():
+    """A frame above 64 KiB goes out by writev, in as many calls as the socket needs: two
+    megabyte payloads and the small pieces around them arrive as one intact line."""
+    res = run('class R:\n    def _repr_mimebundle_(self, include=None, exclude=None):\n'
+              '        return {"image/png": bytes(range(256)) * 4096, "text/html": "<p>" * 90000,'
+              ' "image/gif": b"GIF8"}\n'
+              'display(R())\ndisplay("after")')
+    big, after = data(res)
+    assert base64.b64decode(big["image/png"]) == bytes(range(256)) * 4096
+    assert big["text/html"] == "<p>" * 90000
+    assert base64.b64decode(big["image/gif"]) == b"GIF8"
+    assert after == {"text/plain": "'after'"}
+
+
 def test_display_is_owned_and_matplotlib_costs_nothing_unused():
     """C414: display is a global and a builtin; without a matplotlib import nothing is set or loaded."""
     res = run('import os, sys, builtins\n'
