@@ -8,7 +8,7 @@ contain() is called in the server's child (C) once it leads its own session with
 descriptors in place, and returns only in the program's process:
 
     C   unshare(user, PID, mount, IPC, UTS, network); one-id maps (its uid and gid as root)
-        fork -> I, then holds nothing of the run, ignores every signal it can, waits for I and
+        fork -> I, then holds nothing of the run, blocks every signal it can, waits for I and
         ends the way I did (the fork server reports that; the daemon reads the relay first)
     I   PID 1 of the new namespaces: a socket pair to its child, fork -> P, then execs the
         daemon's init (child/sandbox, forkinit_linux.go) with the socket on fd 3: it prepares the
