@@ -97,7 +97,8 @@ def _wait_like(init, nfds):
             continue
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        _signal.signal(sig, _signal.SIG_DFL)
+        if sig != _signal.SIGKILL:  # whose action cannot be set: signal() would raise
+            _signal.signal(sig, _signal.SIG_DFL)
         _signal.pthread_sigmask(_signal.SIG_UNBLOCK, [sig])
         os.kill(os.getpid(), sig)
     os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
