@@ -36,6 +36,7 @@ type Session struct {
 	cond       *sync.Cond    // signalled when the session becomes idle or ends
 	w          *worker       // nil until booted
 	pid        int           // the interpreter's pid, whose process tree /proc measures (procstat.go)
+	held       *held         // the child's directory and /proc files, open from adopt to teardown
 	cpuMark    time.Duration // its CPU time at the end of the last kept run (or at boot): the next run's base
 	queue      []queued      // accepted runs and forks behind cur, FIFO
 	cur        *Run          // the run holding the session: waiting for a slot, or attached
@@ -248,7 +249,8 @@ func (s *Session) adopt(w *worker) bool {
 		return false
 	}
 	s.w, s.pid = w, w.proc.Pid
-	s.cpuMark, _ = treeCPU(s.pid)
+	s.held = openHeld(w, s.pid)
+	s.cpuMark, _, _ = s.held.usage(false)
 	s.cond.Broadcast() // a fork waiting for the child
 	go readLoop(w, s)
 	go strayLoop(s, fdStdout, w.stdout)
@@ -350,6 +352,7 @@ func (s *Session) teardown(attached *Run) {
 		<-attached.quiescent
 	}
 	w.closeFiles()
+	s.held.close()
 	<-w.exited
 	if !awaitEmpty(w.proc, s.m.cfg.Grace) {
 		s.log.Warn("session child's group still has members after the reap deadline")
@@ -506,7 +509,7 @@ func (s *Session) attach(r *Run) {
 	}
 	// The session's directory persists; out/ is this run's alone, and the
 	// run's files are written before its program starts.
-	err := resetOut(w.dir)
+	err := s.held.resetOut()
 	if err == nil {
 		err = stageFiles(w.dir, r.files)
 	}
@@ -564,7 +567,7 @@ func (s *Session) sampleCPU(w *worker, base, budget time.Duration, stop chan str
 			return
 		case <-t.C:
 		}
-		if used, ok := treeCPU(s.pid); ok && used-base >= budget {
+		if used, _, ok := s.held.usage(false); ok && used-base >= budget {
 			w.proc.SignalGroup(syscall.SIGKILL)
 			return
 		}
