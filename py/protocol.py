@@ -685,15 +685,9 @@ def top_level_names(_ast, body, src=None):
                 names.add(node.id)
             continue
         if isinstance(node, (_ast.Import, _ast.ImportFrom)):
-            for alias in node.names:
-                if alias.name != "*":
-                    names.add(alias.asname or alias.name.partition(".")[0])
+            _add_imported(node, names)
             continue
-        kind = type(node).__name__
-        for attr in _CAPTURES.get(kind, ()):
-            name = getattr(node, attr, None)
-            if type(name) is str:
-                names.add(name)
+        _add_captures(node, names)
         for field in node._fields:
             v = getattr(node, field, None)
             if type(v) is list:
@@ -721,14 +715,9 @@ def _statement_names(_ast, body):
                 names.add(node.name)
                 continue
             if isinstance(node, imports):
-                for alias in node.names:
-                    if alias.name != "*":
-                        names.add(alias.asname or alias.name.partition(".")[0])
+                _add_imported(node, names)
                 continue
-            for attr in _CAPTURES.get(type(node).__name__, ()):
-                name = getattr(node, attr, None)
-                if type(name) is str:
-                    names.add(name)
+            _add_captures(node, names)
             for field in node._fields:
                 v = getattr(node, field, None)
                 if type(v) is not list:
@@ -768,16 +757,28 @@ def _pattern_names(_ast, p, names):
     stack = [p]
     while stack:
         p = stack.pop()
-        for attr in _CAPTURES.get(type(p).__name__, ()):
-            name = getattr(p, attr, None)
-            if type(name) is str:
-                names.add(name)
+        _add_captures(p, names)
         for field in p._fields:
             v = getattr(p, field, None)
             if type(v) is list:
                 stack.extend(x for x in v if isinstance(x, _ast.pattern))
             elif isinstance(v, _ast.pattern):
                 stack.append(v)
+
+
+def _add_imported(node, names):
+    """Add the names an import statement binds (a star import binds none we can know)."""
+    for alias in node.names:
+        if alias.name != "*":
+            names.add(alias.asname or alias.name.partition(".")[0])
+
+
+def _add_captures(node, names):
+    """Add the plain-string names node binds (_CAPTURES: except-as, match captures)."""
+    for attr in _CAPTURES.get(type(node).__name__, ()):
+        name = getattr(node, attr, None)
+        if type(name) is str:
+            names.add(name)
 
 
 def _plain_assignments(_ast, stmts):
