@@ -13,10 +13,10 @@ import (
 // run does not open them by path again (docs/performance.md §12): the
 // working directory, where out/ is made empty before each run and looked at
 // after it, and the interpreter's three /proc files every run's statistics
-// read (procstat.go). A descriptor follows the directory and the process it
-// was opened on: a program that renames its directory, or a pid reused after
-// the child is gone, cannot redirect it. A descriptor that could not be
-// opened is -1 and its reads go by path, as a fresh run's do. Reads and close
+// read (procstat.go). A /proc descriptor follows the process it was opened
+// on: a pid reused after the child is gone cannot redirect it. A descriptor
+// that could not be opened is -1 and its reads go by path, as a fresh run's
+// do. Reads and close
 // hold mu, so a descriptor number is never read once closed (and reused).
 type held struct {
 	w    *worker // the child the descriptors are of
