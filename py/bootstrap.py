@@ -395,11 +395,12 @@ def _coderun_child():
         """Soft RLIMIT_CPU = CPU used so far (reaped children included), rounded up, plus
         this run's budget, below the session's hard limit (§6.2)."""
         nonlocal cpu_soft
-        hard = getrlimit(RLIMIT_CPU)[1]
+        now, hard = getrlimit(RLIMIT_CPU)
         soft = -int(-cpu_spent() // 1) + seconds
         if hard != INF:
             soft = min(soft, hard - 1)
-        setrlimit(RLIMIT_CPU, (soft, hard))
+        if soft != now:     # read just now: whatever the last program did to it
+            setrlimit(RLIMIT_CPU, (soft, hard))
         cpu_soft = soft
         sig_signal(SIGXCPU, SIG_DFL)
         sig_mask(SIG_UNBLOCK, {SIGXCPU})

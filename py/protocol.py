@@ -94,20 +94,39 @@ def compile_program(src, bound_names=None):
     else:
         ln, col = 1, 0
         body = [_ast.Pass(lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)]
-    names = bound_names(_ast, body) if bound_names is not None else None
+    names = bound_names(_ast, body, src) if bound_names is not None else None
     if names:
         body = [_ast.Global(names=sorted(names), lineno=ln, col_offset=col, end_lineno=ln,
                             end_col_offset=col)] + body
+    wrapper, fn = _wrapper or _make_wrapper(_ast)
+    fn.body = body
+    fn.lineno = fn.end_lineno = ln
+    fn.col_offset = fn.end_col_offset = col
+    try:
+        code = compile(wrapper, PROGRAM_FILENAME, "exec", dont_inherit=True)
+    finally:
+        fn.body = _NO_BODY      # the program's tree is not kept past its compilation
+    needs_loop = "asyncio" in src or not _loop_free(_ast, mod, src)
+    return code, needs_loop
+
+
+_wrapper = None
+_NO_BODY = []
+
+
+def _make_wrapper(_ast):
+    """The `Module` holding the wrapper function, and the function: built once, and given
+    each program's body and position by compile_program (the nodes are only read by
+    compile; nothing compiled is kept)."""
+    global _wrapper
     fn = _ast.AsyncFunctionDef(
         name=WRAPPER_FUNCTION,
         args=_ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[],
                             kw_defaults=[], kwarg=None, defaults=[]),
-        body=body, decorator_list=[], returns=None, type_comment=None,
-        lineno=ln, col_offset=col, end_lineno=ln, end_col_offset=col)
-    code = compile(_ast.Module(body=[fn], type_ignores=[]), PROGRAM_FILENAME, "exec",
-                   dont_inherit=True)
-    needs_loop = "asyncio" in src or not _loop_free(_ast, mod, src)
-    return code, needs_loop
+        body=_NO_BODY, decorator_list=[], returns=None, type_comment=None,
+        lineno=1, col_offset=0, end_lineno=1, end_col_offset=0)
+    _wrapper = (_ast.Module(body=[fn], type_ignores=[]), fn)
+    return _wrapper
 
 
 _LOOP_FLAGS = ("thread", "__import__", "importlib", "concurrent", "multiprocessing")
@@ -119,14 +138,15 @@ _LOOP_MODULES = frozenset({"asyncio", "_asyncio", "threading", "_thread", "concu
 def _loop_free(_ast, mod, src):
     """Only standard-library imports outside the asyncio family, no dynamic imports."""
     import sys
-    if any(flag in src for flag in _LOOP_FLAGS):
-        return False
+    for flag in _LOOP_FLAGS:
+        if flag in src:
+            return False
     stdlib = getattr(sys, "stdlib_module_names", None)
     if stdlib is None:
         return False
     if "import" not in src:     # no import statement can be written without the keyword
         return True
-    for node in _nodes(_ast, mod):
+    for node in _statements(_ast, mod.body):
         if isinstance(node, _ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, _ast.ImportFrom):
@@ -142,17 +162,19 @@ def _loop_free(_ast, mod, src):
     return True
 
 
-def _nodes(_ast, root):
-    stack = [root]
+def _statements(_ast, body):
+    """Every statement of body and of the blocks nested in it, functions' and classes'
+    included: an import is a statement, and an expression never holds one, so expressions
+    are not walked."""
+    blocks = (_ast.stmt, _ast.excepthandler, _ast.match_case)
+    stack = list(body)
     while stack:
         node = stack.pop()
         yield node
         for field in node._fields:
             v = getattr(node, field, None)
-            if type(v) is list:
-                stack.extend(x for x in v if isinstance(x, _ast.AST))
-            elif isinstance(v, _ast.AST):
-                stack.append(v)
+            if type(v) is list and v and isinstance(v[0], blocks):
+                stack.extend(v)
 
 
 # ---- the lossless JSON codec (docs/child-protocol.md §2.7) ------------------------------------------------------
@@ -639,7 +661,7 @@ COLD_SECTION = "# ==== cold section"
 
 # ---- session programs (docs/child-protocol.md §6.2) --------------------------------------------------------------
 
-def top_level_names(_ast, body):
+def top_level_names(_ast, body, src=None):
     """The names a program's top level binds: the scope of the wrapper function's body.
 
     Assignment, augmented and annotated assignment targets, `del` targets, `for` and `with`
@@ -652,7 +674,13 @@ def top_level_names(_ast, body):
     A global name cannot be annotated, so an annotated assignment to a plain name is
     rewritten in place, in body, as the assignment alone (a function never evaluates a
     local annotation either), and a bare annotation as `pass`.
+
+    When src, the program's text, holds no `:=` (a walrus cannot be written without it),
+    nothing inside an expression can bind in this scope: only the statements and their
+    targets are looked at (_statement_names), not every node.
     """
+    if src is not None and ":=" not in src:
+        return _statement_names(_ast, body)
     names = set()
     _plain_assignments(_ast, body)
     stack = list(body)
@@ -686,15 +714,9 @@ def top_level_names(_ast, body):
                 names.add(node.id)
             continue
         if isinstance(node, (_ast.Import, _ast.ImportFrom)):
-            for alias in node.names:
-                if alias.name != "*":
-                    names.add(alias.asname or alias.name.partition(".")[0])
+            _add_imported(node, names)
             continue
-        kind = type(node).__name__
-        for attr in _CAPTURES.get(kind, ()):
-            name = getattr(node, attr, None)
-            if type(name) is str:
-                names.add(name)
+        _add_captures(node, names)
         for field in node._fields:
             v = getattr(node, field, None)
             if type(v) is list:
@@ -703,6 +725,89 @@ def top_level_names(_ast, body):
             elif isinstance(v, _ast.AST):
                 stack.append(v)
     return names
+
+
+def _statement_names(_ast, body):
+    """top_level_names of a body without walrus: statements of the top-level scope (blocks
+    entered, function and class bodies not), their targets and their match patterns."""
+    names = set()
+    scopes = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef)
+    imports = (_ast.Import, _ast.ImportFrom)
+    blocks = (_ast.stmt, _ast.excepthandler, _ast.match_case)
+    expr, withitem, pattern = _ast.expr, _ast.withitem, _ast.pattern
+    lists = [body]
+    while lists:
+        stmts = lists.pop()
+        _plain_assignments(_ast, stmts)
+        for node in stmts:
+            if isinstance(node, scopes):
+                names.add(node.name)
+                continue
+            if isinstance(node, imports):
+                _add_imported(node, names)
+                continue
+            _add_captures(node, names)
+            for field in node._fields:
+                v = getattr(node, field, None)
+                if type(v) is not list:
+                    v = (v,)
+                elif v and isinstance(v[0], blocks):
+                    lists.append(v)
+                    continue
+                for x in v:
+                    if isinstance(x, withitem):
+                        x = x.optional_vars
+                    if isinstance(x, expr):
+                        _target_names(_ast, x, names)
+                    elif isinstance(x, pattern):
+                        _pattern_names(_ast, x, names)
+    return names
+
+
+def _target_names(_ast, x, names):
+    """Add the names an expression binds as a target (a name stored or deleted, in tuples,
+    lists and starred items); an expression that is read binds nothing."""
+    stack = [x]
+    while stack:
+        x = stack.pop()
+        if isinstance(getattr(x, "ctx", None), _ast.Load) or not hasattr(x, "ctx"):
+            continue
+        t = type(x)
+        if t is _ast.Name:
+            names.add(x.id)
+        elif t is _ast.Tuple or t is _ast.List:
+            stack.extend(x.elts)
+        elif t is _ast.Starred:
+            stack.append(x.value)
+
+
+def _pattern_names(_ast, p, names):
+    """Add the capture names of a match pattern and its sub-patterns."""
+    stack = [p]
+    while stack:
+        p = stack.pop()
+        _add_captures(p, names)
+        for field in p._fields:
+            v = getattr(p, field, None)
+            if type(v) is list:
+                stack.extend(x for x in v if isinstance(x, _ast.pattern))
+            elif isinstance(v, _ast.pattern):
+                stack.append(v)
+
+
+def _add_imported(node, names):
+    """Add the names an import statement binds (a star import binds none we can know)."""
+    for alias in node.names:
+        if alias.name != "*":
+            names.add(alias.asname or alias.name.partition(".")[0])
+
+
+def _add_captures(node, names):
+    """Add the plain-string names node binds (_CAPTURES: except-as, match captures)."""
+    for attr in _CAPTURES.get(type(node).__name__, ()):
+        name = getattr(node, attr, None)
+        if type(name) is str:
+            names.add(name)
 
 
 def _plain_assignments(_ast, stmts):

@@ -20,7 +20,8 @@ import (
 // A fresh run gets out/ when its directory is staged (spawnWorker) and its
 // files just before the boot frame (Run.startOn). A session reuses its
 // directory: before each of its runs it calls resetOut then stageFiles, and
-// after it collectOut with that run's outputs budget.
+// after it collectOut with that run's outputs budget; an out/ that is an
+// empty folder is recognised through the session's held directory (held.go).
 
 // Bounds of the out/ listing: the files a result may list, the entries
 // (folders included) looked at, and the longest path read (PATH_MAX − 1).

@@ -112,8 +112,17 @@ func (r *Run) collect(w *worker) {
 	r.mu.Lock()
 	b := r.sm.outs.budget
 	r.mu.Unlock()
-	c.from, c.files = w, collectOut(w.dir, &b)
+	c.from, c.files = w, r.outFiles(w, &b)
 	c.budget = b
+}
+
+// outFiles is collectOut of w's directory; a session child's out/ that is
+// an empty folder is seen through the session's held directory.
+func (r *Run) outFiles(w *worker, b *outputBudget) []protocol.OutFile {
+	if s := r.sm.sess; s != nil && s.held.outEmpty(w) {
+		return nil
+	}
+	return collectOut(w.dir, b)
 }
 
 // completeResult adds w's out/ files to the queued result and, when they

@@ -36,6 +36,7 @@ type Session struct {
 	cond       *sync.Cond    // signalled when the session becomes idle or ends
 	w          *worker       // nil until booted
 	pid        int           // the interpreter's pid, whose process tree /proc measures (procstat.go)
+	held       *held         // the child's directory and /proc files, open from adopt to teardown
 	cpuMark    time.Duration // its CPU time at the end of the last kept run (or at boot): the next run's base
 	queue      []queued      // accepted runs and forks behind cur, FIFO
 	cur        *Run          // the run holding the session: waiting for a slot, or attached
@@ -51,7 +52,7 @@ type Session struct {
 	endErr     *protocol.RunError // what the runs the ending found settle with
 	idleTimer  *time.Timer
 	writerDone chan struct{} // closed when the last run's fd-3 writer has returned
-	stopSample chan struct{} // closed when the attached run settles
+	sampler    *cpuSampler   // the attached run's CPU check, stopped when it settles
 }
 
 // queued is one entry of a session's FIFO: a run, or a fork's turn.
@@ -248,7 +249,8 @@ func (s *Session) adopt(w *worker) bool {
 		return false
 	}
 	s.w, s.pid = w, w.proc.Pid
-	s.cpuMark, _ = treeCPU(s.pid)
+	s.held = openHeld(w, s.pid)
+	s.cpuMark, _, _ = s.held.usage(false)
 	s.cond.Broadcast() // a fork waiting for the child
 	go readLoop(w, s)
 	go strayLoop(s, fdStdout, w.stdout)
@@ -350,6 +352,7 @@ func (s *Session) teardown(attached *Run) {
 		<-attached.quiescent
 	}
 	w.closeFiles()
+	s.held.close()
 	<-w.exited
 	if !awaitEmpty(w.proc, s.m.cfg.Grace) {
 		s.log.Warn("session child's group still has members after the reap deadline")
@@ -506,7 +509,7 @@ func (s *Session) attach(r *Run) {
 	}
 	// The session's directory persists; out/ is this run's alone, and the
 	// run's files are written before its program starts.
-	err := resetOut(w.dir)
+	err := s.held.resetOut()
 	if err == nil {
 		err = stageFiles(w.dir, r.files)
 	}
@@ -516,7 +519,7 @@ func (s *Session) attach(r *Run) {
 		return
 	}
 	wr := newFDWriter(w.conn, nil, protocol.ReplyQueue)
-	done, stop := make(chan struct{}), make(chan struct{})
+	done, sampler := make(chan struct{}), &cpuSampler{}
 	s.mu.Lock()
 	if s.ended || s.dead {
 		// An ending that found r current settles it with the same error
@@ -526,7 +529,7 @@ func (s *Session) attach(r *Run) {
 		r.failStart(err)
 		return
 	}
-	s.attached, s.writerDone, s.stopSample = r, done, stop
+	s.attached, s.writerDone, s.sampler = r, done, sampler
 	eof := s.eof
 	base := s.cpuMark // the last run's settlement set it; no /proc read on the way to the run frame
 	s.mu.Unlock()
@@ -537,7 +540,7 @@ func (s *Session) attach(r *Run) {
 	// only now: the run is the current one, so its done frame finds it.
 	wr.sendRun(sessionRunFrame(r.sm.program, r.sm.lim, r.bindings))
 	go r.writeLoop(w, wr, done)
-	go s.sampleCPU(w, base, time.Duration(r.sm.lim.CPUSeconds)*time.Second, stop)
+	sampler.start(s, w, base, time.Duration(r.sm.lim.CPUSeconds)*time.Second)
 	r.perform(eff)
 }
 
@@ -549,25 +552,47 @@ func (s *Session) markCPU(cpu time.Duration) {
 	s.mu.Unlock()
 }
 
-// sampleCPU SIGKILLs the child's group once the run has used its CPU
-// budget, in case the program raised its own soft limit; the close then
-// classifies the run timeout/cpu from the child's rusage (machine.classify).
-// In tier sandbox the child is the interpreter, not the namespace's init
-// (child/sandbox, session_linux.go): the init lives on and relays the
-// interpreter's own status and rusage.
-func (s *Session) sampleCPU(w *worker, base, budget time.Duration, stop chan struct{}) {
-	t := time.NewTicker(cpuSampleEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		if used, ok := treeCPU(s.pid); ok && used-base >= budget {
+// cpuSampler is a session run's CPU check: every cpuSampleEvery it
+// SIGKILLs the child's group once the run has used its CPU budget, in case
+// the program raised its own soft limit; the close then classifies the run
+// timeout/cpu from the child's rusage (machine.classify). In tier sandbox
+// the child is the interpreter, not the namespace's init (child/sandbox,
+// session_linux.go): the init lives on and relays the interpreter's own
+// status and rusage. It is a timer, not a goroutine: most session runs end
+// long before the first check, and starting one per run costs a wake-up.
+type cpuSampler struct {
+	mu      sync.Mutex
+	t       *time.Timer
+	stopped bool
+}
+
+// start arms the check of a run counted from base, unless stop came first.
+func (c *cpuSampler) start(s *Session, w *worker, base, budget time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return
+	}
+	c.t = time.AfterFunc(cpuSampleEvery, func() {
+		if used, _, ok := s.held.usage(false); ok && used-base >= budget {
 			w.proc.SignalGroup(syscall.SIGKILL)
 			return
 		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if !c.stopped {
+			c.t.Reset(cpuSampleEvery)
+		}
+	})
+}
+
+// stop ends the checks (a check under way may still finish).
+func (c *cpuSampler) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.stopped = true
+	if c.t != nil {
+		c.t.Stop()
 	}
 }
 
@@ -607,9 +632,9 @@ func (s *Session) runSettled(r *Run, kept *worker) {
 	}
 	wasAttached := s.attached == r
 	s.cur, s.attached = nil, nil
-	if s.stopSample != nil {
-		close(s.stopSample)
-		s.stopSample = nil
+	if s.sampler != nil {
+		s.sampler.stop()
+		s.sampler = nil
 	}
 	loss, dead, closedFD3 := s.loss, s.dead, s.eof[fdConn]
 	s.mu.Unlock()

@@ -19,24 +19,49 @@ import (
 // Linux architecture the daemon builds for).
 const clockTick = 10 * time.Millisecond
 
-// treeCPU is the CPU time (user + system) of pid and its descendants so
-// far, reaped descendants included; ok is false when pid is gone.
-func treeCPU(pid int) (cpu time.Duration, ok bool) {
-	cpu, _, ok = treeUsage(pid, false)
-	return cpu, ok
+// treeUsage is the CPU time (user + system) of pid and its descendants so
+// far, reaped descendants included, and, with hwm, the largest VmHWM (kB)
+// in the tree, in one walk; ok is false when pid is gone.
+func treeUsage(pid int, hwm bool) (cpu time.Duration, hwmKb int64, ok bool) {
+	return usageOf(func(f procFile) ([]byte, bool) { return readProc(procPath(pid, f)) }, hwm)
 }
 
-// treeUsage is treeCPU and, with hwm, the largest VmHWM (kB) in the tree,
-// in one walk.
-func treeUsage(pid int, hwm bool) (cpu time.Duration, hwmKb int64, ok bool) {
-	ticks, ok := statTicks(pid)
+// procFile is one of the /proc files of a process the statistics read.
+type procFile int
+
+const (
+	procStat     procFile = iota // /proc/<pid>/stat
+	procStatus                   // /proc/<pid>/status
+	procChildren                 // /proc/<pid>/task/<pid>/children
+	procFiles                    // how many
+)
+
+func procPath(pid int, f procFile) string {
+	p := strconv.Itoa(pid)
+	switch f {
+	case procStat:
+		return "/proc/" + p + "/stat"
+	case procStatus:
+		return "/proc/" + p + "/status"
+	}
+	return "/proc/" + p + "/task/" + p + "/children"
+}
+
+// usageOf is treeUsage of the process whose files read returns (a session's
+// interpreter reads them through its held descriptors); its descendants'
+// are read by path.
+func usageOf(read func(procFile) ([]byte, bool), hwm bool) (cpu time.Duration, hwmKb int64, ok bool) {
+	b, ok := read(procStat)
+	ticks, ok := statTicks(b, ok)
 	if !ok {
 		return 0, 0, false
 	}
 	if hwm {
-		hwmKb = vmHWM(pid)
+		b, _ := read(procStatus)
+		hwmKb = vmHWM(b)
 	}
-	for _, c := range childPIDs(pid) {
+	b, _ = read(procChildren)
+	for _, c := range childPIDs(b) {
 		if d, h, ok := treeUsage(c, hwm); ok {
 			cpu += d
 			hwmKb = max(hwmKb, h)
@@ -45,9 +70,9 @@ func treeUsage(pid int, hwm bool) (cpu time.Duration, hwmKb int64, ok bool) {
 	return cpu + time.Duration(ticks)*clockTick, hwmKb, true
 }
 
-// statTicks sums utime, stime, cutime and cstime of /proc/<pid>/stat.
-func statTicks(pid int) (int64, bool) {
-	b, ok := readProc("/proc/" + strconv.Itoa(pid) + "/stat")
+// statTicks sums utime, stime, cutime and cstime of a /proc/<pid>/stat
+// read (ok: b was read).
+func statTicks(b []byte, ok bool) (int64, bool) {
 	if !ok {
 		return 0, false
 	}
@@ -72,8 +97,8 @@ func statTicks(pid int) (int64, bool) {
 
 // readProc reads a /proc file with plain system calls: open, read until end
 // of file, close. os.ReadFile also stats the file and tries (and fails) to
-// register it with the poller, which doubles the calls of the three reads
-// every session run ends with.
+// register it with the poller. (A session's interpreter's own files are read
+// through descriptors held open, held.go.)
 func readProc(path string) ([]byte, bool) {
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
@@ -98,13 +123,11 @@ func readProc(path string) ([]byte, bool) {
 	}
 }
 
-// childPIDs lists the children of pid's main thread (one read, no
-// directory listing: it runs twice per session run). A child started from
-// another thread is counted once reaped (cutime), and always by the rusage
-// that classifies the run.
-func childPIDs(pid int) []int {
-	p := strconv.Itoa(pid)
-	b, _ := readProc("/proc/" + p + "/task/" + p + "/children")
+// childPIDs lists the children of a process's main thread from its
+// task/<pid>/children (one read, no directory listing: it runs twice per
+// session run). A child started from another thread is counted once reaped
+// (cutime), and always by the rusage that classifies the run.
+func childPIDs(b []byte) []int {
 	var out []int
 	for _, f := range bytes.Fields(b) {
 		if n, err := strconv.Atoi(string(f)); err == nil {
@@ -114,9 +137,8 @@ func childPIDs(pid int) []int {
 	return out
 }
 
-// vmHWM is pid's VmHWM (kB), 0 when unknown.
-func vmHWM(pid int) int64 {
-	b, _ := readProc("/proc/" + strconv.Itoa(pid) + "/status")
+// vmHWM is the VmHWM (kB) of a /proc/<pid>/status read, 0 when unknown.
+func vmHWM(b []byte) int64 {
 	_, rest, _ := bytes.Cut(b, []byte("VmHWM:"))
 	line, _, _ := bytes.Cut(rest, []byte("\n"))
 	if f := bytes.Fields(line); len(f) > 0 {
@@ -129,8 +151,8 @@ func vmHWM(pid int) int64 {
 // sessionStats fills a kept session run's cpuMs (its share since base) and
 // maxRssKb (the interpreter's high-water mark so far), and returns the
 // interpreter's CPU time now (the next run's base; base when unreadable).
-func sessionStats(s *protocol.Stats, pid int, base time.Duration) time.Duration {
-	cpu, hwm, ok := treeUsage(pid, true)
+func sessionStats(s *protocol.Stats, h *held, base time.Duration) time.Duration {
+	cpu, hwm, ok := h.usage(true)
 	if !ok {
 		return base
 	}

@@ -150,11 +150,14 @@ func (r *Run) settled(eff effects) {
 	r.completeResult(cmp.Or(w, eff.kept), eff.res) // a kept session child's out/ is this run's too
 	if w != nil {
 		w.closeFiles()
+		if s := r.sm.sess; s != nil {
+			s.held.close() // the run's outcome ended its session: the child is settled here
+		}
 		w.removeDir(r.log)
 	}
 	if eff.kept != nil {
 		s := r.sm.sess
-		s.markCPU(sessionStats(&eff.res.Stats, s.pid, r.sm.cpuBase)) // pid and cpuBase are fixed once attached
+		s.markCPU(sessionStats(&eff.res.Stats, s.held, r.sm.cpuBase)) // held and cpuBase are fixed once attached
 	}
 	close(eff.staged)
 	go r.out.flush()

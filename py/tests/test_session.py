@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import Child, MIB, ns, echo, loads
+import protocol  # noqa: E402  (conftest puts py/ on the path)
 
 TOOLS = [ns("tools", "echo")]
 PR_SET_CHILD_SUBREAPER = 36
@@ -100,6 +101,73 @@ def test_top_level_names_persist(session):
         "        last, kept, cap, still, 'q' in globals()]")
     assert res.value == ["1", "/", True, 2, 2, 1, 2, [3, 4], 3, 7, 2, True, 5, 1,
                          "division by zero", 1, False, False]
+
+
+NO_WALRUS = (
+    "import json as j, os.path\n"
+    "from math import pi as PI\n"
+    "x = y = 1\n"
+    "z: int = 2\n"
+    "bare: int\n"
+    "o = type('O', (), {})()\n"
+    "o.attr: int = 3\n"
+    "a, (b, *c) = 1, (2, 3, 4)\n"
+    "@(lambda fn: fn)\n"
+    "def f(n=[d for d in range(2)]):\n"
+    "    inner = n\n"
+    "    return inner\n"
+    "class K:\n"
+    "    v = 7\n"
+    "for i, [k, *_rest] in [(0, [1, 2])]:\n"
+    "    while False:\n"
+    "        never = 1\n"
+    "    else:\n"
+    "        t2: int = 4\n"
+    "with open('/dev/null') as fh, open('/dev/null') as (gh):\n"
+    "    pass\n"
+    "try:\n"
+    "    1 / 0\n"
+    "except ZeroDivisionError as err:\n"
+    "    kept = str(err)\n"
+    "finally:\n"
+    "    fin = 1\n"
+    "match {'k': [1, 2], 'r': 3}:\n"
+    "    case {'k': [first, *more], **others} if first:\n"
+    "        pass\n"
+    "    case K(v=vv) | K(v=vv):\n"
+    "        pass\n"
+    "gone = 1\n"
+    "del gone, o.attr\n"
+    "sq = [q for q in range(2)]\n")
+
+
+def test_statement_walk_agrees_with_the_full_walk():
+    # Without `:=` only statements and targets are walked: the same names, the same rewrite.
+    import _ast
+    import ast
+    for src in (NO_WALRUS, "return 1", "", "x[0] = 1\nreturn x", "global g\ng = 1",
+                "from os import *"):
+        fast = compile(src, "<program>", "exec", _ast.PyCF_ONLY_AST)
+        full = compile(src, "<program>", "exec", _ast.PyCF_ONLY_AST)
+        assert protocol.top_level_names(_ast, fast.body, src) == \
+            protocol.top_level_names(_ast, full.body)
+        assert ast.dump(fast) == ast.dump(full)
+    body = compile(NO_WALRUS, "<program>", "exec", _ast.PyCF_ONLY_AST).body
+    assert protocol.top_level_names(_ast, body, NO_WALRUS) == {
+        "j", "os", "PI", "x", "y", "z", "o", "a", "b", "c", "f", "K", "i", "k", "_rest",
+        "never", "t2", "fh", "gh", "err", "kept", "fin", "first", "more", "others", "vv", "gone",
+        "sq"}
+
+
+def test_top_level_names_persist_without_walrus(session):
+    session.run(NO_WALRUS)
+    res = session.run(
+        "return [j.dumps(1), os.path.sep, PI > 3, x, y, z, a, b, c, f(), K.v, i, k, _rest,\n"
+        "        t2, fh.closed, gh.closed, kept, fin, first, more, others, sq,\n"
+        "        [n in globals() for n in ('bare', 'gone', 'never', 'vv', 'inner', 'd', 'q')]]")
+    assert res.value == ["1", "/", True, 1, 1, 2, 1, 2, [3, 4], [0, 1], 7, 0, 1, [2], 4,
+                         True, True, "division by zero", 1, 1, [2], {"r": 3}, [0, 1],
+                         [False] * 7]
 
 
 def test_return_and_traceback_lines(session):
