@@ -675,61 +675,11 @@ def top_level_names(_ast, body, src=None):
     rewritten in place, in body, as the assignment alone (a function never evaluates a
     local annotation either), and a bare annotation as `pass`.
 
-    When src, the program's text, holds no `:=` (a walrus cannot be written without it),
-    nothing inside an expression can bind in this scope: only the statements and their
-    targets are looked at (_statement_names), not every node.
+    The walk visits statements (blocks entered, function and class bodies not), their targets
+    and their match patterns. Only a walrus binds from inside an expression, so expressions are
+    searched (_walrus_names) only when src, the program's text, holds `:=` (or is not given).
     """
-    if src is not None and ":=" not in src:
-        return _statement_names(_ast, body)
-    names = set()
-    _plain_assignments(_ast, body)
-    stack = list(body)
-    scopes = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef)
-    comps = (_ast.ListComp, _ast.SetComp, _ast.DictComp, _ast.GeneratorExp)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, scopes):
-            names.add(node.name)
-            stack.extend(node.decorator_list)
-            if isinstance(node, _ast.ClassDef):
-                stack.extend(node.bases)
-                stack.extend(node.keywords)
-            else:
-                stack.extend(node.args.defaults)
-                stack.extend(d for d in node.args.kw_defaults if d is not None)
-            continue
-        if isinstance(node, _ast.Lambda):
-            stack.extend(node.args.defaults)
-            stack.extend(d for d in node.args.kw_defaults if d is not None)
-            continue
-        if isinstance(node, comps):
-            for gen in node.generators:
-                stack.append(gen.iter)
-                stack.extend(gen.ifs)
-            stack.extend(v for v in (getattr(node, "elt", None), getattr(node, "key", None),
-                                     getattr(node, "value", None)) if v is not None)
-            continue
-        if isinstance(node, _ast.Name):
-            if not isinstance(node.ctx, _ast.Load):
-                names.add(node.id)
-            continue
-        if isinstance(node, (_ast.Import, _ast.ImportFrom)):
-            _add_imported(node, names)
-            continue
-        _add_captures(node, names)
-        for field in node._fields:
-            v = getattr(node, field, None)
-            if type(v) is list:
-                _plain_assignments(_ast, v)
-                stack.extend(x for x in v if isinstance(x, _ast.AST))
-            elif isinstance(v, _ast.AST):
-                stack.append(v)
-    return names
-
-
-def _statement_names(_ast, body):
-    """top_level_names of a body without walrus: statements of the top-level scope (blocks
-    entered, function and class bodies not), their targets and their match patterns."""
+    walrus = src is None or ":=" in src
     names = set()
     scopes = (_ast.FunctionDef, _ast.AsyncFunctionDef, _ast.ClassDef)
     imports = (_ast.Import, _ast.ImportFrom)
@@ -742,6 +692,8 @@ def _statement_names(_ast, body):
         for node in stmts:
             if isinstance(node, scopes):
                 names.add(node.name)
+                if walrus:
+                    _walrus_names(_ast, _definition_exprs(_ast, node), names)
                 continue
             if isinstance(node, imports):
                 _add_imported(node, names)
@@ -756,12 +708,44 @@ def _statement_names(_ast, body):
                     continue
                 for x in v:
                     if isinstance(x, withitem):
+                        if walrus:
+                            _walrus_names(_ast, (x.context_expr,), names)
                         x = x.optional_vars
                     if isinstance(x, expr):
                         _target_names(_ast, x, names)
+                        if walrus:
+                            _walrus_names(_ast, (x,), names)
                     elif isinstance(x, pattern):
                         _pattern_names(_ast, x, names)
     return names
+
+
+def _definition_exprs(_ast, node):
+    """What a def or class statement evaluates in the enclosing scope: its decorators, and
+    its defaults or its bases and keywords."""
+    if isinstance(node, _ast.ClassDef):
+        return node.decorator_list + node.bases + node.keywords
+    return node.decorator_list + node.args.defaults + node.args.kw_defaults
+
+
+def _walrus_names(_ast, roots, names):
+    """Add the walrus targets in the expressions roots (None ignored) that bind in the
+    enclosing scope: inside comprehensions too, not in a lambda's body (its defaults are
+    evaluated here)."""
+    stack = [r for r in roots if r is not None]
+    while stack:
+        x = stack.pop()
+        if type(x) is _ast.NamedExpr:
+            names.add(x.target.id)
+        elif type(x) is _ast.Lambda:
+            stack.extend(d for d in x.args.defaults + x.args.kw_defaults if d is not None)
+            continue
+        for field in x._fields:
+            v = getattr(x, field, None)
+            if type(v) is list:
+                stack.extend(e for e in v if isinstance(e, _ast.AST))
+            elif isinstance(v, _ast.AST):
+                stack.append(v)
 
 
 def _target_names(_ast, x, names):

@@ -159,6 +159,38 @@ def test_statement_walk_agrees_with_the_full_walk():
         "sq"}
 
 
+WALRUS = (
+    "if (w := 5):\n"
+    "    pass\n"
+    "[q for q in range(2) if (last := q) >= 0]\n"
+    "@(dec := (lambda fn: fn))\n"
+    "def f(a=(dflt := 1), *, b=(kwd := 2)):\n"
+    "    inner = (hidden := 3)\n"
+    "class C((base := object), metaclass=(meta := type)):\n"
+    "    body = (classy := 4)\n"
+    "g = lambda v=(ldef := 5): (lbody := v)\n"
+    "d = {}\n"
+    "d[(key := 'k')] = 6\n"
+    "with (ctx := open('/dev/null')):\n"
+    "    pass\n"
+    "match 1:\n"
+    "    case 1 if (guard := True):\n"
+    "        pass\n"
+    "print((arg := 7))\n"
+    "x = [[(deep := y) for y in range(2)] for _ in range(1)]\n")
+
+
+def test_walrus_targets_are_found_where_they_bind_the_top_level():
+    # In conditions, comprehensions (at any depth), decorators, defaults, bases, keywords,
+    # lambda defaults, subscripts, with items, match guards and call arguments; not in a
+    # function's, a class's or a lambda's body.
+    import _ast
+    body = compile(WALRUS, "<program>", "exec", _ast.PyCF_ONLY_AST).body
+    assert protocol.top_level_names(_ast, body, WALRUS) == {
+        "w", "last", "dec", "f", "dflt", "kwd", "C", "base", "meta", "g", "ldef", "d", "key",
+        "ctx", "guard", "arg", "x", "deep"}
+
+
 def test_top_level_names_persist_without_walrus(session):
     session.run(NO_WALRUS)
     res = session.run(
