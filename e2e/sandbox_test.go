@@ -4,6 +4,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // CODERUN_ISOLATION=sandbox: refused with the exact feature line where the
@@ -11,7 +12,7 @@ import (
 // namespace's init as its parent and no network.
 func TestSandboxTier(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"CODERUN_ISOLATION": "sandbox", "CODERUN_WARM_POOL": "0"}
+	env := map[string]string{"CODERUN_ISOLATION": "sandbox", "CODERUN_WARM_POOL": "0", "CODERUN_GRACE_MS": "1500"}
 	cmd := exec.Command(daemonBin, "--check")
 	cmd.Env = environ(t, env)
 	out, err := cmd.CombinedOutput()
@@ -34,6 +35,18 @@ except OSError:
     net = "unreachable"
 return [os.getppid(), net]`))
 	expectOK(t, r, `[1,"unreachable"]`)
+
+	// The namespace's init outlives the daemon's group SIGTERM: a program
+	// that ignores it runs on for the grace period. (An init that died of
+	// it would take the program with it at once.)
+	start := time.Now()
+	r = d.run(prog("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(30)", `"limits":{"maxWallMs":300}`))
+	if r.Error == nil || r.Error.Kind != "timeout" {
+		t.Errorf("a run past its wall clock: %+v, want a timeout", r)
+	}
+	if took := time.Since(start); took < 1500*time.Millisecond {
+		t.Errorf("the run ended %v after it started: the grace period (1.5 s) was cut short", took)
+	}
 
 	// Installed tools run; what the program writes does not.
 	r = d.run(prog(`import os, subprocess
