@@ -4,7 +4,6 @@ package sandbox
 
 import (
 	"bufio"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -199,7 +198,11 @@ var controllerFiles = map[string][]string{
 // pid, no count of runs).
 func mkRunCgroup(base string) (string, error) {
 	var id [8]byte
-	rand.Read(id[:])
+	// getrandom(2) itself: crypto/rand's package initialisation would run
+	// at every start of the init's binary, which links this package.
+	if _, err := unix.Getrandom(id[:], 0); err != nil {
+		return "", fmt.Errorf("naming a cgroup: %w", err)
+	}
 	dir := filepath.Join(base, "coderun-"+hex.EncodeToString(id[:]))
 	return dir, os.Mkdir(dir, 0o700)
 }

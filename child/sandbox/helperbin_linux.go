@@ -35,7 +35,7 @@ import (
 // written once at first use and sealed against writes, growth and
 // shrinking, so nothing — not an upgrade of the files on disk, not another
 // process — can change it while the daemon lives, as /proc/self/exe cannot
-// change. It costs the daemon's binary the helper's size (about 2.5 MB).
+// change. It costs the daemon's binary the helper's size (about 2.1 MB).
 
 // helperFdFloor is the lowest descriptor number the memory file may take.
 // A child's inherited descriptors are placed at 0…n-1 before execve opens

@@ -3,7 +3,6 @@
 package sandbox
 
 import (
-	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -492,28 +491,6 @@ func execRules(prog string) []llRule {
 		rules = append(rules, llRule{path: interp, access: llExec, must: true})
 	}
 	return rules
-}
-
-// elfInterp returns the PT_INTERP path of an ELF file, or "" (not an ELF,
-// unreadable, or static).
-func elfInterp(path string) string {
-	f, err := elf.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type != elf.PT_INTERP {
-			continue
-		}
-		b := make([]byte, min(p.Filesz, 4096))
-		if _, err := p.ReadAt(b, 0); err != nil {
-			return ""
-		}
-		s, _, _ := strings.Cut(string(b), "\x00")
-		return s
-	}
-	return ""
 }
 
 // The relay: the program's wait status and rusage, from the init to the
