@@ -49,15 +49,7 @@ func TestSandboxUnprivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(dir, 0o755)
-	for _, name := range []string{"forkserver.py", "sandboxfork.py", "protocol.py"} { // the forked runs' server
-		data, err := os.ReadFile(filepath.Join("..", "..", "py", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copyServerFiles(t, filepath.Join("..", "..", "py"), dir, 0o644) // for the forked runs' server
 	cmd := exec.Command(bin, "-test.count=1", "-test.v",
 		"-test.run=^TestSandbox(Features|NamespacesAreReal|NoNetwork|Filesystem|Limits|SetsidGrandchildDiesWithTheRun|ForkBomb|RelaysProgramStatus|Exec|InterpreterStillWorks|Seccomp|Hardening.*|Forked.*)$")
 	cmd.Dir = dir

@@ -56,15 +56,7 @@ func startSandboxForkServer(t *testing.T, prelude string) *forkserver.Server {
 		src = filepath.Join("..", "..", "py")
 	}
 	dir := t.TempDir()
-	for _, name := range []string{"forkserver.py", "sandboxfork.py", "protocol.py"} {
-		data, err := os.ReadFile(filepath.Join(src, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	copyServerFiles(t, src, dir, 0o600)
 	if err := os.WriteFile(filepath.Join(dir, "bootstrap.py"), []byte(standInBootstrap), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +70,21 @@ func startSandboxForkServer(t *testing.T, prelude string) *forkserver.Server {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// copyServerFiles copies the fork server's files of the repository (but
+// its bootstrap.py) from src to dir, with mode.
+func copyServerFiles(t *testing.T, src, dir string, mode os.FileMode) {
+	t.Helper()
+	for _, name := range []string{"forkserver.py", "sandboxfork.py", "protocol.py"} {
+		data, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), data, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // forkRunSpec is a forked run of script in a fresh run directory.
