@@ -74,8 +74,9 @@ del _f
 # group, which I leads: as PID 1 of its namespace, I already never sees a signal from outside it
 # whose action is the default (SIGKILL and SIGSTOP aside), but it would see one it has a handler
 # for (the interpreter's SIGINT), until its execve resets the handlers. Blocked instead of reset
-# one by one: one system call. Still pending at the init's start, such a signal meets the
-# default action and is dropped when the Go runtime unblocks it.
+# one by one: one system call. Still pending at the init's execve, such a signal finds the
+# default action there and is dropped once the init's runtime unblocks it, or meets the action
+# the init sets for it.
 BLOCKED = _signal.valid_signals()
 
 

@@ -192,10 +192,10 @@ func signalRounds(t *testing.T, pid int, signals []unix.Signal, rounds int) {
 // blocks them all from before the spawn returns (the interpreter's SIGINT
 // handler would end it with a KeyboardInterrupt), and they are dropped at
 // the init's start (PID 1 of its namespace, their action the default). One
-// window is left, the init's own Go start-up before it catches them, where
-// SIGTERM, SIGINT or SIGHUP ends it with status 2 (as it does a spawned
-// run's init) and the run with it; once the program runs, the init catches
-// all of them.
+// window is left, the init's own Go start-up before it has set their
+// actions, where SIGTERM, SIGINT or SIGHUP ends it with status 2 (as it
+// does a spawned run's init) and the run with it; once the program runs,
+// the init outlives all of them.
 func TestSandboxForkedInitOutlivesSignals(t *testing.T) {
 	leakcheck.Check(t)
 	sb := testSandbox(t)
