@@ -86,9 +86,11 @@ def clone():
     Returns 0 in I and I's pid in the server; raises OSError (the server's E reply) when the kernel
     refuses, e.g. ENOSPC when the user's namespaces are exhausted, EPERM where user namespaces are
     not allowed. No CLONE_VM and no stack: fork's semantics, the child goes on on its copy. The
-    server has one thread, so nothing else can hold a lock the child would inherit held. glibc's
-    cached thread id (the thread's own, set by its fork) is the server's in I, so I does as little
-    as it can before its execve (contain), and nothing that reads it (recursive or robust locks).
+    server has one thread, so nothing else can hold a lock the child would inherit held, and the
+    little Python that runs in the child before PyOS_AfterFork_Child (the call's return, one
+    comparison) cannot meet another thread's state. glibc's cached thread id (the thread's own,
+    set by its fork) is the server's in I, so I does as little as it can before its execve
+    (contain), and nothing that reads it (recursive or robust locks).
     """
     _before_fork()
     pid = _syscall(SYS_CLONE, NAMESPACES | _signal.SIGCHLD, 0, 0, 0, 0)
