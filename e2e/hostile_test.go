@@ -123,8 +123,10 @@ func hostileCases() []hcase {
 		{name: "self-SIGSTOP", extra: []string{`"limits":{"maxWallMs":1500}`},
 			program: "import os, signal\nprint('stopping', flush=True)\nos.kill(os.getpid(), signal.SIGSTOP)\nreturn 'resumed?'",
 			kind:    "timeout", budget: "wall", message: "wall-clock ceiling reached (1500ms)", logs: []string{"stopping"}, within: 10 * time.Second},
+		// killpg(0): the caller's group. In tier sandbox the group's id is its
+		// init's, 1 in the run's PID namespace, and killpg(1) is kill(-1).
 		{name: "group-SIGSTOP", extra: []string{`"limits":{"maxWallMs":1500}`},
-			program: "import os, signal\nos.killpg(os.getpgrp(), signal.SIGSTOP)\nreturn 'resumed?'",
+			program: "import os, signal\nos.killpg(0, signal.SIGSTOP)\nreturn 'resumed?'",
 			kind:    "timeout", budget: "wall", within: 10 * time.Second},
 		// --- huge argument frames, deep values ---
 		{name: "huge-argument-8MiB", extra: []string{bindTools, `"limits":{"maxWallMs":60000}`}, nCalls: 1,

@@ -30,8 +30,10 @@ not already one it spawned or adopted (a program cannot pass off another process
 
 Started with --sandbox (tier sandbox, docs/containment.md §4.1), it loads sandboxfork.py from its
 directory, a request carries the run's relay pipe and cgroup files after the four descriptors
-(placed from fd 4 on), its argv is the sandbox init's command, and the child enters the sandbox
-(sandboxfork.contain) before it runs bootstrap.py, as the program's process of a sandboxed run.
+(placed from fd 4 on), and its argv is the sandbox init's command. The child is then made in the
+run's new namespaces (sandboxfork.clone, PID 1 there), blocks every signal instead of restoring
+the mask, and enters the sandbox (sandboxfork.contain): it forks the program's process, which
+runs bootstrap.py, and becomes the run's init.
 """
 
 
@@ -121,23 +123,31 @@ def _serve():
     poller.register(wake_r, select.POLLIN)
 
     def stat_fields(pid):
-        """/proc/<pid>/stat from field 3 (state) on: [1] ppid, [3] session, [19] start time."""
-        with open("/proc/%d/stat" % pid, "rb") as f:
+        """/proc/<pid>/stat (pid may be "self") from field 3 (state) on: [1] ppid, [3] session,
+        [19] start time."""
+        with open("/proc/%s/stat" % pid, "rb") as f:
             stat = f.read()
         return stat[stat.rindex(b")") + 2:].split()
 
     def start_time(pid):
         return int(stat_fields(pid)[19])
 
+    # A child's parent, and its signal mask until it runs bootstrap.py. A sandboxed child is PID 1
+    # of its own namespaces: its getppid() is 0, the server being outside them, but /proc is still
+    # the host's there; it blocks every signal until its init takes over (sandboxfork.BLOCKED).
+    parent, mask = os.getppid, ()
+    if sandbox is not None:
+        parent, mask = (lambda: int(stat_fields("self")[1])), sandbox.BLOCKED
+
     def run_child(dir_, argv, env, fds):
         ctl.detach()  # fd 3 becomes the run's socket: this object must never close it
         os.setsid()
-        if prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != server_pid:
+        if prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0) != 0 or parent() != server_pid:
             os._exit(127)
         _signal.set_wakeup_fd(-1)
         for sig in (_signal.SIGCHLD, _signal.SIGXCPU):
             _signal.signal(sig, _signal.SIG_DFL)
-        _signal.pthread_sigmask(_signal.SIG_SETMASK, ())
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         os.closerange(len(fds), os.sysconf("SC_OPEN_MAX"))  # also the sync pipe: the server goes on
@@ -196,7 +206,7 @@ def _serve():
             return b"E %s 22 malformed spawn request" % seq
         sync_r, sync_w = os.pipe()
         try:
-            pid = os.fork()
+            pid = os.fork() if sandbox is None else sandbox.clone()
         except OSError as e:
             os.close(sync_r)
             os.close(sync_w)

@@ -4,20 +4,21 @@ Loaded by forkserver.py when the server is started with --sandbox. A spawn reque
 the sandbox init's command, `<daemon> coderun-sandbox-forkinit <settings>... -- <python> <script>`,
 and its descriptors are the run's four, the relay pipe (fd 4), the run's cgroup files (5...) and
 the daemon's binary (last: the command's path is /proc/self/fd/<it>).
-contain() is called in the server's child (C) once it leads its own session with those
-descriptors in place, and returns only in the program's process:
+The server makes each run's first process with clone() instead of os.fork(); contain() is called
+in that child (I) once it leads its own session with every signal blocked and those descriptors
+in place, and returns only in the program's process:
 
-    C   unshare(user, PID, mount, IPC, UTS, network); one-id maps (its uid and gid as root)
-        fork -> I, then holds nothing of the run, blocks every signal it can, waits for I and
-        ends the way I did (the fork server reports that; the daemon reads the relay first)
-    I   PID 1 of the new namespaces: a socket pair to its child, fork -> P, then execs the
-        daemon's init (child/sandbox, forkinit_linux.go) with the socket on fd 3: it prepares the
-        namespaces, moves P into the run's cgroups, sets P's rlimits, builds P's Landlock
-        ruleset, sends P the ruleset and the seccomp filter, then watches and relays as the
-        init of every sandboxed run does
-    P   closes the init's descriptors, waits for the init's word, then sets no_new_privs and
-        applies the ruleset and the filter it was given (three system calls: the rules and the
-        filter are the daemon's Go code, not repeated here), and returns to run bootstrap.py
+    server  clone(user, PID, mount, IPC, UTS, network) -> I: one system call, the user namespace
+            made first and owning the others, so an unprivileged server may; I is PID 1 at once
+    I       its one-id maps (the server's uid and gid as root), a socket pair to its child,
+            fork -> P, then execs the daemon's init (child/sandbox, forkserver_linux.go) with the
+            socket on fd 3: it prepares the namespaces, moves P into the run's cgroups, sets P's
+            rlimits, builds P's Landlock ruleset, sends P the ruleset and the seccomp filter, then
+            watches and relays as the init of every sandboxed run does; the server reaps it
+    P       unblocks its signals, closes the init's descriptors, waits for the init's word, then
+            sets no_new_privs and applies the ruleset and the filter it was given (three system
+            calls: the rules and the filter are the daemon's Go code, not repeated here), and
+            returns to run bootstrap.py
 
 Standard library only; nothing here runs program code.
 """
@@ -36,7 +37,11 @@ CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
 NAMESPACES = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
 
-PR_SET_PDEATHSIG = 1
+# clone's number on each architecture the sandbox supports (golang.org/x/sys unix.SYS_CLONE for
+# amd64, arm64, riscv64, loong64, ppc64le). Its arguments after the flags are in a different
+# order on some of them; all are 0 here, so the order does not matter.
+SYS_CLONE = {"x86_64": 56, "aarch64": 220, "riscv64": 220, "loongarch64": 220, "ppc64le": 120}[os.uname().machine]
+
 PR_SET_SECCOMP = 22
 PR_SET_NO_NEW_PRIVS = 38
 SECCOMP_MODE_FILTER = 2
@@ -44,6 +49,59 @@ SYS_LANDLOCK_RESTRICT_SELF = 446  # one number on every architecture that has it
 
 INIT_FAILED = 125  # as the init's own: the run could not be started
 EXEC_FAILED = 126  # as the exec stage's: the program could not be confined
+
+# I's one-id maps, with the server's ids read here, in the server: in I, unmapped until it writes
+# them, getuid() and getgid() return the overflow ids.
+_ID_MAPS = (("/proc/self/setgroups", b"deny"), ("/proc/self/uid_map", b"0 %d 1" % os.getuid()),
+            ("/proc/self/gid_map", b"0 %d 1" % os.getgid()))
+
+# The interpreter's own fork protocol, around a clone it does not make itself (os.fork's: the
+# import lock and the at-fork hooks before; the thread state, the GIL and the locks re-made in
+# the child). A PyDLL call keeps the GIL across it, as the child must return holding it (a CDLL
+# call releases it, and the child would resume without the lock its copy of the state says it
+# holds).
+_api = ctypes.PyDLL(None, use_errno=True)
+_syscall = _api.syscall
+_syscall.restype = ctypes.c_long
+_syscall.argtypes = (ctypes.c_long,) * 6
+_before_fork, _after_fork_parent, _after_fork_child = \
+    _api.PyOS_BeforeFork, _api.PyOS_AfterFork_Parent, _api.PyOS_AfterFork_Child
+for _f in (_before_fork, _after_fork_parent, _after_fork_child):
+    _f.restype, _f.argtypes = None, ()
+del _f
+
+# What I blocks before anything else (forkserver.py's child path). The daemon signals the run's
+# group, which I leads: as PID 1 of its namespace, I already never sees a signal from outside it
+# whose action is the default (SIGKILL and SIGSTOP aside), but it would see one it has a handler
+# for (the interpreter's SIGINT), until its execve resets the handlers. Blocked instead of reset
+# one by one: one system call. Still pending at the init's execve, such a signal finds the
+# default action there and is dropped once the init's runtime unblocks it, or meets the action
+# the init sets for it.
+BLOCKED = _signal.valid_signals()
+
+
+def clone():
+    """The server's fork for a run: I, in six new namespaces, PID 1 of its PID namespace.
+
+    Returns 0 in I and I's pid in the server; raises OSError (the server's E reply) when the kernel
+    refuses, e.g. ENOSPC when the user's namespaces are exhausted, EPERM where user namespaces are
+    not allowed. No CLONE_VM and no stack: fork's semantics, the child goes on on its copy. The
+    server has one thread, so nothing else can hold a lock the child would inherit held, and the
+    little Python that runs in the child before PyOS_AfterFork_Child (the call's return, one
+    comparison) cannot meet another thread's state. glibc's cached thread id (the thread's own,
+    set by its fork) is the server's in I, so I does as little as it can before its execve
+    (contain), and nothing that reads it (recursive or robust locks).
+    """
+    _before_fork()
+    pid = _syscall(SYS_CLONE, NAMESPACES | _signal.SIGCHLD, 0, 0, 0, 0)
+    if pid == 0:
+        _after_fork_child()
+        return 0
+    err = ctypes.get_errno()
+    _after_fork_parent()
+    if pid < 0:
+        raise OSError(err, "clone of a sandboxed run: %s" % os.strerror(err))
+    return pid
 
 
 class _SockFprog(ctypes.Structure):
@@ -58,69 +116,42 @@ def _fail(code, what):
         os._exit(code)
 
 
-def _enter_namespaces(libc):
-    uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(NAMESPACES) != 0:
-        raise OSError(ctypes.get_errno(), "unshare")
-    for name, text in (("setgroups", "deny"), ("uid_map", "0 %d 1" % uid), ("gid_map", "0 %d 1" % gid)):
-        with open("/proc/self/" + name, "w") as f:
-            f.write(text)
+def _map_ids():
+    for path, text in _ID_MAPS:
+        try:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, text)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise OSError(e.errno, "writing %s: %s" % (path, e.strerror))
 
 
 def contain(libc, argv, env, nfds):
-    """In the server's child, fds 0..nfds-1 in place: returns the program's argv in P, never elsewhere."""
+    """In I, fds 0..nfds-1 in place: returns the program's argv in P; I execs the init or exits."""
     try:
         sep = argv.index(b"--")
         prog = argv[sep + 1:]
         if len(prog) < 2:
             raise ValueError("no program")
-        _enter_namespaces(libc)
-        init = os.fork()
+        _map_ids()
+        mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        # A normal fork: glibc's cached thread id is stale in I, made by a raw clone, and fork
+        # sets the child's own, so only I's few steps up to its execve run with the stale one.
+        pid = os.fork()
     except (OSError, ValueError) as e:
         _fail(INIT_FAILED, "fork server: %s" % e)
-    if init == 0:
-        _init(libc, argv, sep, env, nfds)
-        return prog[1:]
-    _wait_like(init, nfds)
-
-
-def _wait_like(init, nfds):
-    """C: hold nothing of the run, outlive every signal but SIGKILL, end as the init ended."""
-    # Blocked, not ignored one by one: one system call where 60-odd sigactions cost ~0.15 ms.
-    _signal.pthread_sigmask(_signal.SIG_BLOCK, _signal.valid_signals())
-    os.closerange(0, nfds)
-    while True:
-        try:
-            _, status = os.waitpid(init, 0)
-            break
-        except InterruptedError:
-            continue
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        if sig != _signal.SIGKILL:  # whose action cannot be set: signal() would raise
-            _signal.signal(sig, _signal.SIG_DFL)
-        _signal.pthread_sigmask(_signal.SIG_UNBLOCK, [sig])
-        os.kill(os.getpid(), sig)
-    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-
-
-def _init(libc, argv, sep, env, nfds):
-    """I, PID 1: fork the program, then become the daemon's init; returns in P only."""
-    try:
-        libc.prctl(PR_SET_PDEATHSIG, _signal.SIGKILL, 0, 0, 0)
-        mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        prog = os.fork()
-    except OSError as e:
-        _fail(INIT_FAILED, "fork server: %s" % e)
-    if prog == 0:
+    if pid == 0:
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, ())  # I's blocked signals are I's only
         mine.close()
         _confine(libc, theirs, nfds)
-        return
+        return prog[1:]
     try:
         theirs.close()
         os.dup2(mine.fileno(), 3)  # the init's line to P; P holds the run's own fd 3
         mine.close()
-        cmd = argv[1:sep] + [b"prog=%d" % prog] + argv[sep:]
+        cmd = argv[1:sep] + [b"prog=%d" % pid] + argv[sep:]
         # One P for the init's Go runtime: it mostly waits, and fewer Ps start fewer threads
         # (~0.2 ms less CPU per start here). The program's environment is set apart, in P.
         os.execve(argv[0], cmd, dict([e.partition(b"=")[::2] for e in env] + [(b"GOMAXPROCS", b"1")]))

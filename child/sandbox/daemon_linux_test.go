@@ -49,10 +49,11 @@ func TestSandboxUnprivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.Chmod(dir, 0o755)
+	copyServerFiles(t, filepath.Join("..", "..", "py"), dir, 0o644) // for the forked runs' server
 	cmd := exec.Command(bin, "-test.count=1", "-test.v",
-		"-test.run=^TestSandbox(Features|NamespacesAreReal|NoNetwork|Filesystem|Limits|SetsidGrandchildDiesWithTheRun|ForkBomb|RelaysProgramStatus|Exec|InterpreterStillWorks|Seccomp|Hardening.*)$")
+		"-test.run=^TestSandbox(Features|NamespacesAreReal|NoNetwork|Filesystem|Limits|SetsidGrandchildDiesWithTheRun|ForkBomb|RelaysProgramStatus|Exec|InterpreterStillWorks|Seccomp|Hardening.*|Forked.*)$")
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, unprivilegedVar + "=1"}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir, unprivilegedVar + "=1", pyDirVar + "=" + dir}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Setpgid: true}
 	timer := time.AfterFunc(50*time.Second, func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	defer timer.Stop()

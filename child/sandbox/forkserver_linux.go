@@ -19,35 +19,34 @@ import (
 // A sandboxed run can also be forked from a fork server started with
 // --sandbox (py/forkserver.py, py/sandboxfork.py), which skips the
 // interpreter's start-up and the exec stage's re-execution of this binary.
-// The server's child enters new user, PID, mount, IPC, UTS and network
-// namespaces and forks PID 1, which forks the program (a fork of the
-// server's interpreter) and execs this binary's fork init:
+// The server makes the run's first process I with one clone() into new user,
+// PID, mount, IPC, UTS and network namespaces (PID 1 at once); I forks the
+// program (a fork of the server's interpreter) and execs this binary's fork
+// init:
 //
-//	daemon ──Spawn(fds 0-3, relay, cgroups, binary)──► server ──fork──► C (session leader)
-//	  C: unshare(all six), one-id maps, fork ──► I (PID 1) ──fork──► P (program)
+//	daemon ──Spawn(fds 0-3, relay, cgroups, binary)──► server
+//	  server: clone(all six) ──► I (PID 1, session leader)
+//	  I: one-id maps, fork ──► P (program)
 //	  I: execve(this binary, forkinit) with fd 3 a socket to P:
 //	     prepareNamespace; P into the run's cgroups; P's rlimits (prlimit);
 //	     P's Landlock ruleset built here, sent to P with the seccomp filter
 //	  P: no_new_privs, landlock_restrict_self(ruleset), seccomp(filter);
 //	     then bootstrap.py as any run
-//	  I: watchRun and relayProgram as sandboxInit; C waits for I and ends
-//	     as it did; the server reports C's end, the daemon reads the relay
+//	  I: watchRun and relayProgram as sandboxInit; the server reports I's
+//	     end, the daemon reads the relay
 //
 // Every rule is the one Start applies, built by the same functions; only
 // the three system calls that confine P run in P (a process can only
 // confine itself).
-
-// forkRunOutside counts the tasks of a forked run's user namespace outside
-// its PID namespace (C), for RLIMIT_NPROC.
-const forkRunOutside = 1
 
 // SpawnForked is Start through srv, a fork server started with --sandbox
 // (py/forkserver.py): the same namespaces, init, limits, Landlock domain,
 // seccomp filter, cgroups, relayed status and rusage, but the program is a
 // fork of the server's interpreter. spec.Path is the interpreter (the
 // server's), and the last of spec.Args the script the child runs. The
-// returned Process is the server's child C (the group of the run); its Wait
-// returns the program's relayed status, else C's own, which is the init's.
+// returned Process is the server's child, the run's init (PID 1, the leader
+// of the run's group); its Wait returns the program's relayed status, else
+// the init's own.
 func SpawnForked(srv *forkserver.Server, spec child.Spec, sb Config) (*child.Process, error) {
 	if err := checkSpec(spec, sb); err != nil {
 		return nil, err
@@ -74,7 +73,8 @@ func SpawnForked(srv *forkserver.Server, spec child.Spec, sb Config) (*child.Pro
 		extra = append(extra, int(fd))
 	}
 	extra = append(extra, int(exe.Fd()))
-	// The descriptor is the run's last (C places them from fd 4 on).
+	// The descriptor is the run's last (the server's child places them from
+	// fd 4 on).
 	self := "/proc/self/fd/" + strconv.Itoa(3+len(extra))
 	p, err := srv.Spawn(forkserver.Spec{Argv: append([]string{self}, c.argv(forkInitArgv0)...),
 		Env: spec.Env, Dir: spec.Dir, Extra: extra})
@@ -91,10 +91,10 @@ func SpawnForked(srv *forkserver.Server, spec child.Spec, sb Config) (*child.Pro
 
 // settleEarly returns the program's relayed Exit as soon as the init writes
 // it — every process of the run is dead by then — without waiting for the
-// init's own end, which tears down the run's namespaces and then C's: that
-// teardown, and the server's report of it, stay off the run's critical path
-// (the run's quiescence still waits for the group to empty). Without a
-// relay it returns what reap, the server's report of C, says.
+// init's own end, which tears down the run's namespaces: that teardown, and
+// the server's report of it, stay off the run's critical path (the run's
+// quiescence still waits for the group to empty). Without a relay it
+// returns what reap, the server's report of the init, says.
 func (r *sandboxRun) settleEarly(reap func() (child.Exit, error)) (child.Exit, error) {
 	type end struct {
 		exit child.Exit
@@ -168,7 +168,7 @@ func prepareForked(c sandboxConf) error {
 	if err := joinCgroups(c, cgroupFd, c.forked); err != nil {
 		return err
 	}
-	if err := setSandboxLimits(c, c.forked, forkRunOutside); err != nil {
+	if err := setSandboxLimits(c, c.forked); err != nil {
 		return err
 	}
 	rfd, err := landlockRuleset(sandboxRules(c))

@@ -376,7 +376,7 @@ func confine(c sandboxConf, procs int) error {
 	if err := joinCgroups(c, procs, 0); err != nil {
 		return err
 	}
-	return setSandboxLimits(c, 0, 0)
+	return setSandboxLimits(c, 0)
 }
 
 // joinCgroups moves pid (0: the calling process) into the run's cgroups
@@ -395,10 +395,11 @@ func joinCgroups(c sandboxConf, procs, pid int) error {
 // cannot raise a hard limit without CAP_SYS_RESOURCE in the initial user
 // namespace) of pid (0: the calling process). NPROC counts every task of the
 // namespace's uid, the init's threads included, so the tasks present now
-// other than pid's are added, and outside more (tasks of the run's user
-// namespace outside its PID namespace): after execve the program may hold
-// c.nproc tasks.
-func setSandboxLimits(c sandboxConf, pid, outside int) error {
+// other than pid's are added: after execve the program may hold c.nproc
+// tasks. Every task of the run's user namespace is in its PID namespace,
+// where the init counts them (a forked run's first process is made in both
+// at once, so none is outside).
+func setSandboxLimits(c sandboxConf, pid int) error {
 	set := func(name string, res int, v uint64) error {
 		// syscall.Setrlimit for this process: it also keeps the Go runtime
 		// from restoring its start-up RLIMIT_NOFILE at execve.
@@ -423,7 +424,7 @@ func setSandboxLimits(c sandboxConf, pid, outside int) error {
 	if pid != 0 {
 		self = "/proc/" + strconv.Itoa(pid)
 	}
-	others := countTasks("/proc") - countTasks(self) + outside
+	others := countTasks("/proc") - countTasks(self)
 	return set("RLIMIT_NPROC", unix.RLIMIT_NPROC, uint64(c.nproc+max(others, 0)))
 }
 
