@@ -132,6 +132,34 @@ func TestMCPHangEndsWithTheWallClock(t *testing.T) {
 	}
 }
 
+// A call that keeps the goroutine that read it busy (docs/performance.md
+// §12) does not hold up the child's other frames: a program that leaves a
+// hanging call running and returns is settled by its done frame, well within
+// its wall clock, and the call is cancelled upstream.
+func TestMCPSlowCallLeavesFramesFlowing(t *testing.T) {
+	t.Parallel()
+	mark := filepath.Join(t.TempDir(), "cancelled")
+	d := mcpDaemon(t, mcptest.Env(0, mark))
+	d.run(prog(`return 1`, tsBinding)) // the server is up
+	r := d.run(prog(`import asyncio
+task = asyncio.ensure_future(ts.hang())
+await asyncio.sleep(0.2)
+print("the call is still running:", not task.done())
+return 2`, tsBinding, `"limits":{"maxWallMs":10000}`))
+	expectOK(t, r, `2`)
+	if len(r.Logs) != 1 || r.Logs[0] != "the call is still running: True" {
+		t.Errorf("logs %q", r.Logs)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(mark); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the upstream call was never cancelled")
+		}
+	}
+}
+
 // A server that exits mid-call fails that call naming the server; the next
 // call starts it afresh. One that cannot start fails the run naming it, and
 // the daemon serves on.
