@@ -122,9 +122,16 @@ func TestMCPHangEndsWithTheWallClock(t *testing.T) {
 	if r.Error == nil || r.Error.Kind != "timeout" || r.Error.Budget != "wall" {
 		t.Fatalf("got %+v, want a wall timeout", r.Error)
 	}
+	waitCancelled(t, mark)
+}
+
+// waitCancelled waits for the hang tool's mark: its call was cancelled
+// upstream.
+func waitCancelled(t *testing.T, mark string) {
+	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Stat(mark); err == nil {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the upstream call was never cancelled")
@@ -150,14 +157,7 @@ return 2`, tsBinding, `"limits":{"maxWallMs":10000}`))
 	if len(r.Logs) != 1 || r.Logs[0] != "the call is still running: True" {
 		t.Errorf("logs %q", r.Logs)
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(mark); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the upstream call was never cancelled")
-		}
-	}
+	waitCancelled(t, mark)
 }
 
 // A server that exits mid-call fails that call naming the server; the next
