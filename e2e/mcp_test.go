@@ -122,14 +122,44 @@ func TestMCPHangEndsWithTheWallClock(t *testing.T) {
 	if r.Error == nil || r.Error.Kind != "timeout" || r.Error.Budget != "wall" {
 		t.Fatalf("got %+v, want a wall timeout", r.Error)
 	}
+	waitCancelled(t, mark)
+}
+
+// waitCancelled waits for the hang tool's mark: its call was cancelled
+// upstream.
+func waitCancelled(t *testing.T, mark string) {
+	t.Helper()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Stat(mark); err == nil {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("the upstream call was never cancelled")
 		}
 	}
+}
+
+// A call that keeps the goroutine that read it busy (docs/performance.md
+// §12) does not hold up the child's other frames: while a hanging call runs,
+// other calls are made and answered, and a program that leaves it running and
+// returns is settled by its done frame, well within its wall clock; the call
+// is cancelled upstream.
+func TestMCPSlowCallLeavesFramesFlowing(t *testing.T) {
+	t.Parallel()
+	mark := filepath.Join(t.TempDir(), "cancelled")
+	d := mcpDaemon(t, mcptest.Env(0, mark))
+	d.run(prog(`return 1`, tsBinding)) // the server is up
+	r := d.run(prog(`import asyncio
+task = asyncio.ensure_future(ts.hang())
+await asyncio.sleep(0.2)
+out = [await ts.echo("one"), await ts.add(a=1, b=2)]
+print("the call is still running:", not task.done())
+return out`, tsBinding, `"limits":{"maxWallMs":10000}`))
+	expectOK(t, r, `["one",{"sum":3}]`)
+	if len(r.Logs) != 1 || r.Logs[0] != "the call is still running: True" {
+		t.Errorf("logs %q", r.Logs)
+	}
+	waitCancelled(t, mark)
 }
 
 // A server that exits mid-call fails that call naming the server; the next

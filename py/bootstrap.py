@@ -1046,19 +1046,10 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
         attach_pump(loop)
 
     # The driver: a program that cannot observe an event loop (protocol.compile_program)
-    # runs without asyncio; its binding awaits yield a DriverWait up to drive(), which
-    # reads fd 3 itself until the reply arrives.
+    # runs without asyncio, driven by drive(); its binding calls wait for their replies
+    # themselves (wait_driven), reading fd 3 without suspending the program's coroutine.
     driving = [False]
     driver_results = {}
-
-    class DriverWait:
-        __slots__ = ("cid",)
-
-        def __init__(self, cid):
-            self.cid = cid
-
-        def __await__(self):
-            return (yield self)
 
     def read_and_dispatch():
         try:
@@ -1072,29 +1063,45 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
     def drive(coro):
         """Run a coroutine that awaits only bindings (or bare yields) to completion."""
         driving[0] = True
-        value = error = None
+        error = None
         try:
             while True:
                 try:
-                    req = coro.send(value) if error is None else coro.throw(error)
+                    req = coro.send(None) if error is None else coro.throw(error)
                 except StopIteration as stop:
                     return stop.value
-                value = error = None
-                if req is None:             # a bare yield: the next "loop tick"
-                    continue
-                if type(req) is not DriverWait:
+                error = None
+                if req is not None:         # a bare yield is the next "loop tick"
                     error = RuntimeError("the program awaited an object that needs an asyncio "
                                          "event loop (import asyncio in the program to get one)")
-                    continue
-                while req.cid not in driver_results:
-                    if not read_and_dispatch():
-                        error = RuntimeError("the protocol socket closed while a binding call "
-                                             "was outstanding")
-                        break
-                if error is None:
-                    value = driver_results.pop(req.cid)
         finally:
             driving[0] = False
+
+    def wait_driven(cid):
+        """(ok, payload) of the driven call cid, reading fd 3 until its reply is in. A read
+        that is exactly that reply's line in the daemon's fixed layout (handle_line) is
+        settled here; anything else goes through consume."""
+        head = b"%s%d%s" % (OK_HEAD, cid, OK_MID)
+        while cid not in driver_results:
+            try:
+                data = os_read(FD, READ_SIZE)
+            except OSError:
+                data = b""
+            if not data:
+                raise RuntimeError("the protocol socket closed while a binding call was "
+                                   "outstanding")
+            if not rbuf and data.startswith(head) and data.find(b"\n") == len(data) - 1 \
+                    and data[-2] == 125:
+                try:
+                    value = decode(data[len(head):-2].decode("utf-8"))
+                    mine = pending.pop(cid, None) is not None
+                except Exception:
+                    mine = False                # consume drops the line, as it always did
+                if mine:
+                    release_slot()
+                    return True, value
+            consume(data)
+        return driver_results.pop(cid)
 
     def call_frame(cid, head, payload):
         return b'{"type":"call","id":%d,"global":' % cid, head, payload, b"}"
@@ -1134,8 +1141,9 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
                 raise fail(member, "binding arguments must be lossless JSON (%s)" % payload) \
                     from None
             if driving[0] and get_ident() == main_ident:
-                # Driven (no event loop): claim a slot, send, and yield to drive(); inline,
-                # not a nested coroutine, as this is the sequential call's whole path.
+                # Driven (no event loop): claim a slot, send, and wait for the reply here;
+                # inline, not a nested coroutine, as this is the sequential call's whole
+                # path.
                 while slots[0] <= 0:
                     if not read_and_dispatch():
                         raise RuntimeError("the protocol socket closed")
@@ -1143,7 +1151,7 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
                     slots[0] -= 1
                     cid = next_id[0]
                     send_claimed(cid, (None, cid), head, payload)
-                ok, value = await DriverWait(cid)
+                ok, value = wait_driven(cid)
                 return settled(member, fail, ok, value)
             load_asyncio()
             loop = asyncio_mods[1]()

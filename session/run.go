@@ -38,6 +38,7 @@ type Run struct {
 	// before the result's gate opens and streamed just before the result.
 	lateMarker *protocol.OutputEvent
 	collected  collected // out/ as read for this run (Run.collect)
+	lent       lendSlot  // a call's work lent to the fd-3 reader (lend.go)
 }
 
 // newRun creates a run whose limits are base tightened by its own.

@@ -1,9 +1,7 @@
 package session
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -51,45 +49,22 @@ func (r *Run) current() *Run      { return r }
 func (r *Run) between()           {} // never: a fresh run is always current
 func (r *Run) streamEnded(fd int) { r.markEOF(fd) }
 
-// readLoop reads fd 3 until end of stream: frames through the Framer, each
-// processed (and its client deliveries made) in order. After the decision
-// the data is read and dropped so that end of stream is still observed.
-func readLoop(w *worker, rt route) {
-	defer rt.recoverPanic("fd-3 reader")
-	defer rt.streamEnded(fdConn)
-	framer := wireguard.NewFramer(protocol.FrameCap)
-	defer framer.Release()
-	bp := readBufs.Get().(*[]byte)
-	defer readBufs.Put(bp)
-	buf := *bp
-	discard := false
-	for {
-		n, err := w.conn.Read(buf)
-		if n > 0 && !discard {
-			discard = feed(rt, framer, buf[:n])
-		}
-		if err != nil {
-			if r := rt.current(); !errors.Is(err, io.EOF) && r != nil && !r.isDecided() {
-				r.log.Debug("fd-3 read error", "err", err)
-			}
-			return
-		}
-	}
-}
-
 // feed hands one read's frames to the current run and reports whether the
-// rest of the stream must be dropped (a frame over the cap decided the run).
-// Frames may alias data: each is handled (and whatever is kept of it copied
-// by the decoder) before the next Read.
-func feed(rt route, framer *wireguard.Framer, data []byte) (discard bool) {
+// rest of the stream must be dropped (a frame over the cap decided the run),
+// and the call work its frames lent the reader (lend.go), if any. Frames may
+// alias data: each is handled (and whatever is kept of it copied by the
+// decoder) before the next Read.
+func feed(rt route, framer *wireguard.Framer, data []byte) (discard bool, work func()) {
 	r := rt.current()
 	switch {
 	case r == nil:
 		rt.between()
-		return false
+		return false, nil
 	case r.isDecided():
-		return false
+		return false, nil
 	}
+	r.lent.begin()
+	defer func() { work = r.lent.end() }()
 	frames, ferr := framer.Feed(data)
 	for _, line := range frames {
 		r.handleFrame(line)
@@ -100,9 +75,9 @@ func feed(rt route, framer *wireguard.Framer, data []byte) (discard bool) {
 	}
 	if ferr != nil {
 		r.decide(decision{err: workerExit(protocol.MsgFrameTooLong)})
-		return true
+		return true, nil
 	}
-	return false
+	return false, nil
 }
 
 // markEOF records end of stream on one of the three descriptors.
@@ -289,7 +264,7 @@ func (r *Run) deliverCall(c *call) {
 	if !r.dispatch(event{kind: evCallSent, c: c}).ok {
 		return
 	}
-	cancel := r.client.CallBinding(r.id, c.global, c.name, c.args, func(a Answer) { r.answer(c, a) })
+	cancel := r.callClient(c, func(a Answer) { r.answer(c, a) })
 	if r.dispatch(event{kind: evCallCancel, c: c, cancel: cancel}).ok {
 		cancel()
 	}

@@ -87,7 +87,8 @@ type router struct {
 
 // workerIdle is how long a call's goroutine waits for the run's next call
 // before it exits. The SDK's call path is deep: a fresh goroutine grows
-// (copies) its stack several times on every call, a reused one once.
+// (copies) its stack several times on every call, a reused one once. A call
+// the run's fd-3 reader takes (CallBindingLent) needs no worker.
 const workerIdle = 50 * time.Millisecond
 
 // spawn runs f on an idle worker, or on a new one when none is waiting.
@@ -129,6 +130,12 @@ func (r *router) Output(runID string, ev protocol.OutputEvent) {
 // the run's); cancel ends the call (the SDK cancels it upstream) and answer is
 // never invoked after it.
 func (r *router) CallBinding(runID, namespace, function string, args []byte, answer func(session.Answer)) func() {
+	return r.CallBindingLent(runID, namespace, function, args, answer, nil)
+}
+
+// CallBindingLent is CallBinding, on the goroutine that read the call when
+// lend takes the call (session.LendingClient), else on a worker of the run's.
+func (r *router) CallBindingLent(runID, namespace, function string, args []byte, answer func(session.Answer), lend func(func()) bool) func() {
 	srv := r.routes[namespace]
 	if srv == nil {
 		return r.inner.CallBinding(runID, namespace, function, args, answer)
@@ -136,7 +143,7 @@ func (r *router) CallBinding(runID, namespace, function string, args []byte, ans
 	ctx, stop := context.WithCancel(context.Background())
 	var mu sync.Mutex
 	done := false
-	r.spawn(func() {
+	work := func() {
 		a := callAnswer(ctx, srv, function, args)
 		mu.Lock()
 		defer mu.Unlock()
@@ -144,7 +151,10 @@ func (r *router) CallBinding(runID, namespace, function string, args []byte, ans
 			done = true
 			answer(a)
 		}
-	})
+	}
+	if lend == nil || !lend(work) {
+		r.spawn(work)
+	}
 	return func() {
 		mu.Lock()
 		done = true

@@ -468,6 +468,35 @@ def test_driver_mode_async_constructs():
                          "nope", False]
 
 
+def test_driven_replies_in_any_pieces():
+    """A driven call (no event loop) takes its reply whole however the reads cut it: in the
+    daemon's layout in one read, split mid-line across reads, behind or ahead of other
+    lines, or in another layout."""
+    c = Child()
+    prog = ("out = [await tools.echo(i) for i in range(5)]\n"
+            "import sys\n"
+            "out.append('asyn' + 'cio' in sys.modules)\n"
+            "return out")
+
+    def h(f):
+        line = b'{"type":"reply","id":%d,"ok":true,"value":[%d]}' % (f["id"], f["args"])
+        if f["id"] == 1:                      # split mid-line: the child reads twice
+            c.outq.put(line[:30])
+            time.sleep(0.05)
+            c.outq.put(line[30:] + b"\n")
+            return None
+        if f["id"] == 2:                      # behind a stray reply and a blank line
+            return b'{"type":"reply","id":99,"ok":true,"value":1}\n\n' + line
+        if f["id"] == 3:                      # ahead of a line the child ignores
+            return line + b'\n{"type":"reply","id":98,"ok":true,"value":1}'
+        if f["id"] == 4:                      # another layout of the same reply
+            return json.dumps({"value": [f["args"]], "ok": True, "id": f["id"],
+                               "type": "reply"}).encode()
+        return line
+    res = run(prog, h, TOOLS, child=c)
+    assert res.value == [[0], [1], [2], [3], [4], False]
+
+
 def test_namespaces_share_one_class_and_keep_their_own_state():
     """Every namespace object is read-only, lists and names only its own declarations, and
     exposes no state of its own (the slot that holds it reads as undeclared)."""
