@@ -96,8 +96,11 @@ type fdReader struct {
 func readLoop(w *worker, rt route) {
 	rd := &fdReader{w: w, rt: rt, framer: wireguard.NewFramer(protocol.FrameCap),
 		bp: readBufs.Get().(*[]byte), turn: make(chan struct{})}
-	rd.late = time.AfterFunc(readPause, rd.handOver)
-	rd.late.Stop() // armed by runLent only
+	// Armed by runLent only: made with a duration it cannot reach before
+	// the Stop, so it never fires here (a short one could, when this
+	// goroutine is held up past it, and two goroutines would then read).
+	rd.late = time.AfterFunc(time.Hour, rd.handOver)
+	rd.late.Stop()
 	rd.serve()
 }
 
