@@ -16,19 +16,19 @@ import (
 
 // orphanScript double-forks F, which leads its own session and sleeps: F is
 // orphaned to the namespace's init. The program prints F's pid, then "done"
-// once F's parent has exited, and exits 3.
+// once F's parent has exited, and exits 3. F itself writes its pid, after its
+// setsid, so the pid is never seen before F leads its session.
 const orphanScript = `import os, sys, time
 r, w = os.pipe()
 m = os.fork()
 if m == 0:
-    f = os.fork()
-    if f == 0:
+    if os.fork() == 0:
         os.setsid()
+        os.write(w, b"%d\n" % os.getpid())
         for fd in (0, 1, 2, r, w):
             os.close(fd)
         time.sleep(60)
         os._exit(0)
-    os.write(w, b"%d\n" % f)
     os._exit(0)
 os.waitpid(m, 0)
 sys.stdout.write(os.read(r, 64).decode() + "done\n")
