@@ -79,8 +79,11 @@ const (
 )
 
 // fdReader is one child's fd-3 reading state, passed from goroutine to
-// goroutine: only the goroutine whose turn it is touches it.
+// goroutine: only the goroutine whose turn it is touches it. A turn passed
+// by the timer (late) is ordered by the runtime's timer, which the race
+// detector does not see; reading holds mu, which makes the order explicit.
 type fdReader struct {
+	mu      sync.Mutex // held while reading and handling frames
 	w       *worker
 	rt      route
 	framer  *wireguard.Framer
@@ -97,8 +100,7 @@ func readLoop(w *worker, rt route) {
 	rd := &fdReader{w: w, rt: rt, framer: wireguard.NewFramer(protocol.FrameCap),
 		bp: readBufs.Get().(*[]byte), turn: make(chan struct{})}
 	// Armed by runLent only: made with a duration it cannot reach before
-	// the Stop, so it never fires here (a short one could, when this
-	// goroutine is held up past it, and two goroutines would then read).
+	// the Stop, so it never fires here.
 	rd.late = time.AfterFunc(time.Hour, rd.handOver)
 	rd.late.Stop()
 	rd.serve()
@@ -155,6 +157,8 @@ func (rd *fdReader) awaitTurn() bool {
 // the caller runs the work before it reads again) or the stream ends (the
 // reading state is released; work is what its last read lent, if anything).
 func (rd *fdReader) read() (work func(), more bool) {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
 	defer rd.rt.recoverPanic("fd-3 reader")
 	defer func() {
 		if !more {
