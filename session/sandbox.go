@@ -29,7 +29,8 @@ const (
 
 // sandboxFor builds the tier-sandbox description for the frozen interpreter:
 // read-only access to the interpreter binary, its standard library,
-// site-packages and sys.path (as the interpreter itself reports them), and
+// site-packages and sys.path (as the interpreter itself reports them) and the
+// system's fonts (plotting needs them), and
 // read and execute access to the system's trees of installed executables and
 // libraries — never a tree that holds the daemon's own executable or the run
 // directories' parent.
@@ -39,18 +40,22 @@ func sandboxFor(python, tempDir string) sandbox.Config {
 		private = append(private, self)
 	}
 	return sandbox.Config{
-		ReadOnly:   withoutAncestors(dedupe(interpreterTrees(python)), private),
+		ReadOnly:   withoutAncestors(dedupe(append(interpreterTrees(python), sandbox.SystemFontDirs()...)), private),
 		Executable: withoutAncestors(dedupe(sandbox.SystemExecutableDirs()), private),
 		MaxProcs:   sandboxMaxProcs, MaxFiles: sandboxMaxFiles, MaxFileBytes: sandboxMaxFileBytes,
 	}
 }
 
 // treesScript prints the paths an interpreter needs to run: the binary, the
-// standard library, site-packages, libpython's directory and sys.path.
+// standard library, site-packages, libpython's directory, sys.path and, for
+// a virtual environment's interpreter, the pyvenv.cfg its start reads (next
+// to the executable or one directory up; only those that exist are kept).
 const treesScript = `import os, sys, sysconfig
 paths = [os.path.realpath(sys.executable)]
 paths += [sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
 paths += [sysconfig.get_config_var("LIBDIR") or ""] + sys.path
+bindir = os.path.dirname(os.path.abspath(sys.executable))
+paths += [os.path.join(d, "pyvenv.cfg") for d in (bindir, os.path.dirname(bindir))]
 print("\n".join(p for p in paths if p))`
 
 // interpreterTrees asks the interpreter for the trees it reads; on failure

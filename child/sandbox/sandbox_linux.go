@@ -101,8 +101,20 @@ func withCgroup(c *sandboxConf, files []uintptr, cg *runCgroup) []uintptr {
 // the dynamic loader finds the libraries an interpreter and its extension
 // modules link. Add the interpreter's own trees for Config.ReadOnly.
 func SystemLibraryDirs() []string {
+	return existingDirs("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib")
+}
+
+// SystemFontDirs returns the existing trees of the system's fonts and their
+// configuration (/etc/fonts, /usr/share/fonts, /usr/local/share/fonts,
+// /var/cache/fontconfig): public data that plotting libraries and the
+// fontconfig tools they run read. Add them to Config.ReadOnly.
+func SystemFontDirs() []string {
+	return existingDirs("/etc/fonts", "/usr/share/fonts", "/usr/local/share/fonts", "/var/cache/fontconfig")
+}
+
+func existingDirs(dirs ...string) []string {
 	var out []string
-	for _, d := range []string{"/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib"} {
+	for _, d := range dirs {
 		if st, err := os.Stat(d); err == nil && st.IsDir() {
 			out = append(out, d)
 		}
@@ -116,13 +128,7 @@ func SystemLibraryDirs() []string {
 // Only root can write them, and the program never can: Landlock grants it
 // no write right there.
 func SystemExecutableDirs() []string {
-	var out []string
-	for _, d := range []string{"/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/libexec"} {
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
-			out = append(out, d)
-		}
-	}
-	return append(out, SystemLibraryDirs()...)
+	return append(existingDirs("/bin", "/sbin", "/usr/bin", "/usr/sbin", "/usr/local/bin", "/usr/libexec"), SystemLibraryDirs()...)
 }
 
 // sandboxRun is what a sandboxed Process keeps for Wait.
