@@ -38,7 +38,8 @@ dist: $(TS_STAMP)
 # the packages as a user would.
 test: build test-go test-e2e-sandbox test-fuzz test-py test-clients test-mcp test-install test-bench test-k8s
 
-# Some Go tests check rendered Python stubs with mypy from the project's .venv.
+# Some Go tests check rendered Python stubs with mypy from the project's .venv. The e2e suite's
+# daemons run tier process here (E2E_ISOLATION unset), whatever the default finds.
 test-go: $(VENV_STAMP)
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...

@@ -37,7 +37,7 @@ func load(t *testing.T, env map[string]string) (*Config, error) {
 	if _, ok := env[VarPythonBin]; !ok {
 		t.Setenv(VarPythonBin, "/bin/sh") // any executable; the probe is faked
 	}
-	return Load(Options{Probe: fakeProbe, NumCPU: 3})
+	return Load(Options{Probe: fakeProbe, SandboxProbe: func() error { return nil }, NumCPU: 3})
 }
 
 func TestDefaults(t *testing.T) {
@@ -51,7 +51,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("limits %+v grace %d", l, c.GraceMs)
 	}
 	if c.MaxConcurrentRuns != 6 || c.WarmPool != 2 || c.MaxQueuedRuns != 1024 ||
-		c.Isolation != "process" || c.StartMode != "fork" || c.LogLevel.String() != "INFO" {
+		c.Isolation != "sandbox" || c.StartMode != "fork" || c.LogLevel.String() != "INFO" {
 		t.Errorf("config %+v", c)
 	}
 	if c.Python != "/bin/sh" || c.PythonVersion != "3.12.1" {
@@ -92,7 +92,7 @@ func TestVariableNames(t *testing.T) {
 	t.Setenv("CPU_SECONDS", "5")
 	t.Setenv("CPUSECONDS", "5")
 	t.Setenv(VarPythonBin, "/bin/sh")
-	c, err := Load(Options{Probe: fakeProbe})
+	c, err := Load(Options{Probe: fakeProbe, SandboxProbe: func() error { return nil }})
 	if err != nil || c.Limits.CPUSeconds != 60 {
 		t.Errorf("unprefixed variable read: %v %+v", err, c)
 	}
@@ -264,12 +264,16 @@ func TestIsolationAuto(t *testing.T) {
 	}{
 		{"auto", missing, "process", true, "auto: sandbox isolation needs Landlock, which this kernel does not provide"},
 		{"auto", func() error { return nil }, "sandbox", false, "auto: the kernel provides every sandbox feature"},
+		{"", missing, "process", true, "auto: sandbox isolation needs Landlock"}, // unset: the default, auto
+		{"", func() error { return nil }, "sandbox", false, "auto: the kernel provides every sandbox feature"},
 		{"process", missing, "process", false, "CODERUN_ISOLATION=process"},
 		{"sandbox", func() error { return nil }, "sandbox", false, "CODERUN_ISOLATION=sandbox"},
 	} {
 		clearEnv(t)
 		t.Setenv(VarPythonBin, "/bin/sh")
-		t.Setenv(VarIsolation, tc.setting)
+		if tc.setting != "" {
+			t.Setenv(VarIsolation, tc.setting)
+		}
 		c, err := Load(Options{Probe: fakeProbe, SandboxProbe: tc.probe})
 		if err != nil || c.Isolation != tc.tier || c.IsolationFellBack != tc.fell || !strings.HasPrefix(c.IsolationReason, tc.reason) {
 			t.Errorf("%s: %v %+v", tc.setting, err, c)

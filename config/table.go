@@ -120,7 +120,7 @@ var table = []variable{
 		rule:      count(true),
 		cross:     atMostConcurrency,
 		set:       func(c *Config, _ string, n int64) { c.WarmPool = clampInt(n) }},
-	{name: VarIsolation, def: "process", note: "; auto = sandbox where the kernel provides it, else process",
+	{name: VarIsolation, def: "auto", note: "; auto = sandbox where the kernel provides it, else process",
 		rule: wordRule{words: []string{"process", "sandbox", "auto"}, quoted: true},
 		set:  func(c *Config, text string, _ int64) { c.Isolation = text }},
 	{name: VarStartMode, def: "auto", note: "; auto = fork",

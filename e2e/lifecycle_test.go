@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"cmp"
 	"encoding/json"
 	"os/exec"
 	"regexp"
@@ -44,7 +43,7 @@ func TestInitialize(t *testing.T) {
 		t.Fatalf("%s: %v", m.raw, err)
 	}
 	c := r.Capabilities
-	tier := cmp.Or(suiteTier, "process")
+	tier := suiteTier
 	want := map[string]int64{"cpuSeconds": 60, "maxWallMs": 600000, "addressSpaceMb": 512, "maxLogBytes": 65536,
 		"maxValueBytes": 32768, "graceMs": 3000, "maxConcurrentRuns": int64(2 * runtime.NumCPU())}
 	if r.ServerInfo.Name != "coderun-rpc" || r.ServerInfo.Version == "" || len(c.Languages) != 1 || c.Languages[0] != "python" ||

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -85,13 +84,8 @@ func text(res *sdk.CallToolResult) string {
 // logs arrive as progress, and the result is the run result object.
 func TestMCPServeRun(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	var progress []string
-	cs := mcpServe(t, func(p *sdk.ProgressNotificationParams) {
-		mu.Lock()
-		progress = append(progress, p.Message)
-		mu.Unlock()
-	})
+	progress := make(chan string, 64)
+	cs := mcpServe(t, func(p *sdk.ProgressNotificationParams) { progress <- p.Message })
 	tools, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -119,11 +113,16 @@ func TestMCPServeRun(t *testing.T) {
 	if json.Unmarshal(b, &structured) != nil || string(structured.Value) != `{"sum":3}` || structured.Stats.BindingCalls != 1 {
 		t.Errorf("structuredContent %s", b)
 	}
-	mu.Lock()
-	got := strings.Join(progress, "")
-	mu.Unlock()
-	if !strings.Contains(got, "working") {
-		t.Errorf("progress messages %q lack the log line", progress)
+	// The server notifies before it answers, but the SDK's client may hand
+	// a notification to its handler after the call has returned.
+	var got []string
+	for deadline := time.After(10 * time.Second); !strings.Contains(strings.Join(got, ""), "working"); {
+		select {
+		case m := <-progress:
+			got = append(got, m)
+		case <-deadline:
+			t.Fatalf("progress messages %q lack the log line", got)
+		}
 	}
 }
 

@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,16 +17,7 @@ import (
 func TestSandboxTier(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"CODERUN_ISOLATION": "sandbox", "CODERUN_WARM_POOL": "0", "CODERUN_GRACE_MS": "1500"}
-	cmd := exec.Command(daemonBin, "--check")
-	cmd.Env = environ(t, env)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		if strings.Contains(string(out), `CODERUN_ISOLATION="sandbox": sandbox isolation needs `) &&
-			strings.Contains(string(out), ", which this kernel does not provide") {
-			t.Skipf("kernel lacks a sandbox feature: %s", out)
-		}
-		t.Fatalf("--check in tier sandbox: %v\n%s", err, out)
-	}
+	skipWithoutSandbox(t, env)
 	d := started(t, env)
 	if !strings.Contains(string(d.snapshot()[0].m.Result), `"isolation":"sandbox"`) {
 		t.Errorf("initialize: %s", d.snapshot()[0].m.Result)
@@ -61,4 +56,89 @@ except PermissionError:
     own = "denied"
 return [hits.decode().strip(), own]`))
 	expectOK(t, r, `["2","denied"]`)
+
+	// The system's fonts are readable (plotting libraries read them); the
+	// rest of /etc is not.
+	if _, err := os.Stat("/etc/fonts/fonts.conf"); err == nil {
+		r = d.run(prog(`def readable(path):
+    try:
+        open(path, "rb").close()
+        return True
+    except PermissionError:
+        return False
+return [readable("/etc/fonts/fonts.conf"), readable("/etc/passwd")]`))
+		expectOK(t, r, `[true,false]`)
+	}
+}
+
+// skipWithoutSandbox skips t where `--check` under env (which asks for tier
+// sandbox) says the kernel lacks a feature; any other failure fails t.
+func skipWithoutSandbox(t *testing.T, env map[string]string) {
+	t.Helper()
+	cmd := exec.Command(daemonBin, "--check")
+	cmd.Env = environ(t, env)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if strings.Contains(string(out), `CODERUN_ISOLATION="sandbox": sandbox isolation needs `) &&
+			strings.Contains(string(out), ", which this kernel does not provide") {
+			t.Skipf("kernel lacks a sandbox feature: %s", out)
+		}
+		t.Fatalf("--check in tier sandbox: %v\n%s", err, out)
+	}
+}
+
+// An interpreter of a virtual environment starts in the sandbox wherever it
+// starts afresh — a spawned run, a session — though its start reads the
+// environment's pyvenv.cfg, outside the trees of the interpreter it links to.
+func TestSandboxVenv(t *testing.T) {
+	t.Parallel()
+	venv := t.TempDir()
+	if out, err := exec.Command(realPython, "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {
+		t.Fatalf("python -m venv: %v\n%s", err, out)
+	}
+	for _, mode := range []string{"spawn", "fork"} {
+		env := map[string]string{"CODERUN_ISOLATION": "sandbox", "CODERUN_START_MODE": mode,
+			"CODERUN_PYTHON_BIN": filepath.Join(venv, "bin", "python")}
+		skipWithoutSandbox(t, env)
+		d := started(t, env)
+		expectOK(t, d.run(prog("import sys\nreturn sys.prefix != sys.base_prefix")), "true")
+		id := d.open("{}")
+		expectOK(t, d.run(prog("return 2", `"sessionId":"`+id+`"`)), "2")
+	}
+}
+
+// The default tier is auto: with CODERUN_ISOLATION unset, initialize reports
+// the tier `--check` finds and why ("auto: …"); where that is tier process,
+// the daemon's log says so at start-up.
+func TestDefaultTier(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{useDefaultTier: "", "CODERUN_WARM_POOL": "0"}
+	cmd := exec.Command(daemonBin, "--check")
+	cmd.Env = environ(t, env)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("--check: %v\n%s", err, out)
+	}
+	found := regexp.MustCompile(`(?m)^isolation: (process|sandbox) \((auto: .+)\)$`).FindStringSubmatch(string(out))
+	if found == nil {
+		t.Fatalf("--check names no tier chosen by auto:\n%s", out)
+	}
+	d := started(t, env)
+	var init struct {
+		Capabilities struct {
+			Isolation string `json:"isolation"`
+			Reason    string `json:"isolationReason"`
+		} `json:"capabilities"`
+	}
+	if err := json.Unmarshal(d.snapshot()[0].m.Result, &init); err != nil {
+		t.Fatal(err)
+	}
+	if c := init.Capabilities; c.Isolation != found[1] || c.Reason != found[2] {
+		t.Errorf("initialize reports %q (%q); --check found %q (%q)", c.Isolation, c.Reason, found[1], found[2])
+	}
+	warned := strings.Contains(d.stderr.String(), "tier sandbox is not available here")
+	if want := found[1] == "process"; warned != want {
+		t.Errorf("start-up warning logged: %v, want %v; stderr:\n%s", warned, want, d.stderr)
+	}
+	expectOK(t, d.run(prog("return 1")), "1")
 }

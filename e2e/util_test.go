@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"os"
 	"strconv"
@@ -50,11 +51,11 @@ func environ(t *testing.T, env map[string]string) []string {
 	if _, ok := env["CODERUN_PYTHON_BIN"]; !ok && !defaultPython(env) {
 		out = append(out, "CODERUN_PYTHON_BIN="+realPython)
 	}
-	if _, ok := env["CODERUN_ISOLATION"]; !ok && suiteTier != "" {
+	if _, ok := env["CODERUN_ISOLATION"]; !ok && suiteTier != "" && !defaultTier(env) {
 		out = append(out, "CODERUN_ISOLATION="+suiteTier)
 	}
 	for k, v := range env {
-		if k != useDefaultPython && k != workDir {
+		if k != useDefaultPython && k != workDir && k != useDefaultTier {
 			out = append(out, k+"="+v)
 		}
 	}
@@ -62,15 +63,21 @@ func environ(t *testing.T, env map[string]string) []string {
 }
 
 // suiteTier is the isolation tier of every daemon the suite starts whose
-// test does not set CODERUN_ISOLATION itself: E2E_ISOLATION (make
-// test-e2e-sandbox runs the suite again with "sandbox"), else the daemon's
-// default.
-var suiteTier = os.Getenv("E2E_ISOLATION")
+// test does not set CODERUN_ISOLATION itself: E2E_ISOLATION (make test
+// runs the suite once with "process" and once with "sandbox"), else tier
+// process. The daemon's own default, auto, is the subject of
+// TestDefaultTier.
+var suiteTier = cmp.Or(os.Getenv("E2E_ISOLATION"), "process")
+
+// useDefaultTier in env leaves CODERUN_ISOLATION unset.
+const useDefaultTier = "E2E_DEFAULT_TIER"
+
+func defaultTier(env map[string]string) bool { _, ok := env[useDefaultTier]; return ok }
 
 // onlyInTier skips a test whose expectations hold in one tier only.
 func onlyInTier(t *testing.T, tier string) {
 	t.Helper()
-	if suiteTier != "" && suiteTier != tier {
+	if suiteTier != tier {
 		t.Skipf("tier %s only (this pass runs tier %s)", tier, suiteTier)
 	}
 }

@@ -321,7 +321,7 @@ Configuration (environment, read once at start-up; an invalid value exits 2):
 func check() int {
 	fmt.Println("coderun-rpc --check", version)
 	cfg, err := config.Load(config.Options{})
-	if t := os.Getenv(config.VarIsolation); t == "sandbox" || t == "auto" {
+	if os.Getenv(config.VarIsolation) != "process" { // sandbox, or auto (the default)
 		printSandboxFeatures()
 	}
 	if err != nil {
