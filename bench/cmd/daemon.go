@@ -26,9 +26,16 @@ type daemon struct {
 	isolation string
 }
 
+// startDaemon starts o.daemon with env added to this process's environment.
+// Its tier is process unless CODERUN_ISOLATION is set there or in env: the
+// groups measure the daemon's own path against their floors in one tier, and
+// the tiers group sets both tiers itself.
 func startDaemon(o options, env ...string) (*daemon, error) {
 	cmd := exec.Command(o.daemon)
 	cmd.Env = append(os.Environ(), "CODERUN_PYTHON_BIN="+o.python, "CODERUN_LOG_LEVEL=warn")
+	if _, set := os.LookupEnv("CODERUN_ISOLATION"); !set {
+		cmd.Env = append(cmd.Env, "CODERUN_ISOLATION=process")
+	}
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	echo := func(m *lspclient.Message, reply lspclient.Reply) {
