@@ -51,7 +51,7 @@ func environ(t *testing.T, env map[string]string) []string {
 	if _, ok := env["CODERUN_PYTHON_BIN"]; !ok && !defaultPython(env) {
 		out = append(out, "CODERUN_PYTHON_BIN="+realPython)
 	}
-	if _, ok := env["CODERUN_ISOLATION"]; !ok && suiteTier != "" && !defaultTier(env) {
+	if _, ok := env["CODERUN_ISOLATION"]; !ok && !defaultTier(env) {
 		out = append(out, "CODERUN_ISOLATION="+suiteTier)
 	}
 	for k, v := range env {
@@ -63,10 +63,9 @@ func environ(t *testing.T, env map[string]string) []string {
 }
 
 // suiteTier is the isolation tier of every daemon the suite starts whose
-// test does not set CODERUN_ISOLATION itself: E2E_ISOLATION (make test
-// runs the suite once with "process" and once with "sandbox"), else tier
-// process. The daemon's own default, auto, is the subject of
-// TestDefaultTier.
+// test does not set CODERUN_ISOLATION itself: E2E_ISOLATION (make
+// test-e2e-sandbox runs the suite again with "sandbox"), else tier process.
+// The daemon's own default, auto, is the subject of TestDefaultTier.
 var suiteTier = cmp.Or(os.Getenv("E2E_ISOLATION"), "process")
 
 // useDefaultTier in env leaves CODERUN_ISOLATION unset.
