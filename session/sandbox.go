@@ -29,11 +29,10 @@ const (
 
 // sandboxFor builds the tier-sandbox description for the frozen interpreter:
 // read-only access to the interpreter binary, its standard library,
-// site-packages and sys.path (as the interpreter itself reports them) and the
-// system's fonts (plotting needs them), and
-// read and execute access to the system's trees of installed executables and
-// libraries — never a tree that holds the daemon's own executable or the run
-// directories' parent.
+// site-packages and sys.path (as the interpreter itself reports them) and to
+// the system's fonts (plotting needs them), and read and execute access to the
+// system's trees of installed executables and libraries — never a tree that
+// holds the daemon's own executable or the run directories' parent.
 func sandboxFor(python, tempDir string) sandbox.Config {
 	private := []string{tempDir}
 	if self, err := os.Executable(); err == nil {
