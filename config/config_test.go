@@ -12,6 +12,10 @@ import (
 	"github.com/kelseyhightower/envconfig"
 )
 
+// sandboxPresent is a sandbox probe that finds every feature (the real one
+// starts the daemon's init, which a test binary is not).
+func sandboxPresent() error { return nil }
+
 // fakeProbe reports a CPython 3.12.1 behind no shim.
 func fakeProbe(path string, args []string, d time.Duration, max int) ([]byte, error) {
 	return []byte("cpython 3 12 1\n" + path + "\n"), nil
@@ -37,7 +41,7 @@ func load(t *testing.T, env map[string]string) (*Config, error) {
 	if _, ok := env[VarPythonBin]; !ok {
 		t.Setenv(VarPythonBin, "/bin/sh") // any executable; the probe is faked
 	}
-	return Load(Options{Probe: fakeProbe, SandboxProbe: func() error { return nil }, NumCPU: 3})
+	return Load(Options{Probe: fakeProbe, SandboxProbe: sandboxPresent, NumCPU: 3})
 }
 
 func TestDefaults(t *testing.T) {
@@ -92,7 +96,7 @@ func TestVariableNames(t *testing.T) {
 	t.Setenv("CPU_SECONDS", "5")
 	t.Setenv("CPUSECONDS", "5")
 	t.Setenv(VarPythonBin, "/bin/sh")
-	c, err := Load(Options{Probe: fakeProbe, SandboxProbe: func() error { return nil }})
+	c, err := Load(Options{Probe: fakeProbe, SandboxProbe: sandboxPresent})
 	if err != nil || c.Limits.CPUSeconds != 60 {
 		t.Errorf("unprefixed variable read: %v %+v", err, c)
 	}
@@ -243,7 +247,7 @@ func TestSandboxRule(t *testing.T) {
 	if !errors.As(err, &ce) || ce.Line() != `coderun-rpc: configuration error: CODERUN_ISOLATION="sandbox": sandbox isolation needs Landlock, which this kernel does not provide` {
 		t.Errorf("missing feature: %v", err)
 	}
-	c, err := Load(Options{Probe: fakeProbe, SandboxProbe: func() error { return nil }})
+	c, err := Load(Options{Probe: fakeProbe, SandboxProbe: sandboxPresent})
 	if err != nil || c.Isolation != "sandbox" {
 		t.Errorf("sandbox with every feature: %v", err)
 	}
@@ -263,11 +267,11 @@ func TestIsolationAuto(t *testing.T) {
 		reason  string
 	}{
 		{"auto", missing, "process", true, "auto: sandbox isolation needs Landlock, which this kernel does not provide"},
-		{"auto", func() error { return nil }, "sandbox", false, "auto: the kernel provides every sandbox feature"},
+		{"auto", sandboxPresent, "sandbox", false, "auto: the kernel provides every sandbox feature"},
 		{"", missing, "process", true, "auto: sandbox isolation needs Landlock"}, // unset: the default, auto
-		{"", func() error { return nil }, "sandbox", false, "auto: the kernel provides every sandbox feature"},
+		{"", sandboxPresent, "sandbox", false, "auto: the kernel provides every sandbox feature"},
 		{"process", missing, "process", false, "CODERUN_ISOLATION=process"},
-		{"sandbox", func() error { return nil }, "sandbox", false, "CODERUN_ISOLATION=sandbox"},
+		{"sandbox", sandboxPresent, "sandbox", false, "CODERUN_ISOLATION=sandbox"},
 	} {
 		clearEnv(t)
 		t.Setenv(VarPythonBin, "/bin/sh")
@@ -284,7 +288,6 @@ func TestIsolationAuto(t *testing.T) {
 // TestStartModeRule: auto is fork in both tiers (tier sandbox has a
 // sandboxed fork server); an explicit mode is kept.
 func TestStartModeRule(t *testing.T) {
-	ok := func() error { return nil }
 	for _, tc := range []struct{ isolation, mode, want, refused string }{
 		{"process", "", "fork", ""},
 		{"process", "spawn", "spawn", ""},
@@ -300,7 +303,7 @@ func TestStartModeRule(t *testing.T) {
 		if tc.mode != "" {
 			t.Setenv(VarStartMode, tc.mode)
 		}
-		c, err := Load(Options{Probe: fakeProbe, SandboxProbe: ok})
+		c, err := Load(Options{Probe: fakeProbe, SandboxProbe: sandboxPresent})
 		var ce *Error
 		switch {
 		case tc.refused != "":
