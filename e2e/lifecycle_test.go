@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"os/exec"
 	"regexp"
 	"runtime"
 	"strings"
@@ -67,9 +66,7 @@ func TestInitialize(t *testing.T) {
 // outcome is retried.
 func TestDefaultPython(t *testing.T) {
 	for attempt := 1; ; attempt++ {
-		cmd := exec.Command(daemonBin, "--check")
-		cmd.Env = environ(t, map[string]string{useDefaultPython: ""})
-		out, err := cmd.CombinedOutput()
+		out, err := runCheck(t, map[string]string{useDefaultPython: ""})
 		if err == nil {
 			if !strings.Contains(string(out), "python: "+realPython+" (CPython 3.") || !strings.Contains(string(out), "smoke run: ok") {
 				t.Errorf("--check report:\n%s", out)

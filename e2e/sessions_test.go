@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -497,11 +496,7 @@ func TestSessionC312ForkNeedsForkServer(t *testing.T) {
 // skipped where the kernel lacks a feature of the tier.
 func sandboxEnv(t *testing.T) map[string]string {
 	env := map[string]string{"CODERUN_ISOLATION": "sandbox"}
-	cmd := exec.Command(daemonBin, "--check")
-	cmd.Env = environ(t, env)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Skipf("tier sandbox unavailable: %s", out)
-	}
+	skipWithoutSandbox(t, env)
 	return env
 }
 
