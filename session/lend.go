@@ -79,9 +79,12 @@ const (
 )
 
 // fdReader is one child's fd-3 reading state, passed from goroutine to
-// goroutine: only the goroutine whose turn it is touches it. A turn passed
-// by the timer (late) is ordered by the runtime's timer, which the race
-// detector does not see; reading holds mu, which makes the order explicit.
+// goroutine: only the goroutine whose turn it is touches it. The turn can
+// pass through late alone: a goroutine whose lent call ended keeps reading
+// when its Stop finds the timer pending, even when another goroutine's Reset
+// armed it (each Reset is withdrawn once, by the firing or by one Stop). The
+// timer's lock orders that, but the race detector sees no edge from a Reset
+// to a Stop; reading holds mu, which makes the order visible to it.
 type fdReader struct {
 	mu      sync.Mutex // held while reading and handling frames
 	w       *worker
