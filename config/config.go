@@ -22,7 +22,11 @@ type Config struct {
 	// Python is the frozen interpreter every child runs (shims resolved).
 	Python string
 	// PythonVersion is "<maj>.<min>.<micro>" as probed.
-	PythonVersion     string
+	PythonVersion string
+	// PythonTrees are the files and trees the interpreter reads, which tier
+	// sandbox grants read-only (sandbox.InterpreterTrees); nil in tier
+	// process, or when the interpreter could not list them.
+	PythonTrees       []string
 	Limits            protocol.Limits
 	GraceMs           int64
 	MaxConcurrentRuns int
@@ -88,10 +92,15 @@ type Options struct {
 	NumCPU int
 	// SandboxProbe overrides sandbox.Probe (tests).
 	SandboxProbe func() error
+	// InterpreterTrees overrides sandbox.InterpreterTrees (tests).
+	InterpreterTrees func(python string) ([]string, error)
 }
 
-// Load reads and validates the configuration: every rule of docs/child-protocol.md
+// Load reads and validates the configuration: every rule of
 // docs/configuration.md §3, in its order. A violation is returned as *Error.
+// The version probe (step 3) and, unless the tier is process by name, the
+// sandbox's probes (step 4) run side by side; their verdicts are judged in
+// step order.
 func Load(opts Options) (*Config, error) {
 	env, err := readEnv()
 	if err != nil {
@@ -108,11 +117,22 @@ func Load(opts Options) (*Config, error) {
 	if err := checkRoom(c, texts); err != nil { // step 2
 		return nil, err
 	}
-	if c.Python, c.PythonVersion, err = resolvePython(texts[VarPythonBin], opts.probe()); err != nil { // step 3
+	python := texts[VarPythonBin]
+	abs, rule := locatePython(python)
+	if rule != "" {
+		return nil, &Error{Var: VarPythonBin, Value: python, Rule: rule}
+	}
+	sb := startSandboxProbes(c.Isolation, abs, opts)                        // step 4's probes, beside step 3's
+	c.Python, c.PythonVersion, err = probePython(python, abs, opts.probe()) // step 3
+	sb.wait()
+	if err != nil {
 		return nil, err
 	}
-	if err := checkTier(c, texts, opts); err != nil { // step 4
+	if err := checkTier(c, texts, sb.featuresErr); err != nil { // step 4
 		return nil, err
+	}
+	if c.Isolation == "sandbox" {
+		c.PythonTrees = sb.trees
 	}
 	return c, nil
 }
@@ -172,17 +192,18 @@ func checkRoom(c *Config, texts map[string]string) error {
 // checkTier is step 4: tier sandbox needs every kernel feature (never a
 // silent downgrade when asked for by name); auto takes the sandbox where
 // the kernel provides every feature, else process, and says which.
-func checkTier(c *Config, texts map[string]string, opts Options) error {
+// featuresErr is the sandbox probe's verdict (unused in tier process).
+func checkTier(c *Config, texts map[string]string, featuresErr error) error {
 	switch c.Isolation {
 	case "process":
 		c.IsolationReason = VarIsolation + "=process"
 	case "sandbox":
-		if err := opts.sandboxProbe()(); err != nil {
+		if err := featuresErr; err != nil {
 			return &Error{Var: VarIsolation, Value: texts[VarIsolation], Rule: err.Error()}
 		}
 		c.IsolationReason = VarIsolation + "=sandbox"
 	case "auto":
-		if err := opts.sandboxProbe()(); err != nil {
+		if err := featuresErr; err != nil {
 			c.Isolation, c.IsolationFellBack = "process", true
 			c.IsolationReason = "auto: " + err.Error()
 			return nil

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +17,9 @@ import (
 // sandboxPresent is a sandbox probe that finds every feature (the real one
 // starts the daemon's init, which a test binary is not).
 func sandboxPresent() error { return nil }
+
+// fakeTrees lists one tree of the interpreter at python.
+func fakeTrees(python string) ([]string, error) { return []string{python + ".trees"}, nil }
 
 // fakeProbe reports a CPython 3.12.1 behind no shim.
 func fakeProbe(path string, args []string, d time.Duration, max int) ([]byte, error) {
@@ -41,7 +46,7 @@ func load(t *testing.T, env map[string]string) (*Config, error) {
 	if _, ok := env[VarPythonBin]; !ok {
 		t.Setenv(VarPythonBin, "/bin/sh") // any executable; the probe is faked
 	}
-	return Load(Options{Probe: fakeProbe, SandboxProbe: sandboxPresent, NumCPU: 3})
+	return Load(Options{Probe: fakeProbe, SandboxProbe: sandboxPresent, InterpreterTrees: fakeTrees, NumCPU: 3})
 }
 
 func TestDefaults(t *testing.T) {
@@ -96,7 +101,7 @@ func TestVariableNames(t *testing.T) {
 	t.Setenv("CPU_SECONDS", "5")
 	t.Setenv("CPUSECONDS", "5")
 	t.Setenv(VarPythonBin, "/bin/sh")
-	c, err := Load(Options{Probe: fakeProbe, SandboxProbe: sandboxPresent})
+	c, err := Load(Options{Probe: fakeProbe, SandboxProbe: sandboxPresent, InterpreterTrees: fakeTrees})
 	if err != nil || c.Limits.CPUSeconds != 60 {
 		t.Errorf("unprefixed variable read: %v %+v", err, c)
 	}
@@ -242,14 +247,57 @@ func TestSandboxRule(t *testing.T) {
 	missing := func() error {
 		return errors.New("sandbox isolation needs Landlock, which this kernel does not provide")
 	}
-	_, err := Load(Options{Probe: fakeProbe, SandboxProbe: missing})
+	_, err := Load(Options{Probe: fakeProbe, SandboxProbe: missing, InterpreterTrees: fakeTrees})
 	var ce *Error
 	if !errors.As(err, &ce) || ce.Line() != `coderun-rpc: configuration error: CODERUN_ISOLATION="sandbox": sandbox isolation needs Landlock, which this kernel does not provide` {
 		t.Errorf("missing feature: %v", err)
 	}
-	c, err := Load(Options{Probe: fakeProbe, SandboxProbe: sandboxPresent})
+	c, err := Load(Options{Probe: fakeProbe, SandboxProbe: sandboxPresent, InterpreterTrees: fakeTrees})
 	if err != nil || c.Isolation != "sandbox" {
 		t.Errorf("sandbox with every feature: %v", err)
+	}
+}
+
+// TestSandboxProbesBesideVersionProbe: the sandbox's two probes run while
+// the version probe does (each fake waits for the other two to have
+// started), and a failing version probe is reported first, once all three
+// have ended.
+func TestSandboxProbesBesideVersionProbe(t *testing.T) {
+	clearEnv(t)
+	t.Setenv(VarPythonBin, "/bin/sh")
+	t.Setenv(VarIsolation, "sandbox")
+	for _, version := range []string{"cpython 3 12 1\n", "python 2\n"} {
+		var all sync.WaitGroup
+		all.Add(3)
+		ended := make(chan string, 3)
+		together := func(name string) error {
+			defer func() { ended <- name }()
+			all.Done()
+			done := make(chan struct{})
+			go func() { all.Wait(); close(done) }()
+			select {
+			case <-done:
+				return nil
+			case <-time.After(10 * time.Second):
+				return errors.New(name + " ran alone")
+			}
+		}
+		c, err := Load(Options{
+			Probe: func(path string, args []string, d time.Duration, max int) ([]byte, error) {
+				return []byte(version), together("version probe")
+			},
+			SandboxProbe:     func() error { return together("feature probe") },
+			InterpreterTrees: func(string) ([]string, error) { return []string{"/t"}, together("trees") },
+		})
+		var ce *Error
+		switch {
+		case len(ended) != 3:
+			t.Errorf("%q: Load returned with %d of the 3 probes ended", version, len(ended))
+		case version == "python 2\n" && (!errors.As(err, &ce) || ce.Var != VarPythonBin):
+			t.Errorf("%q: got %v, want the version probe's verdict", version, err)
+		case version != "python 2\n" && (err != nil || c.Isolation != "sandbox" || !slices.Equal(c.PythonTrees, []string{"/t"})):
+			t.Errorf("%q: got %v %+v, want tier sandbox with trees [/t]", version, err, c)
+		}
 	}
 }
 
@@ -278,9 +326,13 @@ func TestIsolationAuto(t *testing.T) {
 		if tc.setting != "" {
 			t.Setenv(VarIsolation, tc.setting)
 		}
-		c, err := Load(Options{Probe: fakeProbe, SandboxProbe: tc.probe})
+		c, err := Load(Options{Probe: fakeProbe, SandboxProbe: tc.probe, InterpreterTrees: fakeTrees})
 		if err != nil || c.Isolation != tc.tier || c.IsolationFellBack != tc.fell || !strings.HasPrefix(c.IsolationReason, tc.reason) {
 			t.Errorf("%s: %v %+v", tc.setting, err, c)
+		}
+		// The sandbox is granted the trees of the interpreter as located.
+		if want := tc.tier == "sandbox"; err == nil && want != slices.Equal(c.PythonTrees, []string{"/bin/sh.trees"}) {
+			t.Errorf("%s: tier %s with trees %q", tc.setting, c.Isolation, c.PythonTrees)
 		}
 	}
 }
@@ -303,7 +355,7 @@ func TestStartModeRule(t *testing.T) {
 		if tc.mode != "" {
 			t.Setenv(VarStartMode, tc.mode)
 		}
-		c, err := Load(Options{Probe: fakeProbe, SandboxProbe: sandboxPresent})
+		c, err := Load(Options{Probe: fakeProbe, SandboxProbe: sandboxPresent, InterpreterTrees: fakeTrees})
 		var ce *Error
 		switch {
 		case tc.refused != "":

@@ -34,15 +34,12 @@ var minPythonText = strconv.FormatUint(minPython[0], 10) + "." + strconv.FormatU
 
 var versionLine = regexp.MustCompile(`^(\S+) (\d+) (\d+) (\d+)$`)
 
-// resolvePython applies docs/configuration.md §3 step 3: resolve the path, probe
-// the version, follow a shim to the interpreter it reports.
-func resolvePython(value string, probe ProbeFunc) (exe, version string, err error) {
+// probePython is docs/configuration.md §3 step 3 once locatePython has
+// found value at abs: probe the version, follow a shim to the interpreter
+// it reports.
+func probePython(value, abs string, probe ProbeFunc) (exe, version string, err error) {
 	fail := func(rule string) (string, string, error) {
 		return "", "", &Error{Var: VarPythonBin, Value: value, Rule: rule}
-	}
-	abs, rule := locatePython(value)
-	if rule != "" {
-		return fail(rule)
 	}
 	out, perr := probe(abs, ProbeArgs, protocol.ProbeDeadline, protocol.ProbeOutputKept)
 	q := strconv.Quote(abs)

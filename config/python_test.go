@@ -11,8 +11,12 @@ import (
 
 func pyErr(t *testing.T, value string, probe ProbeFunc) (string, string, *Error) {
 	t.Helper()
-	exe, ver, err := resolvePython(value, probe)
 	var ce *Error
+	abs, rule := locatePython(value)
+	if rule != "" {
+		return "", "", &Error{Var: VarPythonBin, Value: value, Rule: rule}
+	}
+	exe, ver, err := probePython(value, abs, probe)
 	if err != nil && !errors.As(err, &ce) {
 		t.Fatalf("%q: unexpected error %v", value, err)
 	}

@@ -132,7 +132,7 @@ func (r wordRule) summary() string {
 }
 
 // interpreterRule is CODERUN_PYTHON_BIN's: any text is read here, and
-// resolvePython judges it in step 3, after the address-space room.
+// locatePython and probePython judge it in step 3, after the address-space room.
 type interpreterRule struct{}
 
 func (interpreterRule) parse(string) (int64, error) { return 0, nil }

@@ -51,6 +51,9 @@ type Config struct {
 	// Isolation selects the tier: "process" (default, also for "") or
 	// "sandbox" (child.StartSandboxed; the caller has probed the kernel).
 	Isolation string
+	// PythonTrees are the trees Python reads, granted read-only in tier
+	// sandbox (sandbox.InterpreterTrees); nil: NewManager asks Python.
+	PythonTrees []string
 	// StartMode is StartSpawn (also for "") or StartFork (in tier sandbox
 	// the server forks contained children, docs/containment.md §4.1).
 	StartMode string

@@ -4,9 +4,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
@@ -28,56 +28,30 @@ const (
 )
 
 // sandboxFor builds the tier-sandbox description for the frozen interpreter:
-// read-only access to the interpreter binary, its standard library,
-// site-packages and sys.path (as the interpreter itself reports them) and to
-// the system's fonts (plotting needs them), and read and execute access to the
+// read-only access to the interpreter binary and the trees it reads (trees:
+// its standard library, site-packages and sys.path as
+// sandbox.InterpreterTrees reports them; asked of python when nil) and to the
+// system's fonts (plotting needs them), and read and execute access to the
 // system's trees of installed executables and libraries — never a tree that
 // holds the daemon's own executable or the run directories' parent.
-func sandboxFor(python, tempDir string) sandbox.Config {
+func sandboxFor(python, tempDir string, trees []string) sandbox.Config {
 	private := []string{tempDir}
 	if self, err := os.Executable(); err == nil {
 		private = append(private, self)
 	}
-	return sandbox.Config{
-		ReadOnly:   withoutAncestors(dedupe(append(interpreterTrees(python), sandbox.SystemFontDirs()...)), private),
-		Executable: withoutAncestors(dedupe(sandbox.SystemExecutableDirs()), private),
-		MaxProcs:   sandboxMaxProcs, MaxFiles: sandboxMaxFiles, MaxFileBytes: sandboxMaxFileBytes,
+	if trees == nil {
+		trees, _ = sandbox.InterpreterTrees(python) // on error, the binary alone
 	}
-}
-
-// treesScript prints the paths an interpreter needs to run: the binary, the
-// standard library, site-packages, libpython's directory, sys.path and, for
-// a virtual environment's interpreter, the pyvenv.cfg its start reads (next
-// to the executable or one directory up; only those that exist are kept).
-const treesScript = `import os, sys, sysconfig
-paths = [os.path.realpath(sys.executable)]
-paths += [sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
-paths += [sysconfig.get_config_var("LIBDIR") or ""] + sys.path
-bindir = os.path.dirname(os.path.abspath(sys.executable))
-paths += [os.path.join(d, "pyvenv.cfg") for d in (bindir, os.path.dirname(bindir))]
-print("\n".join(p for p in paths if p))`
-
-// interpreterTrees asks the interpreter for the trees it reads; on failure
-// it falls back to the executable alone (runs then fail visibly, never
-// silently wider).
-func interpreterTrees(python string) []string {
 	exe := python
 	if real, err := filepath.EvalSymlinks(python); err == nil {
 		exe = real
 	}
-	trees := []string{exe}
-	out, err := child.Probe(python, []string{"-I", "-c", treesScript}, 5*time.Second, 64<<10)
-	if err != nil {
-		return trees
+	readOnly := slices.Concat([]string{exe}, trees, sandbox.SystemFontDirs())
+	return sandbox.Config{
+		ReadOnly:   withoutAncestors(dedupe(readOnly), private),
+		Executable: withoutAncestors(dedupe(sandbox.SystemExecutableDirs()), private),
+		MaxProcs:   sandboxMaxProcs, MaxFiles: sandboxMaxFiles, MaxFileBytes: sandboxMaxFileBytes,
 	}
-	for _, line := range strings.Split(string(out), "\n") {
-		if p := strings.TrimSpace(line); filepath.IsAbs(p) {
-			if _, err := os.Stat(p); err == nil {
-				trees = append(trees, p)
-			}
-		}
-	}
-	return trees
 }
 
 // withoutAncestors drops every tree that contains one of the private paths.

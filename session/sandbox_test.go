@@ -64,7 +64,7 @@ func TestSandboxTreesNeverHoldPrivatePaths(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("withoutAncestors = %v, want %v", got, want)
 	}
-	sb := sandboxFor(realPython(t), t.TempDir())
+	sb := sandboxFor(realPython(t), t.TempDir(), nil)
 	for _, tree := range sb.ReadOnly {
 		if tree == "/" || tree == "/usr" || tree == "/usr/bin" {
 			t.Errorf("read-only tree %q is wider than the interpreter needs", tree)

@@ -43,6 +43,10 @@ func tierRows(o options) ([]row, error) {
 		runs[i] += r.Daemon / 2
 	}
 	pp, sp := ms(p50[0].pct(50)), ms(p50[1].pct(50))
+	start, err := startupRows(o)
+	if err != nil {
+		return nil, err
+	}
 	// Paced: every run finds a warm child ready (the per-run path alone).
 	var ready []row
 	for i, d := range []*daemon{proc, sb} {
@@ -56,10 +60,45 @@ func tierRows(o options) ([]row, error) {
 		}
 		ready = append(ready, r[0])
 	}
-	return append(ready, []row{
+	return append(append(ready, start...), []row{
 		newRow("return 1, warm, tier process, p50", "ms", 0, pp, "back to back"),
 		newRow("return 1, warm, tier sandbox, p50", "ms", pp, sp, "ratio: sandbox / process (target ≤ 1.5)"),
 		newRow("return 1 throughput, 4 callers, tier process", "runs/s", 0, runs[0], ""),
 		newRow("return 1 throughput, 4 callers, tier sandbox", "runs/s", runs[0], runs[1], "ratio: sandbox / process (target ≥ 0.7)"),
 	}...), nil
+}
+
+// startupRows measures a daemon's start in each tier: from spawning it to
+// initialize's answer, and to the result of its first run (return 1), p50
+// of starts alternating between the tiers. The sandbox rows' ratio is
+// sandbox / process.
+func startupRows(o options) ([]row, error) {
+	n := 6
+	if o.quick {
+		n = 1
+	}
+	var initialized, firstRun [2]samples
+	for range n {
+		for i, tier := range []string{"process", "sandbox"} {
+			t0 := time.Now()
+			d, err := startDaemon(o, "CODERUN_ISOLATION="+tier)
+			if err != nil {
+				return nil, err
+			}
+			initialized[i] = append(initialized[i], time.Since(t0))
+			_, err = d.run("return 1", nil)
+			firstRun[i] = append(firstRun[i], time.Since(t0))
+			d.stop()
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	p50 := func(s samples) float64 { return ms(s.pct(50)) }
+	return []row{
+		newRow("daemon start to initialize's answer, tier process, p50", "ms", 0, p50(initialized[0]), ""),
+		newRow("daemon start to initialize's answer, tier sandbox, p50", "ms", p50(initialized[0]), p50(initialized[1]), "ratio: sandbox / process"),
+		newRow("daemon start to its first run's result, tier process, p50", "ms", 0, p50(firstRun[0]), "return 1"),
+		newRow("daemon start to its first run's result, tier sandbox, p50", "ms", p50(firstRun[0]), p50(firstRun[1]), "return 1; ratio: sandbox / process"),
+	}, nil
 }

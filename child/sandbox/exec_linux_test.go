@@ -244,6 +244,33 @@ print(json.dumps(out, sort_keys=True))
 	}
 }
 
+// TestInterpreterTrees: the interpreter reports its binary first and a tree
+// holding its standard library; an interpreter that fails is an error.
+func TestInterpreterTrees(t *testing.T) {
+	exe, _ := testPython(t) // InterpreterTrees of python3, behind its shim
+	trees, err := InterpreterTrees(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(trees[0]); trees[0] != exe || err != nil || !st.Mode().IsRegular() {
+		t.Errorf("first tree %q, want the interpreter %q", trees[0], exe)
+	}
+	stdlib := false
+	for _, tree := range trees {
+		if !filepath.IsAbs(tree) {
+			t.Errorf("tree %q is not absolute", tree)
+		}
+		_, err := os.Stat(filepath.Join(tree, "os.py"))
+		stdlib = stdlib || err == nil
+	}
+	if !stdlib {
+		t.Errorf("no tree holds os.py: %q", trees)
+	}
+	if trees, err := InterpreterTrees("/bin/false"); err == nil {
+		t.Errorf("InterpreterTrees(/bin/false) = %q, want an error", trees)
+	}
+}
+
 // TestSandboxExecSystemTools: with the system's executable trees granted, a
 // program runs installed tools (a pipeline through sh, grep, git), and still
 // cannot execute what it writes, neither a copy of a system binary nor a

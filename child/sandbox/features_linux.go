@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -34,12 +35,12 @@ func Probe() error {
 }
 
 // Features probes each feature tier sandbox needs (a few short-lived
-// starts of the helper binary, tens of milliseconds in all) and reports it.
-// The last entry starts a complete sandbox (init, mounts, hostname, limits,
-// no_new_privs, Landlock) without a program; it is only attempted when the
-// others are present.
+// starts of the helper binary, tens of milliseconds in all) and reports it,
+// in a fixed order. The probes are independent and run side by side; the
+// last entry starts a complete sandbox (init, mounts, hostname, limits,
+// no_new_privs, Landlock) without a program, and only once every other
+// feature is found present.
 func Features() []Feature {
-	var fs []Feature
 	ns := []struct {
 		name string
 		flag uintptr
@@ -51,10 +52,17 @@ func Features() []Feature {
 		{"IPC namespaces", unix.CLONE_NEWIPC},
 		{"UTS namespaces", unix.CLONE_NEWUTS},
 	}
+	var probes []func() Feature
 	for _, n := range ns {
-		fs = append(fs, nsFeature(n.name, unix.CLONE_NEWUSER|n.flag))
+		probes = append(probes, func() Feature { return nsFeature(n.name, unix.CLONE_NEWUSER|n.flag) })
 	}
-	fs = append(fs, nnpFeature(), landlockFeature(), seccompFeature(), procBoundFeature(), memoryFeature(), rlimitFeature())
+	probes = append(probes, nnpFeature, landlockFeature, seccompFeature, procBoundFeature, memoryFeature, rlimitFeature)
+	fs := make([]Feature, len(probes))
+	var wg sync.WaitGroup
+	for i, probe := range probes {
+		wg.Go(func() { fs[i] = probe() })
+	}
+	wg.Wait()
 	all := true
 	for _, f := range fs {
 		all = all && f.OK

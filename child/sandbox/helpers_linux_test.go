@@ -63,22 +63,17 @@ var (
 func testPython(t *testing.T) (string, []string) {
 	t.Helper()
 	pythonOnce.Do(func() {
-		const script = `import os, sys, sysconfig
-paths = [os.path.realpath(sys.executable)]
-paths += [sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
-paths += [sysconfig.get_config_var("LIBDIR") or ""] + sys.path
-print(os.path.realpath(sys.executable))
-for p in paths:
-    if p and os.path.exists(p):
-        print(p)
-`
-		out, err := exec.Command("python3", "-I", "-c", script).Output()
+		path, err := exec.LookPath("python3")
 		if err != nil {
-			pythonErr = fmt.Errorf("python3: %v", err)
+			pythonErr = err
 			return
 		}
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		pythonExe, pythonRO = lines[0], append(lines[1:], SystemLibraryDirs()...)
+		trees, err := InterpreterTrees(path)
+		if err != nil || len(trees) == 0 {
+			pythonErr = fmt.Errorf("python3: %v (trees %q)", err, trees)
+			return
+		}
+		pythonExe, pythonRO = trees[0], append(trees, SystemLibraryDirs()...)
 	})
 	if pythonErr != nil {
 		t.Skipf("no python3 to sandbox: %v", pythonErr)

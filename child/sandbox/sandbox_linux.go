@@ -122,6 +122,39 @@ func existingDirs(dirs ...string) []string {
 	return out
 }
 
+// treesScript prints the paths an interpreter reads to run: the binary, the
+// standard library, site-packages, libpython's directory, sys.path and, for
+// a virtual environment's interpreter, the pyvenv.cfg its start reads (next
+// to the executable or one directory up).
+const treesScript = `import os, sys, sysconfig
+paths = [os.path.realpath(sys.executable)]
+paths += [sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+paths += [sysconfig.get_config_var("LIBDIR") or ""] + sys.path
+bindir = os.path.dirname(os.path.abspath(sys.executable))
+paths += [os.path.join(d, "pyvenv.cfg") for d in (bindir, os.path.dirname(bindir))]
+print("\n".join(p for p in paths if p))`
+
+// InterpreterTrees asks the interpreter at path (a shim that execs one is
+// as good) for the files and trees it reads, for Config.ReadOnly: the
+// absolute paths it reports that exist, in its order. It takes one start of
+// the interpreter (child.Probe, 5 s at most). On error the caller grants the
+// binary alone: runs then fail visibly, never with wider access.
+func InterpreterTrees(path string) ([]string, error) {
+	out, err := child.Probe(path, []string{"-I", "-c", treesScript}, 5*time.Second, 64<<10)
+	if err != nil {
+		return nil, err
+	}
+	var trees []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if p := strings.TrimSpace(line); filepath.IsAbs(p) {
+			if _, err := os.Stat(p); err == nil {
+				trees = append(trees, p)
+			}
+		}
+	}
+	return trees, nil
+}
+
 // SystemExecutableDirs returns the existing system trees of installed
 // executables (/bin, /sbin, /usr/bin, /usr/sbin, /usr/local/bin,
 // /usr/libexec) and SystemLibraryDirs, where helpers such as git's live.

@@ -218,6 +218,7 @@ func newManager(cfg *config.Config, log *slog.Logger) *session.Manager {
 		WarmPool:      cfg.WarmPool,
 		Logger:        log,
 		Isolation:     cfg.Isolation,
+		PythonTrees:   cfg.PythonTrees,
 		StartMode:     cfg.StartMode,
 
 		MaxSessions:       cfg.MaxSessions,
