@@ -16,7 +16,8 @@ import (
 // The helper binary is what the sandbox's stages run from: the init of a
 // run, the fork init of a forked run, the exec stage (which the init starts
 // from its own /proc/self/exe, so from the same binary) and the namespace
-// probes. It is the lean cmd/coderun-sandbox-init when the daemon carries
+// probes; the daemon runs its watchdog from it too (HelperPath), in either
+// tier. It is the lean cmd/coderun-sandbox-init when the daemon carries
 // its image (child/sandbox/leaninit; `make build` embeds it), otherwise the
 // binary this package is in, re-executed through /proc/self/exe.
 //
@@ -57,6 +58,13 @@ var helper = sync.OnceValue(func() helperBinary { return chooseHelper(leaninit.I
 // HelperBinary says which binary the sandbox's init, exec stage and probes
 // run from (the daemon logs it at debug). The first call chooses it.
 func HelperBinary() string { return helper().what }
+
+// HelperPath is the path that starts the helper binary, for a helper outside
+// the sandbox (the watchdog): /proc/self/fd/N of this process, valid for
+// execve in a child started from this process (its descriptor is
+// close-on-exec, closed only once execve has opened the file), or
+// /proc/self/exe. The first call chooses it.
+func HelperPath() string { return helper().path }
 
 // chooseHelper loads image into a sealed memory file and checks that it
 // starts; with no image, or when that fails, the helper is this binary.

@@ -21,7 +21,7 @@ import (
 // run's group (subprocess.Popen) is reparented and survives a daemon killed
 // by SIGKILL, whose group kills never run.
 //
-//	daemon ──fork/exec /proc/self/exe "coderun-watchdog"──► watchdog
+//	daemon ──fork/exec exe "coderun-watchdog"──► watchdog
 //	  │   own process group; SIGINT/TERM/HUP/PIPE ignored, then "ready" on
 //	  │   fd 1; no parent-death signal; fd 0 = read end of a pipe, fd 2 = stderr
 //	  │
@@ -68,8 +68,11 @@ const watchdogReady = "ready\n"
 // minPruneAt is the daemon-side set's size below which it is never pruned.
 const minPruneAt = 64
 
-// Start starts the daemon's watchdog: a re-execution of this binary
-// (/proc/self/exe) in its own process group that outlives the daemon. From then on
+// Start starts the daemon's watchdog: the binary exe (whose main calls
+// reexec.Dispatch or HelperMain first; "" is this binary, /proc/self/exe)
+// started in its own process group, which outlives the daemon. The daemon
+// passes its lean helper binary (sandbox.HelperPath), whose start costs a
+// fraction of its own. From then on
 // child.Start and a fork server's Spawn register every new child's process
 // group with it, and Process.GroupEmpty returning true unregisters it. When the daemon dies,
 // however it dies (SIGKILL included), the watchdog SIGKILLs every group still
@@ -100,11 +103,14 @@ const minPruneAt = 64
 // and each failure to replace it. Registration itself never fails; it costs
 // one write, which waits at most 2 s (a wedged watchdog, then killed), or,
 // when it replaces a dead watchdog, that replacement's start.
-func Start(report func(error)) (stop func() error, err error) {
+func Start(exe string, report func(error)) (stop func() error, err error) {
 	if report == nil {
 		report = func(error) {}
 	}
-	w := &watchdog{groups: groupSet{}, dirs: dirSet{}, pruneAt: minPruneAt, report: report}
+	if exe == "" {
+		exe = "/proc/self/exe"
+	}
+	w := &watchdog{exe: exe, groups: groupSet{}, dirs: dirSet{}, pruneAt: minPruneAt, report: report}
 	if !spawn.SetWatcher(w) {
 		return nil, errors.New("child: a watchdog is already running")
 	}
@@ -121,6 +127,7 @@ func Start(report func(error)) (stop func() error, err error) {
 // watchdog is the daemon's side: the registered groups and the process that
 // is told about them.
 type watchdog struct {
+	exe     string // the binary each watchdog process runs
 	mu      sync.Mutex
 	proc    *watchdogProc // nil after stop, or after a death not yet repaired
 	groups  groupSet      // every registered group: what a replacement is told
@@ -230,7 +237,7 @@ func (w *watchdog) sendLocked(r record) error {
 // startLocked starts a watchdog process and tells it every registered group
 // and directory.
 func (w *watchdog) startLocked() error {
-	p, err := startWatchdogProc()
+	p, err := startWatchdogProc(w.exe)
 	if err != nil {
 		return fmt.Errorf("starting the watchdog: %w", err)
 	}
@@ -331,8 +338,8 @@ func (p *watchdogProc) write(b []byte) error {
 	return err
 }
 
-// startWatchdogProc re-executes this binary as a watchdog (see
-// main_linux.go) and waits until it is ready. It is started through
+// startWatchdogProc starts exe as a watchdog (see main_linux.go) and waits
+// until it is ready. It is started through
 // the spawner, so it inherits no descriptor but its fds 0-2; no parent-death
 // signal: it must outlive the daemon.
 //
@@ -343,7 +350,7 @@ func (p *watchdogProc) write(b []byte) error {
 // even a watchdog someone stopped wakes up, reads the end of its input and
 // does its job. (A new session would be orphaned from the start, and a
 // stopped watchdog would stay stopped for good.)
-func startWatchdogProc() (*watchdogProc, error) {
+func startWatchdogProc(exe string) (*watchdogProc, error) {
 	r, input, err := watchdogPipe()
 	if err != nil {
 		return nil, err
@@ -355,7 +362,7 @@ func startWatchdogProc() (*watchdogProc, error) {
 		return nil, err
 	}
 	defer ready.Close()
-	pid, err := spawn.ForkExec("/proc/self/exe", []string{watchdogArgv0}, &syscall.ProcAttr{
+	pid, err := spawn.ForkExec(exe, []string{watchdogArgv0}, &syscall.ProcAttr{
 		Env:   []string{},
 		Files: []uintptr{uintptr(r), uintptr(readyW), uintptr(unix.Stderr)},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},

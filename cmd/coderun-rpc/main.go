@@ -134,12 +134,12 @@ func daemon(mcpConfig string, serveFn func(ctx context.Context, d *daemonEnv) in
 	if cfg.IsolationFellBack {
 		log.Warn("isolation: tier sandbox is not available here; running tier process", "reason", cfg.IsolationReason)
 	}
-	if cfg.Isolation == session.IsolationSandbox {
-		log.Debug("isolation: the sandbox's init runs from", "binary", sandbox.HelperBinary())
-	}
+	log.Debug("the watchdog and the sandbox's init run from", "binary", sandbox.HelperBinary())
 	// Before the first child: from here on a run's process group dies with
-	// the daemon, however the daemon dies (docs/containment.md §2–§3).
-	stopWatchdog, err := watchdog.Start(func(err error) { log.Warn("watchdog", "err", err) })
+	// the daemon, however the daemon dies (docs/containment.md §2–§3). The
+	// watchdog runs from the lean helper binary, which starts in a fraction
+	// of this binary's time (docs/performance.md §11).
+	stopWatchdog, err := watchdog.Start(sandbox.HelperPath(), func(err error) { log.Warn("watchdog", "err", err) })
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "coderun-rpc: %v\n", err)
 		return 1
@@ -337,7 +337,7 @@ func check() int {
 	fmt.Printf("runs: maxConcurrentRuns=%d maxQueuedRuns=%d warmPool=%d isolation=%s startMode=%s\n",
 		cfg.MaxConcurrentRuns, cfg.MaxQueuedRuns, cfg.WarmPool, cfg.Isolation, cfg.StartMode)
 	fmt.Printf("isolation: %s (%s)\n", cfg.Isolation, cfg.IsolationReason)
-	stopWatchdog, err := watchdog.Start(nil)
+	stopWatchdog, err := watchdog.Start(sandbox.HelperPath(), nil)
 	if err != nil {
 		fmt.Printf("watchdog: FAILED: %v\n", err)
 		return 2

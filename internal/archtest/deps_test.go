@@ -21,7 +21,7 @@ var allowed = map[string][]string{
 	"child":                    {"child/internal/spawn", xsys},
 	"child/sandbox":            {"child", "child/forkserver", "child/internal/spawn", "child/rundir", "child/sandbox/leaninit", xsys},
 	"child/sandbox/leaninit":   {},
-	"cmd/coderun-sandbox-init": {"child/sandbox"},
+	"cmd/coderun-sandbox-init": {"child/reexec"},
 	"child/rundir":             {"child/internal/spawn", xsys},
 	"child/watchdog":           {"child/internal/spawn", "child/rundir", xsys},
 	"child/forkserver":         {"child", "child/internal/spawn", xsys},
@@ -112,9 +112,9 @@ func permitted(rules []string, imp string) bool {
 	return false
 }
 
-// TestLeanSandboxInit keeps the sandbox's helper binary lean: it starts once
-// per sandboxed run, and every package it links runs its initialisation
-// then (docs/performance.md §11). Beyond the standard library it may link
+// TestLeanSandboxInit keeps the daemon's helper binary lean: it starts once
+// per sandboxed run (and as each daemon's watchdog), and every package it
+// links runs its initialisation then (docs/performance.md §11). Beyond the standard library it may link
 // the process supervisor and golang.org/x/sys only, and of the standard
 // library none of the trees below, whose initialisation it does not need.
 func TestLeanSandboxInit(t *testing.T) {
