@@ -38,7 +38,7 @@ func (s *schema) check(value []byte) error {
 	if s.fast != nil && s.fast.accepts(v) {
 		return nil
 	}
-	err = s.compiled.Validate(v)
+	err = guarded(func() error { return s.compiled.Validate(v) })
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
 		return err

@@ -121,6 +121,44 @@ func TestDecodeInstance(t *testing.T) {
 	}
 }
 
+// TestDecodeInstanceBoundsNumbers: a number with more than maxNumberDigits
+// digits, or an exponent beyond ±maxNumberDigits, is refused before the
+// library parses it (where 1E1000001 panicked and 1E999999 took tens of
+// milliseconds); one within the bounds is kept.
+func TestDecodeInstanceBoundsNumbers(t *testing.T) {
+	many := strings.Repeat("7", maxNumberDigits)
+	for _, ok := range []string{"1E4300", "-1e-4300", "0.5E+4300", many, "-0." + many[1:]} {
+		if _, err := decodeInstance([]byte(ok)); err != nil {
+			t.Errorf("decodeInstance(%.20s…) refused: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"1E4301", "1e-4301", "[0,1E1000001]", "1E99999999999999999999", many + "7", "0." + many} {
+		_, err := decodeInstance([]byte(bad))
+		if err == nil || !strings.Contains(err.Error(), "is too large to check: more than 4300 digits, or an exponent beyond ±4300") {
+			t.Errorf("decodeInstance(%.20s…) = %v, want it refused as too large", bad, err)
+		}
+	}
+	f, err := NewCache(4, 1<<20).Compile("p", []byte(`{"name":"f","parameters":{"type":"object","properties":{"n":{"multipleOf":1}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CheckArgs([]byte(`{"n":1E1000001}`)); err == nil || !strings.HasPrefix(err.Error(), "(root): the number at offset 5 is too large to check") {
+		t.Errorf("CheckArgs = %v, want the number refused", err)
+	}
+}
+
+// TestGuardedTurnsPanicsIntoErrors: a panic in a call into the schema
+// library fails that call with an error; it never escapes.
+func TestGuardedTurnsPanicsIntoErrors(t *testing.T) {
+	err := guarded(func() error { panic("index out of range") })
+	if err == nil || err.Error() != "the JSON Schema library failed: index out of range" {
+		t.Errorf("guarded = %v", err)
+	}
+	if err := guarded(func() error { return nil }); err != nil {
+		t.Errorf("guarded(no panic) = %v", err)
+	}
+}
+
 func TestDecodeInstanceRefusesMalformed(t *testing.T) {
 	for _, bad := range []string{`01`, `1.`, `.5`, `-`, `1e`, `+1`, `"a`, "\"\x01\"", `"\x"`, `tru`, `{"a":1,}`, `{,}`, `[,1]`, `{"a" 1}`, `{1:2}`, `[1}`, `{"a":1]`, `nul`, `"\ud800"x`} {
 		if _, err := decodeInstance([]byte(bad)); err == nil {

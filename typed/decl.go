@@ -172,18 +172,35 @@ func (refuseLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("%s is outside the declaration; only references inside the schema are allowed", url)
 }
 
-func compilePlain(plain any) (*jsonschema.Schema, error) {
+func compilePlain(plain any) (s *jsonschema.Schema, err error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(refuseLoader{})
-	if err := c.AddResource(schemaURL, plain); err != nil {
-		return nil, err
-	}
-	s, err := c.Compile(schemaURL)
-	if err != nil {
-		return nil, describeCompileError(err)
-	}
-	return s, nil
+	err = guarded(func() error {
+		if err := c.AddResource(schemaURL, plain); err != nil {
+			return err
+		}
+		s, err = c.Compile(schemaURL)
+		if err != nil {
+			return describeCompileError(err)
+		}
+		return nil
+	})
+	return s, err
+}
+
+// guarded runs a call into the schema library, turning a panic into an
+// error. Schemas and values come from hostile sources (programs, upstream
+// servers); the library has panicked on numbers it could not parse, which
+// decoding now refuses, and a panic it may still have must fail one
+// declaration or one check, never leave a call unanswered.
+func guarded(call func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the JSON Schema library failed: %v", p)
+		}
+	}()
+	return call()
 }
 
 // describeCompileError rewords the library's compile errors, which name the

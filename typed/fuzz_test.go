@@ -42,6 +42,8 @@ func FuzzCheck(f *testing.F) {
 	f.Add(`{"type":"object","properties":{"n":{"maximum":9007199254740993,"multipleOf":0.1}}}`, `{"n":9007199254740994}`)
 	f.Add(`{"type":"object","additionalProperties":false}`, `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11}`)
 	f.Add(`{"type":"object","properties":{"s":{"pattern":"^a+$"}}}`, `{"s":"aaaa"}`)
+	f.Add(`{"type":"object","properties":{"n":{"multipleOf":1}}}`, `{"n":1E1000001}`)
+	f.Add(`{"type":"object","properties":{"n":{"minimum":1E1000001}}}`, `{"n":1E999999}`)
 	f.Fuzz(func(t *testing.T, params, args string) {
 		fn, err := NewCache(4, 1<<20).Compile("p", []byte(`{"name":"f","parameters":`+params+`,"returns":`+params+`}`))
 		if err != nil {

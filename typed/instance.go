@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -200,8 +202,33 @@ func unquote(tok []byte, escaped bool) (string, error) {
 	return s, nil
 }
 
+// maxNumberDigits bounds a checked number's digits and its exponent's
+// magnitude, in values and in schemas alike. The library compares numbers
+// as big.Rat, whose parsing costs grow with both (a 1 MB integer takes
+// seconds, 1E999999 tens of milliseconds; beyond an exponent of a million
+// it fails, and the library then panics), so a hostile number is refused
+// before it gets there. 4300 is CPython's own default bound on an
+// integer's digits (sys.get_int_max_str_digits): a program could not read a
+// larger one.
+const maxNumberDigits = 4300
+
+// numberInRange reports whether n, a JSON number token, has at most
+// maxNumberDigits digits and an exponent within ±maxNumberDigits.
+func numberInRange(n string) bool {
+	mantissa, exponent := n, ""
+	if i := strings.IndexAny(n, "eE"); i >= 0 {
+		mantissa, exponent = n[:i], strings.TrimLeft(n[i+1:], "+-")
+	}
+	digits := len(mantissa) - strings.Count(mantissa, "-") - strings.Count(mantissa, ".")
+	if digits > maxNumberDigits || len(exponent) > 9 {
+		return false
+	}
+	e, _ := strconv.Atoi(exponent) // "" is 0
+	return e <= maxNumberDigits
+}
+
 // number reads a number token, checking the JSON grammar
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?.
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and numberInRange.
 func (p *parser) number() (json.Number, error) {
 	start := p.i
 	p.skip("-")
@@ -217,7 +244,12 @@ func (p *parser) number() (json.Number, error) {
 			return "", p.syntax("malformed number")
 		}
 	}
-	return json.Number(p.b[start:p.i]), nil
+	n := string(p.b[start:p.i])
+	if !numberInRange(n) {
+		return "", fmt.Errorf("the number at offset %d is too large to check: more than %d digits, or an exponent beyond ±%d",
+			start, maxNumberDigits, maxNumberDigits)
+	}
+	return json.Number(n), nil
 }
 
 // skip consumes one byte if it is one of set.

@@ -66,6 +66,9 @@ func decodeValue(dec *json.Decoder, depth int) (ordered, plain any, err error) {
 		if len(t) > maxNumberLen {
 			return nil, nil, fmt.Errorf("number literal longer than %d characters", maxNumberLen)
 		}
+		if !numberInRange(string(t)) {
+			return nil, nil, fmt.Errorf("number literal %s has an exponent beyond ±%d", t, maxNumberDigits)
+		}
 	}
 	return tok, tok, nil
 }
