@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"regexp"
 	"sort"
@@ -116,11 +117,22 @@ func parseEntry(key string, raw json.RawMessage, lookup func(string) (string, bo
 	if s.URL, err = expand(key, "url", s.URL, lookup); err != nil {
 		return s, err
 	}
+	if e.URL != nil && !isHTTPURL(s.URL) {
+		// The file's text, not the expanded one: a ${VAR} may hold a secret.
+		return s, fmt.Errorf("server %q: \"url\" must be an absolute http or https URL, got %q", key, *e.URL)
+	}
 	if s.Headers, err = expandAll(key, "headers", e.Headers, lookup); err != nil {
 		return s, err
 	}
 	s.Env, err = expandAll(key, "env", e.Env, lookup)
 	return s, err
+}
+
+// isHTTPURL reports whether text is an absolute http or https URL with a
+// host, the only kind a streamable-HTTP server is reached at.
+func isHTTPURL(text string) bool {
+	u, err := url.Parse(text)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)

@@ -43,6 +43,10 @@ func TestConfigErrors(t *testing.T) {
 		{"unset variable", `{"mcpServers": {"s": {"url": "http://h", "headers": {"X": "${NOPE}"}}}}`,
 			`server "s": headers.X refers to ${NOPE}, which is not set`},
 		{"wrong type", `{"mcpServers": {"s": {"command": 5}}}`, `server "s": json: cannot unmarshal number`},
+		{"empty url", `{"mcpServers": {"s": {"url": ""}}}`, `server "s": "url" must be an absolute http or https URL, got ""`},
+		{"relative url", `{"mcpServers": {"s": {"url": "/mcp"}}}`, `server "s": "url" must be an absolute http or https URL, got "/mcp"`},
+		{"other scheme", `{"mcpServers": {"s": {"url": "ftp://h/mcp"}}}`, `got "ftp://h/mcp"`},
+		{"secret kept out", `{"mcpServers": {"s": {"url": "${TOKEN}"}}}`, `must be an absolute http or https URL, got "${TOKEN}"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -64,4 +68,38 @@ func TestIdentifier(t *testing.T) {
 			t.Errorf("Identifier(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// FuzzParseConfig: any file gives either an error naming the file, or
+// servers sorted by key, each reached one way (a command, or an http(s)
+// URL), under distinct identifier globals.
+func FuzzParseConfig(f *testing.F) {
+	f.Add(`{"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "${TOKEN}"}}}}`)
+	f.Add(`{"mcpServers": {"my-api": {"url": "https://example.test/mcp", "headers": {"A": "Bearer ${TOKEN}"}}, "9": {"command": "x"}}}`)
+	f.Add(`{"mcpServers": {"a-b": {"command": "x"}, "a_b": {"url": "http://h"}}}`)
+	f.Fuzz(func(t *testing.T, text string) {
+		specs, err := upstream.ParseConfig("f.json", []byte(text), lookup)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "mcp config f.json: ") {
+				t.Fatalf("error without the file: %v", err)
+			}
+			return
+		}
+		globals := map[string]bool{}
+		for i, s := range specs {
+			if i > 0 && specs[i-1].Key >= s.Key {
+				t.Fatalf("not sorted by key: %q then %q", specs[i-1].Key, s.Key)
+			}
+			if (s.Command == "") == (s.URL == "") {
+				t.Fatalf("server %q: command %q and url %q", s.Key, s.Command, s.URL)
+			}
+			if s.URL != "" && !strings.HasPrefix(s.URL, "http://") && !strings.HasPrefix(s.URL, "https://") {
+				t.Fatalf("server %q: url %q", s.Key, s.URL)
+			}
+			if s.Global != upstream.Identifier(s.Key) || globals[s.Global] {
+				t.Fatalf("server %q: global %q (taken: %v)", s.Key, s.Global, globals[s.Global])
+			}
+			globals[s.Global] = true
+		}
+	})
 }
