@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -212,44 +211,62 @@ func unquote(tok []byte, escaped bool) (string, error) {
 // larger one.
 const maxNumberDigits = 4300
 
-// numberInRange reports whether n, a JSON number token, has at most
-// maxNumberDigits digits and an exponent within ±maxNumberDigits.
-func numberInRange(n string) bool {
+// numberInRange reports whether a number whose mantissa has digits digits
+// and whose exponent, sign left out, is the digit string exponent ("" for
+// none) is within maxNumberDigits.
+func numberInRange[S string | []byte](digits int, exponent S) bool {
+	if digits > maxNumberDigits || len(exponent) > 9 {
+		return false
+	}
+	e := 0
+	for i := 0; i < len(exponent); i++ {
+		e = e*10 + int(exponent[i]-'0')
+	}
+	return e <= maxNumberDigits
+}
+
+// tokenInRange is numberInRange of n, a whole JSON number token.
+func tokenInRange(n string) bool {
 	mantissa, exponent := n, ""
 	if i := strings.IndexAny(n, "eE"); i >= 0 {
 		mantissa, exponent = n[:i], strings.TrimLeft(n[i+1:], "+-")
 	}
-	digits := len(mantissa) - strings.Count(mantissa, "-") - strings.Count(mantissa, ".")
-	if digits > maxNumberDigits || len(exponent) > 9 {
-		return false
-	}
-	e, _ := strconv.Atoi(exponent) // "" is 0
-	return e <= maxNumberDigits
+	return numberInRange(len(mantissa)-strings.Count(mantissa, "-")-strings.Count(mantissa, "."), exponent)
 }
 
 // number reads a number token, checking the JSON grammar
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and numberInRange.
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and, from the counts the
+// scan makes, numberInRange.
 func (p *parser) number() (json.Number, error) {
 	start := p.i
 	p.skip("-")
-	if !p.skip("0") && p.digits() == 0 {
-		return "", p.syntax("malformed number")
-	}
-	if p.skip(".") && p.digits() == 0 {
-		return "", p.syntax("malformed number")
-	}
-	if p.skip("eE") {
-		p.skip("+-")
-		if p.digits() == 0 {
+	digits := 1
+	if !p.skip("0") {
+		if digits = p.digits(); digits == 0 {
 			return "", p.syntax("malformed number")
 		}
 	}
-	n := string(p.b[start:p.i])
-	if !numberInRange(n) {
+	if p.skip(".") {
+		fraction := p.digits()
+		if fraction == 0 {
+			return "", p.syntax("malformed number")
+		}
+		digits += fraction
+	}
+	var exponent []byte
+	if p.skip("eE") {
+		p.skip("+-")
+		from := p.i
+		if p.digits() == 0 {
+			return "", p.syntax("malformed number")
+		}
+		exponent = p.b[from:p.i]
+	}
+	if !numberInRange(digits, exponent) {
 		return "", fmt.Errorf("the number at offset %d is too large to check: more than %d digits, or an exponent beyond ±%d",
 			start, maxNumberDigits, maxNumberDigits)
 	}
-	return json.Number(n), nil
+	return json.Number(p.b[start:p.i]), nil
 }
 
 // skip consumes one byte if it is one of set.

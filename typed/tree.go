@@ -66,7 +66,7 @@ func decodeValue(dec *json.Decoder, depth int) (ordered, plain any, err error) {
 		if len(t) > maxNumberLen {
 			return nil, nil, fmt.Errorf("number literal longer than %d characters", maxNumberLen)
 		}
-		if !numberInRange(string(t)) {
+		if !tokenInRange(string(t)) { // within 64 characters: only the exponent can be out of range
 			return nil, nil, fmt.Errorf("number literal %s has an exponent beyond ±%d", t, maxNumberDigits)
 		}
 	}
