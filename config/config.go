@@ -90,7 +90,8 @@ type Options struct {
 	Probe ProbeFunc
 	// NumCPU overrides runtime.NumCPU (tests).
 	NumCPU int
-	// SandboxProbe overrides sandbox.Probe (tests).
+	// SandboxProbe replaces sandbox.Probe (tests; --check, which lists what
+	// it found).
 	SandboxProbe func() error
 	// InterpreterTrees overrides sandbox.InterpreterTrees (tests).
 	InterpreterTrees func(python string) ([]string, error)

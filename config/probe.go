@@ -56,18 +56,3 @@ func startSandboxProbes(isolation, abs string, opts Options) *sandboxProbes {
 // verdict and trees the interpreter's (nil when they could not be listed,
 // or were not asked).
 func (sb *sandboxProbes) wait() { sb.wg.Wait() }
-
-// SandboxFeature is one kernel feature tier sandbox needs (for --check).
-type SandboxFeature struct {
-	Name, Detail string
-	OK           bool
-}
-
-// SandboxFeatures probes and reports every feature of tier sandbox.
-func SandboxFeatures() []SandboxFeature {
-	var out []SandboxFeature
-	for _, f := range sandbox.Features() {
-		out = append(out, SandboxFeature{Name: f.Name, Detail: f.Detail, OK: f.OK})
-	}
-	return out
-}

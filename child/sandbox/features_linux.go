@@ -25,8 +25,11 @@ type Feature struct {
 // Probe checks every feature tier sandbox needs. The error names the
 // first missing one: "sandbox isolation needs <feature>, which this kernel
 // does not provide".
-func Probe() error {
-	for _, f := range Features() {
+func Probe() error { return Verdict(Features()) }
+
+// Verdict is Probe's error for features as Features reported them.
+func Verdict(features []Feature) error {
+	for _, f := range features {
 		if !f.OK {
 			return fmt.Errorf("sandbox isolation needs %s, which this kernel does not provide", f.Name)
 		}

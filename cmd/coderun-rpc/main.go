@@ -321,9 +321,15 @@ Configuration (environment, read once at start-up; an invalid value exits 2):
 // whole stack, reported readably on stdout. Exit 0 or 2.
 func check() int {
 	fmt.Println("coderun-rpc --check", version)
-	cfg, err := config.Load(config.Options{})
-	if os.Getenv(config.VarIsolation) != "process" { // sandbox, or auto (the default)
-		printSandboxFeatures()
+	// The configuration's own sandbox probe lists the features it finds,
+	// so they are probed once (not at all in tier process by name).
+	var features []sandbox.Feature
+	cfg, err := config.Load(config.Options{SandboxProbe: func() error {
+		features = sandbox.Features()
+		return sandbox.Verdict(features)
+	}})
+	if features != nil {
+		printSandboxFeatures(features)
 	}
 	if err != nil {
 		fmt.Println("configuration: FAILED")
@@ -367,9 +373,9 @@ func smoke(cfg *config.Config) int {
 	return 0
 }
 
-func printSandboxFeatures() {
+func printSandboxFeatures(features []sandbox.Feature) {
 	fmt.Println("sandbox features:")
-	for _, f := range config.SandboxFeatures() {
+	for _, f := range features {
 		mark := "ok     "
 		if !f.OK {
 			mark = "MISSING"
