@@ -69,7 +69,7 @@ const watchdogReady = "ready\n"
 const minPruneAt = 64
 
 // Start starts the daemon's watchdog: the binary exe (whose main calls
-// reexec.Dispatch or HelperMain first; "" is this binary, /proc/self/exe)
+// reexec.Dispatch or HelperMain first; /proc/self/exe for this one)
 // started in its own process group, which outlives the daemon. The daemon
 // passes its lean helper binary (sandbox.HelperPath), whose start costs a
 // fraction of its own. From then on
@@ -106,9 +106,6 @@ const minPruneAt = 64
 func Start(exe string, report func(error)) (stop func() error, err error) {
 	if report == nil {
 		report = func(error) {}
-	}
-	if exe == "" {
-		exe = "/proc/self/exe"
 	}
 	w := &watchdog{exe: exe, groups: groupSet{}, dirs: dirSet{}, pruneAt: minPruneAt, report: report}
 	if !spawn.SetWatcher(w) {

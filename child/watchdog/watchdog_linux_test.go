@@ -47,7 +47,7 @@ func standInDaemon() {
 		fmt.Println("error", err)
 		unix.Exit(1)
 	}
-	if _, err := Start("", nil); err != nil {
+	if _, err := Start("/proc/self/exe", nil); err != nil {
 		fail(err)
 	}
 	p, err := child.Start(child.Spec{Path: os.Args[0], Env: []string{childtest.HelperVar + "=probe-trap", leakcheck.TagVar + "=" + os.Getenv(leakcheck.TagVar)}})
@@ -109,7 +109,7 @@ func startOf(p *child.Process) uint64 {
 func startTestWatchdog(t *testing.T) (stop func() error, reports <-chan error) {
 	t.Helper()
 	ch := make(chan error, 64)
-	stop, err := Start("", func(err error) {
+	stop, err := Start("/proc/self/exe", func(err error) {
 		select {
 		case ch <- err:
 		default:
@@ -488,7 +488,7 @@ func TestWatchdogIgnoresTerminalSignals(t *testing.T) {
 func TestWatchdogLifecycle(t *testing.T) {
 	leakcheck.Check(t)
 	stop, _ := startTestWatchdog(t)
-	if _, err := Start("", nil); err == nil {
+	if _, err := Start("/proc/self/exe", nil); err == nil {
 		t.Error("a second watchdog started")
 	}
 	if err := stop(); err != nil {
