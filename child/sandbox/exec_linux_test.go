@@ -249,8 +249,8 @@ print(json.dumps(out, sort_keys=True))
 func TestInterpreterTrees(t *testing.T) {
 	exe, _ := testPython(t) // InterpreterTrees of python3, behind its shim
 	trees, err := InterpreterTrees(exe)
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || len(trees) == 0 {
+		t.Fatalf("InterpreterTrees(%s) = %q, %v", exe, trees, err)
 	}
 	if st, err := os.Stat(trees[0]); trees[0] != exe || err != nil || !st.Mode().IsRegular() {
 		t.Errorf("first tree %q, want the interpreter %q", trees[0], exe)
