@@ -200,8 +200,12 @@ func TestStartUpSweep(t *testing.T) {
 	gone := start(t, map[string]string{"TMPDIR": tmp, "CODERUN_WARM_POOL": "1", "CODERUN_START_MODE": "spawn"})
 	gone.call("initialize", "{}")
 	waitFor(t, func() bool { return len(ownedBy(tmp, gone)) > 0 }, "the second daemon's directory")
+	// Both killed at once, so nobody removes its directory: the daemon is
+	// stopped first, or it would replace its killed watchdog at once (the
+	// lean helper starts in about 2 ms), and the replacement would clean up.
 	watchdog := watchdogOf(t, gone.cmd.Process.Pid)
-	syscall.Kill(watchdog.pid, syscall.SIGKILL) // both killed at once: nobody removes its directory
+	gone.cmd.Process.Signal(syscall.SIGSTOP)
+	syscall.Kill(watchdog.pid, syscall.SIGKILL)
 	watchdog.gone(5 * time.Second)
 	gone.cmd.Process.Signal(syscall.SIGKILL)
 	gone.waitExit(5 * time.Second)
