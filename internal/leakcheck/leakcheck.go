@@ -83,9 +83,9 @@ func Check(t testing.TB, opts ...Option) {
 
 // Snapshot is the set of goroutines, descriptors and processes at one time.
 type Snapshot struct {
-	goroutines map[int]string // id → stack
-	fds        map[int]string // fd → readlink target
-	procs      map[procKey]bool
+	goroutines map[int]string   // id → stack
+	fds        map[int]string   // fd → readlink target
+	procs      map[procKey]stat // every process on the machine
 }
 
 type procKey struct {
@@ -136,8 +136,8 @@ func (s *Snapshot) diff(ignored []string) ([]string, []procKey) {
 		}
 	}
 	var leaked []procKey
-	for k := range procs() {
-		if !s.procs[k] {
+	for k, st := range procs() {
+		if _, old := s.procs[k]; !old && ours(k.pid, st) {
 			leaked = append(leaked, k)
 			leaks = append(leaks, "process "+describe(k.pid))
 		}

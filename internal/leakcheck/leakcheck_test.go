@@ -137,10 +137,14 @@ func TestCheckFailsTheTest(t *testing.T) {
 }
 
 func TestParseStat(t *testing.T) {
-	rest := " S 77 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 4242 0 0"
+	rest := " S 77 1 1 0 -1 2097216 0 0 0 0 0 0 0 0 20 0 1 0 4242 0 0"
 	st, ok := parseStat([]byte("12 (a) (b c)" + rest))
-	if !ok || st.comm != "a) (b c" || st.ppid != 77 || st.start != 4242 || st.state != "S" {
+	if !ok || st.comm != "a) (b c" || st.ppid != 77 || st.start != 4242 || st.state != "S" ||
+		st.flags != 2097216 || !st.kernelThread() {
 		t.Fatalf("parseStat: %+v %v", st, ok)
+	}
+	if self, ok := readStat(os.Getpid()); !ok || self.kernelThread() {
+		t.Fatalf("this process reads as %+v %v", self, ok)
 	}
 	if _, ok := parseStat([]byte("12 (a S 1")); ok {
 		t.Fatal("parsed a truncated line")
