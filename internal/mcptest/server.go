@@ -8,6 +8,7 @@ package mcptest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -63,6 +64,12 @@ func New(extra int, cancelMark string) *sdk.Server {
 	s.AddTool(&sdk.Tool{Name: "hang", Description: "Never answers.", InputSchema: anyObject}, hang(cancelMark))
 	sdk.AddTool(s, &sdk.Tool{Name: "big", Description: "Returns a text of mb megabytes."}, big)
 	s.AddTool(&sdk.Tool{Name: "mixed", Description: "Returns an image and a text.", InputSchema: anyObject}, mixed)
+	s.AddTool(&sdk.Tool{Name: "roots", Description: "Asks the client for its roots first.", InputSchema: anyObject}, roots)
+	s.AddTool(&sdk.Tool{Name: "meta", Description: "Returns the request's _meta.", InputSchema: anyObject}, meta)
+	s.AddTool(&sdk.Tool{Name: "exact", Description: "Returns 2^53 + 1.", InputSchema: anyObject},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{StructuredContent: json.RawMessage(`{"n":9007199254740993}`), Content: []sdk.Content{}}, nil
+		})
 	s.AddTool(&sdk.Tool{Name: "grow", Description: "Adds the tool grown (the list changes).", InputSchema: anyObject},
 		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			sdk.AddTool(s, &sdk.Tool{Name: "grown", Description: "Added by grow."}, echo)
@@ -125,4 +132,20 @@ func mixed(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		&sdk.ImageContent{Data: []byte{0x89, 'P', 'N', 'G'}, MIMEType: "image/png"},
 		&sdk.TextContent{Text: "a picture"},
 	}}, nil
+}
+
+// roots asks for the client's roots in a multi-round-trip result (protocol
+// 2026-07-28), then answers with how many came back.
+func roots(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	answer, ok := req.Params.InputResponses["roots"].(*sdk.ListRootsResult)
+	if !ok {
+		return &sdk.CallToolResult{InputRequests: sdk.InputRequestMap{"roots": &sdk.ListRootsParams{}}}, nil
+	}
+	text := fmt.Sprintf("%d roots", len(answer.Roots))
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}}, nil
+}
+
+// meta returns the request's _meta as its structured content.
+func meta(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	return &sdk.CallToolResult{StructuredContent: req.Params.Meta, Content: []sdk.Content{}}, nil
 }

@@ -37,7 +37,7 @@ type Server struct {
 	onChange func()        // called (on a goroutine of its own) when the server's tools change
 
 	mu     sync.Mutex
-	sess   *mcp.ClientSession
+	sess   *link
 	tools  *Tools // nil until listed, and again after tools/list_changed
 	closed bool
 }
@@ -73,8 +73,15 @@ func (s *Server) lock(ctx context.Context) error {
 
 func (s *Server) unlock() { <-s.sem }
 
+// link is a live connection: the SDK's session, and the stdio connection
+// under it when this package may call tools on it directly (direct.go).
+type link struct {
+	*mcp.ClientSession
+	direct *lineConn // nil: every call goes through the SDK
+}
+
 // session returns the live connection, connecting when there is none.
-func (s *Server) session(ctx context.Context) (*mcp.ClientSession, error) {
+func (s *Server) session(ctx context.Context) (*link, error) {
 	s.mu.Lock()
 	cs, closed := s.sess, s.closed
 	s.mu.Unlock()
@@ -97,7 +104,7 @@ func (s *Server) session(ctx context.Context) (*mcp.ClientSession, error) {
 	return s.connect(ctx)
 }
 
-func (s *Server) connect(ctx context.Context) (*mcp.ClientSession, error) {
+func (s *Server) connect(ctx context.Context) (*link, error) {
 	t, err := s.transport()
 	if err != nil {
 		return nil, s.fail(fmt.Errorf("cannot start: %w", err))
@@ -105,9 +112,13 @@ func (s *Server) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(s.impl, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.forgetTools() },
 	})
-	cs, err := client.Connect(ctx, t, nil)
+	sdkSession, err := client.Connect(ctx, t, nil)
 	if err != nil {
 		return nil, s.fail(fmt.Errorf("cannot start: %w", err))
+	}
+	cs := &link{ClientSession: sdkSession}
+	if lt, ok := t.(*lineTransport); ok && directCalls(sdkSession) {
+		cs.direct = lt.conn
 	}
 	s.mu.Lock()
 	if s.closed {
@@ -123,7 +134,7 @@ func (s *Server) connect(ctx context.Context) (*mcp.ClientSession, error) {
 }
 
 // watch forgets a connection once it ends, so the next use reconnects.
-func (s *Server) watch(cs *mcp.ClientSession) {
+func (s *Server) watch(cs *link) {
 	err := cs.Wait()
 	s.mu.Lock()
 	if s.sess == cs {
@@ -135,7 +146,7 @@ func (s *Server) watch(cs *mcp.ClientSession) {
 
 // drop closes cs after a call failed on it (the server exited or broke the
 // protocol): the next use starts afresh.
-func (s *Server) drop(cs *mcp.ClientSession) {
+func (s *Server) drop(cs *link) {
 	s.mu.Lock()
 	if s.sess == cs {
 		s.sess, s.tools = nil, nil

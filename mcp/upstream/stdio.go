@@ -33,25 +33,36 @@ var errLineTooLong = fmt.Errorf("a message from the server exceeds %d bytes", ma
 
 // lineTransport connects once to a started stdio server: lines are read from
 // out until it ends, messages written to in (closing in ends the server).
+// conn is the connection once Connect made it.
 type lineTransport struct {
-	out io.Reader
-	in  io.WriteCloser
+	out  io.Reader
+	in   io.WriteCloser
+	conn *lineConn
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
-	return &lineConn{r: newReader(t.out), w: t.in}, nil
+	t.conn = &lineConn{r: newReader(t.out), w: t.in, calls: map[string]chan directReply{}}
+	return t.conn, nil
 }
 
 func newReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, readChunk) }
 
 // lineConn is one connection: Read is called by the SDK's reader goroutine
-// only; Write may be called concurrently; Close ends the server, which ends
-// a blocked Read with end of stream.
+// only; Write and callTool may be called concurrently; Close ends the server,
+// which ends a blocked Read with end of stream.
 type lineConn struct {
 	r *bufio.Reader
 
 	mu sync.Mutex // serialises writes
 	w  io.WriteCloser
+
+	callMu sync.Mutex                  // guards the direct calls (direct.go)
+	calls  map[string]chan directReply // waiting direct calls by id
+	lastID uint64
+	ended  error // why Read stopped; nil while it reads
+	// hasListed: the SDK has sent tools/list; meta is that request's "_meta".
+	hasListed bool
+	meta      json.RawMessage
 }
 
 func (c *lineConn) SessionID() string { return "" }
@@ -59,21 +70,37 @@ func (c *lineConn) SessionID() string { return "" }
 func (c *lineConn) Close() error { return c.w.Close() }
 
 func (c *lineConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
 	b, err := jsonrpc.EncodeMessage(msg)
 	if err != nil {
 		return err
 	}
+	c.noteListing(msg)
+	return c.writeLine(ctx, append(b, '\n'))
+}
+
+// writeLine writes one message, newline included, unless ctx has ended.
+func (c *lineConn) writeLine(ctx context.Context, line []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, err = c.w.Write(append(b, '\n'))
+	_, err := c.w.Write(line)
 	return err
 }
 
-// Read returns the next message; blank lines between messages are skipped.
+// Read returns the next message for the SDK; blank lines between messages are
+// skipped, and so are the responses to direct calls, handed to their callers.
+// When reading fails the direct calls fail with it.
 func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.next(ctx)
+	if err != nil {
+		c.endCalls(err)
+	}
+	return msg, err
+}
+
+func (c *lineConn) next(ctx context.Context) (jsonrpc.Message, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -82,9 +109,17 @@ func (c *lineConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		if err != nil {
 			return nil, err
 		}
-		if line = bytes.TrimSpace(line); len(line) > 0 {
-			return decodeMessage(line)
+		if line = bytes.TrimSpace(line); len(line) == 0 {
+			continue
 		}
+		msg, err := decodeMessage(line)
+		if err != nil {
+			return nil, err
+		}
+		if r, ok := msg.(*jsonrpc.Response); ok && c.settle(r) {
+			continue
+		}
+		return msg, nil
 	}
 }
 

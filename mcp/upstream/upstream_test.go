@@ -2,6 +2,7 @@ package upstream_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -68,8 +69,10 @@ func TestToolsAndResults(t *testing.T) {
 	}
 	cases := []struct{ tool, args, want string }{
 		{"add", `{"a":1,"b":2}`, `{"sum":3}`},                // structuredContent
+		{"exact", `{}`, `{"n":9007199254740993}`},            // as sent: no float64 on the way
 		{"echo", `{"message":"hi \"you\""}`, `"hi \"you\""`}, // a single text item's text
 		{"mixed", `{}`, `[{"type":"image","mimeType":"image/png","data":"iVBORw=="},{"type":"text","text":"a picture"}]`},
+		{"roots", `{}`, `"0 roots"`}, // the server asks for input first: answered, then retried
 	}
 	for _, c := range cases {
 		got, err := call(t, s, c.tool, c.args)
@@ -77,6 +80,7 @@ func TestToolsAndResults(t *testing.T) {
 			t.Errorf("%s(%s) = %s, %v; want %s", c.tool, c.args, got, err, c.want)
 		}
 	}
+	checkMeta(t, s)
 	_, err = call(t, s, "fail", `{}`)
 	var te *upstream.ToolError
 	if !errors.As(err, &te) || te.Tool != "fail" || te.Server != "test-server" || !strings.Contains(te.Message, "failed on purpose") {
@@ -84,10 +88,32 @@ func TestToolsAndResults(t *testing.T) {
 	}
 }
 
+// checkMeta: a call carries the per-request _meta of the protocol revision
+// the session negotiated (2026-07-28 with this SDK on stdio), as the SDK's own
+// requests do.
+func checkMeta(t *testing.T, s *upstream.Server) {
+	t.Helper()
+	got, err := call(t, s, "meta", `{}`)
+	var meta map[string]any
+	if err == nil {
+		err = json.Unmarshal([]byte(got), &meta)
+	}
+	info, _ := meta["io.modelcontextprotocol/clientInfo"].(map[string]any)
+	if err != nil || meta["io.modelcontextprotocol/protocolVersion"] == nil || info["name"] != "coderun-rpc" {
+		t.Errorf("meta: %s, %v; want the protocol version and the client's info", got, err)
+	}
+}
+
+// TestServerFaults: a server that exits mid-call, a call that hangs until
+// cancelled, a result larger than the SDK's own line cap. The tools are
+// listed first, as the daemon always does before a call.
 func TestServerFaults(t *testing.T) {
 	leakcheck.Check(t)
 	mark := filepath.Join(t.TempDir(), "cancelled")
 	_, s := pool(t, mcptest.Env(0, mark))
+	if _, err := s.Tools(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 
 	_, err := call(t, s, "exit", `{}`) // exits mid-call
 	var se *upstream.ServerError
@@ -96,6 +122,9 @@ func TestServerFaults(t *testing.T) {
 	}
 	if got, err := call(t, s, "echo", `{"message":"again"}`); err != nil || got != `"again"` {
 		t.Fatalf("the call after the server exited: %s, %v; want a fresh server", got, err)
+	}
+	if _, err := s.Tools(context.Background()); err != nil { // the fresh server's listing
+		t.Fatal(err)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -181,6 +210,14 @@ func TestStreamableHTTPServer(t *testing.T) {
 	got, err := call(t, p.Server("web"), "add", `{"a":40,"b":2}`)
 	if err != nil || got != `{"sum":42}` {
 		t.Fatalf("add over HTTP: %s, %v", got, err)
+	}
+	if got, err := call(t, p.Server("web"), "roots", `{}`); err != nil || got != `"0 roots"` {
+		t.Fatalf("roots over HTTP: %s, %v", got, err)
+	}
+	// Over HTTP the SDK decodes the result: its numbers pass through a float64
+	// (docs/mcp.md §2.4).
+	if got, err := call(t, p.Server("web"), "exact", `{}`); err != nil || got != `{"n":9007199254740992}` {
+		t.Fatalf("exact over HTTP: %s, %v", got, err)
 	}
 	mu.Lock()
 	defer mu.Unlock()

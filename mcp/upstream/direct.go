@@ -1,0 +1,190 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Direct tool calls on a stdio connection (docs/performance.md §12). The
+// SDK's CallTool decodes every result twice, each time through a decoder that
+// allocates a fresh 32 KiB buffer: that was most of the daemon's garbage and
+// about a third of its CPU per upstream call, while the daemon needs only the
+// result's raw text. So on a connection of this package's own stdio transport
+// a tools/call is one request line written here with an id of its own, a
+// string starting "coderun-" that never meets the SDK's integer ids; Read
+// hands the matching response back to the waiting call before the SDK sees
+// it. The SDK keeps everything else: the handshake, tools/list, the server's
+// notifications and its requests to the client.
+//
+// What keeps the two paths alike:
+//   - A direct call is made only once the SDK's own tools/list request has
+//     gone out on the connection, and carries that request's "_meta" (the
+//     per-request protocol version, client info and capabilities that
+//     revision 2026-07-28 asks for; none before it).
+//   - A result that asks the client for input first (a multi-round-trip
+//     result, with "inputRequests") is not handled here: the call is made
+//     again through the SDK, which answers such requests and retries, as the
+//     protocol has the client do anyway.
+//   - A session that negotiated a revision newer than newestDirectVersion is
+//     called through the SDK, and so is a streamable-HTTP server.
+
+// newestDirectVersion is the newest protocol revision whose tools/call this
+// file knows.
+const newestDirectVersion = "2026-07-28"
+
+// directIDPrefix starts the id of every direct call.
+const directIDPrefix = "coderun-"
+
+// directReply is a direct call's response: the raw result, or the error.
+type directReply struct {
+	result json.RawMessage
+	err    error
+}
+
+// directCalls reports whether cs negotiated a revision whose tools/call this
+// file can make itself.
+func directCalls(cs *mcp.ClientSession) bool {
+	init := cs.InitializeResult()
+	return init != nil && init.ProtocolVersion <= newestDirectVersion
+}
+
+// listed returns the "_meta" of the SDK's latest tools/list request on this
+// connection (nil when it had none), and false when there was none yet.
+func (c *lineConn) listed() (meta json.RawMessage, ok bool) {
+	c.callMu.Lock()
+	defer c.callMu.Unlock()
+	return c.meta, c.hasListed
+}
+
+// noteListing keeps the "_meta" of a tools/list request the SDK sends.
+func (c *lineConn) noteListing(msg jsonrpc.Message) {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || req.Method != "tools/list" {
+		return
+	}
+	var meta json.RawMessage
+	if ms, err := wireguard.Members(req.Params, wireguard.Strict); err == nil {
+		if m, ok := wireguard.Last(ms, "_meta"); ok && wireguard.KindOf(m.Value) == wireguard.KindObject {
+			meta = bytes.Clone(m.Value)
+		}
+	}
+	c.callMu.Lock()
+	c.meta, c.hasListed = meta, true
+	c.callMu.Unlock()
+}
+
+// callTool calls tool with args (a JSON object's text, or nil for none) and
+// returns the response's raw result; a JSON-RPC error is a *jsonrpc.Error.
+// meta is what listed returned. When ctx ends first, the server is told the
+// call was cancelled.
+func (c *lineConn) callTool(ctx context.Context, tool string, args, meta json.RawMessage) (json.RawMessage, error) {
+	reply := make(chan directReply, 1)
+	c.callMu.Lock()
+	if c.ended != nil {
+		err := c.ended
+		c.callMu.Unlock()
+		return nil, err
+	}
+	c.lastID++
+	id := directIDPrefix + strconv.FormatUint(c.lastID, 10)
+	c.calls[id] = reply
+	c.callMu.Unlock()
+	if err := c.writeLine(ctx, callLine(id, tool, args, meta)); err != nil {
+		c.forget(id)
+		return nil, fmt.Errorf("%w: sending the call: %v", mcp.ErrConnectionClosed, err)
+	}
+	select {
+	case r := <-reply:
+		return r.result, r.err
+	case <-ctx.Done():
+		c.forget(id)
+		// Best effort, off the caller's path: a server that stopped reading
+		// must not hold the call past its deadline.
+		go c.writeLine(context.Background(), cancelLine(id, ctx.Err().Error()))
+		return nil, ctx.Err()
+	}
+}
+
+// callLine is a tools/call request, with meta as its "_meta" unless nil.
+// Arguments that are not one line are compacted first: a message is one line
+// on this transport.
+func callLine(id, tool string, args, meta json.RawMessage) []byte {
+	if len(args) == 0 {
+		args = json.RawMessage("{}") // the SDK never sends absent arguments either
+	} else if bytes.ContainsAny(args, "\r\n") {
+		var b bytes.Buffer
+		if json.Compact(&b, args) == nil {
+			args = b.Bytes()
+		}
+	}
+	line := make([]byte, 0, 112+len(tool)+len(args)+len(meta))
+	line = append(line, `{"jsonrpc":"2.0","id":`...)
+	line = wireguard.AppendString(line, id)
+	line = append(line, `,"method":"tools/call","params":{"name":`...)
+	line = wireguard.AppendString(line, tool)
+	line = append(line, `,"arguments":`...)
+	line = append(line, args...)
+	if meta != nil {
+		line = append(line, `,"_meta":`...)
+		line = append(line, meta...)
+	}
+	return append(line, "}}\n"...)
+}
+
+// cancelLine is the notifications/cancelled message for the call id.
+func cancelLine(id, reason string) []byte {
+	line := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`)
+	line = wireguard.AppendString(line, id)
+	line = append(line, `,"reason":`...)
+	line = wireguard.AppendString(line, reason)
+	return append(line, "}}\n"...)
+}
+
+// forget drops a call that no longer waits; its late answer is dropped too.
+func (c *lineConn) forget(id string) {
+	c.callMu.Lock()
+	delete(c.calls, id)
+	c.callMu.Unlock()
+}
+
+// settle hands a response to the direct call it answers and reports whether
+// it was one (a late answer to a call given up on included): such a response
+// is never passed to the SDK, which knows nothing of that id.
+func (c *lineConn) settle(r *jsonrpc.Response) bool {
+	id, ok := r.ID.Raw().(string)
+	if !ok || !strings.HasPrefix(id, directIDPrefix) {
+		return false
+	}
+	c.callMu.Lock()
+	reply := c.calls[id]
+	delete(c.calls, id)
+	c.callMu.Unlock()
+	if reply != nil {
+		reply <- directReply{result: r.Result, err: r.Error}
+	}
+	return true
+}
+
+// endCalls fails every waiting direct call, and every later one, once the
+// connection can no longer answer: err is why reading stopped.
+func (c *lineConn) endCalls(err error) {
+	err = fmt.Errorf("%w: %v", mcp.ErrConnectionClosed, err)
+	c.callMu.Lock()
+	defer c.callMu.Unlock()
+	if c.ended != nil {
+		return
+	}
+	c.ended = err
+	for id, reply := range c.calls {
+		reply <- directReply{err: err}
+		delete(c.calls, id)
+	}
+}
