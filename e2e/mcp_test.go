@@ -73,6 +73,20 @@ except McpToolError as e:
 	expectOK(t, r, `["fail","McpToolError"]`)
 }
 
+// A stdio server's structuredContent is judged as sent: 2^53 + 1 is refused
+// like any lossy answer, not rounded. A tool that asks the client for input
+// first (a multi-round-trip result) is answered and retried.
+func TestMCPResultsAsSentAndInputAsked(t *testing.T) {
+	t.Parallel()
+	d := mcpDaemon(t, mcptest.Env(0, ""))
+	r := d.run(prog(`try:
+    await ts.exact()
+except McpToolError as e:
+    refused = str(e)
+return [refused, await ts.roots()]`, tsBinding))
+	expectOK(t, r, `["binding resolution must be lossless JSON","0 roots"]`)
+}
+
 // Arguments are checked against the tool's inputSchema before the call.
 func TestMCPArgumentsChecked(t *testing.T) {
 	t.Parallel()

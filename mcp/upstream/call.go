@@ -31,11 +31,67 @@ func (s *Server) Call(ctx context.Context, tool string, args []byte) ([]byte, er
 	if err != nil {
 		return nil, err
 	}
-	var arguments json.RawMessage
-	if len(args) > 0 && string(args) != "null" {
-		arguments = args
+	res, err := cs.call(ctx, tool, arguments(args))
+	return s.outcome(ctx, cs, tool, res, err)
+}
+
+// Start begins a call that needs no waiting before it is sent: the server's
+// tools are listed and its connection takes direct calls (direct.go). It then
+// reports true and done later receives what Call would return, once, on the
+// connection's reader goroutine (it must not wait for the server), unless ctx
+// ends first: the call is then cancelled upstream and done may not be called.
+// function is the binding's name for the tool (see Tools.Tool). It reports
+// false, having done nothing, when the call must be made with Call.
+func (s *Server) Start(ctx context.Context, function string, args []byte, done func([]byte, error)) bool {
+	s.mu.Lock()
+	cs, tools := s.sess, s.tools
+	s.mu.Unlock()
+	if cs == nil || tools == nil || cs.direct == nil {
+		return false
 	}
-	res, err := cs.call(ctx, tool, arguments)
+	tool := tools.toolName(function)
+	meta, ok := cs.direct.listed()
+	if !ok {
+		return false
+	}
+	id, err := cs.direct.newCall(func(raw json.RawMessage, err error) {
+		res, err := replyResult(raw, err)
+		if err == nil && !res.needsInput {
+			done(s.outcome(ctx, cs, tool, res, nil))
+			return
+		}
+		// Off the reader goroutine: the SDK's round trips need it free, and
+		// closing a broken connection (outcome's drop) waits for it.
+		go func() {
+			if err == nil {
+				res, err = cs.viaSDK(ctx, tool, arguments(args))
+			}
+			done(s.outcome(ctx, cs, tool, res, err))
+		}()
+	})
+	if err == nil {
+		err = cs.direct.send(id, tool, arguments(args), meta)
+	}
+	if err != nil {
+		done(s.outcome(ctx, cs, tool, result{}, err))
+		return true
+	}
+	// Left registered once the call is answered: abandoning an answered call
+	// does nothing, and no goroutine exists until ctx ends.
+	context.AfterFunc(ctx, func() { cs.direct.abandon(id, ctx.Err().Error()) })
+	return true
+}
+
+// arguments is a call's arguments for the wire: nil for none.
+func arguments(args []byte) json.RawMessage {
+	if len(args) == 0 || string(args) == "null" {
+		return nil
+	}
+	return args
+}
+
+// outcome is what Call returns for a call's result or error on cs.
+func (s *Server) outcome(ctx context.Context, cs *link, tool string, res result, err error) ([]byte, error) {
 	var bad *badResult
 	switch {
 	case err == nil:
@@ -67,15 +123,17 @@ func (e *badResult) Error() string { return e.err.Error() }
 func (cs *link) call(ctx context.Context, tool string, args json.RawMessage) (result, error) {
 	if cs.direct != nil {
 		if meta, ok := cs.direct.listed(); ok {
-			raw, err := cs.direct.callTool(ctx, tool, args, meta)
-			if err != nil {
-				return result{}, err
-			}
-			if res, err := readResult(raw); err != nil || !res.needsInput {
+			res, err := replyResult(cs.direct.callTool(ctx, tool, args, meta))
+			if err != nil || !res.needsInput {
 				return res, err
 			}
 		}
 	}
+	return cs.viaSDK(ctx, tool, args)
+}
+
+// viaSDK makes the call with the SDK's CallTool.
+func (cs *link) viaSDK(ctx context.Context, tool string, args json.RawMessage) (result, error) {
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	if err != nil {
 		return result{}, err
@@ -83,6 +141,14 @@ func (cs *link) call(ctx context.Context, tool string, args json.RawMessage) (re
 	raw, err := json.Marshal(res)
 	if err != nil {
 		return result{}, &badResult{err}
+	}
+	return readResult(raw)
+}
+
+// replyResult is a direct call's response read as a result.
+func replyResult(raw json.RawMessage, err error) (result, error) {
+	if err != nil {
+		return result{}, err
 	}
 	return readResult(raw)
 }

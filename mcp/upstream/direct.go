@@ -20,9 +20,12 @@ import (
 // result's raw text. So on a connection of this package's own stdio transport
 // a tools/call is one request line written here with an id of its own, a
 // string starting "coderun-" that never meets the SDK's integer ids; Read
-// hands the matching response back to the waiting call before the SDK sees
-// it. The SDK keeps everything else: the handshake, tools/list, the server's
-// notifications and its requests to the client.
+// hands the matching response to the call's reply function before the SDK
+// sees it. That function runs on the reader goroutine: Server.Start answers a
+// program's call from there, so no goroutine waits for the response and none
+// is woken to take it over; Server.Call waits on a channel. The SDK keeps
+// everything else: the handshake, tools/list, the server's notifications and
+// its requests to the client.
 //
 // What keeps the two paths alike:
 //   - A direct call is made only once the SDK's own tools/list request has
@@ -81,34 +84,62 @@ func (c *lineConn) noteListing(msg jsonrpc.Message) {
 	c.callMu.Unlock()
 }
 
-// callTool calls tool with args (a JSON object's text, or nil for none) and
-// returns the response's raw result; a JSON-RPC error is a *jsonrpc.Error.
-// meta is what listed returned. When ctx ends first, the server is told the
-// call was cancelled.
-func (c *lineConn) callTool(ctx context.Context, tool string, args, meta json.RawMessage) (json.RawMessage, error) {
-	reply := make(chan directReply, 1)
+// replyFunc receives a direct call's response: the raw result, or the error
+// (a *jsonrpc.Error from the server, or the end of the connection). It runs on
+// the connection's reader goroutine, so it must not wait for the connection.
+type replyFunc func(result json.RawMessage, err error)
+
+// newCall registers done for a call about to be sent and returns its id.
+func (c *lineConn) newCall(done replyFunc) (string, error) {
 	c.callMu.Lock()
+	defer c.callMu.Unlock()
 	if c.ended != nil {
-		err := c.ended
-		c.callMu.Unlock()
-		return nil, err
+		return "", c.ended
 	}
 	c.lastID++
 	id := directIDPrefix + strconv.FormatUint(c.lastID, 10)
-	c.calls[id] = reply
-	c.callMu.Unlock()
-	if err := c.writeLine(ctx, callLine(id, tool, args, meta)); err != nil {
+	c.calls[id] = done
+	return id, nil
+}
+
+// send writes the call id (from newCall) of tool with args (a JSON object's
+// text, or nil for none) and meta (what listed returned).
+func (c *lineConn) send(id, tool string, args, meta json.RawMessage) error {
+	if err := c.writeLine(context.Background(), callLine(id, tool, args, meta)); err != nil {
 		c.forget(id)
-		return nil, fmt.Errorf("%w: sending the call: %v", mcp.ErrConnectionClosed, err)
+		return fmt.Errorf("%w: sending the call: %v", mcp.ErrConnectionClosed, err)
+	}
+	return nil
+}
+
+// abandon forgets the call id, whose caller no longer waits, and tells the
+// server it was cancelled for reason. The notification is written off the
+// caller's path: a server that stopped reading must not hold the caller.
+func (c *lineConn) abandon(id, reason string) {
+	if c.forget(id) {
+		go c.writeLine(context.Background(), cancelLine(id, reason))
+	}
+}
+
+// callTool calls tool and waits for the response's raw result (see send and
+// replyFunc). When ctx ends first, the call is abandoned.
+func (c *lineConn) callTool(ctx context.Context, tool string, args, meta json.RawMessage) (json.RawMessage, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	reply := make(chan directReply, 1)
+	id, err := c.newCall(func(result json.RawMessage, err error) { reply <- directReply{result, err} })
+	if err != nil {
+		return nil, err
+	}
+	if err := c.send(id, tool, args, meta); err != nil {
+		return nil, err
 	}
 	select {
 	case r := <-reply:
 		return r.result, r.err
 	case <-ctx.Done():
-		c.forget(id)
-		// Best effort, off the caller's path: a server that stopped reading
-		// must not hold the call past its deadline.
-		go c.writeLine(context.Background(), cancelLine(id, ctx.Err().Error()))
+		c.abandon(id, ctx.Err().Error())
 		return nil, ctx.Err()
 	}
 }
@@ -148,11 +179,14 @@ func cancelLine(id, reason string) []byte {
 	return append(line, "}}\n"...)
 }
 
-// forget drops a call that no longer waits; its late answer is dropped too.
-func (c *lineConn) forget(id string) {
+// forget drops a call that no longer waits, and reports whether it still
+// did; its late answer is dropped.
+func (c *lineConn) forget(id string) bool {
 	c.callMu.Lock()
+	defer c.callMu.Unlock()
+	_, waiting := c.calls[id]
 	delete(c.calls, id)
-	c.callMu.Unlock()
+	return waiting
 }
 
 // settle hands a response to the direct call it answers and reports whether
@@ -164,11 +198,11 @@ func (c *lineConn) settle(r *jsonrpc.Response) bool {
 		return false
 	}
 	c.callMu.Lock()
-	reply := c.calls[id]
+	done := c.calls[id]
 	delete(c.calls, id)
 	c.callMu.Unlock()
-	if reply != nil {
-		reply <- directReply{result: r.Result, err: r.Error}
+	if done != nil {
+		done(r.Result, r.Error)
 	}
 	return true
 }
@@ -178,13 +212,15 @@ func (c *lineConn) settle(r *jsonrpc.Response) bool {
 func (c *lineConn) endCalls(err error) {
 	err = fmt.Errorf("%w: %v", mcp.ErrConnectionClosed, err)
 	c.callMu.Lock()
-	defer c.callMu.Unlock()
 	if c.ended != nil {
+		c.callMu.Unlock()
 		return
 	}
 	c.ended = err
-	for id, reply := range c.calls {
-		reply <- directReply{err: err}
-		delete(c.calls, id)
+	waiting := c.calls
+	c.calls = map[string]replyFunc{}
+	c.callMu.Unlock()
+	for _, done := range waiting {
+		done(nil, err)
 	}
 }

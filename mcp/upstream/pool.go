@@ -126,15 +126,16 @@ func (r *router) Output(runID string, ev protocol.OutputEvent) {
 	}
 }
 
-// CallBinding calls the tool upstream on a goroutine of its own (a worker of
-// the run's); cancel ends the call (the SDK cancels it upstream) and answer is
-// never invoked after it.
+// CallBinding calls the tool upstream: sent at once when the server takes
+// direct calls (Server.Start; the answer then comes from the connection's
+// reader), else made with Server.Call on a worker of the run's. cancel ends
+// the call (it is cancelled upstream) and answer is never invoked after it.
 func (r *router) CallBinding(runID, namespace, function string, args []byte, answer func(session.Answer)) func() {
 	return r.CallBindingLent(runID, namespace, function, args, answer, nil)
 }
 
-// CallBindingLent is CallBinding, on the goroutine that read the call when
-// lend takes the call (session.LendingClient), else on a worker of the run's.
+// CallBindingLent is CallBinding, where a call made with Server.Call runs on
+// the goroutine that read it when lend takes it (session.LendingClient).
 func (r *router) CallBindingLent(runID, namespace, function string, args []byte, answer func(session.Answer), lend func(func()) bool) func() {
 	srv := r.routes[namespace]
 	if srv == nil {
@@ -143,8 +144,7 @@ func (r *router) CallBindingLent(runID, namespace, function string, args []byte,
 	ctx, stop := context.WithCancel(context.Background())
 	var mu sync.Mutex
 	done := false
-	work := func() {
-		a := callAnswer(ctx, srv, function, args)
+	finish := func(a session.Answer) {
 		mu.Lock()
 		defer mu.Unlock()
 		if !done {
@@ -152,8 +152,14 @@ func (r *router) CallBindingLent(runID, namespace, function string, args []byte,
 			answer(a)
 		}
 	}
-	if lend == nil || !lend(work) {
-		r.spawn(work)
+	started := srv.Start(ctx, function, args, func(v []byte, err error) {
+		finish(srv.answer(function, v, err))
+	})
+	if !started {
+		work := func() { finish(callAnswer(ctx, srv, function, args)) }
+		if lend == nil || !lend(work) {
+			r.spawn(work)
+		}
 	}
 	return func() {
 		mu.Lock()
@@ -163,23 +169,25 @@ func (r *router) CallBindingLent(runID, namespace, function string, args []byte,
 	}
 }
 
+// callAnswer makes the call with Call, listing the tools first when needed.
 func callAnswer(ctx context.Context, srv *Server, function string, args []byte) session.Answer {
 	tools, err := srv.Tools(ctx)
 	var v []byte
 	if err == nil {
-		tool := tools.Tool(function)
-		if tool == "" {
-			tool = function
-		}
-		v, err = srv.Call(ctx, tool, args)
+		v, err = srv.Call(ctx, tools.toolName(function), args)
 	}
+	return srv.answer(function, v, err)
+}
+
+// answer is the binding answer for a call's value or error.
+func (s *Server) answer(function string, v []byte, err error) session.Answer {
 	if err == nil {
 		return session.Answer{HasResult: true, Result: v}
 	}
 	msg := err.Error()
 	var te *ToolError
 	if !errors.As(err, &te) {
-		srv.log.Warn("mcp call failed", "function", function, "err", err)
+		s.log.Warn("mcp call failed", "function", function, "err", err)
 	}
 	return session.Answer{HasError: true, Message: &msg}
 }

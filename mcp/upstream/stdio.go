@@ -41,7 +41,7 @@ type lineTransport struct {
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
-	t.conn = &lineConn{r: newReader(t.out), w: t.in, calls: map[string]chan directReply{}}
+	t.conn = &lineConn{r: newReader(t.out), w: t.in, calls: map[string]replyFunc{}}
 	return t.conn, nil
 }
 
@@ -56,8 +56,8 @@ type lineConn struct {
 	mu sync.Mutex // serialises writes
 	w  io.WriteCloser
 
-	callMu sync.Mutex                  // guards the direct calls (direct.go)
-	calls  map[string]chan directReply // waiting direct calls by id
+	callMu sync.Mutex           // guards the direct calls (direct.go)
+	calls  map[string]replyFunc // waiting direct calls by id
 	lastID uint64
 	ended  error // why Read stopped; nil while it reads
 	// hasListed: the SDK has sent tools/list; meta is that request's "_meta".

@@ -22,6 +22,15 @@ type Tools struct {
 // Tool is the upstream tool a function name calls ("" when none).
 func (t *Tools) Tool(function string) string { return t.tool[function] }
 
+// toolName is the tool a call of function calls: Tool's, else function itself
+// (for the server to refuse when it has no such tool).
+func (t *Tools) toolName(function string) string {
+	if tool := t.tool[function]; tool != "" {
+		return tool
+	}
+	return function
+}
+
 // Tools lists the server's tools (connecting first if needed); the list is
 // cached until the server says it changed or the connection ends.
 func (s *Server) Tools(ctx context.Context) (*Tools, error) {

@@ -230,3 +230,57 @@ func TestStreamableHTTPServer(t *testing.T) {
 		t.Fatal("no request reached the server")
 	}
 }
+
+// start is Start with its outcome on a channel; it fails the test when Start
+// does not take the call.
+func start(t *testing.T, ctx context.Context, s *upstream.Server, function, args string) chan string {
+	t.Helper()
+	out := make(chan string, 1)
+	ok := s.Start(ctx, function, []byte(args), func(v []byte, err error) {
+		if err != nil {
+			out <- "error: " + err.Error()
+			return
+		}
+		out <- string(v)
+	})
+	if !ok {
+		t.Fatalf("Start did not take %s", function)
+	}
+	return out
+}
+
+// TestStart: once the tools are listed, Start sends a call and hands its
+// outcome over later: a value, the retried answer of a tool that asks for
+// input first, a server that exits mid-call (the next call starts it afresh),
+// and a hanging call cancelled upstream when its context ends.
+func TestStart(t *testing.T) {
+	leakcheck.Check(t)
+	mark := filepath.Join(t.TempDir(), "cancelled")
+	_, s := pool(t, mcptest.Env(0, mark))
+	ctx := context.Background()
+	if s.Start(ctx, "echo", nil, func([]byte, error) { t.Error("called") }) {
+		t.Fatal("Start took a call before the tools were listed")
+	}
+	if _, err := s.Tools(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ function, want string }{
+		{"get_sum", `{"sum":3}`}, // the binding's name of tool get-sum
+		{"roots", `"0 roots"`},
+		{"exit", `error: mcp server "test-server": tool "exit": connection closed`},
+	} {
+		if got := <-start(t, ctx, s, c.function, `{"a":1,"b":2}`); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s: %s, want %s", c.function, got, c.want)
+		}
+	}
+	if got, err := call(t, s, "echo", `{"message":"back"}`); err != nil || got != `"back"` {
+		t.Fatalf("after the exit: %s, %v", got, err)
+	}
+	if _, err := s.Tools(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hctx, cancel := context.WithCancel(ctx)
+	start(t, hctx, s, "hang", `{}`)
+	cancel()
+	waitFor(t, mark)
+}
