@@ -13,9 +13,15 @@ const here = dirname(fileURLToPath(import.meta.url));
 const daemon = process.env.CODERUN_RPC_BIN ?? join(here, "..", "..", "bin", "coderun-rpc");
 const everything = join(here, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js");
 
+// connect starts the daemon with its own TMPDIR. One hook ends both, in order: the
+// daemon keeps making run directories there until its client closes.
 async function connect(t) {
   const dir = mkdtempSync(join(tmpdir(), "mcp-ts-"));
-  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  let client;
+  t.after(async () => {
+    await client?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
   const config = join(dir, "mcp.json");
   writeFileSync(config, JSON.stringify({ mcpServers: { everything: { command: "node", args: [everything, "stdio"] } } }));
   const transport = new StdioClientTransport({
@@ -23,9 +29,8 @@ async function connect(t) {
     args: ["mcp", "--mcp-config", config],
     env: { ...process.env, TMPDIR: dir },
   });
-  const client = new Client({ name: "ts-sdk-test", version: "1" });
+  client = new Client({ name: "ts-sdk-test", version: "1" });
   await client.connect(transport);
-  t.after(() => client.close());
   return client;
 }
 
