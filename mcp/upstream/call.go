@@ -222,13 +222,15 @@ func (r result) value() []byte {
 	return append(append([]byte("["), bytes.Join(r.content, []byte(","))...), ']')
 }
 
-// errorText is an error result's message: its text items, one per line.
+// errorText is an error result's message: its text items that are not
+// empty, one per line.
 func (r result) errorText() string {
 	var parts []string
 	for _, item := range r.content {
 		if raw, ok := textOf(item); ok {
-			text, _ := wireguard.DecodeString(raw)
-			parts = append(parts, text)
+			if text, _ := wireguard.DecodeString(raw); text != "" {
+				parts = append(parts, text)
+			}
 		}
 	}
 	if len(parts) == 0 {
