@@ -108,9 +108,14 @@ func fail(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "fail: it failed on purpose"}}}, nil
 }
 
-// hang answers only when cancelled, and then creates mark.
+// hang answers only when cancelled, and then creates mark; it creates
+// mark + ".started" first, so a test can cancel a call its handler runs (the
+// server drops a request cancelled before its handler starts).
 func hang(mark string) sdk.ToolHandler {
 	return func(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		if mark != "" {
+			_ = os.WriteFile(mark+".started", nil, 0o600)
+		}
 		<-ctx.Done()
 		if mark != "" {
 			_ = os.WriteFile(mark, []byte("cancelled\n"), 0o600)

@@ -48,8 +48,9 @@ func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
 func newReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, readChunk) }
 
 // lineConn is one connection: Read is called by the SDK's reader goroutine
-// only; Write and callTool may be called concurrently; Close ends the server,
-// which ends a blocked Read with end of stream.
+// only; Write and the direct calls' methods (direct.go) may be called
+// concurrently; Close ends the server, which ends a blocked Read with end of
+// stream.
 type lineConn struct {
 	r *bufio.Reader
 

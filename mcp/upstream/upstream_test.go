@@ -281,6 +281,7 @@ func TestStart(t *testing.T) {
 	}
 	hctx, cancel := context.WithCancel(ctx)
 	start(t, hctx, s, "hang", `{}`)
+	waitFor(t, mark+".started")
 	cancel()
 	waitFor(t, mark)
 }
