@@ -49,7 +49,7 @@ func (s *Server) Start(ctx context.Context, function string, args []byte, done f
 	if cs == nil || tools == nil || cs.direct == nil {
 		return false
 	}
-	tool := tools.toolName(function)
+	tool := tools.Tool(function)
 	meta, ok := cs.direct.listed()
 	if !ok {
 		return false

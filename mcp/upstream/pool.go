@@ -174,7 +174,7 @@ func callAnswer(ctx context.Context, srv *Server, function string, args []byte) 
 	tools, err := srv.Tools(ctx)
 	var v []byte
 	if err == nil {
-		v, err = srv.Call(ctx, tools.toolName(function), args)
+		v, err = srv.Call(ctx, tools.Tool(function), args)
 	}
 	return srv.answer(function, v, err)
 }

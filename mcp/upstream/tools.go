@@ -19,12 +19,9 @@ type Tools struct {
 	tool      map[string]string // function name → the tool it calls
 }
 
-// Tool is the upstream tool a function name calls ("" when none).
-func (t *Tools) Tool(function string) string { return t.tool[function] }
-
-// toolName is the tool a call of function calls: Tool's, else function itself
-// (for the server to refuse when it has no such tool).
-func (t *Tools) toolName(function string) string {
+// Tool is the upstream tool a call of function calls: the one it names,
+// else function itself (for the server to refuse when it has no such tool).
+func (t *Tools) Tool(function string) string {
 	if tool := t.tool[function]; tool != "" {
 		return tool
 	}

@@ -67,6 +67,9 @@ func TestToolsAndResults(t *testing.T) {
 	if got := tools.Tool("get_sum"); got != "get-sum" {
 		t.Errorf("get_sum calls %q, want get-sum", got)
 	}
+	if got := tools.Tool("nope"); got != "nope" {
+		t.Errorf("nope calls %q, want nope itself (for the server to refuse)", got)
+	}
 	cases := []struct{ tool, args, want string }{
 		{"add", `{"a":1,"b":2}`, `{"sum":3}`},                // structuredContent
 		{"exact", `{}`, `{"n":9007199254740993}`},            // as sent: no float64 on the way
