@@ -50,11 +50,7 @@ func (s *Server) Start(ctx context.Context, function string, args []byte, done f
 		return false
 	}
 	tool := tools.Tool(function)
-	meta, ok := cs.direct.listed()
-	if !ok {
-		return false
-	}
-	id, err := cs.direct.newCall(func(raw json.RawMessage, err error) {
+	id, meta, err := cs.direct.newCall(func(raw json.RawMessage, err error) {
 		res, err := replyResult(raw, err)
 		if err == nil && !res.needsInput {
 			done(s.outcome(ctx, cs, tool, res, nil))
@@ -69,6 +65,9 @@ func (s *Server) Start(ctx context.Context, function string, args []byte, done f
 			done(s.outcome(ctx, cs, tool, res, err))
 		}()
 	})
+	if errors.Is(err, errNotListed) {
+		return false
+	}
 	if err == nil {
 		err = cs.direct.send(id, tool, arguments(args), meta)
 	}
@@ -122,8 +121,9 @@ func (e *badResult) Error() string { return e.err.Error() }
 // SDK.
 func (cs *link) call(ctx context.Context, tool string, args json.RawMessage) (result, error) {
 	if cs.direct != nil {
-		if meta, ok := cs.direct.listed(); ok {
-			res, err := replyResult(cs.direct.callTool(ctx, tool, args, meta))
+		raw, err := cs.direct.callTool(ctx, tool, args)
+		if !errors.Is(err, errNotListed) {
+			res, err := replyResult(raw, err)
 			if err != nil || !res.needsInput {
 				return res, err
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -59,13 +60,10 @@ func directCalls(cs *mcp.ClientSession) bool {
 	return init != nil && init.ProtocolVersion <= newestDirectVersion
 }
 
-// listed returns the "_meta" of the SDK's latest tools/list request on this
-// connection (nil when it had none), and false when there was none yet.
-func (c *lineConn) listed() (meta json.RawMessage, ok bool) {
-	c.callMu.Lock()
-	defer c.callMu.Unlock()
-	return c.meta, c.hasListed
-}
+// errNotListed refuses a direct call before the SDK's first tools/list on the
+// connection, whose "_meta" the call would carry: such a call goes through
+// the SDK.
+var errNotListed = errors.New("no tools/list has been sent on the connection yet")
 
 // noteListing keeps the "_meta" of a tools/list request the SDK sends.
 func (c *lineConn) noteListing(msg jsonrpc.Message) {
@@ -89,21 +87,26 @@ func (c *lineConn) noteListing(msg jsonrpc.Message) {
 // the connection's reader goroutine, so it must not wait for the connection.
 type replyFunc func(result json.RawMessage, err error)
 
-// newCall registers done for a call about to be sent and returns its id.
-func (c *lineConn) newCall(done replyFunc) (string, error) {
+// newCall registers done for a call about to be sent and returns its id and
+// the "_meta" it carries (nil for none); errNotListed, or why the connection
+// ended, when it cannot be made.
+func (c *lineConn) newCall(done replyFunc) (id string, meta json.RawMessage, err error) {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
-	if c.ended != nil {
-		return "", c.ended
+	switch {
+	case c.ended != nil:
+		return "", nil, c.ended
+	case !c.hasListed:
+		return "", nil, errNotListed
 	}
 	c.lastID++
-	id := directIDPrefix + strconv.FormatUint(c.lastID, 10)
+	id = directIDPrefix + strconv.FormatUint(c.lastID, 10)
 	c.calls[id] = done
-	return id, nil
+	return id, c.meta, nil
 }
 
-// send writes the call id (from newCall) of tool with args (a JSON object's
-// text, or nil for none) and meta (what listed returned).
+// send writes the call id (from newCall, with its meta) of tool with args (a
+// JSON object's text, or nil for none).
 func (c *lineConn) send(id, tool string, args, meta json.RawMessage) error {
 	if err := c.writeLine(context.Background(), callLine(id, tool, args, meta)); err != nil {
 		c.forget(id)
@@ -116,19 +119,21 @@ func (c *lineConn) send(id, tool string, args, meta json.RawMessage) error {
 // server it was cancelled for reason. The notification is written off the
 // caller's path: a server that stopped reading must not hold the caller.
 func (c *lineConn) abandon(id, reason string) {
-	if c.forget(id) {
-		go c.writeLine(context.Background(), cancelLine(id, reason))
+	if !c.forget(id) {
+		return
 	}
+	params, _ := json.Marshal(&mcp.CancelledParams{RequestID: id, Reason: reason})
+	go c.Write(context.Background(), &jsonrpc.Request{Method: "notifications/cancelled", Params: params})
 }
 
-// callTool calls tool and waits for the response's raw result (see send and
-// replyFunc). When ctx ends first, the call is abandoned.
-func (c *lineConn) callTool(ctx context.Context, tool string, args, meta json.RawMessage) (json.RawMessage, error) {
+// callTool calls tool and waits for the response's raw result (see newCall,
+// send and replyFunc). When ctx ends first, the call is abandoned.
+func (c *lineConn) callTool(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	reply := make(chan directReply, 1)
-	id, err := c.newCall(func(result json.RawMessage, err error) { reply <- directReply{result, err} })
+	id, meta, err := c.newCall(func(result json.RawMessage, err error) { reply <- directReply{result, err} })
 	if err != nil {
 		return nil, err
 	}
@@ -167,15 +172,6 @@ func callLine(id, tool string, args, meta json.RawMessage) []byte {
 		line = append(line, `,"_meta":`...)
 		line = append(line, meta...)
 	}
-	return append(line, "}}\n"...)
-}
-
-// cancelLine is the notifications/cancelled message for the call id.
-func cancelLine(id, reason string) []byte {
-	line := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":`)
-	line = wireguard.AppendString(line, id)
-	line = append(line, `,"reason":`...)
-	line = wireguard.AppendString(line, reason)
 	return append(line, "}}\n"...)
 }
 

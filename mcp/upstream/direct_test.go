@@ -110,12 +110,19 @@ type callOutcome struct {
 
 func (p *peer) call(ctx context.Context, tool, args string) chan callOutcome {
 	ch := make(chan callOutcome, 1)
-	meta, _ := p.conn.listed()
 	go func() {
-		r, err := p.conn.callTool(ctx, tool, json.RawMessage(args), meta)
+		r, err := p.conn.callTool(ctx, tool, json.RawMessage(args))
 		ch <- callOutcome{r, err}
 	}()
 	return ch
+}
+
+// listed is the connection's record of the SDK's tools/list: whether one went
+// out, and its "_meta".
+func (p *peer) listed() (json.RawMessage, bool) {
+	p.conn.callMu.Lock()
+	defer p.conn.callMu.Unlock()
+	return p.conn.meta, p.conn.hasListed
 }
 
 // TestDirectCallWire: the request a direct call writes, the listing's _meta it
@@ -125,15 +132,18 @@ func TestDirectCallWire(t *testing.T) {
 	leakcheck.Check(t)
 	p := newPeer(t)
 	ctx := context.Background()
-	if _, ok := p.conn.listed(); ok {
+	if _, ok := p.listed(); ok {
 		t.Fatal("listed before any tools/list")
+	}
+	if r := <-p.call(ctx, "early", "{}"); !errors.Is(r.err, errNotListed) {
+		t.Fatalf("a call before any tools/list: %v, want errNotListed", r.err)
 	}
 	list := &jsonrpc.Request{ID: mustID(t, float64(1)), Method: "tools/list", Params: json.RawMessage(`{"_meta":{"k":"v"}}`)}
 	go p.conn.Write(ctx, list)
 	if m := p.read(t); m["method"] != "tools/list" {
 		t.Fatalf("wrote %v", m)
 	}
-	if meta, ok := p.conn.listed(); !ok || string(meta) != `{"k":"v"}` {
+	if meta, ok := p.listed(); !ok || string(meta) != `{"k":"v"}` {
 		t.Fatalf("listed: %s, %v", meta, ok)
 	}
 
