@@ -127,7 +127,7 @@ func TestDecodeInstance(t *testing.T) {
 // milliseconds); one within the bounds is kept.
 func TestDecodeInstanceBoundsNumbers(t *testing.T) {
 	many := strings.Repeat("7", maxNumberDigits)
-	for _, ok := range []string{"1E4300", "-1e-4300", "0.5E+4300", many, "-0." + many[1:]} {
+	for _, ok := range []string{"1E4300", "-1e-4300", "0.5E+4300", many, "-0." + many[1:], "1E0000000000001"} {
 		if _, err := decodeInstance([]byte(ok)); err != nil {
 			t.Errorf("decodeInstance(%.20s…) refused: %v", ok, err)
 		}

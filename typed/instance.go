@@ -215,11 +215,15 @@ const maxNumberDigits = 4300
 // and whose exponent, sign left out, is the digit string exponent ("" for
 // none) is within maxNumberDigits.
 func numberInRange[S string | []byte](digits int, exponent S) bool {
-	if digits > maxNumberDigits || len(exponent) > 9 {
+	i := 0
+	for i < len(exponent) && exponent[i] == '0' { // 1E0001 is 1E1
+		i++
+	}
+	if digits > maxNumberDigits || len(exponent)-i > 9 {
 		return false
 	}
 	e := 0
-	for i := 0; i < len(exponent); i++ {
+	for ; i < len(exponent); i++ {
 		e = e*10 + int(exponent[i]-'0')
 	}
 	return e <= maxNumberDigits
