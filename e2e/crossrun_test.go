@@ -90,3 +90,60 @@ func hostProcessesWith(marker string, wait time.Duration) []string {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Concurrent sandboxed runs share no channel through netlink: the seccomp
+// filter allows AF_NETLINK sockets, which a network namespace confines, and
+// in one namespace two processes without any capability can exchange
+// messages through NETLINK_USERSOCK by port id. Run A binds a port and waits
+// for a message while run B, at the same time, keeps sending to that port:
+// in tier sandbox each run has a network namespace of its own, B's sends are
+// refused and A hears nothing. Tier process shares the host's namespace and
+// promises nothing here; there the message gets through, which shows the
+// two runs did overlap and the channel is real.
+func TestSandboxConcurrentRunsNetlink(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ tier, heard, sent string }{
+		{"sandbox", `null`, `"ECONNREFUSED"`},
+		{"process", `"hello"`, `"sent"`},
+	} {
+		t.Run(tc.tier, func(t *testing.T) {
+			t.Parallel()
+			d := started(t, map[string]string{"CODERUN_ISOLATION": tc.tier, "CODERUN_MAX_CONCURRENT_RUNS": "2"})
+			// A port id of this test process's own: other tests' runs in
+			// tier process share the host's namespace.
+			port := strconvItoa(0x40000000 + os.Getpid())
+			listen := d.request("run", prog(strings.ReplaceAll(netlinkListen, "PORT", port)))
+			send := d.request("run", prog(strings.ReplaceAll(netlinkSend, "PORT", port)))
+			expectOK(t, d.result(d.wait(listen)), tc.heard)
+			expectOK(t, d.result(d.wait(send)), tc.sent)
+		})
+	}
+}
+
+// netlinkListen binds a NETLINK_USERSOCK port and returns the first
+// message's payload, or None after 3 s.
+const netlinkListen = `import socket
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 2)
+s.bind((PORT, 0))
+s.settimeout(3)
+try:
+    return s.recv(100)[16:].decode()
+except TimeoutError:
+    return None`
+
+// netlinkSend sends one message to the port, retrying for 2 s while it is
+// refused (the listener may not have bound it yet), and returns "sent" or
+// the last error's name.
+const netlinkSend = `import errno, socket, time
+s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 2)
+s.bind((0, 0))
+msg = (21).to_bytes(4, "little") + (0x10).to_bytes(2, "little") + bytes(10) + b"hello"
+deadline = time.monotonic() + 2
+while True:
+    try:
+        s.sendto(msg, (PORT, 0))
+        return "sent"
+    except OSError as e:
+        if time.monotonic() > deadline:
+            return errno.errorcode[e.errno]
+        time.sleep(0.02)`
