@@ -94,56 +94,55 @@ func hostProcessesWith(marker string, wait time.Duration) []string {
 // Concurrent sandboxed runs share no channel through netlink: the seccomp
 // filter allows AF_NETLINK sockets, which a network namespace confines, and
 // in one namespace two processes without any capability can exchange
-// messages through NETLINK_USERSOCK by port id. Run A binds a port and waits
-// for a message while run B, at the same time, keeps sending to that port:
-// in tier sandbox each run has a network namespace of its own, B's sends are
-// refused and A hears nothing. Tier process shares the host's namespace and
-// promises nothing here; there the message gets through, which shows the
-// two runs did overlap and the channel is real.
+// messages through NETLINK_USERSOCK by port id. Run A binds a port, says so
+// (a binding call), and waits for a message; only then is run B sent, which
+// sends one message to that port while A waits. In tier sandbox each run has
+// a network namespace of its own: B's send is refused, so nothing can reach
+// A, which is then cancelled. Tier process shares the host's namespace and
+// promises nothing here; there the message gets through, which shows that
+// the two runs overlap and the channel is real.
 func TestSandboxConcurrentRunsNetlink(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct{ tier, heard, sent string }{
-		{"sandbox", `null`, `"ECONNREFUSED"`},
-		{"process", `"hello"`, `"sent"`},
-	} {
-		t.Run(tc.tier, func(t *testing.T) {
+	for _, tier := range []string{"sandbox", "process"} {
+		t.Run(tier, func(t *testing.T) {
 			t.Parallel()
-			d := started(t, map[string]string{"CODERUN_ISOLATION": tc.tier, "CODERUN_MAX_CONCURRENT_RUNS": "2"})
+			d := started(t, map[string]string{"CODERUN_ISOLATION": tier, "CODERUN_MAX_CONCURRENT_RUNS": "2"})
 			// A port id of this test process's own: other tests' runs in
 			// tier process share the host's namespace.
 			port := strconvItoa(0x40000000 + os.Getpid())
-			listen := d.request("run", prog(strings.ReplaceAll(netlinkListen, "PORT", port)))
-			send := d.request("run", prog(strings.ReplaceAll(netlinkSend, "PORT", port)))
-			expectOK(t, d.result(d.wait(listen)), tc.heard)
-			expectOK(t, d.result(d.wait(send)), tc.sent)
+			listen := d.request("run", prog(strings.ReplaceAll(netlinkListen, "PORT", port),
+				`"bindings":[{"global":"host","functions":["bound"]}]`))
+			d.waitEvent(func(m *msg) bool {
+				return m.Method == "binding/call" && strings.Contains(string(m.Params), `"bound"`)
+			}, 30*time.Second)
+			sent := d.run(prog(strings.ReplaceAll(netlinkSend, "PORT", port)))
+			if tier == "process" {
+				expectOK(t, sent, `"sent"`)
+				expectOK(t, d.result(d.wait(listen)), `"hello"`)
+				return
+			}
+			expectOK(t, sent, `"ECONNREFUSED"`)
+			d.notify("$/cancelRequest", `{"id":`+listen+`}`)
+			expectFailure(t, d.result(d.wait(listen)), "abort", "run cancelled by the client")
 		})
 	}
 }
 
-// netlinkListen binds a NETLINK_USERSOCK port and returns the first
-// message's payload, or None after 3 s.
+// netlinkListen binds a NETLINK_USERSOCK port, tells the host, and returns
+// the first message's payload.
 const netlinkListen = `import socket
 s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 2)
 s.bind((PORT, 0))
-s.settimeout(3)
-try:
-    return s.recv(100)[16:].decode()
-except TimeoutError:
-    return None`
+await host.bound()
+return s.recv(100)[16:].decode()`
 
-// netlinkSend sends one message to the port, retrying for 2 s while it is
-// refused (the listener may not have bound it yet), and returns "sent" or
-// the last error's name.
-const netlinkSend = `import errno, socket, time
+// netlinkSend sends one message to the port and returns "sent" or the
+// error's name.
+const netlinkSend = `import errno, socket
 s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 2)
 s.bind((0, 0))
-msg = (21).to_bytes(4, "little") + (0x10).to_bytes(2, "little") + bytes(10) + b"hello"
-deadline = time.monotonic() + 2
-while True:
-    try:
-        s.sendto(msg, (PORT, 0))
-        return "sent"
-    except OSError as e:
-        if time.monotonic() > deadline:
-            return errno.errorcode[e.errno]
-        time.sleep(0.02)`
+try:
+    s.sendto((21).to_bytes(4, "little") + (0x10).to_bytes(2, "little") + bytes(10) + b"hello", (PORT, 0))
+    return "sent"
+except OSError as e:
+    return errno.errorcode[e.errno]`
