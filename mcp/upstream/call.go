@@ -166,17 +166,10 @@ type result struct {
 // content must be a list of objects, isError a boolean. The error is a
 // *badResult.
 func readResult(raw []byte) (result, error) {
-	r, err := splitResult(raw)
-	if err != nil {
-		return result{}, &badResult{err}
-	}
-	return r, nil
-}
-
-func splitResult(raw []byte) (result, error) {
+	bad := func(format string, a ...any) (result, error) { return result{}, &badResult{fmt.Errorf(format, a...)} }
 	ms, err := wireguard.Members(raw, wireguard.Strict)
 	if err != nil {
-		return result{}, fmt.Errorf("the result is not a JSON object")
+		return bad("the result is not a JSON object")
 	}
 	var r result
 	if m, ok := wireguard.Last(ms, "inputRequests"); ok && wireguard.KindOf(m.Value) != wireguard.KindNull {
@@ -191,17 +184,17 @@ func splitResult(raw []byte) (result, error) {
 			r.isError = true
 		case "false", "null":
 		default:
-			return result{}, fmt.Errorf("isError is %.40s, not a boolean", m.Value)
+			return bad("isError is %.40s, not a boolean", m.Value)
 		}
 	}
 	if m, ok := wireguard.Last(ms, "content"); ok && wireguard.KindOf(m.Value) != wireguard.KindNull {
 		items, ok := wireguard.Elements(m.Value)
 		if !ok {
-			return result{}, fmt.Errorf("content is not a list")
+			return bad("content is not a list")
 		}
 		for i, item := range items {
 			if wireguard.KindOf(item) != wireguard.KindObject {
-				return result{}, fmt.Errorf("content item %d is not an object", i)
+				return bad("content item %d is not an object", i)
 			}
 		}
 		r.content = items
