@@ -3,6 +3,7 @@ package wireguard
 import (
 	"bytes"
 	"errors"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -207,12 +208,19 @@ func TestFramerReusesItsBuffer(t *testing.T) {
 		}
 	}
 	run()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	run()
-	runtime.ReadMemStats(&after)
-	if got := after.TotalAlloc - before.TotalAlloc; got > 4<<10 {
-		t.Fatalf("a megabyte frame allocates %d bytes once the pool holds a buffer", got)
+	// TotalAlloc is process-wide and the runtime allocates a few KiB of its own now and
+	// then (5.6 KiB seen once in CI), so the least of three windows is compared with a
+	// bound far below the megabyte a fresh buffer would cost.
+	least := uint64(math.MaxUint64)
+	for range 3 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		run()
+		runtime.ReadMemStats(&after)
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
+	}
+	if least > 64<<10 {
+		t.Fatalf("a megabyte frame allocates %d bytes once the pool holds a buffer", least)
 	}
 }
 
