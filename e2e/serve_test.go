@@ -466,6 +466,10 @@ func TestServeNeverReads(t *testing.T) {
 		io.WriteString(c, "Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body)
 	}
 	other := s.dial("").initialize()
+	// Each accepted connection is counted in by its own goroutine, so the
+	// stalled one may not be counted yet: wait for both before waiting for it
+	// to be dropped (accepted_total never goes down).
+	s.waitMetric("coderun_connections_accepted_total", 2)
 	deadline := time.Now().Add(30 * time.Second)
 	for s.metric("coderun_connections") != 1 && time.Now().Before(deadline) {
 		if r := other.run("return 7"); string(r.Value) != "7" {
