@@ -277,8 +277,13 @@ func TestSessionC307QueueAndCancel(t *testing.T) {
 	if r := d.sresult(d.wait(third)); string(r.Value) != "2" || r.Stats.QueueMs < 300 {
 		t.Errorf("third run: %s queueMs %d", r.Value, r.Stats.QueueMs)
 	}
-	running := d.request("run", prog("import time\ntime.sleep(30)", in))
-	time.Sleep(300 * time.Millisecond)
+	// Cancel once the program runs in the child (its streamed line), not
+	// after a fixed pause: a cancel that lands while the run still waits
+	// for the session aborts it as queued, leaving the session alive.
+	running := d.request("run", prog("import time\nprint('live', flush=True)\ntime.sleep(30)", in, `"stream":true`))
+	d.waitEvent(func(m *msg) bool {
+		return m.Method == "run/log" && strings.Contains(string(m.Params), `"runId":`+running+`,`)
+	}, 30*time.Second)
 	d.notify("$/cancelRequest", `{"id":`+running+`}`)
 	r := d.sresult(d.wait(running))
 	if r.Error == nil || r.Error.Kind != "abort" || r.Session.Alive {

@@ -84,7 +84,7 @@ except RuntimeError as e:
 	expectOK(t, d.result(d.wait(id)), `["RuntimeError","tools.search(): the host's result did not match the declared returns schema: /1: expected string, but got number"]`)
 	warn := "level=WARN msg=\"binding result does not match its declared returns schema\" runId=" + id +
 		" namespace=tools function=search problems=\"/1: expected string, but got number\""
-	if !strings.Contains(d.stderr.String(), warn) {
+	if !d.stderr.logged(warn) {
 		t.Errorf("no warning %q in stderr:\n%s", warn, d.stderr)
 	}
 	r := d.run(prog(`try:

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Helpers of the e2e tests that do not talk to the daemon: its environment,
@@ -32,6 +33,19 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// logged waits up to 10 s for s to appear in a daemon's collected stderr.
+// The daemon's stderr reaches the buffer through a pipe copied by a goroutine
+// of its own, so a line written before a response on stdout (or before a
+// metric moved) may still be in flight when the test has seen that response.
+func (l *lockedBuffer) logged(s string) bool {
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(l.String(), s); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
 }
 
 // environ is the test's environment without CODERUN_* variables, plus env,
