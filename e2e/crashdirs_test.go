@@ -177,15 +177,6 @@ func dirEntries(tmp string) []string {
 	return names
 }
 
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // The start-up sweep: a daemon removes, in the background, the directories
 // left in its TMPDIR by daemons that are gone (killed together with their
 // watchdog) and logs how many at info; it never touches the directories of

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 	"github.com/coderun-rpc/coderun-rpc/internal/mcptest"
@@ -143,14 +142,7 @@ func TestMCPHangEndsWithTheWallClock(t *testing.T) {
 // upstream.
 func waitCancelled(t *testing.T, mark string) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(mark); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the upstream call was never cancelled")
-		}
-	}
+	waitFor(t, func() bool { _, err := os.Stat(mark); return err == nil }, "the upstream call to be cancelled")
 }
 
 // A call that keeps the goroutine that read it busy (docs/performance.md

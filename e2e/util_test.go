@@ -35,17 +35,30 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// logged waits up to 10 s for s to appear in a daemon's collected stderr.
+// logged waits up to 30 s for s to appear in a daemon's collected stderr.
 // The daemon's stderr reaches the buffer through a pipe copied by a goroutine
 // of its own, so a line written before a response on stdout (or before a
 // metric moved) may still be in flight when the test has seen that response.
 func (l *lockedBuffer) logged(s string) bool {
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(l.String(), s); time.Sleep(10 * time.Millisecond) {
+	return eventually(func() bool { return strings.Contains(l.String(), s) })
+}
+
+// eventually polls cond for up to 30 s and reports whether it came to hold.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			return false
 		}
 	}
 	return true
+}
+
+// waitFor fails the test unless cond comes to hold within 30 s.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	if !eventually(cond) {
+		t.Fatalf("timed out waiting for %s", what)
+	}
 }
 
 // environ is the test's environment without CODERUN_* variables, plus env,

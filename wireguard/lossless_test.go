@@ -3,7 +3,6 @@ package wireguard
 import (
 	"bytes"
 	"math"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -197,19 +196,11 @@ func TestOverBudgetAllocatesLittle(t *testing.T) {
 		{append(append([]byte("["), bytes.Repeat([]byte("1,"), 9999999)...), "1]"...), 1024},
 		{[]byte(`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10}`), 12},
 	} {
-		// TotalAlloc is process-wide, so the runtime's own allocations can land inside
-		// the window (seen once in ~40 runs under -race and load): the least of three.
-		least := uint64(math.MaxUint64)
-		for range 3 {
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			_, v := CheckValue(c.raw, c.budget)
-			runtime.ReadMemStats(&after)
-			if v != VerdictOverBudget {
+		least := leastAlloc(func() {
+			if _, v := CheckValue(c.raw, c.budget); v != VerdictOverBudget {
 				t.Errorf("%.20s…: %v", c.raw, v)
 			}
-			least = min(least, after.TotalAlloc-before.TotalAlloc)
-		}
+		})
 		if least > 4096 {
 			t.Errorf("%.20s…: allocated %d bytes", c.raw, least)
 		}
