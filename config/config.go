@@ -11,6 +11,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
 	"time"
 
@@ -60,6 +61,10 @@ type Config struct {
 	// TraceContent: OpenTelemetry spans record program text and binding
 	// arguments (docs/service.md §7).
 	TraceContent bool
+	// Misspelled are the CODERUN_* variables set that are not the table's
+	// but nearly spell one of its names: main warns of each, and --check
+	// fails on them.
+	Misspelled []Misspelling
 }
 
 // SessionIdle is SessionIdleMs as a duration.
@@ -107,7 +112,7 @@ func Load(opts Options) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading configuration: %w", err)
 	}
-	c := &Config{}
+	c := &Config{Misspelled: misspelled(os.Environ())}
 	texts := make(map[string]string, len(table))
 	for i := range table { // step 1, in table order
 		v := &table[i]

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -439,5 +440,29 @@ func TestEnvconfigNames(t *testing.T) {
 		if keys[i] != v.name {
 			t.Errorf("envconfig reads %s for %s", keys[i], v.name)
 		}
+	}
+}
+
+// A variable one or two edits from a table name is reported with that name;
+// one further away, or the table's own, is not.
+func TestMisspelled(t *testing.T) {
+	c, err := load(t, map[string]string{"CODERUN_MAX_WALLMS": "2000", "CODERUN_CPU_SECOND": "3",
+		"CODERUN_ISOLATOIN": "process", "CODERUN_MAX_WALL_MS": "1000", "CODERUN_RPC_BIN": "/x",
+		"CODERUN_WHATEVER": "x", "CODERUN_SOAK": "1", "CODERUN_TEST_HEAVY": "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, m := range c.Misspelled {
+		got[m.Name] = m.Closest
+	}
+	want := map[string]string{"CODERUN_MAX_WALLMS": VarMaxWallMs, "CODERUN_CPU_SECOND": VarCPUSeconds,
+		"CODERUN_ISOLATOIN": VarIsolation}
+	if !maps.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if line := (Misspelling{Name: "CODERUN_MAX_WALLMS", Closest: VarMaxWallMs}).Line(); line !=
+		"CODERUN_MAX_WALLMS is not a coderun-rpc variable and is ignored; did you mean CODERUN_MAX_WALL_MS?" {
+		t.Error(line)
 	}
 }

@@ -231,3 +231,21 @@ func TestCommandLine(t *testing.T) {
 		t.Errorf("--check with a bad value: %d %s", cmd.ProcessState.ExitCode(), out)
 	}
 }
+
+// A misspelled variable is one start-up warning naming the closest name, and
+// a failure of --check; the daemon still serves with the default.
+func TestMisspelledVariable(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"CODERUN_MAX_WALLMS": "2000", "CODERUN_WARM_POOL": "0"}
+	want := "CODERUN_MAX_WALLMS is not a coderun-rpc variable and is ignored; did you mean CODERUN_MAX_WALL_MS?"
+	d := started(t, env)
+	if !d.stderr.logged(want) {
+		t.Errorf("no warning; stderr:\n%s", d.stderr)
+	}
+	cmd := exec.Command(daemonBin, "--check")
+	cmd.Env = environ(t, env)
+	out, _ := cmd.Output()
+	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "configuration error: "+want) {
+		t.Errorf("--check: exit %d\n%s", cmd.ProcessState.ExitCode(), out)
+	}
+}

@@ -131,6 +131,9 @@ func daemon(mcpConfig string, serveFn func(ctx context.Context, d *daemonEnv) in
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	for _, m := range cfg.Misspelled {
+		log.Warn("configuration: " + m.Line())
+	}
 	if cfg.IsolationFellBack {
 		log.Warn("isolation: tier sandbox is not available here; running tier process", "reason", cfg.IsolationReason)
 	}
@@ -314,7 +317,7 @@ Usage:
 Configuration (environment, read once at start-up; an invalid value exits 2):
 `, version)
 	config.Help(w)
-	fmt.Fprintln(w, "\nOther CODERUN_* variables are ignored.")
+	fmt.Fprintln(w, "\nOther CODERUN_* variables are ignored (one that nearly spells a name above is warned of).")
 }
 
 // check is --check: configuration, probe and one smoke run through the
@@ -334,6 +337,13 @@ func check() int {
 	if err != nil {
 		fmt.Println("configuration: FAILED")
 		return configFailure(os.Stdout, err)
+	}
+	if len(cfg.Misspelled) > 0 {
+		fmt.Println("configuration: FAILED")
+		for _, m := range cfg.Misspelled {
+			fmt.Println("coderun-rpc: configuration error: " + m.Line())
+		}
+		return 2
 	}
 	fmt.Println("configuration: ok")
 	fmt.Printf("python: %s (CPython %s)\n", cfg.Python, cfg.PythonVersion)
