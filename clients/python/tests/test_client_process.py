@@ -62,11 +62,18 @@ async def test_task_cancellation_over_real_pipes() -> None:
         assert (await c.run("after")).value == "after"
 
 
-async def test_daemon_that_exits_at_start() -> None:
-    t0 = time.monotonic()
-    with pytest.raises(ConnectionLost, match="exited with code 2"):
-        await Client.start([sys.executable, FAKE, "exit2"], stderr=asyncio.subprocess.DEVNULL)
-    assert time.monotonic() - t0 < 5
+async def test_daemon_that_exits_at_start(capfd: pytest.CaptureFixture[str]) -> None:
+    # By default the daemon's stderr is kept, not shown: its last words join the error.
+    with pytest.raises(ConnectionLost, match=r"exited with code 2 \(stderr: CODERUN_X: invalid\)"):
+        await Client.start([sys.executable, FAKE, "exit2"])
+    assert "CODERUN_X" not in capfd.readouterr().err
+    with pytest.raises(ConnectionLost, match="exited with code 2$"):
+        await Client.start([sys.executable, FAKE, "exit2"], stderr="ignore")
+    with pytest.raises(ConnectionLost, match="exited with code 2$"):
+        await Client.start([sys.executable, FAKE, "exit2"], stderr="inherit")
+    assert "CODERUN_X: invalid" in capfd.readouterr().err
+    with pytest.raises(ValueError, match="stderr must be"):
+        await Client.start([sys.executable, FAKE, "exit2"], stderr="devnull")
 
 
 async def test_missing_binary() -> None:

@@ -283,7 +283,11 @@ class Client:
         self.capabilities: dict[str, Any] = {}
         self._reader_task = asyncio.ensure_future(self._read_loop())
         self._watch_task: Optional[asyncio.Task[None]] = None
+        self._stderr_tail = b""
+        self._stderr_task: Optional[asyncio.Task[None]] = None
         if process is not None:
+            if process.stderr is not None:
+                self._stderr_task = asyncio.ensure_future(self._keep_stderr_tail(process.stderr))
             self._watch_task = asyncio.ensure_future(self._watch_process(process))
 
     # ----------------------------------------------------------------------------- start / attach
@@ -295,7 +299,7 @@ class Client:
         env: Optional[Mapping[str, Optional[str]]] = None,
         *,
         cwd: Optional[str] = None,
-        stderr: Any = None,
+        stderr: Any = "pipe",
         client_name: str = "coderun-python",
         initialize_timeout: float = 30.0,
         cancel_grace: float = 5.0,
@@ -307,8 +311,11 @@ class Client:
         ``command``: the binary path (str) or a full argv (sequence); default
         ``CODERUN_RPC_BIN``, then the binary of a platform wheel, then ``coderun-rpc`` on PATH
         (see :func:`find_daemon`). ``env``: variables layered over
-        ``os.environ`` (a value of ``None`` removes one). ``stderr``: where the daemon's log goes
-        (default: inherited). ``mcp_config``: upstream MCP servers whose tools runs may bind
+        ``os.environ`` (a value of ``None`` removes one). ``stderr``: where the daemon's log goes:
+        ``"pipe"`` (default) keeps its last 8 KiB, whose last lines join the message of
+        :class:`ConnectionLost` when the daemon exits (its start-up error, for one), ``"inherit"``
+        passes it to this process's stderr, ``"ignore"`` drops it; a file object or descriptor
+        receives it. ``mcp_config``: upstream MCP servers whose tools runs may bind
         (``{"global": "gh", "mcp": "<server>"}``, docs/mcp.md): the path of an ``mcpServers``
         file, or its content as a mapping (written to a private temporary file that is removed
         once the daemon has read it).
@@ -343,7 +350,7 @@ class Client:
             *argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            stderr=stderr,
+            stderr=_stderr_target(stderr),
             env=merged_env(env),
             cwd=cwd,
         )
@@ -730,6 +737,8 @@ class Client:
             self._reader_task.cancel()
             if self._watch_task is not None:
                 self._watch_task.cancel()
+            if self._stderr_task is not None:
+                self._stderr_task.cancel()
             self._connection_lost(reason)
             self._closed.set()
 
@@ -806,6 +815,28 @@ class Client:
                 await asyncio.wait_for(asyncio.shield(self._process.wait()), 0.5)
             except (asyncio.TimeoutError, Exception):  # noqa: BLE001
                 pass
+            await self._settle_stderr()
+
+    async def _keep_stderr_tail(self, stream: asyncio.StreamReader) -> None:
+        """Keep the last STDERR_TAIL bytes the daemon writes on stderr, until its end."""
+        while True:
+            chunk = await stream.read(1 << 16)
+            if not chunk:
+                return
+            self._stderr_tail = (self._stderr_tail + chunk)[-STDERR_TAIL:]
+
+    async def _settle_stderr(self) -> None:
+        """Once the daemon has exited, let its last stderr words arrive (bounded)."""
+        if self._stderr_task is not None and self._process is not None and self._process.returncode is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._stderr_task), 0.5)
+            except (asyncio.TimeoutError, Exception):  # noqa: BLE001
+                pass
+
+    def _stderr_words(self) -> str:
+        """The daemon's last three stderr lines, joined, or ""."""
+        lines = self._stderr_tail.decode("utf-8", "replace").strip().splitlines()
+        return " | ".join(line.strip() for line in lines[-3:])
 
     def _describe_loss(self, reason: str) -> str:
         if self._refusal is not None:
@@ -814,10 +845,12 @@ class Client:
         if rc is None:
             return reason
         how = f"was killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
-        return f"{reason}: the daemon {how}"
+        words = self._stderr_words()
+        return f"{reason}: the daemon {how}" + (f" (stderr: {words})" if words else "")
 
     async def _watch_process(self, proc: asyncio.subprocess.Process) -> None:
         await proc.wait()
+        await self._settle_stderr()
         try:  # let the reader consume what is left before failing what is pending
             await asyncio.wait_for(asyncio.shield(self._reader_task), 1.0)
         except (asyncio.TimeoutError, Exception):  # noqa: BLE001
@@ -1005,6 +1038,20 @@ def _text(e: BaseException) -> str:
         return str(e)
     except Exception:  # noqa: BLE001
         return f"<{type(e).__name__}: str() failed>"
+
+
+STDERR_TAIL = 8192
+"""How much of the daemon's stderr a client started with ``stderr="pipe"`` keeps."""
+
+
+def _stderr_target(stderr: Any) -> Any:
+    """The subprocess stderr argument for :meth:`Client.start`'s ``stderr``."""
+    if isinstance(stderr, str):
+        named = {"pipe": asyncio.subprocess.PIPE, "inherit": None, "ignore": asyncio.subprocess.DEVNULL}
+        if stderr not in named:
+            raise ValueError(f'stderr must be "pipe", "inherit", "ignore", a file or a descriptor, not {stderr!r}')
+        return named[stderr]
+    return stderr
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:
