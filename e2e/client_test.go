@@ -38,6 +38,8 @@ type runResult struct {
 		Message       string  `json:"message"`
 		ExceptionType *string `json:"exceptionType"`
 		Budget        string  `json:"budget"`
+		Path          *string `json:"path"`
+		Hint          *string `json:"hint"`
 	} `json:"error"`
 	Stats struct {
 		WallMs, CPUMs, MaxRssKb, QueueMs, BindingCalls, LogBytes int64

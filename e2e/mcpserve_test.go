@@ -195,6 +195,10 @@ func TestMCPServeErrors(t *testing.T) {
 	if !res.IsError || !strings.Contains(text(res), "error (exception): Traceback") || !strings.Contains(text(res), "ValueError: bad") || !strings.Contains(text(res), "(line 2)") {
 		t.Errorf("isError %v, text %q", res.IsError, text(res))
 	}
+	res = runPython(t, cs, map[string]any{"program": "return [{'a'}]"}, nil)
+	if !res.IsError || !strings.Contains(text(res), "(unsupported type (set)) at $[0]\nhint: a set has no JSON form") {
+		t.Errorf("isError %v, text %q", res.IsError, text(res))
+	}
 	res = runPython(t, cs, map[string]any{"program": "return 1", "limits": map[string]any{"maxWallMs": -1}}, nil)
 	if !res.IsError || !strings.Contains(text(res), "limits.maxWallMs must be a positive integer") {
 		t.Errorf("isError %v, text %q", res.IsError, text(res))

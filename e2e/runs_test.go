@@ -427,3 +427,41 @@ func TestQueueFull(t *testing.T) {
 		t.Errorf("queueMs %d", r.Stats.QueueMs)
 	}
 }
+
+// A refused completion value names where it is ($-path) and how to return it
+// instead (hint); tuples are arrays and the exact numpy scalars their values.
+func TestRefusedValueSaysWhereAndHow(t *testing.T) {
+	t.Parallel()
+	d := started(t, nil)
+	for _, c := range []struct{ program, path, hint string }{
+		{`return {"rows": [{"a": 1}, {"a": {2}}]}`, `$["rows"][1]["a"]`, "a set has no JSON form: return sorted(list(...)) instead"},
+		{"async def f():\n    return 1\nreturn {'x': f()}", `$["x"]`, "a coroutine is not a value: did you forget await?"},
+		{`return {1: "x"}`, "$", "dict keys must be text: use str(key)"},
+		{"return object()", "$", ""},
+	} {
+		r := d.run(prog(c.program))
+		if r.Error == nil || r.Error.Kind != "invalid-output" || r.Error.Path == nil || *r.Error.Path != c.path ||
+			(c.hint == "") != (r.Error.Hint == nil) || r.Error.Hint != nil && *r.Error.Hint != c.hint {
+			t.Errorf("%q: %+v", c.program, r.Error)
+		}
+	}
+	if r := d.run(prog("return 1, (2, 'a')")); r.Error != nil || string(r.Value) != `[1,[2,"a"]]` {
+		t.Errorf("tuple: %s %+v", r.Value, r.Error)
+	}
+}
+
+// The values pandas code returns (numpy scalars) come back as numbers; an
+// array is refused with its hint.
+func TestNumpyScalarsAreValues(t *testing.T) {
+	t.Parallel()
+	py := venvPython(t, "numpy")
+	d := started(t, map[string]string{"CODERUN_PYTHON_BIN": py, "CODERUN_ADDRESS_SPACE_MB": "2048"})
+	r := d.run(prog("import numpy as np\na = np.arange(4)\nreturn {'sum': a.sum(), 'mean': a.mean(), 'any': (a > 2).any(), 'f32': np.float32(0.5)}"))
+	if r.Error != nil || string(r.Value) != `{"sum":6,"mean":1.5,"any":true,"f32":0.5}` {
+		t.Errorf("scalars: %s %+v", r.Value, r.Error)
+	}
+	r = d.run(prog("import numpy as np\nreturn [np.arange(3)]"))
+	if r.Error == nil || r.Error.Path == nil || *r.Error.Path != "$[0]" || r.Error.Hint == nil || *r.Error.Hint != "return a.tolist()" {
+		t.Errorf("array: %+v", r.Error)
+	}
+}

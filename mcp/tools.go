@@ -209,6 +209,12 @@ func render(r protocol.Result, notes string) *sdk.CallToolResult {
 		if r.Error.Line != nil {
 			fmt.Fprintf(&b, " (line %d)", *r.Error.Line)
 		}
+		if r.Error.Path != nil {
+			b.WriteString(" at " + *r.Error.Path)
+		}
+		if r.Error.Hint != nil {
+			b.WriteString("\nhint: " + *r.Error.Hint)
+		}
 	case r.Value != nil:
 		b.WriteString("value: " + string(r.Value))
 	default:

@@ -136,6 +136,8 @@ type DoneErrorField struct {
 	Message       string  `json:"message"`
 	ExceptionType *string `json:"exceptionType,omitempty"`
 	Line          *int64  `json:"line,omitempty"`
+	Path          *string `json:"path,omitempty"`
+	Hint          *string `json:"hint,omitempty"`
 }
 
 // DoneMessage is the child's terminal frame.

@@ -84,6 +84,8 @@ const (
 	ChildReadSize         = 65536
 	ExceptionChainCap     = 100
 	NameCut               = 200
+	PathCut               = 600 // code points of an invalid-output error's path
+	HintCut               = 200 // and of its hint
 	UnknownBindingPreview = 1024
 	ProgramFilename       = "<program>"
 	WrapperFunction       = "__coderun_main__"

@@ -86,6 +86,8 @@ type RunError struct {
 	Message       string
 	ExceptionType *string // kind exception, when the child supplied it
 	Line          *int64  // kind exception, 1-based
+	Path          *string // kind invalid-output: the JSON path of the first refused value
+	Hint          *string // kind invalid-output: how to make that value JSON
 	Budget        string  // kind timeout: BudgetCPU or BudgetWall
 	ExitCode      *int    // kind worker-exit decided at close
 	Signal        string  // kind worker-exit decided at close, e.g. "SIGKILL"

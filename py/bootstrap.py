@@ -86,6 +86,8 @@ def _coderun_child():
     def load_diagnostics():
         return load_cold()["make_diagnostics"]()
 
+    refusal_where = _make_refusal_where(load_cold)
+
     codec = P.make_codec()
     encode, decode, string, cap_message = codec.encode, codec.decode, codec.string, \
         codec.cap_message
@@ -205,13 +207,17 @@ def _coderun_child():
     max_log = boot["maxLogBytes"]
     max_value = boot["maxValueBytes"]
 
-    def done_error(kind, message, exc_type=None, line_no=None):
+    def done_error(kind, message, exc_type=None, line_no=None, path=None, hint=None):
         parts = [b'{"type":"done","error":{"kind":', string(kind), b',"message":',
                  string(message)]
         if exc_type is not None:
             parts += [b',"exceptionType":', string(exc_type)]
         if line_no is not None:
             parts += [b',"line":', b"%d" % line_no]
+        if path is not None:
+            parts += [b',"path":', string(path)]
+        if hint is not None:
+            parts += [b',"hint":', string(hint)]
         parts.append(b"}}")
         send(*parts)
 
@@ -353,8 +359,10 @@ def _coderun_child():
         elif st == OVER_BUDGET:
             done_error(KIND_OUTPUT_LIMIT, "completion value exceeded %d bytes" % max_value)
         else:
+            path, hint = refusal_where(payload)
             done_error(KIND_INVALID_OUTPUT, cap_message(
-                "program completion must be lossless JSON (%s)" % payload, max_value))
+                "program completion must be lossless JSON (%s)" % payload, max_value),
+                path=path, hint=hint)
 
     async def runner(fn):
         return await fn()
@@ -855,6 +863,20 @@ def _make_log_streams(send, codec, P, TextIOBase):
     return make_stream("<stdout>"), make_stream("<stderr>"), s_flush, set_budget, seal
 
 
+def _make_refusal_where(load_cold):
+    """refusal_where(refusal) -> (JSON path, hint) of a codec refusal (docs/child-protocol.md
+    §2.7), or (None, None) when they cannot be told."""
+    import builtins as B
+    BaseException = B.BaseException
+
+    def refusal_where(refusal):
+        try:
+            return refusal.path, load_cold()["refusal_hint"](refusal)
+        except BaseException:
+            return None, None
+    return refusal_where
+
+
 def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
     """Namespace proxies, error classes, call slots and the reply pump (docs/child-protocol.md §2.9, docs/child-protocol.md §3.5).
 
@@ -872,6 +894,7 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
         B.Exception, B.RuntimeError, B.TypeError, B.AttributeError, B.KeyError, B.ValueError,
         B.OSError, B.StopIteration)
     make_typed_factory = _make_typed
+    refusal_where = _make_refusal_where(load_cold)
     import os
     import _thread
     from _collections import deque
@@ -1138,7 +1161,9 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
                     text = RENDER_FAILED
                 raise fail(member, "binding arguments must be lossless JSON: " + text) from None
             if st != OK:
-                raise fail(member, "binding arguments must be lossless JSON (%s)" % payload) \
+                path, hint = refusal_where(payload)
+                raise fail(member, "binding arguments must be lossless JSON (%s)%s%s" % (
+                    payload, " at " + path if path else "", "; " + hint if hint else "")) \
                     from None
             if driving[0] and get_ident() == main_ident:
                 # Driven (no event loop): claim a slot, send, and wait for the reply here;

@@ -30,7 +30,7 @@ var roster = map[string]fieldSet{
 	"BootAckMessage":    {Required: []string{"type"}},
 	"CallMessage":       {Required: []string{"args", "global", "id", "name", "type"}},
 	"LogMessage":        {Required: []string{"text", "type"}, Optional: []string{"open", "truncated"}},
-	"DoneErrorField":    {Required: []string{"kind", "message"}, Optional: []string{"exceptionType", "line"}},
+	"DoneErrorField":    {Required: []string{"kind", "message"}, Optional: []string{"exceptionType", "hint", "line", "path"}},
 	"DoneMessage":       {Required: []string{"type"}, Optional: []string{"error", "value"}},
 	"ReplyOk":           {Required: []string{"id", "ok", "type", "value"}},
 	"ReplyErr":          {Required: []string{"id", "message", "ok", "type"}, Optional: []string{"typeError"}},

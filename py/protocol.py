@@ -188,12 +188,15 @@ def make_codec():
     import builtins as B
     import math as _math
     # Captured now: nested functions see these cells, never a later rebinding.
-    (len, type, str, int, float, bool, list, dict, bytes, bytearray, memoryview, set, iter,
-     next, id, abs, repr, range, BaseException, UnicodeEncodeError, RecursionError,
-     OverflowError) = (
-        B.len, B.type, B.str, B.int, B.float, B.bool, B.list, B.dict, B.bytes, B.bytearray,
-        B.memoryview, B.set, B.iter, B.next, B.id, B.abs, B.repr, B.range, B.BaseException,
-        B.UnicodeEncodeError, B.RecursionError, B.OverflowError)
+    (len, type, str, int, float, bool, list, dict, tuple, bytes, bytearray, memoryview, set,
+     frozenset, iter, next, id, abs, repr, range, getattr, BaseException, UnicodeEncodeError,
+     RecursionError, OverflowError) = (
+        B.len, B.type, B.str, B.int, B.float, B.bool, B.list, B.dict, B.tuple, B.bytes,
+        B.bytearray, B.memoryview, B.set, B.frozenset, B.iter, B.next, B.id, B.abs, B.repr,
+        B.range, B.getattr, B.BaseException, B.UnicodeEncodeError, B.RecursionError,
+        B.OverflowError)
+    import sys as _sys
+    modules = _sys.modules
     copysign = _math.copysign
     OK_, OVER_, BAD_, MARKER_ = OK, OVER_BUDGET, NOT_LOSSLESS, MESSAGE_MARKER
     encode_basestring = _json.encode_basestring
@@ -223,6 +226,63 @@ def make_codec():
             return n if type(n) is str else "?"
         except BaseException:
             return "?"
+
+    def module_name(x):
+        try:
+            n = type(x).__module__
+            return n if type(n) is str else "?"
+        except BaseException:
+            return "?"
+
+    numpy_exact = [None, frozenset()]     # [the numpy module seen, its exact scalar types]
+
+    def numpy_scalars():
+        """The exact scalar types of numpy (integers, unsigned, floats, bool_) when the
+        program has imported numpy, else an empty set. Exact types only: a subclass can
+        lie about its value."""
+        np = modules.get("numpy")
+        if np is not numpy_exact[0]:
+            names = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                     "float16", "float32", "float64", "bool_", "longlong", "ulonglong",
+                     "intc", "uintc")
+            try:
+                found = frozenset(t for t in (getattr(np, n, None) for n in names)
+                                  if type(t) is type)
+            except BaseException:
+                found = frozenset()
+            numpy_exact[:] = [np, found]
+        return numpy_exact[1]
+
+    class Refusal(str):
+        """Why a value is not lossless JSON (the text), and where: .path is the JSON path
+        of the refused value ($, then ["key"] and [index] steps); .refused is the refused
+        value's (type name, module), or ("dict key", type name) for a key."""
+
+    def refusal(reason, stack, refused, key=False):
+        r = Refusal(reason)
+        r.path = path_of(stack, key)
+        r.refused = ("dict key", type_name(refused)) if key else (
+            type_name(refused), module_name(refused))
+        return r
+
+    def path_of(stack, key):
+        """The JSON path of the value the walk is at: each container's current step. For a
+        refused key (key=True) the path is the dict's own. At most 512 characters."""
+        steps = ["$"]
+        size = 1
+        for frame in (stack[:-1] if key else stack):
+            if frame[1]:
+                k = frame[5]
+                step = "[" + (string(k if len(k) <= 100 else k[:100] + "...").decode("utf-8")
+                              if type(k) is str else "?") + "]"
+            else:
+                step = "[%d]" % (frame[5] - 1)
+            size += len(step)
+            if size > 512:
+                steps.append("...")
+                break
+            steps.append(step)
+        return "".join(steps)
 
     pair_re = []
 
@@ -427,23 +487,26 @@ def make_codec():
             if t is str:
                 if put_string(out, value, room) < 0:
                     return OVER_, None
-            elif t is list or t is dict:
+            elif t is list or t is dict or t is tuple:
                 i = id(value)
                 if i in open_ids:
-                    return BAD_, "circular reference"
+                    return BAD_, refusal("circular reference", stack, value)
                 if room is not None and room < 2:
                     return OVER_, None
-                if t is list:
+                if t is dict:
+                    out += b"{"
+                    stack.append([iter(value.items()), True, True, value, False, None])
+                else:
                     out += b"["
                     stack.append([None, False, True, value, False, 0])
-                else:
-                    out += b"{"
-                    stack.append([iter(value.items()), True, True, value, False])
                 open_ids.add(i)
             else:
                 b, reason = scalar(value, t)
+                if b is None and t in numpy_scalars():
+                    plain = value.item()
+                    b, reason = scalar(plain, type(plain))
                 if b is None:
-                    return BAD_, reason
+                    return BAD_, refusal(reason, stack, value)
                 if room is not None and len(b) > room:
                     return OVER_, None
                 out += b
@@ -459,6 +522,8 @@ def make_codec():
                     i = top[5]
                     if i < len(lst):
                         batch = lst[i:i + 1024]
+                        if type(batch) is tuple:
+                            batch = list(batch)
                         piece = batch_piece(batch)
                         if piece is not None:
                             if not top[2]:
@@ -488,16 +553,19 @@ def make_codec():
                     out += b","
                 if top[1]:
                     k, value = item
+                    top[5] = k
                     if type(k) is not str:
-                        return BAD_, "non-string dict key (%s)" % type_name(k)
+                        return BAD_, refusal("non-string dict key (%s)" % type_name(k), stack,
+                                             k, key=True)
                     if not top[4] and not k.isascii():
                         try:
                             k.encode("utf-8")
                         except UnicodeEncodeError:
                             top[4] = True
                             if key_collision(top[3]):
-                                return BAD_, \
-                                    "duplicate dict key after surrogate-pair combining"
+                                return BAD_, refusal(
+                                    "duplicate dict key after surrogate-pair combining",
+                                    stack, k, key=True)
                     room = None if budget is None else budget - len(out)
                     if put_string(out, k, room) < 0:
                         return OVER_, None
@@ -810,6 +878,46 @@ def _plain_assignments(_ast, stmts):
 # Nodes that bind a plain string attribute rather than a Name (match captures, except-as).
 _CAPTURES = {"ExceptHandler": ("name",), "MatchAs": ("name",), "MatchStar": ("name",),
              "MatchMapping": ("rest",)}
+
+
+# ---- hints for refused values (docs/child-protocol.md §2.7) --------------------------------------
+
+# (type name, module prefix or None for any) -> the one line a model can act on.
+_HINTS = {
+    ("coroutine", None): "a coroutine is not a value: did you forget await?",
+    ("set", "builtins"): "a set has no JSON form: return sorted(list(...)) instead",
+    ("frozenset", "builtins"): "a set has no JSON form: return sorted(list(...)) instead",
+    ("DataFrame", "pandas"): 'return df.to_dict("records") (or df.to_dict("list"))',
+    ("Series", "pandas"): "return s.tolist() (or s.to_dict())",
+    ("ndarray", "numpy"): "return a.tolist()",
+    ("datetime", "datetime"): "return x.isoformat()",
+    ("date", "datetime"): "return x.isoformat()",
+    ("time", "datetime"): "return x.isoformat()",
+    ("Timestamp", "pandas"): "return x.isoformat()",
+    ("bytes", "builtins"): "decode bytes to text (b.decode()) or base64-encode them",
+    ("bytearray", "builtins"): "decode bytes to text (b.decode()) or base64-encode them",
+    ("Decimal", "decimal"): "return str(x) (exact) or float(x)",
+}
+_REASON_HINTS = {
+    "non-finite float": "NaN and infinity have no JSON form: return None or a string",
+    "integer not exactly representable as a double": "return str(n) to keep every digit",
+    "duplicate dict key after surrogate-pair combining":
+        "two keys are the same text once surrogate pairs are combined: keep one",
+}
+
+
+def refusal_hint(refusal):
+    """One line a model can act on for a codec refusal (its .refused and text), or None."""
+    hint = _REASON_HINTS.get(str(refusal))
+    if hint is not None:
+        return hint
+    what, where = getattr(refusal, "refused", ("?", "?"))
+    if what == "dict key":
+        return "dict keys must be text: use str(key)"
+    for (name, module), text in _HINTS.items():
+        if what == name and (module is None or where == module or where.startswith(module + ".")):
+            return text
+    return None
 
 
 # ---- diagnostics (docs/child-protocol.md §3.6 item 2) ----------------------------------------------------------------
@@ -1212,6 +1320,8 @@ if TYPE_CHECKING:
     class _DoneErrorOptional(TypedDict, total=False):
         exceptionType: str
         line: int
+        path: str
+        hint: str
 
     class DoneErrorField(_DoneErrorOptional):
         kind: str

@@ -125,6 +125,12 @@ func appendRunError(b []byte, e *protocol.RunError) []byte {
 	if e.Line != nil {
 		b = strconv.AppendInt(append(b, `,"line":`...), *e.Line, 10)
 	}
+	if e.Path != nil {
+		b = appendString(append(b, `,"path":`...), *e.Path)
+	}
+	if e.Hint != nil {
+		b = appendString(append(b, `,"hint":`...), *e.Hint)
+	}
 	if e.Budget != "" {
 		b = appendString(append(b, `,"budget":`...), e.Budget)
 	}

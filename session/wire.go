@@ -127,6 +127,8 @@ func doneDecision(f wireguard.Frame, mvb int64) decision {
 			Message:       msg,
 			ExceptionType: f.Error.ExceptionType,
 			Line:          f.Error.Line,
+			Path:          f.Error.Path,
+			Hint:          f.Error.Hint,
 		}
 	case !f.HasValue:
 		// success without a value

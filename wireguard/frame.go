@@ -50,10 +50,12 @@ const (
 	eMessage
 	eExceptionType
 	eLine
+	ePath
+	eHint
 	eCount
 )
 
-var errorNames = []string{"kind", "message", "exceptionType", "line"}
+var errorNames = []string{"kind", "message", "exceptionType", "line", "path", "hint"}
 
 // DecodeFrame decodes and rebuilds one child frame (docs/child-protocol.md §2.4 step 3, docs/child-protocol.md §2.5); ok=false
 // means the frame is junk and is dropped. It never panics and never repairs: the line
@@ -136,7 +138,8 @@ func rebuildDone(f Frame, m *[mCount]rawMember) (Frame, bool) {
 // rebuildError keeps an error object with a string message and a known kind;
 // exceptionType (cut to 200 code points) and line (an integral value from 1 to
 // 2147483647; 3.0 counts, as every JSON number is a double) survive only with kind
-// exception, and are stripped silently otherwise.
+// exception, path and hint (strings, cut to 600 and 200 code points) only with kind
+// invalid-output; they are stripped silently otherwise.
 func rebuildError(v rawMember) (*protocol.DoneErrorField, bool) {
 	var m [eCount]rawMember
 	if v.kind != tokBeginObject || !frameMembers(v.value, errorNames, m[:]) ||
@@ -149,19 +152,29 @@ func rebuildError(v rawMember) (*protocol.DoneErrorField, bool) {
 	}
 	switch e.Kind {
 	case protocol.KindException:
-	case protocol.KindInvalidOutput, protocol.KindOutputLimit:
+	case protocol.KindInvalidOutput:
+		e.Path = cutString(m[ePath], protocol.PathCut)
+		e.Hint = cutString(m[eHint], protocol.HintCut)
+		return e, true
+	case protocol.KindOutputLimit:
 		return e, true
 	default:
 		return nil, false
 	}
-	if m[eExceptionType].kind == tokString {
-		t := cutChars(decodeTokenString(m[eExceptionType].value), protocol.NameCut)
-		e.ExceptionType = &t
-	}
+	e.ExceptionType = cutString(m[eExceptionType], protocol.NameCut)
 	if line, ok := errorLine(m[eLine]); ok {
 		e.Line = &line
 	}
 	return e, true
+}
+
+// cutString is v's text cut to n code points, or nil when v is not a string.
+func cutString(v rawMember, n int) *string {
+	if v.kind != tokString {
+		return nil
+	}
+	s := cutChars(decodeTokenString(v.value), n)
+	return &s
 }
 
 func errorLine(v rawMember) (int64, bool) {

@@ -65,6 +65,13 @@ func TestDecodeFrameRebuilds(t *testing.T) {
 			doneErr("output-limit", "m", nil, nil)},
 		{`{"type":"done","error":{"kind":"exception","message":"m","exceptionType":"` + strings.Repeat("é", 250) + `"}}`,
 			doneErr("exception", "m", strp(strings.Repeat("é", 200)), nil)},
+		{`{"type":"done","error":{"kind":"invalid-output","message":"m","path":"$[1]","hint":"h"}}`,
+			Frame{Type: "done", Error: &protocol.DoneErrorField{Kind: "invalid-output", Message: "m", Path: strp("$[1]"), Hint: strp("h")}}},
+		{`{"type":"done","error":{"kind":"invalid-output","message":"m","path":1,"hint":null}}`, doneErr("invalid-output", "m", nil, nil)},
+		{`{"type":"done","error":{"kind":"exception","message":"m","path":"$","hint":"h"}}`, doneErr("exception", "m", nil, nil)},
+		{`{"type":"done","error":{"kind":"invalid-output","message":"m","path":"` + strings.Repeat("é", 700) + `","hint":"` + strings.Repeat("x", 300) + `"}}`,
+			Frame{Type: "done", Error: &protocol.DoneErrorField{Kind: "invalid-output", Message: "m",
+				Path: strp(strings.Repeat("é", 600)), Hint: strp(strings.Repeat("x", 200))}}},
 		{`{"type":"log","text":"a","x":1,"x":2}`, Frame{Type: "log", Text: "a"}}, // repeats of unread names are ignored
 		{` {"type":"boot-ack"} `, Frame{Type: "boot-ack"}},
 		{`{"type":"log","text":"\"9007199254740993"}`, Frame{Type: "log", Text: `"9007199254740993`}}, // C209

@@ -139,7 +139,7 @@ class Sneaky(dict):
 cyc = []
 cyc.append(cyc)
 bad = [{1: "x"}, {"bad": float("inf")}, {"v": F(2.5)}, Sneaky(secret=[1, 2]), -0.0,
-       2**53 + 1, (1, 2), {1, 2}, cyc, {"\ud83d\ude00": 1, "\U0001f600": 2}, b"x"]
+       2**53 + 1, {1, 2}, cyc, {"\ud83d\ude00": 1, "\U0001f600": 2}, b"x"]
 out = []
 for b in bad:
     try:
@@ -150,13 +150,19 @@ out.append(await tools.echo({"ok": True}))
 return out
 '''
     res = run(prog, echo, TOOLS)
-    p = "binding arguments must be lossless JSON (%s)"
+    p = "binding arguments must be lossless JSON (%s) at %s"
+    key = "; dict keys must be text: use str(key)"
     assert res.value == [p % r for r in (
-        "non-string dict key (int)", "non-finite float", "unsupported type (F)",
-        "unsupported type (Sneaky)", "negative zero",
-        "integer not exactly representable as a double", "unsupported type (tuple)",
-        "unsupported type (set)", "circular reference",
-        "duplicate dict key after surrogate-pair combining", "unsupported type (bytes)")] + \
+        ("non-string dict key (int)", "$" + key),
+        ("non-finite float", '$["bad"]; NaN and infinity have no JSON form: return None or a string'),
+        ("unsupported type (F)", '$["v"]'),
+        ("unsupported type (Sneaky)", "$"), ("negative zero", "$"),
+        ("integer not exactly representable as a double", "$; return str(n) to keep every digit"),
+        ("unsupported type (set)", "$; a set has no JSON form: return sorted(list(...)) instead"),
+        ("circular reference", "$[0]"),
+        ("duplicate dict key after surrogate-pair combining",
+         "$; two keys are the same text once surrogate pairs are combined: keep one"),
+        ("unsupported type (bytes)", "$; decode bytes to text (b.decode()) or base64-encode them"))] + \
         [{"ok": True}]
     assert [(c["id"], c["args"]) for c in res.calls] == [(0, {"ok": True})]
 
@@ -167,8 +173,8 @@ def test_argument_rejection_uses_error_class():
             "except ToolError as e:\n"
             "    return [str(e), e.tool]")
     res = run(prog, echo, [ns("tools", "echo", error_class=("ToolError", "tool"))])
-    assert res.value == ["binding arguments must be lossless JSON (non-string dict key (int))",
-                         "echo"]
+    assert res.value == ["binding arguments must be lossless JSON (non-string dict key (int)) at $; "
+                         "dict keys must be text: use str(key)", "echo"]
 
 
 def test_lossless_arguments_on_the_wire():

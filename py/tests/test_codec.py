@@ -139,7 +139,9 @@ def test_reasons():
     assert C.encode(2 ** 64) == (OK, b"18446744073709551616")
     assert C.encode(-(2 ** 64)) == (OK, b"-18446744073709551616")
     assert C.encode(10 ** 22) == (OK, b"1e+22")
-    assert C.encode([[1] * 3000, (1,)]) == (BAD, "unsupported type (tuple)")
+    assert C.encode([[1] * 3000, (1,)]) == (OK, b"[[" + b",".join([b"1"] * 3000) + b"],[1]]")
+    st, why = C.encode([[1] * 3000, {1}])
+    assert (st, why, why.path, why.refused) == (BAD, "unsupported type (set)", "$[1]", ("set", "builtins"))
     x = {}
     x["self"] = x
     assert C.encode(x) == (BAD, "circular reference")

@@ -233,7 +233,8 @@ def test_lossless_check_still_applies():
             "except RuntimeError as e:\n"
             "    return str(e)")
     res = run(prog, echo, TOOLS)
-    assert res.value == "binding arguments must be lossless JSON (unsupported type (set))"
+    assert res.value == ('binding arguments must be lossless JSON (unsupported type (set)) at $["q"]; '
+                         "a set has no JSON form: return sorted(list(...)) instead")
     assert res.calls == []
 
 

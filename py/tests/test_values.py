@@ -9,25 +9,31 @@ def invalid(reason):
     return {"kind": "invalid-output", "message": LOSSLESS % reason}
 
 
+def core(error):
+    """An error's kind and message (the refusal's path and hint left out)."""
+    return {k: error[k] for k in ("kind", "message")}
+
+
 def over(n):
     return {"kind": "output-limit", "message": "completion value exceeded %d bytes" % n}
 
 
 def test_rejections():
     """C58, C60, C61, C146, C147, C177 and the other reasons."""
-    assert run('return {1: "first", "1": "second"}').error == invalid("non-string dict key (int)")
-    assert run("return {1, 2, 3}").error == invalid("unsupported type (set)")
-    assert run('return float("nan")').error == invalid("non-finite float")
-    assert run('return [float("-inf")]').error == invalid("non-finite float")
-    assert run("return -0.0").error == invalid("negative zero")
-    assert run("return 2**53 + 1").error == invalid(
+    assert core(run('return {1: "first", "1": "second"}').error) == invalid("non-string dict key (int)")
+    assert core(run("return {1, 2, 3}").error) == invalid("unsupported type (set)")
+    assert core(run('return float("nan")').error) == invalid("non-finite float")
+    assert core(run('return [float("-inf")]').error) == invalid("non-finite float")
+    assert core(run("return -0.0").error) == invalid("negative zero")
+    assert core(run("return 2**53 + 1").error) == invalid(
         "integer not exactly representable as a double")
-    assert run("return 10**400").error == invalid(
+    assert core(run("return 10**400").error) == invalid(
         "integer not exactly representable as a double")
-    assert run("return (1, 2)").error == invalid("unsupported type (tuple)")
-    assert run("x = []\nx.append(x)\nreturn x").error == invalid("circular reference")
-    assert run("x = {}\nx['a'] = [x]\nreturn x").error == invalid("circular reference")
-    assert run('return {"\\ud83d\\ude00": 1, "\\U0001f600": 2}').error == invalid(
+    assert core(run("from collections import namedtuple\nP = namedtuple('P', 'x')\nreturn P(1)").error) == \
+        invalid("unsupported type (P)")
+    assert core(run("x = []\nx.append(x)\nreturn x").error) == invalid("circular reference")
+    assert core(run("x = {}\nx['a'] = [x]\nreturn x").error) == invalid("circular reference")
+    assert core(run('return {"\\ud83d\\ude00": 1, "\\U0001f600": 2}').error) == invalid(
         "duplicate dict key after surrogate-pair combining")
     sneaky = ("class Sneaky(dict):\n"
               "    def items(self): return iter([])\n"
@@ -35,14 +41,42 @@ def test_rejections():
               "    def __iter__(self): return iter([])\n"
               "    def __len__(self): return 0\n"
               "return Sneaky(secret=[1, 2])")
-    assert run(sneaky).error == invalid("unsupported type (Sneaky)")
-    assert run("class L(list):\n    pass\nreturn L([1])").error == invalid("unsupported type (L)")
-    assert run("class S(str):\n    pass\nreturn {S('k'): 1}").error == invalid(
+    assert core(run(sneaky).error) == invalid("unsupported type (Sneaky)")
+    assert core(run("class L(list):\n    pass\nreturn L([1])").error) == invalid("unsupported type (L)")
+    assert core(run("class S(str):\n    pass\nreturn {S('k'): 1}").error) == invalid(
         "non-string dict key (S)")
-    assert run("import enum\nclass E(enum.IntEnum):\n    A = 1\nreturn E.A").error == \
+    assert core(run("import enum\nclass E(enum.IntEnum):\n    A = 1\nreturn E.A").error) == \
         invalid("unsupported type (E)")
-    assert run("return object()").error == invalid("unsupported type (object)")
+    assert core(run("return object()").error) == invalid("unsupported type (object)")
     assert run('return {"secret": [1, 2]}').value == {"secret": [1, 2]}
+
+
+def test_refusals_say_where_and_how():
+    """The first refused value's JSON path, and a hint a model can act on."""
+    cases = [
+        ('return {"rows": [{"a": 1}, {"a": {1}}]}', '$["rows"][1]["a"]',
+         "a set has no JSON form: return sorted(list(...)) instead"),
+        ('return {1: "x"}', "$", "dict keys must be text: use str(key)"),
+        ('return [0, {"k": {2: 3}}]', '$[1]["k"]', "dict keys must be text: use str(key)"),
+        ("async def f():\n    return 1\nreturn [f()]", "$[0]",
+         "a coroutine is not a value: did you forget await?"),
+        ("import datetime\nreturn {'when': datetime.date(2026, 1, 2)}", '$["when"]', "return x.isoformat()"),
+        ("return (1, b'x')", "$[1]", "decode bytes to text (b.decode()) or base64-encode them"),
+        ('return [float("nan")]', "$[0]", "NaN and infinity have no JSON form: return None or a string"),
+        ("return object()", "$", None),
+    ]
+    for program, path, hint in cases:
+        error = run(program).error
+        assert error["kind"] == "invalid-output", (program, error)
+        assert error["path"] == path, (program, error)
+        assert error.get("hint") == hint, (program, error)
+
+
+def test_tuples_are_arrays():
+    assert run("return 1, 2").value == [1, 2]
+    assert run("return {'t': (1, ('a', None), ())}").value == {"t": [1, ["a", None], []]}
+    assert run("return tuple(range(3000))").value == list(range(3000))
+    assert core(run("return (1, float('inf'))").error) == invalid("non-finite float")
 
 
 def test_shared_references_are_not_cycles():
@@ -127,7 +161,7 @@ def test_deep_completion():
 def test_first_violation_met_wins():
     """Over-budget vs invalid: whichever the walk meets first (child side)."""
     assert run('return ["x" * 200, {1}]', maxValueBytes=100).error == over(100)
-    assert run('return [{1}, "x" * 200]', maxValueBytes=100).error == invalid(
+    assert core(run('return [{1}, "x" * 200]', maxValueBytes=100).error) == invalid(
         "unsupported type (set)")
 
 
@@ -146,3 +180,4 @@ def test_huge_rejection_message_is_capped():
     assert err["message"].endswith("… [truncated]")
     import json
     assert len(json.dumps(err["message"], ensure_ascii=False).encode()) <= 32768
+

@@ -398,6 +398,9 @@ async def test_failure_kinds() -> None:
         assert r.error is not None and r.error.kind == "timeout" and r.error.budget == "wall"
         r = await c.run("return float('nan')")
         assert r.error is not None and r.error.kind == "invalid-output" and not r.has_value
+        r = await c.run("return {'tags': {'a'}}")
+        assert r.error is not None and r.error.path == '$["tags"]'
+        assert r.error.hint == "a set has no JSON form: return sorted(list(...)) instead"
 
 
 async def test_deep_values_both_ways() -> None:

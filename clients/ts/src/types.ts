@@ -138,6 +138,10 @@ export interface RunFailure {
   /** kind `worker-exit`. */
   exitCode?: number;
   signal?: string;
+  /** kind `invalid-output`: the JSON path of the first refused value, e.g. `$["rows"][3]`. */
+  path?: string;
+  /** kind `invalid-output`: one line on how to return that value instead, when one applies. */
+  hint?: string;
 }
 
 export interface RunStats {

@@ -45,6 +45,8 @@ class RunError:
     budget: str | None = None  # kind timeout: "cpu" | "wall"
     exit_code: int | None = None  # "exitCode", kind worker-exit
     signal: str | None = None  # kind worker-exit, e.g. "SIGKILL"
+    path: str | None = None  # kind invalid-output: JSON path of the first refused value, e.g. '$["rows"][3]'
+    hint: str | None = None  # kind invalid-output: how to return that value instead, when one applies
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -139,6 +141,8 @@ def _parse_error(e: Any) -> RunError | None:
         budget=_opt(e, "budget", str),
         exit_code=_opt(e, "exitCode", int),
         signal=_opt(e, "signal", str),
+        path=_opt(e, "path", str),
+        hint=_opt(e, "hint", str),
         raw=e,
     )
 
