@@ -465,3 +465,22 @@ func TestNumpyScalarsAreValues(t *testing.T) {
 		t.Errorf("array: %+v", r.Error)
 	}
 }
+
+// A host's failure that names a built-in exception type (error.data.type)
+// raises that type in the program; any other name raises RuntimeError.
+func TestHostErrorTypes(t *testing.T) {
+	t.Parallel()
+	d := started(t, nil)
+	d.behave("missing", func(callParams) string {
+		return `"error":{"code":-32000,"message":"user_id","data":{"type":"KeyError"}}`
+	})
+	d.behave("exit", func(callParams) string {
+		return `"error":{"code":-32000,"message":"bye","data":{"type":"SystemExit"}}`
+	})
+	program := "out = []\nfor f in (tools.missing, tools.exit):\n    try:\n        await f()\n" +
+		"    except Exception as e:\n        out.append([type(e).__name__, e.args[0]])\nreturn out"
+	r := d.run(prog(program, `"bindings":[{"global":"tools","functions":["missing","exit"]}]`))
+	if r.Error != nil || string(r.Value) != `[["KeyError","user_id"],["RuntimeError","bye"]]` {
+		t.Errorf("%s %+v", r.Value, r.Error)
+	}
+}

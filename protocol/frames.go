@@ -82,13 +82,15 @@ type ReplyOk struct {
 
 // ReplyErr answers a call that was rejected, lossy or unknown. TypeError
 // says the daemon refused the arguments against the function's declared
-// parameters: the child raises TypeError(Message).
+// parameters: the child raises TypeError(Message). ExceptionType, one of
+// HostErrorTypes, is the built-in type the host's failure asks for.
 type ReplyErr struct {
-	Type      string `json:"type"`
-	ID        int64  `json:"id"`
-	Ok        bool   `json:"ok"`
-	Message   string `json:"message"`
-	TypeError bool   `json:"typeError,omitempty"`
+	Type          string `json:"type"`
+	ID            int64  `json:"id"`
+	Ok            bool   `json:"ok"`
+	Message       string `json:"message"`
+	TypeError     bool   `json:"typeError,omitempty"`
+	ExceptionType string `json:"exceptionType,omitempty"`
 }
 
 // Signature is a typed function's calling shape in the boot frame: what the

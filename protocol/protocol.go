@@ -6,6 +6,7 @@ package protocol
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -98,6 +99,13 @@ const (
 	LogMarkerPrefix    = "[coderun] log capture truncated at "
 	FallbackDoneFrame  = `{"type":"done","error":{"kind":"exception","message":"<unrenderable>"}}`
 	UnrenderableReject = "<unrenderable rejection value>"
+	// HostErrorTypes are the built-in exception types a host's failed binding call
+	// raises in the program when the client names one (error.data.type); any other
+	// name raises RuntimeError (or the namespace's errorClass, which always wins).
+	HostErrorTypes = "BrokenPipeError ConnectionAbortedError ConnectionError ConnectionRefusedError " +
+		"ConnectionResetError FileExistsError FileNotFoundError IndexError IsADirectoryError KeyError " +
+		"LookupError NotADirectoryError NotImplementedError OSError PermissionError TimeoutError " +
+		"TypeError ValueError"
 	LosslessResolution = "binding resolution must be lossless JSON"
 )
 
@@ -115,4 +123,14 @@ const (
 // LogMarker is the truncation marker for a ledger of maxLogBytes.
 func LogMarker(maxLogBytes int64) string {
 	return LogMarkerPrefix + strconv.FormatInt(maxLogBytes, 10) + " bytes"
+}
+
+// IsHostErrorType reports whether name is one of HostErrorTypes.
+func IsHostErrorType(name string) bool {
+	for t := range strings.FieldsSeq(HostErrorTypes) {
+		if t == name {
+			return true
+		}
+	}
+	return false
 }

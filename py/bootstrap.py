@@ -905,6 +905,7 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
     get_ident = _thread.get_ident
     main_ident = get_ident()
     exc_init = BaseException.__init__
+    host_errors = {name: B.__dict__[name] for name in P.HOST_ERROR_TYPES.split()}
     obj_setattr = object.__setattr__
     obj_getattribute = object.__getattribute__
     # Binding proxies (docs/child-protocol.md §3.5) ------------------------------------------------------------
@@ -989,6 +990,8 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
         payload = msg.get("value") if ok else msg.get("message")
         if not ok and msg.get("typeError") is True:
             ok = None                   # the daemon refused the arguments: settled raises TypeError
+        elif not ok and type(msg.get("exceptionType")) is str:
+            ok = msg["exceptionType"]   # the host named a built-in type: settled raises it
         dispatch(entry, ok, payload)
 
     def dispatch(entry, ok, payload):
@@ -1142,13 +1145,15 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
         next_id[0] = cid + 1
 
     def settled(member, fail, ok, value):
-        if ok:
+        """The call's value, or its failure raised: ok is True, False, None (the daemon
+        refused the arguments) or the built-in exception type the host named."""
+        if ok is True:
             return value
         if type(value) is not str:
             value = P.UNRENDERABLE_REJECTION
         if ok is None:
             raise TypeError(value) from None
-        raise fail(member, value) from None
+        raise fail(member, value, ok or None) from None
 
     def make_invoke(gname, member, fail, token):
         async def call_async(arg):
@@ -1297,14 +1302,16 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
         return ns
 
     def rejecter(cls, attributes):
+        """fail(member, message, host_type=None): the exception a failed call raises. The
+        namespace's error class always wins; without one, a built-in type the host named
+        (one of HOST_ERROR_TYPES), else RuntimeError."""
         if cls is None:
-            return lambda member, message: RuntimeError(message)
-        if not attributes:
-            return cls
+            return lambda member, message, host_type=None: \
+                host_errors.get(host_type, RuntimeError)(message)
 
-        def fail(member, message):
+        def fail(member, message, host_type=None):
             e = cls(member, message)
-            for k, v in attributes.items():
+            for k, v in (attributes or {}).items():
                 obj_setattr(e, k, v)
             return e
         return fail

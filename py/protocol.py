@@ -61,6 +61,11 @@ MESSAGE_MARKER = "\u2026 [truncated]"
 CHAIN_MARKER = "[coderun] exception chain truncated at 100 links"
 LOG_MARKER_PREFIX = "[coderun] log capture truncated at "
 UNRENDERABLE_REJECTION = "<unrenderable rejection value>"
+# The built-in exception types a host's failure may name (docs/child-protocol.md §2.9).
+HOST_ERROR_TYPES = ("BrokenPipeError ConnectionAbortedError ConnectionError ConnectionRefusedError "
+                    "ConnectionResetError FileExistsError FileNotFoundError IndexError IsADirectoryError KeyError "
+                    "LookupError NotADirectoryError NotImplementedError OSError PermissionError TimeoutError "
+                    "TypeError ValueError")
 FALLBACK_DONE_FRAME = '{"type":"done","error":{"kind":"exception","message":"<unrenderable>"}}'
 RENDER_FAILED = "<diagnostic rendering failed>"
 UNKNOWN_CLASS = "<unknown>"
@@ -1296,6 +1301,7 @@ if TYPE_CHECKING:
 
     class _ReplyErrOptional(TypedDict, total=False):
         typeError: Literal[True]
+        exceptionType: str
 
     class ReplyErr(_ReplyErrOptional):
         type: Literal["reply"]

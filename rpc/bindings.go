@@ -103,6 +103,7 @@ func (s *Server) answerCall(k *call, id uint64, res wireguard.Member, hasResult 
 					a.Message = &msg
 				}
 			}
+			a.ErrorType = errorType(ems)
 		}
 	}
 	if hasResult {
@@ -116,4 +117,25 @@ func (s *Server) answerCall(k *call, id uint64, res wireguard.Member, hasResult 
 		s.log.Debug("binding answered", "id", id)
 		k.answer(a)
 	}
+}
+
+// errorType is the client's error.data.type when it names one of
+// protocol.HostErrorTypes, else "".
+func errorType(errorMembers []wireguard.Member) string {
+	dm, ok := wireguard.Last(errorMembers, "data")
+	if !ok || wireguard.KindOf(dm.Value) != wireguard.KindObject {
+		return ""
+	}
+	dms, err := wireguard.Members(dm.Value, wireguard.Strict)
+	if err != nil {
+		return ""
+	}
+	tm, ok := wireguard.Last(dms, "type")
+	if !ok {
+		return ""
+	}
+	if name, ok := wireguard.DecodeString(tm.Value); ok && protocol.IsHostErrorType(name) {
+		return name
+	}
+	return ""
 }

@@ -38,6 +38,9 @@ type Answer struct {
 	Result    []byte  // raw JSON text of "result" (may be lossy, invalid UTF-8 …)
 	HasError  bool    // "error" present and not null
 	Message   *string // error.message when it is a string (WTF-8)
+	// ErrorType is error.data.type when it names one of protocol.HostErrorTypes:
+	// the built-in exception the program then receives.
+	ErrorType string
 }
 
 // Config is the typed configuration the Manager runs with.

@@ -207,6 +207,17 @@ func replyErr(id int64, message string) []byte {
 	return append(b, "}\n"...)
 }
 
+// replyHostErr is replyErr's frame with "exceptionType" after the message
+// when the host named one of protocol.HostErrorTypes.
+func replyHostErr(id int64, message, exceptionType string) []byte {
+	b := replyErr(id, message)
+	if exceptionType == "" {
+		return b
+	}
+	b = append(b[:len(b)-2], `,"exceptionType":`...)
+	return append(wireguard.AppendString(b, exceptionType), "}\n"...)
+}
+
 // replyTypeErr encodes a refused call's reply: replyErr's frame with
 // "typeError":true after the message, so the child raises TypeError
 // (docs/child-protocol.md §2.2).
@@ -221,7 +232,7 @@ func replyTypeErr(id int64, message string) []byte {
 func judgeAnswer(id int64, a Answer, check protocol.Checker) ([]byte, error) {
 	switch {
 	case a.HasError && a.Message != nil:
-		return replyErr(id, *a.Message), nil
+		return replyHostErr(id, *a.Message, a.ErrorType), nil
 	case a.HasError:
 		return replyErr(id, protocol.UnrenderableReject), nil
 	case a.HasResult:

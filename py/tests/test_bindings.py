@@ -106,6 +106,23 @@ def test_error_class():
     assert run(prog, wrap_or_fail, TOOLS).value == "RuntimeError:nope"
 
 
+def test_host_named_builtin_types():
+    """A reply naming one of HOST_ERROR_TYPES raises that built-in type; a namespace's error
+    class still wins; another name (forged past the daemon) raises RuntimeError."""
+    def host(kind):
+        return lambda f: dict(reply_err(f, "user_id"), exceptionType=kind)
+    prog = ("try:\n"
+            "    await tools.fail({})\n"
+            "except Exception as e:\n"
+            "    return [type(e).__name__, str(e), e.args[0]]")
+    assert run(prog, host("KeyError"), TOOLS).value == ["KeyError", "'user_id'", "user_id"]
+    assert run(prog, host("ConnectionRefusedError"), TOOLS).value == [
+        "ConnectionRefusedError", "user_id", "user_id"]
+    assert run(prog, host("SystemExit"), TOOLS).value == ["RuntimeError", "user_id", "user_id"]
+    assert run(prog, host("KeyError"), [ns("tools", "fail", error_class=("ToolError", "tool"))]).value == [
+        "ToolError", "user_id", "user_id"]
+
+
 def test_empty_and_unrenderable_messages():
     """C44 (empty message stays empty); a non-string message is rendered inertly."""
     prog = ("out = []\n"

@@ -92,7 +92,7 @@ async def test_sync_async_raising_and_lossy_bindings() -> None:
     assert answers[100]["result"] == {"echo": {"q": 1}}
     assert thread_names and thread_names[0] != threading.main_thread().name
     assert answers[101]["result"] == [2, 2]
-    assert answers[102]["error"]["message"] == "'missing'"
+    assert answers[102]["error"]["message"] == "missing"  # a KeyError's key, once
     assert answers[103]["error"]["message"] == "async boom"
     assert answers[104]["error"]["message"].startswith("binding resolution must be lossless JSON")
     assert answers[105]["error"]["code"] == -32601

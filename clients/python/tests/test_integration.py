@@ -65,25 +65,41 @@ async def test_sync_and_async_bindings() -> None:
         assert r.stats.binding_calls == 4
 
 
-async def test_binding_raising_becomes_runtime_error() -> None:
+async def test_binding_raising_keeps_its_builtin_type() -> None:
+    class MissingUser(KeyError):
+        pass
+
+    class ApiDown(Exception):
+        pass
+
     def fail(args):
         raise ValueError("nope")
 
     async def afail(args):
         raise LookupError("")
 
+    def missing(args):
+        raise MissingUser("user_id")
+
+    def refused(args):
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    def down(args):
+        raise ApiDown("503")
+
     async with await start() as c:
         r = await c.run(
             "out = []\n"
-            "for f in (tools.fail, tools.afail):\n"
+            "for f in (tools.fail, tools.afail, tools.missing, tools.refused, tools.down):\n"
             "    try:\n"
             "        await f({})\n"
-            "    except RuntimeError as e:\n"
+            "    except Exception as e:\n"
             "        out.append([type(e).__name__, str(e)])\n"
             "return out",
-            bindings={"tools": {"fail": fail, "afail": afail}},
+            bindings={"tools": {"fail": fail, "afail": afail, "missing": missing, "refused": refused, "down": down}},
         )
-        assert value(r) == [["RuntimeError", "nope"], ["RuntimeError", ""]]
+        assert value(r) == [["ValueError", "nope"], ["LookupError", ""], ["KeyError", "'user_id'"],
+                            ["ConnectionRefusedError", "[Errno 111] Connection refused"], ["RuntimeError", "503"]]
 
 
 CATCH_EACH = (

@@ -33,7 +33,7 @@ import {
 } from './errors.js';
 import { notifyAll, Session, sessionIdOf } from './session.js';
 import type { SessionHost } from './session.js';
-import { bindingResult, MAX_MESSAGE_BYTES, messageOf, serializeLossless, utf8Length } from './json.js';
+import { bindingResult, MAX_MESSAGE_BYTES, messageOf, pythonTypeOf, serializeLossless, utf8Length } from './json.js';
 import type { JsonValue } from './json.js';
 import type {
   Binding,
@@ -474,7 +474,8 @@ export class CodeRunClient {
           ...(typeof p.traceparent === 'string' ? { traceparent: p.traceparent } : {}),
         });
       } catch (err) {
-        throw new ResponseError(BINDING_ERROR_CODE, messageOf(err));
+        const type = pythonTypeOf(err);
+        throw new ResponseError(BINDING_ERROR_CODE, messageOf(err), type === undefined ? undefined : { type });
       }
       const result = bindingResult(value);
       if (result instanceof Error) throw new ResponseError(BINDING_ERROR_CODE, result.message);

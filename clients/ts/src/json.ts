@@ -258,6 +258,46 @@ export function cutMessage(s: string, chars: number): string {
 }
 
 /** The message of a thrown value (an `Error`'s `message`, a string as is). Never throws. */
+/** The built-in Python exception types a failed binding call may name (docs/protocol.md §4.2). */
+const PYTHON_ERROR_TYPES = new Set([
+  'BrokenPipeError', 'ConnectionAbortedError', 'ConnectionError', 'ConnectionRefusedError',
+  'ConnectionResetError', 'FileExistsError', 'FileNotFoundError', 'IndexError', 'IsADirectoryError',
+  'KeyError', 'LookupError', 'NotADirectoryError', 'NotImplementedError', 'OSError',
+  'PermissionError', 'TimeoutError', 'TypeError', 'ValueError',
+]);
+
+/** Node system error codes and the Python type a program gets for them. */
+const ERRNO_TYPES: Record<string, string> = {
+  ECONNREFUSED: 'ConnectionRefusedError',
+  ECONNRESET: 'ConnectionResetError',
+  ECONNABORTED: 'ConnectionAbortedError',
+  EPIPE: 'BrokenPipeError',
+  ETIMEDOUT: 'TimeoutError',
+  ENOENT: 'FileNotFoundError',
+  EEXIST: 'FileExistsError',
+  EACCES: 'PermissionError',
+  EPERM: 'PermissionError',
+  EISDIR: 'IsADirectoryError',
+  ENOTDIR: 'NotADirectoryError',
+};
+
+/**
+ * `error.data.type` of a failed binding call: the Python type the program raises. An error whose
+ * `name` is one of the built-in types keeps it (`TypeError`, `TimeoutError` from
+ * `AbortSignal.timeout`, or a class of the host's own named `KeyError`); a Node system error maps
+ * by its `code`; anything else is `undefined` (the program gets `RuntimeError`).
+ */
+export function pythonTypeOf(err: unknown): string | undefined {
+  try {
+    const { name, code } = (err ?? {}) as { name?: unknown; code?: unknown };
+    if (typeof name === 'string' && PYTHON_ERROR_TYPES.has(name)) return name;
+    if (typeof code === 'string' && Object.hasOwn(ERRNO_TYPES, code)) return ERRNO_TYPES[code];
+  } catch {
+    // a hostile getter: no type
+  }
+  return undefined;
+}
+
 export function messageOf(err: unknown): string {
   try {
     if (typeof err === 'string') return err;

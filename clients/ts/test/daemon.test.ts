@@ -103,6 +103,41 @@ describe('against the real daemon', { skip }, () => {
     assert.deepEqual(ok(r), [['RuntimeError', 'nope'], ['RuntimeError', 'plain string']]);
   });
 
+  test('a rejection whose name or system code has a Python built-in type raises that type', async () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), { code: 'ECONNREFUSED' });
+    const r = await c.run({
+      program: py(
+        'out = []',
+        'for name in ["refused", "typed", "timeout"]:',
+        '    try:',
+        '        await tools[name]({})',
+        '    except Exception as e:',
+        '        out.append([type(e).__name__, str(e)])',
+        'return out',
+      ),
+      bindings: [{
+        global: 'tools',
+        functions: {
+          refused: () => {
+            throw refused;
+          },
+          typed: () => {
+            throw new TypeError('q must be a string');
+          },
+          timeout: async () => {
+            await new Promise((resolve) => setTimeout(resolve, 5));
+            throw Object.assign(new Error('the call timed out'), { name: 'TimeoutError' });
+          },
+        },
+      }],
+    });
+    assert.deepEqual(ok(r), [
+      ['ConnectionRefusedError', 'connect ECONNREFUSED 127.0.0.1:9'],
+      ['TypeError', 'q must be a string'],
+      ['TimeoutError', 'the call timed out'],
+    ]);
+  });
+
   test('errorClass: the rejection raises the declared class with the member name', async () => {
     const r = await c.run({
       program: py(

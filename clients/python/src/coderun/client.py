@@ -1006,7 +1006,7 @@ class Client:
                     value = await value
             body = P.response_for_value(rid, binding.result(value))
         except Exception as e:  # noqa: BLE001 - becomes a JSON-RPC error in the program
-            body = P.build_error_response(rid, P.CODE_BINDING_FAILED, _text(e), {"type": type(e).__name__})
+            body = P.build_error_response(rid, P.CODE_BINDING_FAILED, _text(e), {"type": P.builtin_type_name(e)})
         except BaseException as e:
             if self._abandoned(rid):
                 raise  # the daemon no longer needs the answer (or the client is closing)
@@ -1032,9 +1032,11 @@ def _base_exception_message(e: BaseException) -> str:
 
 
 def _text(e: BaseException) -> str:
-    """``str(e)``, or a note that it failed: a hostile ``__str__`` must not leave the call
-    unanswered."""
+    """``str(e)`` (a ``KeyError``'s key as text, not its repr), or a note that it failed: a
+    hostile ``__str__`` must not leave the call unanswered."""
     try:
+        if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):
+            return e.args[0]
         return str(e)
     except Exception:  # noqa: BLE001
         return f"<{type(e).__name__}: str() failed>"

@@ -15,6 +15,7 @@ from .errors import RequestTooLarge
 
 __all__ = [
     "INBOUND_MESSAGE_CAP",
+    "builtin_type_name",
     "LOSSLESS_PREFIX",
     "CAP_MESSAGE",
     "Request",
@@ -258,8 +259,17 @@ def build_binding_response(rid: RequestId, outcome: Callable[[], Any]) -> bytes:
     try:
         value = outcome()
     except Exception as e:  # noqa: BLE001 - every binding failure becomes an error response
-        return build_error_response(rid, CODE_BINDING_FAILED, str(e), {"type": type(e).__name__})
+        return build_error_response(rid, CODE_BINDING_FAILED, str(e), {"type": builtin_type_name(e)})
     return response_for_value(rid, value)
+
+
+def builtin_type_name(e: BaseException) -> str:
+    """The name of the nearest built-in class of ``e``'s type (``error.data.type`` of a failed
+    binding call): the daemon raises the built-in type it names in the program."""
+    for cls in type(e).__mro__:
+        if cls.__module__ == "builtins":
+            return cls.__name__
+    return "Exception"
 
 
 def response_for_value(rid: RequestId, value: Any) -> bytes:
