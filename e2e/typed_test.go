@@ -64,9 +64,44 @@ out.append(await tools.search("ok"))
 return out`, typedTools(searchFn)))
 	expectOK(t, r, `["tools.search(): invalid arguments: /limit: expected integer, but got string",`+
 		`"tools.search(): invalid arguments: /limit: must be >= 1, but is 0; /q: expected string, but got number",`+
-		`"tools.search(): invalid arguments: /extra: property is not allowed",["hit"]]`)
+		`"tools.search() got an unexpected keyword argument 'extra'",["hit"]]`)
 	if r.Stats.BindingCalls != 1 || d.bindingCalls("search") != 1 {
 		t.Errorf("bindingCalls %d, host saw %d calls; want 1 and 1", r.Stats.BindingCalls, d.bindingCalls("search"))
+	}
+}
+
+// A keyword the stub does not declare raises Python's TypeError before
+// anything is sent; with additionalProperties the stub shows **kwargs of its
+// type and the keyword passes to the schema check and the host.
+func TestTypedUndeclaredKeywords(t *testing.T) {
+	t.Parallel()
+	d := started(t, nil)
+	open := `{"name":"tag","parameters":{"type":"object","properties":{"q":{"type":"string"}},"required":["q"],` +
+		`"additionalProperties":{"type":"integer"}}}`
+	closed := `{"name":"find","parameters":{"type":"object","properties":{"q":{"type":"string"}},"required":["q"]}}`
+	d.behave("tag", echo)
+	r := d.run(prog(`out = []
+try:
+    await tools.find("a", bogus=1)
+except TypeError as e:
+    out.append(str(e))
+out.append(await tools.tag("a", n=2))
+try:
+    await tools.tag("a", n="x")
+except TypeError as e:
+    out.append(str(e))
+return out`, typedTools(open, closed)))
+	expectOK(t, r, `["tools.find() got an unexpected keyword argument 'bogus'",{"q":"a","n":2},`+
+		`"tools.tag(): invalid arguments: /n: expected integer, but got string"]`)
+	if d.bindingCalls("find") != 0 {
+		t.Errorf("the host saw %d calls of find", d.bindingCalls("find"))
+	}
+	m := d.call("bindings/describe", `{`+typedTools(open)+`}`)
+	var stubs struct {
+		Stubs string `json:"stubs"`
+	}
+	if m.Error != nil || json.Unmarshal(m.Result, &stubs) != nil || !strings.Contains(stubs.Stubs, "async def tag(self, q: str, **kwargs: int)") {
+		t.Errorf("describe: %+v %s", m.Error, m.Result)
 	}
 }
 

@@ -100,6 +100,9 @@ type Signature struct {
 	Params []Param `json:"params"`
 	Doc    string  `json:"doc"`
 	Stub   string  `json:"stub"`
+	// Kwargs: keywords Params does not name pass to the host (the schema
+	// declares additionalProperties); without it they raise TypeError.
+	Kwargs bool `json:"kwargs,omitempty"`
 }
 
 // Param is one parameter, in stub order. Default is the Python literal text of

@@ -1353,7 +1353,8 @@ def _make_typed(P, load_cold):
 
     A typed function binds its arguments to the signature's parameters as CPython binds a
     def's (same TypeError wording, named `tools.search`) and calls invoke with the `args`
-    object: the given parameters in stub order, then other keywords in call order. It reads
+    object: the given parameters in stub order, then other keywords in call order when the
+    signature says they pass (`kwargs`), else TypeError as for a def without **kwargs. It reads
     as its stub: `__doc__`, `__signature__` (built on first read, with `inspect`, by
     protocol.binding_signature), and `help()` prints the stub. Built on a run's first typed
     function, so an untyped run never pays for any of it; a function's binder is built on
@@ -1382,7 +1383,8 @@ def _make_typed(P, load_cold):
         return "%s() missing %d required positional argument%s: %s" % (
             label, len(names), "" if len(names) == 1 else "s", listed)
 
-    def make_bind(label, params):
+    def make_bind(label, params, kwargs_pass):
+        names = {p["name"] for p in params}
         pos = {}
         for p in params:
             if positional(p["name"]):
@@ -1415,6 +1417,9 @@ def _make_typed(P, load_cold):
             if len(obj) < n + len(kwargs):
                 for k in kwargs:
                     if k not in obj:
+                        if not kwargs_pass and k not in names:
+                            raise TypeError("%s() got an unexpected keyword argument '%s'"
+                                            % (label, k))
                         obj[k] = kwargs[k]
             missing = [name for name in req_pos if name not in obj]
             if missing:
@@ -1432,7 +1437,8 @@ def _make_typed(P, load_cold):
             st = state[self]
             bind = st[1]
             if bind is None:    # built on the first call: most declared functions get none
-                bind = st[1] = make_bind(st[0].__qualname__, st[2]["params"])
+                bind = st[1] = make_bind(st[0].__qualname__, st[2]["params"],
+                                         st[2].get("kwargs") is True)
             return st[0](bind(args, kwargs))
 
         @property

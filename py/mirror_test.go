@@ -24,7 +24,7 @@ var roster = map[string]fieldSet{
 	"BootMessage":       {Required: []string{"addressSpaceBytes", "cpuSeconds", "maxLogBytes", "maxOutputBytes", "maxValueBytes", "namespaces", "type"}, Optional: []string{"session"}},
 	"Namespace":         {Required: []string{"global", "names"}, Optional: []string{"errorClass", "signatures"}},
 	"ErrorClass":        {Required: []string{"memberNameProperty", "name"}, Optional: []string{"attributes"}},
-	"Signature":         {Required: []string{"doc", "params", "stub"}},
+	"Signature":         {Required: []string{"doc", "params", "stub"}, Optional: []string{"kwargs"}},
 	"Param":             {Required: []string{"name", "required"}, Optional: []string{"default"}},
 	"RunMessage":        {Required: []string{"program", "type"}, Optional: []string{"cpuSeconds", "maxLogBytes", "maxOutputBytes", "maxValueBytes", "namespaces"}},
 	"BootAckMessage":    {Required: []string{"type"}},

@@ -1247,7 +1247,10 @@ if TYPE_CHECKING:
         name: str
         required: bool
 
-    class Signature(TypedDict):
+    class _SignatureOptional(TypedDict, total=False):
+        kwargs: Literal[True]
+
+    class Signature(_SignatureOptional):
         params: List[Param]
         doc: str
         stub: str

@@ -142,7 +142,8 @@ func (c *signatureCache) of(sig *protocol.Signature) []byte {
 	return enc
 }
 
-// appendSignature writes one signature: {"params":[…],"doc":…,"stub":…}.
+// appendSignature writes one signature: {"params":[…],"doc":…,"stub":…} and
+// "kwargs":true when it is set.
 func appendSignature(b []byte, sig *protocol.Signature) []byte {
 	b = append(b, `{"params":[`...)
 	for j, p := range sig.Params {
@@ -158,6 +159,9 @@ func appendSignature(b []byte, sig *protocol.Signature) []byte {
 	}
 	b = wireguard.AppendString(append(b, `],"doc":`...), sig.Doc)
 	b = wireguard.AppendString(append(b, `,"stub":`...), sig.Stub)
+	if sig.Kwargs {
+		b = append(b, `,"kwargs":true`...)
+	}
 	return append(b, '}')
 }
 

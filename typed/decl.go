@@ -90,6 +90,21 @@ func compileEntry(path string, raw []byte) (*Function, error) {
 	return f, nil
 }
 
+// extraKeywords is the parameters schema's additionalProperties when it is
+// declared and not false (true or a schema): keywords the signature does not
+// name are then passed to the host. ok is false otherwise.
+func (f *Function) extraKeywords() (extra any, ok bool) {
+	if f.params == nil {
+		return nil, false
+	}
+	o, isObject := f.params.tree.(*object)
+	if !isObject {
+		return nil, false
+	}
+	extra, ok = o.get("additionalProperties")
+	return extra, ok && extra != false
+}
+
 func decodeEntry(path string, raw []byte) (*entry, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()

@@ -131,7 +131,8 @@ func childSignature(f *Function, defaults []string, stub string) *protocol.Signa
 	if f.params == nil {
 		return nil
 	}
-	sig := &protocol.Signature{Params: make([]protocol.Param, len(f.Params)), Doc: f.Doc, Stub: stub}
+	_, kwargs := f.extraKeywords()
+	sig := &protocol.Signature{Params: make([]protocol.Param, len(f.Params)), Doc: f.Doc, Stub: stub, Kwargs: kwargs}
 	for i, p := range f.Params {
 		sig.Params[i] = protocol.Param{Name: p.Name, Required: p.Required}
 		if d := defaults[i]; d != "" && d != "..." {
@@ -177,10 +178,23 @@ func (t *typer) paramList(f *Function, sc scope) (params string, byKeyword, defa
 		}
 		parts = append(parts, p.Name+text)
 	}
-	if len(byKeyword) > 0 {
+	extra, open := f.extraKeywords()
+	switch {
+	case open && len(byKeyword) == 0:
+		parts = append(parts, "**"+kwargsName(f.Params)+": "+t.extraType(extra, sc))
+	case open || len(byKeyword) > 0:
 		parts = append(parts, "**"+kwargsName(f.Params)+": "+t.any())
 	}
 	return strings.Join(parts, ", "), byKeyword, defaults
+}
+
+// extraType is the Python type of the keywords additionalProperties lets
+// through: its schema's, or Any for true.
+func (t *typer) extraType(extra any, sc scope) string {
+	if o, ok := extra.(*object); ok {
+		return t.pyType(o, sc.at("Extra"))
+	}
+	return t.any()
 }
 
 // defaultText is the default a parameter shows in the stub: "" when it is

@@ -22,15 +22,18 @@ def param(name, required=False, default=None):
     return p
 
 
-def sig(params, name="f", doc="", stub=None):
+def sig(params, name="f", doc="", stub=None, kwargs=False):
     if stub is None:
         stub = "async def %s(self, %s) -> Any:\n    ...\n" % (
             name, ", ".join(p["name"] for p in params))
-    return {"params": params, "doc": doc, "stub": stub}
+    s = {"params": params, "doc": doc, "stub": stub}
+    if kwargs:
+        s["kwargs"] = True
+    return s
 
 
 SEARCH = sig([param("q", True), param("limit", default="10"), param("lang"),
-              param("max-results"), param("class")], doc=SEARCH_DOC, stub=SEARCH_STUB)
+              param("max-results"), param("class")], doc=SEARCH_DOC, stub=SEARCH_STUB, kwargs=True)
 PAIR = sig([param("a", True), param("b", True), param("c", True)], "pair")
 ONE = sig([param("x", True)], "one")
 OPTIONAL = sig([param("a", default="'x'"), param("b", default="1e100")], "optional")
@@ -69,14 +72,16 @@ def test_type_errors_match_cpython_for_the_same_def():
                "pair": "def pair(a, b, c): pass",
                "one": "def one(x): pass",
                "optional": "def optional(a=0, b=0): pass",
-               "nothing": "def nothing(**kwargs): pass"}
+               "nothing": "def nothing(): pass"}
     cases = [("search", [], {}), ("search", [1, 2, 3, 4], {}), ("search", [1], {"q": 2}),
              ("search", [1, 2, 3, 4], {"q": 1}), ("search", [], {"limit": 1}),
              ("search", [1, 2], {"limit": 3, "lang": 4}),
              ("pair", [], {}), ("pair", [1], {}), ("pair", [1, 2, 3, 4], {}),
              ("pair", [1, 2], {"a": 1}), ("pair", [], {"c": 1}), ("pair", [1], {"c": 1}),
              ("one", [1, 2], {}), ("one", [], {}), ("optional", [1, 2, 3], {}),
-             ("nothing", [1], {}), ("nothing", [1, 2], {})]
+             ("nothing", [1], {}), ("nothing", [1, 2], {}),
+             ("pair", [1, 2, 3], {"bogus": 1}), ("one", [], {"x": 1, "y": 2}),
+             ("optional", [], {"c": 1})]
     prog = ("oracles = {}\n"
             "for name, src in %r.items():\n"
             "    exec(src, oracles)\n"
@@ -103,6 +108,9 @@ def test_type_errors_match_cpython_for_the_same_def():
     assert res.value[7][1] == "tools.pair() missing 2 required positional arguments: 'b' and 'c'"
     assert res.value[12][1] == "tools.one() takes 1 positional argument but 2 were given"
     assert res.value[15][1] == "tools.nothing() takes 0 positional arguments but 1 was given"
+    # a keyword the stub does not declare, without additionalProperties, is refused
+    assert res.value[17][1] == "tools.pair() got an unexpected keyword argument 'bogus'"
+    assert res.value[19][1] == "tools.optional() got an unexpected keyword argument 'c'"
 
 
 def test_names_that_are_not_parameters_travel_as_keywords():
