@@ -54,7 +54,7 @@ func SpawnForked(srv *forkserver.Server, spec child.Spec, sb Config) (*child.Pro
 	if len(spec.Args) == 0 {
 		return nil, fmt.Errorf("child: a forked sandbox run needs a script")
 	}
-	c := sandboxConf{rw: []string{spec.Dir}, ro: sb.ReadOnly, exec: sb.Executable, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
+	c := sandboxConf{rw: []string{spec.Dir}, ro: sb.ReadOnly, list: sb.Listable, exec: sb.Executable, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
 		fsize: sb.MaxFileBytes, prog: []string{spec.Path, spec.Args[len(spec.Args)-1]}}
 	// PID 1 execs the helper binary through a descriptor, so it runs the
 	// daemon's own helper (as Start does) even after an upgrade replaced the

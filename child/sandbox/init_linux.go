@@ -75,6 +75,7 @@ func HelperMain(argv []string) {
 // ("key=value"… "--" program argv…).
 type sandboxConf struct {
 	rw, ro, exec  []string
+	list          []string // Config.Listable
 	nproc, nofile int
 	fsize         int64
 	cgroups       int // cgroup.procs descriptors (root daemon: pids, and memory in v1)
@@ -97,6 +98,9 @@ func (c sandboxConf) argv(argv0 string) []string {
 	}
 	for _, p := range c.exec {
 		a = append(a, "exec="+p)
+	}
+	for _, p := range c.list {
+		a = append(a, "list="+p)
 	}
 	if c.cgroups > 0 {
 		a = append(a, "cgroups="+strconv.Itoa(c.cgroups), "memlimits="+strconv.Itoa(c.memLimits))
@@ -129,6 +133,8 @@ func parseSandboxConf(args []string) (sandboxConf, error) {
 			c.ro = append(c.ro, v)
 		case "exec":
 			c.exec = append(c.exec, v)
+		case "list":
+			c.list = append(c.list, v)
 		case "nproc":
 			c.nproc, err = strconv.Atoi(v)
 		case "nofile":
@@ -460,6 +466,9 @@ func sandboxRules(c sandboxConf) []llRule {
 	}
 	for _, p := range c.exec {
 		rules = append(rules, llRule{path: p, access: llRead | unix.LANDLOCK_ACCESS_FS_EXECUTE})
+	}
+	for _, p := range c.list {
+		rules = append(rules, llRule{path: p, access: unix.LANDLOCK_ACCESS_FS_READ_DIR})
 	}
 	if len(c.prog) > 0 {
 		rules = append(rules, execRules(c.prog[0])...)

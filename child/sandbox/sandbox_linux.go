@@ -48,6 +48,12 @@ type Config struct {
 	// Writable are further read-write trees (a session's home, under which
 	// its forks' directories are made: session_linux.go).
 	Writable []string
+	// Listable are folders whose entries the program may list (and those of
+	// the folders below them), no file of which it may read unless another
+	// rule grants it: the folders of a tree granted in parts around a path
+	// the program must not read, so that Python's import system, which lists
+	// a package's folder, still finds the parts it may read.
+	Listable []string
 }
 
 // sandboxFlags are the namespaces of every sandboxed run.
@@ -197,7 +203,7 @@ func Start(spec child.Spec, sb Config) (*child.Process, error) {
 	if err := checkSpec(spec, sb); err != nil {
 		return nil, err
 	}
-	c := sandboxConf{rw: append([]string{spec.Dir}, sb.Writable...), ro: sb.ReadOnly, exec: sb.Executable, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
+	c := sandboxConf{rw: append([]string{spec.Dir}, sb.Writable...), ro: sb.ReadOnly, list: sb.Listable, exec: sb.Executable, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
 		fsize: sb.MaxFileBytes, session: sb.Session, prog: append([]string{spec.Path}, spec.Args...)}
 	s, err := spawn.OpenStdio(unix.SOCK_STREAM)
 	if err != nil {

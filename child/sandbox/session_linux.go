@@ -206,7 +206,7 @@ func (f *family) isEnded() bool {
 // writable tree besides /dev/shm. Landlock domains only narrow, so the
 // fork keeps none of its source's write access beyond home.
 func ForkRuleset(sb Config, python, home string) (*os.File, error) {
-	c := sandboxConf{rw: []string{home}, ro: sb.ReadOnly, exec: sb.Executable, prog: []string{python}}
+	c := sandboxConf{rw: []string{home}, ro: sb.ReadOnly, list: sb.Listable, exec: sb.Executable, prog: []string{python}}
 	fd, err := landlockRuleset(sandboxRules(c))
 	if err != nil {
 		return nil, err

@@ -31,9 +31,38 @@ const (
 	exitTimeout   = 30 * time.Second
 )
 
+// program prints, awaits a binding, and imports a module of the
+// interpreter's site-packages as a program would (pip first, the cheapest to
+// import; else the first that imports), so that a sandbox that cannot read
+// the packages next to the daemon fails here, naming the path.
 const program = `print("hello from the smoke run")
 r = await check.echo({"n": 41})
-return r["n"] + 1`
+import importlib, os, site
+found = unreadable = None
+for folder in site.getsitepackages():
+    try:
+        names = sorted(os.listdir(folder), key=lambda n: n != "pip")
+    except FileNotFoundError:
+        continue
+    except OSError:
+        unreadable = folder
+        break
+    for name in names[:20]:
+        stem = name[:-3] if name.endswith(".py") else name
+        if not stem.isidentifier() or stem.startswith("_"):
+            continue
+        try:
+            importlib.import_module(stem)
+        except OSError as e:
+            unreadable = e.filename or folder
+            break
+        except Exception:
+            continue
+        found = os.path.join(folder, name)
+        break
+    if found or unreadable:
+        break
+return {"n": r["n"] + 1, "sitePackages": found, "unreadable": unreadable}`
 
 // Run starts serve on pipes, holds the smoke conversation with it and waits
 // for it to exit. It returns the readable report (one line per step) and the
@@ -133,8 +162,20 @@ func smokeRun(ctx context.Context, c *lspclient.Client, rep *report) error {
 	if r.Error != nil {
 		return fmt.Errorf("the smoke program failed: %s", r.Error)
 	}
-	if string(r.Value) != "42" || string(r.Logs) != `["hello from the smoke run"]` {
+	var v struct {
+		N                        int
+		SitePackages, Unreadable *string
+	}
+	if json.Unmarshal(r.Value, &v) != nil || v.N != 42 || string(r.Logs) != `["hello from the smoke run"]` {
 		return errors.New("unexpected smoke result")
+	}
+	switch {
+	case v.Unreadable != nil:
+		return fmt.Errorf("the program cannot read %s of the interpreter's site-packages", *v.Unreadable)
+	case v.SitePackages != nil:
+		rep.printf("site-packages: ok (imported %s)\n", *v.SitePackages)
+	default:
+		rep.printf("site-packages: no module to import\n")
 	}
 	return nil
 }

@@ -38,8 +38,9 @@ func daemon(t *testing.T, env ...string) Serve {
 // The report's format is what `coderun-rpc --check` prints.
 var wantReport = regexp.MustCompile(`^initialize: ok
 binding/call: answered \{"n":41\}
-run: value 42, logs \["hello from the smoke run"\], \d+ms
+run: value \{"n":42,"sitePackages":"[^"]+","unreadable":null\}, logs \["hello from the smoke run"\], \d+ms
 run stats: \{"wallMs":\d+,.*\}
+site-packages: ok \(imported /\S+\)
 shutdown: ok
 $`)
 

@@ -137,6 +137,46 @@ def test_wheel_install_and_a_run_within_seconds(artefacts: dict[str, Path], tmp_
     assert_broken_binary_is_named(binary, [str(venv / "bin" / "python"), "main.py", PROGRAM], tmp_path, env)
 
 
+PANDAS_PROGRAM = """
+import asyncio, json, sys
+from coderun import Client
+
+PROGRAM = '''
+import os, pandas as pd, coderun
+df = pd.DataFrame({"a": [1, 2, 3]})
+daemon = os.path.join(os.path.dirname(coderun.__file__), "bin", "coderun-rpc")
+try:
+    open(daemon, "rb").close()
+    daemon_read = True
+except PermissionError:
+    daemon_read = False
+return {"sum": df["a"].sum(), "daemon_read": daemon_read}
+'''
+
+async def main():
+    async with await Client.start() as client:
+        r = await client.run(PROGRAM)
+        print(json.dumps([client.capabilities["isolation"], r.value, r.error and r.error.message]))
+
+asyncio.run(main())
+"""
+
+
+def test_wheel_next_to_pandas_in_a_venv(artefacts: dict[str, Path], tmp_path: Path) -> None:
+    """`pip install coderun pandas` in a fresh venv, the venv activated: a run in the default
+    tier imports pandas from the venv's site-packages, which also holds the daemon, whose binary
+    the sandbox still denies."""
+    venv = tmp_path / "venv"
+    ok(run([sys.executable, "-m", "venv", str(venv)], tmp_path, user_env()))
+    env = user_env(VIRTUAL_ENV=str(venv), PATH=f"{venv / 'bin'}:{user_env()['PATH']}")
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+    ok(run([*pip, "install", "-q", str(artefacts["wheel"]), "pandas"], tmp_path, env, timeout=600))
+    (tmp_path / "main.py").write_text(PANDAS_PROGRAM)
+    tier, value, error = json.loads(ok(run([str(venv / "bin" / "python"), "main.py"], tmp_path, env)))
+    assert error is None and value["sum"] == 6, (tier, value, error)
+    assert value["daemon_read"] == (tier == "process"), (tier, value)
+
+
 def test_sdist_installs_and_then_needs_the_binary_on_path(artefacts: dict[str, Path], tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     # With the interpreter's setuptools and wheel (system site-packages) the sdist builds offline;
