@@ -396,7 +396,7 @@ func TestEveryVariableValidated(t *testing.T) {
 		VarMaxQueuedRuns: "-1", VarWarmPool: "1e3", VarIsolation: "docker", VarStartMode: "vfork",
 		VarLogLevel: "INFO", VarMCPConfig: "/nonexistent/mcp.json", VarPythonBin: "", VarMaxSessions: "-1", VarSessionIdleMs: "0",
 		VarSessionCPUSeconds: "9007199254740991", VarMaxConnections: "0",
-		VarMaxRunsPerConnection: "-1", VarAuthToken: "two words", VarDrainMs: "0", VarWriteStallMs: "1.5",
+		VarMaxRunsPerConnection: "-1", VarMaxSessionsPerConn: "0", VarAuthToken: "two words", VarDrainMs: "0", VarWriteStallMs: "1.5",
 		VarTraceContent: "yes"}
 	if len(bad) != len(table) {
 		t.Errorf("%d bad values for %d variables", len(bad), len(table))

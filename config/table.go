@@ -36,6 +36,7 @@ const (
 const (
 	VarMaxConnections       = "CODERUN_MAX_CONNECTIONS"
 	VarMaxRunsPerConnection = "CODERUN_MAX_RUNS_PER_CONNECTION"
+	VarMaxSessionsPerConn   = "CODERUN_MAX_SESSIONS_PER_CONNECTION"
 	VarAuthToken            = "CODERUN_AUTH_TOKEN"
 	VarDrainMs              = "CODERUN_DRAIN_MS"
 	VarWriteStallMs         = "CODERUN_WRITE_STALL_MS"
@@ -150,6 +151,11 @@ var table = []variable{
 	{name: VarMaxRunsPerConnection, def: "64", note: "; serve: runs one connection may have running or queued (0: no cap)",
 		rule: count(true),
 		set:  func(c *Config, _ string, n int64) { c.MaxRunsPerConnection = clampInt(n) }},
+	{name: VarMaxSessionsPerConn, def: "max(1, max sessions / 4)",
+		note:      "; serve: sessions one connection may hold open",
+		defaultOf: func(c *Config, _ Options) string { return itoa(max(1, int64(c.MaxSessions)/4)) },
+		rule:      count(false),
+		set:       func(c *Config, _ string, n int64) { c.MaxSessionsPerConnection = clampInt(n) }},
 	{name: VarAuthToken, def: "none", defaultOf: func(*Config, Options) string { return "" },
 		note: "; serve: required off loopback", rule: secretRule{}, secret: true,
 		set: func(c *Config, text string, _ int64) { c.AuthToken = text }},

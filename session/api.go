@@ -61,9 +61,14 @@ type Config struct {
 	// (0: none), closed after SessionIdle without a run unless opened with
 	// a shorter idle time, each child's lifetime RLIMIT_CPU hard limit
 	// SessionCPUSeconds.
-	MaxSessions       int
-	SessionIdle       time.Duration // 0: DefaultSessionIdle
-	SessionCPUSeconds int64         // 0: DefaultSessionCPUSeconds
+	MaxSessions int
+	// MaxSessionsPerLane is one lane's share of MaxSessions (a serve
+	// connection's, CODERUN_MAX_SESSIONS_PER_CONNECTION); 0: no share of
+	// its own. The Manager's own sessions (stdio's) count against
+	// MaxSessions only.
+	MaxSessionsPerLane int
+	SessionIdle        time.Duration // 0: DefaultSessionIdle
+	SessionCPUSeconds  int64         // 0: DefaultSessionCPUSeconds
 }
 
 // Session defaults for a Config that leaves them zero (the daemon's

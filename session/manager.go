@@ -28,10 +28,9 @@ type Manager struct {
 	forker   *forker         // start mode fork (either tier), else nil
 	start    startFunc
 
-	sessions   map[string]*Session   // open sessions (booting ones included: they count against the cap)
-	ended      map[string]sessionEnd // ended sessions: −32004's state and reason
-	sessionSeq int64
-	sessionWG  sync.WaitGroup // session opens, forks and teardowns under way
+	sessions  map[string]*Session   // open sessions (booting ones included: they count against the cap)
+	ended     map[string]sessionEnd // ended sessions: −32004's state and reason
+	sessionWG sync.WaitGroup        // session opens, forks and teardowns under way
 
 	noGraceKill bool // test hook (C129): suppress the grace-period SIGKILL
 }

@@ -2,6 +2,7 @@ package session
 
 import (
 	"cmp"
+	"crypto/rand"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -173,24 +174,23 @@ func (m *Manager) startSession(s *Session, get func() (*worker, error)) (string,
 	return s.id, nil
 }
 
-// register counts a new session of owner against the cap, which is the
-// daemon's, whoever owns the sessions.
+// register counts a new session of owner against the daemon's cap and, for
+// a lane, against the lane's share of it (Config.MaxSessionsPerLane).
 func (m *Manager) register(owner *Lane, lim protocol.Limits, idleMs int64, onClosed func(string, string, string)) (*Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.shutting {
 		return nil, ErrShuttingDown
 	}
-	if len(m.sessions) >= m.cfg.MaxSessions {
-		return nil, m.capErr()
+	if err := m.capLocked(owner); err != nil {
+		return nil, err
 	}
-	m.sessionSeq++
 	m.sessionWG.Add(1) // done when the open or fork returns: shutdown waits for its child
 	idle := m.cfg.SessionIdle
 	if idleMs > 0 {
 		idle = time.Duration(idleMs) * time.Millisecond
 	}
-	s := &Session{m: m, owner: owner, id: "session-" + strconv.FormatInt(m.sessionSeq, 10), lim: lim, idle: idle,
+	s := &Session{m: m, owner: owner, id: newSessionID(), lim: lim, idle: idle,
 		onClosed: onClosed}
 	s.log = m.log.With("session", s.id)
 	s.cond = sync.NewCond(&s.mu)
@@ -198,10 +198,36 @@ func (m *Manager) register(owner *Lane, lim protocol.Limits, idleMs int64, onClo
 	return s, nil
 }
 
-func (m *Manager) capErr() *SessionError {
-	return &SessionError{Cap: true,
-		Message: "session cap reached (CODERUN_MAX_SESSIONS=" + strconv.Itoa(m.cfg.MaxSessions) + ")"}
+// capLocked refuses a new session of owner when the daemon's cap is
+// reached, or when owner is a lane holding its share already.
+func (m *Manager) capLocked(owner *Lane) *SessionError {
+	if len(m.sessions) >= m.cfg.MaxSessions {
+		return capErr("CODERUN_MAX_SESSIONS", m.cfg.MaxSessions)
+	}
+	share := m.cfg.MaxSessionsPerLane
+	if owner == nil || share <= 0 {
+		return nil
+	}
+	held := 0
+	for _, s := range m.sessions {
+		if s.owner == owner {
+			held++
+		}
+	}
+	if held >= share {
+		return capErr("CODERUN_MAX_SESSIONS_PER_CONNECTION", share)
+	}
+	return nil
 }
+
+func capErr(variable string, n int) *SessionError {
+	return &SessionError{Cap: true, Message: "session cap reached (" + variable + "=" + strconv.Itoa(n) + ")"}
+}
+
+// newSessionID is an opaque session id: 130 random bits (crypto/rand.Text,
+// base32), so that an id says nothing of other sessions or connections and
+// cannot be guessed.
+func newSessionID() string { return "session-" + rand.Text() }
 
 // bootSession sends a session boot frame and waits for its boot-ack.
 func bootSession(w *worker, lim protocol.Limits, lifetimeCPU int64) error {
