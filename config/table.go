@@ -17,6 +17,7 @@ const (
 	VarMaxValueBytes     = "CODERUN_MAX_VALUE_BYTES"
 	VarMaxFileBytes      = "CODERUN_MAX_FILE_BYTES"
 	VarMaxOutputBytes    = "CODERUN_MAX_OUTPUT_BYTES"
+	VarMaxDiskMB         = "CODERUN_MAX_DISK_MB"
 	VarGraceMs           = "CODERUN_GRACE_MS"
 	VarMaxConcurrentRuns = "CODERUN_MAX_CONCURRENT_RUNS"
 	VarMaxQueuedRuns     = "CODERUN_MAX_QUEUED_RUNS"
@@ -104,6 +105,9 @@ var table = []variable{
 	{name: VarMaxOutputBytes, def: "8388608", note: "; displayed outputs and out/ files per run",
 		rule: positive(protocol.MaxOutputBytesCeiling, "one base64 item must fit an fd-3 frame"),
 		set:  func(c *Config, _ string, n int64) { c.Limits.MaxOutputBytes = n }},
+	{name: VarMaxDiskMB, def: itoa(protocol.DefaultMaxDiskMb), note: "; what a run's (a session's) working directory may hold on disk",
+		rule: positive(protocol.MaxDiskMbCeiling, ""),
+		set:  func(c *Config, _ string, n int64) { c.Limits.MaxDiskMb = n }},
 	{name: VarGraceMs, def: "3000", note: "; SIGTERM → SIGKILL grace",
 		rule: positive(protocol.GraceMsCeiling,
 			"graceMs + "+itoa(protocol.CloseMargin.Milliseconds())+" must stay a valid time.Duration"),

@@ -53,7 +53,8 @@ return {"file": f, "cwd": os.getcwd(), "tmpdir": os.environ.get("TMPDIR")}`)
 	}
 }
 
-// C28: a staging failure is a result, not a crash.
+// C28: a staging failure is a result, not a crash, and its message names
+// "the daemon's temporary directory", never its path.
 func TestStagingFailure(t *testing.T) {
 	onlyInTier(t, "process") // tier sandbox refuses to start where its probe cannot stage a directory
 	t.Parallel()
@@ -61,8 +62,8 @@ func TestStagingFailure(t *testing.T) {
 	os.WriteFile(file, nil, 0o644)
 	d := started(t, map[string]string{"TMPDIR": file, "CODERUN_WARM_POOL": "0"})
 	r := d.run(prog("return 1"))
-	if r.Error == nil || r.Error.Kind != "worker-exit" || !strings.HasPrefix(r.Error.Message, "failed to stage the python bootstrap: ") ||
-		len(r.Logs) != 0 || r.Value != nil {
+	if r.Error == nil || r.Error.Kind != "worker-exit" || !strings.HasPrefix(r.Error.Message, "failed to stage the python bootstrap in the daemon's temporary directory: ") ||
+		strings.Contains(r.Error.Message, file) || len(r.Logs) != 0 || r.Value != nil {
 		t.Errorf("%+v %q %s", r.Error, r.Logs, r.Value)
 	}
 	if m := d.call("initialize", ""); m.Error == nil || m.Error.Code != -32600 { // still serving

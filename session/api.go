@@ -43,7 +43,7 @@ type Answer struct {
 // Config is the typed configuration the Manager runs with.
 type Config struct {
 	Python                             string          // frozen interpreter path
-	Limits                             protocol.Limits // configured
+	Limits                             protocol.Limits // configured; MaxDiskMb 0: protocol.DefaultMaxDiskMb
 	Grace                              time.Duration
 	TempDir                            string // parent of run directories
 	MaxConcurrent, MaxQueued, WarmPool int
@@ -101,5 +101,6 @@ func EffectiveLimits(cfg, run protocol.Limits) protocol.Limits {
 		MaxValueBytes:  tighten(cfg.MaxValueBytes, run.MaxValueBytes),
 		MaxFileBytes:   tighten(cfg.MaxFileBytes, run.MaxFileBytes),
 		MaxOutputBytes: tighten(cfg.MaxOutputBytes, run.MaxOutputBytes),
+		MaxDiskMb:      tighten(cfg.MaxDiskMb, run.MaxDiskMb),
 	}
 }

@@ -49,6 +49,9 @@ func NewManager(cfg Config) *Manager {
 	if cfg.MaxConcurrent < 1 {
 		cfg.MaxConcurrent = 1
 	}
+	if cfg.Limits.MaxDiskMb <= 0 {
+		cfg.Limits.MaxDiskMb = protocol.DefaultMaxDiskMb
+	}
 	if cfg.SessionIdle <= 0 {
 		cfg.SessionIdle = DefaultSessionIdle
 	}

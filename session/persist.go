@@ -54,6 +54,7 @@ type Session struct {
 	idleTimer  *time.Timer
 	writerDone chan struct{} // closed when the last run's fd-3 writer has returned
 	sampler    *cpuSampler   // the attached run's CPU check, stopped when it settles
+	disk       *diskWatch    // its directory measured (disk.go), from adopt to its end
 }
 
 // queued is one entry of a session's FIFO: a run, or a fork's turn.
@@ -282,8 +283,42 @@ func (s *Session) adopt(w *worker) bool {
 	go strayLoop(s, fdStdout, w.stdout)
 	go strayLoop(s, fdStderr, w.stderr)
 	go s.watch(w)
+	s.disk = watchDisk(sessionDir(w), s.diskBudget, s.overDisk)
 	s.armIdleLocked()
 	return true
+}
+
+// sessionDir is the tree a session's program may write: a sandboxed
+// session's home (its forks' homes inside it count against it too), else
+// its working directory.
+func sessionDir(w *worker) string {
+	if w.home != nil {
+		return w.home.root
+	}
+	return w.dir
+}
+
+// diskBudget is the attached run's disk budget, else the session's.
+func (s *Session) diskBudget() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.attached; r != nil {
+		return r.sm.lim.MaxDiskMb // fixed when the run was made
+	}
+	return s.lim.MaxDiskMb
+}
+
+// overDisk ends the attached run with e (its outcome loses the session),
+// or between runs loses the session with e's message.
+func (s *Session) overDisk(e *protocol.RunError) {
+	s.mu.Lock()
+	r := s.attached
+	s.mu.Unlock()
+	if r != nil {
+		r.decide(decision{err: e})
+		return
+	}
+	s.lose(e.Message)
 }
 
 // ---- the registry -----------------------------------------------------------
@@ -335,6 +370,7 @@ func (m *Manager) endSession(s *Session, state, reason string, err *protocol.Run
 	s.ended, s.endState, s.endReason, s.endErr = true, state, reason, err
 	e.err = err
 	stopTimer(s.idleTimer)
+	s.disk.stop()
 	if s.cur != nil && s.attached == nil {
 		e.queued = append(e.queued, s.cur)
 	}
@@ -904,7 +940,7 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 	}
 	dir, err := rundir.Create(tempDir) // forkWorker copies src's working directory into it
 	if err != nil {
-		return nil, errors.New("session/fork: " + err.Error())
+		return nil, errors.New("session/fork: " + pathless(err))
 	}
 	w, err := forkWorker(src, dir)
 	if err != nil {
@@ -919,7 +955,7 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 func (m *Manager) forkSandboxed(src *worker) (*worker, error) {
 	h, dir, rules, err := m.forkHome(src)
 	if err != nil {
-		return nil, errors.New("session/fork: " + err.Error())
+		return nil, errors.New("session/fork: " + pathless(err))
 	}
 	w, err := forkWorker(src, dir, rules)
 	rules.Close()
