@@ -92,3 +92,22 @@ func TestDiskC762SessionBudget(t *testing.T) {
 	}
 	expectOK(t, d.run(prog("return len(open('in.bin','rb').read())", oneMiBFile())), "1048576")
 }
+
+// TestDiskC765UnlinkedFile: a file the program unlinks while it keeps it
+// open is invisible to the measuring walk, so each file is also held to the
+// disk budget by RLIMIT_FSIZE: writing 9 MiB into one against maxDiskMb 8
+// fails with EFBIG (Python ignores SIGXFSZ), and the run goes on.
+func TestDiskC765UnlinkedFile(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, map[string]string{"CODERUN_MAX_DISK_MB": "64"})
+	r := d.run(prog(`import errno, os
+f = open("hidden", "wb")
+os.unlink("hidden")
+try:
+    f.write(b"x" * (9 << 20))
+    f.flush()
+except OSError as e:
+    return errno.errorcode[e.errno]
+return "written"`, `"limits":{"maxDiskMb":8}`))
+	expectOK(t, r, `"EFBIG"`)
+}
