@@ -111,3 +111,30 @@ except OSError as e:
 return "written"`, `"limits":{"maxDiskMb":8}`))
 	expectOK(t, r, `"EFBIG"`)
 }
+
+// TestDiskC766SessionBetweenRuns: a session run that leaves a thread writing
+// 1 MiB files returns at once; with no request under way the session is
+// found over its 4 MiB budget and lost: session/closed lost naming it, and
+// its id is then −32004 lost.
+func TestDiskC766SessionBetweenRuns(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, nil)
+	sid := d.open(`{"limits":{"maxDiskMb":4}}`)
+	r := d.srun(sid, `import threading, time
+def fill():
+    i = 0
+    while True:
+        with open("bg%d" % i, "wb") as f:
+            f.write(b"x" * (1 << 20))
+        i += 1
+        time.sleep(0.05)
+threading.Thread(target=fill, daemon=True).start()
+return "started"`)
+	if string(r.Value) != `"started"` || !r.Session.Alive {
+		t.Fatalf("the run that starts the writer: %s %+v %+v", r.Value, r.Error, r.Session)
+	}
+	if reason, msg := d.closedNote(sid, 30*time.Second); reason != "lost" || !strings.Contains(msg, "disk budget reached (maxDiskMb=4)") {
+		t.Errorf("session/closed %q %q, want lost naming maxDiskMb=4", reason, msg)
+	}
+	expectSessionErr(t, d.call("run", prog("return 1", `"sessionId":"`+sid+`"`)), -32004, "lost", "")
+}
