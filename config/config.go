@@ -55,9 +55,11 @@ type Config struct {
 	// Service mode (docs/service.md).
 	MaxConnections       int
 	MaxRunsPerConnection int
-	AuthToken            string // "" for none
-	DrainMs              int64
-	WriteStallMs         int64
+	// MaxSessionsPerConnection is one connection's share of MaxSessions.
+	MaxSessionsPerConnection int
+	AuthToken                string // "" for none
+	DrainMs                  int64
+	WriteStallMs             int64
 	// TraceContent: OpenTelemetry spans record program text and binding
 	// arguments (docs/service.md §7).
 	TraceContent bool

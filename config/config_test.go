@@ -393,11 +393,11 @@ func TestHelpListsTable(t *testing.T) {
 func TestEveryVariableValidated(t *testing.T) {
 	bad := map[string]string{VarCPUSeconds: "0", VarMaxWallMs: "x", VarAddressSpaceMB: "0x10",
 		VarMaxLogBytes: "63", VarMaxValueBytes: "67108801", VarMaxFileBytes: "1073741825",
-		VarMaxOutputBytes: "0", VarGraceMs: "-1", VarMaxConcurrentRuns: "0",
+		VarMaxOutputBytes: "0", VarMaxDiskMB: "1048577", VarGraceMs: "-1", VarMaxConcurrentRuns: "0",
 		VarMaxQueuedRuns: "-1", VarWarmPool: "1e3", VarIsolation: "docker", VarStartMode: "vfork",
 		VarLogLevel: "INFO", VarMCPConfig: "/nonexistent/mcp.json", VarPythonBin: "", VarMaxSessions: "-1", VarSessionIdleMs: "0",
 		VarSessionCPUSeconds: "9007199254740991", VarMaxConnections: "0",
-		VarMaxRunsPerConnection: "-1", VarAuthToken: "two words", VarDrainMs: "0", VarWriteStallMs: "1.5",
+		VarMaxRunsPerConnection: "-1", VarMaxSessionsPerConn: "0", VarAuthToken: "two words", VarDrainMs: "0", VarWriteStallMs: "1.5",
 		VarTraceContent: "yes"}
 	if len(bad) != len(table) {
 		t.Errorf("%d bad values for %d variables", len(bad), len(table))

@@ -17,6 +17,7 @@ const (
 	VarMaxValueBytes     = "CODERUN_MAX_VALUE_BYTES"
 	VarMaxFileBytes      = "CODERUN_MAX_FILE_BYTES"
 	VarMaxOutputBytes    = "CODERUN_MAX_OUTPUT_BYTES"
+	VarMaxDiskMB         = "CODERUN_MAX_DISK_MB"
 	VarGraceMs           = "CODERUN_GRACE_MS"
 	VarMaxConcurrentRuns = "CODERUN_MAX_CONCURRENT_RUNS"
 	VarMaxQueuedRuns     = "CODERUN_MAX_QUEUED_RUNS"
@@ -36,6 +37,7 @@ const (
 const (
 	VarMaxConnections       = "CODERUN_MAX_CONNECTIONS"
 	VarMaxRunsPerConnection = "CODERUN_MAX_RUNS_PER_CONNECTION"
+	VarMaxSessionsPerConn   = "CODERUN_MAX_SESSIONS_PER_CONNECTION"
 	VarAuthToken            = "CODERUN_AUTH_TOKEN"
 	VarDrainMs              = "CODERUN_DRAIN_MS"
 	VarWriteStallMs         = "CODERUN_WRITE_STALL_MS"
@@ -103,6 +105,9 @@ var table = []variable{
 	{name: VarMaxOutputBytes, def: "8388608", note: "; displayed outputs and out/ files per run",
 		rule: positive(protocol.MaxOutputBytesCeiling, "one base64 item must fit an fd-3 frame"),
 		set:  func(c *Config, _ string, n int64) { c.Limits.MaxOutputBytes = n }},
+	{name: VarMaxDiskMB, def: itoa(protocol.DefaultMaxDiskMb), note: "; what a run's (a session's) working directory may hold on disk",
+		rule: positive(protocol.MaxDiskMbCeiling, ""),
+		set:  func(c *Config, _ string, n int64) { c.Limits.MaxDiskMb = n }},
 	{name: VarGraceMs, def: "3000", note: "; SIGTERM → SIGKILL grace",
 		rule: positive(protocol.GraceMsCeiling,
 			"graceMs + "+itoa(protocol.CloseMargin.Milliseconds())+" must stay a valid time.Duration"),
@@ -150,6 +155,11 @@ var table = []variable{
 	{name: VarMaxRunsPerConnection, def: "64", note: "; serve: runs one connection may have running or queued (0: no cap)",
 		rule: count(true),
 		set:  func(c *Config, _ string, n int64) { c.MaxRunsPerConnection = clampInt(n) }},
+	{name: VarMaxSessionsPerConn, def: "max(1, max sessions / 4)",
+		note:      "; serve: sessions one connection may hold open",
+		defaultOf: func(c *Config, _ Options) string { return itoa(max(1, int64(c.MaxSessions)/4)) },
+		rule:      count(false),
+		set:       func(c *Config, _ string, n int64) { c.MaxSessionsPerConnection = clampInt(n) }},
 	{name: VarAuthToken, def: "none", defaultOf: func(*Config, Options) string { return "" },
 		note: "; serve: required off loopback", rule: secretRule{}, secret: true,
 		set: func(c *Config, text string, _ int64) { c.AuthToken = text }},

@@ -180,13 +180,13 @@ func dirEntries(tmp string) []string {
 // The start-up sweep: a daemon removes, in the background, the directories
 // left in its TMPDIR by daemons that are gone (killed together with their
 // watchdog) and logs how many at info; it never touches the directories of
-// a live daemon sharing its TMPDIR, nor entries whose name names no owner.
+// a live daemon sharing its TMPDIR, nor entries without an owner record.
 func TestStartUpSweep(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
 	env := map[string]string{"TMPDIR": tmp, "CODERUN_WARM_POOL": "1"}
 	live := started(t, env)
-	waitFor(t, func() bool { return len(ownedBy(tmp, live)) >= 2 }, "the first daemon's directories")
+	waitFor(t, func() bool { return len(heldBy(tmp, live)) >= 2 }, "the first daemon's directories")
 
 	gone := start(t, map[string]string{"TMPDIR": tmp, "CODERUN_WARM_POOL": "1", "CODERUN_START_MODE": "spawn"})
 	gone.call("initialize", "{}")
@@ -223,8 +223,8 @@ func TestStartUpSweep(t *testing.T) {
 	if _, err := os.Lstat(unowned); err != nil {
 		t.Errorf("a directory that names no owner was swept: %v", err)
 	}
-	if len(ownedBy(tmp, live)) < 2 {
-		t.Errorf("the live daemon's directories were swept: %v left of them", ownedBy(tmp, live))
+	if len(heldBy(tmp, live)) < 2 {
+		t.Errorf("the live daemon's directories were swept: %v left of them", heldBy(tmp, live))
 	}
 	for _, d := range []*daemon{live, third} {
 		expectOK(t, d.run(prog("open('f', 'w').write('x')\nreturn 1")), "1")
@@ -232,12 +232,27 @@ func TestStartUpSweep(t *testing.T) {
 	os.Remove(unowned)
 }
 
-// ownedBy lists the entries of tmp whose name names d's process as owner.
+// ownedBy lists d's homes in tmp: the entries whose owner record names d's
+// process (docs/containment.md §1).
 func ownedBy(tmp string, d *daemon) []string {
 	var out []string
 	for _, e := range dirEntries(tmp) {
-		if strings.HasPrefix(e, "coderun-"+strconv.Itoa(d.cmd.Process.Pid)+"-") {
+		record, _ := os.ReadFile(filepath.Join(tmp, e, "owner"))
+		if strings.HasPrefix(string(record), strconv.Itoa(d.cmd.Process.Pid)+" ") {
 			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// heldBy lists the directories in d's homes in tmp.
+func heldBy(tmp string, d *daemon) []string {
+	var out []string
+	for _, home := range ownedBy(tmp, d) {
+		for _, e := range dirEntries(filepath.Join(tmp, home)) {
+			if e != "owner" {
+				out = append(out, filepath.Join(home, e))
+			}
 		}
 	}
 	return out

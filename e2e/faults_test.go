@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,13 +57,23 @@ func isZombie(stat []byte) bool {
 	return i > 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
-// runDirs lists the coderun- entries left in tmp.
+// runDirs lists the directories a daemon made in tmp, but for the fork
+// server's: those in its home there (a coderun- entry with an owner record,
+// docs/containment.md §1), and any other coderun- entry.
 func runDirs(tmp string) []string {
 	var out []string
-	ents, _ := os.ReadDir(tmp)
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "coderun-") && !isForkServerDir(tmp, e.Name()) {
-			out = append(out, e.Name())
+	for _, top := range dirEntries(tmp) {
+		if !strings.HasPrefix(top, "coderun-") {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(tmp, top, "owner")); err != nil {
+			out = append(out, top)
+			continue
+		}
+		for _, e := range dirEntries(filepath.Join(tmp, top)) {
+			if name := filepath.Join(top, e); strings.HasPrefix(e, "coderun-") && !isForkServerDir(tmp, name) {
+				out = append(out, name)
+			}
 		}
 	}
 	return out

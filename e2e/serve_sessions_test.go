@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -129,7 +130,7 @@ func TestServeSessionsCapAcrossConnections(t *testing.T) {
 func TestServeSessionsCloseWithConnection(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
-	s := startService(t, sessionEnv(tmp, "CODERUN_MAX_SESSIONS", "4"), sockPath(t))
+	s := startService(t, sessionEnv(tmp, "CODERUN_MAX_SESSIONS", "4", "CODERUN_MAX_SESSIONS_PER_CONNECTION", "4"), sockPath(t))
 	a, b := s.dial("").initialize(), s.dial("").initialize()
 	other := b.open()
 	base := len(runProcs(tmp))
@@ -224,4 +225,32 @@ func TestServeSessionsWriteStall(t *testing.T) {
 	s.waitMetric("coderun_connections", 0)
 	s.waitMetric("coderun_sessions", 0)
 	waitProcs(t, tmp, 0)
+}
+
+// TestServeSessionsC760PerConnection: session ids are opaque (128 random
+// bits, not a daemon-wide counter another connection could read its
+// neighbours' activity from), and one connection holds at most its share
+// of CODERUN_MAX_SESSIONS (CODERUN_MAX_SESSIONS_PER_CONNECTION, by default
+// a quarter): a greedy connection is refused −32003 naming that cap while
+// another still opens.
+func TestServeSessionsC760PerConnection(t *testing.T) {
+	t.Parallel()
+	s := startService(t, sessionEnv(t.TempDir(), "CODERUN_MAX_SESSIONS", "8"), sockPath(t))
+	a, b := s.dial("").initialize(), s.dial("").initialize()
+	ids := map[string]bool{a.open(): true, a.open(): true}
+	m := a.call("session/open", `{}`)
+	wantCode(t, "a opens past its share", m, -32003, "")
+	if m.Error != nil && !strings.Contains(m.Error.Message, "CODERUN_MAX_SESSIONS_PER_CONNECTION=2") {
+		t.Errorf("the share's message %q does not name CODERUN_MAX_SESSIONS_PER_CONNECTION=2", m.Error.Message)
+	}
+	ids[b.open()] = true
+	opaque := regexp.MustCompile(`^session-[A-Z2-7]{26}$`)
+	for id := range ids {
+		if !opaque.MatchString(id) {
+			t.Errorf("session id %q is not opaque (want session- and 26 base32 characters)", id)
+		}
+	}
+	if len(ids) != 3 {
+		t.Errorf("session ids %v are not distinct", ids)
+	}
 }

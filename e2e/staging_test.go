@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -21,7 +22,9 @@ func TestNoWindowsBuild(t *testing.T) {
 }
 
 // C25: each run has its own staged directory (cwd, TMPDIR), removed before
-// the response.
+// the response. Its path says nothing of the host (C764): it is
+// <TMPDIR>/coderun-<random>/coderun-<random>, without the daemon's pid,
+// whichever tier (the program sees the real path in both).
 func TestRunDirectory(t *testing.T) {
 	t.Parallel()
 	tmp := t.TempDir()
@@ -39,9 +42,11 @@ return {"file": f, "cwd": os.getcwd(), "tmpdir": os.environ.get("TMPDIR")}`)
 		json.Unmarshal(r.Value, &v)
 		dir := filepath.Dir(v.File)
 		realTmp, _ := filepath.EvalSymlinks(tmp)
-		if filepath.Base(v.File) != "bootstrap.py" || !strings.HasPrefix(filepath.Base(dir), "coderun-") ||
-			filepath.Dir(dir) != realTmp && filepath.Dir(dir) != tmp || v.Cwd != dir || v.Tmpdir != dir {
-			t.Errorf("run %d: %+v", i, v)
+		daemonDir := filepath.Dir(dir)
+		if filepath.Base(v.File) != "bootstrap.py" || !opaqueDir.MatchString(filepath.Base(dir)) ||
+			!opaqueDir.MatchString(filepath.Base(daemonDir)) ||
+			filepath.Dir(daemonDir) != realTmp && filepath.Dir(daemonDir) != tmp || v.Cwd != dir || v.Tmpdir != dir {
+			t.Errorf("run %d: %+v, want %s/coderun-<random>/coderun-<random>", i, v, tmp)
 		}
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("%s still exists after the response; daemon stderr:\n%s", dir, d.stderr)
@@ -53,7 +58,12 @@ return {"file": f, "cwd": os.getcwd(), "tmpdir": os.environ.get("TMPDIR")}`)
 	}
 }
 
-// C28: a staging failure is a result, not a crash.
+// opaqueDir is the name of a directory the daemon makes: coderun- and 26
+// random base32 characters.
+var opaqueDir = regexp.MustCompile(`^coderun-[a-z2-7]{26}$`)
+
+// C28: a staging failure is a result, not a crash, and its message names
+// "the daemon's temporary directory", never its path.
 func TestStagingFailure(t *testing.T) {
 	onlyInTier(t, "process") // tier sandbox refuses to start where its probe cannot stage a directory
 	t.Parallel()
@@ -61,8 +71,8 @@ func TestStagingFailure(t *testing.T) {
 	os.WriteFile(file, nil, 0o644)
 	d := started(t, map[string]string{"TMPDIR": file, "CODERUN_WARM_POOL": "0"})
 	r := d.run(prog("return 1"))
-	if r.Error == nil || r.Error.Kind != "worker-exit" || !strings.HasPrefix(r.Error.Message, "failed to stage the python bootstrap: ") ||
-		len(r.Logs) != 0 || r.Value != nil {
+	if r.Error == nil || r.Error.Kind != "worker-exit" || !strings.HasPrefix(r.Error.Message, "failed to stage the python bootstrap in the daemon's temporary directory: ") ||
+		strings.Contains(r.Error.Message, file) || len(r.Logs) != 0 || r.Value != nil {
 		t.Errorf("%+v %q %s", r.Error, r.Logs, r.Value)
 	}
 	if m := d.call("initialize", ""); m.Error == nil || m.Error.Code != -32600 { // still serving

@@ -25,13 +25,17 @@ const (
 
 // BootMessage is the first daemon frame. Field order is the wire order.
 type BootMessage struct {
-	Type              string      `json:"type"`
-	CPUSeconds        int64       `json:"cpuSeconds"`
-	AddressSpaceBytes int64       `json:"addressSpaceBytes"`
-	MaxLogBytes       int64       `json:"maxLogBytes"`
-	MaxValueBytes     int64       `json:"maxValueBytes"`
-	MaxOutputBytes    int64       `json:"maxOutputBytes"`
-	Namespaces        []Namespace `json:"namespaces"`
+	Type              string `json:"type"`
+	CPUSeconds        int64  `json:"cpuSeconds"`
+	AddressSpaceBytes int64  `json:"addressSpaceBytes"`
+	// FileSizeBytes is RLIMIT_FSIZE (the disk budget, maxDiskMb × 1048576):
+	// a file the program unlinks while it keeps it open escapes the
+	// daemon's measure, so each file is held to the budget too.
+	FileSizeBytes  int64       `json:"fileSizeBytes,omitempty"`
+	MaxLogBytes    int64       `json:"maxLogBytes"`
+	MaxValueBytes  int64       `json:"maxValueBytes"`
+	MaxOutputBytes int64       `json:"maxOutputBytes"`
+	Namespaces     []Namespace `json:"namespaces"`
 	// Session marks a session boot (docs/child-protocol.md §6.1): CPUSeconds is
 	// then the session's lifetime total, Namespaces is empty, and the child
 	// waits for run frames in its idle loop instead of exiting after one.

@@ -17,7 +17,12 @@ const OutDir = "out"
 const (
 	MaxFileBytesCeiling   = 1073741824
 	MaxOutputBytesCeiling = 50331648 // its base64 (4/3) fits one fd-3 frame
+	MaxDiskMbCeiling      = 1048576  // 1 TiB
 )
+
+// DefaultMaxDiskMb is the disk budget of a daemon configured without one
+// (CODERUN_MAX_DISK_MB's default, and a session.Config's that leaves it 0).
+const DefaultMaxDiskMb = 512
 
 // OutputsMarkerPrefix starts the text/plain of the last output of a run whose
 // outputs budget ran out.

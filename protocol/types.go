@@ -11,6 +11,9 @@ type Limits struct {
 	MaxValueBytes  int64 `json:"maxValueBytes"`
 	MaxFileBytes   int64 `json:"maxFileBytes"`
 	MaxOutputBytes int64 `json:"maxOutputBytes"`
+	// MaxDiskMb bounds what the run's working directory (a session's, over
+	// its life) holds on disk; the daemon measures it (docs/protocol.md §7).
+	MaxDiskMb int64 `json:"maxDiskMb"`
 }
 
 // ErrorClass asks the child to inject an exception class for a namespace.

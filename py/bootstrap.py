@@ -270,6 +270,9 @@ def _coderun_child():
         if sys.platform != "darwin":
             space = boot["addressSpaceBytes"]
             soft_as = clamp(resource.RLIMIT_AS, space, space, False)
+        fsize = boot.get("fileSizeBytes")
+        if fsize:  # the disk budget, for a file the daemon's measure cannot see
+            clamp(resource.RLIMIT_FSIZE, fsize, fsize, False)
         check_room(max_log, max_value)
     except BaseException as e:
         limits_failed(e)

@@ -1263,6 +1263,7 @@ if TYPE_CHECKING:
 
     class _BootOptional(TypedDict, total=False):
         session: Literal[True]
+        fileSizeBytes: int
 
     class BootMessage(_BootOptional):
         type: Literal["boot"]

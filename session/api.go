@@ -46,7 +46,7 @@ type Answer struct {
 // Config is the typed configuration the Manager runs with.
 type Config struct {
 	Python                             string          // frozen interpreter path
-	Limits                             protocol.Limits // configured
+	Limits                             protocol.Limits // configured; MaxDiskMb 0: protocol.DefaultMaxDiskMb
 	Grace                              time.Duration
 	TempDir                            string // parent of run directories
 	MaxConcurrent, MaxQueued, WarmPool int
@@ -64,9 +64,14 @@ type Config struct {
 	// (0: none), closed after SessionIdle without a run unless opened with
 	// a shorter idle time, each child's lifetime RLIMIT_CPU hard limit
 	// SessionCPUSeconds.
-	MaxSessions       int
-	SessionIdle       time.Duration // 0: DefaultSessionIdle
-	SessionCPUSeconds int64         // 0: DefaultSessionCPUSeconds
+	MaxSessions int
+	// MaxSessionsPerLane is one lane's share of MaxSessions (a serve
+	// connection's, CODERUN_MAX_SESSIONS_PER_CONNECTION); 0: no share of
+	// its own. The Manager's own sessions (stdio's) count against
+	// MaxSessions only.
+	MaxSessionsPerLane int
+	SessionIdle        time.Duration // 0: DefaultSessionIdle
+	SessionCPUSeconds  int64         // 0: DefaultSessionCPUSeconds
 }
 
 // Session defaults for a Config that leaves them zero (the daemon's
@@ -99,5 +104,6 @@ func EffectiveLimits(cfg, run protocol.Limits) protocol.Limits {
 		MaxValueBytes:  tighten(cfg.MaxValueBytes, run.MaxValueBytes),
 		MaxFileBytes:   tighten(cfg.MaxFileBytes, run.MaxFileBytes),
 		MaxOutputBytes: tighten(cfg.MaxOutputBytes, run.MaxOutputBytes),
+		MaxDiskMb:      tighten(cfg.MaxDiskMb, run.MaxDiskMb),
 	}
 }

@@ -21,6 +21,10 @@ func bootFrame(lim protocol.Limits, namespaces []protocol.Namespace) []byte {
 	b = strconv.AppendInt(b, lim.CPUSeconds, 10)
 	b = append(b, `,"addressSpaceBytes":`...)
 	b = strconv.AppendInt(b, lim.AddressSpaceMb*1048576, 10)
+	if lim.MaxDiskMb > 0 {
+		b = append(b, `,"fileSizeBytes":`...)
+		b = strconv.AppendInt(b, lim.MaxDiskMb*protocol.MiB, 10)
+	}
 	return append(appendNamespaces(appendOutputBudgets(b, lim), namespaces), "}\n"...)
 }
 

@@ -28,10 +28,9 @@ type Manager struct {
 	forker   *forker         // start mode fork (either tier), else nil
 	start    startFunc
 
-	sessions   map[string]*Session   // open sessions (booting ones included: they count against the cap)
-	ended      map[string]sessionEnd // ended sessions: −32004's state and reason
-	sessionSeq int64
-	sessionWG  sync.WaitGroup // session opens, forks and teardowns under way
+	sessions  map[string]*Session   // open sessions (booting ones included: they count against the cap)
+	ended     map[string]sessionEnd // ended sessions: −32004's state and reason
+	sessionWG sync.WaitGroup        // session opens, forks and teardowns under way
 
 	noGraceKill bool // test hook (C129): suppress the grace-period SIGKILL
 }
@@ -49,6 +48,9 @@ func NewManager(cfg Config) *Manager {
 	}
 	if cfg.MaxConcurrent < 1 {
 		cfg.MaxConcurrent = 1
+	}
+	if cfg.Limits.MaxDiskMb <= 0 {
+		cfg.Limits.MaxDiskMb = protocol.DefaultMaxDiskMb
 	}
 	if cfg.SessionIdle <= 0 {
 		cfg.SessionIdle = DefaultSessionIdle

@@ -7,7 +7,8 @@ import "github.com/coderun-rpc/coderun-rpc/protocol"
 // (another lane's id, open or ended, is "unknown", so a connection never
 // learns whether another's session exists), their runs queue in its lane,
 // and closing the lane closes them. CODERUN_MAX_SESSIONS stays one cap for
-// the daemon, whoever owns the sessions. The Manager's own methods
+// the daemon, whoever owns the sessions, and a lane holds at most its share
+// of it (Config.MaxSessionsPerLane). The Manager's own methods
 // (OpenSession, …) serve the nil owner: stdio's one peer.
 
 // OpenSession is Manager.OpenSession for a session the lane owns. After

@@ -2,6 +2,7 @@ package session
 
 import (
 	"cmp"
+	"crypto/rand"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -53,6 +54,7 @@ type Session struct {
 	idleTimer  *time.Timer
 	writerDone chan struct{} // closed when the last run's fd-3 writer has returned
 	sampler    *cpuSampler   // the attached run's CPU check, stopped when it settles
+	disk       *diskWatch    // its directory measured (disk.go), from adopt to its end
 }
 
 // queued is one entry of a session's FIFO: a run, or a fork's turn.
@@ -173,24 +175,23 @@ func (m *Manager) startSession(s *Session, get func() (*worker, error)) (string,
 	return s.id, nil
 }
 
-// register counts a new session of owner against the cap, which is the
-// daemon's, whoever owns the sessions.
+// register counts a new session of owner against the daemon's cap and, for
+// a lane, against the lane's share of it (Config.MaxSessionsPerLane).
 func (m *Manager) register(owner *Lane, lim protocol.Limits, idleMs int64, onClosed func(string, string, string)) (*Session, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.shutting {
 		return nil, ErrShuttingDown
 	}
-	if len(m.sessions) >= m.cfg.MaxSessions {
-		return nil, m.capErr()
+	if err := m.capLocked(owner); err != nil {
+		return nil, err
 	}
-	m.sessionSeq++
 	m.sessionWG.Add(1) // done when the open or fork returns: shutdown waits for its child
 	idle := m.cfg.SessionIdle
 	if idleMs > 0 {
 		idle = time.Duration(idleMs) * time.Millisecond
 	}
-	s := &Session{m: m, owner: owner, id: "session-" + strconv.FormatInt(m.sessionSeq, 10), lim: lim, idle: idle,
+	s := &Session{m: m, owner: owner, id: newSessionID(), lim: lim, idle: idle,
 		onClosed: onClosed}
 	s.log = m.log.With("session", s.id)
 	s.cond = sync.NewCond(&s.mu)
@@ -198,10 +199,36 @@ func (m *Manager) register(owner *Lane, lim protocol.Limits, idleMs int64, onClo
 	return s, nil
 }
 
-func (m *Manager) capErr() *SessionError {
-	return &SessionError{Cap: true,
-		Message: "session cap reached (CODERUN_MAX_SESSIONS=" + strconv.Itoa(m.cfg.MaxSessions) + ")"}
+// capLocked refuses a new session of owner when the daemon's cap is
+// reached, or when owner is a lane holding its share already.
+func (m *Manager) capLocked(owner *Lane) *SessionError {
+	if len(m.sessions) >= m.cfg.MaxSessions {
+		return capErr("CODERUN_MAX_SESSIONS", m.cfg.MaxSessions)
+	}
+	share := m.cfg.MaxSessionsPerLane
+	if owner == nil || share <= 0 {
+		return nil
+	}
+	held := 0
+	for _, s := range m.sessions {
+		if s.owner == owner {
+			held++
+		}
+	}
+	if held >= share {
+		return capErr("CODERUN_MAX_SESSIONS_PER_CONNECTION", share)
+	}
+	return nil
 }
+
+func capErr(variable string, n int) *SessionError {
+	return &SessionError{Cap: true, Message: "session cap reached (" + variable + "=" + strconv.Itoa(n) + ")"}
+}
+
+// newSessionID is an opaque session id: 130 random bits (crypto/rand.Text,
+// base32), so that an id says nothing of other sessions or connections and
+// cannot be guessed.
+func newSessionID() string { return "session-" + rand.Text() }
 
 // bootSession sends a session boot frame and waits for its boot-ack.
 func bootSession(w *worker, lim protocol.Limits, lifetimeCPU int64) error {
@@ -256,8 +283,42 @@ func (s *Session) adopt(w *worker) bool {
 	go strayLoop(s, fdStdout, w.stdout)
 	go strayLoop(s, fdStderr, w.stderr)
 	go s.watch(w)
+	s.disk = watchDisk(sessionDir(w), s.diskBudget, s.overDisk)
 	s.armIdleLocked()
 	return true
+}
+
+// sessionDir is the tree a session's program may write: a sandboxed
+// session's home (its forks' homes inside it count against it too), else
+// its working directory.
+func sessionDir(w *worker) string {
+	if w.home != nil {
+		return w.home.root
+	}
+	return w.dir
+}
+
+// diskBudget is the attached run's disk budget, else the session's.
+func (s *Session) diskBudget() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.attached; r != nil {
+		return r.sm.lim.MaxDiskMb // fixed when the run was made
+	}
+	return s.lim.MaxDiskMb
+}
+
+// overDisk ends the attached run with e (its outcome loses the session),
+// or between runs loses the session with e's message.
+func (s *Session) overDisk(e *protocol.RunError) {
+	s.mu.Lock()
+	r := s.attached
+	s.mu.Unlock()
+	if r != nil {
+		r.decide(decision{err: e})
+		return
+	}
+	s.lose(e.Message)
 }
 
 // ---- the registry -----------------------------------------------------------
@@ -309,6 +370,7 @@ func (m *Manager) endSession(s *Session, state, reason string, err *protocol.Run
 	s.ended, s.endState, s.endReason, s.endErr = true, state, reason, err
 	e.err = err
 	stopTimer(s.idleTimer)
+	s.disk.stop()
 	if s.cur != nil && s.attached == nil {
 		e.queued = append(e.queued, s.cur)
 	}
@@ -878,7 +940,7 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 	}
 	dir, err := rundir.Create(tempDir) // forkWorker copies src's working directory into it
 	if err != nil {
-		return nil, errors.New("session/fork: " + err.Error())
+		return nil, errors.New("session/fork: " + pathless(err))
 	}
 	w, err := forkWorker(src, dir)
 	if err != nil {
@@ -893,7 +955,7 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 func (m *Manager) forkSandboxed(src *worker) (*worker, error) {
 	h, dir, rules, err := m.forkHome(src)
 	if err != nil {
-		return nil, errors.New("session/fork: " + err.Error())
+		return nil, errors.New("session/fork: " + pathless(err))
 	}
 	w, err := forkWorker(src, dir, rules)
 	rules.Close()

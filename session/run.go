@@ -37,8 +37,9 @@ type Run struct {
 	// lateMarker is the outputs marker due to out/ files, set by settled
 	// before the result's gate opens and streamed just before the result.
 	lateMarker *protocol.OutputEvent
-	collected  collected // out/ as read for this run (Run.collect)
-	lent       lendSlot  // a call's work lent to the fd-3 reader (lend.go)
+	collected  collected  // out/ as read for this run (Run.collect)
+	lent       lendSlot   // a call's work lent to the fd-3 reader (lend.go)
+	disk       *diskWatch // a fresh run's directory measured (disk.go), from attach to settlement; under mu
 }
 
 // newRun creates a run whose limits are base tightened by its own.
@@ -148,6 +149,9 @@ func (r *Run) perform(eff effects) {
 func (r *Run) settled(eff effects) {
 	w := eff.settleW
 	r.log.Debug("settled", "sinceHandoff", eff.sinceHandoff)
+	r.mu.Lock()
+	r.disk.stop()
+	r.mu.Unlock()
 	r.completeResult(cmp.Or(w, eff.kept), eff.res) // a kept session child's out/ is this run's too
 	if w != nil {
 		w.closeFiles()
@@ -223,8 +227,11 @@ func (r *Run) failStart(fail *protocol.RunError) {
 // readers and the reaper watch.
 func (r *Run) attach(w *worker) {
 	wr := newFDWriter(w.conn, bootFrame(r.sm.lim, r.bindings), protocol.ReplyQueue)
+	mb := r.sm.lim.MaxDiskMb
 	r.mu.Lock()
 	eff := r.sm.step(event{kind: evAttach, w: w, wr: wr, softCPU: child.EffectiveSoftCPU(r.sm.lim.CPUSeconds)})
+	r.disk.stop() // a restart's lost child's
+	r.disk = watchDisk(w.dir, func() int64 { return mb }, func(e *protocol.RunError) { r.decide(decision{err: e}) })
 	r.mu.Unlock()
 	go r.writeLoop(w, wr, w.writerDone)
 	go readLoop(w, r)

@@ -176,7 +176,7 @@ func (h *home) release(log *slog.Logger) {
 func (m *Manager) sandboxSessionWorker(sb sandbox.Config) (*worker, *protocol.RunError) {
 	dir, err := rundir.Create(m.cfg.TempDir)
 	if err != nil {
-		return nil, workerExit("failed to stage the session's home: " + err.Error())
+		return nil, workerExit("failed to stage the session's home in the daemon's temporary directory: " + pathless(err))
 	}
 	sb.Session, sb.Writable = true, []string{dir}
 	w, fail := spawnWorker(m.cfg.Python, dir, func(spec child.Spec) (*child.Process, error) {

@@ -81,7 +81,7 @@ func TestSubstrate(t *testing.T) {
 		os.WriteFile(file, nil, 0o600)
 		m := check(t, func(c *Config) { c.TempDir = file })
 		res, fc, el := execute(t, m, tcase{name: "stage", program: "return 1"})
-		tcase{kind: protocol.KindWorkerExit, contains: []string{"failed to stage the python bootstrap: "}, logs: []string{}}.verify(t, res, fc, el)
+		tcase{kind: protocol.KindWorkerExit, contains: []string{"failed to stage the python bootstrap in the daemon's temporary directory: "}, logs: []string{}}.verify(t, res, fc, el)
 		if res.Stats.WallMs != 0 || res.Stats.CPUMs != 0 {
 			t.Errorf("stats %+v", res.Stats)
 		}

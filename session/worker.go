@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -83,12 +84,26 @@ func writeFile(path string, data []byte) error {
 // of the fork server.
 type startFunc func(child.Spec) (*child.Process, error)
 
+// msgStaging starts the error of a child that could not be staged.
+const msgStaging = "failed to stage the python bootstrap in the daemon's temporary directory: "
+
+// pathless is err's text without the path of an *os.PathError in it: the
+// daemon's temporary directory and its directories' names are the host's,
+// not the client's, to know.
+func pathless(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + ": " + pe.Err.Error()
+	}
+	return err.Error()
+}
+
 // spawnWorker stages and starts one child (docs/child-protocol.md §4.3 steps 1–3). Failures are the
 // run's worker-exit; nothing is left behind.
 func spawnWorker(python, tempDir string, start startFunc) (*worker, *protocol.RunError) {
 	dir, err := stageDir(tempDir)
 	if err != nil {
-		return nil, workerExit("failed to stage the python bootstrap: " + err.Error())
+		return nil, workerExit(msgStaging + pathless(err))
 	}
 	spec := child.Spec{
 		Path: python,
@@ -98,12 +113,12 @@ func spawnWorker(python, tempDir string, start startFunc) (*worker, *protocol.Ru
 	}
 	if err := resetOut(dir); err != nil {
 		rundir.Remove(dir)
-		return nil, workerExit("failed to stage the python bootstrap: " + err.Error())
+		return nil, workerExit(msgStaging + pathless(err))
 	}
 	proc, err := start(spec)
 	if err != nil {
 		rundir.Remove(dir)
-		return nil, workerExit("python spawn error: " + err.Error())
+		return nil, workerExit("python spawn error: " + pathless(err))
 	}
 	w := newWorker(dir, proc)
 	w.conn, w.stdout, w.stderr = proc.Conn, proc.Stdout, proc.Stderr

@@ -22,8 +22,8 @@ const (
 // ErrCopyTooLarge is returned by Copy when the tree exceeds its bounds.
 var ErrCopyTooLarge = errors.New("rundir: the directory is too large to copy")
 
-// Copy creates a new directory in parent (as Create does: owner-carrying name,
-// registered) and copies the tree under src into it (CopyInto). On error the
+// Copy creates a new directory in parent (as Create does: in this process's
+// home there, registered) and copies the tree under src into it (CopyInto). On error the
 // new directory is removed.
 func Copy(src, parent string, maxBytes int64) (dir string, err error) {
 	dir, err = Create(parent)

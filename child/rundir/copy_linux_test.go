@@ -60,7 +60,7 @@ func TestCopyRegularFilesAndDirectoriesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer Remove(dir)
-	if filepath.Dir(dir) != parent || !mine(dirEntry(t, dir)) {
+	if filepath.Dir(filepath.Dir(dir)) != parent || !mine(dirEntry(t, dir)) {
 		t.Errorf("copy %s is not a registered run directory of %s", dir, parent)
 	}
 	os.Chmod(filepath.Join(dir, "locked"), 0o700)

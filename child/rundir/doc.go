@@ -1,14 +1,17 @@
 // Package rundir owns the directories the daemon creates (run directories,
 // warm children's, the fork server's staging directory, and whatever a later
 // feature adds): their names, their registration with the watchdog, their
-// removal, and the start-up sweep of those a dead daemon left behind.
+// removal, the start-up sweep of those a dead daemon left behind, and their
+// measure (Measure: the disk budget's).
 //
-// A directory's name says who owns it: coderun-<pid>-<start>-<pidns>-<unique>,
-// where pid is the creating daemon's process id, start its start time
-// (/proc/<pid>/stat field 22), pidns the inode of its pid namespace, and
-// unique a sequence number and a random part. The owner is in the name, not
-// in a file inside, because the program that runs in the directory may
-// delete or rewrite any file there, and reading a name costs no open.
+// A directory's name is opaque, coderun-<26 random base32 characters>, since
+// the program that runs in it sees its full path. Create makes it in this
+// process's home in the parent (home_linux.go), a directory named the same
+// way that holds an owner record: "<pid> <start> <pidns>", where pid is the
+// creating daemon's process id, start its start time (/proc/<pid>/stat
+// field 22) and pidns the inode of its pid namespace. The owner is in the
+// home, not in the directory, because the program may delete or rewrite any
+// file of its own directory; tier sandbox never grants it the home.
 //
 // Create registers each directory with the installed watcher (the watchdog,
 // through spawn.Watcher: one short pipe write) and Remove unregisters it, so

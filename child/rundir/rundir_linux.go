@@ -3,15 +3,14 @@
 package rundir
 
 import (
+	"crypto/rand"
 	"errors"
 	"io/fs"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/coderun-rpc/coderun-rpc/child/internal/spawn"
@@ -40,19 +39,19 @@ var self = sync.OnceValues(func() (owner, bool) {
 	return owner{pid: pid, start: start, pidns: ns}, ok
 })
 
-// namePrefix is what Create puts before a name's unique part.
-func (o owner) namePrefix() string {
-	return Prefix + strconv.Itoa(o.pid) + "-" + strconv.FormatUint(o.start, 10) + "-" +
-		strconv.FormatUint(o.pidns, 10) + "-"
+// record is the owner record's content: "<pid> <start> <pidns>\n".
+func (o owner) record() []byte {
+	return []byte(strconv.Itoa(o.pid) + " " + strconv.FormatUint(o.start, 10) + " " +
+		strconv.FormatUint(o.pidns, 10) + "\n")
 }
 
-// parseOwner reads the owner from a directory's name; ok is false for a name
-// that is not exactly Prefix, three decimal numbers and a random part, each
-// separated by a dash.
-func parseOwner(name string) (o owner, ok bool) {
-	rest, found := strings.CutPrefix(name, Prefix)
-	fields := strings.Split(rest, "-")
-	if !found || len(fields) != 4 || fields[3] == "" {
+// parseOwner reads an owner record; ok is false for anything but exactly
+// three decimal numbers separated by single spaces and ended by a newline,
+// the first a possible pid.
+func parseOwner(record string) (o owner, ok bool) {
+	rest, found := strings.CutSuffix(record, "\n")
+	fields := strings.Split(rest, " ")
+	if !found || len(fields) != 3 {
 		return owner{}, false
 	}
 	var n [3]uint64
@@ -81,33 +80,40 @@ func pidNamespace(pid string) (uint64, bool) {
 	return spawn.Decimal(inner)
 }
 
-// Create makes a new directory (mode 0700) in parent, named for this daemon
-// (see the package comment), and registers it with the watcher, which removes
-// it if the daemon dies before Remove does. The registration comes first, so
-// no moment exists at which the directory is there and unregistered. parent
+// Create makes a new directory (mode 0700) with an opaque name (Prefix and
+// 130 random bits) and registers it with the watcher, which removes it if
+// the daemon dies before Remove does. The registration comes first, so no
+// moment exists at which the directory is there and unregistered. parent
 // should be absolute; a relative one is made absolute against the working
-// directory.
+// directory. The directory is made in this process's home in parent (see
+// the package comment), or in parent itself when parent is inside a home
+// already (a directory Create made).
 func Create(parent string) (string, error) {
 	parent, err := filepath.Abs(parent)
 	if err != nil {
 		return "", err
 	}
-	prefix := Prefix
-	if o, ok := self(); ok {
-		prefix = o.namePrefix()
+	h, err := homes.enter(parent)
+	if err != nil {
+		return "", err
+	}
+	if h != nil {
+		parent = h.path
 	}
 	for try := 1; ; try++ {
-		dir := filepath.Join(parent, prefix+uniqueSuffix())
+		dir := filepath.Join(parent, opaqueName())
 		spawn.WatchDir(dir)
 		err := os.Mkdir(dir, 0o700)
 		if err == nil {
 			if err = os.Chmod(dir, 0o700); err == nil { // the umask may have taken bits away
+				homes.made(dir, h)
 				return dir, nil
 			}
 			os.Remove(dir)
 		}
-		spawn.UnwatchDir(dir) // the name is this attempt's alone (uniqueSuffix)
+		spawn.UnwatchDir(dir) // the name is this attempt's alone (random)
 		if !errors.Is(err, fs.ErrExist) || try == maxCreateTries {
+			homes.leave(h)
 			return "", err
 		}
 	}
@@ -117,28 +123,26 @@ func Create(parent string) (string, error) {
 // of an earlier boot, or a name another user guessed).
 const maxCreateTries = 100
 
-var createSeq atomic.Uint64
+// opaqueName is a directory's name: Prefix and 26 random base32 characters
+// (crypto/rand.Text), which say nothing of this process or of the other
+// directories, and which nobody can take in advance.
+func opaqueName() string { return Prefix + strings.ToLower(rand.Text()) }
 
-// uniqueSuffix is a name's last part: a sequence number, unique in this
-// process (so that a failed attempt never unregisters a live directory), and
-// a random part (so that nobody else can take the name in advance).
-func uniqueSuffix() string {
-	return strconv.FormatUint(createSeq.Add(1), 10) + "." + strconv.FormatUint(uint64(rand.Uint32()), 36)
-}
-
-// Remove removes dir as RemoveTree does and, once it is gone, unregisters it.
-// Removing a directory already gone succeeds.
+// Remove removes dir as RemoveTree does and, once it is gone, unregisters it
+// (and, with the last directory of a home, the home). Removing a directory
+// already gone succeeds.
 func Remove(dir string) error {
 	if err := RemoveTree(dir); err != nil {
 		return err
 	}
 	spawn.UnwatchDir(dir)
+	homes.removed(dir)
 	return nil
 }
 
-// Sweep removes (RemoveTree) every directory in parent whose name names an
+// Sweep removes (RemoveTree) every home in parent whose owner record names an
 // owner that is gone: no process with its pid, or one with another start
-// time. A directory whose name names no owner, or an owner in another pid
+// time. A directory without an owner record, or with an owner in another pid
 // namespace (whose pids mean nothing here), is left alone, as is every
 // directory of a live daemon and every directory of another user (whose
 // processes /proc may hide). It reports how many it removed, and why others
@@ -154,8 +158,11 @@ func Sweep(parent string) (removed int, err error) {
 	}
 	var errs []error
 	for _, e := range entries {
-		o, ok := parseOwner(e.Name())
-		if !ok || !e.IsDir() || o.pidns != me.pidns || !mine(e) || !o.gone() {
+		if !strings.HasPrefix(e.Name(), Prefix) || !e.IsDir() || !mine(e) {
+			continue
+		}
+		o, ok := readOwner(parent, e.Name())
+		if !ok || o.pidns != me.pidns || !o.gone() {
 			continue
 		}
 		if err := RemoveTree(filepath.Join(parent, e.Name())); err != nil {

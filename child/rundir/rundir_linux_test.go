@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"sync"
@@ -38,75 +39,95 @@ func (r *recorder) UnwatchDir(p string) {
 	r.dropped = append(r.dropped, p)
 }
 
-// TestCreateNamesItsOwnerAndRegisters: Create makes a 0700 directory named
-// for this process (pid, start time, pid namespace), registers it, and
-// Remove removes and then unregisters it, once gone.
-func TestCreateNamesItsOwnerAndRegisters(t *testing.T) {
+// TestCreateInAHome: Create makes a 0700 directory with an opaque name in
+// this process's home in the parent, which carries this process's owner
+// record and has an opaque name too; both are registered, and Remove
+// removes the directory and, with the last one, the home, unregistering
+// each once gone (C764).
+func TestCreateInAHome(t *testing.T) {
 	rec := &recorder{}
 	if !spawn.SetWatcher(rec) {
 		t.Fatal("a watcher is installed already")
 	}
 	defer spawn.ClearWatcher(rec)
+	parent := t.TempDir()
 	old := unix.Umask(0o077)
-	dir, err := Create(t.TempDir())
+	dir, err := Create(parent)
 	unix.Umask(old)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fi, err := os.Lstat(dir)
-	if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
-		t.Fatalf("Create made %s: %v, %v", dir, fi.Mode(), err)
+	home := filepath.Dir(dir)
+	opaque := regexp.MustCompile(`^coderun-[a-z2-7]{26}$`)
+	if filepath.Dir(home) != parent || !opaque.MatchString(filepath.Base(home)) || !opaque.MatchString(filepath.Base(dir)) {
+		t.Errorf("Create made %s in %s, want %s/coderun-<random>/coderun-<random>", dir, parent, parent)
 	}
-	o, ok := parseOwner(filepath.Base(dir))
+	for _, d := range []string{home, dir} {
+		if fi, err := os.Lstat(d); err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Fatalf("%s: %v, %v", d, fi.Mode(), err)
+		}
+	}
+	o, ok := readOwner(parent, filepath.Base(home))
 	start, _ := spawn.StartTime(os.Getpid())
 	ns, _ := pidNamespace("self")
 	if want := (owner{os.Getpid(), start, ns}); !ok || o != want || o.gone() {
-		t.Errorf("name %s: owner %+v (%v), want %+v, alive", filepath.Base(dir), o, ok, want)
+		t.Errorf("owner record %+v (%v), want %+v, alive", o, ok, want)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o600); err != nil {
-		t.Fatal(err)
+	second, err := Create(parent)
+	if err != nil || filepath.Dir(second) != home {
+		t.Fatalf("a second Create: %s, %v; want it in %s", second, err, home)
 	}
-	if !slices.Equal(rec.watched, []string{dir}) || len(rec.dropped) != 0 {
+	nested, err := Create(dir)
+	if err != nil || filepath.Dir(nested) != dir {
+		t.Fatalf("Create inside a directory of a home: %s, %v; want it in %s", nested, err, dir)
+	}
+	if !slices.Equal(rec.watched, []string{home, dir, second, nested}) || len(rec.dropped) != 0 {
 		t.Errorf("after Create: watched %v, dropped %v", rec.watched, rec.dropped)
 	}
-	if err := Remove(dir); err != nil {
-		t.Fatal(err)
+	for _, d := range []string{second, dir} {
+		if err := Remove(d); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
-		t.Errorf("after Remove: %v", err)
+	if _, err := os.Lstat(home); !os.IsNotExist(err) {
+		t.Errorf("after the last Remove, the home: %v", err)
 	}
 	if err := Remove(dir); err != nil {
 		t.Errorf("a second Remove: %v", err)
 	}
-	if !slices.Equal(rec.dropped, []string{dir, dir}) {
+	if !slices.Equal(rec.dropped, []string{second, dir, home, dir}) {
 		t.Errorf("after Remove: dropped %v", rec.dropped)
 	}
+	again, err := Create(parent)
+	if err != nil || filepath.Dir(again) != home {
+		t.Errorf("Create after the home was removed: %s, %v; want it in %s again", again, err, home)
+	}
+	Remove(again)
 }
 
 func TestParseOwner(t *testing.T) {
 	cases := []struct {
-		name string
-		want owner
-		ok   bool
+		record string
+		want   owner
+		ok     bool
 	}{
-		{"coderun-12-345-4026531836-987", owner{12, 345, 4026531836}, true},
-		{"coderun-1-0-0-x", owner{1, 0, 0}, true},
-		{"coderun-123456789", owner{}, false}, // an older daemon's: no owner
-		{"coderun-12-345-4026531836-", owner{}, false},
-		{"coderun-12-345-987", owner{}, false},
-		{"coderun-12-345-4026531836-9-8", owner{}, false},
-		{"coderun-0-345-4026531836-987", owner{}, false},
-		{"coderun-4194305-1-1-987", owner{}, false}, // above PID_MAX_LIMIT
-		{"coderun--12-345-1-987", owner{}, false},
-		{"coderun-+12-345-1-987", owner{}, false},
-		{"coderun-12-34x-1-987", owner{}, false},
-		{"coderun-12-99999999999999999999-1-987", owner{}, false},
-		{"coderunx12-345-1-987", owner{}, false},
-		{"other-12-345-1-987", owner{}, false},
+		{"12 345 4026531836\n", owner{12, 345, 4026531836}, true},
+		{"1 0 0\n", owner{1, 0, 0}, true},
+		{"12 345 4026531836", owner{}, false}, // no newline: cut short
+		{"12 345\n", owner{}, false},
+		{"12 345 4026531836 9\n", owner{}, false},
+		{"12  345 4026531836\n", owner{}, false},
+		{"0 345 4026531836\n", owner{}, false},
+		{"4194305 1 1\n", owner{}, false}, // above PID_MAX_LIMIT
+		{"-12 345 1\n", owner{}, false},
+		{"+12 345 1\n", owner{}, false},
+		{"12 34x 1\n", owner{}, false},
+		{"12 99999999999999999999 1\n", owner{}, false},
+		{"", owner{}, false},
 	}
 	for _, c := range cases {
-		if got, ok := parseOwner(c.name); got != c.want || ok != c.ok {
-			t.Errorf("parseOwner(%q) = %+v, %v; want %+v, %v", c.name, got, ok, c.want, c.ok)
+		if got, ok := parseOwner(c.record); got != c.want || ok != c.ok {
+			t.Errorf("parseOwner(%q) = %+v, %v; want %+v, %v", c.record, got, ok, c.want, c.ok)
 		}
 	}
 }
@@ -154,9 +175,12 @@ func TestSweep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mkdir := func(o owner, random string) string {
-		dir := filepath.Join(parent, o.namePrefix()+random)
+	mkdir := func(o owner, random string) string { // a home of o's
+		dir := filepath.Join(parent, Prefix+random)
 		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, ownerFile), o.record(), 0o400); err != nil {
 			t.Fatal(err)
 		}
 		return dir
@@ -174,16 +198,19 @@ func TestSweep(t *testing.T) {
 	os.Chmod(filepath.Join(hostile, "ro"), 0)
 	gone = append(gone, hostile)
 	kept := []string{
-		mine,
+		filepath.Dir(mine),
 		mkdir(owner{sleeper.Process.Pid, sleeperStart, me.pidns}, "4"), // another live daemon
 		mkdir(owner{dead.pid, dead.start, me.pidns + 1}, "5"),          // another namespace
-		filepath.Join(parent, "coderun-123456789"),                     // no owner in the name
+		filepath.Join(parent, "coderun-123456789"),                     // no owner record
 		filepath.Join(parent, "other-dir"),
 	}
 	os.Mkdir(kept[3], 0o700)
 	os.Mkdir(kept[4], 0o700)
-	link := filepath.Join(parent, dead.namePrefix()+"6") // a link named like a dead owner's directory
-	os.Symlink(outside, link)
+	link := filepath.Join(parent, Prefix+"6") // a link to a dead owner's home elsewhere
+	target := filepath.Join(outside, "home")
+	os.Mkdir(target, 0o700)
+	os.WriteFile(filepath.Join(target, ownerFile), dead.record(), 0o400)
+	os.Symlink(target, link)
 	kept = append(kept, link)
 	if others := mkdir(dead, "7"); os.Lchown(others, os.Geteuid()+1, -1) == nil { // only root may give it away
 		kept = append(kept, others) // another user's

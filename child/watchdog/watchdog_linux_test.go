@@ -29,9 +29,9 @@ import (
 const watchdogDaemonVar = "CHILD_WATCHDOG_DAEMON"
 
 // watchdogDirsVar, set to a directory, has the stand-in daemon also create
-// two directories there (rundir.Create), one filled as a hostile program may
-// leave it (hostileTree) and one it unregisters, and print their paths on a
-// second line.
+// two directories (rundir.Create), one there filled as a hostile program may
+// leave it (hostileTree) and one in its "other" folder that it unregisters
+// with its home, and print their paths on a second line.
 const watchdogDirsVar = "CHILD_WATCHDOG_DIRS"
 
 func TestMain(m *testing.M) {
@@ -67,11 +67,17 @@ func standInDaemon() {
 		if err := hostileTree(registered, parent); err != nil {
 			fail(err)
 		}
-		unregistered, err := rundir.Create(parent)
+		// In a home of its own (another parent), unregistered with its home.
+		other := filepath.Join(parent, "other")
+		if err := os.Mkdir(other, 0o700); err != nil {
+			fail(err)
+		}
+		unregistered, err := rundir.Create(other)
 		if err != nil {
 			fail(err)
 		}
 		current().UnwatchDir(unregistered)
+		current().UnwatchDir(filepath.Dir(unregistered))
 		fmt.Printf("%s %s\n", registered, unregistered)
 	}
 	time.Sleep(childtest.HelperLife)

@@ -198,7 +198,7 @@ func sweep(log *slog.Logger) {
 // serverOptions are a server's over in/out: a session manager of its own
 // built from cfg, and what initialize reports.
 func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Logger) rpc.Options {
-	m := newManager(cfg, log)
+	m := newManager(cfg, log, 0)
 	o := rpcOptions(cfg, log)
 	o.In, o.Out, o.Runner, o.Sessions = in, out, rpc.NewRunner(m), rpc.NewSessions(m)
 	reportSessions(&o, cfg, m)
@@ -210,8 +210,9 @@ func reportSessions(o *rpc.Options, cfg *config.Config, m *session.Manager) {
 	o.Daemon.MaxSessions, o.Daemon.SessionIdleMs, o.Daemon.SessionFork = cfg.MaxSessions, cfg.SessionIdleMs, m.ForkAvailable()
 }
 
-// newManager builds the session manager cfg describes.
-func newManager(cfg *config.Config, log *slog.Logger) *session.Manager {
+// newManager builds the session manager cfg describes, in which a lane (a
+// serve connection) holds at most sessionsPerLane sessions (0: no share).
+func newManager(cfg *config.Config, log *slog.Logger, sessionsPerLane int) *session.Manager {
 	return session.NewManager(session.Config{
 		Python:        cfg.Python,
 		Limits:        cfg.Limits,
@@ -224,9 +225,10 @@ func newManager(cfg *config.Config, log *slog.Logger) *session.Manager {
 		PythonTrees:   cfg.PythonTrees,
 		StartMode:     cfg.StartMode,
 
-		MaxSessions:       cfg.MaxSessions,
-		SessionIdle:       cfg.SessionIdle(),
-		SessionCPUSeconds: cfg.SessionCPUSeconds,
+		MaxSessions:        cfg.MaxSessions,
+		MaxSessionsPerLane: sessionsPerLane,
+		SessionIdle:        cfg.SessionIdle(),
+		SessionCPUSeconds:  cfg.SessionCPUSeconds,
 	})
 }
 

@@ -37,7 +37,7 @@ func serveMode(ctx context.Context, d *daemonEnv, listen serve.Addr, admin strin
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	server := rpcOptions(cfg, d.log)
 	server.MCP = d.pool
-	m := newManager(cfg, d.log)
+	m := newManager(cfg, d.log, cfg.MaxSessionsPerConnection)
 	reportSessions(&server, cfg, m) // serve gives each connection its own Sessions
 	return serve.Run(ctx, serve.Options{
 		Listen: listen, Admin: admin, Token: cfg.AuthToken,

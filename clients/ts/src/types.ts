@@ -14,6 +14,7 @@ export interface RunLimits {
   maxValueBytes?: number;
   maxFileBytes?: number;
   maxOutputBytes?: number;
+  maxDiskMb?: number;
 }
 
 /** What a binding function receives besides its argument. */

@@ -32,6 +32,7 @@ class Limits(TypedDict, total=False):
     maxValueBytes: int
     maxFileBytes: int
     maxOutputBytes: int
+    maxDiskMb: int
 
 
 @dataclass(frozen=True)

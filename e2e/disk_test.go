@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
+)
+
+// The disk budget (docs/protocol.md §7, limits.maxDiskMb): a run's or a
+// session's directory may not hold more than its budget for longer than a
+// sampling period or two, so that one client cannot fill the daemon's
+// temporary directory and make everyone else's staging fail.
+
+// smallTmpfs mounts a 64 MiB tmpfs (the daemon's TMPDIR in these tests) and
+// unmounts it when the test ends; it skips, saying why, where the test
+// cannot mount one (not root, no mount permission in this container).
+func smallTmpfs(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "size=64m,mode=0700"); err != nil {
+		t.Skipf("cannot mount a tmpfs here: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmounting the test's tmpfs: %v", err)
+		}
+	})
+	return dir
+}
+
+// fillDisk writes 1 MiB files into the working directory until writes fail
+// `tries` times, then returns how many it wrote.
+const fillDisk = `import os
+i = fails = 0
+while fails < %d:
+    try:
+        with open("fill%%d" %% i, "wb") as f:
+            f.write(b"x" * (1 << 20))
+        i += 1
+    except OSError:
+        fails += 1
+return i`
+
+// oneMiBFile is a run's `files` entry of 1 MiB.
+func oneMiBFile() string {
+	return `"files":[{"path":"in.bin","base64":"` + base64.StdEncoding.EncodeToString(make([]byte, 1<<20)) + `"}]`
+}
+
+// TestDiskC761RunBudget: a run that keeps writing past its 8 MiB budget on a
+// 64 MiB TMPDIR ends output-limit naming the budget (not by its wall clock),
+// and the next run stages a 1 MiB file and runs.
+func TestDiskC761RunBudget(t *testing.T) {
+	leakcheck.Check(t)
+	tmp := smallTmpfs(t)
+	d := started(t, map[string]string{"TMPDIR": tmp, "CODERUN_MAX_DISK_MB": "8"})
+	r := d.run(prog(fmt.Sprintf(fillDisk, 1000000), `"limits":{"maxWallMs":20000}`))
+	if r.Error == nil || r.Error.Kind != "output-limit" || !strings.Contains(r.Error.Message, "maxDiskMb=8") {
+		t.Errorf("a run writing past its budget: %+v, want output-limit naming maxDiskMb=8", r.Error)
+	}
+	expectOK(t, d.run(prog("return len(open('in.bin','rb').read())", oneMiBFile())), "1048576")
+}
+
+// TestDiskC762SessionBudget: a session (opened with limits.maxDiskMb 8) that
+// fills the 64 MiB TMPDIR is lost naming the budget, whether the sampler
+// catches its run in the act or between runs, and its directory goes with
+// it: a fresh run then stages a 1 MiB file and runs. A run's own
+// maxDiskMb above the daemon's is refused like any limit.
+func TestDiskC762SessionBudget(t *testing.T) {
+	leakcheck.Check(t)
+	tmp := smallTmpfs(t)
+	d := started(t, map[string]string{"TMPDIR": tmp, "CODERUN_MAX_DISK_MB": "32"})
+	if m := d.call("run", prog("return 1", `"limits":{"maxDiskMb":33}`)); m.Error == nil ||
+		!strings.Contains(m.Error.Message, "limits.maxDiskMb must not exceed the daemon's configured 32") {
+		t.Errorf("maxDiskMb above the daemon's: %s", m.raw)
+	}
+	sid := d.open(`{"limits":{"maxDiskMb":8}}`)
+	r := d.srun(sid, fmt.Sprintf(fillDisk, 3))
+	if r.Error != nil && (r.Error.Kind != "output-limit" || !strings.Contains(r.Error.Message, "maxDiskMb=8")) {
+		t.Errorf("the filling run: %+v, want a value or output-limit naming maxDiskMb=8", r.Error)
+	}
+	if reason, msg := d.closedNote(sid, 30*time.Second); reason != "lost" || !strings.Contains(msg, "maxDiskMb=8") {
+		t.Errorf("session/closed %q %q, want lost naming maxDiskMb=8", reason, msg)
+	}
+	expectOK(t, d.run(prog("return len(open('in.bin','rb').read())", oneMiBFile())), "1048576")
+}
+
+// TestDiskC765UnlinkedFile: a file the program unlinks while it keeps it
+// open is invisible to the measuring walk, so each file is also held to the
+// disk budget by RLIMIT_FSIZE: writing 9 MiB into one against maxDiskMb 8
+// fails with EFBIG (Python ignores SIGXFSZ), and the run goes on.
+func TestDiskC765UnlinkedFile(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, map[string]string{"CODERUN_MAX_DISK_MB": "64"})
+	r := d.run(prog(`import errno, os
+f = open("hidden", "wb")
+os.unlink("hidden")
+try:
+    f.write(b"x" * (9 << 20))
+    f.flush()
+except OSError as e:
+    return errno.errorcode[e.errno]
+return "written"`, `"limits":{"maxDiskMb":8}`))
+	expectOK(t, r, `"EFBIG"`)
+}
+
+// TestDiskC766SessionBetweenRuns: a session run that leaves a thread writing
+// 1 MiB files returns at once; with no request under way the session is
+// found over its 4 MiB budget and lost: session/closed lost naming it, and
+// its id is then −32004 lost.
+func TestDiskC766SessionBetweenRuns(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, nil)
+	sid := d.open(`{"limits":{"maxDiskMb":4}}`)
+	r := d.srun(sid, `import threading, time
+def fill():
+    i = 0
+    while True:
+        with open("bg%d" % i, "wb") as f:
+            f.write(b"x" * (1 << 20))
+        i += 1
+        time.sleep(0.05)
+threading.Thread(target=fill, daemon=True).start()
+return "started"`)
+	if string(r.Value) != `"started"` || !r.Session.Alive {
+		t.Fatalf("the run that starts the writer: %s %+v %+v", r.Value, r.Error, r.Session)
+	}
+	if reason, msg := d.closedNote(sid, 30*time.Second); reason != "lost" || !strings.Contains(msg, "disk budget reached (maxDiskMb=4)") {
+		t.Errorf("session/closed %q %q, want lost naming maxDiskMb=4", reason, msg)
+	}
+	expectSessionErr(t, d.call("run", prog("return 1", `"sessionId":"`+sid+`"`)), -32004, "lost", "")
+}
