@@ -11,7 +11,14 @@ type Limits struct {
 	MaxValueBytes  int64 `json:"maxValueBytes"`
 	MaxFileBytes   int64 `json:"maxFileBytes"`
 	MaxOutputBytes int64 `json:"maxOutputBytes"`
+	// MaxUpstreamBytes bounds the bytes of upstream MCP tool results a run
+	// may receive, all its calls together (docs/mcp.md §2.5).
+	MaxUpstreamBytes int64 `json:"maxUpstreamBytes"`
 }
+
+// MaxUpstreamBytesCeiling is the largest maxUpstreamBytes: 1 GiB, far beyond
+// any result a run could use (a binding answer is at most 64 MiB).
+const MaxUpstreamBytesCeiling = 1 << 30
 
 // ErrorClass asks the child to inject an exception class for a namespace.
 type ErrorClass struct {

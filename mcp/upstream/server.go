@@ -17,11 +17,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// maxLine bounds one message from a stdio server: a result as large as a
-// client's binding answer may be (64 MiB) plus its envelope, so the run's own
-// rules, not the transport, decide what a large result does.
-const maxLine = 64<<20 + 1<<20
-
 // stopGrace is how long a stdio server has to exit after its stdin closes
 // before its process group is killed.
 const stopGrace = 2 * time.Second
@@ -32,18 +27,26 @@ type Server struct {
 	spec Spec
 	log  *slog.Logger
 	impl *mcp.Implementation
+	caps Caps
+	life context.Context // ends when the server is closed: a listing in flight stops
+	end  context.CancelFunc
 
-	sem      chan struct{} // held while connecting or listing: one at a time
-	onChange func()        // called (on a goroutine of its own) when the server's tools change
+	sem      chan struct{} // held while connecting: one at a time
+	onChange func()        // called when a listing replaced the server's tools
 
-	mu     sync.Mutex
-	sess   *link
-	tools  *Tools // nil until listed, and again after tools/list_changed
-	closed bool
+	mu       sync.Mutex
+	sess     *link
+	tools    *Tools    // nil until listed, and again once the connection ends
+	listedAt time.Time // when tools was listed
+	stale    bool      // the server said its tools changed: list again
+	listing  *listing  // the listing in flight, nil when none
+	closed   bool
 }
 
-func newServer(spec Spec, log *slog.Logger, impl *mcp.Implementation) *Server {
-	return &Server{spec: spec, log: log.With("mcpServer", spec.Key), impl: impl, sem: make(chan struct{}, 1)}
+func newServer(spec Spec, log *slog.Logger, impl *mcp.Implementation, caps Caps) *Server {
+	life, end := context.WithCancel(context.Background())
+	return &Server{spec: spec, log: log.With("mcpServer", spec.Key), impl: impl, caps: caps,
+		life: life, end: end, sem: make(chan struct{}, 1)}
 }
 
 // Spec is the server's configuration.
@@ -110,7 +113,7 @@ func (s *Server) connect(ctx context.Context) (*link, error) {
 		return nil, s.fail(fmt.Errorf("cannot start: %w", err))
 	}
 	client := mcp.NewClient(s.impl, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.forgetTools() },
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.toolsChanged() },
 	})
 	sdkSession, err := client.Connect(ctx, t, nil)
 	if err != nil {
@@ -155,14 +158,13 @@ func (s *Server) drop(cs *link) {
 	cs.Close()
 }
 
-// forgetTools drops the cached list when the server says it changed.
-func (s *Server) forgetTools() {
+// toolsChanged lists the tools again when the server says they changed;
+// the cached list serves meanwhile.
+func (s *Server) toolsChanged() {
 	s.mu.Lock()
-	s.tools = nil
+	s.stale = true
+	s.listLocked()
 	s.mu.Unlock()
-	if s.onChange != nil {
-		go s.onChange()
-	}
 }
 
 func (s *Server) transport() (mcp.Transport, error) {
@@ -201,7 +203,7 @@ func (s *Server) command() (mcp.Transport, error) {
 	go p.wait(stderr, s.log)
 	// The reader is left open on close (the server may still be writing its
 	// goodbye; an EPIPE would only fill the log): it ends when the server does.
-	return &lineTransport{out: stdout, in: p}, nil
+	return &lineTransport{out: stdout, in: p, maxLine: s.caps.MaxResultBytes + envelope}, nil
 }
 
 // process is a started stdio server; closing its stdin (the transport's
@@ -258,6 +260,7 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // close ends the connection (and a stdio server's process group); later
 // uses fail.
 func (s *Server) close() {
+	s.end()
 	s.mu.Lock()
 	cs := s.sess
 	s.sess, s.closed = nil, true

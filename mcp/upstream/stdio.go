@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
@@ -25,23 +26,26 @@ import (
 // scanner. JSON-RPC batches are refused (MCP 2025-06-18 removed them).
 
 // readChunk is the line reader's buffer: a longer line is gathered in a
-// buffer of its own, up to maxLine.
+// buffer of its own, up to its bound (lineConn.bound).
 const readChunk = 64 << 10
 
-// errLineTooLong is a message from the server longer than maxLine bytes.
-var errLineTooLong = fmt.Errorf("a message from the server exceeds %d bytes", maxLine)
+// envelope is the room a message takes beyond the result it carries: the
+// JSON-RPC members around it.
+const envelope = readChunk
 
 // lineTransport connects once to a started stdio server: lines are read from
 // out until it ends, messages written to in (closing in ends the server).
-// conn is the connection once Connect made it.
+// conn is the connection once Connect made it; no line longer than maxLine
+// is held.
 type lineTransport struct {
-	out  io.Reader
-	in   io.WriteCloser
-	conn *lineConn
+	out     io.Reader
+	in      io.WriteCloser
+	maxLine int64
+	conn    *lineConn
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
-	t.conn = &lineConn{r: newReader(t.out), w: t.in, calls: map[string]replyFunc{}}
+	t.conn = &lineConn{r: newReader(t.out), w: t.in, maxLine: t.maxLine, calls: map[string]waiting{}}
 	return t.conn, nil
 }
 
@@ -52,13 +56,14 @@ func newReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, readCh
 // concurrently; Close ends the server, which ends a blocked Read with end of
 // stream.
 type lineConn struct {
-	r *bufio.Reader
+	r       *bufio.Reader
+	maxLine int64 // the longest line held
 
 	mu sync.Mutex // serialises writes
 	w  io.WriteCloser
 
-	callMu sync.Mutex           // guards the direct calls (direct.go)
-	calls  map[string]replyFunc // waiting direct calls by id
+	callMu sync.Mutex         // guards the direct calls (direct.go)
+	calls  map[string]waiting // waiting direct calls by id
 	lastID uint64
 	ended  error // why Read stopped; nil while it reads
 	// hasListed: the SDK has sent tools/list; meta is that request's "_meta".
@@ -107,6 +112,11 @@ func (c *lineConn) next(ctx context.Context) (jsonrpc.Message, error) {
 	}
 	for {
 		line, err := c.line()
+		var long *longLine
+		if errors.As(err, &long) && long.call != "" {
+			c.answer(long.call, nil, long.refusal)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -124,17 +134,35 @@ func (c *lineConn) next(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
+// longLine is a line read past, not held, because it outgrew its bound.
+// When its first chunk names a waiting direct call, the call is refused with
+// refusal and the connection serves on; any other such line breaks it.
+type longLine struct {
+	bound   int64
+	call    string
+	refusal error
+}
+
+func (e *longLine) Error() string {
+	return fmt.Sprintf("a message from the server exceeds %d bytes", e.bound)
+}
+
 // line reads one line (without its newline) into memory of its own; a last
-// line without a newline is a line too.
+// line without a newline is a line too. A line longer than its bound is read
+// to its end and dropped: a *longLine.
 func (c *lineConn) line() ([]byte, error) {
 	b, err := c.r.ReadSlice('\n')
 	if err == nil {
 		return bytes.Clone(b[:len(b)-1]), nil
 	}
 	long := bytes.Clone(b)
+	var over *longLine
+	if errors.Is(err, bufio.ErrBufferFull) {
+		over = c.bound(long)
+	}
 	for errors.Is(err, bufio.ErrBufferFull) {
-		if len(long) > maxLine {
-			return nil, errLineTooLong
+		if int64(len(long)) > over.bound {
+			return nil, c.skip(over)
 		}
 		b, err = c.r.ReadSlice('\n')
 		long = append(long, b...)
@@ -146,6 +174,67 @@ func (c *lineConn) line() ([]byte, error) {
 		return long, nil
 	}
 	return nil, err
+}
+
+// bound is how much of a line starting with head may be held: a response to
+// a waiting direct call may carry what the call's budget can still take
+// (plus its envelope), one to a call no longer waiting nothing, anything
+// else maxLine.
+func (c *lineConn) bound(head []byte) *longLine {
+	over := &longLine{bound: c.maxLine}
+	id := leadingID(head)
+	if !strings.HasPrefix(id, directIDPrefix) {
+		return over
+	}
+	over.call, over.bound = id, envelope // a late answer: dropped anyway
+	c.callMu.Lock()
+	w, ok := c.calls[id]
+	c.callMu.Unlock()
+	if ok {
+		over.refusal = w.b.refusal()
+		over.bound = min(c.maxLine, w.b.room()+envelope)
+	}
+	return over
+}
+
+// skip reads past the rest of an overlong line (to its newline or the end
+// of the stream) and returns over, or why reading failed.
+func (c *lineConn) skip(over *longLine) error {
+	for {
+		_, err := c.r.ReadSlice('\n')
+		switch {
+		case err == nil || errors.Is(err, io.EOF):
+			return over
+		case !errors.Is(err, bufio.ErrBufferFull):
+			return err
+		}
+	}
+}
+
+// leadingID is the string id of a JSON-RPC message whose first chunk is
+// head, when that chunk holds it among the members before any it cannot
+// read whole (a response's id comes before its result); "" otherwise.
+func leadingID(head []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if key == "id" {
+			id, _ := dec.Token()
+			s, _ := id.(string)
+			return s
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return ""
+		}
+	}
+	return ""
 }
 
 // decodeMessage is jsonrpc.DecodeMessage's contract on one strictly scanned

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 func pool(t *testing.T, env map[string]string) (*upstream.Pool, *upstream.Server) {
 	t.Helper()
 	spec := upstream.Spec{Key: "test-server", Global: "test_server", Command: os.Args[0], Env: env}
-	p := upstream.NewPool([]upstream.Spec{spec}, "test", nil)
+	p := upstream.NewPool([]upstream.Spec{spec}, "test", nil, upstream.TestCaps)
 	t.Cleanup(p.Close)
 	return p, p.Server("test-server")
 }
@@ -41,7 +41,7 @@ func call(t *testing.T, s *upstream.Server, tool, args string) (string, error) {
 	// machine has taken over a minute.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	v, err := s.Call(ctx, tool, []byte(args))
+	v, err := s.Call(ctx, tool, []byte(args), nil)
 	return string(v), err
 }
 
@@ -137,7 +137,7 @@ func TestServerFaults(t *testing.T) {
 	defer cancel()
 	hung := make(chan error, 1)
 	go func() {
-		_, err := s.Call(ctx, "hang", []byte(`{}`))
+		_, err := s.Call(ctx, "hang", []byte(`{}`), nil)
 		hung <- err
 	}()
 	waitFor(t, mark+".started")
@@ -175,7 +175,7 @@ func TestServerThatCannotStart(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `mcp server "test-server": cannot start`) {
 		t.Fatalf("got %v, want an error naming the server", err)
 	}
-	p := upstream.NewPool([]upstream.Spec{{Key: "nowhere", Global: "nowhere", Command: "/nonexistent/server"}}, "test", nil)
+	p := upstream.NewPool([]upstream.Spec{{Key: "nowhere", Global: "nowhere", Command: "/nonexistent/server"}}, "test", nil, upstream.TestCaps)
 	defer p.Close()
 	_, err = p.Server("nowhere").Tools(context.Background())
 	if err == nil || !strings.Contains(err.Error(), `mcp server "nowhere": cannot start`) {
@@ -218,7 +218,7 @@ func TestStreamableHTTPServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := upstream.NewPool(specs, "test", nil)
+	p := upstream.NewPool(specs, "test", nil, upstream.TestCaps)
 	defer p.Close()
 	got, err := call(t, p.Server("web"), "add", `{"a":40,"b":2}`)
 	if err != nil || got != `{"sum":42}` {
@@ -249,7 +249,7 @@ func TestStreamableHTTPServer(t *testing.T) {
 func start(t *testing.T, ctx context.Context, s *upstream.Server, function, args string) chan string {
 	t.Helper()
 	out := make(chan string, 1)
-	ok := s.Start(ctx, function, []byte(args), func(v []byte, err error) {
+	ok := s.Start(ctx, function, []byte(args), upstream.NewBudget(1<<20), func(v []byte, err error) {
 		if err != nil {
 			out <- "error: " + err.Error()
 			return
@@ -271,7 +271,7 @@ func TestStart(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "cancelled")
 	_, s := pool(t, mcptest.Env(0, mark))
 	ctx := context.Background()
-	if s.Start(ctx, "echo", nil, func([]byte, error) { t.Error("called") }) {
+	if s.Start(ctx, "echo", nil, upstream.NewBudget(1<<20), func([]byte, error) { t.Error("called") }) {
 		t.Fatal("Start took a call before the tools were listed")
 	}
 	if _, err := s.Tools(ctx); err != nil {
