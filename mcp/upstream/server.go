@@ -170,7 +170,7 @@ func (s *Server) toolsChanged() {
 func (s *Server) transport() (mcp.Transport, error) {
 	if s.spec.URL != "" {
 		return &mcp.StreamableClientTransport{Endpoint: s.spec.URL,
-			HTTPClient: &http.Client{Transport: headerTransport{s.spec.Headers, http.DefaultTransport}}}, nil
+			HTTPClient: &http.Client{Transport: headerTransport{s.spec.Headers, s.caps.MaxResultBytes + envelope, http.DefaultTransport}}}, nil
 	}
 	return s.command()
 }
@@ -244,8 +244,12 @@ func (p *process) wait(stderr io.Reader, log *slog.Logger) {
 	close(p.done)
 }
 
+// headerTransport sends the configured headers with every request, and
+// bounds the body of every response to a POST (a request's answer: a JSON
+// body, or an event stream that ends with it) to maxBody bytes.
 type headerTransport struct {
 	headers map[string]string
+	maxBody int64
 	next    http.RoundTripper
 }
 
@@ -254,7 +258,25 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, v := range h.headers {
 		r.Header.Set(k, v)
 	}
-	return h.next.RoundTrip(r)
+	resp, err := h.next.RoundTrip(r)
+	if err == nil && r.Method == http.MethodPost {
+		resp.Body = &boundedBody{ReadCloser: resp.Body, bound: h.maxBody, left: h.maxBody}
+	}
+	return resp, err
+}
+
+// boundedBody fails the read that takes a body past bound bytes.
+type boundedBody struct {
+	io.ReadCloser
+	bound, left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.left -= int64(n); b.left < 0 {
+		return n, fmt.Errorf("a response from the server exceeds %d bytes", b.bound)
+	}
+	return n, err
 }
 
 // close ends the connection (and a stdio server's process group); later
