@@ -40,6 +40,7 @@ type Server struct {
 	listedAt time.Time // when tools was listed
 	stale    bool      // the server said its tools changed: list again
 	listing  *listing  // the listing in flight, nil when none
+	lists    sync.WaitGroup
 	closed   bool
 }
 
@@ -290,4 +291,5 @@ func (s *Server) close() {
 	if cs != nil {
 		cs.Close()
 	}
+	s.lists.Wait() // a listing may have started a server: it is closed by now
 }

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -66,11 +67,17 @@ type listing struct {
 }
 
 // listLocked returns the listing in flight, starting one when there is
-// none. s.mu is held.
+// none; once the server is closed, one that failed. s.mu is held.
 func (s *Server) listLocked() *listing {
-	if s.listing == nil {
-		s.listing = &listing{done: make(chan struct{})}
-		go s.list(s.listing)
+	switch {
+	case s.closed:
+		l := &listing{done: make(chan struct{}), err: s.fail(errors.New("the daemon is shutting down"))}
+		close(l.done)
+		return l
+	case s.listing == nil:
+		l := &listing{done: make(chan struct{})}
+		s.listing = l
+		s.lists.Go(func() { s.list(l) })
 	}
 	return s.listing
 }

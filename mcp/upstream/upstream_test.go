@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 	"github.com/coderun-rpc/coderun-rpc/internal/mcptest"
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
+	"github.com/coderun-rpc/coderun-rpc/typed"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -297,4 +299,72 @@ func TestStart(t *testing.T) {
 	waitFor(t, mark+".started")
 	cancel()
 	waitFor(t, mark)
+}
+
+// A listing stops at each cap and says so: pages (a server whose every page
+// names another cursor), tools, stub bytes. What was kept is callable.
+func TestListingCaps(t *testing.T) {
+	leakcheck.Check(t)
+	for _, c := range []struct {
+		mode string
+		caps func(*upstream.Caps)
+		n    int
+		cut  string
+	}{
+		{mcptest.HostileCursor, func(c *upstream.Caps) { c.MaxPages = 3 }, 5, "tools omitted: those after page 3 (cap CODERUN_MCP_MAX_PAGES=3)"},
+		{mcptest.HostileTools, func(c *upstream.Caps) { c.MaxTools = 5 }, 5, "tools omitted: 97 and those on later pages (cap CODERUN_MCP_MAX_TOOLS=5)"},
+		{mcptest.HostileTools, func(c *upstream.Caps) { c.MaxStubBytes = 40 << 10 }, 4, "tools omitted: 98 and those on later pages (cap CODERUN_MCP_MAX_STUB_BYTES=40960)"},
+	} {
+		caps := upstream.TestCaps
+		c.caps(&caps)
+		p := upstream.NewPool([]upstream.Spec{{Key: "h", Global: "h", Command: os.Args[0], Env: mcptest.HostileEnv(c.mode)}}, "test", nil, caps)
+		tools, err := p.Server("h").Tools(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tools.Functions) != c.n || tools.Cut != `mcp server "h": `+c.cut {
+			t.Errorf("%s: %d functions, cut %q; want %d and %q", c.mode, len(tools.Functions), tools.Cut, c.n, c.cut)
+		}
+		if got, err := call(t, p.Server("h"), "echo", `{"message":"kept"}`); got != `"kept"` {
+			t.Errorf("%s: echo %s %v", c.mode, got, err)
+		}
+		p.Close()
+	}
+}
+
+// A cached list serves at once while a fresh one is listed in the
+// background: when the server says its tools changed, and when the list is
+// older than ToolsTTL. The new list replaces it and OnToolsChanged is told.
+func TestListingRefreshedInBackground(t *testing.T) {
+	leakcheck.Check(t)
+	for _, ttl := range []time.Duration{time.Hour, time.Nanosecond} {
+		caps := upstream.TestCaps
+		caps.ToolsTTL = ttl
+		p := upstream.NewPool([]upstream.Spec{{Key: "s", Global: "s", Command: os.Args[0], Env: mcptest.Env(0, "")}}, "test", nil, caps)
+		changed := make(chan struct{}, 16)
+		p.OnToolsChanged(func() { changed <- struct{}{} })
+		s := p.Server("s")
+		first, err := s.Tools(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := call(t, s, "grow", `{}`); err != nil {
+			t.Fatal(err)
+		}
+		if ttl == time.Nanosecond { // the server's notice is not needed: age alone lists again
+			if again, _ := s.Tools(context.Background()); again != first {
+				t.Errorf("ttl %v: a stale list was not served at once", ttl)
+			}
+		}
+		select {
+		case <-changed:
+		case <-time.After(time.Minute):
+			t.Fatalf("ttl %v: no new list", ttl)
+		}
+		now, _ := s.Tools(context.Background())
+		if !slices.ContainsFunc(now.Functions, func(f *typed.Function) bool { return f.Name == "grown" }) {
+			t.Errorf("ttl %v: the new list lacks the new tool", ttl)
+		}
+		p.Close()
+	}
 }
