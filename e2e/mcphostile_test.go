@@ -132,3 +132,20 @@ func lastLines(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
+
+// A tools/list page of 9 MB of schema (which a JSON decoder would make
+// hundreds of MiB) is read past at 4 × CODERUN_MCP_MAX_STUB_BYTES: the tools
+// of the first page stay callable, the cut is said, the daemon's memory
+// stays bounded.
+func TestMCPHostileFatPage(t *testing.T) {
+	t.Parallel()
+	d := hostileDaemon(t, mcptest.HostileFatPage, nil)
+	m := d.call("bindings/describe", `{`+hostileBinding+`}`)
+	if m.Error != nil || !strings.Contains(string(m.Result), "tools omitted: those from page 2 on (a tools/list page exceeds") {
+		t.Errorf("describe: %+v %.300s", m.Error, lastLines(string(m.Result), 2))
+	}
+	expectOK(t, d.run(prog(`return await h.echo("up")`, hostileBinding)), `"up"`)
+	if mb := d.peakMB(); mb > daemonPeakMB {
+		t.Errorf("the daemon's peak RSS is %d MiB, want at most %d", mb, daemonPeakMB)
+	}
+}

@@ -18,13 +18,17 @@ import (
 //   - HostileCursor: every tools/list page names another nextCursor, forever
 //     (each page one small tool).
 //   - HostileTools: 3 000 tools with 16 KiB descriptions, 100 a page.
+//   - HostileFatPage: a second page of one tool whose input schema has
+//     500 000 properties (14 MB, which a JSON decoder makes ~30 times
+//     larger), streamed.
 //
 // In every mode it also has the tools echo (its "message" back) and big
 // ("mb" megabytes of text, streamed).
 const (
-	HostileCursor = "cursor"
-	HostileTools  = "tools"
-	HostileBig    = "big" // only echo and big
+	HostileCursor  = "cursor"
+	HostileTools   = "tools"
+	HostileFatPage = "fatpage"
+	HostileBig     = "big" // only echo and big
 )
 
 const envHostile = "CODERUN_MCPTEST_HOSTILE" // the hostile mode
@@ -75,6 +79,9 @@ func answerHostile(w *bufio.Writer, mode string, id json.RawMessage, method stri
 			Cursor string `json:"cursor"`
 		}
 		_ = json.Unmarshal(params, &p)
+		if mode == HostileFatPage && p.Cursor != "" {
+			return fatPage(w, id)
+		}
 		return reply(w, id, hostileList(mode, p.Cursor))
 	case "tools/call":
 		return hostileCall(w, id, params)
@@ -105,6 +112,9 @@ func hostileList(mode, cursor string) map[string]any {
 	case HostileTools:
 		total, perPage, descBytes = 3000, 100, 16<<10
 	}
+	if mode == HostileFatPage {
+		return map[string]any{"tools": tools, "nextCursor": "1"}
+	}
 	if total == 0 {
 		return map[string]any{"tools": tools}
 	}
@@ -120,6 +130,20 @@ func hostileList(mode, cursor string) map[string]any {
 		res["nextCursor"] = strconv.Itoa(page + 1)
 	}
 	return res
+}
+
+// fatPage writes the tools/list page of one tool whose input schema has
+// 500 000 string properties.
+func fatPage(w *bufio.Writer, id json.RawMessage) error {
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"fat","inputSchema":{"type":"object","properties":{`, id)
+	for i := range 500000 {
+		if i > 0 {
+			w.WriteByte(',')
+		}
+		fmt.Fprintf(w, `"p%d":{"type":"string"}`, i)
+	}
+	_, err := w.WriteString("}}}]}}\n")
+	return err
 }
 
 // hostileCall answers tools/call: echo, or big streamed in 1 MiB writes.

@@ -78,7 +78,7 @@ func (c *lineConn) noteListing(msg jsonrpc.Message) {
 		}
 	}
 	c.callMu.Lock()
-	c.meta, c.hasListed = meta, true
+	c.meta, c.hasListed, c.listID = meta, true, req.ID
 	c.callMu.Unlock()
 }
 

@@ -204,7 +204,8 @@ func (s *Server) command() (mcp.Transport, error) {
 	go p.wait(stderr, s.log)
 	// The reader is left open on close (the server may still be writing its
 	// goodbye; an EPIPE would only fill the log): it ends when the server does.
-	return &lineTransport{out: stdout, in: p, maxLine: s.caps.MaxResultBytes + envelope}, nil
+	return &lineTransport{out: stdout, in: p, maxLine: s.caps.MaxResultBytes + envelope,
+		maxPage: pageFactor*s.caps.MaxStubBytes + envelope}, nil
 }
 
 // process is a started stdio server; closing its stdin (the transport's

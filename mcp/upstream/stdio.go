@@ -41,11 +41,12 @@ type lineTransport struct {
 	out     io.Reader
 	in      io.WriteCloser
 	maxLine int64
+	maxPage int64
 	conn    *lineConn
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
-	t.conn = &lineConn{r: newReader(t.out), w: t.in, maxLine: t.maxLine, calls: map[string]waiting{}}
+	t.conn = &lineConn{r: newReader(t.out), w: t.in, maxLine: t.maxLine, maxPage: t.maxPage, calls: map[string]waiting{}}
 	return t.conn, nil
 }
 
@@ -58,6 +59,9 @@ func newReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, readCh
 type lineConn struct {
 	r       *bufio.Reader
 	maxLine int64 // the longest line held
+	// maxPage bounds a tools/list page: the SDK decodes a page's schemas
+	// into maps many times its size, before any cap can drop a tool.
+	maxPage int64
 
 	mu sync.Mutex // serialises writes
 	w  io.WriteCloser
@@ -66,9 +70,11 @@ type lineConn struct {
 	calls  map[string]waiting // waiting direct calls by id
 	lastID uint64
 	ended  error // why Read stopped; nil while it reads
-	// hasListed: the SDK has sent tools/list; meta is that request's "_meta".
+	// hasListed: the SDK has sent tools/list; meta is that request's "_meta"
+	// and listID its id.
 	hasListed bool
 	meta      json.RawMessage
+	listID    jsonrpc.ID
 }
 
 func (c *lineConn) SessionID() string { return "" }
@@ -113,9 +119,12 @@ func (c *lineConn) next(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		line, err := c.line()
 		var long *longLine
-		if errors.As(err, &long) && long.call != "" {
+		switch {
+		case errors.As(err, &long) && long.call != "":
 			c.answer(long.call, nil, long.refusal)
 			continue
+		case errors.As(err, &long) && long.page.IsValid():
+			return &jsonrpc.Response{ID: long.page, Error: &jsonrpc.Error{Code: codePageTooLong, Message: long.Error()}}, nil
 		}
 		if err != nil {
 			return nil, err
@@ -136,14 +145,29 @@ func (c *lineConn) next(ctx context.Context) (jsonrpc.Message, error) {
 
 // longLine is a line read past, not held, because it outgrew its bound.
 // When its first chunk names a waiting direct call, the call is refused with
-// refusal and the connection serves on; any other such line breaks it.
+// refusal; when it answers the SDK's tools/list (page), the SDK receives an
+// error response of code codePageTooLong instead. The connection serves on
+// in both cases; any other such line breaks it.
 type longLine struct {
 	bound   int64
 	call    string
 	refusal error
+	page    jsonrpc.ID
 }
 
+// codePageTooLong is the error code of a tools/list page read past.
+const codePageTooLong = -32001
+
+// pageFactor × Caps.MaxStubBytes (plus the envelope) bounds a tools/list
+// page: room for descriptions longer than the 16 KiB the stubs keep of them,
+// while a page of schemas, which decoding makes tens of times larger, stays
+// a few MiB.
+const pageFactor = 8
+
 func (e *longLine) Error() string {
+	if e.page.IsValid() {
+		return fmt.Sprintf("a tools/list page exceeds %d bytes (%d × %s + 64 KiB)", e.bound, pageFactor, varMaxStubBytes)
+	}
 	return fmt.Sprintf("a message from the server exceeds %d bytes", e.bound)
 }
 
@@ -178,12 +202,24 @@ func (c *lineConn) line() ([]byte, error) {
 
 // bound is how much of a line starting with head may be held: a response to
 // a waiting direct call may carry what the call's budget can still take
-// (plus its envelope), one to a call no longer waiting nothing, anything
-// else maxLine.
+// (plus its envelope), one to a call no longer waiting nothing, one to the
+// SDK's tools/list maxPage, and so may a message whose head shows no id (a
+// page whose result comes first must not pass for another message); any
+// other message maxLine.
 func (c *lineConn) bound(head []byte) *longLine {
 	over := &longLine{bound: c.maxLine}
-	id := leadingID(head)
+	raw := leadingID(head)
+	id, _ := raw.(string)
 	if !strings.HasPrefix(id, directIDPrefix) {
+		c.callMu.Lock()
+		listID := c.listID
+		c.callMu.Unlock()
+		switch {
+		case raw == nil:
+			over.bound = min(c.maxLine, c.maxPage)
+		case raw == listID.Raw():
+			over.page, over.bound = listID, min(c.maxLine, c.maxPage)
+		}
 		return over
 	}
 	over.call, over.bound = id, envelope // a late answer: dropped anyway
@@ -211,30 +247,38 @@ func (c *lineConn) skip(over *longLine) error {
 	}
 }
 
-// leadingID is the string id of a JSON-RPC message whose first chunk is
-// head, when that chunk holds it among the members before any it cannot
-// read whole (a response's id comes before its result); "" otherwise.
-func leadingID(head []byte) string {
+// leadingID is the id of a JSON-RPC message whose first chunk is head, as
+// jsonrpc.ID.Raw gives it (a string or an int64), when that chunk holds it
+// among the members before any it cannot read whole (a response's id comes
+// before its result); nil otherwise.
+func leadingID(head []byte) any {
 	dec := json.NewDecoder(bytes.NewReader(head))
+	dec.UseNumber()
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return ""
+		return nil
 	}
 	for dec.More() {
 		key, err := dec.Token()
 		if err != nil {
-			return ""
+			return nil
 		}
 		if key == "id" {
-			id, _ := dec.Token()
-			s, _ := id.(string)
-			return s
+			switch id, _ := dec.Token(); id := id.(type) {
+			case string:
+				return id
+			case json.Number:
+				if n, err := id.Int64(); err == nil {
+					return n
+				}
+			}
+			return nil
 		}
 		var skip json.RawMessage
 		if dec.Decode(&skip) != nil {
-			return ""
+			return nil
 		}
 	}
-	return ""
+	return nil
 }
 
 // decodeMessage is jsonrpc.DecodeMessage's contract on one strictly scanned

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/coderun-rpc/coderun-rpc/typed"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -129,8 +130,14 @@ func (s *Server) listOn(ctx context.Context, cs *link) (*Tools, error) {
 			break
 		}
 		res, err := cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
-		if err != nil && ctx.Err() != nil && len(kept) > 0 {
+		var wire *jsonrpc.Error
+		switch {
+		case err != nil && ctx.Err() != nil && len(kept) > 0:
 			cut = fmt.Sprintf("tools omitted: those after page %d (cap %s=%d)", page, varListMs, s.caps.ListTimeout.Milliseconds())
+		case errors.As(err, &wire) && wire.Code == codePageTooLong && len(kept) > 0:
+			cut = fmt.Sprintf("tools omitted: those from page %d on (%s)", page+1, wire.Message)
+		}
+		if cut != "" {
 			break
 		}
 		if err != nil {
