@@ -114,3 +114,25 @@ func TestLineConnRefusesAnOverBudgetResult(t *testing.T) {
 		t.Fatalf("the call got %v, want a *TooLarge of its budget", err)
 	}
 }
+
+// The answer to the SDK's tools/list is held only up to maxPage: past it the
+// SDK receives an error response in its place and the connection reads on; a
+// long line whose head shows no id is bounded the same way and breaks it.
+func TestLineConnBoundsPages(t *testing.T) {
+	filler := strings.Repeat("x", 4*readChunk)
+	in := `{"jsonrpc":"2.0","id":5,"result":{"tools":[{"name":"` + filler + `"}]}}` + "\n" +
+		`{"jsonrpc":"2.0","result":{"tools":[{"name":"` + filler + `"}]},"id":6}` + "\n"
+	listID, _ := jsonrpc.MakeID(float64(5))
+	c := &lineConn{r: newReader(strings.NewReader(in)), maxLine: 1 << 30, maxPage: 2 * readChunk,
+		calls: map[string]waiting{}, listID: listID}
+	m, err := c.Read(context.Background())
+	r, ok := m.(*jsonrpc.Response)
+	var wire *jsonrpc.Error
+	if err != nil || !ok || r.ID != listID || !errors.As(r.Error, &wire) || wire.Code != codePageTooLong {
+		t.Fatalf("the long page: %#v %v, want an error response to the listing", m, err)
+	}
+	var over *longLine
+	if _, err := c.Read(context.Background()); !errors.As(err, &over) || over.bound != 2*readChunk {
+		t.Fatalf("a long line without a leading id: %v, want the connection broken at the page bound", err)
+	}
+}
