@@ -118,15 +118,15 @@ func (c *lineConn) next(ctx context.Context) (jsonrpc.Message, error) {
 	}
 	for {
 		line, err := c.line()
-		var long *longLine
-		switch {
-		case errors.As(err, &long) && long.call != "":
-			c.answer(long.call, nil, long.refusal)
-			continue
-		case errors.As(err, &long) && long.page.IsValid():
-			return &jsonrpc.Response{ID: long.page, Error: &jsonrpc.Error{Code: codePageTooLong, Message: long.Error()}}, nil
-		}
 		if err != nil {
+			long, _ := err.(*longLine)
+			switch {
+			case long != nil && long.call != "":
+				c.answer(long.call, nil, long.refusal)
+				continue
+			case long != nil && long.page.IsValid():
+				return &jsonrpc.Response{ID: long.page, Error: &jsonrpc.Error{Code: codePageTooLong, Message: long.Error()}}, nil
+			}
 			return nil, err
 		}
 		if line = bytes.TrimSpace(line); len(line) == 0 {
