@@ -18,6 +18,16 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
+// MCPCaps bound each upstream MCP server's tool listing (docs/mcp.md §2.5);
+// main hands them to upstream.Caps.
+type MCPCaps struct {
+	MaxPages     int           // tools/list pages read
+	MaxTools     int           // tools kept
+	MaxStubBytes int64         // names, descriptions and schemas kept, in bytes
+	ListTimeout  time.Duration // one listing's time, connecting included
+	ToolsTTL     time.Duration // a list older than this is listed again in the background
+}
+
 // Config is the validated configuration.
 type Config struct {
 	// Python is the frozen interpreter every child runs (shims resolved).
@@ -51,6 +61,9 @@ type Config struct {
 	LogLevel          slog.Level
 	// MCPConfig is the path of the upstream MCP servers file ("": none).
 	MCPConfig string
+	// MCP bounds what the daemon takes from each upstream MCP server
+	// (docs/mcp.md §2.5); Limits.MaxUpstreamBytes is its per-run budget.
+	MCP MCPCaps
 
 	// Service mode (docs/service.md).
 	MaxConnections       int

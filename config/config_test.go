@@ -399,6 +399,9 @@ func TestEveryVariableValidated(t *testing.T) {
 		VarSessionCPUSeconds: "9007199254740991", VarMaxConnections: "0",
 		VarMaxRunsPerConnection: "-1", VarMaxSessionsPerConn: "0", VarAuthToken: "two words", VarDrainMs: "0", VarWriteStallMs: "1.5",
 		VarTraceContent: "yes"}
+	// The upstream MCP servers' bounds (docs/mcp.md §2.5).
+	maps.Copy(bad, map[string]string{VarMaxUpstreamBytes: "1073741825", VarMCPMaxPages: "0", VarMCPMaxTools: "-1",
+		VarMCPMaxStubBytes: "1e3", VarMCPListMs: "0", VarMCPToolsTTLMs: "x"})
 	if len(bad) != len(table) {
 		t.Errorf("%d bad values for %d variables", len(bad), len(table))
 	}

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
@@ -29,6 +30,12 @@ const (
 	VarSessionCPUSeconds = "CODERUN_SESSION_CPU_SECONDS"
 	VarLogLevel          = "CODERUN_LOG_LEVEL"
 	VarMCPConfig         = "CODERUN_MCP_CONFIG"
+	VarMaxUpstreamBytes  = "CODERUN_MAX_UPSTREAM_BYTES"
+	VarMCPMaxPages       = "CODERUN_MCP_MAX_PAGES"
+	VarMCPMaxTools       = "CODERUN_MCP_MAX_TOOLS"
+	VarMCPMaxStubBytes   = "CODERUN_MCP_MAX_STUB_BYTES"
+	VarMCPListMs         = "CODERUN_MCP_LIST_MS"
+	VarMCPToolsTTLMs     = "CODERUN_MCP_TOOLS_TTL_MS"
 	VarPythonBin         = "CODERUN_PYTHON_BIN"
 )
 
@@ -148,6 +155,25 @@ var table = []variable{
 	{name: VarMCPConfig, def: "none", note: " (docs/mcp.md); --mcp-config FILE overrides it",
 		defaultOf: func(*Config, Options) string { return "" },
 		rule:      fileRule{}, set: func(c *Config, text string, _ int64) { c.MCPConfig = text }},
+	// Upstream MCP servers' bounds (docs/mcp.md §2.5).
+	{name: VarMaxUpstreamBytes, def: "16777216", note: "; bytes of upstream MCP tool results per run",
+		rule: positive(protocol.MaxUpstreamBytesCeiling, ""),
+		set:  func(c *Config, _ string, n int64) { c.Limits.MaxUpstreamBytes = n }},
+	{name: VarMCPMaxPages, def: "64", note: "; tools/list pages read from one upstream",
+		rule: count(false),
+		set:  func(c *Config, _ string, n int64) { c.MCP.MaxPages = clampInt(n) }},
+	{name: VarMCPMaxTools, def: "1000", note: "; tools kept from one upstream",
+		rule: count(false),
+		set:  func(c *Config, _ string, n int64) { c.MCP.MaxTools = clampInt(n) }},
+	{name: VarMCPMaxStubBytes, def: "262144", note: "; names, descriptions and schemas kept from one upstream",
+		rule: positive(protocol.MaxUpstreamBytesCeiling, ""),
+		set:  func(c *Config, _ string, n int64) { c.MCP.MaxStubBytes = n }},
+	{name: VarMCPListMs, def: "10000", note: "; time one upstream's listing may take",
+		rule: positive(protocol.MaxWallMsCeiling, "the largest whole-millisecond time.Duration"),
+		set:  func(c *Config, _ string, n int64) { c.MCP.ListTimeout = time.Duration(n) * time.Millisecond }},
+	{name: VarMCPToolsTTLMs, def: "300000", note: "; an upstream's tool list is listed again in the background after this",
+		rule: positive(protocol.MaxWallMsCeiling, "the largest whole-millisecond time.Duration"),
+		set:  func(c *Config, _ string, n int64) { c.MCP.ToolsTTL = time.Duration(n) * time.Millisecond }},
 	{name: VarPythonBin, def: "python3", note: " (shims resolved)", rule: interpreterRule{}},
 	{name: VarMaxConnections, def: "1024", note: "; serve: connections at once",
 		rule: count(false),

@@ -99,10 +99,13 @@ func waitNoRunProcs(tmp string, timeout time.Duration) []int {
 }
 
 // rssKB is the VmRSS of pid in KiB.
-func rssKB(pid int) int {
+func rssKB(pid int) int { return statusKB(pid, "VmRSS") }
+
+// statusKB is the field (VmRSS, VmHWM) of pid's /proc status in KiB.
+func statusKB(pid int, field string) int {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
+		if strings.HasPrefix(line, field+":") {
 			n, _ := strconv.Atoi(strings.Fields(line)[1])
 			return n
 		}

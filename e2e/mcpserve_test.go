@@ -37,7 +37,14 @@ func mcpServeWith(t *testing.T, opts *sdk.ClientOptions) *sdk.ClientSession {
 // mcpServeEnv is mcpServeWith with env added to the daemon's environment.
 func mcpServeEnv(t *testing.T, opts *sdk.ClientOptions, env map[string]string) *sdk.ClientSession {
 	t.Helper()
-	cmd := exec.Command(daemonBin, "mcp", "--mcp-config", mcpConfig(t, map[string]map[string]string{"test-server": mcptest.Env(0, "")}))
+	return mcpServeServers(t, opts, env, map[string]map[string]string{"test-server": mcptest.Env(0, "")})
+}
+
+// mcpServeServers is mcpServeEnv with the upstream servers given (key → the
+// environment that makes this binary that server).
+func mcpServeServers(t *testing.T, opts *sdk.ClientOptions, env map[string]string, servers map[string]map[string]string) *sdk.ClientSession {
+	t.Helper()
+	cmd := exec.Command(daemonBin, "mcp", "--mcp-config", mcpConfig(t, servers))
 	cmd.Env = environ(t, env)
 	stderr := &lockedBuffer{}
 	cmd.Stderr = stderr

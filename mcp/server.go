@@ -110,18 +110,20 @@ func (s *Server) refresh(ctx context.Context) {
 }
 
 // resolve reaches every upstream and returns the namespaces of those that
-// answered, their routes, and a note per server that did not.
+// answered, their routes, and a note per server that did not or whose tools
+// a cap cut.
 func (s *Server) resolve(ctx context.Context) ([]protocol.Namespace, map[string]*upstream.Server, string) {
 	var nss []protocol.Namespace
 	routes := map[string]*upstream.Server{}
 	notes := ""
 	for _, ns := range s.nss {
 		one := []protocol.Namespace{ns}
-		r, err := rpc.ResolveMCP(ctx, s.opts.Pool, one)
+		r, cuts, err := rpc.ResolveMCP(ctx, s.opts.Pool, one)
 		if err != nil {
 			notes += "\n# unavailable: " + strings.ReplaceAll(err.Error(), "\n", " ")
 			continue
 		}
+		notes += cuts
 		nss = append(nss, one[0])
 		routes[ns.Global] = r[ns.Global]
 	}

@@ -39,7 +39,7 @@ var runSchema = json.RawMessage(`{"type":"object","properties":{
 "program":{"type":"string","description":"the Python program"},
 "session":{"type":"string","pattern":"^[A-Za-z0-9_.:-]{1,64}$","description":"run in the named persistent Python session: the first call with a name opens it, later calls with the name see the globals, imports and files earlier ones left; close it with close_python_session"},
 "files":{"type":"array","description":"files to place in the run's directory"},
-"limits":{"type":"object","description":"budgets that tighten the daemon's: cpuSeconds, maxWallMs, addressSpaceMb, maxLogBytes, maxValueBytes"}},
+"limits":{"type":"object","description":"budgets that tighten the daemon's: cpuSeconds, maxWallMs, addressSpaceMb, maxLogBytes, maxValueBytes, maxUpstreamBytes"}},
 "required":["program"]}`)
 
 func runTool(desc string) *sdk.Tool {
@@ -132,7 +132,8 @@ func (s *Server) execute(ctx context.Context, req *sdk.CallToolRequest, p protoc
 	id := strconv.Quote("mcp-" + strconv.FormatUint(s.seq, 10))
 	s.mu.Unlock()
 	done := make(chan protocol.Result, 1)
-	c := upstream.Client(&progress{ctx: ctx, req: req}, routes)
+	budget := session.EffectiveLimits(s.opts.Limits, p.Limits).MaxUpstreamBytes
+	c := upstream.Client(&progress{ctx: ctx, req: req}, routes, budget)
 	run, err := s.opts.Manager.Submit(id, p, c, func(r protocol.Result) { done <- r })
 	var se *session.SessionError
 	switch {

@@ -14,7 +14,14 @@ type Limits struct {
 	// MaxDiskMb bounds what the run's working directory (a session's, over
 	// its life) holds on disk; the daemon measures it (docs/protocol.md §7).
 	MaxDiskMb int64 `json:"maxDiskMb"`
+	// MaxUpstreamBytes bounds the bytes of upstream MCP tool results a run
+	// may receive, all its calls together (docs/mcp.md §2.5).
+	MaxUpstreamBytes int64 `json:"maxUpstreamBytes"`
 }
+
+// MaxUpstreamBytesCeiling is the largest maxUpstreamBytes: 1 GiB, far beyond
+// any result a run could use (a binding answer is at most 64 MiB).
+const MaxUpstreamBytesCeiling = 1 << 30
 
 // ErrorClass asks the child to inject an exception class for a namespace.
 type ErrorClass struct {

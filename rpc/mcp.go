@@ -75,9 +75,11 @@ func hasMCP(nss []protocol.Namespace) bool {
 
 // ResolveMCP fills every mcp namespace of nss from its server's tools,
 // connecting to the server when needed, and returns the routes (global →
-// server) for upstream.Client. An error names the server.
-func ResolveMCP(ctx context.Context, pool *upstream.Pool, nss []protocol.Namespace) (map[string]*upstream.Server, error) {
+// server) for upstream.Client and a comment line per server whose tools a
+// cap cut ("\n# mcp server …: tools omitted: …"). An error names the server.
+func ResolveMCP(ctx context.Context, pool *upstream.Pool, nss []protocol.Namespace) (map[string]*upstream.Server, string, error) {
 	routes := map[string]*upstream.Server{}
+	cuts := ""
 	for i := range nss {
 		ns := &nss[i]
 		if ns.MCP == "" {
@@ -86,7 +88,10 @@ func ResolveMCP(ctx context.Context, pool *upstream.Pool, nss []protocol.Namespa
 		srv := pool.Server(ns.MCP)
 		tools, err := srv.Tools(ctx)
 		if err != nil {
-			return nil, err
+			return nil, "", err
+		}
+		if tools.Cut != "" {
+			cuts += "\n# " + tools.Cut
 		}
 		ns.Names = make([]string, len(tools.Functions))
 		for j, fn := range tools.Functions {
@@ -95,7 +100,7 @@ func ResolveMCP(ctx context.Context, pool *upstream.Pool, nss []protocol.Namespa
 		addTyped(ns, tools.Functions)
 		routes[ns.Global] = srv
 	}
-	return routes, nil
+	return routes, cuts, nil
 }
 
 // describeMCP answers a describe whose bindings name MCP servers once they
@@ -104,11 +109,12 @@ func (s *Server) describeMCP(id reqID, nss []protocol.Namespace, limits protocol
 	eff := session.EffectiveLimits(s.opts.Daemon.Limits, limits)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(eff.MaxWallMs)*time.Millisecond)
 	defer cancel()
-	if _, err := ResolveMCP(ctx, s.opts.MCP, nss); err != nil {
+	_, cuts, err := ResolveMCP(ctx, s.opts.MCP, nss)
+	if err != nil {
 		s.w.replyError(&id, protocol.CodeInternalError, err.Error())
 		return
 	}
-	s.w.frame(encodeDescribe(id.text, Stubs(eff, s.opts.Daemon.PythonVersion, nss)))
+	s.w.frame(encodeDescribe(id.text, Stubs(eff, s.opts.Daemon.PythonVersion, nss)+cuts))
 }
 
 // stubView is nss as the stubs show them: in an mcp namespace a tool whose
@@ -201,7 +207,7 @@ func (m *mcpRunner) resolve(ctx context.Context, pr *pendingRun, runID string, p
 	rctx, cancel := context.WithTimeout(ctx, wall)
 	defer cancel()
 	p.Bindings = append([]protocol.Namespace(nil), p.Bindings...) // validation's copy stays as it was
-	routes, err := ResolveMCP(rctx, m.pool, p.Bindings)
+	routes, _, err := ResolveMCP(rctx, m.pool, p.Bindings)
 	elapsed := time.Since(start)
 	if err == nil && ctx.Err() != nil {
 		err = context.Cause(ctx)
@@ -213,7 +219,8 @@ func (m *mcpRunner) resolve(ctx context.Context, pr *pendingRun, runID string, p
 	p.Limits.MaxWallMs = max(1, (wall - elapsed).Milliseconds())
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
-	run, err := m.Runner.Submit(runID, p, upstream.Client(c, routes), onResult)
+	budget := session.EffectiveLimits(m.cfg, p.Limits).MaxUpstreamBytes
+	run, err := m.Runner.Submit(runID, p, upstream.Client(c, routes, budget), onResult)
 	if err != nil {
 		msg := protocol.MsgShuttingDown
 		if errors.Is(err, session.ErrQueueFull) {

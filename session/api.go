@@ -97,13 +97,14 @@ func EffectiveLimits(cfg, run protocol.Limits) protocol.Limits {
 		return c
 	}
 	return protocol.Limits{
-		CPUSeconds:     tighten(cfg.CPUSeconds, run.CPUSeconds),
-		MaxWallMs:      tighten(cfg.MaxWallMs, run.MaxWallMs),
-		AddressSpaceMb: tighten(cfg.AddressSpaceMb, run.AddressSpaceMb),
-		MaxLogBytes:    tighten(cfg.MaxLogBytes, run.MaxLogBytes),
-		MaxValueBytes:  tighten(cfg.MaxValueBytes, run.MaxValueBytes),
-		MaxFileBytes:   tighten(cfg.MaxFileBytes, run.MaxFileBytes),
-		MaxOutputBytes: tighten(cfg.MaxOutputBytes, run.MaxOutputBytes),
-		MaxDiskMb:      tighten(cfg.MaxDiskMb, run.MaxDiskMb),
+		CPUSeconds:       tighten(cfg.CPUSeconds, run.CPUSeconds),
+		MaxWallMs:        tighten(cfg.MaxWallMs, run.MaxWallMs),
+		AddressSpaceMb:   tighten(cfg.AddressSpaceMb, run.AddressSpaceMb),
+		MaxLogBytes:      tighten(cfg.MaxLogBytes, run.MaxLogBytes),
+		MaxValueBytes:    tighten(cfg.MaxValueBytes, run.MaxValueBytes),
+		MaxFileBytes:     tighten(cfg.MaxFileBytes, run.MaxFileBytes),
+		MaxOutputBytes:   tighten(cfg.MaxOutputBytes, run.MaxOutputBytes),
+		MaxDiskMb:        tighten(cfg.MaxDiskMb, run.MaxDiskMb),
+		MaxUpstreamBytes: tighten(cfg.MaxUpstreamBytes, run.MaxUpstreamBytes),
 	}
 }

@@ -160,7 +160,9 @@ func daemon(mcpConfig string, serveFn func(ctx context.Context, d *daemonEnv) in
 		fmt.Fprintf(os.Stderr, "coderun-rpc: OpenTelemetry exporter: %v\n", err)
 		return 1
 	}
-	pool := upstream.NewPool(specs, buildinfo.Version(), log)
+	pool := upstream.NewPool(specs, buildinfo.Version(), log, upstream.Caps{
+		MaxPages: cfg.MCP.MaxPages, MaxTools: cfg.MCP.MaxTools, MaxStubBytes: cfg.MCP.MaxStubBytes,
+		ListTimeout: cfg.MCP.ListTimeout, ToolsTTL: cfg.MCP.ToolsTTL, MaxResultBytes: cfg.Limits.MaxUpstreamBytes})
 	defer pool.Close()
 	code := serveFn(ctx, &daemonEnv{cfg: cfg, log: log, pool: pool, tr: tr})
 	flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)

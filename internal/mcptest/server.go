@@ -2,7 +2,8 @@
 // built on the official Go SDK, with a tool for each fault the daemon must
 // survive: one that hangs, one that exits mid-call, one that returns 50 MB,
 // one that fails, one that changes the tool list, names that are not
-// identifiers, and as many extra tools as asked. A test binary becomes the server by calling MaybeServe first in
+// identifiers, and as many extra tools as asked; and a hostile server
+// (hostile.go) that does what the SDK's never would. A test binary becomes the server by calling MaybeServe first in
 // TestMain and starting itself with Env.
 package mcptest
 
@@ -44,6 +45,7 @@ func MaybeServe() {
 		fmt.Fprintln(os.Stderr, "mcptest: refusing to start")
 		os.Exit(1)
 	}
+	maybeServeHostile()
 	n, _ := strconv.Atoi(os.Getenv(envTools))
 	err := New(n, os.Getenv(envMark)).Run(context.Background(), &sdk.StdioTransport{})
 	if err != nil {

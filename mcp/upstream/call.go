@@ -25,14 +25,19 @@ func (e *ToolError) Error() string { return e.Message }
 // value the program receives (docs/mcp.md: the structuredContent when present,
 // else a single text item's text, else the content list), as JSON text. A
 // tool's isError result is a *ToolError; anything else that goes wrong is a
-// *ServerError. When ctx ends first the call is cancelled upstream.
-func (s *Server) Call(ctx context.Context, tool string, args []byte) ([]byte, error) {
+// *ServerError. When ctx ends first the call is cancelled upstream. The
+// result is billed to b (nil: a budget of Caps.MaxResultBytes for this call
+// alone); one it cannot take fails as a *TooLarge.
+func (s *Server) Call(ctx context.Context, tool string, args []byte, b *Budget) ([]byte, error) {
+	if b == nil {
+		b = NewBudget(s.caps.MaxResultBytes)
+	}
 	cs, err := s.session(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res, err := cs.call(ctx, tool, arguments(args))
-	return s.outcome(ctx, cs, tool, res, err)
+	res, err := cs.call(ctx, tool, arguments(args), b)
+	return s.outcome(ctx, cs, tool, res, err, b)
 }
 
 // Start begins a call that needs no waiting before it is sent: the server's
@@ -40,9 +45,10 @@ func (s *Server) Call(ctx context.Context, tool string, args []byte) ([]byte, er
 // reports true and done later receives what Call would return, once, on the
 // connection's reader goroutine (it must not wait for the server), unless ctx
 // ends first: the call is then cancelled upstream and done may not be called.
-// function is the binding's name for the tool (see Tools.Tool). It reports
-// false, having done nothing, when the call must be made with Call.
-func (s *Server) Start(ctx context.Context, function string, args []byte, done func([]byte, error)) bool {
+// function is the binding's name for the tool (see Tools.Tool); the result is
+// billed to b as by Call. It reports false, having done nothing, when the
+// call must be made with Call.
+func (s *Server) Start(ctx context.Context, function string, args []byte, b *Budget, done func([]byte, error)) bool {
 	s.mu.Lock()
 	cs, tools := s.sess, s.tools
 	s.mu.Unlock()
@@ -50,10 +56,10 @@ func (s *Server) Start(ctx context.Context, function string, args []byte, done f
 		return false
 	}
 	tool := tools.Tool(function)
-	id, meta, err := cs.direct.newCall(func(raw json.RawMessage, err error) {
+	id, meta, err := cs.direct.newCall(b, func(raw json.RawMessage, err error) {
 		res, err := replyResult(raw, err)
 		if err == nil && !res.needsInput {
-			done(s.outcome(ctx, cs, tool, res, nil))
+			done(s.outcome(ctx, cs, tool, res, nil, b))
 			return
 		}
 		// Off the reader goroutine: the SDK's round trips need it free, and
@@ -62,7 +68,7 @@ func (s *Server) Start(ctx context.Context, function string, args []byte, done f
 			if err == nil {
 				res, err = cs.viaSDK(ctx, tool, arguments(args))
 			}
-			done(s.outcome(ctx, cs, tool, res, err))
+			done(s.outcome(ctx, cs, tool, res, err, b))
 		}()
 	})
 	if errors.Is(err, errNotListed) {
@@ -72,7 +78,7 @@ func (s *Server) Start(ctx context.Context, function string, args []byte, done f
 		err = cs.direct.send(id, tool, arguments(args), meta)
 	}
 	if err != nil {
-		done(s.outcome(ctx, cs, tool, result{}, err))
+		done(s.outcome(ctx, cs, tool, result{}, err, b))
 		return true
 	}
 	// Left registered once the call is answered: abandoning an answered call
@@ -89,13 +95,19 @@ func arguments(args []byte) json.RawMessage {
 	return args
 }
 
-// outcome is what Call returns for a call's result or error on cs.
-func (s *Server) outcome(ctx context.Context, cs *link, tool string, res result, err error) ([]byte, error) {
+// outcome is what Call returns for a call's result or error on cs; a result
+// is billed to b.
+func (s *Server) outcome(ctx context.Context, cs *link, tool string, res result, err error, b *Budget) ([]byte, error) {
 	var bad *badResult
+	var large *TooLarge
 	switch {
+	case err == nil && !b.take(res.size):
+		return nil, s.fail(fmt.Errorf("tool %q: %w", tool, b.refusal()))
 	case err == nil:
 	case ctx.Err() != nil:
 		return nil, s.fail(fmt.Errorf("tool %q: call cancelled: %w", tool, context.Cause(ctx)))
+	case errors.As(err, &large):
+		return nil, s.fail(fmt.Errorf("tool %q: %w", tool, err))
 	case errors.As(err, &bad):
 		return nil, s.fail(fmt.Errorf("tool %q: result cannot be passed to the program: %w", tool, bad.err))
 	default:
@@ -119,9 +131,9 @@ func (e *badResult) Error() string { return e.err.Error() }
 // call makes the call directly on a stdio connection that allows it
 // (direct.go), else, or when the server asks for input first, through the
 // SDK.
-func (cs *link) call(ctx context.Context, tool string, args json.RawMessage) (result, error) {
+func (cs *link) call(ctx context.Context, tool string, args json.RawMessage, b *Budget) (result, error) {
 	if cs.direct != nil {
-		raw, err := cs.direct.callTool(ctx, tool, args)
+		raw, err := cs.direct.callTool(ctx, tool, args, b)
 		if !errors.Is(err, errNotListed) {
 			res, err := replyResult(raw, err)
 			if err != nil || !res.needsInput {
@@ -159,7 +171,8 @@ type result struct {
 	content    [][]byte // the content list's items
 	structured []byte   // structuredContent, unless null
 	isError    bool
-	needsInput bool // the server asks the client for input first (inputRequests)
+	needsInput bool  // the server asks the client for input first (inputRequests)
+	size       int64 // the result's whole text, in bytes: what the run is billed
 }
 
 // readResult splits a tools/call result. Only the members used are checked:
@@ -171,7 +184,7 @@ func readResult(raw []byte) (result, error) {
 	if err != nil {
 		return bad("the result is not a JSON object")
 	}
-	var r result
+	r := result{size: int64(len(raw))}
 	if m, ok := wireguard.Last(ms, "inputRequests"); ok && wireguard.KindOf(m.Value) != wireguard.KindNull {
 		r.needsInput = true
 	}

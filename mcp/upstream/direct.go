@@ -78,7 +78,7 @@ func (c *lineConn) noteListing(msg jsonrpc.Message) {
 		}
 	}
 	c.callMu.Lock()
-	c.meta, c.hasListed = meta, true
+	c.meta, c.hasListed, c.listID = meta, true, req.ID
 	c.callMu.Unlock()
 }
 
@@ -87,10 +87,17 @@ func (c *lineConn) noteListing(msg jsonrpc.Message) {
 // the connection's reader goroutine, so it must not wait for the connection.
 type replyFunc func(result json.RawMessage, err error)
 
-// newCall registers done for a call about to be sent and returns its id and
-// the "_meta" it carries (nil for none); errNotListed, or why the connection
-// ended, when it cannot be made.
-func (c *lineConn) newCall(done replyFunc) (id string, meta json.RawMessage, err error) {
+// waiting is a direct call waiting for its response, whose result b will be
+// billed: the reader holds no more of it than b may still take.
+type waiting struct {
+	done replyFunc
+	b    *Budget
+}
+
+// newCall registers done for a call about to be sent, its result billed to
+// b, and returns its id and the "_meta" it carries (nil for none);
+// errNotListed, or why the connection ended, when it cannot be made.
+func (c *lineConn) newCall(b *Budget, done replyFunc) (id string, meta json.RawMessage, err error) {
 	c.callMu.Lock()
 	defer c.callMu.Unlock()
 	switch {
@@ -101,7 +108,7 @@ func (c *lineConn) newCall(done replyFunc) (id string, meta json.RawMessage, err
 	}
 	c.lastID++
 	id = directIDPrefix + strconv.FormatUint(c.lastID, 10)
-	c.calls[id] = done
+	c.calls[id] = waiting{done, b}
 	return id, c.meta, nil
 }
 
@@ -128,12 +135,12 @@ func (c *lineConn) abandon(id, reason string) {
 
 // callTool calls tool and waits for the response's raw result (see newCall,
 // send and replyFunc). When ctx ends first, the call is abandoned.
-func (c *lineConn) callTool(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error) {
+func (c *lineConn) callTool(ctx context.Context, tool string, args json.RawMessage, b *Budget) (json.RawMessage, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	reply := make(chan directReply, 1)
-	id, meta, err := c.newCall(func(result json.RawMessage, err error) { reply <- directReply{result, err} })
+	id, meta, err := c.newCall(b, func(result json.RawMessage, err error) { reply <- directReply{result, err} })
 	if err != nil {
 		return nil, err
 	}
@@ -193,14 +200,19 @@ func (c *lineConn) settle(r *jsonrpc.Response) bool {
 	if !ok || !strings.HasPrefix(id, directIDPrefix) {
 		return false
 	}
+	c.answer(id, r.Result, r.Error)
+	return true
+}
+
+// answer hands the call id its result or error, unless it no longer waits.
+func (c *lineConn) answer(id string, result json.RawMessage, err error) {
 	c.callMu.Lock()
-	done := c.calls[id]
+	w, ok := c.calls[id]
 	delete(c.calls, id)
 	c.callMu.Unlock()
-	if done != nil {
-		done(r.Result, r.Error)
+	if ok {
+		w.done(result, err)
 	}
-	return true
 }
 
 // endCalls fails every waiting direct call, and every later one, once the
@@ -213,10 +225,10 @@ func (c *lineConn) endCalls(err error) {
 		return
 	}
 	c.ended = err
-	waiting := c.calls
-	c.calls = map[string]replyFunc{}
+	calls := c.calls
+	c.calls = map[string]waiting{}
 	c.callMu.Unlock()
-	for _, done := range waiting {
-		done(nil, err)
+	for _, w := range calls {
+		w.done(nil, err)
 	}
 }

@@ -16,12 +16,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// TestCaps are generous caps for the tests of this package's callers.
+var TestCaps = Caps{MaxPages: 64, MaxTools: 1000, MaxStubBytes: 1 << 20, ListTimeout: time.Minute,
+	ToolsTTL: time.Hour, MaxResultBytes: 64 << 20}
+
 // TestCallsGoDirect: once the tools are listed, a call on a stdio server is
 // made by this package (its id is the connection's), and its result is the
 // same as through the SDK.
 func TestCallsGoDirect(t *testing.T) {
 	leakcheck.Check(t)
-	p := NewPool([]Spec{{Key: "s", Global: "s", Command: os.Args[0], Env: mcptest.Env(0, "")}}, "test", nil)
+	p := NewPool([]Spec{{Key: "s", Global: "s", Command: os.Args[0], Env: mcptest.Env(0, "")}}, "test", nil, TestCaps)
 	defer p.Close()
 	s := p.Server("s")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -35,7 +39,7 @@ func TestCallsGoDirect(t *testing.T) {
 	if direct == nil {
 		t.Fatal("the stdio session allows no direct calls")
 	}
-	got, err := s.Call(ctx, "echo", []byte(`{"message":"hi"}`))
+	got, err := s.Call(ctx, "echo", []byte(`{"message":"hi"}`), nil)
 	if err != nil || string(got) != `"hi"` {
 		t.Fatalf("echo: %s, %v", got, err)
 	}
@@ -111,7 +115,7 @@ type callOutcome struct {
 func (p *peer) call(ctx context.Context, tool, args string) chan callOutcome {
 	ch := make(chan callOutcome, 1)
 	go func() {
-		r, err := p.conn.callTool(ctx, tool, json.RawMessage(args))
+		r, err := p.conn.callTool(ctx, tool, json.RawMessage(args), NewBudget(1<<20))
 		ch <- callOutcome{r, err}
 	}()
 	return ch

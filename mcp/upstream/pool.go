@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -23,24 +24,40 @@ type Pool struct {
 	order   []*Server
 }
 
+// Caps bound what the daemon takes from each server (docs/mcp.md §2.5).
+// Every field must be positive.
+type Caps struct {
+	MaxPages     int           // tools/list pages read in one listing
+	MaxTools     int           // tools kept
+	MaxStubBytes int64         // names, descriptions and schemas kept (stubBytes)
+	ListTimeout  time.Duration // one listing, connecting included
+	ToolsTTL     time.Duration // a list older than this is listed again in the background
+	// MaxResultBytes bounds every message read from a server, and the
+	// results of the calls made with Server.Call: the daemon's
+	// maxUpstreamBytes, which no run may exceed.
+	MaxResultBytes int64
+}
+
 // NewPool prepares specs (from LoadConfig) without starting anything;
 // version is the client version the daemon reports to upstreams.
-func NewPool(specs []Spec, version string, log *slog.Logger) *Pool {
+func NewPool(specs []Spec, version string, log *slog.Logger, caps Caps) *Pool {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	impl := &mcp.Implementation{Name: "coderun-rpc", Version: version}
 	p := &Pool{servers: make(map[string]*Server, len(specs))}
 	for _, s := range specs {
-		srv := newServer(s, log, impl)
+		srv := newServer(s, log, impl, caps)
 		p.servers[s.Key] = srv
 		p.order = append(p.order, srv)
 	}
 	return p
 }
 
-// OnToolsChanged sets f to be called when a server says its tools changed
-// (after the cached list is dropped); set it before the pool is used.
+// OnToolsChanged sets f to be called when a server's tools were listed
+// again and the new list replaced the cached one (the server said they
+// changed, or the list was older than Caps.ToolsTTL); f runs on the
+// listing's goroutine. Set it before the pool is used.
 func (p *Pool) OnToolsChanged(f func()) {
 	for _, s := range p.Servers() {
 		s.onChange = f
@@ -74,14 +91,16 @@ func (p *Pool) Close() {
 }
 
 // Client wraps inner so that binding calls to the globals in routes (global
-// → server) go to those servers; everything else goes to inner.
-func Client(inner session.Client, routes map[string]*Server) session.Client {
-	return &router{inner: inner, routes: routes, next: make(chan func())}
+// → server) go to those servers; everything else goes to inner. The run's
+// calls together may receive maxUpstreamBytes of results (Budget).
+func Client(inner session.Client, routes map[string]*Server, maxUpstreamBytes int64) session.Client {
+	return &router{inner: inner, routes: routes, budget: NewBudget(maxUpstreamBytes), next: make(chan func())}
 }
 
 type router struct {
 	inner  session.Client
 	routes map[string]*Server
+	budget *Budget
 	next   chan func() // a call handed to an idle worker
 }
 
@@ -141,6 +160,10 @@ func (r *router) CallBindingLent(runID, namespace, function string, args []byte,
 	if srv == nil {
 		return r.inner.CallBinding(runID, namespace, function, args, answer)
 	}
+	if r.budget.room() <= 0 { // spent: no call can be answered
+		go answer(srv.answer(function, nil, srv.fail(fmt.Errorf("tool %q: %w", function, r.budget.refusal()))))
+		return func() {}
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	var mu sync.Mutex
 	done := false
@@ -152,11 +175,11 @@ func (r *router) CallBindingLent(runID, namespace, function string, args []byte,
 			answer(a)
 		}
 	}
-	started := srv.Start(ctx, function, args, func(v []byte, err error) {
+	started := srv.Start(ctx, function, args, r.budget, func(v []byte, err error) {
 		finish(srv.answer(function, v, err))
 	})
 	if !started {
-		work := func() { finish(callAnswer(ctx, srv, function, args)) }
+		work := func() { finish(callAnswer(ctx, srv, function, args, r.budget)) }
 		if lend == nil || !lend(work) {
 			r.spawn(work)
 		}
@@ -170,11 +193,11 @@ func (r *router) CallBindingLent(runID, namespace, function string, args []byte,
 }
 
 // callAnswer makes the call with Call, listing the tools first when needed.
-func callAnswer(ctx context.Context, srv *Server, function string, args []byte) session.Answer {
+func callAnswer(ctx context.Context, srv *Server, function string, args []byte, b *Budget) session.Answer {
 	tools, err := srv.Tools(ctx)
 	var v []byte
 	if err == nil {
-		v, err = srv.Call(ctx, tools.Tool(function), args)
+		v, err = srv.Call(ctx, tools.Tool(function), args, b)
 	}
 	return srv.answer(function, v, err)
 }

@@ -17,11 +17,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// maxLine bounds one message from a stdio server: a result as large as a
-// client's binding answer may be (64 MiB) plus its envelope, so the run's own
-// rules, not the transport, decide what a large result does.
-const maxLine = 64<<20 + 1<<20
-
 // stopGrace is how long a stdio server has to exit after its stdin closes
 // before its process group is killed.
 const stopGrace = 2 * time.Second
@@ -32,18 +27,27 @@ type Server struct {
 	spec Spec
 	log  *slog.Logger
 	impl *mcp.Implementation
+	caps Caps
+	life context.Context // ends when the server is closed: a listing in flight stops
+	end  context.CancelFunc
 
-	sem      chan struct{} // held while connecting or listing: one at a time
-	onChange func()        // called (on a goroutine of its own) when the server's tools change
+	sem      chan struct{} // held while connecting: one at a time
+	onChange func()        // called when a listing replaced the server's tools
 
-	mu     sync.Mutex
-	sess   *link
-	tools  *Tools // nil until listed, and again after tools/list_changed
-	closed bool
+	mu       sync.Mutex
+	sess     *link
+	tools    *Tools    // nil until listed, and again once the connection ends
+	listedAt time.Time // when tools was listed
+	stale    bool      // the server said its tools changed: list again
+	listing  *listing  // the listing in flight, nil when none
+	lists    sync.WaitGroup
+	closed   bool
 }
 
-func newServer(spec Spec, log *slog.Logger, impl *mcp.Implementation) *Server {
-	return &Server{spec: spec, log: log.With("mcpServer", spec.Key), impl: impl, sem: make(chan struct{}, 1)}
+func newServer(spec Spec, log *slog.Logger, impl *mcp.Implementation, caps Caps) *Server {
+	life, end := context.WithCancel(context.Background())
+	return &Server{spec: spec, log: log.With("mcpServer", spec.Key), impl: impl, caps: caps,
+		life: life, end: end, sem: make(chan struct{}, 1)}
 }
 
 // Spec is the server's configuration.
@@ -110,7 +114,7 @@ func (s *Server) connect(ctx context.Context) (*link, error) {
 		return nil, s.fail(fmt.Errorf("cannot start: %w", err))
 	}
 	client := mcp.NewClient(s.impl, &mcp.ClientOptions{
-		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.forgetTools() },
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { s.toolsChanged() },
 	})
 	sdkSession, err := client.Connect(ctx, t, nil)
 	if err != nil {
@@ -155,20 +159,19 @@ func (s *Server) drop(cs *link) {
 	cs.Close()
 }
 
-// forgetTools drops the cached list when the server says it changed.
-func (s *Server) forgetTools() {
+// toolsChanged lists the tools again when the server says they changed;
+// the cached list serves meanwhile.
+func (s *Server) toolsChanged() {
 	s.mu.Lock()
-	s.tools = nil
+	s.stale = true
+	s.listLocked()
 	s.mu.Unlock()
-	if s.onChange != nil {
-		go s.onChange()
-	}
 }
 
 func (s *Server) transport() (mcp.Transport, error) {
 	if s.spec.URL != "" {
 		return &mcp.StreamableClientTransport{Endpoint: s.spec.URL,
-			HTTPClient: &http.Client{Transport: headerTransport{s.spec.Headers, http.DefaultTransport}}}, nil
+			HTTPClient: &http.Client{Transport: headerTransport{s.spec.Headers, s.caps.MaxResultBytes + envelope, http.DefaultTransport}}}, nil
 	}
 	return s.command()
 }
@@ -201,7 +204,8 @@ func (s *Server) command() (mcp.Transport, error) {
 	go p.wait(stderr, s.log)
 	// The reader is left open on close (the server may still be writing its
 	// goodbye; an EPIPE would only fill the log): it ends when the server does.
-	return &lineTransport{out: stdout, in: p}, nil
+	return &lineTransport{out: stdout, in: p, maxLine: s.caps.MaxResultBytes + envelope,
+		maxPage: pageFactor*s.caps.MaxStubBytes + envelope}, nil
 }
 
 // process is a started stdio server; closing its stdin (the transport's
@@ -242,8 +246,12 @@ func (p *process) wait(stderr io.Reader, log *slog.Logger) {
 	close(p.done)
 }
 
+// headerTransport sends the configured headers with every request, and
+// bounds the body of every response to a POST (a request's answer: a JSON
+// body, or an event stream that ends with it) to maxBody bytes.
 type headerTransport struct {
 	headers map[string]string
+	maxBody int64
 	next    http.RoundTripper
 }
 
@@ -252,12 +260,31 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, v := range h.headers {
 		r.Header.Set(k, v)
 	}
-	return h.next.RoundTrip(r)
+	resp, err := h.next.RoundTrip(r)
+	if err == nil && r.Method == http.MethodPost {
+		resp.Body = &boundedBody{ReadCloser: resp.Body, bound: h.maxBody, left: h.maxBody}
+	}
+	return resp, err
+}
+
+// boundedBody fails the read that takes a body past bound bytes.
+type boundedBody struct {
+	io.ReadCloser
+	bound, left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.left -= int64(n); b.left < 0 {
+		return n, fmt.Errorf("a response from the server exceeds %d bytes", b.bound)
+	}
+	return n, err
 }
 
 // close ends the connection (and a stdio server's process group); later
 // uses fail.
 func (s *Server) close() {
+	s.end()
 	s.mu.Lock()
 	cs := s.sess
 	s.sess, s.closed = nil, true
@@ -265,4 +292,5 @@ func (s *Server) close() {
 	if cs != nil {
 		cs.Close()
 	}
+	s.lists.Wait() // a listing may have started a server: it is closed by now
 }

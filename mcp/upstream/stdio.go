@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
@@ -25,23 +26,27 @@ import (
 // scanner. JSON-RPC batches are refused (MCP 2025-06-18 removed them).
 
 // readChunk is the line reader's buffer: a longer line is gathered in a
-// buffer of its own, up to maxLine.
+// buffer of its own, up to its bound (lineConn.bound).
 const readChunk = 64 << 10
 
-// errLineTooLong is a message from the server longer than maxLine bytes.
-var errLineTooLong = fmt.Errorf("a message from the server exceeds %d bytes", maxLine)
+// envelope is the room a message takes beyond the result it carries: the
+// JSON-RPC members around it.
+const envelope = readChunk
 
 // lineTransport connects once to a started stdio server: lines are read from
 // out until it ends, messages written to in (closing in ends the server).
-// conn is the connection once Connect made it.
+// conn is the connection once Connect made it; no line longer than maxLine
+// is held.
 type lineTransport struct {
-	out  io.Reader
-	in   io.WriteCloser
-	conn *lineConn
+	out     io.Reader
+	in      io.WriteCloser
+	maxLine int64
+	maxPage int64
+	conn    *lineConn
 }
 
 func (t *lineTransport) Connect(context.Context) (mcp.Connection, error) {
-	t.conn = &lineConn{r: newReader(t.out), w: t.in, calls: map[string]replyFunc{}}
+	t.conn = &lineConn{r: newReader(t.out), w: t.in, maxLine: t.maxLine, maxPage: t.maxPage, calls: map[string]waiting{}}
 	return t.conn, nil
 }
 
@@ -52,18 +57,24 @@ func newReader(r io.Reader) *bufio.Reader { return bufio.NewReaderSize(r, readCh
 // concurrently; Close ends the server, which ends a blocked Read with end of
 // stream.
 type lineConn struct {
-	r *bufio.Reader
+	r       *bufio.Reader
+	maxLine int64 // the longest line held
+	// maxPage bounds a tools/list page: the SDK decodes a page's schemas
+	// into maps many times its size, before any cap can drop a tool.
+	maxPage int64
 
 	mu sync.Mutex // serialises writes
 	w  io.WriteCloser
 
-	callMu sync.Mutex           // guards the direct calls (direct.go)
-	calls  map[string]replyFunc // waiting direct calls by id
+	callMu sync.Mutex         // guards the direct calls (direct.go)
+	calls  map[string]waiting // waiting direct calls by id
 	lastID uint64
 	ended  error // why Read stopped; nil while it reads
-	// hasListed: the SDK has sent tools/list; meta is that request's "_meta".
+	// hasListed: the SDK has sent tools/list; meta is that request's "_meta"
+	// and listID its id.
 	hasListed bool
 	meta      json.RawMessage
+	listID    jsonrpc.ID
 }
 
 func (c *lineConn) SessionID() string { return "" }
@@ -108,6 +119,14 @@ func (c *lineConn) next(ctx context.Context) (jsonrpc.Message, error) {
 	for {
 		line, err := c.line()
 		if err != nil {
+			long, _ := err.(*longLine)
+			switch {
+			case long != nil && long.call != "":
+				c.answer(long.call, nil, long.refusal)
+				continue
+			case long != nil && long.page.IsValid():
+				return &jsonrpc.Response{ID: long.page, Error: &jsonrpc.Error{Code: codePageTooLong, Message: long.Error()}}, nil
+			}
 			return nil, err
 		}
 		if line = bytes.TrimSpace(line); len(line) == 0 {
@@ -124,17 +143,50 @@ func (c *lineConn) next(ctx context.Context) (jsonrpc.Message, error) {
 	}
 }
 
+// longLine is a line read past, not held, because it outgrew its bound.
+// When its first chunk names a waiting direct call, the call is refused with
+// refusal; when it answers the SDK's tools/list (page), the SDK receives an
+// error response of code codePageTooLong instead. The connection serves on
+// in both cases; any other such line breaks it.
+type longLine struct {
+	bound   int64
+	call    string
+	refusal error
+	page    jsonrpc.ID
+}
+
+// codePageTooLong is the error code of a tools/list page read past.
+const codePageTooLong = -32001
+
+// pageFactor × Caps.MaxStubBytes (plus the envelope) bounds a tools/list
+// page: room for descriptions longer than the 16 KiB the stubs keep of them,
+// while a page of schemas, which decoding makes tens of times larger, stays
+// a few MiB.
+const pageFactor = 8
+
+func (e *longLine) Error() string {
+	if e.page.IsValid() {
+		return fmt.Sprintf("a tools/list page exceeds %d bytes (%d × %s + 64 KiB)", e.bound, pageFactor, varMaxStubBytes)
+	}
+	return fmt.Sprintf("a message from the server exceeds %d bytes", e.bound)
+}
+
 // line reads one line (without its newline) into memory of its own; a last
-// line without a newline is a line too.
+// line without a newline is a line too. A line longer than its bound is read
+// to its end and dropped: a *longLine.
 func (c *lineConn) line() ([]byte, error) {
 	b, err := c.r.ReadSlice('\n')
 	if err == nil {
 		return bytes.Clone(b[:len(b)-1]), nil
 	}
 	long := bytes.Clone(b)
+	var over *longLine
+	if errors.Is(err, bufio.ErrBufferFull) {
+		over = c.bound(long)
+	}
 	for errors.Is(err, bufio.ErrBufferFull) {
-		if len(long) > maxLine {
-			return nil, errLineTooLong
+		if int64(len(long)) > over.bound {
+			return nil, c.skip(over)
 		}
 		b, err = c.r.ReadSlice('\n')
 		long = append(long, b...)
@@ -146,6 +198,87 @@ func (c *lineConn) line() ([]byte, error) {
 		return long, nil
 	}
 	return nil, err
+}
+
+// bound is how much of a line starting with head may be held: a response to
+// a waiting direct call may carry what the call's budget can still take
+// (plus its envelope), one to a call no longer waiting nothing, one to the
+// SDK's tools/list maxPage, and so may a message whose head shows no id (a
+// page whose result comes first must not pass for another message); any
+// other message maxLine.
+func (c *lineConn) bound(head []byte) *longLine {
+	over := &longLine{bound: c.maxLine}
+	raw := leadingID(head)
+	id, _ := raw.(string)
+	if !strings.HasPrefix(id, directIDPrefix) {
+		c.callMu.Lock()
+		listID := c.listID
+		c.callMu.Unlock()
+		switch {
+		case raw == nil:
+			over.bound = min(c.maxLine, c.maxPage)
+		case raw == listID.Raw():
+			over.page, over.bound = listID, min(c.maxLine, c.maxPage)
+		}
+		return over
+	}
+	over.call, over.bound = id, envelope // a late answer: dropped anyway
+	c.callMu.Lock()
+	w, ok := c.calls[id]
+	c.callMu.Unlock()
+	if ok {
+		over.refusal = w.b.refusal()
+		over.bound = min(c.maxLine, w.b.room()+envelope)
+	}
+	return over
+}
+
+// skip reads past the rest of an overlong line (to its newline or the end
+// of the stream) and returns over, or why reading failed.
+func (c *lineConn) skip(over *longLine) error {
+	for {
+		_, err := c.r.ReadSlice('\n')
+		switch {
+		case err == nil || errors.Is(err, io.EOF):
+			return over
+		case !errors.Is(err, bufio.ErrBufferFull):
+			return err
+		}
+	}
+}
+
+// leadingID is the id of a JSON-RPC message whose first chunk is head, as
+// jsonrpc.ID.Raw gives it (a string or an int64), when that chunk holds it
+// among the members before any it cannot read whole (a response's id comes
+// before its result); nil otherwise.
+func leadingID(head []byte) any {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		if key == "id" {
+			switch id, _ := dec.Token(); id := id.(type) {
+			case string:
+				return id
+			case json.Number:
+				if n, err := id.Int64(); err == nil {
+					return n
+				}
+			}
+			return nil
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 // decodeMessage is jsonrpc.DecodeMessage's contract on one strictly scanned

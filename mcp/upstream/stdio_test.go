@@ -2,6 +2,8 @@ package upstream
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"reflect"
 	"strings"
@@ -69,11 +71,11 @@ func normal(m jsonrpc.Message) any {
 }
 
 // Lines longer than the read buffer, blank lines and a last line without a
-// newline are read whole; a line over maxLine is refused.
+// newline are read whole; a line over maxLine breaks the connection.
 func TestLineConnReadsLines(t *testing.T) {
 	long := `{"jsonrpc":"2.0","id":2,"result":{"t":"` + strings.Repeat("y", 3*readChunk) + `"}}`
 	in := "\n" + `{"jsonrpc":"2.0","id":1,"result":{}}` + "\n \r\n" + long + "\n" + `{"jsonrpc":"2.0","id":3,"result":{}}`
-	c := &lineConn{r: newReader(strings.NewReader(in))}
+	c := &lineConn{r: newReader(strings.NewReader(in)), maxLine: 4 * readChunk}
 	for _, want := range []int64{1, 2, 3} {
 		m, err := c.Read(context.Background())
 		if err != nil {
@@ -87,8 +89,50 @@ func TestLineConnReadsLines(t *testing.T) {
 		t.Fatalf("after the last message: %v, want EOF", err)
 	}
 	huge := &lineConn{r: newReader(io.MultiReader(strings.NewReader(`{"jsonrpc":"2.0","id":1,"result":"`),
-		strings.NewReader(strings.Repeat("z", maxLine+readChunk))))}
-	if _, err := huge.Read(context.Background()); err != errLineTooLong {
-		t.Fatalf("a line over %d bytes: %v", maxLine, err)
+		strings.NewReader(strings.Repeat("z", 5*readChunk)))), maxLine: 4 * readChunk}
+	var over *longLine
+	if _, err := huge.Read(context.Background()); !errors.As(err, &over) || over.call != "" {
+		t.Fatalf("a line over %d bytes: %v, want the connection broken", huge.maxLine, err)
+	}
+}
+
+// A direct call's response larger than its budget can take is read past,
+// never held whole (the reader keeps at most the budget's room and one
+// chunk), and refuses that call alone: the next message is read.
+func TestLineConnRefusesAnOverBudgetResult(t *testing.T) {
+	over := `{"jsonrpc":"2.0","id":"coderun-1","result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 64*readChunk) + `"}]}}`
+	in := over + "\n" + `{"jsonrpc":"2.0","id":7,"result":{}}` + "\n"
+	c := &lineConn{r: newReader(strings.NewReader(in)), maxLine: 1 << 30, calls: map[string]waiting{}}
+	got := make(chan error, 1)
+	c.calls["coderun-1"] = waiting{b: NewBudget(1000), done: func(_ json.RawMessage, err error) { got <- err }}
+	m, err := c.Read(context.Background())
+	if err != nil || m.(*jsonrpc.Response).ID.Raw() != int64(7) {
+		t.Fatalf("after the refused line: %v %v, want the next message", m, err)
+	}
+	var large *TooLarge
+	if err := <-got; !errors.As(err, &large) || large.Limit != 1000 {
+		t.Fatalf("the call got %v, want a *TooLarge of its budget", err)
+	}
+}
+
+// The answer to the SDK's tools/list is held only up to maxPage: past it the
+// SDK receives an error response in its place and the connection reads on; a
+// long line whose head shows no id is bounded the same way and breaks it.
+func TestLineConnBoundsPages(t *testing.T) {
+	filler := strings.Repeat("x", 4*readChunk)
+	in := `{"jsonrpc":"2.0","id":5,"result":{"tools":[{"name":"` + filler + `"}]}}` + "\n" +
+		`{"jsonrpc":"2.0","result":{"tools":[{"name":"` + filler + `"}]},"id":6}` + "\n"
+	listID, _ := jsonrpc.MakeID(float64(5))
+	c := &lineConn{r: newReader(strings.NewReader(in)), maxLine: 1 << 30, maxPage: 2 * readChunk,
+		calls: map[string]waiting{}, listID: listID}
+	m, err := c.Read(context.Background())
+	r, ok := m.(*jsonrpc.Response)
+	var wire *jsonrpc.Error
+	if err != nil || !ok || r.ID != listID || !errors.As(r.Error, &wire) || wire.Code != codePageTooLong {
+		t.Fatalf("the long page: %#v %v, want an error response to the listing", m, err)
+	}
+	var over *longLine
+	if _, err := c.Read(context.Background()); !errors.As(err, &over) || over.bound != 2*readChunk {
+		t.Fatalf("a long line without a leading id: %v, want the connection broken at the page bound", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 	"github.com/coderun-rpc/coderun-rpc/internal/mcptest"
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
+	"github.com/coderun-rpc/coderun-rpc/typed"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -30,7 +32,7 @@ func TestMain(m *testing.M) {
 func pool(t *testing.T, env map[string]string) (*upstream.Pool, *upstream.Server) {
 	t.Helper()
 	spec := upstream.Spec{Key: "test-server", Global: "test_server", Command: os.Args[0], Env: env}
-	p := upstream.NewPool([]upstream.Spec{spec}, "test", nil)
+	p := upstream.NewPool([]upstream.Spec{spec}, "test", nil, upstream.TestCaps)
 	t.Cleanup(p.Close)
 	return p, p.Server("test-server")
 }
@@ -41,7 +43,7 @@ func call(t *testing.T, s *upstream.Server, tool, args string) (string, error) {
 	// machine has taken over a minute.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	v, err := s.Call(ctx, tool, []byte(args))
+	v, err := s.Call(ctx, tool, []byte(args), nil)
 	return string(v), err
 }
 
@@ -137,7 +139,7 @@ func TestServerFaults(t *testing.T) {
 	defer cancel()
 	hung := make(chan error, 1)
 	go func() {
-		_, err := s.Call(ctx, "hang", []byte(`{}`))
+		_, err := s.Call(ctx, "hang", []byte(`{}`), nil)
 		hung <- err
 	}()
 	waitFor(t, mark+".started")
@@ -175,7 +177,7 @@ func TestServerThatCannotStart(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `mcp server "test-server": cannot start`) {
 		t.Fatalf("got %v, want an error naming the server", err)
 	}
-	p := upstream.NewPool([]upstream.Spec{{Key: "nowhere", Global: "nowhere", Command: "/nonexistent/server"}}, "test", nil)
+	p := upstream.NewPool([]upstream.Spec{{Key: "nowhere", Global: "nowhere", Command: "/nonexistent/server"}}, "test", nil, upstream.TestCaps)
 	defer p.Close()
 	_, err = p.Server("nowhere").Tools(context.Background())
 	if err == nil || !strings.Contains(err.Error(), `mcp server "nowhere": cannot start`) {
@@ -218,7 +220,7 @@ func TestStreamableHTTPServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := upstream.NewPool(specs, "test", nil)
+	p := upstream.NewPool(specs, "test", nil, upstream.TestCaps)
 	defer p.Close()
 	got, err := call(t, p.Server("web"), "add", `{"a":40,"b":2}`)
 	if err != nil || got != `{"sum":42}` {
@@ -249,7 +251,7 @@ func TestStreamableHTTPServer(t *testing.T) {
 func start(t *testing.T, ctx context.Context, s *upstream.Server, function, args string) chan string {
 	t.Helper()
 	out := make(chan string, 1)
-	ok := s.Start(ctx, function, []byte(args), func(v []byte, err error) {
+	ok := s.Start(ctx, function, []byte(args), upstream.NewBudget(1<<20), func(v []byte, err error) {
 		if err != nil {
 			out <- "error: " + err.Error()
 			return
@@ -271,7 +273,7 @@ func TestStart(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "cancelled")
 	_, s := pool(t, mcptest.Env(0, mark))
 	ctx := context.Background()
-	if s.Start(ctx, "echo", nil, func([]byte, error) { t.Error("called") }) {
+	if s.Start(ctx, "echo", nil, upstream.NewBudget(1<<20), func([]byte, error) { t.Error("called") }) {
 		t.Fatal("Start took a call before the tools were listed")
 	}
 	if _, err := s.Tools(ctx); err != nil {
@@ -297,4 +299,73 @@ func TestStart(t *testing.T) {
 	waitFor(t, mark+".started")
 	cancel()
 	waitFor(t, mark)
+}
+
+// A listing stops at each cap and says so: pages (a server whose every page
+// names another cursor), tools, stub bytes. What was kept is callable.
+func TestListingCaps(t *testing.T) {
+	leakcheck.Check(t)
+	for _, c := range []struct {
+		mode string
+		caps func(*upstream.Caps)
+		n    int
+		cut  string
+	}{
+		{mcptest.HostileCursor, func(c *upstream.Caps) { c.MaxPages = 3 }, 5, "tools omitted: those after page 3 (cap CODERUN_MCP_MAX_PAGES=3)"},
+		{mcptest.HostileTools, func(c *upstream.Caps) { c.MaxTools = 5 }, 5, "tools omitted: 97 and those on later pages (cap CODERUN_MCP_MAX_TOOLS=5)"},
+		{mcptest.HostileTools, func(c *upstream.Caps) { c.MaxStubBytes = 256 << 10 }, 17, "tools omitted: 85 and those on later pages (cap CODERUN_MCP_MAX_STUB_BYTES=262144)"},
+		{mcptest.HostileFatPage, func(*upstream.Caps) {}, 2, "tools omitted: those from page 2 on (a tools/list page exceeds 8454144 bytes (8 × CODERUN_MCP_MAX_STUB_BYTES + 64 KiB))"},
+	} {
+		caps := upstream.TestCaps
+		c.caps(&caps)
+		p := upstream.NewPool([]upstream.Spec{{Key: "h", Global: "h", Command: os.Args[0], Env: mcptest.HostileEnv(c.mode)}}, "test", nil, caps)
+		tools, err := p.Server("h").Tools(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tools.Functions) != c.n || tools.Cut != `mcp server "h": `+c.cut {
+			t.Errorf("%s: %d functions, cut %q; want %d and %q", c.mode, len(tools.Functions), tools.Cut, c.n, c.cut)
+		}
+		if got, err := call(t, p.Server("h"), "echo", `{"message":"kept"}`); got != `"kept"` {
+			t.Errorf("%s: echo %s %v", c.mode, got, err)
+		}
+		p.Close()
+	}
+}
+
+// A cached list serves at once while a fresh one is listed in the
+// background: when the server says its tools changed, and when the list is
+// older than ToolsTTL. The new list replaces it and OnToolsChanged is told.
+func TestListingRefreshedInBackground(t *testing.T) {
+	leakcheck.Check(t)
+	for _, ttl := range []time.Duration{time.Hour, time.Nanosecond} {
+		caps := upstream.TestCaps
+		caps.ToolsTTL = ttl
+		p := upstream.NewPool([]upstream.Spec{{Key: "s", Global: "s", Command: os.Args[0], Env: mcptest.Env(0, "")}}, "test", nil, caps)
+		changed := make(chan struct{}, 16)
+		p.OnToolsChanged(func() { changed <- struct{}{} })
+		s := p.Server("s")
+		first, err := s.Tools(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := call(t, s, "grow", `{}`); err != nil {
+			t.Fatal(err)
+		}
+		if ttl == time.Nanosecond { // the server's notice is not needed: age alone lists again
+			if again, _ := s.Tools(context.Background()); again != first {
+				t.Errorf("ttl %v: a stale list was not served at once", ttl)
+			}
+		}
+		select {
+		case <-changed:
+		case <-time.After(time.Minute):
+			t.Fatalf("ttl %v: no new list", ttl)
+		}
+		now, _ := s.Tools(context.Background())
+		if !slices.ContainsFunc(now.Functions, func(f *typed.Function) bool { return f.Name == "grown" }) {
+			t.Errorf("ttl %v: the new list lacks the new tool", ttl)
+		}
+		p.Close()
+	}
 }
