@@ -57,6 +57,12 @@ type Config struct {
 	AuthToken            string // "" for none
 	DrainMs              int64
 	WriteStallMs         int64
+	// The door (docs/service.md §2, §4): connections not yet authenticated
+	// (ws: not yet upgraded) at once, how long one may take, and the bytes
+	// of output a connection may leave untaken.
+	MaxUnauthenticated int
+	AuthTimeoutMs      int64
+	MaxUnsentBytes     int64
 	// TraceContent: OpenTelemetry spans record program text and binding
 	// arguments (docs/service.md §7).
 	TraceContent bool

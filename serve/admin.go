@@ -22,6 +22,7 @@ type metrics struct {
 	bindings prometheus.Counter
 	accepted prometheus.Counter
 	refused  *prometheus.CounterVec // by reason
+	closed   *prometheus.CounterVec // served connections the daemon closed, by reason
 }
 
 // latencyBuckets span a warm return (about a millisecond) to the default
@@ -42,14 +43,18 @@ func newMetrics(s *service) *metrics {
 		accepted: prometheus.NewCounter(prometheus.CounterOpts{Name: "coderun_connections_accepted_total",
 			Help: "Connections admitted."}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coderun_connections_refused_total",
-			Help: "Connections refused, by reason (auth, max-connections, draining)."}, []string{"reason"}),
+			Help: "Connections refused, by reason (auth, unauthenticated, max-connections, draining)."}, []string{"reason"}),
+		closed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coderun_connections_closed_total",
+			Help: "Served connections the daemon closed, by reason (fell-behind)."}, []string{"reason"}),
 	}
 	load := func(f func(ld loadView) float64) func() float64 {
 		return func() float64 { return f(loadView{s}) }
 	}
-	m.reg.MustRegister(m.runs, m.runTime, m.queue, m.bindings, m.accepted, m.refused,
+	m.reg.MustRegister(m.runs, m.runTime, m.queue, m.bindings, m.accepted, m.refused, m.closed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		gauge("coderun_connections", "Connections being served.", func() float64 { return float64(s.live.Load()) }),
+		gauge("coderun_connections_unauthenticated", "Connections accepted and not yet authenticated (ws: not yet upgraded).",
+			func() float64 { return float64(s.pending.Load()) }),
 		gauge("coderun_runs_running", "Runs holding a run slot.", load(loadView.running)),
 		gauge("coderun_runs_queued", "Runs waiting for a run slot.", load(loadView.queued)),
 		gauge("coderun_children_live", "Child processes alive: running runs and warm children.", load(loadView.children)),
@@ -68,6 +73,7 @@ func newMetrics(s *service) *metrics {
 		protocol.KindWorkerExit, protocol.KindInvalidOutput, protocol.KindOutputLimit} {
 		m.runs.WithLabelValues(k) // present at 0 from the start
 	}
+	m.closed.WithLabelValues("fell-behind")
 	return m
 }
 
@@ -115,7 +121,7 @@ func (s *service) startAdmin() (*http.Server, net.Addr, error) {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: handshakeTimeout, WriteTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	return srv, ln.Addr(), nil
 }
