@@ -57,9 +57,9 @@ type Config struct {
 	AuthToken            string // "" for none
 	DrainMs              int64
 	WriteStallMs         int64
-	// The door (docs/service.md §2, §4): connections not yet authenticated
-	// (ws: not yet upgraded) at once, how long one may take, and the bytes
-	// of output a connection may leave untaken.
+	// The door (docs/service.md §2, §4): stream connections not yet
+	// authenticated at once, how long one may take (ws: its upgrade
+	// request), and the bytes of output a connection may leave untaken.
 	MaxUnauthenticated int
 	AuthTimeoutMs      int64
 	MaxUnsentBytes     int64

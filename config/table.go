@@ -163,7 +163,7 @@ var table = []variable{
 	{name: VarWriteStallMs, def: "30000", note: "; serve: a write to a client stalled this long closes it",
 		rule: positive(protocol.MaxWallMsCeiling, "the largest whole-millisecond time.Duration"),
 		set:  func(c *Config, _ string, n int64) { c.WriteStallMs = n }},
-	{name: VarMaxUnauthenticated, def: "64", note: "; serve: connections not yet authenticated (ws: not yet upgraded)",
+	{name: VarMaxUnauthenticated, def: "64", note: "; serve: connections not yet authenticated (tcp, unix)",
 		rule: count(false),
 		set:  func(c *Config, _ string, n int64) { c.MaxUnauthenticated = clampInt(n) }},
 	{name: VarAuthTimeoutMs, def: "5000", note: "; serve: time to present the token (ws: the upgrade request)",

@@ -53,9 +53,10 @@ type Options struct {
 	// WriteStall bounds how long one write to a client may make no
 	// progress before the connection is closed.
 	WriteStall time.Duration
-	// MaxUnauthenticated caps connections accepted and not yet
-	// authenticated (ws: not yet upgraded); AuthTimeout is how long one may
-	// take to present its token (ws: its upgrade request's headers).
+	// MaxUnauthenticated caps stream connections accepted and not yet
+	// authenticated; with MaxConnections it bounds the listener's
+	// connections (ws: before the upgrade too). AuthTimeout is how long one
+	// may take to present its token (ws: its upgrade request's headers).
 	MaxUnauthenticated int
 	AuthTimeout        time.Duration
 	// MaxUnsent bounds a connection's output queued and not yet taken by

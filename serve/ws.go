@@ -59,7 +59,11 @@ func (s *service) wsServer(addr net.Addr) *http.Server {
 		c.SetReadLimit(protocol.InboundMessageCap)
 		s.serveConn(id, &wsReader{c: c}, &wsWriter{c: c, stall: s.opts.WriteStall})
 	})
-	return &http.Server{Handler: mux, ReadHeaderTimeout: s.opts.AuthTimeout, ConnState: s.countUpgrading}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: s.opts.AuthTimeout, ConnState: s.countUpgrading}
+	// One request per connection: an idle keep-alive connection would hold
+	// its place under the listener's bound with no deadline at all.
+	srv.SetKeepAlivesEnabled(false)
+	return srv
 }
 
 // countUpgrading counts a WebSocket connection as unauthenticated from its
@@ -142,10 +146,11 @@ type wsWriter struct {
 var errBadFrame = errors.New("serve: unexpected frame header from rpc")
 
 // SetWriteDeadline caps every later write's deadline (rpc's, as it tears
-// down).
+// down) and the write in progress: on the network connection, since
+// gorilla's own deadline belongs to the writing goroutine.
 func (w *wsWriter) SetWriteDeadline(t time.Time) error {
 	w.cap.set(t)
-	return w.c.SetWriteDeadline(t)
+	return w.c.NetConn().SetWriteDeadline(t)
 }
 
 func (w *wsWriter) Write(p []byte) (int, error) {
