@@ -10,7 +10,9 @@ import (
 // (Options.MaxUnsent, docs/service.md §4): whoever sends a message — a run
 // settling, a binding call, a log line — only queues it, and one goroutine
 // of the queue's own writes the queue out. So a run never waits on a client
-// that stopped reading, and its slot is free when it settles. What waits is
+// that stopped reading, and its slot is free when it settles. The goroutine
+// runs only while there is something to write (an idle connection costs
+// none). What waits is
 // bounded: once the bytes queued and not yet written (the message being
 // written included) would pass max, the client has fallen behind; the queue
 // drops everything, takes nothing more and calls fellBehind, which closes
@@ -20,13 +22,13 @@ type sendQueue struct {
 	w          *writer
 	max        int64
 	fellBehind func()
-	done       chan struct{} // closed when the sending goroutine returns
+	sending    sync.WaitGroup // the sending goroutine, while it runs
 
-	mu     sync.Mutex
-	more   sync.Cond // signalled when items grow or closed is set
-	items  []queued
-	unsent int64 // bytes of items and of the batch being written
-	closed bool  // nothing more is taken: finished, fell behind, or a write failed
+	mu      sync.Mutex
+	items   []queued
+	unsent  int64 // bytes of items and of the batch being written
+	running bool  // the sending goroutine runs
+	closed  bool  // nothing more is taken: finished, fell behind, or a write failed
 }
 
 // queued is one message: its body's length and what writes the body.
@@ -35,12 +37,8 @@ type queued struct {
 	write func(*bufio.Writer)
 }
 
-// newSendQueue starts the goroutine that writes w's queued messages.
 func newSendQueue(w *writer, max int64, fellBehind func()) *sendQueue {
-	q := &sendQueue{w: w, max: max, fellBehind: fellBehind, done: make(chan struct{})}
-	q.more.L = &q.mu
-	go q.send()
-	return q
+	return &sendQueue{w: w, max: max, fellBehind: fellBehind}
 }
 
 // framedSize is a body's size on the wire with its Content-Length header.
@@ -48,8 +46,9 @@ func framedSize(n int) int64 {
 	return int64(n + len("Content-Length: \r\n\r\n") + len(strconv.Itoa(n)))
 }
 
-// push queues one message, or drops it once the queue is closed; it never
-// blocks on the client.
+// push queues one message, starting the sending goroutine if it is not
+// running, or drops it once the queue is closed; it never blocks on the
+// client.
 func (q *sendQueue) push(n int, write func(*bufio.Writer)) {
 	size := framedSize(n)
 	q.mu.Lock()
@@ -67,31 +66,33 @@ func (q *sendQueue) push(n int, write func(*bufio.Writer)) {
 	}
 	q.items = append(q.items, queued{n: n, write: write})
 	q.unsent += size
+	if !q.running {
+		q.running = true
+		q.sending.Add(1)
+		go q.send()
+	}
 	q.mu.Unlock()
-	q.more.Signal()
 }
 
 // closeLocked takes nothing more and drops what is queued (under mu).
 func (q *sendQueue) closeLocked() {
 	q.closed = true
 	q.items = nil
-	q.more.Broadcast()
 }
 
 // finish takes nothing more and returns once what was queued is written
 // (each write bounded by the output's deadlines) or dropped.
 func (q *sendQueue) finish() {
 	q.mu.Lock()
-	q.closed = true
-	q.more.Broadcast()
+	q.closed = true // no sending goroutine starts from now on
 	q.mu.Unlock()
-	<-q.done
+	q.sending.Wait()
 }
 
-// send writes batches until the queue is closed and empty. A failed write
-// closes the queue: the connection is unusable (habit 12).
+// send writes batches until the queue is empty. A failed write closes the
+// queue: the connection is unusable (habit 12).
 func (q *sendQueue) send() {
-	defer close(q.done)
+	defer q.sending.Done()
 	for {
 		batch := q.take()
 		if batch == nil {
@@ -118,15 +119,15 @@ func (q *sendQueue) send() {
 	}
 }
 
-// take waits for queued messages and returns them all; nil once the queue
-// is closed and empty.
+// take returns every queued message; nil when there is none, and then the
+// sending goroutine is no longer running.
 func (q *sendQueue) take() []queued {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for len(q.items) == 0 && !q.closed {
-		q.more.Wait()
-	}
 	batch := q.items
 	q.items = nil
+	if len(batch) == 0 {
+		q.running = false
+	}
 	return batch
 }
