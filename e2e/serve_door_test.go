@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -261,4 +263,20 @@ func TestServeC644DrainPastStalledClient(t *testing.T) {
 		t.Errorf("exit %d, want 0", code)
 	}
 	t.Logf("SIGTERM to exit: %v", time.Since(start))
+}
+
+// TestServeC645DescriptorBudget: connection caps that could take the
+// descriptors the runs need are refused at start-up, naming the numbers
+// (no kernel allows 10^11 open files).
+func TestServeC645DescriptorBudget(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a daemon that serves is killed
+	defer cancel()
+	cmd := exec.CommandContext(ctx, daemonBin, "serve", "--listen", sockPath(t))
+	cmd.Env = environ(t, map[string]string{"CODERUN_MAX_CONNECTIONS": "100000000000"})
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), "RLIMIT_NOFILE") ||
+		!strings.Contains(string(out), "CODERUN_MAX_CONNECTIONS (100000000000)") {
+		t.Errorf("exit %d, output:\n%s\nwant exit 2 naming CODERUN_MAX_CONNECTIONS and RLIMIT_NOFILE", code, out)
+	}
 }
