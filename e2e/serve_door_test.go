@@ -207,18 +207,6 @@ func TestServeC643WebSocketHalfUpgrades(t *testing.T) {
 		defer c.Close()
 		io.WriteString(c, "GET /rpc HTTP/1.1\r\nHost: "+s.listen+"\r\n")
 	}
-	// A whole request that is no upgrade: the answer ends the connection,
-	// which would otherwise idle as keep-alive with no deadline.
-	other, err := net.Dial("tcp", s.listen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	io.WriteString(other, "GET /elsewhere HTTP/1.1\r\nHost: "+s.listen+"\r\n\r\n")
-	_ = other.SetReadDeadline(time.Now().Add(30 * time.Second))
-	if answer, err := io.ReadAll(other); err != nil || !strings.HasPrefix(string(answer), "HTTP/1.1 404") {
-		t.Errorf("a request that is no upgrade: %q %v, want a 404 and the end of the connection", answer, err)
-	}
 	d := websocket.Dialer{HandshakeTimeout: 60 * time.Second}
 	c, _, err := d.Dial("ws://"+s.listen+"/rpc", nil)
 	if err != nil {
@@ -235,6 +223,18 @@ func TestServeC643WebSocketHalfUpgrades(t *testing.T) {
 	}
 	if m := wsExchange(t, c, `{"jsonrpc":"2.0","id":2,"method":"run","params":{"program":"return 3"}}`, "2"); !strings.Contains(string(m.Result), `"value":3`) {
 		t.Errorf("run: %s", m.Result)
+	}
+	// A whole request that is no upgrade: the answer ends the connection,
+	// which would otherwise idle as keep-alive with no deadline.
+	other, err := net.Dial("tcp", s.listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	io.WriteString(other, "GET /elsewhere HTTP/1.1\r\nHost: "+s.listen+"\r\n\r\n")
+	_ = other.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if answer, err := io.ReadAll(other); err != nil || !strings.HasPrefix(string(answer), "HTTP/1.1 404") {
+		t.Errorf("a request that is no upgrade: %q %v, want a 404 and the end of the connection", answer, err)
 	}
 }
 
