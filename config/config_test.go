@@ -399,6 +399,7 @@ func TestEveryVariableValidated(t *testing.T) {
 		VarMaxRunsPerConnection: "-1", VarAuthToken: "two words", VarDrainMs: "0", VarWriteStallMs: "1.5",
 		VarTraceContent: "yes"}
 	bad[VarMaxUnauthenticated], bad[VarAuthTimeoutMs], bad[VarMaxUnsentBytes] = "0", "-5", "1099511627777"
+	bad[VarMaxUnsentTotal] = "0"
 	if len(bad) != len(table) {
 		t.Errorf("%d bad values for %d variables", len(bad), len(table))
 	}

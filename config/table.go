@@ -44,6 +44,7 @@ const (
 	VarMaxUnauthenticated = "CODERUN_MAX_UNAUTHENTICATED"
 	VarAuthTimeoutMs      = "CODERUN_AUTH_TIMEOUT_MS"
 	VarMaxUnsentBytes     = "CODERUN_MAX_UNSENT_BYTES"
+	VarMaxUnsentTotal     = "CODERUN_MAX_UNSENT_BYTES_TOTAL"
 )
 
 // variable is one row of the configuration table, the only description of
@@ -172,6 +173,9 @@ var table = []variable{
 	{name: VarMaxUnsentBytes, def: "33554432", note: "; serve: a connection's output not yet taken; past it the connection closes",
 		rule: positive(1<<40, ""),
 		set:  func(c *Config, _ string, n int64) { c.MaxUnsentBytes = n }},
+	{name: VarMaxUnsentTotal, def: "268435456", note: "; serve: every connection's unsent output together",
+		rule: positive(1<<40, ""),
+		set:  func(c *Config, _ string, n int64) { c.MaxUnsentTotal = n }},
 	{name: VarTraceContent, def: "0", note: "; 1: spans record program text and binding arguments",
 		rule: wordRule{words: []string{"0", "1"}, quoted: true},
 		set:  func(c *Config, text string, _ int64) { c.TraceContent = text == "1" }},

@@ -87,10 +87,31 @@ func TestServeC640WebSocketRebinding(t *testing.T) {
 // connection's run is answered although the write stall is ten minutes.
 func TestServeC641NeverReaderFreesSlots(t *testing.T) {
 	t.Parallel()
-	s := startService(t, map[string]string{
+	neverReaderFreesSlots(t, map[string]string{"CODERUN_MAX_UNSENT_BYTES": "1500000"})
+}
+
+// TestServeC646SharedUnsentBudget: the same with the connection's own bound
+// far away: every connection's unsent output together passes
+// CODERUN_MAX_UNSENT_BYTES_TOTAL, and the connection that queues past it is
+// closed.
+func TestServeC646SharedUnsentBudget(t *testing.T) {
+	t.Parallel()
+	neverReaderFreesSlots(t, map[string]string{"CODERUN_MAX_UNSENT_BYTES": "100000000", "CODERUN_MAX_UNSENT_BYTES_TOTAL": "1500000"})
+}
+
+// neverReaderFreesSlots has one connection send 6 runs of ≈ 1 MB results
+// and never read, with one run slot and a ten-minute write stall, then
+// wants another connection's run answered, the first closed as fallen
+// behind and no unsent output left counted.
+func neverReaderFreesSlots(t *testing.T, bounds map[string]string) {
+	env := map[string]string{
 		"CODERUN_MAX_CONCURRENT_RUNS": "1", "CODERUN_WARM_POOL": "0", "CODERUN_WRITE_STALL_MS": "600000",
-		"CODERUN_MAX_LOG_BYTES": "1000000", "CODERUN_MAX_UNSENT_BYTES": "1500000",
-	}, sockPath(t))
+		"CODERUN_MAX_LOG_BYTES": "1000000",
+	}
+	for k, v := range bounds {
+		env[k] = v
+	}
+	s := startService(t, env, sockPath(t))
 	c, err := net.Dial("unix", s.listen)
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +131,7 @@ func TestServeC641NeverReaderFreesSlots(t *testing.T) {
 	if got := s.metric(`coderun_connections_closed_total{reason="fell-behind"}`); got != 1 {
 		t.Errorf(`coderun_connections_closed_total{reason="fell-behind"} = %v, want 1`, got)
 	}
+	s.waitMetric("coderun_unsent_bytes", 0)
 	if !s.stderr.logged("fell behind") {
 		t.Errorf("no log of the connection that fell behind; stderr:\n%s", s.stderr)
 	}

@@ -37,12 +37,13 @@ type deadliner interface{ SetWriteDeadline(time.Time) error }
 const drainTimeout = 2 * time.Second
 
 // newWriter writes to w; with maxUnsent > 0 through a sendQueue of that
-// bound, which calls fellBehind when the client falls behind it.
-func newWriter(w io.Writer, log *slog.Logger, maxUnsent int64, fellBehind func()) *writer {
+// bound and the shared budget (nil: none), which calls fellBehind when the
+// client falls behind them.
+func newWriter(w io.Writer, log *slog.Logger, maxUnsent int64, budget *UnsentBudget, fellBehind func()) *writer {
 	dl, _ := w.(deadliner)
 	wr := &writer{bw: bufio.NewWriterSize(w, 64<<10), log: log, dl: dl}
 	if maxUnsent > 0 {
-		wr.q = newSendQueue(wr, maxUnsent, fellBehind)
+		wr.q = newSendQueue(wr, maxUnsent, budget, fellBehind)
 	}
 	return wr
 }

@@ -24,7 +24,7 @@ func TestWriterInterleaving(t *testing.T) {
 
 func writeInterleaved(t *testing.T, maxUnsent int64) {
 	var out bytes.Buffer
-	w := newWriter(&out, slog.New(slog.DiscardHandler), maxUnsent, nil)
+	w := newWriter(&out, slog.New(slog.DiscardHandler), maxUnsent, nil, nil)
 	var wg sync.WaitGroup
 	const n = 200
 	for i := 0; i < n; i++ {
@@ -63,7 +63,7 @@ func writeInterleaved(t *testing.T, maxUnsent int64) {
 // whether the response is a result or an error.
 func TestStringIDEcho(t *testing.T) {
 	var out bytes.Buffer
-	w := newWriter(&out, slog.New(slog.DiscardHandler), 0, nil)
+	w := newWriter(&out, slog.New(slog.DiscardHandler), 0, nil, nil)
 	id := usableID(wireguard.Member{Value: []byte(`"a\ud800<&>\u2028"`)}, true)
 	if id == nil {
 		t.Fatal("id refused")
@@ -86,7 +86,7 @@ func TestStringIDEcho(t *testing.T) {
 // and need escaping.
 func TestRunResponsePieces(t *testing.T) {
 	var out bytes.Buffer
-	w := newWriter(&out, slog.New(slog.DiscardHandler), 0, nil)
+	w := newWriter(&out, slog.New(slog.DiscardHandler), 0, nil, nil)
 	big := strings.Repeat("é\"\x01\xed\xa0\x80x", 20000) // beyond 64 KiB encoded
 	res := protocol.Result{Value: []byte(`[1]`), Logs: []string{"a", big, ""},
 		Stats: protocol.Stats{WallMs: 5, LogBytes: 9}}

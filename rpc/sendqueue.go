@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // sendQueue decouples a connection's messages from its client's socket
@@ -12,15 +13,16 @@ import (
 // of the queue's own writes the queue out. So a run never waits on a client
 // that stopped reading, and its slot is free when it settles. The goroutine
 // runs only while there is something to write (an idle connection costs
-// none). What waits is
-// bounded: once the bytes queued and not yet written (the message being
-// written included) would pass max, the client has fallen behind; the queue
-// drops everything, takes nothing more and calls fellBehind, which closes
-// the connection. A message larger than max alone is taken when nothing is
-// unsent, so the bound never refuses a single result.
+// none). What waits is bounded: once the bytes queued and not yet written
+// (the message being written included) would pass max, or the budget all
+// connections share, the client has fallen behind; the queue drops
+// everything, takes nothing more and calls fellBehind, which closes the
+// connection. A message is always taken when nothing is unsent, so neither
+// bound refuses a single result to a client that reads.
 type sendQueue struct {
 	w          *writer
 	max        int64
+	budget     *UnsentBudget // nil: none shared
 	fellBehind func()
 	sending    sync.WaitGroup // the sending goroutine, while it runs
 
@@ -37,8 +39,44 @@ type queued struct {
 	write func(*bufio.Writer)
 }
 
-func newSendQueue(w *writer, max int64, fellBehind func()) *sendQueue {
-	return &sendQueue{w: w, max: max, fellBehind: fellBehind}
+func newSendQueue(w *writer, max int64, budget *UnsentBudget, fellBehind func()) *sendQueue {
+	return &sendQueue{w: w, max: max, budget: budget, fellBehind: fellBehind}
+}
+
+// UnsentBudget bounds the output that every connection sharing it has
+// queued and not yet written, together (Options.Unsent): many connections
+// that stop reading cannot make the daemon hold each one's full bound. A
+// connection's first unsent message is always counted in, so the total may
+// pass the bound by at most one message per connection.
+type UnsentBudget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// NewUnsentBudget is a budget of max bytes.
+func NewUnsentBudget(max int64) *UnsentBudget { return &UnsentBudget{max: max} }
+
+// Used is the bytes counted in now.
+func (b *UnsentBudget) Used() int64 { return b.used.Load() }
+
+// take counts n bytes in; false, and nothing counted, when that would pass
+// the bound, unless must.
+func (b *UnsentBudget) take(n int64, must bool) bool {
+	if b == nil {
+		return true
+	}
+	if b.used.Add(n) > b.max && !must {
+		b.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+// give counts n bytes out.
+func (b *UnsentBudget) give(n int64) {
+	if b != nil {
+		b.used.Add(-n)
+	}
 }
 
 // framedSize is a body's size on the wire with its Content-Length header.
@@ -56,7 +94,8 @@ func (q *sendQueue) push(n int, write func(*bufio.Writer)) {
 		q.mu.Unlock()
 		return
 	}
-	if q.unsent > 0 && q.unsent+size > q.max {
+	first := q.unsent == 0
+	if !first && q.unsent+size > q.max || !q.budget.take(size, first) {
 		unsent := q.unsent
 		q.closeLocked()
 		q.mu.Unlock()
@@ -76,6 +115,12 @@ func (q *sendQueue) push(n int, write func(*bufio.Writer)) {
 
 // closeLocked takes nothing more and drops what is queued (under mu).
 func (q *sendQueue) closeLocked() {
+	var dropped int64
+	for _, m := range q.items {
+		dropped += framedSize(m.n)
+	}
+	q.unsent -= dropped
+	q.budget.give(dropped)
 	q.closed = true
 	q.items = nil
 }
@@ -106,6 +151,7 @@ func (q *sendQueue) send() {
 			size += framedSize(m.n)
 		}
 		err := q.w.bw.Flush()
+		q.budget.give(size)
 		q.mu.Lock()
 		q.unsent -= size
 		if err != nil {

@@ -45,8 +45,10 @@ type Options struct {
 	// of their own, so no run waits on the client, and once the client
 	// falls behind the bound the output is dropped and FellBehind is called
 	// (service mode closes the connection with it: docs/service.md §4).
-	// 0: each message is written by its sender (stdio).
+	// 0: each message is written by its sender (stdio). Unsent, when set,
+	// is a bound the connection shares with others (NewUnsentBudget).
 	MaxUnsent  int64
+	Unsent     *UnsentBudget
 	FellBehind func()
 }
 
@@ -97,7 +99,7 @@ func New(opts Options) *Server {
 		opts:            opts,
 		log:             log,
 		in:              newFrameReader(opts.In),
-		w:               newWriter(opts.Out, log, opts.MaxUnsent, opts.FellBehind),
+		w:               newWriter(opts.Out, log, opts.MaxUnsent, opts.Unsent, opts.FellBehind),
 		runs:            map[string]*runEntry{},
 		pending:         map[string]bool{},
 		calls:           map[uint64]*call{},

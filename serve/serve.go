@@ -60,10 +60,12 @@ type Options struct {
 	MaxUnauthenticated int
 	AuthTimeout        time.Duration
 	// MaxUnsent bounds a connection's output queued and not yet taken by
-	// its client; past it the connection is closed (rpc.Options.MaxUnsent).
-	MaxUnsent int64
-	Manager   *session.Manager
-	Tracer    *tracing.Tracer // nil: no spans (traceparents still passed on)
+	// its client, MaxUnsentTotal every connection's together; past either
+	// the connection is closed (rpc.Options.MaxUnsent, Unsent).
+	MaxUnsent      int64
+	MaxUnsentTotal int64
+	Manager        *session.Manager
+	Tracer         *tracing.Tracer // nil: no spans (traceparents still passed on)
 	// Server is every connection's rpc.Options but In, Out, Runner and
 	// Sessions, which serve fills in (Daemon's session members say what
 	// initialize reports; MaxSessions 0 serves no sessions).
@@ -84,6 +86,7 @@ type service struct {
 	connSeq  atomic.Uint64
 	live     atomic.Int64 // connections being served
 	pending  atomic.Int64 // connections not yet authenticated (ws: not yet upgraded)
+	unsent   *rpc.UnsentBudget
 
 	mu    sync.Mutex
 	conns map[uint64]endingReader // the input of each connection served
@@ -111,7 +114,7 @@ func Run(ctx context.Context, opts Options) int {
 		log.Error("not enough file descriptors", "err", err)
 		return 2
 	}
-	s := &service{opts: opts, log: log, conns: map[uint64]endingReader{}}
+	s := &service{opts: opts, log: log, conns: map[uint64]endingReader{}, unsent: rpc.NewUnsentBudget(opts.MaxUnsentTotal)}
 	s.metrics = newMetrics(s)
 	stop, err := s.start()
 	if err != nil {
@@ -289,7 +292,7 @@ func (s *service) serveConn(id uint64, in endingReader, out writerOnly) {
 	log.Debug("connection opened")
 	opts := s.opts.Server
 	opts.In, opts.Out, opts.Logger = in, out, log
-	opts.MaxUnsent, opts.FellBehind = s.opts.MaxUnsent, func() {
+	opts.MaxUnsent, opts.Unsent, opts.FellBehind = s.opts.MaxUnsent, s.unsent, func() {
 		s.metrics.closed.WithLabelValues("fell-behind").Inc()
 		_ = in.end()
 		_ = in.Close() // a write the client does not take ends now
