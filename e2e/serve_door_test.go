@@ -68,6 +68,7 @@ func TestServeC640WebSocketRebinding(t *testing.T) {
 		{"127.0.0.1:1", "", http.StatusForbidden},
 		{"127.0.0.1", "", http.StatusForbidden},
 		{"127.0.0.1:" + port, "http://evil.example:" + port, http.StatusForbidden},
+		{"127.0.0.1:" + port, "null", http.StatusForbidden},
 		{"127.0.0.1:" + port, "", http.StatusSwitchingProtocols},
 		{"localhost:" + port, "http://localhost:" + port, http.StatusSwitchingProtocols},
 		{"[::1]:" + port, "", http.StatusSwitchingProtocols},
