@@ -303,3 +303,26 @@ func TestServeC645DescriptorBudget(t *testing.T) {
 		t.Errorf("exit %d, output:\n%s\nwant exit 2 naming CODERUN_MAX_CONNECTIONS and RLIMIT_NOFILE", code, out)
 	}
 }
+
+// TestServeC647AdminConnections: connections to the admin endpoint that
+// send nothing hold at most 32 descriptors; a probe behind them is answered
+// once the header time frees places.
+func TestServeC647AdminConnections(t *testing.T) {
+	t.Parallel()
+	s := startService(t, map[string]string{"CODERUN_WARM_POOL": "0"}, sockPath(t))
+	base := socketCount(t, s.cmd.Process.Pid)
+	for range 48 {
+		c, err := net.Dial("tcp", s.admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	waitFor(t, func() bool { return socketCount(t, s.cmd.Process.Pid)-base >= 32 }, "the admin endpoint to accept its share")
+	if held := socketCount(t, s.cmd.Process.Pid) - base; held > 32 {
+		t.Errorf("the daemon holds %d sockets for 48 silent admin connections, want at most 32", held)
+	}
+	if code, _ := s.get("/healthz"); code != 200 {
+		t.Errorf("/healthz behind the silent connections: %d", code)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -106,6 +108,11 @@ func (m *metrics) observe(r protocol.Result) {
 	m.bindings.Add(float64(r.Stats.BindingCalls))
 }
 
+// adminConnections bounds the admin endpoint's open connections (probes
+// and a scraper need a few), so that it too holds a bounded share of the
+// descriptors (checkDescriptors counts it among the daemon's own).
+const adminConnections = 32
+
 // startAdmin serves /healthz (the process serves), /readyz (it takes
 // connections: not while draining) and /metrics on the admin address.
 func (s *service) startAdmin() (*http.Server, net.Addr, error) {
@@ -113,6 +120,7 @@ func (s *service) startAdmin() (*http.Server, net.Addr, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	ln = netutil.LimitListener(ln, adminConnections)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -123,7 +131,8 @@ func (s *service) startAdmin() (*http.Server, net.Addr, error) {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
+		IdleTimeout: 30 * time.Second} // an idle keep-alive connection would hold its place for ever
 	go func() { _ = srv.Serve(ln) }()
 	return srv, ln.Addr(), nil
 }
