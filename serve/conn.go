@@ -147,20 +147,20 @@ func closeAfterWrite(c net.Conn) {
 type stallWriter struct {
 	c     net.Conn
 	stall time.Duration
-	cap   writeCap
+	limit writeCap
 }
 
 const stallPiece = 64 << 10
 
 func (w *stallWriter) SetWriteDeadline(t time.Time) error {
-	w.cap.set(t)
+	w.limit.set(t)
 	return w.c.SetWriteDeadline(t)
 }
 
 func (w *stallWriter) Write(p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
-		_ = w.c.SetWriteDeadline(w.cap.deadline(w.stall))
+		_ = w.c.SetWriteDeadline(w.limit.deadline(w.stall))
 		k, err := w.c.Write(p[n:min(len(p), n+stallPiece)])
 		n += k
 		if err != nil {

@@ -137,7 +137,7 @@ func (r *wsReader) end() error { return r.c.SetReadDeadline(time.Now()) }
 type wsWriter struct {
 	c      *websocket.Conn
 	stall  time.Duration
-	cap    writeCap       // SetWriteDeadline's, as for streams
+	limit  writeCap       // SetWriteDeadline's, as for streams
 	header []byte         // the header read so far
 	left   int            // body bytes still to come
 	msg    io.WriteCloser // the message being written
@@ -149,7 +149,7 @@ var errBadFrame = errors.New("serve: unexpected frame header from rpc")
 // down) and the write in progress: on the network connection, since
 // gorilla's own deadline belongs to the writing goroutine.
 func (w *wsWriter) SetWriteDeadline(t time.Time) error {
-	w.cap.set(t)
+	w.limit.set(t)
 	return w.c.NetConn().SetWriteDeadline(t)
 }
 
@@ -165,7 +165,7 @@ func (w *wsWriter) Write(p []byte) (int, error) {
 			continue
 		}
 		k := min(len(p), w.left, stallPiece)
-		_ = w.c.SetWriteDeadline(w.cap.deadline(w.stall))
+		_ = w.c.SetWriteDeadline(w.limit.deadline(w.stall))
 		if _, err := w.msg.Write(p[:k]); err != nil {
 			_ = w.c.Close()
 			return 0, err
@@ -203,7 +203,7 @@ func (w *wsWriter) readHeader(p []byte) ([]byte, error) {
 	if !ok || err != nil {
 		return nil, errBadFrame
 	}
-	_ = w.c.SetWriteDeadline(w.cap.deadline(w.stall))
+	_ = w.c.SetWriteDeadline(w.limit.deadline(w.stall))
 	if w.msg, err = w.c.NextWriter(websocket.TextMessage); err != nil {
 		return nil, err
 	}
