@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -88,7 +89,14 @@ func TestServeC640WebSocketRebinding(t *testing.T) {
 // connection's run is answered although the write stall is ten minutes.
 func TestServeC641NeverReaderFreesSlots(t *testing.T) {
 	t.Parallel()
-	neverReaderFreesSlots(t, map[string]string{"CODERUN_MAX_UNSENT_BYTES": "1500000"})
+	neverReaderFreesSlots(t, sockPath(t), 6, map[string]string{"CODERUN_MAX_UNSENT_BYTES": "1500000"})
+}
+
+// TestServeC641NeverReaderFreesSlotsWebSocket: the same over WebSocket (24
+// runs: loopback TCP buffers take several megabytes before a write stalls).
+func TestServeC641NeverReaderFreesSlotsWebSocket(t *testing.T) {
+	t.Parallel()
+	neverReaderFreesSlots(t, "ws://127.0.0.1:0/rpc", 24, map[string]string{"CODERUN_MAX_UNSENT_BYTES": "1500000"})
 }
 
 // TestServeC646SharedUnsentBudget: the same with the connection's own bound
@@ -97,14 +105,14 @@ func TestServeC641NeverReaderFreesSlots(t *testing.T) {
 // closed.
 func TestServeC646SharedUnsentBudget(t *testing.T) {
 	t.Parallel()
-	neverReaderFreesSlots(t, map[string]string{"CODERUN_MAX_UNSENT_BYTES": "100000000", "CODERUN_MAX_UNSENT_BYTES_TOTAL": "1500000"})
+	neverReaderFreesSlots(t, sockPath(t), 6, map[string]string{"CODERUN_MAX_UNSENT_BYTES": "100000000", "CODERUN_MAX_UNSENT_BYTES_TOTAL": "1500000"})
 }
 
-// neverReaderFreesSlots has one connection send 6 runs of ≈ 1 MB results
-// and never read, with one run slot and a ten-minute write stall, then
-// wants another connection's run answered, the first closed as fallen
+// neverReaderFreesSlots has one connection to listen send runs of ≈ 1 MB
+// results and never read, with one run slot and a ten-minute write stall,
+// then wants another connection's run answered, the first closed as fallen
 // behind and no unsent output left counted.
-func neverReaderFreesSlots(t *testing.T, bounds map[string]string) {
+func neverReaderFreesSlots(t *testing.T, listen string, runs int, bounds map[string]string) {
 	env := map[string]string{
 		"CODERUN_MAX_CONCURRENT_RUNS": "1", "CODERUN_WARM_POOL": "0", "CODERUN_WRITE_STALL_MS": "600000",
 		"CODERUN_MAX_LOG_BYTES": "1000000",
@@ -112,21 +120,19 @@ func neverReaderFreesSlots(t *testing.T, bounds map[string]string) {
 	for k, v := range bounds {
 		env[k] = v
 	}
-	s := startService(t, env, sockPath(t))
-	c, err := net.Dial("unix", s.listen)
-	if err != nil {
-		t.Fatal(err)
+	s := startService(t, env, listen)
+	peers := s.streamPeers
+	if strings.HasPrefix(listen, "ws://") {
+		peers = s.wsPeers
 	}
-	defer c.Close()
-	send := func(body string) { io.WriteString(c, "Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body) }
+	send, otherRun := peers()
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`)
-	for i := range 6 { // each result carries about 1 MB of logs; the socket buffers hold far less
+	for i := range runs { // each result carries about 1 MB of logs
 		send(`{"jsonrpc":"2.0","id":` + strconv.Itoa(i+2) + `,"method":"run","params":{"program":"print('x'*999000)"}}`)
 	}
 	waitFor(t, func() bool { return s.metric(`coderun_runs_total{kind="ok"}`) >= 1 }, "a run of the stalled connection to settle")
-	other := s.dial("").initialize()
-	if r := other.run("return 1"); string(r.Value) != "1" {
-		t.Fatalf("the other connection: %s", r.Value)
+	if got := otherRun("return 1"); got != "1" {
+		t.Fatalf("the other connection: %s", got)
 	}
 	s.waitMetric("coderun_connections", 1)
 	if got := s.metric(`coderun_connections_closed_total{reason="fell-behind"}`); got != 1 {
@@ -136,6 +142,41 @@ func neverReaderFreesSlots(t *testing.T, bounds map[string]string) {
 	if !s.stderr.logged("fell behind") {
 		t.Errorf("no log of the connection that fell behind; stderr:\n%s", s.stderr)
 	}
+}
+
+// streamPeers opens a unix or tcp connection that never reads, and returns
+// what sends it one message and what runs a program on another connection
+// (its value).
+func (s *service) streamPeers() (send func(string), run func(string) string) {
+	network := "tcp"
+	if strings.HasPrefix(s.listen, "/") {
+		network = "unix"
+	}
+	c, err := net.Dial(network, s.listen)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { c.Close() })
+	other := s.dial("").initialize()
+	return func(body string) { io.WriteString(c, "Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body) },
+		func(program string) string { return string(other.run(program).Value) }
+}
+
+// wsPeers is streamPeers over WebSocket.
+func (s *service) wsPeers() (send func(string), run func(string) string) {
+	c, other := s.wsDial("", 0), s.wsDial("", 0)
+	if m := wsExchange(s.t, other, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}`, "1"); m.Error != nil {
+		s.t.Fatalf("initialize: %+v", m.Error)
+	}
+	var id int
+	return func(body string) { _ = c.WriteMessage(websocket.TextMessage, []byte(body)) },
+		func(program string) string {
+			id++
+			m := wsExchange(s.t, other, `{"jsonrpc":"2.0","id":`+strconv.Itoa(id+1)+`,"method":"run","params":{"program":`+strconv.Quote(program)+`}}`, strconv.Itoa(id+1))
+			var r runResult
+			_ = json.Unmarshal(m.Result, &r)
+			return string(r.Value)
+		}
 }
 
 // TestServeC642AuthBeforeAdmission: with a token, connections that never
