@@ -51,11 +51,11 @@ func (s *service) upgradeStatus(host, origin string) int {
 	return resp.StatusCode
 }
 
-// TestServeC640WebSocketRebinding: without a token, the WebSocket listener
+// TestServeC650WebSocketRebinding: without a token, the WebSocket listener
 // upgrades only requests whose Host is a loopback name with the listener's
 // port and whose Origin is absent or that same loopback origin; a page
 // whose name was rebound to 127.0.0.1 gets 403 before any upgrade.
-func TestServeC640WebSocketRebinding(t *testing.T) {
+func TestServeC650WebSocketRebinding(t *testing.T) {
 	t.Parallel()
 	s := startService(t, nil, "ws://127.0.0.1:0/rpc")
 	_, port, _ := net.SplitHostPort(s.listen)
@@ -83,27 +83,27 @@ func TestServeC640WebSocketRebinding(t *testing.T) {
 	}
 }
 
-// TestServeC641NeverReaderFreesSlots: a connection that never reads while
+// TestServeC651NeverReaderFreesSlots: a connection that never reads while
 // its runs leave large results does not hold run slots: its unsent output
 // passes CODERUN_MAX_UNSENT_BYTES, it is closed (its runs end), and another
 // connection's run is answered although the write stall is ten minutes.
-func TestServeC641NeverReaderFreesSlots(t *testing.T) {
+func TestServeC651NeverReaderFreesSlots(t *testing.T) {
 	t.Parallel()
 	neverReaderFreesSlots(t, sockPath(t), 6, map[string]string{"CODERUN_MAX_UNSENT_BYTES": "1500000"})
 }
 
-// TestServeC641NeverReaderFreesSlotsWebSocket: the same over WebSocket (24
+// TestServeC651NeverReaderFreesSlotsWebSocket: the same over WebSocket (24
 // runs: loopback TCP buffers take several megabytes before a write stalls).
-func TestServeC641NeverReaderFreesSlotsWebSocket(t *testing.T) {
+func TestServeC651NeverReaderFreesSlotsWebSocket(t *testing.T) {
 	t.Parallel()
 	neverReaderFreesSlots(t, "ws://127.0.0.1:0/rpc", 24, map[string]string{"CODERUN_MAX_UNSENT_BYTES": "1500000"})
 }
 
-// TestServeC646SharedUnsentBudget: the same with the connection's own bound
+// TestServeC656SharedUnsentBudget: the same with the connection's own bound
 // far away: every connection's unsent output together passes
 // CODERUN_MAX_UNSENT_BYTES_TOTAL, and the connection that queues past it is
 // closed.
-func TestServeC646SharedUnsentBudget(t *testing.T) {
+func TestServeC656SharedUnsentBudget(t *testing.T) {
 	t.Parallel()
 	neverReaderFreesSlots(t, sockPath(t), 6, map[string]string{"CODERUN_MAX_UNSENT_BYTES": "100000000", "CODERUN_MAX_UNSENT_BYTES_TOTAL": "1500000"})
 }
@@ -179,12 +179,12 @@ func (s *service) wsPeers() (send func(string), run func(string) string) {
 		}
 }
 
-// TestServeC642AuthBeforeAdmission: with a token, connections that never
+// TestServeC652AuthBeforeAdmission: with a token, connections that never
 // authenticate do not spend CODERUN_MAX_CONNECTIONS: an authenticated client
 // is served beside as many silent ones; the silent ones have a cap of their
 // own (CODERUN_MAX_UNAUTHENTICATED) and CODERUN_AUTH_TIMEOUT_MS to present
 // the token.
-func TestServeC642AuthBeforeAdmission(t *testing.T) {
+func TestServeC652AuthBeforeAdmission(t *testing.T) {
 	t.Parallel()
 	s := startService(t, map[string]string{
 		"CODERUN_AUTH_TOKEN": "tok", "CODERUN_MAX_CONNECTIONS": "3",
@@ -252,11 +252,11 @@ func socketCount(t *testing.T, pid int) int {
 	return n
 }
 
-// TestServeC643WebSocketHalfUpgrades: half-sent upgrade requests hold no
+// TestServeC653WebSocketHalfUpgrades: half-sent upgrade requests hold no
 // more descriptors than CODERUN_MAX_CONNECTIONS + CODERUN_MAX_UNAUTHENTICATED,
 // each for at most CODERUN_AUTH_TIMEOUT_MS; a client behind them is
 // upgraded and served.
-func TestServeC643WebSocketHalfUpgrades(t *testing.T) {
+func TestServeC653WebSocketHalfUpgrades(t *testing.T) {
 	t.Parallel()
 	s := startService(t, map[string]string{
 		"CODERUN_MAX_CONNECTIONS": "2", "CODERUN_MAX_UNAUTHENTICATED": "2", "CODERUN_AUTH_TIMEOUT_MS": "1000",
@@ -302,10 +302,10 @@ func TestServeC643WebSocketHalfUpgrades(t *testing.T) {
 	}
 }
 
-// TestServeC644DrainPastStalledClient: a client that never reads (its
+// TestServeC654DrainPastStalledClient: a client that never reads (its
 // result's write stalled, the write stall 30 s) does not stretch the drain:
 // with CODERUN_DRAIN_MS 1000 the daemon exits 0 well before the stall ends.
-func TestServeC644DrainPastStalledClient(t *testing.T) {
+func TestServeC654DrainPastStalledClient(t *testing.T) {
 	t.Parallel()
 	s := startService(t, map[string]string{
 		"CODERUN_DRAIN_MS": "1000", "CODERUN_WRITE_STALL_MS": "30000", "CODERUN_MAX_LOG_BYTES": "1000000",
@@ -329,10 +329,10 @@ func TestServeC644DrainPastStalledClient(t *testing.T) {
 	t.Logf("SIGTERM to exit: %v", time.Since(start))
 }
 
-// TestServeC645DescriptorBudget: connection caps that could take the
+// TestServeC655DescriptorBudget: connection caps that could take the
 // descriptors the runs need are refused at start-up, naming the numbers
 // (no kernel allows 10^11 open files).
-func TestServeC645DescriptorBudget(t *testing.T) {
+func TestServeC655DescriptorBudget(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a daemon that serves is killed
 	defer cancel()
@@ -345,10 +345,10 @@ func TestServeC645DescriptorBudget(t *testing.T) {
 	}
 }
 
-// TestServeC647AdminConnections: connections to the admin endpoint that
+// TestServeC657AdminConnections: connections to the admin endpoint that
 // send nothing hold at most 32 descriptors; a probe behind them is answered
 // once the header time frees places.
-func TestServeC647AdminConnections(t *testing.T) {
+func TestServeC657AdminConnections(t *testing.T) {
 	t.Parallel()
 	s := startService(t, map[string]string{"CODERUN_WARM_POOL": "0"}, sockPath(t))
 	base := socketCount(t, s.cmd.Process.Pid)
