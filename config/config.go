@@ -73,6 +73,14 @@ type Config struct {
 	AuthToken                string // "" for none
 	DrainMs                  int64
 	WriteStallMs             int64
+	// The door (docs/service.md §2, §4): stream connections not yet
+	// authenticated at once, how long one may take (ws: its upgrade
+	// request), and the bytes of output a connection, and all together, may
+	// leave untaken.
+	MaxUnauthenticated int
+	AuthTimeoutMs      int64
+	MaxUnsentBytes     int64
+	MaxUnsentTotal     int64
 	// TraceContent: OpenTelemetry spans record program text and binding
 	// arguments (docs/service.md §7).
 	TraceContent bool

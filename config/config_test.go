@@ -402,6 +402,8 @@ func TestEveryVariableValidated(t *testing.T) {
 	// The upstream MCP servers' bounds (docs/mcp.md §2.5).
 	maps.Copy(bad, map[string]string{VarMaxUpstreamBytes: "1073741825", VarMCPMaxPages: "0", VarMCPMaxTools: "-1",
 		VarMCPMaxStubBytes: "1e3", VarMCPListMs: "0", VarMCPToolsTTLMs: "x"})
+	bad[VarMaxUnauthenticated], bad[VarAuthTimeoutMs], bad[VarMaxUnsentBytes] = "0", "-5", "1099511627777"
+	bad[VarMaxUnsentTotal] = "0"
 	if len(bad) != len(table) {
 		t.Errorf("%d bad values for %d variables", len(bad), len(table))
 	}

@@ -49,6 +49,11 @@ const (
 	VarDrainMs              = "CODERUN_DRAIN_MS"
 	VarWriteStallMs         = "CODERUN_WRITE_STALL_MS"
 	VarTraceContent         = "CODERUN_TRACE_CONTENT"
+	// The door against an attacker (docs/service.md §2, §4).
+	VarMaxUnauthenticated = "CODERUN_MAX_UNAUTHENTICATED"
+	VarAuthTimeoutMs      = "CODERUN_AUTH_TIMEOUT_MS"
+	VarMaxUnsentBytes     = "CODERUN_MAX_UNSENT_BYTES"
+	VarMaxUnsentTotal     = "CODERUN_MAX_UNSENT_BYTES_TOTAL"
 )
 
 // variable is one row of the configuration table, the only description of
@@ -195,6 +200,18 @@ var table = []variable{
 	{name: VarWriteStallMs, def: "30000", note: "; serve: a write to a client stalled this long closes it",
 		rule: positive(protocol.MaxWallMsCeiling, "the largest whole-millisecond time.Duration"),
 		set:  func(c *Config, _ string, n int64) { c.WriteStallMs = n }},
+	{name: VarMaxUnauthenticated, def: "64", note: "; serve: connections not yet authenticated (tcp, unix)",
+		rule: count(false),
+		set:  func(c *Config, _ string, n int64) { c.MaxUnauthenticated = clampInt(n) }},
+	{name: VarAuthTimeoutMs, def: "5000", note: "; serve: time to present the token (ws: the upgrade request)",
+		rule: positive(protocol.MaxWallMsCeiling, "the largest whole-millisecond time.Duration"),
+		set:  func(c *Config, _ string, n int64) { c.AuthTimeoutMs = n }},
+	{name: VarMaxUnsentBytes, def: "33554432", note: "; serve: a connection's output not yet taken; past it the connection closes",
+		rule: positive(1<<40, ""),
+		set:  func(c *Config, _ string, n int64) { c.MaxUnsentBytes = n }},
+	{name: VarMaxUnsentTotal, def: "268435456", note: "; serve: every connection's unsent output together",
+		rule: positive(1<<40, ""),
+		set:  func(c *Config, _ string, n int64) { c.MaxUnsentTotal = n }},
 	{name: VarTraceContent, def: "0", note: "; 1: spans record program text and binding arguments",
 		rule: wordRule{words: []string{"0", "1"}, quoted: true},
 		set:  func(c *Config, text string, _ int64) { c.TraceContent = text == "1" }},

@@ -23,6 +23,10 @@ type writer struct {
 	// or socket); draining bounds every write from then on (see drain).
 	dl       deadliner
 	draining atomic.Bool
+
+	// q, when set, takes every message and writes it from a goroutine of
+	// its own (sendqueue.go); nil: the sender writes under mu (stdio).
+	q *sendQueue
 }
 
 type deadliner interface{ SetWriteDeadline(time.Time) error }
@@ -32,9 +36,24 @@ type deadliner interface{ SetWriteDeadline(time.Time) error }
 // cannot keep the daemon alive (docs/protocol.md §2: never leave an orphan).
 const drainTimeout = 2 * time.Second
 
-func newWriter(w io.Writer, log *slog.Logger) *writer {
+// newWriter writes to w; with maxUnsent > 0 through a sendQueue of that
+// bound and the shared budget (nil: none), which calls fellBehind when the
+// client falls behind them.
+func newWriter(w io.Writer, log *slog.Logger, maxUnsent int64, budget *UnsentBudget, fellBehind func()) *writer {
 	dl, _ := w.(deadliner)
-	return &writer{bw: bufio.NewWriterSize(w, 64<<10), log: log, dl: dl}
+	wr := &writer{bw: bufio.NewWriterSize(w, 64<<10), log: log, dl: dl}
+	if maxUnsent > 0 {
+		wr.q = newSendQueue(wr, maxUnsent, budget, fellBehind)
+	}
+	return wr
+}
+
+// finish returns once every queued message is written or dropped (at once
+// without a queue: writes are made by their senders).
+func (w *writer) finish() {
+	if w.q != nil {
+		w.q.finish()
+	}
 }
 
 // drain bounds the write in progress (if any) and every later one.
@@ -44,7 +63,8 @@ func (w *writer) drain() {
 	}
 }
 
-// bound renews the per-write deadline while draining (called under mu).
+// bound renews the per-write deadline while draining (called under mu, or
+// by the send queue's goroutine).
 func (w *writer) bound() {
 	if w.draining.Load() {
 		_ = w.dl.SetWriteDeadline(time.Now().Add(drainTimeout))
@@ -80,7 +100,16 @@ func (w *writer) pieces(emit func(put func([]byte))) {
 // puts into the buffer (nothing when n < 0), then flushes if asked: one
 // write(2) for everything buffered when it fits. A failed write is sticky in
 // bufio.Writer, so the flush or a later one reports it.
+//
+// With a send queue the message is queued instead, and flushing is the
+// queue's: it writes whatever it holds as soon as it can.
 func (w *writer) body(n int, write func(*bufio.Writer), flush bool) {
+	if w.q != nil {
+		if n >= 0 {
+			w.q.push(n, write)
+		}
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.failed {
@@ -88,13 +117,18 @@ func (w *writer) body(n int, write func(*bufio.Writer), flush bool) {
 	}
 	w.bound()
 	if n >= 0 {
-		var hdr [40]byte
-		w.bw.Write(append(strconv.AppendInt(append(hdr[:0], "Content-Length: "...), int64(n), 10), "\r\n\r\n"...))
+		w.header(n)
 		write(w.bw)
 	}
 	if flush {
 		w.check(w.bw.Flush())
 	}
+}
+
+// header puts the Content-Length header for an n-byte body into the buffer.
+func (w *writer) header(n int) {
+	var hdr [40]byte
+	w.bw.Write(append(strconv.AppendInt(append(hdr[:0], "Content-Length: "...), int64(n), 10), "\r\n\r\n"...))
 }
 
 func (w *writer) check(err error) {

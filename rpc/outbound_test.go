@@ -15,9 +15,16 @@ import (
 
 // Messages written concurrently never interleave: the output parses back
 // into exactly the messages written.
+// So do they through a send queue (service mode).
 func TestWriterInterleaving(t *testing.T) {
+	for _, maxUnsent := range []int64{0, 1 << 30} {
+		t.Run(fmt.Sprint("maxUnsent=", maxUnsent), func(t *testing.T) { writeInterleaved(t, maxUnsent) })
+	}
+}
+
+func writeInterleaved(t *testing.T, maxUnsent int64) {
 	var out bytes.Buffer
-	w := newWriter(&out, slog.New(slog.DiscardHandler))
+	w := newWriter(&out, slog.New(slog.DiscardHandler), maxUnsent, nil, nil)
 	var wg sync.WaitGroup
 	const n = 200
 	for i := 0; i < n; i++ {
@@ -33,6 +40,7 @@ func TestWriterInterleaving(t *testing.T) {
 		go func() { defer wg.Done(); w.replyError(nil, -32700, "x") }()
 	}
 	wg.Wait()
+	w.finish()
 	r := newFrameReader(&out)
 	count := 0
 	for {
@@ -55,7 +63,7 @@ func TestWriterInterleaving(t *testing.T) {
 // whether the response is a result or an error.
 func TestStringIDEcho(t *testing.T) {
 	var out bytes.Buffer
-	w := newWriter(&out, slog.New(slog.DiscardHandler))
+	w := newWriter(&out, slog.New(slog.DiscardHandler), 0, nil, nil)
 	id := usableID(wireguard.Member{Value: []byte(`"a\ud800<&>\u2028"`)}, true)
 	if id == nil {
 		t.Fatal("id refused")
@@ -78,7 +86,7 @@ func TestStringIDEcho(t *testing.T) {
 // and need escaping.
 func TestRunResponsePieces(t *testing.T) {
 	var out bytes.Buffer
-	w := newWriter(&out, slog.New(slog.DiscardHandler))
+	w := newWriter(&out, slog.New(slog.DiscardHandler), 0, nil, nil)
 	big := strings.Repeat("é\"\x01\xed\xa0\x80x", 20000) // beyond 64 KiB encoded
 	res := protocol.Result{Value: []byte(`[1]`), Logs: []string{"a", big, ""},
 		Stats: protocol.Stats{WallMs: 5, LogBytes: 9}}

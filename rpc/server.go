@@ -40,6 +40,16 @@ type Options struct {
 	// MCP is the configured upstream MCP servers that { "global", "mcp" }
 	// bindings name (nil: none); the Runner must be WithMCP over it.
 	MCP *upstream.Pool
+	// MaxUnsent, when > 0, bounds the bytes of output queued for the client
+	// and not yet written: messages are queued and written by a goroutine
+	// of their own, so no run waits on the client, and once the client
+	// falls behind the bound the output is dropped and FellBehind is called
+	// (service mode closes the connection with it: docs/service.md §4).
+	// 0: each message is written by its sender (stdio). Unsent, when set,
+	// is a bound the connection shares with others (NewUnsentBudget).
+	MaxUnsent  int64
+	Unsent     *UnsentBudget
+	FellBehind func()
 }
 
 // Daemon is what initialize tells the client about the daemon (docs/protocol.md §2).
@@ -89,7 +99,7 @@ func New(opts Options) *Server {
 		opts:            opts,
 		log:             log,
 		in:              newFrameReader(opts.In),
-		w:               newWriter(opts.Out, log),
+		w:               newWriter(opts.Out, log, opts.MaxUnsent, opts.Unsent, opts.FellBehind),
 		runs:            map[string]*runEntry{},
 		pending:         map[string]bool{},
 		calls:           map[uint64]*call{},
@@ -104,6 +114,7 @@ func New(opts Options) *Server {
 func (s *Server) Serve(ctx context.Context) int {
 	done := make(chan int, 1)
 	go func() { done <- s.readLoop() }()
+	defer s.w.finish()
 	select {
 	case code := <-done:
 		return code

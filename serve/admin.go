@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -22,6 +24,7 @@ type metrics struct {
 	bindings prometheus.Counter
 	accepted prometheus.Counter
 	refused  *prometheus.CounterVec // by reason
+	closed   *prometheus.CounterVec // served connections the daemon closed, by reason
 }
 
 // latencyBuckets span a warm return (about a millisecond) to the default
@@ -42,14 +45,20 @@ func newMetrics(s *service) *metrics {
 		accepted: prometheus.NewCounter(prometheus.CounterOpts{Name: "coderun_connections_accepted_total",
 			Help: "Connections admitted."}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coderun_connections_refused_total",
-			Help: "Connections refused, by reason (auth, max-connections, draining)."}, []string{"reason"}),
+			Help: "Connections refused, by reason (auth, unauthenticated, max-connections, draining)."}, []string{"reason"}),
+		closed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coderun_connections_closed_total",
+			Help: "Served connections the daemon closed, by reason (fell-behind)."}, []string{"reason"}),
 	}
 	load := func(f func(ld loadView) float64) func() float64 {
 		return func() float64 { return f(loadView{s}) }
 	}
-	m.reg.MustRegister(m.runs, m.runTime, m.queue, m.bindings, m.accepted, m.refused,
+	m.reg.MustRegister(m.runs, m.runTime, m.queue, m.bindings, m.accepted, m.refused, m.closed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		gauge("coderun_connections", "Connections being served.", func() float64 { return float64(s.live.Load()) }),
+		gauge("coderun_unsent_bytes", "Output queued for clients and not yet taken, every connection's.",
+			func() float64 { return float64(s.unsent.Used()) }),
+		gauge("coderun_connections_unauthenticated", "Connections accepted and not yet authenticated (ws: not yet upgraded).",
+			func() float64 { return float64(s.pending.Load()) }),
 		gauge("coderun_runs_running", "Runs holding a run slot.", load(loadView.running)),
 		gauge("coderun_runs_queued", "Runs waiting for a run slot.", load(loadView.queued)),
 		gauge("coderun_children_live", "Child processes alive: running runs and warm children.", load(loadView.children)),
@@ -68,6 +77,7 @@ func newMetrics(s *service) *metrics {
 		protocol.KindWorkerExit, protocol.KindInvalidOutput, protocol.KindOutputLimit} {
 		m.runs.WithLabelValues(k) // present at 0 from the start
 	}
+	m.closed.WithLabelValues("fell-behind")
 	return m
 }
 
@@ -98,6 +108,11 @@ func (m *metrics) observe(r protocol.Result) {
 	m.bindings.Add(float64(r.Stats.BindingCalls))
 }
 
+// adminConnections bounds the admin endpoint's open connections (probes
+// and a scraper need a few), so that it too holds a bounded share of the
+// descriptors (checkDescriptors counts it among the daemon's own).
+const adminConnections = 32
+
 // startAdmin serves /healthz (the process serves), /readyz (it takes
 // connections: not while draining) and /metrics on the admin address.
 func (s *service) startAdmin() (*http.Server, net.Addr, error) {
@@ -105,6 +120,7 @@ func (s *service) startAdmin() (*http.Server, net.Addr, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	ln = netutil.LimitListener(ln, adminConnections)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -115,7 +131,8 @@ func (s *service) startAdmin() (*http.Server, net.Addr, error) {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: handshakeTimeout, WriteTimeout: 30 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
+		IdleTimeout: 30 * time.Second} // an idle keep-alive connection would hold its place for ever
 	go func() { _ = srv.Serve(ln) }()
 	return srv, ln.Addr(), nil
 }

@@ -15,25 +15,31 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/rpc"
 )
 
-// serveStream serves one accepted unix or tcp connection: the connection
-// cap, then the token (when configured), then the protocol.
+// serveStream serves one accepted unix or tcp connection: the token (when
+// configured) within the door's cap and time, then the connection cap,
+// then the protocol. Authentication comes first so that connections which
+// never present a token cannot spend the connection cap.
 func (s *service) serveStream(c net.Conn) {
+	var in io.Reader = c
+	if s.opts.Token != "" {
+		if !s.enterDoor() {
+			refuse(c, s.tooManyUnauthenticated())
+			return
+		}
+		br, err := s.authenticateStream(c)
+		s.leaveDoor()
+		if err != nil {
+			s.metrics.refused.WithLabelValues("auth").Inc()
+			s.log.Warn("connection refused", "reason", err.Error())
+			refuse(c, err.Error())
+			return
+		}
+		in = br
+	}
 	id, ok := s.admit()
 	if !ok {
 		refuse(c, s.tooMany())
 		return
-	}
-	var in io.Reader = c
-	if s.opts.Token != "" {
-		br, err := s.authenticateStream(c)
-		if err != nil {
-			s.metrics.refused.WithLabelValues("auth").Inc()
-			s.log.Warn("connection refused", "conn", id, "reason", err.Error())
-			refuse(c, err.Error())
-			s.release()
-			return
-		}
-		in = br
 	}
 	s.serveConn(id, &readConn{Reader: in, c: c}, &stallWriter{c: c, stall: s.opts.WriteStall})
 }
@@ -56,9 +62,9 @@ func (r *readConn) Read(p []byte) (int, error) {
 
 // end makes the connection's input end now: a read in progress returns at
 // its deadline, and it and every later one report io.EOF.
-func (r *readConn) end() {
+func (r *readConn) end() error {
 	r.ending.Store(true)
-	_ = r.c.SetReadDeadline(time.Now())
+	return r.c.SetReadDeadline(time.Now())
 }
 
 func (r *readConn) Close() error { return r.c.Close() }
@@ -70,15 +76,15 @@ type authError string
 func (e authError) Error() string { return string(e) }
 
 // authenticateStream reads the first header line, which must be
-// "Authorization: Bearer <token>", within handshakeTimeout. The reader it
+// "Authorization: Bearer <token>", within AuthTimeout. The reader it
 // returns holds whatever followed the line (docs/service.md §2).
 func (s *service) authenticateStream(c net.Conn) (*bufio.Reader, error) {
-	_ = c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+	_ = c.SetReadDeadline(time.Now().Add(s.opts.AuthTimeout))
 	br := bufio.NewReaderSize(c, protocol.HeaderBlockCap)
 	line, err := br.ReadSlice('\n')
 	if err != nil {
 		return nil, authError("authentication required: no complete first header line (Authorization: Bearer <token>) within " +
-			strconv.Itoa(int(handshakeTimeout.Seconds())) + " s and " + strconv.Itoa(protocol.HeaderBlockCap) + " bytes")
+			strconv.FormatFloat(s.opts.AuthTimeout.Seconds(), 'f', -1, 64) + " s and " + strconv.Itoa(protocol.HeaderBlockCap) + " bytes")
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	name, value, _ := strings.Cut(strings.TrimSuffix(strings.TrimSuffix(string(line), "\n"), "\r"), ":")
@@ -107,11 +113,15 @@ func tokenEqual(got, want string) bool {
 	return subtle.ConstantTimeCompare(g[:], w[:]) == 1
 }
 
+// refuseTimeout bounds the refusal's write and the wait for the client to
+// take it: a refused connection holds its descriptor no longer.
+const refuseTimeout = 2 * time.Second
+
 // refuse answers a connection no rpc.Server serves with one −32600 error
 // (id null) and closes it.
 func refuse(c net.Conn, msg string) {
 	body := rpc.ErrorBody(protocol.CodeInvalidRequest, msg)
-	_ = c.SetWriteDeadline(time.Now().Add(handshakeTimeout))
+	_ = c.SetWriteDeadline(time.Now().Add(refuseTimeout))
 	_, _ = c.Write(append([]byte("Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"), body...))
 	closeAfterWrite(c)
 }
@@ -123,7 +133,7 @@ func refuse(c net.Conn, msg string) {
 func closeAfterWrite(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
-		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		_ = c.SetReadDeadline(time.Now().Add(refuseTimeout))
 		_, _ = io.Copy(io.Discard, io.LimitReader(c, 1<<20))
 	}
 	_ = c.Close()
@@ -132,18 +142,25 @@ func closeAfterWrite(c net.Conn) {
 // stallWriter writes to a connection in pieces, each of which must make
 // progress within stall; a client that stops reading has its connection
 // closed (which ends its runs), so its unread output never piles up and
-// never holds the daemon (docs/service.md §4).
+// never holds the daemon (docs/service.md §4). SetWriteDeadline (rpc's, as
+// it tears down) caps every piece's deadline from then on.
 type stallWriter struct {
 	c     net.Conn
 	stall time.Duration
+	limit writeCap
 }
 
 const stallPiece = 64 << 10
 
+func (w *stallWriter) SetWriteDeadline(t time.Time) error {
+	w.limit.set(t)
+	return w.c.SetWriteDeadline(t)
+}
+
 func (w *stallWriter) Write(p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
-		_ = w.c.SetWriteDeadline(time.Now().Add(w.stall))
+		_ = w.c.SetWriteDeadline(w.limit.deadline(w.stall))
 		k, err := w.c.Write(p[n:min(len(p), n+stallPiece)])
 		n += k
 		if err != nil {
@@ -152,4 +169,19 @@ func (w *stallWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// writeCap is the latest a write may end once one is set: the deadline of
+// each piece is its stall bound, or the cap when that comes first.
+type writeCap struct{ unixNano atomic.Int64 } // 0: none
+
+func (c *writeCap) set(t time.Time) { c.unixNano.Store(t.UnixNano()) }
+
+// deadline is now + stall, or the cap when it is earlier.
+func (c *writeCap) deadline(stall time.Duration) time.Time {
+	d := time.Now().Add(stall)
+	if n := c.unixNano.Load(); n != 0 && n < d.UnixNano() {
+		return time.Unix(0, n)
+	}
+	return d
 }

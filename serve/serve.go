@@ -1,12 +1,15 @@
 // Package serve is service mode: `coderun-rpc serve --listen ADDR [--admin
-// ADDR]` (docs/service.md). It owns the listener (unix:, tcp: or ws://),
+// ADDR]` (docs/service.md). It owns the listener (unix:, tcp: or ws://) and
+// its door (door.go: the descriptor bound, the cap on connections not yet
+// authenticated, the loopback-only Host of a token-less WebSocket),
 // bearer-token authentication, the connection cap, one rpc.Server per
 // connection on a session.Lane of the one shared session.Manager (so a
 // closed connection ends its own runs and sessions only, a connection names
 // only the sessions it opened, and run slots are shared fairly between
-// connections), the per-write stall bound that closes a connection
-// whose client stopped reading, the admin endpoint (/healthz, /readyz,
-// /metrics) and the drain on SIGTERM.
+// connections), the bound on a connection's unsent output and the per-write
+// stall bound, which close a connection whose client stopped reading, the
+// admin endpoint (/healthz, /readyz, /metrics) and the drain on SIGTERM,
+// which ends within its time whatever the clients do.
 //
 // Each connection speaks exactly the stdio protocol. Streams (unix, tcp)
 // carry it in LSP framing, read and written by package rpc itself. On
@@ -29,6 +32,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
 	"github.com/coderun-rpc/coderun-rpc/session"
@@ -44,12 +49,23 @@ type Options struct {
 	Token                string
 	MaxConnections       int
 	MaxRunsPerConnection int           // 0: no cap of its own
-	Drain                time.Duration // how long SIGTERM lets runs finish
+	Drain                time.Duration // how long SIGTERM's drain lasts at most
 	// WriteStall bounds how long one write to a client may make no
 	// progress before the connection is closed.
 	WriteStall time.Duration
-	Manager    *session.Manager
-	Tracer     *tracing.Tracer // nil: no spans (traceparents still passed on)
+	// MaxUnauthenticated caps stream connections accepted and not yet
+	// authenticated; with MaxConnections it bounds the listener's
+	// connections (ws: before the upgrade too). AuthTimeout is how long one
+	// may take to present its token (ws: its upgrade request's headers).
+	MaxUnauthenticated int
+	AuthTimeout        time.Duration
+	// MaxUnsent bounds a connection's output queued and not yet taken by
+	// its client, MaxUnsentTotal every connection's together; past either
+	// the connection is closed (rpc.Options.MaxUnsent, Unsent).
+	MaxUnsent      int64
+	MaxUnsentTotal int64
+	Manager        *session.Manager
+	Tracer         *tracing.Tracer // nil: no spans (traceparents still passed on)
 	// Server is every connection's rpc.Options but In, Out, Runner and
 	// Sessions, which serve fills in (Daemon's session members say what
 	// initialize reports; MaxSessions 0 serves no sessions).
@@ -60,10 +76,6 @@ type Options struct {
 	Logger     *slog.Logger
 }
 
-// handshakeTimeout bounds how long a connection may take to present its
-// token: an unauthenticated slow sender holds a connection slot no longer.
-const handshakeTimeout = 10 * time.Second
-
 // service is one running serve.
 type service struct {
 	opts    Options
@@ -73,10 +85,12 @@ type service struct {
 	draining atomic.Bool
 	connSeq  atomic.Uint64
 	live     atomic.Int64 // connections being served
+	pending  atomic.Int64 // connections not yet authenticated (ws: not yet upgraded)
+	unsent   *rpc.UnsentBudget
 
 	mu    sync.Mutex
-	conns map[uint64]func() // ends a connection: its reader sees the end of input
-	wg    sync.WaitGroup    // connection handlers
+	conns map[uint64]endingReader // the input of each connection served
+	wg    sync.WaitGroup          // connection handlers
 }
 
 // Run serves until ctx is cancelled (SIGTERM, SIGINT), then drains: it
@@ -95,7 +109,12 @@ func Run(ctx context.Context, opts Options) int {
 		log.Error("a listener off loopback needs CODERUN_AUTH_TOKEN", "listen", opts.Listen.String())
 		return 2
 	}
-	s := &service{opts: opts, log: log, conns: map[uint64]func(){}}
+	if err := checkDescriptors(opts); err != nil {
+		opts.Manager.Shutdown()
+		log.Error("not enough file descriptors", "err", err)
+		return 2
+	}
+	s := &service{opts: opts, log: log, conns: map[uint64]endingReader{}, unsent: rpc.NewUnsentBudget(opts.MaxUnsentTotal)}
 	s.metrics = newMetrics(s)
 	stop, err := s.start()
 	if err != nil {
@@ -136,19 +155,27 @@ func (s *service) start() (stop func(), err error) {
 }
 
 // listen opens the listener; a unix socket file is removed when it closes.
+// It holds at most MaxConnections + MaxUnauthenticated connections open at
+// once, served, authenticating or being refused: past that, connections
+// wait in the kernel's backlog (checkDescriptors).
 func (s *service) listen() (net.Listener, error) {
 	a := s.opts.Listen
+	network := "tcp"
 	if a.Scheme == "unix" {
-		return net.Listen("unix", a.Where)
+		network = "unix"
 	}
-	return net.Listen("tcp", a.Where)
+	ln, err := net.Listen(network, a.Where)
+	if err != nil {
+		return nil, err
+	}
+	return netutil.LimitListener(ln, s.opts.MaxConnections+s.opts.MaxUnauthenticated), nil
 }
 
 // accept serves ln in the background; the returned function stops
 // accepting and returns once the accept loop is gone.
 func (s *service) accept(ln net.Listener) (stop func()) {
 	if s.opts.Listen.Scheme == "ws" {
-		srv := s.wsServer()
+		srv := s.wsServer(ln.Addr())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = srv.Serve(ln) }()
 		return func() {
@@ -156,26 +183,40 @@ func (s *service) accept(ln net.Listener) (stop func()) {
 			<-done
 		}
 	}
-	done := make(chan struct{})
+	done, closed := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
+		var pause time.Duration
 		for {
 			c, err := ln.Accept()
-			if err != nil {
-				if !errors.Is(err, net.ErrClosed) {
-					s.log.Error("accept failed; no longer accepting", "err", err)
-				}
+			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			if err != nil { // out of descriptors, say: wait, as net/http does, rather than spin
+				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; retrying", "err", err, "pauseMs", pause.Milliseconds())
+				select {
+				case <-closed:
+					return
+				case <-time.After(pause):
+				}
+				continue
+			}
+			pause = 0
 			go s.serveStream(c)
 		}
 	}()
-	return func() { ln.Close(); <-done }
+	return func() { close(closed); ln.Close(); <-done }
 }
 
 // drain is SIGTERM's: stop accepting, refuse new runs and sessions, wait
-// for the runs under way (at most Drain), then end every connection, which
-// aborts what is left and closes its sessions, and shut the Manager down.
+// for the runs under way, then end every connection, which aborts what is
+// left, closes its sessions and answers them, and shut the Manager down.
+// It lasts at most Drain whatever the clients do: the runs get Drain less
+// the wrap-up (half of it, at most 1 s) to finish, the wrap-up is for
+// aborting what is left and answering it, and a connection still open
+// when Drain is up is closed, ending a write its client does not take (the
+// write stall would hold it much longer).
 func (s *service) drain(stopAccepting func()) {
 	s.mu.Lock()
 	s.draining.Store(true) // under mu: no connection is admitted after (admit)
@@ -183,19 +224,27 @@ func (s *service) drain(stopAccepting func()) {
 	stopAccepting()
 	s.log.Info("draining", "runs", s.opts.Manager.Load().Active, "drainMs", s.opts.Drain.Milliseconds())
 	deadline := time.Now().Add(s.opts.Drain)
-	for s.opts.Manager.Load().Active > 0 && time.Now().Before(deadline) {
+	wrapUp := min(s.opts.Drain/2, time.Second)
+	for s.opts.Manager.Load().Active > 0 && time.Until(deadline) > wrapUp {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if n := s.opts.Manager.Load().Active; n > 0 {
 		s.log.Warn("drain time is up: aborting the runs left", "runs", n)
 	}
-	s.mu.Lock()
-	for _, end := range s.conns {
-		end()
-	}
-	s.mu.Unlock()
+	s.eachConn(endingReader.end)
+	force := time.AfterFunc(time.Until(deadline), func() { s.eachConn(endingReader.Close) })
 	s.wg.Wait()
+	force.Stop()
 	s.opts.Manager.Shutdown()
+}
+
+// eachConn calls f on every connection served.
+func (s *service) eachConn(f func(endingReader) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, in := range s.conns {
+		_ = f(in)
+	}
 }
 
 // admit counts a new connection in (serveConn counts it out); false, and
@@ -237,12 +286,17 @@ func (s *service) tooMany() string {
 func (s *service) serveConn(id uint64, in endingReader, out writerOnly) {
 	defer s.release()
 	s.mu.Lock()
-	s.conns[id] = in.end
+	s.conns[id] = in
 	s.mu.Unlock()
 	log := s.log.With("conn", id)
 	log.Debug("connection opened")
 	opts := s.opts.Server
 	opts.In, opts.Out, opts.Logger = in, out, log
+	opts.MaxUnsent, opts.Unsent, opts.FellBehind = s.opts.MaxUnsent, s.unsent, func() {
+		s.metrics.closed.WithLabelValues("fell-behind").Inc()
+		_ = in.end()
+		_ = in.Close() // a write the client does not take ends now
+	}
 	lr := &laneRunner{lane: s.opts.Manager.NewLane(s.opts.MaxRunsPerConnection, log), s: s}
 	opts.Runner, opts.Sessions = lr, lr
 	if s.opts.WrapRunner != nil {
@@ -261,7 +315,7 @@ func (s *service) serveConn(id uint64, in endingReader, out writerOnly) {
 type endingReader interface {
 	Read([]byte) (int, error)
 	Close() error
-	end()
+	end() error
 }
 
 type writerOnly interface{ Write([]byte) (int, error) }

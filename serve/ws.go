@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,16 +15,25 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/rpc"
 )
 
-// wsServer serves the ws:// listener: the upgrade at the address's path,
-// the connection cap and the token (the Authorization header) before it.
-// The upgrader keeps gorilla's same-origin check: a web page on another
-// origin cannot drive a daemon listening on loopback without a token.
-func (s *service) wsServer() *http.Server {
-	up := &websocket.Upgrader{HandshakeTimeout: handshakeTimeout, ReadBufferSize: 4 << 10, WriteBufferSize: 4 << 10}
+// wsServer serves the ws:// listener at addr: the upgrade at the
+// address's path, the connection cap and the token (the Authorization
+// header) before it. The upgrader keeps gorilla's same-origin check: a web
+// page on another origin cannot drive a daemon listening on loopback
+// without a token; without a token the Host must also be a loopback name
+// (door.go), so a page whose name was rebound to 127.0.0.1 cannot either.
+// The request's headers must arrive within AuthTimeout, and until the
+// upgrade the connection counts as unauthenticated (the door's gauge).
+func (s *service) wsServer(addr net.Addr) *http.Server {
+	up := &websocket.Upgrader{HandshakeTimeout: s.opts.AuthTimeout, ReadBufferSize: 4 << 10, WriteBufferSize: 4 << 10}
+	_, port, _ := net.SplitHostPort(addr.String())
 	mux := http.NewServeMux()
 	mux.HandleFunc(s.opts.Listen.Path, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != s.opts.Listen.Path {
 			http.NotFound(w, r)
+			return
+		}
+		if s.opts.Token == "" && !loopbackHost(r.Host, port) {
+			http.Error(w, "the Host must be 127.0.0.1, [::1] or localhost with the listener's port", http.StatusForbidden)
 			return
 		}
 		var authErr error
@@ -49,13 +59,28 @@ func (s *service) wsServer() *http.Server {
 		c.SetReadLimit(protocol.InboundMessageCap)
 		s.serveConn(id, &wsReader{c: c}, &wsWriter{c: c, stall: s.opts.WriteStall})
 	})
-	return &http.Server{Handler: mux, ReadHeaderTimeout: handshakeTimeout}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: s.opts.AuthTimeout, ConnState: s.countUpgrading}
+	// One request per connection: an idle keep-alive connection would hold
+	// its place under the listener's bound with no deadline at all.
+	srv.SetKeepAlivesEnabled(false)
+	return srv
+}
+
+// countUpgrading counts a WebSocket connection as unauthenticated from its
+// acceptance until its upgrade (hijacked) or its end.
+func (s *service) countUpgrading(_ net.Conn, st http.ConnState) {
+	switch st {
+	case http.StateNew:
+		s.pending.Add(1)
+	case http.StateHijacked, http.StateClosed:
+		s.pending.Add(-1)
+	}
 }
 
 // refuseWS sends one −32600 error (id null) as a text message, then a
 // close frame with code and closes.
 func refuseWS(c *websocket.Conn, code int, msg string) {
-	deadline := time.Now().Add(handshakeTimeout)
+	deadline := time.Now().Add(refuseTimeout)
 	_ = c.SetWriteDeadline(deadline)
 	_ = c.WriteMessage(websocket.TextMessage, rpc.ErrorBody(protocol.CodeInvalidRequest, msg))
 	_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, truncate(msg, 120)), deadline)
@@ -102,7 +127,7 @@ func (r *wsReader) Close() error { return r.c.Close() }
 
 // end makes a read in progress, and every later one, end (Read reports
 // every failure as io.EOF).
-func (r *wsReader) end() { _ = r.c.SetReadDeadline(time.Now()) }
+func (r *wsReader) end() error { return r.c.SetReadDeadline(time.Now()) }
 
 // wsWriter turns rpc's LSP-framed output back into one text message per
 // body. rpc writes exactly "Content-Length: N\r\n\r\n" before each body
@@ -112,12 +137,21 @@ func (r *wsReader) end() { _ = r.c.SetReadDeadline(time.Now()) }
 type wsWriter struct {
 	c      *websocket.Conn
 	stall  time.Duration
+	limit  writeCap       // SetWriteDeadline's, as for streams
 	header []byte         // the header read so far
 	left   int            // body bytes still to come
 	msg    io.WriteCloser // the message being written
 }
 
 var errBadFrame = errors.New("serve: unexpected frame header from rpc")
+
+// SetWriteDeadline caps every later write's deadline (rpc's, as it tears
+// down) and the write in progress: on the network connection, since
+// gorilla's own deadline belongs to the writing goroutine.
+func (w *wsWriter) SetWriteDeadline(t time.Time) error {
+	w.limit.set(t)
+	return w.c.NetConn().SetWriteDeadline(t)
+}
 
 func (w *wsWriter) Write(p []byte) (int, error) {
 	n := len(p)
@@ -131,7 +165,7 @@ func (w *wsWriter) Write(p []byte) (int, error) {
 			continue
 		}
 		k := min(len(p), w.left, stallPiece)
-		_ = w.c.SetWriteDeadline(time.Now().Add(w.stall))
+		_ = w.c.SetWriteDeadline(w.limit.deadline(w.stall))
 		if _, err := w.msg.Write(p[:k]); err != nil {
 			_ = w.c.Close()
 			return 0, err
@@ -169,7 +203,7 @@ func (w *wsWriter) readHeader(p []byte) ([]byte, error) {
 	if !ok || err != nil {
 		return nil, errBadFrame
 	}
-	_ = w.c.SetWriteDeadline(time.Now().Add(w.stall))
+	_ = w.c.SetWriteDeadline(w.limit.deadline(w.stall))
 	if w.msg, err = w.c.NextWriter(websocket.TextMessage); err != nil {
 		return nil, err
 	}

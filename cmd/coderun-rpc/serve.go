@@ -43,6 +43,7 @@ func serveMode(ctx context.Context, d *daemonEnv, listen serve.Addr, admin strin
 		Listen: listen, Admin: admin, Token: cfg.AuthToken,
 		MaxConnections: cfg.MaxConnections, MaxRunsPerConnection: cfg.MaxRunsPerConnection,
 		Drain: ms(cfg.DrainMs), WriteStall: ms(cfg.WriteStallMs),
+		MaxUnauthenticated: cfg.MaxUnauthenticated, AuthTimeout: ms(cfg.AuthTimeoutMs), MaxUnsent: cfg.MaxUnsentBytes, MaxUnsentTotal: cfg.MaxUnsentTotal,
 		Manager: m, Tracer: d.tr, Server: server, Logger: d.log,
 		WrapRunner: func(r rpc.Runner) rpc.Runner { return rpc.WithMCP(r, d.pool, cfg.Limits) },
 	})

@@ -44,8 +44,8 @@ var allowed = map[string][]string{
 	"mcp/upstream":     {"session", "protocol", "typed", "wireguard", sdk, sdkJSONRPC},
 	"mcp":              {"rpc", "session", "protocol", "mcp/upstream", sdk, sdkJSONRPC},
 	"internal/mcptest": {sdk},
-	// Service mode: listeners, auth, per-connection servers, admin, metrics.
-	"serve": {"rpc", "session", "protocol", "tracing", "github.com/gorilla/websocket", "github.com/prometheus/client_golang"},
+	// Service mode: listeners (capped by x/net's limit listener), auth, per-connection servers, admin, metrics.
+	"serve": {"rpc", "session", "protocol", "tracing", "github.com/gorilla/websocket", "github.com/prometheus/client_golang", "golang.org/x/net/netutil"},
 	// OpenTelemetry spans for runs, child starts and binding calls.
 	"tracing": {"rpc", "session", "protocol", "go.opentelemetry.io/otel"},
 }
