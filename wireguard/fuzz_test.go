@@ -115,6 +115,11 @@ func FuzzDecodeFrame(f *testing.F) {
 			if !Valid(data, Strict) || !bytes.Equal(fr.OutputCopy(), data) {
 				t.Fatalf("output data: %q → %q, fast copy %q", fr.Data, data, fr.OutputCopy())
 			}
+			// What the daemon keeps of an output is what it billed, base64 at 4/3 of
+			// the bytes it decodes to (docs/protocol.md §12.4).
+			if held := int64(len(data)); held > fr.DataSize+(fr.DataSize+2)/3 {
+				t.Fatalf("output data of %d bytes billed %d: %q", held, fr.DataSize, data)
+			}
 			fr.Data, fr.dataCanonical = data, false
 		}
 		if fr.Args != nil {

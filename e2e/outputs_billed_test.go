@@ -1,0 +1,101 @@
+package e2e
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Every byte of display() billed before the daemon holds it (docs/protocol.md
+// §12.4): MIME types, values and a fixed overhead per output, a cap on MIME
+// types per output and on outputs per run.
+
+// vmHWMKB is the peak resident set (VmHWM) of pid in KiB.
+func vmHWMKB(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			n, _ := strconv.Atoi(strings.Fields(line)[1])
+			return n
+		}
+	}
+	t.Fatal("no VmHWM in /proc/<pid>/status")
+	return 0
+}
+
+// heldBound is what the daemon may hold beyond the outputs budget over one
+// test's runs: buffers and the garbage collector's slack.
+const heldBound = 48 << 20
+
+// C440: a _repr_mimebundle_ of 5 000 long MIME types with empty values, shown
+// 60 times, and the same bundle forged as raw output frames: the response
+// stays within the budget plus the logs, and the daemon's peak RSS within the
+// budget plus a fixed bound; the cut bundle leaves a log line, the budget the
+// marker.
+func TestDisplayManyMimeTypesBilled(t *testing.T) {
+	t.Parallel()
+	const budget = 1 << 20
+	d := started(t, map[string]string{"CODERUN_MAX_OUTPUT_BYTES": strconv.Itoa(budget), "CODERUN_ADDRESS_SPACE_MB": "2048"})
+	before := vmHWMKB(t, d.cmd.Process.Pid)
+	marker := "[coderun] outputs truncated at " + strconv.Itoa(budget) + " bytes"
+	for i, program := range []string{`class K:
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return {"text/x-%05d-%s" % (i, "k" * 300): "" for i in range(5000)}
+for _ in range(60):
+    display(K())
+return 1`, `import os
+frame = b'{"type":"output","data":{' + b",".join(b'"text/x-%05d-%s":""' % (i, b"k" * 300) for i in range(5000)) + b'}}\n'
+for _ in range(60):
+    for i in range(0, len(frame), 65536):
+        os.write(3, frame[i:i + 65536])
+display("after")
+return 1`} {
+		m := d.call("run", prog(program))
+		if len(m.raw) > budget+65536+4096 {
+			t.Fatalf("response of %d bytes for an outputs budget of %d", len(m.raw), budget)
+		}
+		res := d.filesRun(prog(program)) // once more, decoded
+		expectOK(t, res.runResult, `1`)
+		if n := len(res.Outputs); n == 0 || res.Outputs[n-1].Data["text/plain"] != marker || i == 1 && n != 1 {
+			t.Fatalf("program %d: %d outputs", i, n)
+		}
+		if i == 0 && !strings.Contains(strings.Join(res.Logs, "\n"), "MIME types") {
+			t.Fatalf("no log line for the cut bundle: %q", res.Logs)
+		}
+	}
+	if grew := (vmHWMKB(t, d.cmd.Process.Pid) - before) << 10; grew > budget+heldBound {
+		t.Fatalf("daemon peak RSS grew by %d bytes for an outputs budget of %d", grew, budget)
+	}
+}
+
+// C441: 200 000 displays of an object whose repr is empty are billed: the
+// count cap keeps 10 000 and ends them with the marker naming it; under a
+// small budget the fixed overhead per output ends them sooner with the
+// byte marker.
+func TestDisplayEmptyOutputsBilled(t *testing.T) {
+	t.Parallel()
+	d := started(t, nil)
+	program := `class E:
+    def __repr__(self):
+        return ""
+e = E()
+for _ in range(200000):
+    display(e)
+return 1`
+	r := d.filesRun(prog(program))
+	expectOK(t, r.runResult, `1`)
+	if n := len(r.Outputs); n != 10001 || r.Outputs[n-1].Data["text/plain"] != "[coderun] outputs truncated at 10000 outputs" {
+		t.Fatalf("%d outputs, last %+v", n, r.Outputs[len(r.Outputs)-1])
+	}
+	r = d.filesRun(prog(program, `"limits":{"maxOutputBytes":5000}`))
+	expectOK(t, r.runResult, `1`)
+	// Each costs 32 + 8 + len("text/plain") = 50 bytes: 100 fit.
+	if n := len(r.Outputs); n != 101 || r.Outputs[n-1].Data["text/plain"] != "[coderun] outputs truncated at 5000 bytes" {
+		t.Fatalf("%d outputs, last %+v", n, r.Outputs[len(r.Outputs)-1])
+	}
+}
