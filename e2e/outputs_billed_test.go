@@ -99,3 +99,61 @@ return 1`
 		t.Fatalf("%d outputs, last %+v", n, r.Outputs[len(r.Outputs)-1])
 	}
 }
+
+// C446: a child that writes the head of a huge frame and then its body in
+// pieces: an output frame past what is left of the outputs budget, a log
+// frame past the ledger, a done frame past six times maxValueBytes, and a
+// frame that does not declare its type first are each refused once they pass
+// their room and drained without being held; each ends as one that does not
+// fit would (marker, log marker, output-limit, dropped) and the daemon's peak
+// RSS stays within the budgets plus a fixed bound.
+func TestHugeFrameNotHeld(t *testing.T) {
+	t.Parallel()
+	const budget = 1 << 20
+	d := started(t, map[string]string{"CODERUN_MAX_OUTPUT_BYTES": strconv.Itoa(budget), "CODERUN_ADDRESS_SPACE_MB": "2048"})
+	before := vmHWMKB(t, d.cmd.Process.Pid)
+	send := func(head, tail string) string {
+		return `import os
+os.write(3, b'` + head + `')
+piece = b"x" * (1 << 20)
+for _ in range(60):
+    os.write(3, piece)
+os.write(3, b'` + tail + `\n')
+`
+	}
+	held := func(what string) {
+		t.Helper()
+		if grew := (vmHWMKB(t, d.cmd.Process.Pid) - before) << 10; grew > budget+hugeFrameBound {
+			t.Fatalf("%s: daemon peak RSS grew by %d bytes for an outputs budget of %d", what, grew, budget)
+		}
+	}
+	marker := "[coderun] outputs truncated at " + strconv.Itoa(budget) + " bytes"
+	r := d.filesRun(prog(send(`{"type":"output","data":{"text/plain":"`, `"}}`) + `display("after")
+return 1`))
+	expectOK(t, r.runResult, `1`)
+	held("output frame")
+	if len(r.Outputs) != 1 || r.Outputs[0].Data["text/plain"] != marker {
+		t.Fatalf("output frame: outputs %+v", r.Outputs)
+	}
+	r = d.filesRun(prog(send(`{"data":{"text/plain":"`, `"},"type":"output"}`) + `display("after")
+return 2`))
+	expectOK(t, r.runResult, `2`)
+	if len(r.Outputs) != 1 || r.Outputs[0].Data["text/plain"] != "'after'" {
+		t.Fatalf("type last: outputs %+v", r.Outputs)
+	}
+	r = d.filesRun(prog(`print("before")
+` + send(`{"type":"log","text":"`, `"}`) + `return 3`))
+	expectOK(t, r.runResult, `3`)
+	if len(r.Logs) != 2 || r.Logs[0] != "before" || r.Logs[1] != "[coderun] log capture truncated at 65536 bytes" {
+		t.Fatalf("log frame: logs %q", r.Logs)
+	}
+	r = d.filesRun(prog(send(`{"type":"done","value":"`, `"}`) + `return 4`))
+	if r.Error == nil || r.Error.Kind != "output-limit" || r.Error.Message != "completion value exceeded 32768 bytes" {
+		t.Fatalf("done frame: %+v", r.runResult)
+	}
+	held("every frame")
+}
+
+// hugeFrameBound is what the daemon may hold beyond the outputs budget while
+// refusing 60 MiB frames: the probe, read buffers and the collector's slack.
+const hugeFrameBound = 24 << 20

@@ -29,6 +29,14 @@ func (b *outputBudget) take(n int64) bool {
 
 func (b *outputBudget) truncate() { b.truncated = true }
 
+// left is what the budget may still take: 0 once truncated.
+func (b *outputBudget) left() int64 {
+	if b.truncated {
+		return 0
+	}
+	return b.limit - b.used
+}
+
 // outputs is what a run keeps of its displayed objects: at most
 // protocol.MaxOutputs, then the marker.
 type outputs struct {
