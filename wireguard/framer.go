@@ -32,6 +32,8 @@ type Framer struct {
 	lent       []byte                // the buffer of the frame that spanned into the last Feed, until the next Feed
 	refused    []byte                // the head of the frame being drained, nil when none is
 	drained    int                   // the length so far of the frame being drained
+	lines      []Line                // FeedLines' result, reused by the next Feed
+	frames     [][]byte              // Feed's result, reused by the next Feed
 	err        error
 }
 
@@ -59,7 +61,8 @@ func NewBoundedFramer(cap, probe int, room func(head []byte) int) *Framer {
 // only until the caller reuses p); one begun in an earlier Feed lies in the Framer's
 // buffer, which the next Feed reuses. Capacity equals length, so appending to a frame
 // cannot touch what follows it. A frame kept longer must be copied
-// (docs/child-protocol.md Appendix B.12). Empty lines are skipped, never returned.
+// (docs/child-protocol.md Appendix B.12); the slice of frames is reused by the next
+// Feed too, so a read costs no allocation. Empty lines are skipped, never returned.
 //
 // As soon as the current frame is known to be longer than cap — whether or not its
 // newline has arrived — Feed returns ErrFrameTooLong together with the frames
@@ -69,17 +72,23 @@ func NewBoundedFramer(cap, probe int, room func(head []byte) int) *Framer {
 // in total. A refused frame (bounded Framers only) is left out; FeedLines reports it.
 func (f *Framer) Feed(p []byte) (frames [][]byte, err error) {
 	lines, err := f.FeedLines(p)
+	clear(f.frames) // drop the last read's frames: they may pin a freed buffer
+	frames = f.frames[:0]
 	for _, l := range lines {
 		if !l.Refused {
 			frames = append(frames, l.Bytes)
 		}
 	}
+	f.frames = frames
 	return frames, err
 }
 
 // FeedLines is Feed, with the frames a bounded Framer refused in their place.
 func (f *Framer) FeedLines(p []byte) (lines []Line, err error) {
 	f.lent = putFrameBuf(f.lent)
+	clear(f.lines)
+	lines = f.lines[:0]
+	defer func() { f.lines = lines }()
 	for f.err == nil && len(p) > 0 {
 		if f.refused != nil {
 			p, lines = f.drain(p, lines)
@@ -173,7 +182,7 @@ func (f *Framer) drain(p []byte, lines []Line) ([]byte, []Line) {
 // (end of stream): no frame it returned may be used afterwards. A Framer fed again after
 // Release takes buffers anew.
 func (f *Framer) Release() {
-	f.refused, f.limit = nil, 0
+	f.refused, f.limit, f.lines, f.frames = nil, 0, nil, nil
 	f.lent = putFrameBuf(f.lent)
 	f.buf = putFrameBuf(f.buf)
 }

@@ -29,12 +29,17 @@ func BenchmarkFramerImage(b *testing.B) {
 	feedReads(b, func(p []byte) error { _, err := f.Feed(p); return err })
 }
 
-func BenchmarkFramerLogLines(b *testing.B) {
+// logLinesRead is a 64 KiB read of ordinary log frames.
+func logLinesRead() (read []byte) {
 	line := []byte(`{"type":"log","text":"a line of a program's output, of ordinary length"}` + "\n")
-	var read []byte
 	for len(read)+len(line) <= 64<<10 {
 		read = append(read, line...)
 	}
+	return read
+}
+
+func BenchmarkFramerLogLines(b *testing.B) {
+	read := logLinesRead()
 	f := NewFramer(protocol.FrameCap)
 	b.SetBytes(int64(len(read)))
 	for b.Loop() {

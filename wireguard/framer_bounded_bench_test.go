@@ -17,3 +17,16 @@ func BenchmarkBoundedFramerImage(b *testing.B) {
 	})
 	feedReads(b, func(p []byte) error { _, err := f.FeedLines(p); return err })
 }
+
+// BenchmarkBoundedFramerLogLines is BenchmarkFramerLogLines through the
+// daemon's bounded Framer (the lines are short: never judged).
+func BenchmarkBoundedFramerLogLines(b *testing.B) {
+	read := logLinesRead()
+	f := NewBoundedFramer(protocol.FrameCap, protocol.FrameProbe, func([]byte) int { return 0 })
+	b.SetBytes(int64(len(read)))
+	for b.Loop() {
+		if _, err := f.FeedLines(read); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
