@@ -161,3 +161,37 @@ return 2`))
 // hugeFrameBound is what the daemon may hold beyond the outputs budget while
 // refusing 60 MiB frames: the probe, read buffers and the collector's slack.
 const hugeFrameBound = 24 << 20
+
+// C448: forged call frames of 4 MiB each that the client never answers: the
+// daemon keeps each call in flight but not its arguments once they are sent,
+// so its peak RSS does not grow with the calls waiting.
+func TestInFlightCallsHoldNoArguments(t *testing.T) {
+	t.Parallel()
+	const calls, argBytes = 40, 4 << 20
+	d := started(t, map[string]string{"CODERUN_ADDRESS_SPACE_MB": "2048"})
+	d.behave("hang", hang)
+	before := vmHWMKB(t, d.cmd.Process.Pid)
+	id := d.request("run", prog(`import os, threading
+arg = b'"' + b"x" * `+strconv.Itoa(argBytes)+` + b'"'
+for i in range(`+strconv.Itoa(calls)+`):
+    os.write(3, b'{"type":"call","id":%d,"global":"tools","name":"hang","args":' % i + arg + b'}\n')
+threading.Event().wait()`, bindTools, `"limits":{"maxWallMs":120000}`))
+	seen := func() (n int) {
+		for _, e := range d.snapshot() {
+			if e.m.Method == "binding/call" {
+				n++
+			}
+		}
+		return n
+	}
+	if !eventually(func() bool { return seen() == calls }) {
+		t.Fatalf("%d of %d calls reached the client", seen(), calls)
+	}
+	grew := (vmHWMKB(t, d.cmd.Process.Pid) - before) << 10
+	d.notify("$/cancelRequest", `{"id":`+id+`}`)
+	d.wait(id)
+	if grew > calls*argBytes/2 {
+		t.Fatalf("daemon peak RSS grew by %d bytes with %d calls of %d bytes in flight", grew, calls, argBytes)
+	}
+	t.Logf("daemon peak RSS grew by %d bytes", grew)
+}

@@ -324,6 +324,7 @@ func (r *Run) deliverCall(c *call) {
 		return
 	}
 	cancel := r.callClient(c, func(a Answer) { r.answer(c, a) })
+	c.args = nil // sent: a call waiting on the client holds no arguments (up to 1024 of them)
 	if r.dispatch(event{kind: evCallCancel, c: c, cancel: cancel}).ok {
 		cancel()
 	}
