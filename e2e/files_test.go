@@ -159,8 +159,9 @@ return 1`))
 	r = d.filesRun(prog(`display("x" * 20)
 display("y" * 200)
 display("z")
-open("out/f", "w").write("f")`, `"limits":{"maxOutputBytes":60}`))
-	if len(r.Outputs) != 2 || r.Outputs[1].Data["text/plain"] != "[coderun] outputs truncated at 60 bytes" ||
+open("out/f", "w").write("f")`, `"limits":{"maxOutputBytes":100}`))
+	// display("x" * 20) costs 32 + 8 + len("text/plain") + 22 = 72 (docs/protocol.md §12.4).
+	if len(r.Outputs) != 2 || r.Outputs[1].Data["text/plain"] != "[coderun] outputs truncated at 100 bytes" ||
 		len(r.Files) != 1 || !r.Files[0].Omitted {
 		t.Fatalf("outputs %+v files %+v", r.Outputs, r.Files)
 	}
@@ -170,7 +171,7 @@ open("out/f", "w").write("f")`, `"limits":{"maxOutputBytes":60}`))
 // run/log, the marker last, all before the response.
 func TestOutputStreamOrder(t *testing.T) {
 	t.Parallel()
-	d := started(t, map[string]string{"CODERUN_MAX_OUTPUT_BYTES": "30"})
+	d := started(t, map[string]string{"CODERUN_MAX_OUTPUT_BYTES": "80"})
 	id := d.request("run", prog(`print("one")
 display("two")
 print("three")
@@ -193,7 +194,7 @@ open("out/big", "w").write("x" * 100)`, `"stream":true`))
 			seq = append(seq, "result")
 		}
 	}
-	want := "log:one|output:'two'|log:three|output:[coderun] outputs truncated at 30 bytes|result"
+	want := "log:one|output:'two'|log:three|output:[coderun] outputs truncated at 80 bytes|result"
 	if got := strings.Join(seq, "|"); got != want {
 		t.Fatalf("sequence\n got %s\nwant %s", got, want)
 	}

@@ -74,7 +74,7 @@ func hostileCases() []hcase {
 			program: forgeFrames(`{"type":"done","value":"` + strings.Repeat("B", 5000) + `"}`),
 			kind:    "output-limit", message: "completion value exceeded 64 bytes"},
 		{name: "C188-forged-error-capped", extra: []string{`"limits":{"maxValueBytes":40}`},
-			program: forgeFrames(`{"type":"done","error":{"kind":"exception","message":"` + strings.Repeat("F", 100000) + `"}}`),
+			program: forgeFrames(`{"type":"done","error":{"kind":"exception","message":"` + strings.Repeat("F", 60000) + `"}}`),
 			kind:    "exception", message: strings.Repeat("F", 25) + "… [truncated]"},
 		{name: "C189-forged-error-marker-only", extra: []string{`"limits":{"maxValueBytes":4}`},
 			program: forgeFrames(`{"type":"done","error":{"kind":"exception","message":"` + strings.Repeat("F", 500) + `"}}`),

@@ -24,6 +24,18 @@ const (
 // (CODERUN_MAX_DISK_MB's default, and a session.Config's that leaves it 0).
 const DefaultMaxDiskMb = 512
 
+// What an output costs against the outputs budget beyond its MIME types and
+// values (docs/protocol.md §12.4), and the caps on its MIME types and on a
+// run's outputs. The overheads pay for what the daemon holds and writes for
+// an output besides its strings: its list entry, its braces, the quotes,
+// colon and comma of each member, its {"data":…} wrapper in the response.
+const (
+	OutputOverhead      = 32
+	OutputEntryOverhead = 8
+	MaxOutputEntries    = 64     // MIME types in one output
+	MaxOutputs          = 10_000 // outputs in one run, as out/ lists at most 10 000 files
+)
+
 // OutputsMarkerPrefix starts the text/plain of the last output of a run whose
 // outputs budget ran out.
 const OutputsMarkerPrefix = "[coderun] outputs truncated at "
@@ -31,6 +43,12 @@ const OutputsMarkerPrefix = "[coderun] outputs truncated at "
 // OutputsMarker is the truncation marker's text for a budget of maxOutputBytes.
 func OutputsMarker(maxOutputBytes int64) string {
 	return OutputsMarkerPrefix + strconv.FormatInt(maxOutputBytes, 10) + " bytes"
+}
+
+// OutputsCountMarker is the truncation marker's text when a run displayed
+// more than MaxOutputs objects.
+func OutputsCountMarker() string {
+	return OutputsMarkerPrefix + strconv.Itoa(MaxOutputs) + " outputs"
 }
 
 // OutputMessage is one displayed object from the child: MIME type → content,

@@ -62,6 +62,7 @@ const (
 const (
 	ProtocolFD            = 3
 	FrameCap              = 67108864 // longest fd-3 frame, bytes before '\n'
+	FrameProbe            = 65536    // a longer fd-3 frame is judged on this many first bytes
 	InboundMessageCap     = 67108864 // longest JSON-RPC body from the client
 	HeaderBlockCap        = 4096
 	FrameEnvelope         = 64

@@ -1500,16 +1500,18 @@ def _make_display(send, codec, P, flush_logs, warn):
     """
     import builtins as B
     import sys
-    (len, type, isinstance, str, bytes, bytearray, memoryview, dict, tuple, getattr, repr,
+    (len, type, isinstance, str, bytes, bytearray, memoryview, dict, tuple, list, getattr, repr,
      callable, Exception, exec_, compile_) = (
         B.len, B.type, B.isinstance, B.str, B.bytes, B.bytearray, B.memoryview, B.dict, B.tuple,
-        B.getattr, B.repr, B.callable, B.Exception, B.exec, B.compile)
+        B.list, B.getattr, B.repr, B.callable, B.Exception, B.exec, B.compile)
     from binascii import b2a_base64
     string, encode, OK = codec.string, codec.encode, P.OK
     sys_modules = sys.modules
     head, truncated_frame = b'{"type":"output","data":{', b'{"type":"output","truncated":true}'
     COALESCE_MAX = 1 << 16                   # a piece this large is written as it is
-    budget = [0, False]                      # remaining bytes, truncated
+    budget = [0, False, 0]                   # remaining bytes, truncated, outputs left
+    overhead, entry_overhead = P.OUTPUT_OVERHEAD, P.OUTPUT_ENTRY_OVERHEAD
+    max_entries = P.MAX_OUTPUT_ENTRIES
     methods = (("image/png", "_repr_png_"), ("image/jpeg", "_repr_jpeg_"),
                ("image/svg+xml", "_repr_svg_"), ("text/html", "_repr_html_"),
                ("text/markdown", "_repr_markdown_"), ("application/json", "_repr_json_"),
@@ -1518,6 +1520,7 @@ def _make_display(send, codec, P, flush_logs, warn):
     def set_budget(max_output):
         budget[0] = max_output
         budget[1] = False
+        budget[2] = P.MAX_OUTPUTS
 
     def is_text(mime):                       # protocol.IsTextMime
         return (mime.startswith("text/") or mime.endswith(("/json", "+json", "/xml", "+xml"))
@@ -1533,22 +1536,24 @@ def _make_display(send, codec, P, flush_logs, warn):
         warn("[coderun] display: the %s of a %s %s; skipped\n" % (mime, type(obj).__name__, why))
 
     def payload(mime, value, obj):
-        """(JSON string as a tuple of pieces, decoded size) for one MIME entry, or None
-        with a warning. Base64 is its own piece between the quotes: a megabyte image is
+        """(JSON string as a tuple of pieces, cost) for one MIME entry, or None with a
+        warning: a text costs its JSON string form without the quotes, a binary its bytes. Base64 is its own piece between the quotes: a megabyte image is
         encoded once and never copied again on its way to the wire."""
         if mime == "application/json":
             st, text = encode(value, budget[0])
             if st != OK:
                 skipped(obj, mime, "is not lossless JSON within the outputs budget")
                 return None
-            return (string(text.decode("utf-8")),), len(text)
+            quoted = string(text.decode("utf-8"))
+            return (quoted,), len(quoted) - 2
         if is_text(mime):
             if not isinstance(value, str):
                 skipped(obj, mime, "is %s, not str" % type(value).__name__)
                 return None
             if len(value) > budget[0]:       # at least a byte a character: never encoded
                 return (), len(value)
-            return (string(value),), len(value.encode("utf-8", "surrogatepass"))
+            quoted = string(value)           # billed as the daemon writes it, escapes included
+            return (quoted,), len(quoted) - 2
         if not isinstance(value, (bytes, bytearray, memoryview)):
             skipped(obj, mime, "is %s, not bytes" % type(value).__name__)
             return None
@@ -1616,15 +1621,16 @@ def _make_display(send, codec, P, flush_logs, warn):
     def show_one(obj):
         if budget[1]:
             return
-        parts, size = [], 0
-        for mime, value in bundle(obj).items():
+        parts, size = [], overhead
+        for mime, value in entries(obj):
             p = payload(mime, value, obj)
             if p is None:
                 continue
             if parts:
                 parts.append(b",")
-            parts += [string(mime), b":", *p[0]]
-            size += p[1]
+            key = string(mime)
+            parts += [key, b":", *p[0]]
+            size += entry_overhead + len(key) - 2 + p[1]
         flush_logs()                          # what was printed before comes first
         if not parts:
             return
@@ -1634,6 +1640,19 @@ def _make_display(send, codec, P, flush_logs, warn):
             return
         budget[0] -= size
         send(*coalesce((head, *parts, b"}}")))
+        budget[2] -= 1
+        if budget[2] < 0:                     # the daemon refused this one past its count cap
+            budget[1] = True
+
+    def entries(obj):
+        """The bundle's (mime, value) pairs, cut to the first max_entries - 1 and text/plain
+        (always last) with a log line when there are more."""
+        items = list(bundle(obj).items())
+        if len(items) > max_entries:
+            warn("[coderun] display: a %s has %d MIME types; the first %d and text/plain kept\n"
+                 % (type(obj).__name__, len(items), max_entries - 1))
+            items = items[:max_entries - 1] + items[-1:]
+        return items
 
     def coalesce(parts):
         """parts with each run of small pieces joined: a frame with a large payload is

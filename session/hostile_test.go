@@ -127,7 +127,7 @@ func TestGroupG(t *testing.T) {
 		{name: "C185", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 64 }), program: forge(`{"type":"done","value":"` + strings.Repeat("B", 5000) + `"}`),
 			kind: protocol.KindOutputLimit, message: "completion value exceeded 64 bytes"},
 		{name: "C188", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 40 }),
-			program: forge(`{"type":"done","error":{"kind":"exception","message":"` + strings.Repeat("F", 100000) + `"}}`),
+			program: forge(`{"type":"done","error":{"kind":"exception","message":"` + strings.Repeat("F", 60000) + `"}}`),
 			kind:    protocol.KindException, message: strings.Repeat("F", 25) + protocol.MessageMarker},
 		{name: "C188b", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 40 }), program: `raise ValueError("R" * 100000)`,
 			kind: protocol.KindException, extra: endsTrunc(40)},
@@ -229,7 +229,7 @@ return "done"`, value: `"done"`},
 			value:   `"settled"`, logs: []string{marker(128)}},
 			tcase{name: "C187", limits: lim(func(l *protocol.Limits) { l.MaxValueBytes = 64 }),
 				program: "import os\nos.write(3, b'{\"type\":\"done\",\"error\":{\"kind\":\"exception\",\"message\":\"' + b'E' * (48 << 20) + b'\"}}\\n')\nimport time\ntime.sleep(10)",
-				kind:    protocol.KindException, message: strings.Repeat("E", 49) + protocol.MessageMarker})
+				kind:    protocol.KindOutputLimit, message: "completion value exceeded 64 bytes"})
 	}
 	m := check(t, func(c *Config) {
 		c.Limits.MaxWallMs = 60000

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
@@ -100,7 +99,7 @@ type fdReader struct {
 // processed (and its client deliveries made) in order. After the decision
 // the data is read and dropped so that end of stream is still observed.
 func readLoop(w *worker, rt route) {
-	rd := &fdReader{w: w, rt: rt, framer: wireguard.NewFramer(protocol.FrameCap),
+	rd := &fdReader{w: w, rt: rt, framer: newFrameReader(rt),
 		bp: readBufs.Get().(*[]byte), turn: make(chan struct{})}
 	// Armed by runLent only: made with a duration it cannot reach before
 	// the Stop, so it never fires here.

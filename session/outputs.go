@@ -29,11 +29,21 @@ func (b *outputBudget) take(n int64) bool {
 
 func (b *outputBudget) truncate() { b.truncated = true }
 
-// outputs is what a run keeps of its displayed objects.
+// left is what the budget may still take: 0 once truncated.
+func (b *outputBudget) left() int64 {
+	if b.truncated {
+		return 0
+	}
+	return b.limit - b.used
+}
+
+// outputs is what a run keeps of its displayed objects: at most
+// protocol.MaxOutputs, then the marker.
 type outputs struct {
-	budget outputBudget
-	list   []protocol.Output
-	marked bool // the marker has been appended
+	budget  outputBudget
+	list    []protocol.Output
+	counted bool // the count cap, not the bytes, truncated the budget
+	marked  bool // the marker has been appended
 }
 
 func newOutputs(limit int64) *outputs { return &outputs{budget: outputBudget{limit: limit}} }
@@ -42,7 +52,14 @@ func newOutputs(limit int64) *outputs { return &outputs{budget: outputBudget{lim
 // canonical copy of its data when it fits: the copy is made only then, so the
 // run never holds more than the budget. It returns the kept output, or nil.
 func (o *outputs) add(f *wireguard.Frame) *protocol.Output {
-	if f.Truncated {
+	switch {
+	case o.budget.truncated:
+		return nil
+	case f.Truncated:
+		o.budget.truncate()
+		return nil
+	case len(o.list) == protocol.MaxOutputs:
+		o.counted = true
 		o.budget.truncate()
 		return nil
 	}
@@ -60,7 +77,11 @@ func (o *outputs) mark() *protocol.OutputEvent {
 		return nil
 	}
 	o.marked = true
-	data := wireguard.AppendString([]byte(`{"text/plain":`), protocol.OutputsMarker(o.budget.limit))
+	text := protocol.OutputsMarker(o.budget.limit)
+	if o.counted {
+		text = protocol.OutputsCountMarker()
+	}
+	data := wireguard.AppendString([]byte(`{"text/plain":`), text)
 	o.list = append(o.list, protocol.Output{Data: append(data, '}')})
 	return &protocol.OutputEvent{Index: len(o.list) - 1, Data: o.list[len(o.list)-1].Data}
 }

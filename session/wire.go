@@ -65,12 +65,16 @@ func feed(rt route, framer *wireguard.Framer, data []byte) (discard bool, work f
 	}
 	r.lent.begin()
 	defer func() { work = r.lent.end() }()
-	frames, ferr := framer.Feed(data)
-	for _, line := range frames {
-		r.handleFrame(line)
+	lines, ferr := framer.FeedLines(data)
+	for _, line := range lines {
+		if line.Refused {
+			r.refuseFrame(line.Bytes)
+		} else {
+			r.handleFrame(line.Bytes)
+		}
 		r.out.deliverQueued(false) // before the next frame can decide
 	}
-	if len(frames) > 0 {
+	if len(lines) > 0 {
 		r.out.flush() // the client writes one read's deliveries together
 	}
 	if ferr != nil {
@@ -78,6 +82,61 @@ func feed(rt route, framer *wireguard.Framer, data []byte) (discard bool, work f
 		return true, nil
 	}
 	return false, nil
+}
+
+// newFrameReader is the Framer of a child's fd-3 reader: it holds a long
+// frame only as far as the current run may still use it (frameRoom).
+func newFrameReader(rt route) *wireguard.Framer {
+	return wireguard.NewBoundedFramer(protocol.FrameCap, protocol.FrameProbe, func(head []byte) int {
+		if r := rt.current(); r != nil {
+			return r.frameRoom(head)
+		}
+		return 0 // between runs nothing is fed
+	})
+}
+
+// frameRoom is how many bytes a frame longer than protocol.FrameProbe may take
+// (docs/child-protocol.md §2.4 step 2), judged on its declared type (head is
+// its first bytes): a log frame what is left of the ledger, an output frame
+// what is left of the outputs budget (base64 at 4/3), a done frame
+// maxValueBytes (the child meters its value and caps its message to it), a
+// call frame the frame cap (arguments have no budget), and each of them the
+// probe on top for its envelope; any other frame, the probe alone.
+func (r *Run) frameRoom(head []byte) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var room int64
+	switch wireguard.DeclaredType(head) {
+	case protocol.FrameLog:
+		room = r.sm.capture.Remaining()
+	case protocol.FrameOutput:
+		left := r.sm.outs.budget.left()
+		room = left + left/3
+	case protocol.FrameDone:
+		room = r.sm.lim.MaxValueBytes
+	case protocol.FrameCall:
+		return protocol.FrameCap
+	}
+	return int(min(room, protocol.FrameCap) + protocol.FrameProbe)
+}
+
+// refuseFrame takes a frame the reader refused for being longer than its room
+// (frameRoom; head is its first bytes) as the budget it was judged against
+// says of one that does not fit: a log frame truncates the ledger, an output
+// frame the outputs budget, a done frame decides output-limit; any other is
+// junk, dropped.
+func (r *Run) refuseFrame(head []byte) {
+	if r.isDecided() {
+		return
+	}
+	switch t := wireguard.DeclaredType(head); t {
+	case protocol.FrameLog:
+		r.dispatch(event{kind: evLog, frame: wireguard.Frame{Type: t, Truncated: true}})
+	case protocol.FrameOutput:
+		r.dispatch(event{kind: evOutput, frame: wireguard.Frame{Type: t, Truncated: true}})
+	case protocol.FrameDone:
+		r.decide(decision{done: true, err: &protocol.RunError{Kind: protocol.KindOutputLimit, Message: outputLimitMessage(r.sm.lim.MaxValueBytes)}})
+	}
 }
 
 // markEOF records end of stream on one of the three descriptors.
@@ -267,6 +326,7 @@ func (r *Run) deliverCall(c *call) {
 		return
 	}
 	cancel := r.callClient(c, func(a Answer) { r.answer(c, a) })
+	c.args = nil // sent: a call waiting on the client holds no arguments (up to 1024 of them)
 	if r.dispatch(event{kind: evCallCancel, c: c, cancel: cancel}).ok {
 		cancel()
 	}

@@ -76,6 +76,15 @@ func (c *Capture) Entries() []string {
 	return out
 }
 
+// Remaining is what the ledger may still bill: the most a log frame's text
+// can still bring in (0 once truncated).
+func (c *Capture) Remaining() int64 {
+	if c.truncated {
+		return 0
+	}
+	return c.remaining
+}
+
 // Charged is the number of bytes billed to the ledger (stats.logBytes); the marker is
 // never charged.
 func (c *Capture) Charged() int64 { return c.charged }

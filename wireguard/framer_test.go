@@ -251,3 +251,64 @@ func TestFrameBufPoolBound(t *testing.T) {
 		t.Fatalf("pool kept %v, want the two largest", kept)
 	}
 }
+
+// C447: a bounded Framer judges each frame longer than its probe on its first
+// probe bytes and drains one longer than its room without holding it: the
+// refused line carries the head only, in order with the other frames, and
+// the frame cap still ends the stream.
+func TestBoundedFramer(t *testing.T) {
+	room := func(head []byte) int { return int(head[0]-'0') * 4 } // "2…" may take 8 bytes
+	for _, c := range []struct {
+		name   string
+		chunks []string
+		want   string
+		err    bool
+	}{
+		{"short frames unjudged", []string{"0ab\n1\n"}, "0ab|1", false},
+		{"within its room", []string{"2abcdefg\n"}, "2abcdefg", false},
+		{"within its room across feeds", []string{"2ab", "cde", "fg\n"}, "2abcdefg", false},
+		{"over its room refused", []string{"a\n2abcdefgh\nb\n"}, "a|refused 2abc|b", false},
+		{"over its room across feeds", []string{"2ab", "cdefg", "hij", "klm\nb\n"}, "refused 2abc|b", false},
+		{"the probe when room is less", []string{"0abcd\n0abc\n"}, "refused 0abc|0abc", false},
+		{"room capped", []string{"9abcdefghijklmno\n"}, "9abcdefghijklmno", false},
+		{"over the cap while drained", []string{"2abcdefgh", "ijklmnopq"}, "", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := NewBoundedFramer(16, 4, room)
+			var got []string
+			var err error
+			for _, chunk := range c.chunks {
+				var lines []Line
+				lines, err = f.FeedLines([]byte(chunk))
+				for _, l := range lines {
+					if l.Refused {
+						got = append(got, "refused "+string(l.Bytes))
+					} else {
+						got = append(got, string(l.Bytes))
+					}
+				}
+			}
+			if strings.Join(got, "|") != c.want || (err != nil) != c.err {
+				t.Errorf("lines %q err %v, want %q error %v", got, err, c.want, c.err)
+			}
+		})
+	}
+}
+
+func TestDeclaredType(t *testing.T) {
+	for head, want := range map[string]string{
+		`{"type":"log","text":"`:     "log",
+		`{"type": "done", "value": `: "done",
+		" {\n\"type\" :\t\"output\"": "output",
+		`{"text":"x","type":"log"}`:  "",
+		`{"type":"lo`:                "",
+		`{"type":"l\u006fg"}`:        "",
+		`{"typ`:                      "",
+		`["type","log"]`:             "",
+		``:                           "",
+	} {
+		if got := DeclaredType([]byte(head)); got != want {
+			t.Errorf("DeclaredType(%q) = %q, want %q", head, got, want)
+		}
+	}
+}

@@ -115,6 +115,11 @@ func FuzzDecodeFrame(f *testing.F) {
 			if !Valid(data, Strict) || !bytes.Equal(fr.OutputCopy(), data) {
 				t.Fatalf("output data: %q → %q, fast copy %q", fr.Data, data, fr.OutputCopy())
 			}
+			// What the daemon keeps of an output is what it billed, base64 at 4/3 of
+			// the bytes it decodes to (docs/protocol.md §12.4).
+			if held := int64(len(data)); held > fr.DataSize+(fr.DataSize+2)/3 {
+				t.Fatalf("output data of %d bytes billed %d: %q", held, fr.DataSize, data)
+			}
 			fr.Data, fr.dataCanonical = data, false
 		}
 		if fr.Args != nil {
@@ -225,6 +230,67 @@ func FuzzFramer(f *testing.F) {
 			t.Fatalf("frames %q err %v, want %q tooLong %v", whole, wErr, want, tooLong)
 		}
 	})
+}
+
+// FuzzBoundedFramer: a bounded Framer gives the same lines whatever the read
+// boundaries; each line longer than the probe is judged on its first probe
+// bytes and refused (its head only) when longer than its room; past the cap
+// the stream fails; and the Framer never holds more of a frame than its room.
+func FuzzBoundedFramer(f *testing.F) {
+	f.Add([]byte("abcdefgh\nxy\nq"), uint8(16), uint8(3), uint8(1))
+	f.Add([]byte("\x05bcdefgh\n\x09bcdefghij\nz\n"), uint8(12), uint8(2), uint8(4))
+	f.Fuzz(func(t *testing.T, data []byte, capacity, probe, chunk uint8) {
+		room := func(head []byte) int { return int(head[0] % 32) }
+		newFramer := func() *Framer { return NewBoundedFramer(int(capacity), int(probe), room) }
+		whole, wErr := newFramer().FeedLines(data)
+		whole = cloneLines(whole)
+		fr := newFramer()
+		var parts []Line
+		var pErr error
+		for p := data; len(p) > 0 && pErr == nil; {
+			n := min(len(p), int(chunk)+1)
+			var got []Line
+			got, pErr = fr.FeedLines(p[:n])
+			parts = append(parts, cloneLines(got)...)
+			if held := len(fr.buf); held > max(fr.limit, fr.probe) {
+				t.Fatalf("holds %d bytes of a frame with room %d (probe %d)", held, fr.limit, fr.probe)
+			}
+			p = p[n:]
+		}
+		if (wErr == nil) != (pErr == nil) || !reflect.DeepEqual(whole, parts) {
+			t.Fatalf("chunking changed the result: %+v %v vs %+v %v", whole, wErr, parts, pErr)
+		}
+		want, tooLong := boundedModel(data, int(capacity), min(max(int(probe), 1), int(capacity)), room)
+		if tooLong != (wErr != nil) || !reflect.DeepEqual(want, whole) {
+			t.Fatalf("lines %+v err %v, want %+v tooLong %v", whole, wErr, want, tooLong)
+		}
+	})
+}
+
+// boundedModel is what a bounded Framer should return for data, line by line.
+func boundedModel(data []byte, capacity, probe int, room func([]byte) int) (want []Line, tooLong bool) {
+	lines := bytes.Split(data, []byte("\n"))
+	for i, l := range lines {
+		if len(l) > capacity {
+			return want, true
+		}
+		if len(l) == 0 || i == len(lines)-1 {
+			continue
+		}
+		if len(l) > probe && len(l) > min(max(room(l[:probe]), probe), capacity) {
+			want = append(want, Line{Bytes: l[:probe], Refused: true})
+			continue
+		}
+		want = append(want, Line{Bytes: l})
+	}
+	return want, false
+}
+
+func cloneLines(ls []Line) (out []Line) {
+	for _, l := range ls {
+		out = append(out, Line{Bytes: bytes.Clone(l.Bytes), Refused: l.Refused})
+	}
+	return out
 }
 
 // FuzzCapture drives the ledger with a script of frames and stray reads. Beyond the

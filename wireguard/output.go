@@ -2,7 +2,7 @@ package wireguard
 
 import (
 	"bytes"
-	"unicode/utf8"
+	"slices"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
@@ -16,7 +16,9 @@ import (
 // rebuildOutput keeps a truncation notice, or a data object whose every member
 // is a string: text for a text type, strict standard base64 otherwise
 // (protocol.IsTextMime). An empty object, a repeated type or a bad payload
-// makes the frame junk.
+// makes the frame junk. An object of more than protocol.MaxOutputEntries
+// members is rebuilt as a truncation notice: the honest child never sends one
+// (it cuts the bundle), and the budget's marker says that outputs were lost.
 func rebuildOutput(f Frame, m *[mCount]rawMember) (Frame, bool) {
 	if isTrue(m[mTruncated]) {
 		f.Truncated = true
@@ -25,38 +27,66 @@ func rebuildOutput(f Frame, m *[mCount]rawMember) (Frame, bool) {
 	if m[mData].kind != tokBeginObject {
 		return Frame{}, false
 	}
-	size, canonical, ok := outputSize(m[mData].value)
-	if !ok {
+	size, canonical, verdict := outputSize(m[mData].value)
+	switch verdict {
+	case outputJunk:
 		return Frame{}, false
+	case outputTooMany:
+		f.Truncated = true
+		return f, true
 	}
 	f.Data, f.DataSize, f.dataCanonical = m[mData].value, size, canonical
 	return f, true
 }
 
-// outputSize walks a data object, checking each member, and returns the sum of
-// the decoded sizes (UTF-8 bytes of text, raw bytes of base64) and whether
-// the object is already in canonical form: compact, no escape anywhere (what
-// the honest child writes for base64 and plain text). The object is part of
-// a frame frameMembers has validated, so it is split (ValidMembers), not
-// scanned again: a megabyte of base64 is crossed at memchr speed here.
-func outputSize(data []byte) (size int64, canonical, ok bool) {
-	ms, _ := ValidMembers(data)
-	seen := make(map[string]bool, len(ms))
+// outputVerdict is outputSize's judgement of a data object.
+type outputVerdict int
+
+const (
+	outputOK      outputVerdict = iota
+	outputJunk                  // not a valid output: the frame is dropped
+	outputTooMany               // more than protocol.MaxOutputEntries members
+)
+
+// outputSize walks a data object, checking each member, and returns its cost
+// against the outputs budget (docs/protocol.md §12.4): protocol.OutputOverhead,
+// and for each member protocol.OutputEntryOverhead, its name's text cost and
+// its payload's (payloadSize); and whether the object is already in canonical
+// form: compact, no escape anywhere (what the honest child writes for base64
+// and plain text). The object is part of a frame frameMembers has validated,
+// so it is split in place, not scanned again (a megabyte of base64 is crossed
+// at memchr speed here), and the walk stops at the first member past the cap:
+// nothing is allocated in proportion to the number of members.
+func outputSize(data []byte) (size int64, canonical bool, verdict outputVerdict) {
+	names := make([]string, 0, 4)
+	size = protocol.OutputOverhead
 	compact := int64(1) // the closing brace; each member adds its separator
-	for _, m := range ms {
-		if seen[m.Name] || m.Name == "" || KindOf(m.Value) != KindString {
-			return 0, false, false
+	for i := validSkipSpace(data, 1); data[i] != '}'; {
+		if len(names) == protocol.MaxOutputEntries {
+			return 0, false, outputTooMany
 		}
-		seen[m.Name] = true
-		compact += int64(len(m.Name) + 4 + len(m.Value)) // quotes, ':' and separator; exact when unescaped
-		n, ok := payloadSize(m.Name, m.Value)
+		nameEnd := validStringEnd(data, i)
+		start := validSkipSpace(data, validSkipSpace(data, nameEnd)+1) // past the ':'
+		end := validValueEnd(data, start)
+		nameTok, value := data[i:nameEnd], data[start:end]
+		name := decodeTokenString(nameTok)
+		if name == "" || slices.Contains(names, name) || KindOf(value) != KindString {
+			return 0, false, outputJunk
+		}
+		names = append(names, name)
+		n, ok := payloadSize(name, value)
 		if !ok {
-			return 0, false, false
+			return 0, false, outputJunk
 		}
-		size += n
+		size += protocol.OutputEntryOverhead + textCost(nameTok) + n
+		compact += int64(len(nameTok) + 2 + len(value)) // ':' and separator; exact when unescaped
+		i = validNextItem(data, end)
+	}
+	if len(names) == 0 {
+		return 0, false, outputJunk
 	}
 	canonical = compact == int64(len(data)) && bytes.IndexByte(data, '\\') < 0
-	return size, canonical, len(ms) > 0
+	return size, canonical, outputOK
 }
 
 // OutputCopy is a fresh canonical copy of a checked output frame's Data: a
@@ -68,27 +98,29 @@ func (f *Frame) OutputCopy() []byte {
 	return OutputData(f.Data)
 }
 
-// payloadSize is a member's decoded size, and whether its payload is acceptable.
+// payloadSize is a member's cost, and whether its payload is acceptable:
+// the text cost of text, the decoded bytes of base64.
 func payloadSize(mime string, tok []byte) (int64, bool) {
 	if protocol.IsTextMime(mime) {
-		return decodedLen(tok), true
+		return textCost(tok), true
 	}
 	return base64Size(tok[1 : len(tok)-1])
 }
 
-// decodedLen is len(decodeTokenString(tok)), without building it.
-func decodedLen(tok []byte) int64 {
+// textCost is the length of the string token tok in canonical JSON form
+// without its quotes (len(appendTokenString(nil, tok)) - 2), without
+// building it: UTF-8 bytes, an escape counted as the daemon writes it
+// (runeJSONLen), so what the daemon holds and sends for a text is what it
+// billed, whatever the text holds.
+func textCost(tok []byte) int64 {
 	body := tok[1 : len(tok)-1]
 	var n int64
 	for i := 0; i < len(body); {
 		next, r, span := nextTokenPiece(body, i)
-		switch {
-		case span:
+		if span {
 			n += int64(next - i)
-		case isSurrogate(r):
-			n += 3
-		default:
-			n += int64(utf8.RuneLen(r))
+		} else {
+			n += int64(runeJSONLen(r))
 		}
 		i = next
 	}

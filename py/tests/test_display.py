@@ -28,6 +28,31 @@ def test_child_budget_sends_one_truncation_and_never_encodes_past_it():
     assert all(len(line) < 200 for line in res.raw)
 
 
+def test_child_bills_types_overheads_and_escapes():
+    """C442: the child's count bills each output 32, each entry 8 plus its MIME type, and a
+    text as its JSON string form: with 200 bytes, "x" * 100 (32 + 8 + 10 + 102) fits and a
+    text of 10 control characters (32 + 8 + 10 + 62) then does not."""
+    res = run('display("x" * 100)\ndisplay(chr(1) * 10)\ndisplay("later")', maxOutputBytes=200)
+    assert [f.get("truncated") for f in res.outputs] == [None, True]
+
+
+def test_child_cuts_a_bundle_of_too_many_types_with_a_log_line():
+    """C443: a bundle of 5000 types (5001 with text/plain) is cut to its first 63 and text/plain, with a log line."""
+    res = run('class K:\n    def _repr_mimebundle_(self, include=None, exclude=None):\n'
+              '        return {"text/x-%d" % i: "" for i in range(5000)}\n'
+              'display(K())')
+    (d,) = data(res)
+    assert list(d)[:63] == ["text/x-%d" % i for i in range(63)]
+    assert len(d) == 64 and list(d)[-1] == "text/plain"
+    assert any("a K has 5001 MIME types; the first 63 and text/plain kept" in line for line in res.logs)
+
+
+def test_child_stops_after_one_output_past_the_count_cap():
+    """C444: 10 000 outputs, then one more for the daemon to refuse with its marker, then nothing."""
+    res = run('for _ in range(10005):\n    display(1)')
+    assert len(res.outputs) == 10001
+
+
 def test_binary_types_travel_as_base64_text_types_as_text():
     res = run('class R:\n    def _repr_mimebundle_(self, include=None, exclude=None):\n'
               '        return {"image/gif": b"GIF8", "application/xml": "<a/>"}, {}\n'
