@@ -60,7 +60,7 @@ func hostileCases() []hcase {
 			value:   `{"ping":true}`},
 		{name: "C133-rejected-arg", extra: []string{bindTools, `"limits":{"maxWallMs":8000}`}, nCalls: 1,
 			program: "try:\n    await tools.echo({\"bad\": float(\"inf\")})\nexcept RuntimeError as e:\n    first = str(e)\nreturn [first, await tools.echo({\"ok\": True})]",
-			value:   `["binding arguments must be lossless JSON (non-finite float)",{"ok":true}]`},
+			value:   `["binding arguments must be lossless JSON (non-finite float) at $[\"bad\"]; NaN and infinity have no JSON form: return None or a string",{"ok":true}]`},
 		{name: "C134-unsafe-integers", extra: []string{bindTools}, nCalls: 1,
 			program: forgeFrames(`{"type":"call","id":7,"global":"tools","name":"echo","args":9007199254740993}`, `{"type":"done","value":9007199254740993}`) +
 				"return await tools.echo({\"ok\": True})", value: `{"ok":true}`},
