@@ -331,3 +331,124 @@ with open("/dev/shm/fill", "wb") as f:
 		t.Errorf("the run held %d MiB in /dev/shm under a %d MiB budget", last, budget>>20)
 	}
 }
+
+// namespacesProbe tries, from a sandboxed program, every way to make a
+// namespace: unshare and clone with each CLONE_NEW* flag (clone has no
+// time-namespace flag), clone3, and setns into its own network namespace.
+// Each attempt runs in a child of its own, so one that succeeds changes
+// nothing for the next; a clone that succeeds ends its new process at once.
+// It also reads the run's namespace limits and checks that forks, threads
+// and subprocesses, which clone without namespace flags, still work.
+const namespacesProbe = errnoPrelude + `import ctypes, subprocess, threading
+NS = {"user": 0x10000000, "pid": 0x20000000, "net": 0x40000000, "mnt": 0x00020000, "ipc": 0x08000000,
+      "uts": 0x04000000, "cgroup": 0x02000000, "time": 0x00000080}
+SYS_CLONE = {"x86_64": 56, "aarch64": 220}[os.uname().machine]
+SYS_CLONE3, SIGCHLD, CLONE_FILES = 435, 17, 0x400
+def in_child(f):
+    """f's outcome in a forked child: "ok" or the errno name."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            f()
+        except OSError as e:
+            code = e.errno
+        os._exit(code)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return "ok" if code == 0 else errno.errorcode.get(code, str(code))
+def made(pid):
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+def unshare(flags):
+    if libc.unshare(flags) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+class CloneArgs(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in ("flags", "pidfd", "child_tid", "parent_tid", "exit_signal",
+                                               "stack", "stack_size", "tls", "set_tid", "set_tid_size", "cgroup")]
+def clone3(flags):
+    args = CloneArgs(flags=flags, exit_signal=SIGCHLD)
+    made(sys_call(SYS_CLONE3, ctypes.byref(args), ctypes.sizeof(args)))
+def setns():
+    fd = os.open("/proc/self/ns/net", os.O_RDONLY)
+    if libc.setns(fd, NS["net"]) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+out = {}
+for name, flag in NS.items():
+    out["unshare " + name] = in_child(lambda: unshare(flag))
+    if name != "time":
+        out["clone " + name] = in_child(lambda: made(sys_call(SYS_CLONE, flag | SIGCHLD, 0, 0, 0, 0)))
+out["clone3 user"] = in_child(lambda: clone3(NS["user"]))
+out["setns net"] = in_child(setns)
+out["unshare files"] = in_child(lambda: unshare(CLONE_FILES))
+def raise_limit():
+    with open("/proc/sys/user/max_user_namespaces", "w") as f:
+        f.write("100")
+out["raise limit"] = attempt(raise_limit)
+limits = {}
+for f in sorted(os.listdir("/proc/sys/user")):
+    if f.startswith("max_") and f.endswith("_namespaces"):
+        limits[f] = open("/proc/sys/user/" + f).read().strip()
+out["limits"] = limits
+t = threading.Thread(target=lambda: None)
+t.start()
+t.join()
+out["thread"] = "ok"
+out["subprocess"] = subprocess.run([sys.executable, "-c", "pass"]).returncode
+print(json.dumps(out))
+`
+
+// checkNamespacesProbe checks namespacesProbe's report: every namespace
+// refused (EPERM; clone3, whose flags seccomp cannot read, ENOSYS), every
+// namespace limit of the run's user namespace 0, forks, threads and
+// subprocesses unharmed.
+func checkNamespacesProbe(t *testing.T, r runResult) {
+	t.Helper()
+	var got map[string]any
+	mustJSON(t, r, &got)
+	for _, ns := range []string{"user", "pid", "net", "mnt", "ipc", "uts", "cgroup", "time"} {
+		want := map[string]any{"unshare " + ns: "EPERM"}
+		if ns != "time" {
+			want["clone "+ns] = "EPERM"
+		}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("%s: %v, want %v", k, got[k], w)
+			}
+		}
+	}
+	for k, w := range map[string]any{"clone3 user": "ENOSYS", "setns net": "EPERM", "unshare files": "ok", "raise limit": "EACCES",
+		"thread": "ok", "subprocess": 0.0} {
+		if got[k] != w {
+			t.Errorf("%s: %v, want %v", k, got[k], w)
+		}
+	}
+	limits, _ := got["limits"].(map[string]any)
+	if len(limits) < 7 {
+		t.Errorf("namespace limits seen: %v, want every max_*_namespaces", limits)
+	}
+	for k, v := range limits {
+		if v != "0" {
+			t.Errorf("/proc/sys/user/%s in the run: %v, want 0", k, v)
+		}
+	}
+}
+
+// TestSandboxHardeningNamespaces (C680): a program can make no namespace
+// of any type, spawned or forked from the sandboxed fork server: one run
+// could otherwise take every namespace its daemon's user may have on the
+// host (user namespaces are counted per user at every ancestor level), and
+// hold kernel memory its memory cgroup does not see.
+func TestSandboxHardeningNamespaces(t *testing.T) {
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	t.Run("spawned", func(t *testing.T) {
+		checkNamespacesProbe(t, runPython(t, &sb, namespacesProbe))
+	})
+	t.Run("forked", func(t *testing.T) {
+		srv := startSandboxForkServer(t, "")
+		checkNamespacesProbe(t, finishForked(t, forkPython(t, srv, &sb, namespacesProbe)))
+	})
+}

@@ -27,6 +27,7 @@ import (
 //	   fds 0-3 stdio, 4 relay pipe, 5… cgroups       private mounts, new /proc
 //	                                                  (host files masked),
 //	                                                  private /dev/shm, hostname,
+//	                                                  no further namespaces,
 //	                                                  all signals caught
 //	         init ──fork/exec──► stage "exec" ──execve──► program
 //	                 confine: no_new_privs, Landlock, seccomp, then the pids
@@ -260,9 +261,10 @@ func relayProgram(pid int) {
 	}
 }
 
-// prepareNamespace sets up the run's mount and UTS namespaces from inside
-// (the init is their root): private mounts, this PID namespace's /proc with
-// host information masked, a private bounded /dev/shm, the hostname.
+// prepareNamespace sets up the run's namespaces from inside (the init is
+// their root): private mounts, this PID namespace's /proc with host
+// information masked, no namespace limit above 0, a private bounded
+// /dev/shm, the hostname.
 func prepareNamespace(c sandboxConf) error {
 	// Mounts stay in this namespace; /proc shows this PID namespace only.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -272,6 +274,9 @@ func prepareNamespace(c sandboxConf) error {
 		return fmt.Errorf("mounting /proc: %w", err)
 	}
 	if err := maskProc(); err != nil {
+		return err
+	}
+	if err := forbidNamespaces(); err != nil {
 		return err
 	}
 	// A private, bounded /dev/shm (POSIX semaphores and shared memory, as
@@ -302,6 +307,32 @@ func maskProc() error {
 		}
 		if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("masking %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// forbidNamespaces sets every namespace limit of the run's user namespace
+// to 0: no process of the run can make a namespace of any type, whatever
+// system call it uses (the seccomp filter refuses the usual ones first).
+// The kernel counts a new namespace against the limits of its creator's
+// user namespace and of every ancestor, up to the host's for the daemon's
+// user, which one run could otherwise exhaust for every other run and
+// process of that user. /proc/sys/user shows the limits of the reader's
+// user namespace, this run's; they bind it and its descendants. The init,
+// root there with CAP_SYS_RESOURCE, may write them; the program, root there
+// too, may not: Landlock grants it /proc for reading only.
+func forbidNamespaces() error {
+	const dir = "/proc/sys/user/"
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("namespace limits: %w", err)
+	}
+	for _, e := range entries {
+		if n := e.Name(); strings.HasPrefix(n, "max_") && strings.HasSuffix(n, "_namespaces") {
+			if err := os.WriteFile(dir+n, []byte("0"), 0); err != nil {
+				return fmt.Errorf("namespace limits: %w", err)
+			}
 		}
 	}
 	return nil
