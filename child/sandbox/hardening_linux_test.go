@@ -129,30 +129,60 @@ func fileFlags(path string) (int, error) {
 	return unix.IoctlGetInt(fd, unix.FS_IOC_GETFLAGS)
 }
 
-// TestSandboxHardeningProc: /proc files that describe the host read empty,
-// and the run's cgroup, which /proc/self/cgroup shows, is named at random.
+// TestSandboxHardeningProc (C682): /proc files that describe the host
+// read empty — the named ones, every top-level file that is not
+// world-readable (a root daemon's program, root of its namespace, would
+// read them: the host's physical pages and each page's memory cgroup, the
+// kernel's slabs and allocations), the host-wide counts of open files,
+// inodes, dentries and AIO contexts (which follow other runs' activity) —
+// and the root-only directory /proc/tty/driver lists nothing. The run's
+// cgroup, which /proc/self/cgroup shows, is named at random.
 func TestSandboxHardeningProc(t *testing.T) {
 	leakcheck.Check(t)
 	sb := testSandbox(t)
-	const script = `import json
+	files := []string{"keys", "key-users", "timer_list", "config.gz", "sched_debug",
+		"sys/fs/file-nr", "sys/fs/inode-nr", "sys/fs/inode-state", "sys/fs/dentry-state", "sys/fs/aio-nr"}
+	top, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range top {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o004 == 0 {
+			files = append(files, e.Name())
+		}
+	}
+	t.Logf("probed: %v", files)
+	const script = `import json, os, sys
 out = {}
-for p in ("keys", "key-users", "timer_list", "config.gz", "sched_debug"):
+for p in json.loads(sys.argv[1]):
     try:
-        with open("/proc/" + p, "rb") as f:
-            out[p] = len(f.read())
+        fd = os.open("/proc/" + p, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            out[p] = len(os.read(fd, 4096))
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         out[p] = 0
     except OSError as e:
         out[p] = e.__class__.__name__
+try:
+    out["tty/driver"] = os.listdir("/proc/tty/driver")
+except FileNotFoundError:
+    out["tty/driver"] = []
+except OSError as e:
+    out["tty/driver"] = e.__class__.__name__
 out["cgroup"] = [l for l in open("/proc/self/cgroup").read().splitlines() if ":pids:" in l or l.startswith("0::")]
 print(json.dumps(out))`
-	r := runPython(t, &sb, script)
+	r := runPython(t, &sb, script, mustMarshal(t, files))
 	var got map[string]any
 	mustJSON(t, r, &got)
-	for _, p := range []string{"keys", "key-users", "timer_list", "config.gz", "sched_debug"} {
+	for _, p := range files {
 		if got[p] != 0.0 {
 			t.Errorf("/proc/%s: read %v, want nothing", p, got[p])
 		}
+	}
+	if d, ok := got["tty/driver"].([]any); !ok || len(d) != 0 {
+		t.Errorf("/proc/tty/driver lists %v, want nothing", got["tty/driver"])
 	}
 	cg, _ := got["cgroup"].([]any)
 	t.Logf("cgroups seen by the program: %v", cg)

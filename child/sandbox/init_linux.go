@@ -293,23 +293,68 @@ func prepareNamespace(c sandboxConf) error {
 	return nil
 }
 
-// maskedProc are the /proc files that describe the host rather than the run:
-// the daemon user's keyrings and their quotas, the kernel's configuration,
-// the host's timers and scheduler state (with host pids and command names).
-var maskedProc = []string{"/proc/keys", "/proc/key-users", "/proc/config.gz", "/proc/timer_list", "/proc/sched_debug"}
+// maskedProc are the /proc entries everyone may read that describe the host
+// rather than the run: the daemon user's keyrings and their quotas, the
+// kernel's configuration, the host's scheduler state (with host pids and
+// command names), and the host-wide counts of open files, inodes, dentries
+// and AIO contexts, which follow what other runs do; and /proc/tty/driver,
+// a root-only directory below the top level (serial lines' counters).
+var maskedProc = []string{"/proc/keys", "/proc/key-users", "/proc/config.gz", "/proc/sched_debug",
+	"/proc/sys/fs/file-nr", "/proc/sys/fs/inode-nr", "/proc/sys/fs/inode-state", "/proc/sys/fs/dentry-state",
+	"/proc/sys/fs/aio-nr", "/proc/tty/driver"}
 
-// maskProc bind-mounts /dev/null over each masked file this kernel has: the
-// program reads nothing there. Landlock forbids the program to unmount it.
+// maskProc masks, in the run's new /proc, every top-level entry that is not
+// world-readable (rootOnlyProc) and each of maskedProc this kernel has: the
+// program reads nothing there. Landlock forbids the program to unmount them.
 func maskProc() error {
-	for _, p := range maskedProc {
-		if _, err := os.Lstat(p); err != nil {
-			continue
-		}
-		if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
+	rootOnly, err := rootOnlyProc()
+	if err != nil {
+		return err
+	}
+	for _, p := range append(rootOnly, maskedProc...) {
+		if err := maskProcEntry(p); err != nil {
 			return fmt.Errorf("masking %s: %w", p, err)
 		}
 	}
 	return nil
+}
+
+// rootOnlyProc lists the top-level /proc entries, pid directories and links
+// aside, that others may not read. Their owner is root, and so is the
+// program of a root daemon (its namespace's root maps to it), which would
+// read them by the owner's bits: the host's physical pages and the memory
+// cgroup of each (kpageflags, kpagecount, kpagecgroup: another run's memory
+// use, page by page), the kernel's slabs and allocations (slabinfo,
+// pagetypeinfo, vmallocinfo), its timers (timer_list), and whatever a
+// future kernel adds with that mode.
+func rootOnlyProc() ([]string, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("listing /proc: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if _, pid := strconv.Atoi(e.Name()); pid == nil || e.Type()&os.ModeSymlink != 0 {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.Mode().Perm()&0o004 == 0 {
+			out = append(out, "/proc/"+e.Name())
+		}
+	}
+	return out, nil
+}
+
+// maskProcEntry hides p, when this kernel has it: /dev/null bound over a
+// file, an empty read-only tmpfs over a directory.
+func maskProcEntry(p string) error {
+	st, err := os.Lstat(p)
+	if err != nil {
+		return nil
+	}
+	if st.IsDir() {
+		return unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=0500")
+	}
+	return unix.Mount("/dev/null", p, "", unix.MS_BIND, "")
 }
 
 // forbidNamespaces sets every namespace limit of the run's user namespace
