@@ -101,12 +101,12 @@ print(json.dumps({"held": held, "refusals": sorted(refusals)}), flush=True)
 while True:
     time.sleep(1)`
 
-// TestSandboxNamespaceHog (C681): a run that makes namespaces until the
+// TestSandboxC681NamespaceHog: a run that makes namespaces until the
 // kernel refuses cannot stop other runs, sessions or forks from starting.
 // The daemon runs where each namespace type is limited to 8 (a user
 // namespace of its own): the hog is refused its first namespace, and a
 // second run, a session and a fork of it all start while it runs.
-func TestSandboxNamespaceHog(t *testing.T) {
+func TestSandboxC681NamespaceHog(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("the daemon, root of the user namespace it runs in, needs the host's cgroups as root")

@@ -129,7 +129,7 @@ func fileFlags(path string) (int, error) {
 	return unix.IoctlGetInt(fd, unix.FS_IOC_GETFLAGS)
 }
 
-// TestSandboxHardeningProc (C682): /proc files that describe the host
+// TestSandboxHardeningC682Proc: /proc files that describe the host
 // read empty — the named ones, every top-level file that is not
 // world-readable (a root daemon's program, root of its namespace, would
 // read them: the host's physical pages and each page's memory cgroup, the
@@ -137,7 +137,7 @@ func fileFlags(path string) (int, error) {
 // inodes, dentries and AIO contexts (which follow other runs' activity) —
 // and the root-only directory /proc/tty/driver lists nothing. The run's
 // cgroup, which /proc/self/cgroup shows, is named at random.
-func TestSandboxHardeningProc(t *testing.T) {
+func TestSandboxHardeningC682Proc(t *testing.T) {
 	leakcheck.Check(t)
 	sb := testSandbox(t)
 	files := []string{"keys", "key-users", "timer_list", "config.gz", "sched_debug",
@@ -466,12 +466,12 @@ func checkNamespacesProbe(t *testing.T, r runResult) {
 	}
 }
 
-// TestSandboxHardeningNamespaces (C680): a program can make no namespace
+// TestSandboxHardeningC680Namespaces: a program can make no namespace
 // of any type, spawned or forked from the sandboxed fork server: one run
 // could otherwise take every namespace its daemon's user may have on the
 // host (user namespaces are counted per user at every ancestor level), and
 // hold kernel memory its memory cgroup does not see.
-func TestSandboxHardeningNamespaces(t *testing.T) {
+func TestSandboxHardeningC680Namespaces(t *testing.T) {
 	leakcheck.Check(t)
 	sb := testSandbox(t)
 	t.Run("spawned", func(t *testing.T) {
