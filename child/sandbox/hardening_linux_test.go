@@ -152,8 +152,7 @@ func TestSandboxHardeningC682Proc(t *testing.T) {
 		}
 	}
 	t.Logf("probed: %v", files)
-	const script = `import json, os, sys
-out = {}
+	script := errnoPrelude + `out = {}
 for p in json.loads(sys.argv[1]):
     try:
         fd = os.open("/proc/" + p, os.O_RDONLY | os.O_NONBLOCK)
@@ -172,6 +171,16 @@ except FileNotFoundError:
 except OSError as e:
     out["tty/driver"] = e.__class__.__name__
 out["cgroup"] = [l for l in open("/proc/self/cgroup").read().splitlines() if ":pids:" in l or l.startswith("0::")]
+# A detached copy of /proc (open_tree's OPEN_TREE_CLONE, without the masks,
+# which are submounts) and a new procfs (fsopen): the mount API is refused.
+AT_FDCWD, OPEN_TREE_CLONE, SYS_OPEN_TREE, SYS_FSOPEN = -100, 1, 428, 430
+def read_through_clone():
+    tree = sys_call(SYS_OPEN_TREE, AT_FDCWD, b"/proc", OPEN_TREE_CLONE)
+    fd = os.open("kpagecgroup", os.O_RDONLY, dir_fd=tree)
+    if os.read(fd, 4096):
+        raise OSError(0, "read the host's kpagecgroup")
+out["open_tree clone"] = attempt(read_through_clone)
+out["fsopen"] = attempt(lambda: sys_call(SYS_FSOPEN, b"proc", 0))
 print(json.dumps(out))`
 	r := runPython(t, &sb, script, mustMarshal(t, files))
 	var got map[string]any
@@ -179,6 +188,11 @@ print(json.dumps(out))`
 	for _, p := range files {
 		if got[p] != 0.0 {
 			t.Errorf("/proc/%s: read %v, want nothing", p, got[p])
+		}
+	}
+	for _, k := range []string{"open_tree clone", "fsopen"} {
+		if got[k] != "EPERM" {
+			t.Errorf("%s: %v, want EPERM", k, got[k])
 		}
 	}
 	if d, ok := got["tty/driver"].([]any); !ok || len(d) != 0 {

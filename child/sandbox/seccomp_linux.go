@@ -57,6 +57,12 @@ import (
 //     process of that user, and would hold kernel memory outside the run's
 //     memory cgroup. The init also sets those limits to 0 in the run's own
 //     user namespace (init_linux.go), which bounds any other way in.
+//   - the mount API (open_tree, open_tree_attr, move_mount, fsopen,
+//     fsconfig, fsmount, fspick, mount_setattr) → EPERM. Landlock already
+//     forbids the program to change its mount tree, but open_tree's
+//     OPEN_TREE_CLONE copies a mount without its submounts into a detached
+//     tree whose files Landlock still lets it read (they are the same
+//     inodes): a copy of /proc without the masks over it (init_linux.go).
 //   - any other architecture or ABI (x32, int 0x80 on amd64) → ENOSYS, so
 //     the filter cannot be sidestepped through another system call table.
 //
@@ -74,8 +80,9 @@ var seccompArch = map[string]uint32{
 // Numbers of system calls newer than some GOARCH tables of x/sys: the
 // architectures listed in seccompArch share one numbering from 424 on.
 const (
-	sysMemfdSecret = 447
-	sysFileSetattr = 469
+	sysMemfdSecret  = 447
+	sysOpenTreeAttr = 467
+	sysFileSetattr  = 469
 )
 
 // namespaceFlags are the CLONE_NEW* flags of clone() and unshare(). In
@@ -86,7 +93,8 @@ const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWU
 
 // epermSyscalls change a file's mode, owner, times, extended attributes or
 // attribute flags, watch files and directories (legacySyscalls: the old
-// forms some architectures still have besides these), or enter a namespace.
+// forms some architectures still have besides these), enter a namespace,
+// or use the mount API.
 var epermSyscalls = append([]uint32{
 	unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2,
 	unix.SYS_FCHOWN, unix.SYS_FCHOWNAT,
@@ -96,6 +104,8 @@ var epermSyscalls = append([]uint32{
 	sysFileSetattr,
 	unix.SYS_INOTIFY_INIT1, unix.SYS_FANOTIFY_INIT, unix.SYS_FANOTIFY_MARK,
 	unix.SYS_SETNS,
+	unix.SYS_OPEN_TREE, sysOpenTreeAttr, unix.SYS_MOVE_MOUNT, unix.SYS_FSOPEN, unix.SYS_FSCONFIG,
+	unix.SYS_FSMOUNT, unix.SYS_FSPICK, unix.SYS_MOUNT_SETATTR,
 }, legacySyscalls...)
 
 // enosysSyscalls are refused as if the kernel did not have them: io_uring,
@@ -278,6 +288,6 @@ func seccompFeature() Feature {
 		return f
 	}
 	f.OK, f.Detail = true, "only inet and netlink sockets, stream socket pairs, no file metadata or attribute flag changes, "+
-		"no inotify or fanotify, no keyrings, no memfd or SysV shared memory, no execveat, no io_uring, no new namespaces"
+		"no inotify or fanotify, no keyrings, no memfd or SysV shared memory, no execveat, no io_uring, no new namespaces, no mount API"
 	return f
 }
