@@ -496,3 +496,51 @@ func TestSandboxHardeningC680Namespaces(t *testing.T) {
 		checkNamespacesProbe(t, finishForked(t, forkPython(t, srv, &sb, namespacesProbe)))
 	})
 }
+
+// TestSandboxHardeningC683QueuedKernelObjects: queued signals, which the
+// kernel counts per user at every ancestor user namespace up to the daemon
+// user's host-wide count, are bounded per run (sandboxSigPending), spawned
+// and forked; POSIX message queues, counted the same way, cannot be made
+// (Landlock refuses to create the queue's file).
+func TestSandboxHardeningC683QueuedKernelObjects(t *testing.T) {
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	script := errnoPrelude + `import signal
+def mq_open():
+    libc.mq_open.restype = ctypes.c_int
+    fd = libc.mq_open(b"/coderun-probe", os.O_CREAT | os.O_RDWR, 0o600, None)
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    libc.mq_unlink(b"/coderun-probe")
+out = {"mq_open": attempt(mq_open)}
+sig = signal.SIGRTMIN
+signal.pthread_sigmask(signal.SIG_BLOCK, [sig])
+queued, stop = 0, "none"
+while queued < 2000:
+    if libc.sigqueue(os.getpid(), sig, ctypes.c_void_p(0)) != 0:
+        stop = errno.errorcode[ctypes.get_errno()]
+        break
+    queued += 1
+out["queued"], out["stop"] = queued, stop
+print(json.dumps(out))`
+	check := func(t *testing.T, r runResult) {
+		var got struct {
+			MqOpen string `json:"mq_open"`
+			Queued int
+			Stop   string
+		}
+		mustJSON(t, r, &got)
+		if got.MqOpen != "EACCES" {
+			t.Errorf("mq_open: %s, want EACCES", got.MqOpen)
+		}
+		if got.Queued > sandboxSigPending || got.Stop != "EAGAIN" {
+			t.Errorf("%d signals queued (then %s), want at most %d, then EAGAIN", got.Queued, got.Stop, sandboxSigPending)
+		}
+	}
+	t.Run("spawned", func(t *testing.T) { check(t, runPython(t, &sb, script)) })
+	t.Run("forked", func(t *testing.T) {
+		srv := startSandboxForkServer(t, "")
+		check(t, finishForked(t, forkPython(t, srv, &sb, script)))
+	})
+}

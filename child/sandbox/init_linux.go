@@ -467,9 +467,15 @@ func joinCgroups(c sandboxConf, procs, pid int) error {
 	return nil
 }
 
-// setSandboxLimits sets NOFILE, FSIZE and NPROC (soft = hard; the program
+// sandboxSigPending bounds a run's queued signals (RLIMIT_SIGPENDING).
+const sandboxSigPending = 256
+
+// setSandboxLimits sets NOFILE, FSIZE, SIGPENDING and NPROC (soft = hard; the program
 // cannot raise a hard limit without CAP_SYS_RESOURCE in the initial user
-// namespace) of pid (0: the calling process). NPROC counts every task of the
+// namespace) of pid (0: the calling process). Queued signals are counted
+// per user at every ancestor user namespace, up to the daemon user's count
+// on the host, shared with all its processes (for root, tens of thousands
+// for every root process): a run may hold sandboxSigPending of them. NPROC counts every task of the
 // namespace's uid, the init's threads included, so the tasks present now
 // other than pid's are added: after execve the program may hold c.nproc
 // tasks. Every task of the run's user namespace is in its PID namespace,
@@ -494,6 +500,9 @@ func setSandboxLimits(c sandboxConf, pid int) error {
 		return err
 	}
 	if err := set("RLIMIT_FSIZE", unix.RLIMIT_FSIZE, uint64(c.fsize)); err != nil {
+		return err
+	}
+	if err := set("RLIMIT_SIGPENDING", unix.RLIMIT_SIGPENDING, sandboxSigPending); err != nil {
 		return err
 	}
 	self := "/proc/self"
