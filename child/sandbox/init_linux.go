@@ -502,7 +502,7 @@ func setSandboxLimits(c sandboxConf, pid int) error {
 	if err := set("RLIMIT_FSIZE", unix.RLIMIT_FSIZE, uint64(c.fsize)); err != nil {
 		return err
 	}
-	if err := set("RLIMIT_SIGPENDING", unix.RLIMIT_SIGPENDING, sandboxSigPending); err != nil {
+	if err := set("RLIMIT_SIGPENDING", unix.RLIMIT_SIGPENDING, sigPendingBound(pid)); err != nil {
 		return err
 	}
 	self := "/proc/self"
@@ -511,6 +511,16 @@ func setSandboxLimits(c sandboxConf, pid int) error {
 	}
 	others := countTasks("/proc") - countTasks(self)
 	return set("RLIMIT_NPROC", unix.RLIMIT_NPROC, uint64(c.nproc+max(others, 0)))
+}
+
+// sigPendingBound is sandboxSigPending, or pid's hard RLIMIT_SIGPENDING
+// where that is lower (only CAP_SYS_RESOURCE could raise it).
+func sigPendingBound(pid int) uint64 {
+	var cur unix.Rlimit
+	if err := unix.Prlimit(pid, unix.RLIMIT_SIGPENDING, nil, &cur); err == nil && cur.Max < sandboxSigPending {
+		return cur.Max
+	}
+	return sandboxSigPending
 }
 
 // countTasks counts the threads of the processes under dir ("/proc": all of
