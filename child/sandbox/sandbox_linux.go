@@ -223,7 +223,7 @@ func Start(spec child.Spec, sb Config) (*child.Process, error) {
 		s.CloseDaemon()
 		run.relay.Close()
 		run.cgroup.remove()
-		return nil, err
+		return nil, namespaceLimitError(err)
 	}
 	run.pid = pid
 	p := spawn.Started(pid, s.Conn, s.Stdout, s.Stderr)
@@ -232,6 +232,17 @@ func Start(spec child.Spec, sb Config) (*child.Process, error) {
 	}
 	spawn.SetReap(p, run.wait)
 	return p, nil
+}
+
+// namespaceLimitError names the likely cause of ENOSPC from the clone of a
+// sandbox's namespaces, which the kernel reports as "no space left on
+// device": a namespace limit of the daemon's user (shared with every
+// process of that user on the host) is reached.
+func namespaceLimitError(err error) error {
+	if errors.Is(err, unix.ENOSPC) {
+		return fmt.Errorf("%w (new namespaces refused: a /proc/sys/user/max_*_namespaces limit of the daemon's user is reached)", err)
+	}
+	return err
 }
 
 // openRun opens the relay pipe (returning its raw write end) and creates the
