@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
 	"strconv"
@@ -181,6 +182,10 @@ def read_through_clone():
         raise OSError(0, "read the host's kpagecgroup")
 out["open_tree clone"] = attempt(read_through_clone)
 out["fsopen"] = attempt(lambda: sys_call(SYS_FSOPEN, b"proc", 0))
+# What reads the host-wide counters that stay readable still works.
+import multiprocessing
+with multiprocessing.Pool(2) as pool:
+    out["libraries"] = [os.cpu_count() == len(os.sched_getaffinity(0)), len(os.getloadavg()), pool.map(abs, [-1, -2])]
 print(json.dumps(out))`
 	r := runPython(t, &sb, script, mustMarshal(t, files))
 	var got map[string]any
@@ -194,6 +199,9 @@ print(json.dumps(out))`
 		if got[k] != "EPERM" {
 			t.Errorf("%s: %v, want EPERM", k, got[k])
 		}
+	}
+	if fmt.Sprint(got["libraries"]) != "[true 3 [1 2]]" {
+		t.Errorf("os.cpu_count == affinity, os.getloadavg, multiprocessing.Pool: %v, want [true 3 [1 2]]", got["libraries"])
 	}
 	if d, ok := got["tty/driver"].([]any); !ok || len(d) != 0 {
 		t.Errorf("/proc/tty/driver lists %v, want nothing", got["tty/driver"])
