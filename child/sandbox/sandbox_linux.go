@@ -176,9 +176,10 @@ type sandboxRun struct {
 // UTS namespaces; a minimal init as PID 1 (the helper binary, see
 // init_linux.go) that runs the program as its child (never PID 1) in the init's
 // process group; for the program, a pids cgroup (root daemon) or
-// RLIMIT_NPROC (otherwise), RLIMIT_NOFILE, RLIMIT_FSIZE, no_new_privs, a
-// Landlock domain (Config.ReadOnly read-only, spec.Dir read-write) and a
-// seccomp filter (no socket(AF_UNIX), no io_uring).
+// RLIMIT_NPROC (otherwise), RLIMIT_NOFILE, RLIMIT_FSIZE, RLIMIT_SIGPENDING,
+// no_new_privs, a Landlock domain (Config.ReadOnly read-only, spec.Dir
+// read-write) and a seccomp filter (no socket(AF_UNIX), no io_uring, no new
+// namespaces, whose limits the init also sets to 0: seccomp_linux.go).
 //
 // Process.Pid is the init's pid: SignalGroup reaches the init (which
 // survives anything but SIGKILL) and the program; SIGKILL kills the init,
