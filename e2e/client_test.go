@@ -129,6 +129,9 @@ func (gr gatedReader) Read(p []byte) (int, error) {
 func start(t *testing.T, env map[string]string) *daemon {
 	t.Helper()
 	cmd := exec.Command(daemonBin)
+	if _, ok := env[nsLimitVar]; ok {
+		cmd = launchUnderNamespaceLimit(t)
+	}
 	cmd.Env = environ(t, env)
 	cmd.Dir = env[workDir]
 	d := &daemon{t: t, cmd: cmd, stderr: &lockedBuffer{}, onCall: map[string]behaviour{}, exited: make(chan struct{}),

@@ -23,6 +23,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Started by start as the launcher of a daemon under namespace limits.
+	if limit := os.Getenv(nsLimitVar); limit != "" {
+		execUnderNamespaceLimit(limit)
+	}
 	// Started by mcp_test.go as an upstream MCP server, this binary serves.
 	mcptest.MaybeServe()
 	dir, err := os.MkdirTemp("", "e2e-daemon-") // not coderun-*: see leakcheck.Suite

@@ -5,6 +5,7 @@ package sandbox
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -229,5 +230,26 @@ func TestSandboxDiesWithTheDaemon(t *testing.T) {
 			t.Fatalf("processes %v of the sandbox outlived its daemon", nsProcs(ns))
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSandboxNamespaceLimitC684Error: where the daemon user's namespaces are
+// used up (here: a stand-in daemon whose own user namespace allows none),
+// Start's error names the namespace limit, not only the kernel's "no space
+// left on device".
+func TestSandboxNamespaceLimitC684Error(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("the stand-in daemon, root of its user namespace, needs the host's cgroups as root")
+	}
+	leakcheck.Check(t)
+	exe, ro := testPython(t)
+	ids := []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}}
+	attr := &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER, UidMappings: ids, GidMappings: ids}
+	_, out := childtest.StartStandIn(t, []string{sandboxDaemonVar + "=" + exe, nsLimitVar + "=0",
+		"CHILD_SANDBOX_RO=x=" + strings.Join(ro, "\n"), leakcheck.Tag()}, attr)
+	b, _ := io.ReadAll(out)
+	const want = "no space left on device (new namespaces refused: a /proc/sys/user/max_*_namespaces limit of the daemon's user is reached)"
+	if !strings.Contains(string(b), want) {
+		t.Errorf("the stand-in daemon said %q, want an error ending %q", b, want)
 	}
 }

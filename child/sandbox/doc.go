@@ -6,9 +6,10 @@
 // namespaces, confined by no_new_privs, Landlock (landlock_linux.go), a
 // seccomp filter (seccomp_linux.go) and a per-run process bound (a pids
 // cgroup for a root daemon, cgroup_linux.go; RLIMIT_NPROC otherwise) with
-// RLIMIT_NOFILE and RLIMIT_FSIZE, all applied by one function, confine. The
-// init masks /proc files that describe the host and bounds the CPU of the
-// whole run by the program's RLIMIT_CPU (cpu_linux.go). Probe and Features
+// RLIMIT_NOFILE, RLIMIT_FSIZE and RLIMIT_SIGPENDING, all applied by one
+// function, confine. The init masks /proc files that describe the host, sets
+// the run's namespace limits to 0 (a run makes no namespace) and bounds the
+// CPU of the whole run by the program's RLIMIT_CPU (cpu_linux.go). Probe and Features
 // check that the kernel provides all of it (features_linux.go). A
 // persistent session's namespaces hold its interpreter and the forks of it,
 // each a Process of its own, until the last is gone (session_linux.go,

@@ -98,7 +98,7 @@ func runProbe(h helperBinary, argv []string, flags uintptr, files []uintptr) err
 	pid, err := spawn.ForkExec(h.path, argv, &syscall.ProcAttr{Files: fds, Sys: sandboxSys(flags)})
 	spawn.CloseFds(devNull, errW)
 	if err != nil {
-		return err
+		return namespaceLimitError(err)
 	}
 	p := spawn.Started(pid, nil, nil, nil)
 	out := make(chan []byte, 1)

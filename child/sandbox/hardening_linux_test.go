@@ -4,6 +4,7 @@ package sandbox
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"regexp"
 	"strconv"
@@ -129,30 +130,81 @@ func fileFlags(path string) (int, error) {
 	return unix.IoctlGetInt(fd, unix.FS_IOC_GETFLAGS)
 }
 
-// TestSandboxHardeningProc: /proc files that describe the host read empty,
-// and the run's cgroup, which /proc/self/cgroup shows, is named at random.
-func TestSandboxHardeningProc(t *testing.T) {
+// TestSandboxHardeningC682Proc: /proc files that describe the host
+// read empty — the named ones, every top-level file that is not
+// world-readable (a root daemon's program, root of its namespace, would
+// read them: the host's physical pages and each page's memory cgroup, the
+// kernel's slabs and allocations), the host-wide counts of open files,
+// inodes, dentries and AIO contexts (which follow other runs' activity) —
+// and the root-only directory /proc/tty/driver lists nothing. The run's
+// cgroup, which /proc/self/cgroup shows, is named at random.
+func TestSandboxHardeningC682Proc(t *testing.T) {
 	leakcheck.Check(t)
 	sb := testSandbox(t)
-	const script = `import json
-out = {}
-for p in ("keys", "key-users", "timer_list", "config.gz", "sched_debug"):
+	files := []string{"keys", "key-users", "timer_list", "config.gz", "sched_debug",
+		"sys/fs/file-nr", "sys/fs/inode-nr", "sys/fs/inode-state", "sys/fs/dentry-state", "sys/fs/aio-nr"}
+	top, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range top {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() && info.Mode().Perm()&0o004 == 0 {
+			files = append(files, e.Name())
+		}
+	}
+	t.Logf("probed: %v", files)
+	script := errnoPrelude + `out = {}
+for p in json.loads(sys.argv[1]):
     try:
-        with open("/proc/" + p, "rb") as f:
-            out[p] = len(f.read())
+        fd = os.open("/proc/" + p, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            out[p] = len(os.read(fd, 4096))
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         out[p] = 0
     except OSError as e:
         out[p] = e.__class__.__name__
+try:
+    out["tty/driver"] = os.listdir("/proc/tty/driver")
+except FileNotFoundError:
+    out["tty/driver"] = []
+except OSError as e:
+    out["tty/driver"] = e.__class__.__name__
 out["cgroup"] = [l for l in open("/proc/self/cgroup").read().splitlines() if ":pids:" in l or l.startswith("0::")]
+# A detached copy of /proc (open_tree's OPEN_TREE_CLONE, without the masks,
+# which are submounts) and a new procfs (fsopen): the mount API is refused.
+AT_FDCWD, OPEN_TREE_CLONE, SYS_OPEN_TREE, SYS_FSOPEN = -100, 1, 428, 430
+def read_through_clone():
+    tree = sys_call(SYS_OPEN_TREE, AT_FDCWD, b"/proc", OPEN_TREE_CLONE)
+    fd = os.open("kpagecgroup", os.O_RDONLY, dir_fd=tree)
+    if os.read(fd, 4096):
+        raise OSError(0, "read the host's kpagecgroup")
+out["open_tree clone"] = attempt(read_through_clone)
+out["fsopen"] = attempt(lambda: sys_call(SYS_FSOPEN, b"proc", 0))
+# What reads the host-wide counters that stay readable still works.
+import multiprocessing
+with multiprocessing.Pool(2) as pool:
+    out["libraries"] = [os.cpu_count() == len(os.sched_getaffinity(0)), len(os.getloadavg()), pool.map(abs, [-1, -2])]
 print(json.dumps(out))`
-	r := runPython(t, &sb, script)
+	r := runPython(t, &sb, script, mustMarshal(t, files))
 	var got map[string]any
 	mustJSON(t, r, &got)
-	for _, p := range []string{"keys", "key-users", "timer_list", "config.gz", "sched_debug"} {
+	for _, p := range files {
 		if got[p] != 0.0 {
 			t.Errorf("/proc/%s: read %v, want nothing", p, got[p])
 		}
+	}
+	for _, k := range []string{"open_tree clone", "fsopen"} {
+		if got[k] != "EPERM" {
+			t.Errorf("%s: %v, want EPERM", k, got[k])
+		}
+	}
+	if fmt.Sprint(got["libraries"]) != "[true 3 [1 2]]" {
+		t.Errorf("os.cpu_count == affinity, os.getloadavg, multiprocessing.Pool: %v, want [true 3 [1 2]]", got["libraries"])
+	}
+	if d, ok := got["tty/driver"].([]any); !ok || len(d) != 0 {
+		t.Errorf("/proc/tty/driver lists %v, want nothing", got["tty/driver"])
 	}
 	cg, _ := got["cgroup"].([]any)
 	t.Logf("cgroups seen by the program: %v", cg)
@@ -330,4 +382,173 @@ with open("/dev/shm/fill", "wb") as f:
 	if last<<20 > budget {
 		t.Errorf("the run held %d MiB in /dev/shm under a %d MiB budget", last, budget>>20)
 	}
+}
+
+// namespacesProbe tries, from a sandboxed program, every way to make a
+// namespace: unshare and clone with each CLONE_NEW* flag (clone has no
+// time-namespace flag), clone3, and setns into its own network namespace.
+// Each attempt runs in a child of its own, so one that succeeds changes
+// nothing for the next; a clone that succeeds ends its new process at once.
+// It also reads the run's namespace limits and checks that forks, threads
+// and subprocesses, which clone without namespace flags, still work.
+const namespacesProbe = errnoPrelude + `import ctypes, subprocess, threading
+NS = {"user": 0x10000000, "pid": 0x20000000, "net": 0x40000000, "mnt": 0x00020000, "ipc": 0x08000000,
+      "uts": 0x04000000, "cgroup": 0x02000000, "time": 0x00000080}
+SYS_CLONE = {"x86_64": 56, "aarch64": 220}[os.uname().machine]
+SYS_CLONE3, SIGCHLD, CLONE_FILES = 435, 17, 0x400
+def in_child(f):
+    """f's outcome in a forked child: "ok" or the errno name."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            f()
+        except OSError as e:
+            code = e.errno
+        os._exit(code)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return "ok" if code == 0 else errno.errorcode.get(code, str(code))
+def made(pid):
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+def unshare(flags):
+    if libc.unshare(flags) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+class CloneArgs(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint64) for n in ("flags", "pidfd", "child_tid", "parent_tid", "exit_signal",
+                                               "stack", "stack_size", "tls", "set_tid", "set_tid_size", "cgroup")]
+def clone3(flags):
+    args = CloneArgs(flags=flags, exit_signal=SIGCHLD)
+    made(sys_call(SYS_CLONE3, ctypes.byref(args), ctypes.sizeof(args)))
+def setns():
+    fd = os.open("/proc/self/ns/net", os.O_RDONLY)
+    if libc.setns(fd, NS["net"]) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+out = {}
+for name, flag in NS.items():
+    out["unshare " + name] = in_child(lambda: unshare(flag))
+    if name != "time":
+        out["clone " + name] = in_child(lambda: made(sys_call(SYS_CLONE, flag | SIGCHLD, 0, 0, 0, 0)))
+out["clone3 user"] = in_child(lambda: clone3(NS["user"]))
+out["setns net"] = in_child(setns)
+out["unshare files"] = in_child(lambda: unshare(CLONE_FILES))
+def raise_limit():
+    with open("/proc/sys/user/max_user_namespaces", "w") as f:
+        f.write("100")
+out["raise limit"] = attempt(raise_limit)
+limits = {}
+for f in sorted(os.listdir("/proc/sys/user")):
+    if f.startswith("max_") and f.endswith("_namespaces"):
+        limits[f] = open("/proc/sys/user/" + f).read().strip()
+out["limits"] = limits
+t = threading.Thread(target=lambda: None)
+t.start()
+t.join()
+out["thread"] = "ok"
+out["subprocess"] = subprocess.run([sys.executable, "-c", "pass"]).returncode
+print(json.dumps(out))
+`
+
+// checkNamespacesProbe checks namespacesProbe's report: every namespace
+// refused (EPERM; clone3, whose flags seccomp cannot read, ENOSYS), every
+// namespace limit of the run's user namespace 0, forks, threads and
+// subprocesses unharmed.
+func checkNamespacesProbe(t *testing.T, r runResult) {
+	t.Helper()
+	var got map[string]any
+	mustJSON(t, r, &got)
+	for _, ns := range []string{"user", "pid", "net", "mnt", "ipc", "uts", "cgroup", "time"} {
+		want := map[string]any{"unshare " + ns: "EPERM"}
+		if ns != "time" {
+			want["clone "+ns] = "EPERM"
+		}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("%s: %v, want %v", k, got[k], w)
+			}
+		}
+	}
+	for k, w := range map[string]any{"clone3 user": "ENOSYS", "setns net": "EPERM", "unshare files": "ok", "raise limit": "EACCES",
+		"thread": "ok", "subprocess": 0.0} {
+		if got[k] != w {
+			t.Errorf("%s: %v, want %v", k, got[k], w)
+		}
+	}
+	limits, _ := got["limits"].(map[string]any)
+	if len(limits) < 7 {
+		t.Errorf("namespace limits seen: %v, want every max_*_namespaces", limits)
+	}
+	for k, v := range limits {
+		if v != "0" {
+			t.Errorf("/proc/sys/user/%s in the run: %v, want 0", k, v)
+		}
+	}
+}
+
+// TestSandboxHardeningC680Namespaces: a program can make no namespace
+// of any type, spawned or forked from the sandboxed fork server: one run
+// could otherwise take every namespace its daemon's user may have on the
+// host (user namespaces are counted per user at every ancestor level), and
+// hold kernel memory its memory cgroup does not see.
+func TestSandboxHardeningC680Namespaces(t *testing.T) {
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	t.Run("spawned", func(t *testing.T) {
+		checkNamespacesProbe(t, runPython(t, &sb, namespacesProbe))
+	})
+	t.Run("forked", func(t *testing.T) {
+		srv := startSandboxForkServer(t, "")
+		checkNamespacesProbe(t, finishForked(t, forkPython(t, srv, &sb, namespacesProbe)))
+	})
+}
+
+// TestSandboxHardeningC683QueuedKernelObjects: queued signals, which the
+// kernel counts per user at every ancestor user namespace up to the daemon
+// user's host-wide count, are bounded per run (sandboxSigPending), spawned
+// and forked; POSIX message queues, counted the same way, cannot be made
+// (Landlock refuses to create the queue's file).
+func TestSandboxHardeningC683QueuedKernelObjects(t *testing.T) {
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	script := errnoPrelude + `import signal
+def mq_open():
+    libc.mq_open.restype = ctypes.c_int
+    fd = libc.mq_open(b"/coderun-probe", os.O_CREAT | os.O_RDWR, 0o600, None)
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    libc.mq_unlink(b"/coderun-probe")
+out = {"mq_open": attempt(mq_open)}
+sig = signal.SIGRTMIN
+signal.pthread_sigmask(signal.SIG_BLOCK, [sig])
+queued, stop = 0, "none"
+while queued < 2000:
+    if libc.sigqueue(os.getpid(), sig, ctypes.c_void_p(0)) != 0:
+        stop = errno.errorcode[ctypes.get_errno()]
+        break
+    queued += 1
+out["queued"], out["stop"] = queued, stop
+print(json.dumps(out))`
+	check := func(t *testing.T, r runResult) {
+		var got struct {
+			MqOpen string `json:"mq_open"`
+			Queued int
+			Stop   string
+		}
+		mustJSON(t, r, &got)
+		if got.MqOpen != "EACCES" {
+			t.Errorf("mq_open: %s, want EACCES", got.MqOpen)
+		}
+		if got.Queued > sandboxSigPending || got.Stop != "EAGAIN" {
+			t.Errorf("%d signals queued (then %s), want at most %d, then EAGAIN", got.Queued, got.Stop, sandboxSigPending)
+		}
+	}
+	t.Run("spawned", func(t *testing.T) { check(t, runPython(t, &sb, script)) })
+	t.Run("forked", func(t *testing.T) {
+		srv := startSandboxForkServer(t, "")
+		check(t, finishForked(t, forkPython(t, srv, &sb, script)))
+	})
 }

@@ -22,8 +22,12 @@ import (
 
 // sandboxDaemonVar makes the test binary a stand-in daemon (checked first in
 // TestMain): it starts a sandboxed python3 that sleeps, prints the init's
-// pid, and sleeps.
-const sandboxDaemonVar = "CHILD_SANDBOX_DAEMON"
+// pid, and sleeps. With nsLimitVar set as well it first sets its user
+// namespace's namespace limits to that value (it must be root there).
+const (
+	sandboxDaemonVar = "CHILD_SANDBOX_DAEMON"
+	nsLimitVar       = "CHILD_SANDBOX_NS_LIMIT"
+)
 
 func TestMain(m *testing.M) {
 	HelperMain(os.Args) // the sandbox inits and probes these tests start
@@ -34,6 +38,15 @@ func TestMain(m *testing.M) {
 }
 
 func standInDaemon(exe string) {
+	if limit := os.Getenv(nsLimitVar); limit != "" {
+		names, _ := filepath.Glob("/proc/sys/user/max_*_namespaces")
+		for _, n := range names {
+			if err := os.WriteFile(n, []byte(limit), 0); err != nil {
+				fmt.Println("error", err)
+				unix.Exit(1)
+			}
+		}
+	}
 	dir, _ := os.MkdirTemp("", "coderun-daemon-")
 	_, ro, _ := strings.Cut(os.Getenv("CHILD_SANDBOX_RO"), "=")
 	p, err := Start(child.Spec{Path: exe, Args: []string{"-I", "-c", "import time; time.sleep(60)"}, Dir: dir,

@@ -27,6 +27,7 @@ import (
 //	   fds 0-3 stdio, 4 relay pipe, 5… cgroups       private mounts, new /proc
 //	                                                  (host files masked),
 //	                                                  private /dev/shm, hostname,
+//	                                                  no further namespaces,
 //	                                                  all signals caught
 //	         init ──fork/exec──► stage "exec" ──execve──► program
 //	                 confine: no_new_privs, Landlock, seccomp, then the pids
@@ -266,9 +267,10 @@ func relayProgram(pid int) {
 	}
 }
 
-// prepareNamespace sets up the run's mount and UTS namespaces from inside
-// (the init is their root): private mounts, this PID namespace's /proc with
-// host information masked, a private bounded /dev/shm, the hostname.
+// prepareNamespace sets up the run's namespaces from inside (the init is
+// their root): private mounts, this PID namespace's /proc with host
+// information masked, no namespace limit above 0, a private bounded
+// /dev/shm, the hostname.
 func prepareNamespace(c sandboxConf) error {
 	// Mounts stay in this namespace; /proc shows this PID namespace only.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -278,6 +280,9 @@ func prepareNamespace(c sandboxConf) error {
 		return fmt.Errorf("mounting /proc: %w", err)
 	}
 	if err := maskProc(); err != nil {
+		return err
+	}
+	if err := forbidNamespaces(); err != nil {
 		return err
 	}
 	// A private, bounded /dev/shm (POSIX semaphores and shared memory, as
@@ -294,20 +299,91 @@ func prepareNamespace(c sandboxConf) error {
 	return nil
 }
 
-// maskedProc are the /proc files that describe the host rather than the run:
-// the daemon user's keyrings and their quotas, the kernel's configuration,
-// the host's timers and scheduler state (with host pids and command names).
-var maskedProc = []string{"/proc/keys", "/proc/key-users", "/proc/config.gz", "/proc/timer_list", "/proc/sched_debug"}
+// maskedProc are the /proc entries everyone may read that describe the host
+// rather than the run: the daemon user's keyrings and their quotas, the
+// kernel's configuration, the host's scheduler state (with host pids and
+// command names), and the host-wide counts of open files, inodes, dentries
+// and AIO contexts, which follow what other runs do; and /proc/tty/driver,
+// a root-only directory below the top level (serial lines' counters).
+var maskedProc = []string{"/proc/keys", "/proc/key-users", "/proc/config.gz", "/proc/sched_debug",
+	"/proc/sys/fs/file-nr", "/proc/sys/fs/inode-nr", "/proc/sys/fs/inode-state", "/proc/sys/fs/dentry-state",
+	"/proc/sys/fs/aio-nr", "/proc/tty/driver"}
 
-// maskProc bind-mounts /dev/null over each masked file this kernel has: the
-// program reads nothing there. Landlock forbids the program to unmount it.
+// maskProc masks, in the run's new /proc, every top-level entry that is not
+// world-readable (rootOnlyProc) and each of maskedProc this kernel has: the
+// program reads nothing there. Landlock forbids the program to unmount them.
 func maskProc() error {
-	for _, p := range maskedProc {
-		if _, err := os.Lstat(p); err != nil {
+	rootOnly, err := rootOnlyProc()
+	if err != nil {
+		return err
+	}
+	for _, p := range append(rootOnly, maskedProc...) {
+		if err := maskProcEntry(p); err != nil {
+			return fmt.Errorf("masking %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// rootOnlyProc lists the top-level /proc entries, pid directories and links
+// aside, that others may not read. Their owner is root, and so is the
+// program of a root daemon (its namespace's root maps to it), which would
+// read them by the owner's bits: the host's physical pages and the memory
+// cgroup of each (kpageflags, kpagecount, kpagecgroup: another run's memory
+// use, page by page), the kernel's slabs and allocations (slabinfo,
+// pagetypeinfo, vmallocinfo), its timers (timer_list), and whatever a
+// future kernel adds with that mode.
+func rootOnlyProc() ([]string, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("listing /proc: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		if _, pid := strconv.Atoi(e.Name()); pid == nil || e.Type()&os.ModeSymlink != 0 {
 			continue
 		}
-		if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
-			return fmt.Errorf("masking %s: %w", p, err)
+		if info, err := e.Info(); err == nil && info.Mode().Perm()&0o004 == 0 {
+			out = append(out, "/proc/"+e.Name())
+		}
+	}
+	return out, nil
+}
+
+// maskProcEntry hides p, when this kernel has it: /dev/null bound over a
+// file, an empty read-only tmpfs over a directory.
+func maskProcEntry(p string) error {
+	st, err := os.Lstat(p)
+	if err != nil {
+		return nil
+	}
+	if st.IsDir() {
+		return unix.Mount("tmpfs", p, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,nr_inodes=1,mode=0500")
+	}
+	return unix.Mount("/dev/null", p, "", unix.MS_BIND, "")
+}
+
+// forbidNamespaces sets every namespace limit of the run's user namespace
+// to 0: no process of the run can make a namespace of any type, whatever
+// system call it uses (the seccomp filter refuses the usual ones first).
+// The kernel counts a new namespace against the limits of its creator's
+// user namespace and of every ancestor, up to the host's for the daemon's
+// user, which one run could otherwise exhaust for every other run and
+// process of that user. /proc/sys/user shows the limits of the reader's
+// user namespace, this run's; they bind it and its descendants. The init,
+// root there with CAP_SYS_RESOURCE, may write them; the program, root there
+// too, may not: Landlock grants it /proc for reading only.
+func forbidNamespaces() error {
+	const dir = "/proc/sys/user/"
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("namespace limits: %w", err)
+	}
+	for _, e := range entries {
+		if n := e.Name(); strings.HasPrefix(n, "max_") && strings.HasSuffix(n, "_namespaces") {
+			if err := os.WriteFile(dir+n, []byte("0"), 0); err != nil {
+				return fmt.Errorf("namespace limits: %w", err)
+			}
 		}
 	}
 	return nil
@@ -397,9 +473,15 @@ func joinCgroups(c sandboxConf, procs, pid int) error {
 	return nil
 }
 
-// setSandboxLimits sets NOFILE, FSIZE and NPROC (soft = hard; the program
+// sandboxSigPending bounds a run's queued signals (RLIMIT_SIGPENDING).
+const sandboxSigPending = 256
+
+// setSandboxLimits sets NOFILE, FSIZE, SIGPENDING and NPROC (soft = hard; the program
 // cannot raise a hard limit without CAP_SYS_RESOURCE in the initial user
-// namespace) of pid (0: the calling process). NPROC counts every task of the
+// namespace) of pid (0: the calling process). Queued signals are counted
+// per user at every ancestor user namespace, up to the daemon user's count
+// on the host, shared with all its processes (for root, tens of thousands
+// for every root process): a run may hold sandboxSigPending of them. NPROC counts every task of the
 // namespace's uid, the init's threads included, so the tasks present now
 // other than pid's are added: after execve the program may hold c.nproc
 // tasks. Every task of the run's user namespace is in its PID namespace,
@@ -426,12 +508,25 @@ func setSandboxLimits(c sandboxConf, pid int) error {
 	if err := set("RLIMIT_FSIZE", unix.RLIMIT_FSIZE, uint64(c.fsize)); err != nil {
 		return err
 	}
+	if err := set("RLIMIT_SIGPENDING", unix.RLIMIT_SIGPENDING, sigPendingBound(pid)); err != nil {
+		return err
+	}
 	self := "/proc/self"
 	if pid != 0 {
 		self = "/proc/" + strconv.Itoa(pid)
 	}
 	others := countTasks("/proc") - countTasks(self)
 	return set("RLIMIT_NPROC", unix.RLIMIT_NPROC, uint64(c.nproc+max(others, 0)))
+}
+
+// sigPendingBound is sandboxSigPending, or pid's hard RLIMIT_SIGPENDING
+// where that is lower (only CAP_SYS_RESOURCE could raise it).
+func sigPendingBound(pid int) uint64 {
+	var cur unix.Rlimit
+	if err := unix.Prlimit(pid, unix.RLIMIT_SIGPENDING, nil, &cur); err == nil && cur.Max < sandboxSigPending {
+		return cur.Max
+	}
+	return sandboxSigPending
 }
 
 // countTasks counts the threads of the processes under dir ("/proc": all of

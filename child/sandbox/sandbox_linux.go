@@ -182,9 +182,10 @@ type sandboxRun struct {
 // UTS namespaces; a minimal init as PID 1 (the helper binary, see
 // init_linux.go) that runs the program as its child (never PID 1) in the init's
 // process group; for the program, a pids cgroup (root daemon) or
-// RLIMIT_NPROC (otherwise), RLIMIT_NOFILE, RLIMIT_FSIZE, no_new_privs, a
-// Landlock domain (Config.ReadOnly read-only, spec.Dir read-write) and a
-// seccomp filter (no socket(AF_UNIX), no io_uring).
+// RLIMIT_NPROC (otherwise), RLIMIT_NOFILE, RLIMIT_FSIZE, RLIMIT_SIGPENDING,
+// no_new_privs, a Landlock domain (Config.ReadOnly read-only, spec.Dir
+// read-write) and a seccomp filter (no socket(AF_UNIX), no io_uring, no new
+// namespaces, whose limits the init also sets to 0: seccomp_linux.go).
 //
 // Process.Pid is the init's pid: SignalGroup reaches the init (which
 // survives anything but SIGKILL) and the program; SIGKILL kills the init,
@@ -229,7 +230,7 @@ func Start(spec child.Spec, sb Config) (*child.Process, error) {
 		s.CloseDaemon()
 		run.relay.Close()
 		run.cgroup.remove()
-		return nil, err
+		return nil, namespaceLimitError(err)
 	}
 	run.pid = pid
 	p := spawn.Started(pid, s.Conn, s.Stdout, s.Stderr)
@@ -238,6 +239,17 @@ func Start(spec child.Spec, sb Config) (*child.Process, error) {
 	}
 	spawn.SetReap(p, run.wait)
 	return p, nil
+}
+
+// namespaceLimitError names the likely cause of ENOSPC from the clone of a
+// sandbox's namespaces, which the kernel reports as "no space left on
+// device": a namespace limit of the daemon's user (shared with every
+// process of that user on the host) is reached.
+func namespaceLimitError(err error) error {
+	if errors.Is(err, unix.ENOSPC) {
+		return fmt.Errorf("%w (new namespaces refused: a /proc/sys/user/max_*_namespaces limit of the daemon's user is reached)", err)
+	}
+	return err
 }
 
 // openRun opens the relay pipe (returning its raw write end) and creates the

@@ -47,6 +47,22 @@ import (
 //     to execve of /proc/self/fd/N, which Landlock checks like any path.
 //   - io_uring_setup → ENOSYS: io_uring operations (IORING_OP_SOCKET …) are
 //     not seen by seccomp.
+//   - new namespaces: unshare() and clone() with any CLONE_NEW* flag, and
+//     setns() → EPERM; clone3() → ENOSYS, as a kernel older than 5.3
+//     answers, because its flags are in memory the filter cannot read: libc
+//     then falls back to clone(), whose flags it can. Every namespace a run
+//     made would be counted against its daemon user's host-wide limits
+//     (/proc/sys/user/max_*_namespaces, checked at every ancestor user
+//     namespace), which one run could exhaust for every other run and
+//     process of that user, and would hold kernel memory outside the run's
+//     memory cgroup. The init also sets those limits to 0 in the run's own
+//     user namespace (init_linux.go), which bounds any other way in.
+//   - the mount API (open_tree, open_tree_attr, move_mount, fsopen,
+//     fsconfig, fsmount, fspick, mount_setattr) → EPERM. Landlock already
+//     forbids the program to change its mount tree, but open_tree's
+//     OPEN_TREE_CLONE copies a mount without its submounts into a detached
+//     tree whose files Landlock still lets it read (they are the same
+//     inodes): a copy of /proc without the masks over it (init_linux.go).
 //   - any other architecture or ABI (x32, int 0x80 on amd64) → ENOSYS, so
 //     the filter cannot be sidestepped through another system call table.
 //
@@ -64,13 +80,21 @@ var seccompArch = map[string]uint32{
 // Numbers of system calls newer than some GOARCH tables of x/sys: the
 // architectures listed in seccompArch share one numbering from 424 on.
 const (
-	sysMemfdSecret = 447
-	sysFileSetattr = 469
+	sysMemfdSecret  = 447
+	sysOpenTreeAttr = 467
+	sysFileSetattr  = 469
 )
 
+// namespaceFlags are the CLONE_NEW* flags of clone() and unshare(). In
+// clone()'s first argument CLONE_NEWTIME's bit is part of the exit signal
+// (CSIGNAL), where no valid signal sets it.
+const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS | unix.CLONE_NEWIPC |
+	unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWTIME
+
 // epermSyscalls change a file's mode, owner, times, extended attributes or
-// attribute flags, or watch files and directories (legacySyscalls: the old
-// forms some architectures still have besides these).
+// attribute flags, watch files and directories (legacySyscalls: the old
+// forms some architectures still have besides these), enter a namespace,
+// or use the mount API.
 var epermSyscalls = append([]uint32{
 	unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2,
 	unix.SYS_FCHOWN, unix.SYS_FCHOWNAT,
@@ -79,16 +103,20 @@ var epermSyscalls = append([]uint32{
 	unix.SYS_REMOVEXATTR, unix.SYS_LREMOVEXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_REMOVEXATTRAT,
 	sysFileSetattr,
 	unix.SYS_INOTIFY_INIT1, unix.SYS_FANOTIFY_INIT, unix.SYS_FANOTIFY_MARK,
+	unix.SYS_SETNS,
+	unix.SYS_OPEN_TREE, sysOpenTreeAttr, unix.SYS_MOVE_MOUNT, unix.SYS_FSOPEN, unix.SYS_FSCONFIG,
+	unix.SYS_FSMOUNT, unix.SYS_FSPICK, unix.SYS_MOUNT_SETATTR,
 }, legacySyscalls...)
 
 // enosysSyscalls are refused as if the kernel did not have them: io_uring,
 // keyrings, memory that is not address space (ipcSyscalls: the multiplexed
-// SysV IPC entry some architectures have) and execveat.
+// SysV IPC entry some architectures have), execveat and clone3.
 var enosysSyscalls = append([]uint32{
 	unix.SYS_IO_URING_SETUP,
 	unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
 	unix.SYS_MEMFD_CREATE, sysMemfdSecret, unix.SYS_SHMGET,
 	unix.SYS_EXECVEAT,
+	unix.SYS_CLONE3,
 }, ipcSyscalls...)
 
 // iocW is _IOW(typ, nr, size) of this architecture: its direction bits are
@@ -122,6 +150,7 @@ const (
 	toSocket     // the socket() family check
 	toSocketpair // the socketpair() type check
 	toIoctl      // the ioctl() request check
+	toNamespaces // the clone() and unshare() flags check
 	labels
 )
 
@@ -138,12 +167,13 @@ func seccompFilter() ([]unix.SockFilter, error) {
 		return nil, fmt.Errorf("no seccomp filter for GOARCH %s", runtime.GOARCH)
 	}
 	const (
-		ld  = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
-		jeq = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
-		jge = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
-		and = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
-		ret = unix.BPF_RET | unix.BPF_K
-		x32 = 0x40000000 // __X32_SYSCALL_BIT
+		ld   = unix.BPF_LD | unix.BPF_W | unix.BPF_ABS
+		jeq  = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
+		jge  = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
+		jset = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+		and  = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
+		ret  = unix.BPF_RET | unix.BPF_K
+		x32  = 0x40000000 // __X32_SYSCALL_BIT
 	)
 	load := func(off uint32) bpfInsn { return bpfInsn{unix.SockFilter{Code: ld, K: off}, nextInsn, nextInsn} }
 	is := func(k uint32, then bpfLabel) bpfInsn {
@@ -157,7 +187,8 @@ func seccompFilter() ([]unix.SockFilter, error) {
 
 	p = append(p, load(4), bpfInsn{unix.SockFilter{Code: jeq, K: arch}, nextInsn, toENOSYS}, load(0),
 		bpfInsn{unix.SockFilter{Code: jge, K: x32}, toENOSYS, nextInsn},
-		is(unix.SYS_SOCKET, toSocket), is(unix.SYS_SOCKETPAIR, toSocketpair), is(unix.SYS_IOCTL, toIoctl))
+		is(unix.SYS_SOCKET, toSocket), is(unix.SYS_SOCKETPAIR, toSocketpair), is(unix.SYS_IOCTL, toIoctl),
+		is(unix.SYS_CLONE, toNamespaces), is(unix.SYS_UNSHARE, toNamespaces))
 	for _, nr := range enosysSyscalls {
 		p = append(p, is(nr, toENOSYS))
 	}
@@ -171,6 +202,8 @@ func seccompFilter() ([]unix.SockFilter, error) {
 		p = append(p, is(req, toEPERM))
 	}
 	p = append(p, jump(toAllow))
+	mark(toNamespaces)
+	p = append(p, load(16), bpfInsn{unix.SockFilter{Code: jset, K: namespaceFlags}, toEPERM, toAllow})
 	mark(toSocket)
 	p = append(p, load(16), is(unix.AF_INET, toAllow), is(unix.AF_INET6, toAllow), is(unix.AF_NETLINK, toAllow), jump(toEACCES))
 	mark(toSocketpair)
@@ -255,6 +288,6 @@ func seccompFeature() Feature {
 		return f
 	}
 	f.OK, f.Detail = true, "only inet and netlink sockets, stream socket pairs, no file metadata or attribute flag changes, "+
-		"no inotify or fanotify, no keyrings, no memfd or SysV shared memory, no execveat, no io_uring"
+		"no inotify or fanotify, no keyrings, no memfd or SysV shared memory, no execveat, no io_uring, no new namespaces, no mount API"
 	return f
 }
