@@ -42,7 +42,13 @@ var servingLine = regexp.MustCompile(`msg=serving listen=(\S+) admin=(\S*)`)
 // at cleanup, which must end it within the drain time.
 func startService(t *testing.T, env map[string]string, listen string) *service {
 	t.Helper()
-	cmd := exec.Command(daemonBin, "serve", "--listen", listen, "--admin", "127.0.0.1:0")
+	return startServiceAdmin(t, env, listen, "127.0.0.1:0")
+}
+
+// startServiceAdmin is startService with the admin endpoint at admin.
+func startServiceAdmin(t *testing.T, env map[string]string, listen, admin string) *service {
+	t.Helper()
+	cmd := exec.Command(daemonBin, "serve", "--listen", listen, "--admin", admin)
 	cmd.Env = environ(t, env)
 	s := &service{t: t, cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = s.stderr
@@ -396,6 +402,35 @@ func TestServeAdmin(t *testing.T) {
 	}
 	if got := s.metric(`coderun_runs_total{kind="ok"}`); got != 1 {
 		t.Errorf(`coderun_runs_total{kind="ok"} = %v, want 1`, got)
+	}
+}
+
+// --admin takes the forms --listen does: tcp:HOST:PORT and unix:PATH serve
+// the probes; a bad one is refused at start, naming it.
+func TestServeAdminAddressForms(t *testing.T) {
+	t.Parallel()
+	s := startServiceAdmin(t, nil, sockPath(t), "tcp:127.0.0.1:0")
+	if code, body := s.get("/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("tcp: /healthz: %d %q", code, body)
+	}
+	admin := sockPath(t) // unix:PATH
+	startServiceAdmin(t, nil, sockPath(t), admin)
+	client := http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", strings.TrimPrefix(admin, "unix:"))
+	}}}
+	resp, err := client.Get("http://admin/readyz")
+	if err != nil {
+		t.Fatalf("unix: GET /readyz: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "ready\n" {
+		t.Errorf("unix: /readyz: %d %q", resp.StatusCode, body)
+	}
+	cmd := exec.Command(daemonBin, "serve", "--listen", sockPath(t), "--admin", "ws://127.0.0.1:1/x")
+	out, _ := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 2 || !strings.Contains(string(out), `admin address "ws://127.0.0.1:1/x"`) {
+		t.Errorf("bad --admin: exit %d\n%s", code, out)
 	}
 }
 

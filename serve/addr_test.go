@@ -61,3 +61,33 @@ func TestCheckToken(t *testing.T) {
 		}
 	}
 }
+
+// --admin takes every --listen form (a ws:// one without a path) and a plain
+// HOST:PORT.
+func TestParseAdminAddr(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Addr
+		err  string
+	}{
+		{in: "127.0.0.1:9090", want: Addr{Scheme: "tcp", Where: "127.0.0.1:9090"}},
+		{in: ":9090", want: Addr{Scheme: "tcp", Where: ":9090"}},
+		{in: "tcp:127.0.0.1:9090", want: Addr{Scheme: "tcp", Where: "127.0.0.1:9090"}},
+		{in: "unix:/run/admin.sock", want: Addr{Scheme: "unix", Where: "/run/admin.sock"}},
+		{in: "ws://127.0.0.1:9090", want: Addr{Scheme: "ws", Where: "127.0.0.1:9090", Path: "/"}},
+		{in: "ws://127.0.0.1:9090/metrics", err: "give no path"},
+		{in: "localhost", err: "tcp: needs HOST:PORT"},
+		{in: "http://h:1", err: "must start with unix:, tcp: or ws://"},
+	} {
+		a, err := ParseAdminAddr(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "admin address") {
+				t.Errorf("%s: %v, want an admin address error saying %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || a != tc.want {
+			t.Errorf("%s: %+v %v, want %+v", tc.in, a, err, tc.want)
+		}
+	}
+}

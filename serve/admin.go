@@ -116,7 +116,7 @@ const adminConnections = 32
 // startAdmin serves /healthz (the process serves), /readyz (it takes
 // connections: not while draining) and /metrics on the admin address.
 func (s *service) startAdmin() (*http.Server, net.Addr, error) {
-	ln, err := net.Listen("tcp", s.opts.Admin)
+	ln, err := net.Listen(s.opts.Admin.network(), s.opts.Admin.Where)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -43,7 +43,7 @@ import (
 // Options configure service mode; main builds them from the configuration.
 type Options struct {
 	Listen Addr
-	Admin  string // HOST:PORT of the admin endpoint; "" for none
+	Admin  Addr // the admin endpoint (ParseAdminAddr); the zero Addr for none
 	// Token is the bearer token every connection must present; "" for
 	// none, allowed only when Listen is loopback.
 	Token                string
@@ -136,11 +136,11 @@ func (s *service) start() (stop func(), err error) {
 	}
 	var admin *http.Server
 	adminText := ""
-	if s.opts.Admin != "" {
+	if s.opts.Admin.Scheme != "" {
 		srv, addr, err := s.startAdmin()
 		if err != nil {
 			ln.Close()
-			return nil, fmt.Errorf("--admin %s: %w", s.opts.Admin, err)
+			return nil, fmt.Errorf("--admin %s: %w", s.opts.Admin.String(), err)
 		}
 		admin, adminText = srv, addr.String()
 	}
@@ -159,12 +159,7 @@ func (s *service) start() (stop func(), err error) {
 // once, served, authenticating or being refused: past that, connections
 // wait in the kernel's backlog (checkDescriptors).
 func (s *service) listen() (net.Listener, error) {
-	a := s.opts.Listen
-	network := "tcp"
-	if a.Scheme == "unix" {
-		network = "unix"
-	}
-	ln, err := net.Listen(network, a.Where)
+	ln, err := net.Listen(s.opts.Listen.network(), s.opts.Listen.Where)
 	if err != nil {
 		return nil, err
 	}

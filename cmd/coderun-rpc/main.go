@@ -309,9 +309,9 @@ speaking JSON-RPC 2.0 with LSP framing on stdin/stdout.
 
 Usage:
   coderun-rpc            serve on stdio
-  coderun-rpc serve --listen ADDR [--admin HOST:PORT]
+  coderun-rpc serve --listen ADDR [--admin ADDR]
                          service mode: every connection is a client (docs/service.md);
-                         ADDR is unix:PATH, tcp:HOST:PORT or ws://HOST:PORT/PATH
+                         ADDR is unix:PATH, tcp:HOST:PORT or ws://HOST:PORT/PATH (--admin: also HOST:PORT)
   coderun-rpc mcp        serve the Model Context Protocol on stdio (docs/mcp.md)
   --mcp-config FILE      upstream MCP servers (overrides CODERUN_MCP_CONFIG)
   coderun-rpc --check    validate the configuration, probe Python, run a smoke program

@@ -11,28 +11,32 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/serve"
 )
 
-// serveArgs parses `serve`'s flags: --listen is required.
-func serveArgs(args []string) (serve.Addr, string, error) {
+// serveArgs parses `serve`'s flags: --listen is required; --admin takes
+// the same forms, or a plain HOST:PORT (the zero Addr when absent).
+func serveArgs(args []string) (listen, admin serve.Addr, err error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	listen := fs.String("listen", "", "unix:PATH, tcp:HOST:PORT or ws://HOST:PORT/PATH")
-	admin := fs.String("admin", "", "HOST:PORT of /healthz, /readyz and /metrics")
+	listenText := fs.String("listen", "", "unix:PATH, tcp:HOST:PORT or ws://HOST:PORT/PATH")
+	adminText := fs.String("admin", "", "HOST:PORT, tcp:HOST:PORT or unix:PATH of /healthz, /readyz and /metrics")
 	if err := fs.Parse(args); err != nil {
-		return serve.Addr{}, "", err
+		return listen, admin, err
 	}
 	if fs.NArg() > 0 {
-		return serve.Addr{}, "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return listen, admin, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if *listen == "" {
-		return serve.Addr{}, "", fmt.Errorf("--listen ADDR is required")
+	if *listenText == "" {
+		return listen, admin, fmt.Errorf("--listen ADDR is required")
 	}
-	a, err := serve.ParseAddr(*listen)
-	return a, *admin, err
+	if listen, err = serve.ParseAddr(*listenText); err != nil || *adminText == "" {
+		return listen, admin, err
+	}
+	admin, err = serve.ParseAdminAddr(*adminText)
+	return listen, admin, err
 }
 
 // serveMode is `coderun-rpc serve`: one Manager shared by every connection;
 // each connection reaches the upstream MCP servers as a stdio client does.
-func serveMode(ctx context.Context, d *daemonEnv, listen serve.Addr, admin string) int {
+func serveMode(ctx context.Context, d *daemonEnv, listen, admin serve.Addr) int {
 	cfg := d.cfg
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	server := rpcOptions(cfg, d.log)
