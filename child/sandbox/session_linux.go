@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -83,7 +82,7 @@ func (f *family) firstMember() (int, error) {
 		if f.isEnded() {
 			return 0, errors.New("the init ended before its program started")
 		}
-		for _, c := range childrenOf(f.holder.Pid) {
+		for _, c := range spawn.Children(f.holder.Pid) {
 			if pgrp, _, ok := groupOf(c); ok && pgrp == c {
 				return c, nil
 			}
@@ -96,7 +95,7 @@ func (f *family) firstMember() (int, error) {
 // adopt claims nspid, a fork of a member, as a member: a child of the init
 // that leads its own session and is no member yet.
 func (f *family) adopt(nspid int) (*child.Process, error) {
-	for _, c := range childrenOf(f.holder.Pid) {
+	for _, c := range spawn.Children(f.holder.Pid) {
 		if ns, ok := innermostPid(c); !ok || ns != nspid {
 			continue
 		}
@@ -212,21 +211,6 @@ func ForkRuleset(sb Config, python, home string) (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), "landlock-ruleset"), nil
-}
-
-// childrenOf lists the children of every thread of pid.
-func childrenOf(pid int) []int {
-	var out []int
-	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
-	for _, t := range tasks {
-		b, _ := os.ReadFile(t)
-		for _, f := range bytes.Fields(b) {
-			if n, err := strconv.Atoi(string(f)); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
 }
 
 // groupOf reads pid's process group and session (/proc/<pid>/stat fields

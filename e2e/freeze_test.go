@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
+)
+
+// spinProgram leaves a session spinning: a thread of the interpreter named
+// spinidle and a child process named spinkid that left the interpreter's
+// process group and session with setsid(). kid is kept to be killed at the
+// end (in tier process such a child outlives its session). The run ends once
+// both are named.
+const spinProgram = `import ctypes, subprocess, sys, threading
+libc = ctypes.CDLL(None)
+named = threading.Event()
+def spin():
+    libc.prctl(15, b'spinidle', 0, 0, 0)
+    named.set()
+    while True:
+        pass
+threading.Thread(target=spin, daemon=True).start()
+kid = subprocess.Popen([sys.executable, '-c', "import ctypes, os\nctypes.CDLL(None).prctl(15, b'spinkid', 0, 0, 0)\nos.write(1, b'n')\nwhile True: pass"],
+    start_new_session=True, stdout=subprocess.PIPE)
+named.wait()
+kid.stdout.read(1)
+return 'spinning'`
+
+// TestSessionC330IdleFrozen: between runs a session's interpreter, every
+// thread of it and a descendant that left its process group are stopped,
+// so an idle session uses no CPU; the next run starts them again and is
+// billed only for what they used while it ran. A fork of the frozen
+// session works, and is frozen in turn once idle.
+func TestSessionC330IdleFrozen(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, nil)
+	sid := d.open(`{}`)
+	if r := d.srun(sid, spinProgram); r.Error != nil || !r.Session.Alive {
+		t.Fatalf("spin run: %+v", r.Error)
+	}
+	interp := spinnerOf(t, d.cmd.Process.Pid, "spinidle")
+	kid := spinnerOf(t, d.cmd.Process.Pid, "spinkid")
+	waitFor(t, func() bool { return treeStopped(interp) && treeStopped(kid) }, "the idle session to be frozen")
+	before := treeTicks(interp)
+	burnCPU(300 * time.Millisecond) // CPU was there to take
+	if after := treeTicks(interp); after != before {
+		t.Fatalf("the idle session used %d ticks of CPU while frozen", after-before)
+	}
+	r := d.srun(sid, "return 1")
+	if r.Error != nil || !r.Session.Alive {
+		t.Fatalf("run after idling: %+v", r.Error)
+	}
+	waitFor(t, func() bool { return treeStopped(interp) && treeStopped(kid) }, "the session to be frozen again")
+	ran := treeTicks(interp) - before
+	if r.Stats.CPUMs > (ran+1)*10 {
+		t.Errorf("the run was billed %d ms; the session used %d ms while thawed for it", r.Stats.CPUMs, ran*10)
+	}
+
+	f := d.fork(sid)
+	forkSpin := "import ctypes, threading\nnamed = threading.Event()\ndef spin():\n    ctypes.CDLL(None).prctl(15, b'spinfork', 0, 0, 0)\n" +
+		"    named.set()\n    while True:\n        pass\nthreading.Thread(target=spin, daemon=True).start()\nnamed.wait()"
+	if r := d.srun(f, forkSpin); r.Error != nil || !r.Session.Alive {
+		t.Fatalf("run on the fork of a frozen session: %+v", r.Error)
+	}
+	fork := spinnerOf(t, d.cmd.Process.Pid, "spinfork")
+	waitFor(t, func() bool { return treeStopped(fork) && treeStopped(interp) }, "the fork and its source to be frozen")
+	if r := d.srun(f, "return 2"); string(r.Value) != "2" {
+		t.Errorf("the fork after idling: %s %+v", r.Value, r.Error)
+	}
+	if r := d.srun(sid, "kid.kill()\nkid.wait()\nreturn 2"); string(r.Value) != "2" {
+		t.Errorf("the source after its fork: %s %+v", r.Value, r.Error)
+	}
+	d.call("session/close", `{"sessionId":"`+f+`"}`)
+	d.call("session/close", `{"sessionId":"`+sid+`"}`)
+}
+
+// spinnerOf waits for the process among the daemon's descendants of which
+// a thread is named name, and returns its pid.
+func spinnerOf(t *testing.T, daemon int, name string) int {
+	t.Helper()
+	pid := 0
+	waitFor(t, func() bool {
+		for _, p := range procTree(daemon) {
+			tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+			for _, task := range tasks {
+				comm, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "task", task.Name(), "comm"))
+				if strings.TrimSpace(string(comm)) == name {
+					pid = p
+					return true
+				}
+			}
+		}
+		return false
+	}, "a process with a thread named "+name)
+	return pid
+}
+
+// procTree is pid and its descendants.
+func procTree(pid int) []int {
+	out := []int{pid}
+	for i := 0; i < len(out); i++ {
+		files, _ := filepath.Glob("/proc/" + strconv.Itoa(out[i]) + "/task/*/children")
+		for _, f := range files {
+			b, _ := os.ReadFile(f)
+			for _, c := range strings.Fields(string(b)) {
+				if n, err := strconv.Atoi(c); err == nil {
+					out = append(out, n)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// statFields is /proc/<path>/stat from field 3 on.
+func statFields(path string) []string {
+	b, err := os.ReadFile("/proc/" + path + "/stat")
+	i := bytes.LastIndexByte(b, ')')
+	if err != nil || i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+// treeStopped reports whether every thread of pid and of its descendants is
+// stopped.
+func treeStopped(pid int) bool {
+	for _, p := range procTree(pid) {
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+		for _, task := range tasks {
+			if f := statFields(strconv.Itoa(p) + "/task/" + task.Name()); len(f) > 0 && f[0] != "T" {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// treeTicks is the CPU (clock ticks) pid and its descendants have used,
+// reaped children included.
+func treeTicks(pid int) int64 {
+	var sum int64
+	for _, p := range procTree(pid) {
+		f := statFields(strconv.Itoa(p))
+		for _, k := range []int{11, 12, 13, 14} { // fields 14-17
+			if len(f) > k {
+				n, _ := strconv.ParseInt(f[k], 10, 64)
+				sum += n
+			}
+		}
+	}
+	return sum
+}
+
+// burnCPU spins on one thread until that thread has used d of CPU: a
+// condition (the machine gave the test CPU), not a stretch of time.
+func burnCPU(d time.Duration) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	used := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	for start := used(); used()-start < d; {
+	}
+}
