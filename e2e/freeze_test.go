@@ -173,3 +173,35 @@ func burnCPU(d time.Duration) {
 	for start := used(); used()-start < d; {
 	}
 }
+
+// TestSessionC331LifetimeCPU: a run that uses up its session's lifetime
+// CPU (CODERUN_SESSION_CPU_SECONDS) ends timeout with budget cpu, naming
+// the lifetime total — on the session, on a fork, and on a fork whose
+// source used most of the total first: in tier sandbox the family shares
+// it (the namespace's init kills every member), in tier process each fork
+// inherits the source's limit and counts its own CPU from zero.
+func TestSessionC331LifetimeCPU(t *testing.T) {
+	spin := func(s float64) string {
+		return "import time\nt = time.process_time()\nwhile time.process_time() - t < " + strconv.FormatFloat(s, 'f', 1, 64) + ":\n    pass"
+	}
+	for _, which := range []string{"source", "fork", "family"} {
+		t.Run(which, func(t *testing.T) {
+			leakcheck.Check(t)
+			d := started(t, map[string]string{"CODERUN_SESSION_CPU_SECONDS": "3"})
+			sid := d.open(`{}`)
+			if which == "family" {
+				if r := d.srun(sid, spin(1.6), `"limits":{"cpuSeconds":20}`); r.Error != nil {
+					t.Fatalf("the source's first run: %+v", r.Error)
+				}
+			}
+			if which != "source" {
+				sid = d.fork(sid)
+			}
+			r := d.srun(sid, spin(8), `"limits":{"cpuSeconds":20}`)
+			if r.Error == nil || r.Error.Kind != "timeout" || r.Error.Budget != "cpu" ||
+				!strings.Contains(r.Error.Message, "CODERUN_SESSION_CPU_SECONDS=3") || r.Session.Alive {
+				t.Errorf("a run past the session's lifetime CPU: %+v %+v", r.Error, r.Session)
+			}
+		})
+	}
+}

@@ -167,7 +167,7 @@ func (f *family) demux() {
 		if _, err := io.ReadFull(f.run.relay, b); err != nil {
 			break
 		}
-		pid, ws, ru, ok := decodeMember(b)
+		pid, e, ok := decodeMember(b)
 		if !ok {
 			continue
 		}
@@ -176,7 +176,7 @@ func (f *family) demux() {
 		delete(f.waiting, pid)
 		f.mu.Unlock()
 		if ch != nil {
-			ch <- spawn.ExitOf(ws, ru)
+			ch <- e
 		}
 	}
 	f.mu.Lock()

@@ -43,6 +43,9 @@ type Exit struct {
 	Signaled bool
 	CPU      time.Duration // user+system from wait4 rusage (includes reaped descendants)
 	MaxRSSKb int64
+	// CPUBound: the sandbox init of a session's namespace killed it for the
+	// family's lifetime CPU total (a member's record, session_linux.go).
+	CPUBound bool
 }
 
 // ErrWaited is returned by a second call to Wait.
