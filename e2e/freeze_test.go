@@ -82,6 +82,41 @@ func TestSessionC330IdleFrozen(t *testing.T) {
 	d.call("session/close", `{"sessionId":"`+sid+`"}`)
 }
 
+// TestSessionC332SandboxOrphanFrozen: in tier sandbox a process a
+// session's program orphaned with a double fork (the namespace's init took
+// it in) is stopped too while every member of the family is idle, and runs
+// again during a run. (In tier process such an orphan leaves the daemon's
+// reach: containment.md §2, known limits.)
+func TestSessionC332SandboxOrphanFrozen(t *testing.T) {
+	onlyInTier(t, "sandbox")
+	leakcheck.Check(t)
+	d := started(t, nil)
+	sid := d.open(`{}`)
+	// The orphan beats in the namespace's /dev/shm, which outlives no family.
+	orphan := "import ctypes, os\nr, w = os.pipe()\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n" +
+		"        ctypes.CDLL(None).prctl(15, b'spinorphan', 0, 0, 0)\n        os.write(w, b'n')\n        os.closerange(0, 1024)\n" +
+		"        n = 0\n        while True:\n            n += 1\n            if n % 100000 == 0:\n" +
+		"                with open('/dev/shm/beat.tmp', 'w') as f:\n                    f.write(str(n))\n" +
+		"                os.replace('/dev/shm/beat.tmp', '/dev/shm/beat')\n    os._exit(0)\nos.wait()\nos.read(r, 1)\nreturn 'orphaned'"
+	if r := d.srun(sid, orphan); r.Error != nil || !r.Session.Alive {
+		t.Fatalf("orphaning run: %+v", r.Error)
+	}
+	pid := spinnerOf(t, d.cmd.Process.Pid, "spinorphan")
+	waitFor(t, func() bool { return treeStopped(pid) }, "the orphan to be stopped")
+	before := treeTicks(pid)
+	burnCPU(300 * time.Millisecond)
+	if after := treeTicks(pid); after != before {
+		t.Fatalf("the orphan used %d ticks of CPU while its family was idle", after-before)
+	}
+	// The run ends once the orphan has beaten twice while it runs.
+	beats := "import os, time\ndef beat():\n    try:\n        return open('/dev/shm/beat').read()\n    except OSError:\n        return ''\n" +
+		"seen = {beat()}\nwhile len(seen) < 3:\n    seen.add(beat())\n    time.sleep(0.005)\nreturn 1"
+	if r := d.srun(sid, beats); r.Error != nil {
+		t.Fatalf("a run while the orphan is thawed: %+v", r.Error)
+	}
+	waitFor(t, func() bool { return treeStopped(pid) }, "the orphan to be stopped again")
+}
+
 // spinnerOf waits for the process among the daemon's descendants of which
 // a thread is named name, and returns its pid.
 func spinnerOf(t *testing.T, daemon int, name string) int {

@@ -56,8 +56,9 @@ type Session struct {
 	writerDone chan struct{} // closed when the last run's fd-3 writer has returned
 	sampler    *cpuSampler   // the attached run's CPU check, stopped when it settles
 
-	freezeMu sync.Mutex    // serialises syncFreeze
-	frozen   *child.Frozen // the child's tree while stopped between runs (syncFreeze); under freezeMu
+	freezeMu    sync.Mutex    // serialises syncFreeze
+	frozen      *child.Frozen // the child's tree while stopped between runs (syncFreeze); under freezeMu
+	freezeTimer *time.Timer   // freezeLater's; stopped when a run attaches
 }
 
 // queued is one entry of a session's FIFO: a run, or a fork's turn.
@@ -175,7 +176,7 @@ func (m *Manager) startSession(s *Session, get func() (*worker, error)) (string,
 		killWorker(w, m.log)
 		return "", ErrShuttingDown
 	}
-	go s.syncFreeze()
+	s.freezeLater()
 	return s.id, nil
 }
 
@@ -354,6 +355,9 @@ func (s *Session) teardown(attached *Run) {
 		return
 	}
 	w.proc.SignalGroup(syscall.SIGKILL)
+	s.mu.Lock()
+	stopTimer(s.freezeTimer)
+	s.mu.Unlock()
 	s.syncFreeze() // the session has ended: what the kill did not reach is continued, as if never frozen
 	if attached != nil {
 		<-attached.quiescent
@@ -537,6 +541,7 @@ func (s *Session) attach(r *Run) {
 		return
 	}
 	s.attached, s.writerDone, s.sampler = r, done, sampler
+	stopTimer(s.freezeTimer)
 	eof := s.eof
 	base := s.cpuMark // the last run's settlement or freeze set it; no /proc read on the way to the run frame
 	s.mu.Unlock()
@@ -558,6 +563,24 @@ func (s *Session) markCPU(cpu time.Duration) {
 	s.mu.Lock()
 	s.cpuMark = cpu
 	s.mu.Unlock()
+}
+
+// freezeDelay is how long a session stays idle before its child is frozen:
+// a client that sends its next run at once (the common case) finds the
+// child running and pays neither the freeze nor the thaw. What the child
+// uses meanwhile is billed to no run; it is bounded by the delay.
+const freezeDelay = 10 * time.Millisecond
+
+// freezeLater (re)arms the call of syncFreeze freezeDelay from now, off the
+// caller's path; attach stops it.
+func (s *Session) freezeLater() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.freezeTimer == nil {
+		s.freezeTimer = time.AfterFunc(freezeDelay, s.syncFreeze)
+		return
+	}
+	s.freezeTimer.Reset(freezeDelay)
 }
 
 // syncFreeze stops the child's process tree, or continues it, to match the
@@ -686,7 +709,7 @@ func (s *Session) runSettled(r *Run, kept *worker) {
 		s.lose(msgClosedFD3)
 	default:
 		s.next()
-		go s.syncFreeze() // off the settlement's path
+		s.freezeLater()
 	}
 }
 
@@ -907,7 +930,7 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 		s.forking = false
 		s.mu.Unlock()
 		s.next()
-		go s.syncFreeze()
+		s.freezeLater()
 	}()
 	if prev != nil {
 		<-prev // the last run's writer has returned: fd 3 is the fork frame's alone

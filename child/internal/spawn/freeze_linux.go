@@ -27,16 +27,25 @@ import (
 // not wait for (its SIGSTOP is pending and takes effect then).
 var freezeWait = 2 * time.Second
 
-// freezePoll is the pause between two passes of Freeze.
-const freezePoll = time.Millisecond
+// freezePoll is the pause between two passes of Freeze: a signalled task
+// stops as soon as it is scheduled.
+const freezePoll = 100 * time.Microsecond
 
-// Frozen is a process tree Freeze stopped: its group and each member by pid
-// and start time, so that Thaw continues exactly those, wherever they have
-// been reparented since, and never a process that reused a pid.
+// Frozen is a set of processes Freeze or FreezeAll stopped: a group and
+// each process by pid and start time, so that Thaw continues exactly those,
+// wherever they have been reparented since, and never a process that reused
+// a pid.
 type Frozen struct {
-	pgid    int
+	pgid    int            // the group stopped as a whole; 0 for none
 	members map[int]uint64 // pid → start time
+	hook    func(frozen bool)
 }
+
+// SetFreezeHook makes p's Freeze call hook(true) once p's tree is stopped,
+// and its Thaw hook(false) before it continues it: for a member of a
+// family whose other processes follow the members' state (a session's
+// namespace, session_linux.go). Call it before p is shared.
+func SetFreezeHook(p *Process, hook func(frozen bool)) { p.freezeHook = hook }
 
 // Freeze stops p's process group and every descendant of p and returns once
 // each of them is seen stopped (or freezeWait has passed). nil when p is
@@ -45,20 +54,31 @@ func (p *Process) Freeze() *Frozen {
 	if !p.valid() || p.reused() {
 		return nil
 	}
-	f := &Frozen{pgid: p.Pid, members: map[int]uint64{}}
 	_ = unix.Kill(-p.Pid, unix.SIGSTOP)
+	f := FreezeAll(func() []int { return Tree(p.Pid) })
+	f.pgid, f.hook = p.Pid, p.freezeHook
+	if f.hook != nil {
+		f.hook(true)
+	}
+	return f
+}
+
+// FreezeAll stops every process list returns, calling list again until a
+// pass finds every one of them stopped (or freezeWait has passed).
+func FreezeAll(list func() []int) *Frozen {
+	f := &Frozen{members: map[int]uint64{}}
 	deadline := time.Now().Add(freezeWait)
-	for !f.stopPass(p.Pid) && time.Now().Before(deadline) {
+	for !f.stopPass(list()) && time.Now().Before(deadline) {
 		time.Sleep(freezePoll)
 	}
 	return f
 }
 
-// stopPass stops every process of root's tree not yet recorded and reports
-// whether every process of the tree was found stopped.
-func (f *Frozen) stopPass(root int) bool {
+// stopPass stops every process of pids not yet recorded and reports
+// whether every one of them was found stopped.
+func (f *Frozen) stopPass(pids []int) bool {
 	all := true
-	for _, pid := range Tree(root) {
+	for _, pid := range pids {
 		start, ok := StartTime(pid)
 		if !ok {
 			continue // gone meanwhile
@@ -80,7 +100,10 @@ func (f *Frozen) Thaw() {
 	if f == nil {
 		return
 	}
-	if start, ok := StartTime(f.pgid); !ok || start == f.members[f.pgid] {
+	if f.hook != nil {
+		f.hook(false)
+	}
+	if start, ok := StartTime(f.pgid); f.pgid > 1 && (!ok || start == f.members[f.pgid]) {
 		_ = unix.Kill(-f.pgid, unix.SIGCONT)
 	}
 	for pid, start := range f.members {
