@@ -34,12 +34,12 @@ named.wait()
 kid.stdout.read(1)
 return 'spinning'`
 
-// TestSessionC330IdleFrozen: between runs a session's interpreter, every
+// TestSessionC340IdleFrozen: between runs a session's interpreter, every
 // thread of it and a descendant that left its process group are stopped,
 // so an idle session uses no CPU; the next run starts them again and is
 // billed only for what they used while it ran. A fork of the frozen
 // session works, and is frozen in turn once idle.
-func TestSessionC330IdleFrozen(t *testing.T) {
+func TestSessionC340IdleFrozen(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{}`)
@@ -82,12 +82,12 @@ func TestSessionC330IdleFrozen(t *testing.T) {
 	d.call("session/close", `{"sessionId":"`+sid+`"}`)
 }
 
-// TestSessionC332SandboxOrphanFrozen: in tier sandbox a process a
+// TestSessionC342SandboxOrphanFrozen: in tier sandbox a process a
 // session's program orphaned with a double fork (the namespace's init took
 // it in) is stopped too while every member of the family is idle, and runs
 // again during a run. (In tier process such an orphan leaves the daemon's
 // reach: containment.md §2, known limits.)
-func TestSessionC332SandboxOrphanFrozen(t *testing.T) {
+func TestSessionC342SandboxOrphanFrozen(t *testing.T) {
 	onlyInTier(t, "sandbox")
 	leakcheck.Check(t)
 	d := started(t, nil)
@@ -209,13 +209,13 @@ func burnCPU(d time.Duration) {
 	}
 }
 
-// TestSessionC331LifetimeCPU: a run that uses up its session's lifetime
+// TestSessionC341LifetimeCPU: a run that uses up its session's lifetime
 // CPU (CODERUN_SESSION_CPU_SECONDS) ends timeout with budget cpu, naming
 // the lifetime total — on the session, on a fork, and on a fork whose
 // source used most of the total first: in tier sandbox the family shares
 // it (the namespace's init kills every member), in tier process each fork
 // inherits the source's limit and counts its own CPU from zero.
-func TestSessionC331LifetimeCPU(t *testing.T) {
+func TestSessionC341LifetimeCPU(t *testing.T) {
 	spin := func(s float64) string {
 		return "import time\nt = time.process_time()\nwhile time.process_time() - t < " + strconv.FormatFloat(s, 'f', 1, 64) + ":\n    pass"
 	}

@@ -156,14 +156,15 @@ type effects struct {
 // through post.
 type machine struct {
 	// configuration, fixed at creation
-	sess      *Session // the persistent session the run executes in; nil for a fresh run
-	lim       protocol.Limits
-	known     map[string]map[string]protocol.Checker // declared bindings: global → name → checks (nil: untyped)
-	program   string
-	grace     time.Duration
-	graceKill bool                    // SIGKILL the group after the grace (off only for C129)
-	post      func(event)             // feeds timer events back (locks, steps, performs)
-	onEvent   func(protocol.LogEvent) // the capture's stream callback (nil unless streaming)
+	sess        *Session // the persistent session the run executes in; nil for a fresh run
+	lifetimeCPU int64    // a session run's: the session's lifetime CPU seconds (CODERUN_SESSION_CPU_SECONDS)
+	lim         protocol.Limits
+	known       map[string]map[string]protocol.Checker // declared bindings: global → name → checks (nil: untyped)
+	program     string
+	grace       time.Duration
+	graceKill   bool                    // SIGKILL the group after the grace (off only for C129)
+	post        func(event)             // feeds timer events back (locks, steps, performs)
+	onEvent     func(protocol.LogEvent) // the capture's stream callback (nil unless streaming)
 
 	// the run/output stream callback (nil unless streaming)
 	onOutput func(protocol.OutputEvent)
@@ -414,10 +415,7 @@ func (m *machine) classify() *protocol.RunError {
 	if !e.Signaled {
 		return exitedEarly(e.Code, e.Signal, e.Signaled)
 	}
-	lifetime := int64(0)
-	if m.sess != nil {
-		lifetime = m.sess.m.cfg.SessionCPUSeconds
-	}
+	lifetime := m.lifetimeCPU
 	switch {
 	case e.Signal == "SIGKILL" && cpuAtLeast(e.CPU-m.cpuBase, m.softCPU):
 		return cpuTimeout(m.lim.CPUSeconds)

@@ -482,7 +482,7 @@ func (m *Manager) submitSession(lane *Lane, runID string, p protocol.RunParams, 
 		return nil, m.sessionErrLocked(lane, p.SessionID)
 	}
 	r := m.newRunIn(lane, s.lim, runID, p, c, onResult)
-	r.sm.sess = s
+	r.sm.sess, r.sm.lifetimeCPU = s, m.cfg.SessionCPUSeconds
 	m.runs[r] = false
 	if s.enqueue(r) {
 		m.slotLocked(r)
