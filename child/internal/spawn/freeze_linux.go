@@ -22,14 +22,19 @@ import (
 // process stopped. SIGKILL ends a stopped process like any other, so the
 // kill paths need nothing more.
 
-// freezeWait bounds Freeze's wait for the tree to be seen stopped: a task in
-// an uninterruptible sleep stops only when it leaves it, which the bound does
-// not wait for (its SIGSTOP is pending and takes effect then).
+// freezeWait bounds Freeze's wait for the tree to be seen stopped (a task
+// that stays in the kernel; its SIGSTOP is pending and takes effect when it
+// returns to user mode).
 var freezeWait = 2 * time.Second
 
-// freezePoll is the pause between two passes of Freeze: a signalled task
-// stops as soon as it is scheduled.
-const freezePoll = 100 * time.Microsecond
+// The pause between two passes of Freeze starts at freezePoll (a signalled
+// task stops as soon as it is scheduled) and doubles up to freezePollMax, so
+// a task that does not stop costs the daemon a few hundred /proc reads, not
+// a busy loop.
+const (
+	freezePoll    = 100 * time.Microsecond
+	freezePollMax = 10 * time.Millisecond
+)
 
 // Frozen is a set of processes Freeze or FreezeAll stopped: a group and
 // each process by pid and start time, so that Thaw continues exactly those,
@@ -68,8 +73,8 @@ func (p *Process) Freeze() *Frozen {
 func FreezeAll(list func() []int) *Frozen {
 	f := &Frozen{members: map[int]uint64{}}
 	deadline := time.Now().Add(freezeWait)
-	for !f.stopPass(list()) && time.Now().Before(deadline) {
-		time.Sleep(freezePoll)
+	for pause := freezePoll; !f.stopPass(list()) && time.Now().Before(deadline); pause = min(2*pause, freezePollMax) {
+		time.Sleep(pause)
 	}
 	return f
 }
@@ -138,8 +143,12 @@ func Children(pid int) []int {
 	return out
 }
 
-// stopped reports whether every task (thread) of pid is stopped, traced or
-// dead: none of them can run or fork any more.
+// stopped reports whether every task (thread) of pid is stopped, traced,
+// dead or in an uninterruptible sleep: none of them can run or fork any
+// more. A task in an uninterruptible sleep (a vfork parent waiting for its
+// stopped child, say) has its SIGSTOP pending: it stops as it leaves the
+// kernel, and a fork it is in aborts (the kernel restarts it after the
+// signal).
 func stopped(pid int) bool {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
 	tasks, err := os.ReadDir(dir)
@@ -152,7 +161,7 @@ func stopped(pid int) bool {
 			continue
 		}
 		switch taskState(b) {
-		case 'T', 't', 'Z', 'X', 'x':
+		case 'T', 't', 'Z', 'X', 'x', 'D':
 		default:
 			return false
 		}
