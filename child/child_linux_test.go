@@ -4,6 +4,7 @@ package child_test
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -503,4 +504,52 @@ func TestShellSeesOnlyFds0To3(t *testing.T) {
 	if string(out) != "0\n1\n2\n3\n" {
 		t.Errorf("the shell's descriptors: %q, want 0-3", out)
 	}
+}
+
+// TestFreezeFamily: Freeze stops the child, a descendant in its group and
+// a descendant that left it with setsid(), and returns once all three are
+// stopped; Thaw continues exactly those; a frozen group still dies by
+// SIGKILL.
+func TestFreezeFamily(t *testing.T) {
+	leakcheck.Check(t)
+	p := childtest.StartHelper(t, "family")
+	var same, away int
+	if _, err := fmt.Sscan(childtest.ReadLine(t, p.Conn, 10*time.Second), &same, &away); err != nil {
+		t.Fatal(err)
+	}
+	state := func(pid int) string { st, _ := childtest.ReadState(pid); return st }
+	f := p.Freeze()
+	for _, pid := range []int{p.Pid, same, away} {
+		if st := state(pid); st != "T" {
+			t.Errorf("pid %d frozen: state %q, want T", pid, st)
+		}
+	}
+	f.Thaw()
+	for _, pid := range []int{p.Pid, same, away} {
+		if !eventuallyState(pid, "S") {
+			t.Errorf("pid %d thawed: state %q, want S", pid, state(pid))
+		}
+	}
+	p.Freeze()
+	p.SignalGroup(syscall.SIGKILL)
+	if e := childtest.WaitExit(t, p, 10*time.Second); e.Signal != "SIGKILL" {
+		t.Errorf("frozen child killed: %+v", e)
+	}
+	unix.Kill(away, unix.SIGKILL)
+	for _, pid := range []int{same, away} {
+		if ws := childtest.ReapPid(t, pid, 5*time.Second); ws.Signal() != syscall.SIGKILL {
+			t.Errorf("pid %d: status %v, want SIGKILL", pid, ws)
+		}
+	}
+}
+
+// eventuallyState waits up to 10 s for pid's state to be st (a thawed
+// sleeper is S once it has been scheduled).
+func eventuallyState(pid int, st string) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if got, _ := childtest.ReadState(pid); got == st {
+			return true
+		}
+	}
+	return false
 }

@@ -28,7 +28,12 @@ type Spec = spawn.Spec
 //   - Adopt(pid) claims a fork of the child's program that the child's
 //     reaper took in (a fork server's child only; else ErrNotAdoptable);
 //     Adoptable says beforehand whether it can.
+//   - Freeze() stops the group and every descendant (SIGSTOP) and returns
+//     the Frozen tree, whose Thaw continues them (an idle session's child).
 type Process = spawn.Process
+
+// Frozen is a process tree Process.Freeze stopped; Thaw continues it.
+type Frozen = spawn.Frozen
 
 // Exit is a reaped child's wait status and rusage: Code (-1 when signaled),
 // Signal ("SIGKILL" …), Signaled, CPU (user+system, reaped descendants

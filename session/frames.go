@@ -330,6 +330,17 @@ func cpuTimeout(cpuSeconds int64) *protocol.RunError {
 	}
 }
 
+// lifetimeTimeout is a session run's end at the session's lifetime CPU
+// total (shared by a sandboxed session and its forks).
+func lifetimeTimeout(seconds int64) *protocol.RunError {
+	return &protocol.RunError{
+		Kind: protocol.KindTimeout,
+		Message: "the session's lifetime CPU time is used up (CODERUN_SESSION_CPU_SECONDS=" +
+			strconv.FormatInt(seconds, 10) + ", shared with its forks in tier sandbox)",
+		Budget: protocol.BudgetCPU,
+	}
+}
+
 func wallTimeout(maxWallMs int64) *protocol.RunError {
 	return &protocol.RunError{
 		Kind:    protocol.KindTimeout,

@@ -113,6 +113,43 @@ func TestMachineSessionC301CPUShare(t *testing.T) {
 	}
 }
 
+// A session run ended at the session's lifetime CPU total is a cpu timeout
+// naming the total: killed by the sandbox init's family bound (CPUBound),
+// or by SIGXCPU at the total (the rusage may fall short of it by a tick or
+// so); a SIGXCPU far below the total (a program that lowered its own soft
+// limit) and a plain SIGKILL are not.
+func TestMachineSessionC341Lifetime(t *testing.T) {
+	for _, c := range []struct {
+		exit child.Exit
+		want string // "lifetime", "run" or "" (no timeout)
+	}{
+		{child.Exit{Code: -1, Signal: "SIGKILL", Signaled: true, CPU: 6 * time.Second, CPUBound: true}, "lifetime"},
+		{child.Exit{Code: -1, Signal: "SIGXCPU", Signaled: true, CPU: 9890 * time.Millisecond}, "lifetime"},
+		{child.Exit{Code: -1, Signal: "SIGXCPU", Signaled: true, CPU: 6 * time.Second}, "run"},
+		{child.Exit{Code: -1, Signal: "SIGKILL", Signaled: true, CPU: 6 * time.Second}, ""},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			f, _ := sessionFSM(t)
+			f.m.lim.CPUSeconds, f.m.lifetimeCPU = 20, 10
+			w, _ := f.attachedInSession(5*time.Second, [3]bool{})
+			w.exit = c.exit
+			f.closeAll()
+			e, got := f.result().Error, ""
+			switch {
+			case e == nil || e.Budget != protocol.BudgetCPU:
+			case e.Message == lifetimeTimeout(10).Message:
+				got = "lifetime"
+			default:
+				got = "run"
+			}
+			if got != c.want {
+				t.Errorf("exit %+v: error %+v, want %q", c.exit, e, c.want)
+			}
+			f.step(event{kind: evQuiescent})
+		})
+	}
+}
+
 // A session run cancelled in its session's queue settles without a child
 // and leaves the session alive, its run count unchanged.
 func TestMachineSessionC307QueuedCancel(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
@@ -24,6 +25,7 @@ import (
 //
 // Lock order: the Manager's mu, then a run's mu, then the session's mu; the
 // session never calls into the Manager or a run while holding its own.
+// freezeMu is taken before the session's mu and never under another lock.
 type Session struct {
 	m        *Manager
 	owner    *Lane // whose it is: only its owner can name it (nil: the Manager's own, stdio)
@@ -55,6 +57,10 @@ type Session struct {
 	writerDone chan struct{} // closed when the last run's fd-3 writer has returned
 	sampler    *cpuSampler   // the attached run's CPU check, stopped when it settles
 	disk       *diskWatch    // its directory measured (disk.go), from adopt to its end
+
+	freezeMu    sync.Mutex    // serialises syncFreeze
+	frozen      *child.Frozen // the child's tree while stopped between runs (syncFreeze); under freezeMu
+	freezeTimer *time.Timer   // freezeLater's; stopped when a run attaches
 }
 
 // queued is one entry of a session's FIFO: a run, or a fork's turn.
@@ -172,6 +178,7 @@ func (m *Manager) startSession(s *Session, get func() (*worker, error)) (string,
 		killWorker(w, m.log)
 		return "", ErrShuttingDown
 	}
+	s.freezeLater()
 	return s.id, nil
 }
 
@@ -410,6 +417,10 @@ func (s *Session) teardown(attached *Run) {
 		return
 	}
 	w.proc.SignalGroup(syscall.SIGKILL)
+	s.mu.Lock()
+	stopTimer(s.freezeTimer)
+	s.mu.Unlock()
+	s.syncFreeze() // the session has ended: what the kill did not reach is continued, as if never frozen
 	if attached != nil {
 		<-attached.quiescent
 	}
@@ -533,7 +544,7 @@ func (m *Manager) submitSession(lane *Lane, runID string, p protocol.RunParams, 
 		return nil, m.sessionErrLocked(lane, p.SessionID)
 	}
 	r := m.newRunIn(lane, s.lim, runID, p, c, onResult)
-	r.sm.sess = s
+	r.sm.sess, r.sm.lifetimeCPU = s, m.cfg.SessionCPUSeconds
 	m.runs[r] = false
 	if s.enqueue(r) {
 		m.slotLocked(r)
@@ -592,9 +603,11 @@ func (s *Session) attach(r *Run) {
 		return
 	}
 	s.attached, s.writerDone, s.sampler = r, done, sampler
+	stopTimer(s.freezeTimer)
 	eof := s.eof
-	base := s.cpuMark // the last run's settlement set it; no /proc read on the way to the run frame
+	base := s.cpuMark // the last run's settlement or freeze set it; no /proc read on the way to the run frame
 	s.mu.Unlock()
+	s.syncFreeze() // thawed before the run's clock starts: the run is not billed for it
 	r.mu.Lock()
 	eff := r.sm.step(event{kind: evAttach, w: w, wr: wr, softCPU: r.sm.lim.CPUSeconds, cpuBase: base, eof: eof})
 	r.mu.Unlock()
@@ -612,6 +625,53 @@ func (s *Session) markCPU(cpu time.Duration) {
 	s.mu.Lock()
 	s.cpuMark = cpu
 	s.mu.Unlock()
+}
+
+// freezeDelay is how long a session stays idle before its child is frozen:
+// a client that sends its next run at once (the common case) finds the
+// child running and pays neither the freeze nor the thaw. What the child
+// uses meanwhile is billed to no run; it is bounded by the delay.
+const freezeDelay = 10 * time.Millisecond
+
+// freezeLater (re)arms the call of syncFreeze freezeDelay from now, off the
+// caller's path; attach stops it.
+func (s *Session) freezeLater() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.freezeTimer == nil {
+		s.freezeTimer = time.AfterFunc(freezeDelay, s.syncFreeze)
+		return
+	}
+	s.freezeTimer.Reset(freezeDelay)
+}
+
+// syncFreeze stops the child's process tree, or continues it, to match the
+// session's state now (docs/containment.md §4.3): stopped while no run is
+// attached and no fork is under way — waiting for a slot included — and
+// running otherwise, and for good once the session has ended. Every change
+// of that state is followed by a call, and calls are serialised, so the
+// last call applies the latest state. Once frozen, the child's CPU time is
+// the next run's base: whatever it used between runs is billed to none.
+func (s *Session) syncFreeze() {
+	s.freezeMu.Lock()
+	defer s.freezeMu.Unlock()
+	s.mu.Lock()
+	idle := s.w != nil && s.attached == nil && !s.forking && !s.ended && !s.dead
+	w := s.w
+	s.mu.Unlock()
+	switch {
+	case idle && s.frozen == nil:
+		s.frozen = w.proc.Freeze()
+		cpu, _, ok := s.held.usage(false)
+		s.mu.Lock()
+		if ok && s.attached == nil {
+			s.cpuMark = cpu
+		}
+		s.mu.Unlock()
+	case !idle && s.frozen != nil:
+		s.frozen.Thaw()
+		s.frozen = nil
+	}
 }
 
 // cpuSampler is a session run's CPU check: every cpuSampleEvery it
@@ -711,6 +771,7 @@ func (s *Session) runSettled(r *Run, kept *worker) {
 		s.lose(msgClosedFD3)
 	default:
 		s.next()
+		s.freezeLater()
 	}
 }
 
@@ -931,10 +992,12 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 		s.forking = false
 		s.mu.Unlock()
 		s.next()
+		s.freezeLater()
 	}()
 	if prev != nil {
 		<-prev // the last run's writer has returned: fd 3 is the fork frame's alone
 	}
+	s.syncFreeze() // the child reads the fork frame and forks: thawed while forking
 	if src.home != nil {
 		return s.m.forkSandboxed(src)
 	}

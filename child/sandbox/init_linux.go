@@ -227,7 +227,8 @@ func sandboxInit(args []string) {
 func relayMembers() {
 	for {
 		wpid, ws, ru := reapNext(0) // none left: done
-		unix.Write(relayFd, encodeMember(wpid, ws, ru))
+		bound := cpuAtKill.Load() != 0 && ws.Signaled() && ws.Signal() == unix.SIGKILL
+		unix.Write(relayFd, encodeMember(wpid, bound, ws, ru))
 	}
 }
 
@@ -613,19 +614,28 @@ func encodeRelay(ws unix.WaitStatus, ru unix.Rusage) []byte {
 	return b
 }
 
-// A member's record (relayMembers): its pid in the namespace, then a relay.
-const memberSize = 8 + relaySize
+// A member's record (relayMembers): its pid in the namespace, whether the
+// init's CPU bound killed it (1, else 0), then a relay.
+const memberSize = 16 + relaySize
 
-func encodeMember(pid int, ws unix.WaitStatus, ru unix.Rusage) []byte {
-	return append(binary.LittleEndian.AppendUint64(nil, uint64(pid)), encodeRelay(ws, ru)...)
+func encodeMember(pid int, bound bool, ws unix.WaitStatus, ru unix.Rusage) []byte {
+	var flag uint64
+	if bound {
+		flag = 1
+	}
+	b := binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(nil, uint64(pid)), flag)
+	return append(b, encodeRelay(ws, ru)...)
 }
 
-func decodeMember(b []byte) (pid int, ws unix.WaitStatus, ru unix.Rusage, ok bool) {
-	if len(b) != memberSize {
-		return 0, 0, ru, false
+// decodeMember is a member's pid and its end (Exit.CPUBound from the flag).
+func decodeMember(b []byte) (pid int, e spawn.Exit, ok bool) {
+	if len(b) != memberSize || binary.LittleEndian.Uint64(b[8:]) > 1 {
+		return 0, e, false
 	}
-	ws, ru, ok = decodeRelay(b[8:])
-	return int(binary.LittleEndian.Uint64(b)), ws, ru, ok
+	ws, ru, ok := decodeRelay(b[16:])
+	e = spawn.ExitOf(ws, ru)
+	e.CPUBound = binary.LittleEndian.Uint64(b[8:]) == 1
+	return int(binary.LittleEndian.Uint64(b)), e, ok
 }
 
 func decodeRelay(b []byte) (unix.WaitStatus, unix.Rusage, bool) {

@@ -30,13 +30,19 @@ func TestRelayEncoding(t *testing.T) {
 func TestMemberRecordEncoding(t *testing.T) {
 	ru := unix.Rusage{Maxrss: 77}
 	ru.Utime.Sec = 3
-	b := encodeMember(42, unix.WaitStatus(9), ru)
-	pid, ws, got, ok := decodeMember(b)
-	if !ok || pid != 42 || ws != 9 || got.Utime != ru.Utime || got.Maxrss != 77 {
-		t.Fatalf("round trip: %d %v %+v %v", pid, ws, got, ok)
-	}
-	if _, _, _, ok := decodeMember(b[:relaySize]); ok {
-		t.Fatal("a relay record decoded as a member's")
+	for _, bound := range []bool{false, true} {
+		b := encodeMember(42, bound, unix.WaitStatus(9), ru)
+		pid, e, ok := decodeMember(b)
+		if !ok || pid != 42 || e.Signal != "SIGKILL" || e.CPU != 3*time.Second || e.MaxRSSKb != 77 || e.CPUBound != bound {
+			t.Fatalf("round trip: %d %+v %v", pid, e, ok)
+		}
+		if _, _, ok := decodeMember(b[:relaySize+8]); ok {
+			t.Fatal("a short record decoded as a member's")
+		}
+		b[8] = 2
+		if _, _, ok := decodeMember(b); ok {
+			t.Fatal("a record with an unknown flag decoded")
+		}
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -32,6 +31,12 @@ import (
 // is the interpreter's own, its Wait the interpreter's relayed status and
 // rusage, and its Adopt claims a fork of any member by the pid the fork
 // reports (its pid in the namespace).
+//
+// Each member is frozen between its runs (spawn.Process.Freeze: its group
+// and its descendants). The family's orphans — processes a member's program
+// orphaned (a double fork), which the init took in — belong to no member:
+// they are stopped while every member is frozen, and continued as soon as
+// one member is not (memberFrozen).
 
 // memberWait bounds the wait for the session's interpreter to appear (the
 // init forks it at once) and to lead its own group.
@@ -46,8 +51,12 @@ type family struct {
 	waiting map[int]chan child.Exit // by pid in the namespace: members not yet reaped
 	known   map[int]bool            // host pids of members, ever
 	live    int                     // members not yet reaped
+	awake   map[int]bool            // by host pid: members not yet reaped, true unless frozen
 	ended   bool                    // the relay ended: the init is gone
 	done    chan struct{}           // closed once the init is reaped and the run released
+
+	freezeMu sync.Mutex    // serialises the orphans' freeze and thaw; taken before mu
+	orphans  *spawn.Frozen // the family's orphans while every member is frozen
 }
 
 // killedExit is a member's end when the init died before relaying it.
@@ -58,7 +67,7 @@ var killedExit = child.Exit{Code: -1, Signaled: true, Signal: "SIGKILL"}
 // is killed and reaped and nothing is left open.
 func startMembers(holder *child.Process, run *sandboxRun) (*child.Process, error) {
 	f := &family{holder: holder, run: run, waiting: map[int]chan child.Exit{}, known: map[int]bool{},
-		done: make(chan struct{})}
+		awake: map[int]bool{}, done: make(chan struct{})}
 	go f.demux()
 	host, err := f.firstMember()
 	if err == nil {
@@ -83,7 +92,7 @@ func (f *family) firstMember() (int, error) {
 		if f.isEnded() {
 			return 0, errors.New("the init ended before its program started")
 		}
-		for _, c := range childrenOf(f.holder.Pid) {
+		for _, c := range spawn.Children(f.holder.Pid) {
 			if pgrp, _, ok := groupOf(c); ok && pgrp == c {
 				return c, nil
 			}
@@ -96,7 +105,7 @@ func (f *family) firstMember() (int, error) {
 // adopt claims nspid, a fork of a member, as a member: a child of the init
 // that leads its own session and is no member yet.
 func (f *family) adopt(nspid int) (*child.Process, error) {
-	for _, c := range childrenOf(f.holder.Pid) {
+	for _, c := range spawn.Children(f.holder.Pid) {
 		if ns, ok := innermostPid(c); !ok || ns != nspid {
 			continue
 		}
@@ -124,39 +133,91 @@ func (f *family) member(host int) (*child.Process, error) {
 		f.mu.Unlock()
 		return nil, fmt.Errorf("child: pid %d is already a member", nspid)
 	}
-	f.known[host], f.waiting[nspid] = true, ch
+	f.known[host], f.waiting[nspid], f.awake[host] = true, ch, true
 	f.live++
 	f.mu.Unlock()
+	f.syncOrphans() // a member born awake: the orphans run
 	// Registered before this check: a record of host's end reaches ch.
 	start, ok := spawn.StartTime(host)
 	if !ok {
 		f.mu.Lock()
 		delete(f.waiting, nspid)
 		f.mu.Unlock()
-		f.release()
+		f.release(host)
 		return nil, fmt.Errorf("child: pid %d is gone", nspid)
 	}
 	p := spawn.Leader(host, start)
 	spawn.SetReap(p, func() (child.Exit, error) {
 		e := <-ch
-		f.release()
+		f.release(host)
 		return e, nil
 	})
 	spawn.SetAdopter(p, f.adopt)
+	spawn.SetFreezeHook(p, func(frozen bool) { f.memberFrozen(host, frozen) })
 	return p, nil
 }
 
-// release counts a member's end; after the last one it kills the init and
-// waits for the namespace to be gone.
-func (f *family) release() {
+// release counts the end of the member host; after the last one it kills
+// the init and waits for the namespace to be gone.
+func (f *family) release(host int) {
 	f.mu.Lock()
 	f.live--
+	delete(f.awake, host)
 	last := f.live == 0
 	f.mu.Unlock()
 	if last {
 		f.holder.SignalGroup(syscall.SIGKILL)
 		<-f.done
+		return
 	}
+	f.syncOrphans()
+}
+
+// memberFrozen records that the member host was frozen or is being thawed,
+// and stops or continues the family's orphans to match.
+func (f *family) memberFrozen(host int, frozen bool) {
+	f.mu.Lock()
+	if _, live := f.awake[host]; live {
+		f.awake[host] = !frozen
+	}
+	f.mu.Unlock()
+	f.syncOrphans()
+}
+
+// syncOrphans stops the family's orphans while every live member is
+// frozen, and continues them otherwise. Calls are serialised and each reads
+// the members' state anew, so the last call applies the latest state.
+func (f *family) syncOrphans() {
+	f.freezeMu.Lock()
+	defer f.freezeMu.Unlock()
+	f.mu.Lock()
+	asleep := len(f.awake) > 0
+	for _, awake := range f.awake {
+		asleep = asleep && !awake
+	}
+	f.mu.Unlock()
+	switch {
+	case asleep && f.orphans == nil:
+		f.orphans = spawn.FreezeAll(f.orphanTrees)
+	case !asleep && f.orphans != nil:
+		f.orphans.Thaw()
+		f.orphans = nil
+	}
+}
+
+// orphanTrees lists the init's children that are no members, and their
+// descendants.
+func (f *family) orphanTrees() []int {
+	var out []int
+	for _, c := range spawn.Children(f.holder.Pid) {
+		f.mu.Lock()
+		_, member := f.awake[c]
+		f.mu.Unlock()
+		if !member {
+			out = append(out, spawn.Tree(c)...)
+		}
+	}
+	return out
 }
 
 // demux hands each relayed record to its member until the init ends, then
@@ -168,7 +229,7 @@ func (f *family) demux() {
 		if _, err := io.ReadFull(f.run.relay, b); err != nil {
 			break
 		}
-		pid, ws, ru, ok := decodeMember(b)
+		pid, e, ok := decodeMember(b)
 		if !ok {
 			continue
 		}
@@ -177,7 +238,7 @@ func (f *family) demux() {
 		delete(f.waiting, pid)
 		f.mu.Unlock()
 		if ch != nil {
-			ch <- spawn.ExitOf(ws, ru)
+			ch <- e
 		}
 	}
 	f.mu.Lock()
@@ -212,21 +273,6 @@ func ForkRuleset(sb Config, python, home string) (*os.File, error) {
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), "landlock-ruleset"), nil
-}
-
-// childrenOf lists the children of every thread of pid.
-func childrenOf(pid int) []int {
-	var out []int
-	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
-	for _, t := range tasks {
-		b, _ := os.ReadFile(t)
-		for _, f := range bytes.Fields(b) {
-			if n, err := strconv.Atoi(string(f)); err == nil {
-				out = append(out, n)
-			}
-		}
-	}
-	return out
 }
 
 // groupOf reads pid's process group and session (/proc/<pid>/stat fields

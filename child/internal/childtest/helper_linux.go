@@ -85,6 +85,9 @@ func runHelper(mode string, args []string) {
 	case "grandchild": // group|setsid: leave a grandchild holding fds 1-3, print its pid on fd 3, exit 0
 		pid := startGrandchild(args[0] == "setsid", os.Stdout, fd3)
 		fmt.Fprintf(fd3, "%d\n", pid)
+	case "family": // start a same-group and a setsid'd sleeper, print "<pid> <pid>" on fd 3, sleep
+		fmt.Fprintf(fd3, "%d %d\n", startGrandchild(false, os.Stdout, nil), startGrandchild(true, os.Stdout, nil))
+		time.Sleep(HelperLife)
 	case "flood": // n: write n bytes (0: forever) to stdout, no newline
 		flood(atoi(args[0]))
 	case "exit":

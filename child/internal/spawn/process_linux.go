@@ -29,11 +29,12 @@ type Process struct {
 	Stdout *os.File // read end of fd 1
 	Stderr *os.File // read end of fd 2
 
-	startTime uint64 // /proc/<pid>/stat field 22, when known
-	hasStart  bool
-	waited    atomic.Bool
-	reap      func() (Exit, error) // Wait's work when not wait4 (SetReap)
-	adopter   func(pid int) (*Process, error)
+	startTime  uint64 // /proc/<pid>/stat field 22, when known
+	hasStart   bool
+	waited     atomic.Bool
+	reap       func() (Exit, error) // Wait's work when not wait4 (SetReap)
+	adopter    func(pid int) (*Process, error)
+	freezeHook func(frozen bool) // SetFreezeHook
 }
 
 // Exit is a reaped child's wait status and rusage.
@@ -43,6 +44,9 @@ type Exit struct {
 	Signaled bool
 	CPU      time.Duration // user+system from wait4 rusage (includes reaped descendants)
 	MaxRSSKb int64
+	// CPUBound: the sandbox init of a session's namespace killed it for the
+	// family's lifetime CPU total (a member's record, session_linux.go).
+	CPUBound bool
 }
 
 // ErrWaited is returned by a second call to Wait.
