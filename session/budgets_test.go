@@ -293,10 +293,11 @@ return p.pid`}, newFake(nil), func(res protocol.Result) { results <- res })
 
 // TestSurvivorRecreatesFiles: a same-group survivor that keeps writing into
 // the run directory after settlement does not leave it behind (the harness
-// fails the test if the temp dir is not empty after Shutdown).
+// fails the test if the temp dir is not empty after Shutdown). The survivor
+// says it ignores SIGTERM and has begun writing before the run returns.
 func TestSurvivorRecreatesFiles(t *testing.T) {
 	m := check(t, func(c *Config) { c.Grace = 200 * time.Millisecond })
-	res, fc, el := execute(t, m, tcase{name: "survivor", program: `import subprocess, sys, time
+	res, fc, el := execute(t, m, tcase{name: "survivor", program: `import subprocess, sys
 code = ("import os, signal, time\n"
         "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
         "end = time.time() + 10\n"
@@ -307,9 +308,12 @@ code = ("import os, signal, time\n"
         "        os.makedirs('d%d' % (i % 50), exist_ok=True)\n"
         "        open('d%d/f%d' % (i % 50, i), 'w').close()\n"
         "    except OSError:\n"
-        "        pass\n")
-subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-time.sleep(0.2)
+        "        pass\n"
+        "    if i == 1:\n"
+        "        os.write(1, b'r')\n")
+p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+if p.stdout.read(1) != b"r":
+    raise RuntimeError("the survivor did not start")
 return "ok"`})
 	tcase{value: `"ok"`}.verify(t, res, fc, el)
 }
