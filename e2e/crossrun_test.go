@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
 // No state crosses from one sandboxed run to the next, forked from the
@@ -74,16 +76,10 @@ return [os.path.exists(a["dir"] + "/left.txt"), os.path.exists("/tmp/MARKER"), o
 
 // hostProcessesWith polls the host's /proc until no process's command line
 // holds marker, or until wait has passed; it returns the pids still found.
-func hostProcessesWith(marker string, wait time.Duration) []string {
+func hostProcessesWith(marker string, wait time.Duration) []int {
 	deadline := time.Now().Add(wait)
 	for {
-		var found []string
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), marker) {
-				found = append(found, e.Name())
-			}
-		}
+		found := leakcheck.ProcessesWith(marker)
 		if len(found) == 0 || time.Now().After(deadline) {
 			return found
 		}

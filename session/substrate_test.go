@@ -131,14 +131,31 @@ func TestSubstrate(t *testing.T) {
 		tcase{kind: protocol.KindWorkerExit, message: "python exited (code=3, signal=null) before completing", exitCode: intp(3)}.verify(t, res, fc, el)
 	})
 	t.Run("C227-writer-released", func(t *testing.T) {
-		// The program stops reading fd 3 while two 4 MiB answers are due:
-		// the writer blocks on a full socket and is released at settlement.
+		// The program stops reading fd 3 while two 4 MiB answers are due;
+		// once the first has reached its socket (the writer is then stuck
+		// on it: 4 MiB never fit) it says so with a third call, and the run
+		// is cancelled: the writer is released at the decision, the run
+		// settles. The cancel waits for that call, not for a clock.
 		m := check(t, nil)
 		big := `"` + strings.Repeat("R", 4<<20) + `"`
-		res, fc, el := execute(t, m, tcase{name: "blocked", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 1500 }),
-			bindings: tools("big"), client: map[string]behaviour{"big": constV(big)},
-			program: forge(callFrame(0, "big"), callFrame(1, "big")) + "import time\ntime.sleep(30)"})
-		tcase{kind: protocol.KindTimeout, budget: protocol.BudgetWall, message: "wall-clock ceiling reached (1500ms)", nCalls: 2}.verify(t, res, fc, el)
+		stuck := make(chan struct{}, 1)
+		fc := newFake(map[string]behaviour{"big": constV(big), "stuck": func([]byte) (Answer, time.Duration, bool) {
+			stuck <- struct{}{}
+			return Answer{}, 0, true
+		}})
+		results := make(chan protocol.Result, 1)
+		r, err := m.Submit(`"blocked"`, protocol.RunParams{Bindings: tools("big", "stuck"), Limits: testLimits(),
+			Program: forge(callFrame(0, "big"), callFrame(1, "big")) + "import select, time\nselect.select([3], [], [])\n" +
+				forge(callFrame(2, "stuck")) + "time.sleep(30)"},
+			fc, func(res protocol.Result) { fc.markResult(); results <- res })
+		if err != nil {
+			t.Fatal(err)
+		}
+		recv(t, stuck)
+		r.Cancel()
+		res := recv(t, results)
+		fc.timers.Wait()
+		tcase{kind: protocol.KindAbort, message: protocol.MsgCancelled, nCalls: 3}.verify(t, res, fc, 0)
 	})
 	t.Run("reply-queue-full", func(t *testing.T) {
 		// 1200 answered calls while the program never reads fd 3: once the

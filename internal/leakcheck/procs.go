@@ -28,6 +28,26 @@ func procs() map[procKey]stat {
 	return m
 }
 
+// ProcessesWith returns the live (not zombie) processes on the machine, this
+// one aside, whose command line contains marker: a test names a process it
+// cannot otherwise find from the host (one inside another PID namespace, one
+// that escaped with setsid) by a marker argument it starts it with.
+func ProcessesWith(marker string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Contains(cmd, []byte(marker)) && alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // ours reports whether a process is this binary's direct child or carries
 // Tag() in its environment.
 func ours(pid int, st stat) bool {
