@@ -3,9 +3,11 @@
 package rundir
 
 import (
-	"crypto/rand"
+	"encoding/base32"
+	"encoding/binary"
 	"errors"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -123,10 +125,19 @@ func Create(parent string) (string, error) {
 // of an earlier boot, or a name another user guessed).
 const maxCreateTries = 100
 
-// opaqueName is a directory's name: Prefix and 26 random base32 characters
-// (crypto/rand.Text), which say nothing of this process or of the other
-// directories, and which nobody can take in advance.
-func opaqueName() string { return Prefix + strings.ToLower(rand.Text()) }
+// opaqueName is a directory's name: Prefix and 26 base32 characters of 128
+// random bits, which say nothing of this process or of the other
+// directories, and which nobody can take in advance. The bits come from
+// math/rand/v2's generator (ChaCha8, seeded by the runtime from the
+// kernel's entropy), not crypto/rand, whose initialisation would run at
+// every start of the lean init's binary, which links this package
+// (internal/archtest).
+func opaqueName() string {
+	var bits [16]byte
+	binary.LittleEndian.PutUint64(bits[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(bits[8:], rand.Uint64())
+	return Prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(bits[:]))
+}
 
 // Remove removes dir as RemoveTree does and, once it is gone, unregisters it
 // (and, with the last directory of a home, the home). Removing a directory
