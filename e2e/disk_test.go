@@ -112,26 +112,21 @@ return "written"`, `"limits":{"maxDiskMb":8}`))
 	expectOK(t, r, `"EFBIG"`)
 }
 
-// TestDiskC766SessionBetweenRuns: a session run that leaves a thread writing
-// 1 MiB files returns at once; with no request under way the session is
-// found over its 4 MiB budget and lost: session/closed lost naming it, and
-// its id is then −32004 lost.
+// TestDiskC766SessionBetweenRuns: a session run whose own budget (8 MiB)
+// is wider than the session's (4 MiB) leaves 6 MiB behind and returns; with
+// no request under way the session is found over its own budget and lost:
+// session/closed lost naming it, and its id is then −32004 lost. (A thread
+// left writing cannot be the cause: an idle session is frozen.)
 func TestDiskC766SessionBetweenRuns(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	sid := d.open(`{"limits":{"maxDiskMb":4}}`)
-	r := d.srun(sid, `import threading, time
-def fill():
-    i = 0
-    while True:
-        with open("bg%d" % i, "wb") as f:
-            f.write(b"x" * (1 << 20))
-        i += 1
-        time.sleep(0.05)
-threading.Thread(target=fill, daemon=True).start()
-return "started"`)
-	if string(r.Value) != `"started"` || !r.Session.Alive {
-		t.Fatalf("the run that starts the writer: %s %+v %+v", r.Value, r.Error, r.Session)
+	r := d.srun(sid, `for i in range(6):
+    with open("kept%d" % i, "wb") as f:
+        f.write(b"x" * (1 << 20))
+return "written"`, `"limits":{"maxDiskMb":8}`)
+	if string(r.Value) != `"written"` || !r.Session.Alive {
+		t.Fatalf("the run that writes 6 MiB: %s %+v %+v", r.Value, r.Error, r.Session)
 	}
 	if reason, msg := d.closedNote(sid, 30*time.Second); reason != "lost" || !strings.Contains(msg, "disk budget reached (maxDiskMb=4)") {
 		t.Errorf("session/closed %q %q, want lost naming maxDiskMb=4", reason, msg)
