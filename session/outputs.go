@@ -122,7 +122,7 @@ func (r *Run) outFiles(w *worker, b *outputBudget) []protocol.OutFile {
 	if s := r.sm.sess; s != nil && s.held.outEmpty(w) {
 		return nil
 	}
-	return collectOut(w.dir, b)
+	return collectOut(w.wd, b)
 }
 
 // completeResult adds w's out/ files to the queued result and, when they

@@ -237,7 +237,7 @@ func killWorker(w *worker, log *slog.Logger) {
 	w.proc.SignalGroup(syscall.SIGKILL)
 	w.closeFiles()
 	<-w.exited
-	w.removeDir(log)
+	w.closeDir(log)
 }
 
 // adopt makes the booted w the session's child and starts its readers; false
@@ -357,7 +357,7 @@ func (s *Session) teardown(attached *Run) {
 	if !awaitEmpty(w.proc, s.m.cfg.Grace) {
 		s.log.Warn("session child's group still has members after the reap deadline")
 	}
-	w.removeDir(s.log)
+	w.closeDir(s.log)
 }
 
 // CloseSession ends the session: queued runs and a live one settle abort
@@ -511,7 +511,7 @@ func (s *Session) attach(r *Run) {
 	// run's files are written before its program starts.
 	err := s.held.resetOut()
 	if err == nil {
-		err = stageFiles(w.dir, r.files)
+		err = stageFiles(w.wd, r.files)
 	}
 	r.files = nil
 	if err != nil {
@@ -876,13 +876,13 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 	if src.home != nil {
 		return s.m.forkSandboxed(src)
 	}
-	dir, err := rundir.Create(tempDir) // forkWorker copies src's working directory into it
+	wd, err := rundir.Make(tempDir) // forkWorker copies src's working directory into it
 	if err != nil {
 		return nil, errors.New("session/fork: " + err.Error())
 	}
-	w, err := forkWorker(src, dir)
+	w, err := forkWorker(src, wd)
 	if err != nil {
-		rundir.Remove(dir)
+		dropDir(wd, s.log)
 		return nil, err
 	}
 	return w, nil
@@ -891,14 +891,14 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 // forkSandboxed forks src, a sandboxed session's child, into a home of its
 // own under src's (sandbox.go).
 func (m *Manager) forkSandboxed(src *worker) (*worker, error) {
-	h, dir, rules, err := m.forkHome(src)
+	h, wd, rules, err := m.forkHome(src)
 	if err != nil {
 		return nil, errors.New("session/fork: " + err.Error())
 	}
-	w, err := forkWorker(src, dir, rules)
+	w, err := forkWorker(src, wd, rules)
 	rules.Close()
 	if err != nil {
-		rundir.Remove(dir)
+		dropDir(wd, m.log)
 		h.release(m.log)
 		return nil, err
 	}

@@ -205,7 +205,7 @@ func (r *Run) startOn(get func() (*worker, *protocol.RunError)) {
 	if o, ok := r.client.(ChildObserver); ok {
 		o.ChildStarted(began, time.Now())
 	}
-	err := stageFiles(w.dir, r.files) // before the boot frame, so before the program
+	err := stageFiles(w.wd, r.files) // before the boot frame, so before the program
 	r.files = nil
 	r.attach(w)
 	if err != nil {
@@ -247,7 +247,7 @@ func (r *Run) restart(w *worker) {
 	w.releaseWriter()
 	<-w.writerDone
 	w.closeFiles()
-	w.removeDir(r.log)
+	w.closeDir(r.log)
 	w.giveBackPlace()
 	r.startOn(r.m.spawnWorker)
 }
@@ -261,7 +261,7 @@ func (r *Run) quiesce(w *worker) {
 	}
 	// A same-group survivor may have recreated files in the run directory
 	// after settlement removed it: remove it again once the group is gone.
-	defer func() { removeDir(w.dir, r.log) }()
+	defer w.closeDir(r.log)
 	if !awaitEmpty(w.proc, r.m.cfg.Grace) {
 		r.log.Warn("process group still has members after the reap deadline; forgetting the run")
 	}
