@@ -146,7 +146,7 @@ func TestResetOutKeepsAnEmptyFolder(t *testing.T) {
 	}
 }
 
-// collectOut's walk is bounded: a folder deeper than maxOutDepth is not
+// C645: collectOut's walk is bounded: a folder deeper than maxOutDepth is not
 // entered and its files are not returned, the rest is, and the budget is
 // truncated (the marker); a walk past its deadline returns what it read by
 // then, here nothing, and truncates the budget too.
