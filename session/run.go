@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
-	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
@@ -323,15 +322,5 @@ func (r *Run) recoverPanic(where string) {
 	r.decide(decision{err: workerExit(fmt.Sprintf("internal daemon error (%s): %v", where, v))})
 	if where == "start" {
 		r.failStart(workerExit(fmt.Sprintf("internal daemon error (%s): %v", where, v)))
-	}
-}
-
-// removeDir removes a run directory, logging (never reporting) failures.
-func removeDir(dir string, log *slog.Logger) {
-	if dir == "" {
-		return
-	}
-	if err := rundir.Remove(dir); err != nil {
-		log.Error("failed to remove a run directory", "dir", dir, "err", err)
 	}
 }
