@@ -77,13 +77,17 @@ return 'swapped'`
 // swaps are what the working directory's name is replaced with; target is
 // the host directory's path, or the path of a victim run's /proc/<pid>/cwd.
 var swaps = []struct {
-	name string
-	make func(target string) string
+	name    string
+	program func(target string) string
 }{
-	{"symlink", func(target string) string { return fmt.Sprintf("os.symlink(%q, cwd)", target) }},
-	{"proc-cwd", func(target string) string { return fmt.Sprintf("os.symlink(%q, cwd)", target) }},
-	{"fifo", func(string) string { return "os.mkfifo(cwd)" }},
-	{"file", func(string) string { return "open(cwd, 'w').write('x')" }},
+	{"symlink", func(target string) string { return swapProgram(fmt.Sprintf("os.symlink(%q, cwd)", target)) }},
+	{"proc-cwd", func(target string) string { return swapProgram(fmt.Sprintf("os.symlink(%q, cwd)", target)) }},
+	{"fifo", func(string) string { return swapProgram("os.mkfifo(cwd)") }},
+	{"file", func(string) string { return swapProgram("open(cwd, 'w').write('x')") }},
+	// out/ itself, the directory left in place
+	{"out-symlink", func(target string) string {
+		return fmt.Sprintf("import os\nos.rmdir('out')\nos.symlink(%q, 'out')\nreturn 'swapped'", target+"/out")
+	}},
 }
 
 // hasSecret reports whether a run's raw result carries the host's secret or
@@ -125,11 +129,12 @@ func victim(t *testing.T, d *daemon) (procCwd, file string) {
 
 // TestSessionDirSwapped (C640): in a session and in a fork, a run that
 // renames its working directory and puts a link to a host directory (or to
-// another run's /proc/<pid>/cwd), a FIFO or a file at its name gets none of
-// the host's files in result.files; the next run's out/ reset and its files
-// reach the session's own directory (the program reads them), and nothing
-// of the host is deleted, created or replaced; closing the session removes
-// the renamed directory too.
+// another run's /proc/<pid>/cwd), a FIFO or a file at its name, or that
+// replaces out/ by a link, gets none of the host's files in result.files; a
+// fork made then copies the session's own directory; the next run's out/
+// reset and its files reach the session's own directory (the program reads
+// them), and nothing of the host is deleted, created or replaced; closing
+// the session removes the renamed directory too.
 func TestSessionDirSwapped(t *testing.T) {
 	leakcheck.Check(t)
 	for _, from := range []string{"session", "fork"} {
@@ -148,7 +153,7 @@ func TestSessionDirSwapped(t *testing.T) {
 					sid = d.fork(src)
 				}
 				in := `"sessionId":` + strconv.Quote(sid)
-				first := d.call("run", prog(swapProgram(s.make(target)), in))
+				first := d.call("run", prog(s.program(target), in))
 				if first.Error != nil || hasSecret(first.Result) {
 					t.Errorf("the swapping run: %s %+v", first.Result, first.Error)
 				}
@@ -156,6 +161,15 @@ func TestSessionDirSwapped(t *testing.T) {
 					t.Fatalf("the swap did not happen: %s", first.Result)
 				}
 				host.untouched(t, "after the swapping run")
+				// A fork copies the directory the daemon made, not what its name leads to.
+				copied := d.fork(sid)
+				if r := d.srun(copied, "import os\nreturn sorted(os.listdir('.'))"); strings.Contains(string(r.Value), "existing.txt") ||
+					strings.Contains(string(r.Value), "victim") || r.Error != nil {
+					t.Errorf("the fork of the swapped directory sees %s %+v", r.Value, r.Error)
+				}
+				if m := d.call("session/close", `{"sessionId":`+strconv.Quote(copied)+`}`); m.Error != nil {
+					t.Errorf("session/close of the copy: %+v", m.Error)
+				}
 				second := d.call("run", prog("import os\nopen('out/mine.txt', 'w').write('mine')\nreturn [open('existing.txt').read(), open('created.txt').read(), os.listdir('out')]",
 					`"files":[{"path":"existing.txt","text":"new"},{"path":"created.txt","text":"made"}]`, in))
 				if !strings.Contains(string(second.Result), `"value":["new","made",["mine.txt"]]`) || hasSecret(second.Result) {
