@@ -37,9 +37,25 @@ const (
 	maxOutDepth   = 64
 )
 
-// outCollectTime bounds one collection of out/: what is not read by then is
-// not returned, and the budget is truncated (docs/protocol.md §12.2).
-var outCollectTime = time.Second
+// outCollectMin is the least time a collection of out/ is given when the
+// run's wall deadline is nearer (or past): see collectDeadline.
+const outCollectMin = time.Second
+
+// collectDeadline is when a collection of out/ that starts now must end:
+// the run's wall deadline (its wall clock started at handoff), so that the
+// collection holds the run's slot no longer than its budget, or
+// outCollectMin from now if that is later. What is not read by then is not
+// returned, and the budget is truncated (docs/protocol.md §12.2).
+func collectDeadline(handoff time.Time, maxWallMs int64) time.Time {
+	return latest(handoff.Add(time.Duration(maxWallMs)*time.Millisecond), time.Now().Add(outCollectMin))
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
 
 // errStaging wraps a failure to prepare the working directory.
 var errStaging = errors.New("failed to stage run.files")
@@ -141,11 +157,11 @@ func resetOut(wd *rundir.Dir) error {
 // first that does not, every file is listed as omitted. Links, FIFOs, sockets
 // and devices are skipped and never opened; a file or folder that changed
 // type or identity since it was listed is skipped too. A walk that reaches
-// maxOutFiles files, maxOutEntries entries or outCollectTime ends there, and
+// maxOutFiles files, maxOutEntries entries or the deadline ends there, and
 // one that skips a folder deeper than maxOutDepth goes on without it; either
 // truncates the budget. A missing or replaced out/ yields no files.
-func collectOut(wd *rundir.Dir, b *outputBudget) []protocol.OutFile {
-	c := outWalk{b: b, deadline: time.Now().Add(outCollectTime), buf: make([]byte, 8192)}
+func collectOut(wd *rundir.Dir, b *outputBudget, deadline time.Time) []protocol.OutFile {
+	c := outWalk{b: b, deadline: deadline, buf: make([]byte, 8192)}
 	wd.Do(func(root int) error {
 		out, err := rundir.OpenDirAt(root, protocol.OutDir)
 		if err != nil {

@@ -78,7 +78,7 @@ func TestResetOutAndCollect(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := outputBudget{limit: 100}
-	if files := collectOut(wd, &b); len(files) != 0 {
+	if files := collectOut(wd, &b, time.Now().Add(time.Minute)); len(files) != 0 {
 		t.Fatalf("a linked out/ gave %+v", files)
 	}
 	if err := resetOut(wd); err != nil {
@@ -95,7 +95,7 @@ func TestResetOutAndCollect(t *testing.T) {
 	os.Symlink(filepath.Join(outside, "secret"), filepath.Join(out, "s"))
 	os.Symlink(outside, filepath.Join(out, "sd"))
 	b = outputBudget{limit: 100, used: 3}
-	files := collectOut(wd, &b)
+	files := collectOut(wd, &b, time.Now().Add(time.Minute))
 	var got []string
 	for _, f := range files {
 		got = append(got, fmt.Sprintf("%s:%d:%d:%v", f.Path, f.Size, len(f.Data), f.Omitted))
@@ -107,7 +107,7 @@ func TestResetOutAndCollect(t *testing.T) {
 		t.Errorf("got %s (truncated %v), want %s", strings.Join(got, " "), b.truncated, want)
 	}
 	b = outputBudget{limit: 200}
-	files = collectOut(wd, &b)
+	files = collectOut(wd, &b, time.Now().Add(time.Minute))
 	if len(files) != 3 || string(files[1].Data) != "1234567890" || b.used != 107 || b.truncated {
 		t.Errorf("with room: %+v used %d", files, b.used)
 	}
@@ -165,7 +165,7 @@ func TestCollectOutBounded(t *testing.T) {
 	os.WriteFile(filepath.Join(within, "deep"), []byte("y"), 0o600)
 	os.WriteFile(filepath.Join(dir, protocol.OutDir, "top"), []byte("z"), 0o600)
 	b := outputBudget{limit: 100}
-	files := collectOut(wd, &b)
+	files := collectOut(wd, &b, time.Now().Add(time.Minute))
 	var got []string
 	for _, f := range files {
 		got = append(got, f.Path)
@@ -174,10 +174,20 @@ func TestCollectOutBounded(t *testing.T) {
 	if !slices.Equal(got, want) || !b.truncated {
 		t.Errorf("got %v (truncated %v), want %v", got, b.truncated, want)
 	}
-	defer func(old time.Duration) { outCollectTime = old }(outCollectTime)
-	outCollectTime = -time.Second
 	b = outputBudget{limit: 100}
-	if files := collectOut(wd, &b); len(files) != 0 || !b.truncated {
+	if files := collectOut(wd, &b, time.Now().Add(-time.Second)); len(files) != 0 || !b.truncated {
 		t.Errorf("past the deadline: %d files, truncated %v", len(files), b.truncated)
+	}
+}
+
+// A collection ends at the run's wall deadline, or a second from now when
+// that is nearer or past.
+func TestCollectDeadline(t *testing.T) {
+	now := time.Now()
+	if d := collectDeadline(now, 30000); d.Sub(now) != 30*time.Second {
+		t.Errorf("a run with 30 s of wall left: %v", d.Sub(now))
+	}
+	if d := collectDeadline(now.Add(-time.Minute), 30000); d.Before(now.Add(outCollectMin)) || d.After(time.Now().Add(outCollectMin)) {
+		t.Errorf("a run past its wall deadline: %v from now", d.Sub(now))
 	}
 }
