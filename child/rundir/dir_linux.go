@@ -17,7 +17,7 @@ import (
 // Dir is a directory the daemon made, held open from the moment it was
 // made (docs/containment.md §5). A program may rename it, or put a link, a
 // FIFO or a file at its name: the descriptor still is the directory the
-// daemon made, so every operation through it (FD, Remove, Make) stays in
+// daemon made, so every operation through it (Do, Dup, Make, Remove) stays in
 // that directory whatever its name now leads to. Path is where it was
 // made: for the program's environment, the watchdog and messages, never
 // for the daemon to open again.
@@ -49,14 +49,9 @@ func Make(parent string) (*Dir, error) {
 // Make creates a directory inside d, through d's descriptor, as the
 // package-level Make does.
 func (d *Dir) Make() (*Dir, error) {
-	d.mu.Lock()
-	pfd, err := -1, error(unix.EBADF)
-	if d.fd >= 0 {
-		pfd, err = unix.FcntlInt(uintptr(d.fd), unix.F_DUPFD_CLOEXEC, 0)
-	}
-	d.mu.Unlock()
+	pfd, err := d.Dup()
 	if err != nil {
-		return nil, &os.PathError{Op: "dup", Path: d.path, Err: err}
+		return nil, err
 	}
 	return makeAt(pfd, d.path)
 }
