@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
 // A SIGKILLed daemon leaves nothing behind (issue 23): at every point where
@@ -256,4 +258,64 @@ func heldBy(tmp string, d *daemon) []string {
 		}
 	}
 	return out
+}
+
+// sessionOpen brings d to an open session and a fork of it (where the
+// daemon can fork), each with a folder, a link out, a file its interpreter
+// holds open and, in tier sandbox, its working directory renamed inside its
+// home with a link out at its name; it returns the daemon's pid.
+func sessionOpen(t *testing.T, d *daemon, outside string) {
+	t.Helper()
+	init := d.call("initialize", "{}")
+	sid := d.open(`{}`)
+	sessions := []string{sid}
+	d.srun(sid, fmt.Sprintf("import os\nos.makedirs('keep/inner')\nheld = open('held-open', 'w')\nheld.write('x' * 100000)\nos.symlink(%q, 'dir-link')", outside))
+	if strings.Contains(string(init.Result), `"fork":true`) {
+		sessions = append(sessions, d.fork(sid))
+	}
+	if suiteTier != "sandbox" {
+		return // tier process: the renamed directory would be outside every directory the daemon registered
+	}
+	for _, s := range sessions {
+		if r := d.srun(s, swapProgram(fmt.Sprintf("os.symlink(%q, cwd)", outside))); string(r.Value) != `"swapped"` {
+			t.Fatalf("the swap: %s %+v", r.Value, r.Error)
+		}
+	}
+}
+
+// TestDaemonSIGKILLSession (C644): a daemon SIGKILLed while a session and
+// its fork are open (their directories holding a link out and a file held
+// open, and in tier sandbox renamed with a link at their names) leaves its
+// TMPDIR empty: the watchdog removes the session's directories. Killed
+// together with its watchdog, the next daemon's start-up sweep removes them.
+func TestDaemonSIGKILLSession(t *testing.T) {
+	leakcheck.Check(t)
+	t.Run("watchdog", func(t *testing.T) {
+		crashAt(t, map[string]string{"CODERUN_WARM_POOL": "1"}, func(t *testing.T, d *daemon, _, outside string) {
+			sessionOpen(t, d, outside)
+		})
+	})
+	t.Run("sweep", func(t *testing.T) {
+		tmp, outside := t.TempDir(), t.TempDir()
+		env := map[string]string{"TMPDIR": tmp, "CODERUN_WARM_POOL": "0"}
+		gone := start(t, env)
+		sessionOpen(t, gone, outside)
+		stale := ownedBy(tmp, gone)
+		watchdog := watchdogOf(t, gone.cmd.Process.Pid)
+		gone.cmd.Process.Signal(syscall.SIGSTOP) // or it replaces its killed watchdog, which cleans up
+		syscall.Kill(watchdog.pid, syscall.SIGKILL)
+		watchdog.gone(5 * time.Second)
+		gone.cmd.Process.Signal(syscall.SIGKILL)
+		gone.waitExit(5 * time.Second)
+		waitNoRunProcs(tmp, 5*time.Second)
+		if len(stale) == 0 {
+			t.Fatal("the killed daemon left nothing to sweep")
+		}
+		next := started(t, env)
+		waitFor(t, func() bool { return len(ownedBy(tmp, gone)) == 0 }, "the sweep of the killed daemon's directories")
+		if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+			t.Errorf("the directory the sessions linked to holds %v", ents)
+		}
+		expectOK(t, next.run(prog("return 1")), "1")
+	})
 }

@@ -43,7 +43,7 @@ type diskWatch struct {
 // watchDisk measures dir every diskSampleEvery against budgetMb() MiB and
 // calls over, with the run's error, each time it finds the budget crossed
 // (over must be idempotent); it goes on until stop.
-func watchDisk(dir string, budgetMb func() int64, over func(*protocol.RunError)) *diskWatch {
+func watchDisk(dir *rundir.Dir, budgetMb func() int64, over func(*protocol.RunError)) *diskWatch {
 	d := &diskWatch{}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -74,8 +74,8 @@ func (d *diskWatch) stop() {
 }
 
 // checkDisk is the run error for dir over a budget of mb MiB, or nil.
-func checkDisk(dir string, mb int64) *protocol.RunError {
-	u, err := rundir.Measure(dir, maxDirEntries)
+func checkDisk(dir *rundir.Dir, mb int64) *protocol.RunError {
+	u, err := dir.Measure(maxDirEntries)
 	switch {
 	case errors.Is(err, rundir.ErrTooLarge):
 		return diskError(mb, "more than "+strconv.Itoa(maxDirEntries)+" files and directories, or deeper than the daemon measures")

@@ -27,21 +27,24 @@ var forkCopyMax int64 = 1 << 30
 var errForkFailed = errors.New("session fork failed")
 
 // forkWorker forks src, an idle session child, into dir, an empty run
-// directory (rundir.Create), as docs/child-protocol.md §6.3 says: src's
-// working directory is copied into dir (rundir.CopyInto, at most
+// directory (rundir.Make), as docs/child-protocol.md §6.3 says: src's
+// working directory is copied into wd through both descriptors (rundir.CopyFD, at most
 // forkCopyMax bytes); the fork frame goes out on src's fd 3 with the fork's
 // three descriptors and extra (tier sandbox: the fork's Landlock ruleset);
 // the reply comes on the fork's own channel; the fork is then adopted from
 // src's reaper. The returned worker's boot is done (it is idle, ready for a
 // session run frame) and its fd-3 reader is not started. The caller must be
-// src's only fd-3 writer meanwhile, and owns dir (it is not removed here).
+// src's only fd-3 writer meanwhile, and owns wd (it is not removed here).
 // Errors wrap errForkFailed; nothing of the fork is left open, and a fork
 // that was not adopted exits when its channel closes.
-func forkWorker(src *worker, dir string, extra ...*os.File) (*worker, error) {
+func forkWorker(src *worker, wd *rundir.Dir, extra ...*os.File) (*worker, error) {
 	if !src.proc.Adoptable() {
 		return nil, fmt.Errorf("%w: %w", errForkFailed, child.ErrNotAdoptable)
 	}
-	if err := rundir.CopyInto(src.dir, dir, forkCopyMax); err != nil {
+	err := src.wd.Do(func(sfd int) error {
+		return wd.Do(func(dfd int) error { return rundir.CopyFD(sfd, dfd, forkCopyMax) })
+	})
+	if err != nil {
 		return nil, fmt.Errorf("%w: copying the working directory: %w", errForkFailed, err)
 	}
 	ch, err := child.OpenForkChannel()
@@ -49,13 +52,13 @@ func forkWorker(src *worker, dir string, extra ...*os.File) (*worker, error) {
 		return nil, fmt.Errorf("%w: %w", errForkFailed, err)
 	}
 	deadline := time.Now().Add(forkReplyTimeout)
-	proc, err := offerFork(src, ch, dir, deadline, extra)
+	proc, err := offerFork(src, ch, wd.Path(), deadline, extra)
 	if err != nil {
 		ch.Close()
 		return nil, fmt.Errorf("%w: %w", errForkFailed, err)
 	}
 	ch.Conn.SetReadDeadline(time.Time{})
-	w := newWorker(dir, proc)
+	w := newWorker(wd, proc)
 	w.conn, w.stdout, w.stderr = ch.Conn, ch.Stdout, ch.Stderr
 	go w.reap()
 	return w, nil

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,12 +86,13 @@ func (s *sessionChild) end() child.Exit {
 		<-s.w.exited
 		s.t.Errorf("the session child did not exit at end of stream")
 	}
-	s.w.removeDir(nil)
+	s.w.closeDir(nil)
 	return s.w.exit
 }
 
 func startSession(t testing.TB, start startFunc) *sessionChild {
-	w, rerr := spawnWorker(realPython(t), t.TempDir(), start)
+	parent := t.TempDir()
+	w, rerr := spawnWorker(realPython(t), func() (*rundir.Dir, error) { return rundir.Make(parent) }, start)
 	if rerr != nil {
 		t.Fatal(rerr.Message)
 	}
@@ -118,8 +117,8 @@ func TestForkWorker(t *testing.T) {
 	src := forkSource(t)
 	src.run("import tempfile\ntempfile.gettempdir()\n" + // cached in the source
 		"data = list(range(100000))\nopen('notes.txt', 'w').write('kept')\nmark = 'source'")
-	dir := t.TempDir()
-	fw, err := forkWorker(src.w, dir)
+	wd, dir := madeDir(t)
+	fw, err := forkWorker(src.w, wd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,8 +159,8 @@ func TestForkWorkerNeedsTheForkServer(t *testing.T) {
 	src := startSession(t, child.Start)
 	defer src.end()
 	src.run("import os\nx = 1")
-	dir := t.TempDir()
-	_, err := forkWorker(src.w, dir)
+	wd, _ := madeDir(t)
+	_, err := forkWorker(src.w, wd)
 	if !errors.Is(err, errForkFailed) || !errors.Is(err, child.ErrNotAdoptable) {
 		t.Fatalf("forkWorker of a cold child: %v", err)
 	}
@@ -171,7 +170,7 @@ func TestForkWorkerNeedsTheForkServer(t *testing.T) {
 }
 
 // A fork whose working directory cannot be copied, or whose directory is
-// missing, fails naming the reason; the source is unaffected. (The fork's
+// closed, fails naming the reason; the source is unaffected. (The fork's
 // own fork-failed frame is pinned by py/tests/test_session.py.)
 func TestForkWorkerFailures(t *testing.T) {
 	leakcheck.Check(t)
@@ -179,14 +178,17 @@ func TestForkWorkerFailures(t *testing.T) {
 	src.run("open('big', 'wb').write(b'x' * 2048)")
 	defer func(old int64) { forkCopyMax = old }(forkCopyMax)
 	forkCopyMax = 1024
-	_, err := forkWorker(src.w, t.TempDir())
+	wd, _ := madeDir(t)
+	_, err := forkWorker(src.w, wd)
 	if !errors.Is(err, rundir.ErrCopyTooLarge) || !strings.Contains(err.Error(), "copying the working directory") {
 		t.Fatalf("fork of a directory over the copy budget: %v", err)
 	}
 	forkCopyMax = 1 << 30
-	_, err = forkWorker(src.w, filepath.Join(t.TempDir(), "missing"))
-	if err == nil || !strings.Contains(err.Error(), "no such file") {
-		t.Fatalf("fork into a missing dir: %v", err)
+	closed, _ := madeDir(t)
+	closed.Close()
+	_, err = forkWorker(src.w, closed)
+	if err == nil || !strings.Contains(err.Error(), "bad file descriptor") {
+		t.Fatalf("fork into a closed dir: %v", err)
 	}
 	if got := src.run("return 7"); got != "7" {
 		t.Errorf("source after the failed fork = %s", got)
@@ -203,12 +205,12 @@ func BenchmarkForkWorker100MB(b *testing.B) {
 	parent := b.TempDir()
 	var took []time.Duration
 	for b.Loop() {
-		dir, err := os.MkdirTemp(parent, "fork-")
+		wd, err := rundir.Make(parent)
 		if err != nil {
 			b.Fatal(err)
 		}
 		start := time.Now()
-		fw, err := forkWorker(src.w, dir)
+		fw, err := forkWorker(src.w, wd)
 		took = append(took, time.Since(start))
 		if err != nil {
 			b.Fatal(err)
@@ -252,12 +254,12 @@ func TestSandboxSession(t *testing.T) {
 			t.Fatalf("run %d: %s", i, line)
 		}
 	}
-	forkDir := t.TempDir()
+	forkWD, forkDir := madeDir(t)
 	rules, err := sandbox.ForkRuleset(cfg, python, forkDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fw, err := forkWorker(src.w, forkDir, rules)
+	fw, err := forkWorker(src.w, forkWD, rules)
 	rules.Close()
 	if err != nil {
 		t.Fatalf("fork in tier sandbox: %v", err)

@@ -32,8 +32,8 @@ type forker struct {
 
 	mu      sync.Mutex
 	srv     *forkserver.Server
-	dir     string    // the server's staged directory
-	retryAt time.Time // no new server before this, after a failure
+	dir     *rundir.Dir // the server's staged directory, held open
+	retryAt time.Time   // no new server before this, after a failure
 	backoff time.Duration
 	closed  bool
 }
@@ -105,10 +105,11 @@ func (f *forker) startLocked() error {
 	if f.sb != nil {
 		files, args = append(files, stagedFile{"sandboxfork.py", py.SandboxFork}), append(args, "--sandbox")
 	}
-	dir, err := stageDir(f.tempDir, files...)
+	wd, err := stageDir(func() (*rundir.Dir, error) { return rundir.Make(f.tempDir) }, files...)
 	if err != nil {
 		return err
 	}
+	dir := wd.Path()
 	args[2] = filepath.Join(dir, "forkserver.py")
 	srv, err := forkserver.Start(child.Spec{
 		Path: f.python,
@@ -117,10 +118,10 @@ func (f *forker) startLocked() error {
 		Dir:  dir,
 	})
 	if err != nil {
-		rundir.Remove(dir)
+		dropDir(wd, f.log)
 		return err
 	}
-	f.srv, f.dir = srv, dir
+	f.srv, f.dir = srv, wd
 	return nil
 }
 
@@ -131,8 +132,8 @@ func (f *forker) stopLocked() {
 		return
 	}
 	f.srv.Close()
-	removeDir(f.dir, f.log)
-	f.srv, f.dir = nil, ""
+	dropDir(f.dir, f.log)
+	f.srv, f.dir = nil, nil
 }
 
 // close stops the server for good (Manager.Shutdown, after every run).

@@ -30,7 +30,7 @@ type held struct {
 // openHeld opens w's directory and pid's /proc files.
 func openHeld(w *worker, pid int) *held {
 	h := &held{w: w, pid: pid, buf: make([]byte, 1024)}
-	h.dir = openFD(w.dir, syscall.O_DIRECTORY)
+	h.dir, _ = w.wd.Dup()
 	for f := range procFiles {
 		h.proc[f] = openFD(procPath(pid, procFile(f)), 0)
 	}
@@ -99,7 +99,7 @@ func (h *held) resetOut() error {
 	if empty, plain := h.outState(); empty && plain {
 		return nil
 	}
-	return resetOut(h.w.dir)
+	return resetOut(h.w.wd)
 }
 
 // outEmpty reports whether w's out/ is a folder without entries (so a
@@ -122,8 +122,14 @@ func (h *held) outState() (empty, plain bool) {
 	if h.dir < 0 {
 		return false, false
 	}
-	fd, err := syscall.Openat(h.dir, protocol.OutDir,
-		syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
+	return outStateAt(h.dir, h.buf)
+}
+
+// outStateAt is outState of out/ under the directory dirfd; buf is for
+// getdents.
+func outStateAt(dirfd int, buf []byte) (empty, plain bool) {
+	fd, err := syscall.Openat(dirfd, protocol.OutDir,
+		syscall.O_RDONLY|syscall.O_CLOEXEC|syscall.O_NOFOLLOW|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return false, false
 	}
@@ -134,7 +140,7 @@ func (h *held) outState() (empty, plain bool) {
 	}
 	plain = st.Mode&0o7777 == 0o700
 	for {
-		n, err := syscall.Getdents(fd, h.buf)
+		n, err := syscall.Getdents(fd, buf)
 		if errors.Is(err, syscall.EINTR) {
 			continue
 		}
@@ -144,7 +150,7 @@ func (h *held) outState() (empty, plain bool) {
 		if n == 0 {
 			return true, plain
 		}
-		if _, count, _ := syscall.ParseDirent(h.buf[:n], 1, nil); count > 0 {
+		if _, count, _ := syscall.ParseDirent(buf[:n], 1, nil); count > 0 {
 			return false, plain
 		}
 	}

@@ -15,9 +15,9 @@ import (
 // folder empty whatever its mode.
 func TestHeldOut(t *testing.T) {
 	leakcheck.Check(t)
-	dir := t.TempDir()
+	wd, dir := madeDir(t)
 	out := filepath.Join(dir, protocol.OutDir)
-	h := openHeld(&worker{dir: dir}, os.Getpid())
+	h := openHeld(&worker{dir: dir, wd: wd}, os.Getpid())
 	defer h.close()
 	cases := []struct {
 		name         string
@@ -61,7 +61,8 @@ func TestHeldOut(t *testing.T) {
 // after close the reads go by path.
 func TestHeldProc(t *testing.T) {
 	leakcheck.Check(t)
-	h := openHeld(&worker{dir: t.TempDir()}, os.Getpid())
+	wd, dir := madeDir(t)
+	h := openHeld(&worker{dir: dir, wd: wd}, os.Getpid())
 	for range 2 {
 		cpu, hwm, ok := h.usage(true)
 		pcpu, phwm, pok := treeUsage(os.Getpid(), true)

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
@@ -230,7 +231,7 @@ func (m *Manager) takeWarm() *worker {
 
 // spawnWorker stages and starts a worker the way the configuration says.
 func (m *Manager) spawnWorker() (*worker, *protocol.RunError) {
-	return spawnWorker(m.cfg.Python, m.cfg.TempDir, m.start)
+	return spawnWorker(m.cfg.Python, func() (*rundir.Dir, error) { return rundir.Make(m.cfg.TempDir) }, m.start)
 }
 
 // startFunc picks how children start: sandboxed, forked or spawned.

@@ -2,6 +2,7 @@ package session
 
 import (
 	"sync"
+	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
@@ -132,18 +133,19 @@ func (r *Run) collect(w *worker) {
 	}
 	r.mu.Lock()
 	b := r.sm.outs.budget
+	deadline := collectDeadline(r.sm.handoff, r.sm.lim.MaxWallMs)
 	r.mu.Unlock()
-	c.from, c.files = w, r.outFiles(w, &b)
+	c.from, c.files = w, r.outFiles(w, &b, deadline)
 	c.budget = b
 }
 
 // outFiles is collectOut of w's directory; a session child's out/ that is
 // an empty folder is seen through the session's held directory.
-func (r *Run) outFiles(w *worker, b *outputBudget) []protocol.OutFile {
+func (r *Run) outFiles(w *worker, b *outputBudget, deadline time.Time) []protocol.OutFile {
 	if s := r.sm.sess; s != nil && s.held.outEmpty(w) {
 		return nil
 	}
-	return collectOut(w.dir, b)
+	return collectOut(w.wd, b, deadline)
 }
 
 // completeResult adds w's out/ files to the queued result and, when they

@@ -271,7 +271,7 @@ func killWorker(w *worker, log *slog.Logger) {
 	w.proc.SignalGroup(syscall.SIGKILL)
 	w.closeFiles()
 	<-w.exited
-	w.removeDir(log)
+	w.closeDir(log)
 }
 
 // adopt makes the booted w the session's child and starts its readers; false
@@ -298,11 +298,11 @@ func (s *Session) adopt(w *worker) bool {
 // sessionDir is the tree a session's program may write: a sandboxed
 // session's home (its forks' homes inside it count against it too), else
 // its working directory.
-func sessionDir(w *worker) string {
+func sessionDir(w *worker) *rundir.Dir {
 	if w.home != nil {
 		return w.home.root
 	}
-	return w.dir
+	return w.wd
 }
 
 // diskBudget is the attached run's disk budget, else the session's.
@@ -430,7 +430,7 @@ func (s *Session) teardown(attached *Run) {
 	if !awaitEmpty(w.proc, s.m.cfg.Grace) {
 		s.log.Warn("session child's group still has members after the reap deadline")
 	}
-	w.removeDir(s.log)
+	w.closeDir(s.log)
 }
 
 // CloseSession ends the session: queued runs and a live one settle abort
@@ -584,7 +584,7 @@ func (s *Session) attach(r *Run) {
 	// run's files are written before its program starts.
 	err := s.held.resetOut()
 	if err == nil {
-		err = stageFiles(w.dir, r.files)
+		err = stageFiles(w.wd, r.files)
 	}
 	r.files = nil
 	if err != nil {
@@ -1001,13 +1001,13 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 	if src.home != nil {
 		return s.m.forkSandboxed(src)
 	}
-	dir, err := rundir.Create(tempDir) // forkWorker copies src's working directory into it
+	wd, err := rundir.Make(tempDir) // forkWorker copies src's working directory into it
 	if err != nil {
 		return nil, errors.New("session/fork: " + pathless(err))
 	}
-	w, err := forkWorker(src, dir)
+	w, err := forkWorker(src, wd)
 	if err != nil {
-		rundir.Remove(dir)
+		dropDir(wd, s.log)
 		return nil, err
 	}
 	return w, nil
@@ -1016,14 +1016,14 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 // forkSandboxed forks src, a sandboxed session's child, into a home of its
 // own under src's (sandbox.go).
 func (m *Manager) forkSandboxed(src *worker) (*worker, error) {
-	h, dir, rules, err := m.forkHome(src)
+	h, wd, rules, err := m.forkHome(src)
 	if err != nil {
 		return nil, errors.New("session/fork: " + pathless(err))
 	}
-	w, err := forkWorker(src, dir, rules)
+	w, err := forkWorker(src, wd, rules)
 	rules.Close()
 	if err != nil {
-		rundir.Remove(dir)
+		dropDir(wd, m.log)
 		h.release(m.log)
 		return nil, err
 	}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
-	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
@@ -209,7 +208,7 @@ func (r *Run) startOn(get func() (*worker, *protocol.RunError)) {
 	if o, ok := r.client.(ChildObserver); ok {
 		o.ChildStarted(began, time.Now())
 	}
-	err := stageFiles(w.dir, r.files) // before the boot frame, so before the program
+	err := stageFiles(w.wd, r.files) // before the boot frame, so before the program
 	r.files = nil
 	r.attach(w)
 	if err != nil {
@@ -231,7 +230,7 @@ func (r *Run) attach(w *worker) {
 	r.mu.Lock()
 	eff := r.sm.step(event{kind: evAttach, w: w, wr: wr, softCPU: child.EffectiveSoftCPU(r.sm.lim.CPUSeconds)})
 	r.disk.stop() // a restart's lost child's
-	r.disk = watchDisk(w.dir, func() int64 { return mb }, func(e *protocol.RunError) { r.decide(decision{err: e}) })
+	r.disk = watchDisk(w.wd, func() int64 { return mb }, func(e *protocol.RunError) { r.decide(decision{err: e}) })
 	r.mu.Unlock()
 	go r.writeLoop(w, wr, w.writerDone)
 	go readLoop(w, r)
@@ -254,7 +253,7 @@ func (r *Run) restart(w *worker) {
 	w.releaseWriter()
 	<-w.writerDone
 	w.closeFiles()
-	w.removeDir(r.log)
+	w.closeDir(r.log)
 	w.giveBackPlace()
 	r.startOn(r.m.spawnWorker)
 }
@@ -268,7 +267,7 @@ func (r *Run) quiesce(w *worker) {
 	}
 	// A same-group survivor may have recreated files in the run directory
 	// after settlement removed it: remove it again once the group is gone.
-	defer func() { removeDir(w.dir, r.log) }()
+	defer w.closeDir(r.log)
 	if !awaitEmpty(w.proc, r.m.cfg.Grace) {
 		r.log.Warn("process group still has members after the reap deadline; forgetting the run")
 	}
@@ -330,15 +329,5 @@ func (r *Run) recoverPanic(where string) {
 	r.decide(decision{err: workerExit(fmt.Sprintf("internal daemon error (%s): %v", where, v))})
 	if where == "start" {
 		r.failStart(workerExit(fmt.Sprintf("internal daemon error (%s): %v", where, v)))
-	}
-}
-
-// removeDir removes a run directory, logging (never reporting) failures.
-func removeDir(dir string, log *slog.Logger) {
-	if dir == "" {
-		return
-	}
-	if err := rundir.Remove(dir); err != nil {
-		log.Error("failed to remove a run directory", "dir", dir, "err", err)
 	}
 }

@@ -156,55 +156,63 @@ func dedupe(in []string) []string {
 
 // home is a family's shared home directory, removed with the last
 // member's working directory. root is the member's own home: where its
-// forks' homes are made.
+// forks' homes are made. Both are held open (rundir.Dir) and made through
+// their parent's descriptor.
 type home struct {
-	dir  string
-	root string
+	dir  *rundir.Dir
+	root *rundir.Dir
 	refs *atomic.Int64
 }
 
 // release counts a member's directory removed (nil: not a sandboxed
 // session's), removing the family's home after the last.
 func (h *home) release(log *slog.Logger) {
-	if h != nil && h.refs.Add(-1) == 0 {
-		removeDir(h.dir, log)
+	if h == nil {
+		return
+	}
+	if h.root != h.dir {
+		h.root.Close() // removed with the family's home, which holds it
+	}
+	if h.refs.Add(-1) == 0 {
+		dropDir(h.dir, log)
 	}
 }
 
 // sandboxSessionWorker starts a session child in tier sandbox: in a new
 // home, the source's, writable by the child (sb.Writable).
 func (m *Manager) sandboxSessionWorker(sb sandbox.Config) (*worker, *protocol.RunError) {
-	dir, err := rundir.Create(m.cfg.TempDir)
+	hd, err := rundir.Make(m.cfg.TempDir)
 	if err != nil {
 		return nil, workerExit("failed to stage the session's home in the daemon's temporary directory: " + pathless(err))
 	}
-	sb.Session, sb.Writable = true, []string{dir}
-	w, fail := spawnWorker(m.cfg.Python, dir, func(spec child.Spec) (*child.Process, error) {
+	sb.Session, sb.Writable = true, []string{hd.Path()}
+	w, fail := spawnWorker(m.cfg.Python, hd.Make, func(spec child.Spec) (*child.Process, error) {
 		return sandbox.Start(spec, sb)
 	})
 	if fail != nil {
-		rundir.Remove(dir)
+		dropDir(hd, m.log)
 		return nil, fail
 	}
-	w.home = &home{dir: dir, root: dir, refs: new(atomic.Int64)}
+	w.home = &home{dir: hd, root: hd, refs: new(atomic.Int64)}
 	w.home.refs.Add(1)
 	return w, nil
 }
 
 // forkHome makes a fork's home under src's and the ruleset that confines
-// the fork to it; dir is the fork's (empty) working directory inside it.
+// the fork to it; wd is the fork's (empty) working directory inside it.
 // On error nothing is left.
-func (m *Manager) forkHome(src *worker) (h *home, dir string, rules *os.File, err error) {
-	root, err := rundir.Create(src.home.root)
+func (m *Manager) forkHome(src *worker) (h *home, wd *rundir.Dir, rules *os.File, err error) {
+	root, err := src.home.root.Make()
 	if err != nil {
-		return nil, "", nil, err
+		return nil, nil, nil, err
 	}
-	if dir, err = rundir.Create(root); err == nil {
-		if rules, err = sandbox.ForkRuleset(*m.sandbox, m.cfg.Python, root); err == nil {
+	if wd, err = root.Make(); err == nil {
+		if rules, err = sandbox.ForkRuleset(*m.sandbox, m.cfg.Python, root.Path()); err == nil {
 			src.home.refs.Add(1)
-			return &home{dir: src.home.dir, root: root, refs: src.home.refs}, dir, rules, nil
+			return &home{dir: src.home.dir, root: root, refs: src.home.refs}, wd, rules, nil
 		}
+		dropDir(wd, m.log)
 	}
-	rundir.Remove(root)
-	return nil, "", nil, err
+	dropDir(root, m.log)
+	return nil, nil, nil, err
 }

@@ -199,7 +199,7 @@ func (p *warmPool) discard(w *worker) {
 	w.proc.SignalGroup(syscall.SIGKILL)
 	w.closeFiles()
 	<-w.exited
-	w.removeDir(p.m.log)
+	w.closeDir(p.m.log)
 }
 
 // stop kills every warm child and stops refilling.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
@@ -16,7 +17,8 @@ import (
 
 // worker is one staged and spawned child (cold, or taken from the warm pool).
 type worker struct {
-	dir  string
+	dir  string      // the working directory's path: for the child, never opened again by the daemon
+	wd   *rundir.Dir // the working directory, held open since it was made: every daemon-side operation on it
 	proc *child.Process
 	// The daemon's ends, registered with the runtime poller by child.Start:
 	// deadlines work and Close releases a blocked Read or Write.
@@ -45,39 +47,59 @@ type stagedFile struct {
 	data []byte
 }
 
-// stageDir creates a run directory (0700, rundir.Create: registered with the
-// watchdog) holding bootstrap.py, protocol.py and extra (0600); any failure
-// removes the partial directory (docs/child-protocol.md §4.3 step 1).
-func stageDir(parent string, extra ...stagedFile) (dir string, err error) {
-	dir, err = rundir.Create(parent)
+// stageDir creates a run directory (0700, with mk: rundir.Make, registered
+// with the watchdog, held open) holding bootstrap.py, protocol.py and extra
+// (0600); any failure removes the partial directory (docs/child-protocol.md
+// §4.3 step 1).
+func stageDir(mk dirMaker, extra ...stagedFile) (wd *rundir.Dir, err error) {
+	wd, err = mk()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			rundir.Remove(dir)
-			dir = ""
-		}
-	}()
 	files := append([]stagedFile{{"bootstrap.py", py.Bootstrap}, {"protocol.py", py.Protocol}}, extra...)
-	for _, f := range files {
-		if err = writeFile(filepath.Join(dir, f.name), f.data); err != nil {
-			return dir, err
+	err = wd.Do(func(fd int) error {
+		for _, f := range files {
+			if err := writeAt(fd, f.name, f.data); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		dropDir(wd, nil)
+		return nil, err
 	}
-	return dir, nil
+	return wd, nil
 }
 
-func writeFile(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+// dirMaker makes a held directory: rundir.Make in the daemon's TMPDIR, or
+// (*rundir.Dir).Make in a session's home.
+type dirMaker func() (*rundir.Dir, error)
+
+// writeAt creates the file name (0600) in the directory dirfd and writes
+// data, refusing whatever already is there.
+func writeAt(dirfd int, name string, data []byte) error {
+	fd, err := syscall.Openat(dirfd, name, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
-		return err
+		return &os.PathError{Op: "openat", Path: name, Err: err}
 	}
+	f := os.NewFile(uintptr(fd), name)
 	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// dropDir removes wd (logging a failure when log is set) and closes it.
+func dropDir(wd *rundir.Dir, log *slog.Logger) {
+	if wd == nil {
+		return
+	}
+	if err := wd.Remove(); err != nil && log != nil {
+		log.Error("failed to remove a run directory", "dir", wd.Path(), "err", err)
+	}
+	wd.Close()
 }
 
 // startFunc starts a staged child: child.Start, a sandboxed start, or a fork
@@ -100,36 +122,37 @@ func pathless(err error) string {
 
 // spawnWorker stages and starts one child (docs/child-protocol.md §4.3 steps 1–3). Failures are the
 // run's worker-exit; nothing is left behind.
-func spawnWorker(python, tempDir string, start startFunc) (*worker, *protocol.RunError) {
-	dir, err := stageDir(tempDir)
+func spawnWorker(python string, mk dirMaker, start startFunc) (*worker, *protocol.RunError) {
+	wd, err := stageDir(mk)
 	if err != nil {
 		return nil, workerExit(msgStaging + pathless(err))
 	}
+	dir := wd.Path()
 	spec := child.Spec{
 		Path: python,
 		Args: []string{"-u", "-I", filepath.Join(dir, "bootstrap.py")},
 		Env:  []string{"TMPDIR=" + dir},
 		Dir:  dir,
 	}
-	if err := resetOut(dir); err != nil {
-		rundir.Remove(dir)
+	if err := resetOut(wd); err != nil {
+		dropDir(wd, nil)
 		return nil, workerExit(msgStaging + pathless(err))
 	}
 	proc, err := start(spec)
 	if err != nil {
-		rundir.Remove(dir)
+		dropDir(wd, nil)
 		return nil, workerExit("python spawn error: " + pathless(err))
 	}
-	w := newWorker(dir, proc)
+	w := newWorker(wd, proc)
 	w.conn, w.stdout, w.stderr = proc.Conn, proc.Stdout, proc.Stderr
 	go w.reap()
 	return w, nil
 }
 
-// newWorker is the worker of proc, started in dir; the caller sets its
+// newWorker is the worker of proc, started in wd; the caller sets its
 // descriptors and starts reap.
-func newWorker(dir string, proc *child.Process) *worker {
-	return &worker{dir: dir, proc: proc, exited: make(chan struct{}), writerDone: make(chan struct{}),
+func newWorker(wd *rundir.Dir, proc *child.Process) *worker {
+	return &worker{dir: wd.Path(), wd: wd, proc: proc, exited: make(chan struct{}), writerDone: make(chan struct{}),
 		earlyDone: make(chan struct{})}
 }
 
@@ -165,8 +188,10 @@ func (w *worker) closeFiles() {
 	})
 }
 
-// removeDir removes the run directory, once; it first waits for an early
-// removal pass that is under way, then removes whatever is left.
+// removeDir removes the run directory through its descriptor, once; it
+// first waits for an early removal pass that is under way, then removes
+// whatever is left. The directory stays held (a removal that failed is
+// tried again by closeDir).
 func (w *worker) removeDir(log *slog.Logger) {
 	w.removeOnce.Do(func() {
 		if log == nil {
@@ -174,9 +199,19 @@ func (w *worker) removeDir(log *slog.Logger) {
 		}
 		w.earlyOnce.Do(func() { close(w.earlyDone) })
 		<-w.earlyDone
-		removeDir(w.dir, log)
+		if err := w.wd.Remove(); err != nil {
+			log.Error("failed to remove a run directory", "dir", w.dir, "err", err)
+		}
 		w.home.release(log)
 	})
+}
+
+// closeDir is removeDir, then a last removal pass (a survivor of the run's
+// group may have written since), then closes the directory: the worker's
+// end.
+func (w *worker) closeDir(log *slog.Logger) {
+	w.removeDir(log)
+	dropDir(w.wd, log)
 }
 
 // removeEarly calls before, then starts a removal pass of the run directory in the background,
@@ -191,8 +226,8 @@ func (w *worker) removeEarly(before func()) {
 	w.earlyOnce.Do(func() {
 		go func() {
 			defer close(w.earlyDone)
-			before()             // out/ is read before it goes
-			rundir.Remove(w.dir) // a failure is removeDir's to retry and log
+			before()      // out/ is read before it goes
+			w.wd.Remove() // a failure is removeDir's to retry and log
 		}()
 	})
 }

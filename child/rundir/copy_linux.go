@@ -57,8 +57,15 @@ func CopyInto(src, dst string, maxBytes int64) error {
 		return &os.PathError{Op: "open", Path: dst, Err: err}
 	}
 	defer unix.Close(dfd)
+	return wrapPath(CopyFD(sfd, dfd, maxBytes), src)
+}
+
+// CopyFD is CopyInto between two directories the caller holds open
+// (Dir.Do): the tree under srcfd is copied into dstfd, whatever the names
+// of either now lead to.
+func CopyFD(srcfd, dstfd int, maxBytes int64) error {
 	c := copier{bytesLeft: maxBytes, entriesLeft: copyMaxEntries}
-	return wrapPath(c.tree(sfd, dfd, copyMaxDepth), src)
+	return c.tree(srcfd, dstfd, copyMaxDepth)
 }
 
 // copier carries Copy's remaining budgets.

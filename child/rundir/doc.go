@@ -13,6 +13,12 @@
 // home, not in the directory, because the program may delete or rewrite any
 // file of its own directory; tier sandbox never grants it the home.
 //
+// Make creates a directory as Create does and returns it held open (Dir):
+// the daemon reads, writes, copies and removes a run's or session's
+// directory only through that descriptor, never through its path again, so
+// a program that renames the directory or puts a link at its name cannot
+// redirect the daemon (docs/containment.md §5).
+//
 // Create registers each directory with the installed watcher (the watchdog,
 // through spawn.Watcher: one short pipe write) and Remove unregisters it, so
 // that the watchdog removes what is left when the daemon dies, however it

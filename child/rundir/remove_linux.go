@@ -80,7 +80,18 @@ func emptyAt(dirfd int, name string) error {
 	if err != nil {
 		return &os.PathError{Op: "openat", Path: name, Err: err}
 	}
-	dir := os.NewFile(uintptr(fd), name)
+	defer unix.Close(fd)
+	return emptyFD(fd, name)
+}
+
+// emptyFD removes everything in the directory fd (named name in errors),
+// never leaving it through a symbolic link; fd stays open.
+func emptyFD(fd int, name string) error {
+	lfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "openat", Path: name, Err: err}
+	}
+	dir := os.NewFile(uintptr(lfd), name)
 	defer dir.Close()
 	for {
 		names, err := dir.Readdirnames(1024)

@@ -25,26 +25,23 @@ var ErrTooLarge = errors.New("rundir: the tree has too many entries or levels to
 // maxMeasureDepth bounds the descriptors a walk holds open (one a level).
 const maxMeasureDepth = 64
 
-// Measure walks the tree at dir as a program may have left it: relative to
-// descriptors it opened itself, never following a symbolic link (a link
-// counts as itself), making each directory u+rwx before listing it (as
-// RemoveTree does: a program may hide a folder's content behind its mode).
-// It stops with ErrTooLarge past maxEntries entries or maxMeasureDepth
-// levels; a tree that is gone measures zero. Entries that vanish during the
-// walk are not counted; the result is a sample, not a snapshot.
-func Measure(dir string, maxEntries int64) (Usage, error) {
+// Measure walks d's tree as a program may have left it, through d's
+// descriptor (docs/containment.md §5) and descriptors opened from it, never
+// following a symbolic link (a link counts as itself), making each
+// directory u+rwx before listing it (as RemoveTree does: a program may hide
+// a folder's content behind its mode). It stops with ErrTooLarge past
+// maxEntries entries or maxMeasureDepth levels. Entries that vanish during
+// the walk are not counted; the result is a sample, not a snapshot.
+func (d *Dir) Measure(maxEntries int64) (Usage, error) {
 	var u Usage
-	fd, err := openDir(unix.AT_FDCWD, dir)
-	if err == unix.ENOENT {
-		return u, nil
-	}
+	fd, err := d.Dup()
 	if err != nil {
-		return u, &os.PathError{Op: "open", Path: dir, Err: err}
+		return u, err
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return u, &os.PathError{Op: "fstat", Path: dir, Err: err}
+		return u, &os.PathError{Op: "fstat", Path: d.path, Err: err}
 	}
 	u.Bytes = st.Blocks * 512
 	return u, measureAt(fd, &u, maxEntries, 1)

@@ -23,7 +23,11 @@ func TestMeasure(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(outside, "big"), make([]byte, 4<<20), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	d, err := Make(t.TempDir())
+	must(t, err)
+	defer d.Close()
+	defer d.Remove()
+	dir := d.Path()
 	must(t, os.MkdirAll(filepath.Join(dir, "a", "b"), 0o700))
 	must(t, os.WriteFile(filepath.Join(dir, "a", "b", "one"), make([]byte, 1<<20), 0o600))
 	must(t, os.Symlink(outside, filepath.Join(dir, "link")))
@@ -32,23 +36,34 @@ func TestMeasure(t *testing.T) {
 	must(t, sparse.Truncate(1<<30))
 	sparse.Close()
 	must(t, os.Chmod(filepath.Join(dir, "a"), 0))
-	u, err := Measure(dir, 100)
+	u, err := d.Measure(100)
 	if err != nil || u.Entries != 5 || u.Bytes < 1<<20 || u.Bytes > 2<<20 {
 		t.Errorf("Measure = %+v, %v; want 5 entries and 1 MiB and a little", u, err)
 	}
-	if _, err := Measure(dir, 4); !errors.Is(err, ErrTooLarge) {
+	if _, err := d.Measure(4); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("Measure past 4 entries: %v, want ErrTooLarge", err)
 	}
-	deep := t.TempDir()
-	path := deep
+	deep, err := Make(t.TempDir())
+	must(t, err)
+	defer deep.Close()
+	defer deep.Remove()
+	path := deep.Path()
 	for i := range maxMeasureDepth + 1 {
 		path = filepath.Join(path, strconv.Itoa(i))
 	}
 	must(t, os.MkdirAll(path, 0o700))
-	if _, err := Measure(deep, 1000); !errors.Is(err, ErrTooLarge) {
+	if _, err := deep.Measure(1000); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("Measure past %d levels: %v, want ErrTooLarge", maxMeasureDepth, err)
 	}
-	if u, err := Measure(filepath.Join(dir, "gone"), 10); err != nil || u != (Usage{}) {
+	// Renamed, with a link to a host tree at its name: still its own tree.
+	must(t, os.Rename(dir, dir+".moved"))
+	must(t, os.Symlink(outside, dir))
+	if u, err := d.Measure(100); err != nil || u.Entries != 5 {
+		t.Errorf("Measure of a renamed tree = %+v, %v; want its own 5 entries", u, err)
+	}
+	must(t, os.Remove(dir))
+	must(t, d.Remove())
+	if u, err := d.Measure(10); err != nil || u.Entries != 0 {
 		t.Errorf("Measure of a tree that is gone = %+v, %v", u, err)
 	}
 }
