@@ -2,8 +2,6 @@ package session
 
 import (
 	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,47 +72,15 @@ return "escaped"`, value: `"escaped"`, logsHave: []string{"leader-diagnostic-no-
 func TestSandboxTreesNeverHoldPrivatePaths(t *testing.T) {
 	trees := []string{"/usr/lib/python3.11", "/usr", "/usr/local/lib", "/opt/py/bin/python3", "/tmp"}
 	private := []string{"/tmp", "/usr/local/bin/coderun-rpc"}
-	got := withoutAncestors(trees, private)
+	got := sandbox.WithoutAncestors(trees, private)
 	want := []string{"/usr/lib/python3.11", "/usr/local/lib", "/opt/py/bin/python3"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("withoutAncestors = %v, want %v", got, want)
+		t.Errorf("WithoutAncestors = %v, want %v", got, want)
 	}
 	sb := sandboxFor(realPython(t), t.TempDir(), nil)
 	for _, tree := range sb.ReadOnly {
 		if tree == "/" || tree == "/usr" || tree == "/usr/bin" {
 			t.Errorf("read-only tree %q is wider than the interpreter needs", tree)
 		}
-	}
-}
-
-// A tree that holds the daemon's executable (a wheel's site-packages) is
-// granted in parts: everything but the executable, no symbolic link (a rule
-// through a link would grant its target).
-func TestSandboxCarvesTreesAroundPrivatePaths(t *testing.T) {
-	site := t.TempDir()
-	for _, d := range []string{"pkg_a", "coderun/bin"} {
-		if err := os.MkdirAll(filepath.Join(site, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, f := range []string{"pkg_b.py", "pkg_a/__init__.py", "coderun/__init__.py", "coderun/bin/coderun-rpc", "coderun/bin/other"} {
-		if err := os.WriteFile(filepath.Join(site, f), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink("/etc", filepath.Join(site, "link")); err != nil {
-		t.Fatal(err)
-	}
-	read, list := carveAll([]string{site, "/usr/lib/python3.11"}, []string{filepath.Join(site, "coderun/bin/coderun-rpc")})
-	want := []string{filepath.Join(site, "coderun/__init__.py"), filepath.Join(site, "coderun/bin/other"),
-		filepath.Join(site, "pkg_a"), filepath.Join(site, "pkg_b.py"), "/usr/lib/python3.11"}
-	if !slices.Equal(read, want) {
-		t.Errorf("read = %v\nwant %v", read, want)
-	}
-	if want := []string{site, filepath.Join(site, "coderun"), filepath.Join(site, "coderun/bin")}; !slices.Equal(list, want) {
-		t.Errorf("list = %v\nwant %v", list, want)
-	}
-	if read, list := carveAll([]string{site}, []string{site}); len(read)+len(list) != 0 {
-		t.Errorf("a private tree itself is granted: %v %v", read, list)
 	}
 }
