@@ -69,8 +69,9 @@ func TestDirSwapped(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer d.Close()
-				if fi, err := os.Lstat(d.Path()); err != nil || fi.Mode() != os.ModeDir|0o700 || filepath.Dir(d.Path()) != parent ||
-					!strings.HasPrefix(filepath.Base(d.Path()), Prefix) {
+				home := filepath.Dir(d.Path()) // this process's home in parent
+				if fi, err := os.Lstat(d.Path()); err != nil || fi.Mode() != os.ModeDir|0o700 || filepath.Dir(home) != parent ||
+					!strings.HasPrefix(filepath.Base(d.Path()), Prefix) || !strings.HasPrefix(filepath.Base(home), Prefix) {
 					t.Fatalf("Make made %s: %v %v", d.Path(), fi, err)
 				}
 				inner, err := d.Make()
@@ -78,7 +79,7 @@ func TestDirSwapped(t *testing.T) {
 					t.Fatal(err)
 				}
 				os.WriteFile(filepath.Join(inner.Path(), "data"), []byte("d"), 0o600)
-				moved := filepath.Join(parent, "moved")
+				moved := filepath.Join(home, "moved")
 				if away == "elsewhere" {
 					os.Mkdir(filepath.Join(parent, "else"), 0o700)
 					moved = filepath.Join(parent, "else", "moved")

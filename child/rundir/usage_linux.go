@@ -31,10 +31,17 @@ const maxMeasureDepth = 64
 // directory u+rwx before listing it (as RemoveTree does: a program may hide
 // a folder's content behind its mode). It stops with ErrTooLarge past
 // maxEntries entries or maxMeasureDepth levels. Entries that vanish during
-// the walk are not counted; the result is a sample, not a snapshot.
+// the walk are not counted; the result is a sample, not a snapshot, and a
+// tree removed already measures as empty.
 func (d *Dir) Measure(maxEntries int64) (Usage, error) {
 	var u Usage
-	fd, err := d.Dup()
+	fd := -1
+	err := d.Do(func(dfd int) (err error) {
+		// A descriptor of its own (not a dup, which would share the
+		// listing's offset with d's and every later walk's).
+		fd, err = unix.Openat(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return err
+	})
 	if err != nil {
 		return u, err
 	}
@@ -44,6 +51,10 @@ func (d *Dir) Measure(maxEntries int64) (Usage, error) {
 		return u, &os.PathError{Op: "fstat", Path: d.path, Err: err}
 	}
 	u.Bytes = st.Blocks * 512
+	if st.Nlink == 0 { // removed: nothing in it to count, nothing to list
+		unix.Close(fd)
+		return u, nil
+	}
 	return u, measureAt(fd, &u, maxEntries, 1)
 }
 
