@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -226,4 +227,34 @@ func TestMCPNoOrphanServer(t *testing.T) {
 	expectOK(t, d.run(prog(`return await ts.echo("up")`, tsBinding)), `"up"`)
 	d.stdin.Close()
 	<-d.exited
+}
+
+// A ${VAR} in an upstream's URL stays a reference in everything that leaves
+// the daemon: an HTTP upstream on a closed loopback port with its key in the
+// URL fails a run and bindings/describe, and neither they nor the log show
+// the key.
+func TestMCPUpstreamSecretsStayHidden(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	const key = "s3cr3t-e2e-key"
+	cfg := filepath.Join(t.TempDir(), "mcp.json")
+	if err := os.WriteFile(cfg, []byte(`{"mcpServers":{"web":{"url":"http://`+closed+`/mcp?api_key=${E2E_KEY}"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := started(t, map[string]string{"CODERUN_MCP_CONFIG": cfg, "E2E_KEY": key, "CODERUN_LOG_LEVEL": "debug"})
+	binding := `"bindings":[{"global":"web","mcp":"web"}]`
+	seen := []string{string(d.call("run", prog("return 1", binding)).raw), string(d.call("bindings/describe", `{`+binding+`}`).raw)}
+	if !strings.Contains(seen[0]+seen[1], "${E2E_KEY}") {
+		t.Errorf("the failures do not name the upstream's URL as configured:\n%s", strings.Join(seen, "\n"))
+	}
+	for _, s := range append(seen, d.stderr.String()) {
+		if strings.Contains(s, key) {
+			t.Errorf("the key left the daemon: %.400s", s)
+		}
+	}
 }

@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/coderun-rpc/coderun-rpc/internal/mcptest"
+	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 )
 
 // A hostile upstream MCP server (internal/mcptest's hostile.go) against the
@@ -147,5 +149,34 @@ func TestMCPHostileFatPage(t *testing.T) {
 	expectOK(t, d.run(prog(`return await h.echo("up")`, hostileBinding)), `"up"`)
 	if mb := d.peakMB(); mb > daemonPeakMB {
 		t.Errorf("the daemon's peak RSS is %d MiB, want at most %d", mb, daemonPeakMB)
+	}
+}
+
+// An upstream's failure of any size reaches the program and the daemon's log
+// cut to MaxErrorMessageBytes with the truncation marker: a JSON-RPC error
+// and an isError result of 3 MiB each.
+func TestMCPHostileBigErrors(t *testing.T) {
+	t.Parallel()
+	d := hostileDaemon(t, mcptest.HostileBig, nil)
+	r := d.run(prog(`out = []
+for f in (h.fail, h.toolfail):
+    try:
+        await f(mb=3)
+    except McpToolError as e:
+        out.append([len(str(e).encode()), str(e).endswith("[truncated]")])
+return out`, hostileBinding, `"limits":{"maxWallMs":60000}`))
+	var got [][2]any
+	if r.Error != nil || json.Unmarshal(r.Value, &got) != nil || len(got) != 2 {
+		t.Fatalf("value %s error %+v", r.Value, r.Error)
+	}
+	for i, g := range got {
+		if n, _ := g[0].(float64); n > upstream.MaxErrorMessageBytes || n < upstream.MaxErrorMessageBytes/2 || g[1] != true {
+			t.Errorf("failure %d reached the program as %v bytes, truncated %v; want at most %d, marked", i, g[0], g[1], upstream.MaxErrorMessageBytes)
+		}
+	}
+	for _, line := range strings.Split(d.stderr.String(), "\n") {
+		if len(line) > 2*upstream.MaxErrorMessageBytes {
+			t.Errorf("a log line of %d bytes: %.120s…", len(line), line)
+		}
 	}
 }

@@ -120,7 +120,7 @@ func (s *Server) resolve(ctx context.Context) ([]protocol.Namespace, map[string]
 		one := []protocol.Namespace{ns}
 		r, cuts, err := rpc.ResolveMCP(ctx, s.opts.Pool, one)
 		if err != nil {
-			notes += "\n# unavailable: " + strings.ReplaceAll(err.Error(), "\n", " ")
+			notes += "\n# unavailable: " + commentLine(err.Error())
 			continue
 		}
 		notes += cuts
@@ -128,4 +128,18 @@ func (s *Server) resolve(ctx context.Context) ([]protocol.Namespace, map[string]
 		routes[ns.Global] = r[ns.Global]
 	}
 	return nss, routes, notes
+}
+
+// commentLine is text fit for one line of the description's Python comment:
+// every character Python's str.splitlines (or a reader) takes for a line
+// break becomes a space, so an upstream's error text cannot start a line of
+// stub of its own.
+func commentLine(text string) string {
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '\n', '\r', '\v', '\f', 0x1c, 0x1d, 0x1e, 0x85, 0x2028, 0x2029:
+			return ' '
+		}
+		return r
+	}, text)
 }

@@ -22,13 +22,14 @@ import (
 //     500 000 properties (14 MB, which a JSON decoder makes ~30 times
 //     larger), streamed.
 //
-// In every mode it also has the tools echo (its "message" back) and big
-// ("mb" megabytes of text, streamed).
+// In every mode it also has the tools echo (its "message" back), big ("mb"
+// megabytes of text, streamed), fail (a JSON-RPC error whose message is "mb"
+// megabytes) and toolfail (an isError result of "mb" megabytes of text).
 const (
 	HostileCursor  = "cursor"
 	HostileTools   = "tools"
 	HostileFatPage = "fatpage"
-	HostileBig     = "big" // only echo and big
+	HostileBig     = "big" // only the tools every mode has
 )
 
 const envHostile = "CODERUN_MCPTEST_HOSTILE" // the hostile mode
@@ -103,6 +104,8 @@ func hostileList(mode, cursor string) map[string]any {
 	tools := []map[string]any{
 		{"name": "echo", "inputSchema": map[string]any{"type": "object", "properties": map[string]any{"message": map[string]any{"type": "string"}}}},
 		{"name": "big", "inputSchema": map[string]any{"type": "object", "properties": map[string]any{"mb": map[string]any{"type": "integer"}}}},
+		{"name": "fail", "inputSchema": map[string]any{"type": "object", "properties": map[string]any{"mb": map[string]any{"type": "integer"}}}},
+		{"name": "toolfail", "inputSchema": map[string]any{"type": "object", "properties": map[string]any{"mb": map[string]any{"type": "integer"}}}},
 	}
 	page, _ := strconv.Atoi(cursor)
 	total, perPage, descBytes := 0, 0, 0
@@ -156,17 +159,27 @@ func hostileCall(w *bufio.Writer, id json.RawMessage, params json.RawMessage) er
 		} `json:"arguments"`
 	}
 	_ = json.Unmarshal(params, &p)
-	if p.Name != "big" {
+	switch p.Name {
+	case "big":
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"`, id)
+	case "fail": // a JSON-RPC error whose message is mb MiB
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32000,"message":"`, id)
+	case "toolfail": // an isError result whose text is mb MiB
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"isError":true,"content":[{"type":"text","text":"`, id)
+	default:
 		return reply(w, id, map[string]any{"content": []map[string]any{{"type": "text", "text": p.Arguments.Message}}})
 	}
-	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"`, id)
 	mb := strings.Repeat("x", 1<<20)
 	for range p.Arguments.MB {
 		if _, err := w.WriteString(mb); err != nil {
 			return err
 		}
 	}
-	_, err := w.WriteString("\"}]}}\n")
+	tail := "\"}]}}\n"
+	if p.Name == "fail" {
+		tail = "\"}}\n"
+	}
+	_, err := w.WriteString(tail)
 	return err
 }
 

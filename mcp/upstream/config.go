@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -22,6 +23,24 @@ type Spec struct {
 	Env     map[string]string // added to the daemon's environment
 	URL     string
 	Headers map[string]string // sent with every HTTP request
+	// secrets are the values ${VAR} references expanded to, each with the
+	// reference itself: Redact puts the reference back wherever a value
+	// would leave the daemon (an error's text, the log).
+	secrets []secret
+}
+
+type secret struct{ value, ref string }
+
+// Redact is text with every value a ${VAR} of the server's configuration
+// expanded to — as written, query-escaped or path-escaped, as a URL in an
+// error may show it — replaced by its reference (${VAR}).
+func (s Spec) Redact(text string) string {
+	for _, x := range s.secrets {
+		for _, form := range []string{x.value, url.QueryEscape(x.value), url.PathEscape(x.value)} {
+			text = strings.ReplaceAll(text, form, x.ref)
+		}
+	}
+	return text
 }
 
 // ConfigError is a configuration file that cannot be used; its message names
@@ -114,18 +133,22 @@ func parseEntry(key string, raw json.RawMessage, lookup func(string) (string, bo
 		return s, fmt.Errorf("server %q: needs \"command\" (stdio) or \"url\" (streamable HTTP)", key)
 	}
 	var err error
-	if s.URL, err = expand(key, "url", s.URL, lookup); err != nil {
+	if s.URL, err = expand(key, "url", s.URL, lookup, &s.secrets); err != nil {
 		return s, err
 	}
 	if e.URL != nil && !isHTTPURL(s.URL) {
 		// The file's text, not the expanded one: a ${VAR} may hold a secret.
 		return s, fmt.Errorf("server %q: \"url\" must be an absolute http or https URL, got %q", key, *e.URL)
 	}
-	if s.Headers, err = expandAll(key, "headers", e.Headers, lookup); err != nil {
+	if s.Headers, err = expandAll(key, "headers", e.Headers, lookup, &s.secrets); err != nil {
 		return s, err
 	}
-	s.Env, err = expandAll(key, "env", e.Env, lookup)
-	return s, err
+	if s.Env, err = expandAll(key, "env", e.Env, lookup, &s.secrets); err != nil {
+		return s, err
+	}
+	// The longest first, so that a value holding another is replaced whole.
+	slices.SortFunc(s.secrets, func(a, b secret) int { return len(b.value) - len(a.value) })
+	return s, nil
 }
 
 // isHTTPURL reports whether text is an absolute http or https URL with a
@@ -137,16 +160,19 @@ func isHTTPURL(text string) bool {
 
 var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// expand replaces each ${VAR} with the variable's value; an unset variable is
-// an error naming it, so a secret missing from the environment is not sent
-// as an empty header.
-func expand(key, field, text string, lookup func(string) (string, bool)) (string, error) {
+// expand replaces each ${VAR} with the variable's value, adding each
+// non-empty value to secrets; an unset variable is an error naming it, so a
+// secret missing from the environment is not sent as an empty header.
+func expand(key, field, text string, lookup func(string) (string, bool), secrets *[]secret) (string, error) {
 	var missing string
 	out := varRef.ReplaceAllStringFunc(text, func(ref string) string {
 		name := ref[2 : len(ref)-1]
 		v, ok := lookup(name)
 		if !ok && missing == "" {
 			missing = name
+		}
+		if v != "" {
+			*secrets = append(*secrets, secret{value: v, ref: ref})
 		}
 		return v
 	})
@@ -156,10 +182,10 @@ func expand(key, field, text string, lookup func(string) (string, bool)) (string
 	return out, nil
 }
 
-func expandAll(key, field string, m map[string]string, lookup func(string) (string, bool)) (map[string]string, error) {
+func expandAll(key, field string, m map[string]string, lookup func(string) (string, bool), secrets *[]secret) (map[string]string, error) {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
-		x, err := expand(key, field+"."+k, v, lookup)
+		x, err := expand(key, field+"."+k, v, lookup, secrets)
 		if err != nil {
 			return nil, err
 		}

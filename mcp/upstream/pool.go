@@ -10,6 +10,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -202,15 +203,21 @@ func callAnswer(ctx context.Context, srv *Server, function string, args []byte, 
 	return srv.answer(function, v, err)
 }
 
+// MaxErrorMessageBytes caps the message of an upstream's failure, a
+// tool's own or the server's, as the program and the daemon's log get it
+// (with a truncation marker): an upstream's error may be of any size, and
+// one that echoes its arguments grows with them.
+const MaxErrorMessageBytes = 4096
+
 // answer is the binding answer for a call's value or error.
 func (s *Server) answer(function string, v []byte, err error) session.Answer {
 	if err == nil {
 		return session.Answer{HasResult: true, Result: v}
 	}
-	msg := err.Error()
+	msg := wireguard.CapMessage(s.spec.Redact(err.Error()), MaxErrorMessageBytes)
 	var te *ToolError
 	if !errors.As(err, &te) {
-		s.log.Warn("mcp call failed", "function", function, "err", err)
+		s.log.Warn("mcp call failed", "function", function, "err", msg)
 	}
 	return session.Answer{HasError: true, Message: &msg}
 }

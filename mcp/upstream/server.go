@@ -54,16 +54,27 @@ func newServer(spec Spec, log *slog.Logger, impl *mcp.Implementation, caps Caps)
 func (s *Server) Spec() Spec { return s.spec }
 
 // ServerError is an upstream that could not be started, listed or called; it
-// names the server.
+// names the server. Its text never holds a value of the server's ${VAR}s
+// (Spec.Redact): a transport's error may quote the URL it was given.
 type ServerError struct {
 	Server string
 	Err    error
+	redact func(string) string // nil: nothing to hide
 }
 
-func (e *ServerError) Error() string { return fmt.Sprintf("mcp server %q: %v", e.Server, e.Err) }
+func (e *ServerError) Error() string {
+	text := fmt.Sprintf("mcp server %q: %v", e.Server, e.Err)
+	if e.redact != nil {
+		text = e.redact(text)
+	}
+	return text
+}
+
 func (e *ServerError) Unwrap() error { return e.Err }
 
-func (s *Server) fail(err error) error { return &ServerError{s.spec.Key, err} }
+func (s *Server) fail(err error) error {
+	return &ServerError{Server: s.spec.Key, Err: err, redact: s.spec.Redact}
+}
 
 // lock takes the connect/list lock, or gives up when ctx ends.
 func (s *Server) lock(ctx context.Context) error {

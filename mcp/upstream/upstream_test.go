@@ -311,10 +311,10 @@ func TestListingCaps(t *testing.T) {
 		n    int
 		cut  string
 	}{
-		{mcptest.HostileCursor, func(c *upstream.Caps) { c.MaxPages = 3 }, 5, "tools omitted: those after page 3 (cap CODERUN_MCP_MAX_PAGES=3)"},
-		{mcptest.HostileTools, func(c *upstream.Caps) { c.MaxTools = 5 }, 5, "tools omitted: 97 and those on later pages (cap CODERUN_MCP_MAX_TOOLS=5)"},
-		{mcptest.HostileTools, func(c *upstream.Caps) { c.MaxStubBytes = 256 << 10 }, 17, "tools omitted: 85 and those on later pages (cap CODERUN_MCP_MAX_STUB_BYTES=262144)"},
-		{mcptest.HostileFatPage, func(*upstream.Caps) {}, 2, "tools omitted: those from page 2 on (a tools/list page exceeds 8454144 bytes (8 × CODERUN_MCP_MAX_STUB_BYTES + 64 KiB))"},
+		{mcptest.HostileCursor, func(c *upstream.Caps) { c.MaxPages = 3 }, 7, "tools omitted: those after page 3 (cap CODERUN_MCP_MAX_PAGES=3)"},
+		{mcptest.HostileTools, func(c *upstream.Caps) { c.MaxTools = 5 }, 5, "tools omitted: 99 and those on later pages (cap CODERUN_MCP_MAX_TOOLS=5)"},
+		{mcptest.HostileTools, func(c *upstream.Caps) { c.MaxStubBytes = 256 << 10 }, 19, "tools omitted: 85 and those on later pages (cap CODERUN_MCP_MAX_STUB_BYTES=262144)"},
+		{mcptest.HostileFatPage, func(*upstream.Caps) {}, 4, "tools omitted: those from page 2 on (a tools/list page exceeds 8454144 bytes (8 × CODERUN_MCP_MAX_STUB_BYTES + 64 KiB))"},
 	} {
 		caps := upstream.TestCaps
 		c.caps(&caps)
