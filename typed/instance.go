@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -11,9 +12,11 @@ import (
 // decodeInstance decodes a value for validation: numbers as json.Number
 // (exact), objects as map[string]any. It is iterative — lossless JSON has no
 // depth limit, and encoding/json refuses more than 10 000 levels — and,
-// unlike json.Decoder.Token, cheap enough for a per-call check.
-func decodeInstance(raw []byte) (any, error) {
-	p := &parser{b: raw}
+// unlike json.Decoder.Token, cheap enough for a per-call check. With
+// uniqueKeys, a key repeated within one object is an error; without, the
+// last one wins.
+func decodeInstance(raw []byte, uniqueKeys bool) (any, error) {
+	p := &parser{b: raw, uniqueKeys: uniqueKeys}
 	var stack []*frame
 	for {
 		v, open, err := p.value()
@@ -56,8 +59,9 @@ func (f *frame) value() any {
 }
 
 type parser struct {
-	b []byte
-	i int
+	b          []byte
+	i          int
+	uniqueKeys bool
 }
 
 var errEnd = errors.New("not valid JSON: unexpected end")
@@ -118,11 +122,22 @@ func (p *parser) key(f *frame) error {
 	if err != nil {
 		return err
 	}
+	if _, seen := f.obj[k]; seen && p.uniqueKeys {
+		return fmt.Errorf("duplicate key %s at offset %d: a key may appear once, since the receiver may read another one than the check did", quoteKey(k), p.i)
+	}
 	if !p.eat(':') {
 		return p.syntax("expected ':'")
 	}
 	f.key = k
 	return nil
+}
+
+// quoteKey quotes a key for an error, its first 64 bytes at most.
+func quoteKey(k string) string {
+	if len(k) > 64 {
+		return strconv.Quote(k[:64]) + "…"
+	}
+	return strconv.Quote(k)
 }
 
 // add puts v into f and reads what follows: ',' (and the next key), or the

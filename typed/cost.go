@@ -1,0 +1,124 @@
+package typed
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// MaxCheckSteps bounds the work of one check: how many times, at most, the
+// library may apply a subschema to a part of the value, plus one step per
+// member of each object and array so visited. A value that would take more
+// is refused without calling the library (ErrTooCostly). Ordinary schemas
+// apply a few subschemas to each part of a value, so this admits an array of
+// some 10 000 small objects; at the budget the library takes from tens of
+// milliseconds (ordinary values) to a few hundred (every branch failing,
+// where it builds an error per pair). A schema whose alternatives both recurse
+// (anyOf: [{items: {$ref: "#"}}, {items: {$ref: "#"}, minItems: 1}]) doubles
+// the work at each level of nesting and reaches it within twenty levels.
+const MaxCheckSteps = 1 << 16
+
+// ErrTooCostly is the error (wrapped) of a check refused by MaxCheckSteps.
+var ErrTooCostly = errors.New("too costly to check")
+
+// withinBudget reports whether checking v against s costs at most steps
+// steps. It walks the pairs the library's validator can visit — every
+// applicator followed, whatever the outcome of the branches, so an upper
+// bound — and stops as soon as the budget is spent, so its own work is
+// bounded by steps too. Iterative: values nest deeper than a call stack
+// should.
+func withinBudget(s *jsonschema.Schema, v any, steps int) bool {
+	type pair struct {
+		s *jsonschema.Schema
+		v any
+	}
+	stack := []pair{{s, v}}
+	var subs []*jsonschema.Schema // scratch
+	push := func(v any) {
+		for _, s := range subs {
+			if s != nil {
+				steps--
+				stack = append(stack, pair{s, v})
+			}
+		}
+	}
+	for len(stack) > 0 && steps >= 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		subs = inPlace(subs[:0], p.s)
+		push(p.v)
+		switch x := p.v.(type) {
+		case map[string]any:
+			steps -= len(x)
+			for k, member := range x {
+				subs = propertySchemas(subs[:0], p.s, k)
+				push(member)
+				subs = append(subs[:0], p.s.PropertyNames)
+				push(k)
+			}
+		case []any:
+			steps -= len(x)
+			for i, item := range x {
+				subs = itemSchemas(subs[:0], p.s, i)
+				push(item)
+			}
+		}
+	}
+	return steps >= 0
+}
+
+// inPlace appends to subs the subschemas s applies to the same value.
+func inPlace(subs []*jsonschema.Schema, s *jsonschema.Schema) []*jsonschema.Schema {
+	subs = append(subs, s.Ref, s.Not, s.If, s.Then, s.Else)
+	subs = append(subs, s.AllOf...)
+	subs = append(subs, s.AnyOf...)
+	subs = append(subs, s.OneOf...)
+	for _, d := range s.DependentSchemas {
+		subs = append(subs, d)
+	}
+	for _, d := range s.Dependencies {
+		if d, ok := d.(*jsonschema.Schema); ok {
+			subs = append(subs, d)
+		}
+	}
+	return subs
+}
+
+// propertySchemas appends to subs the subschemas s may apply to member k of
+// an object: every pattern is counted as matching.
+func propertySchemas(subs []*jsonschema.Schema, s *jsonschema.Schema, k string) []*jsonschema.Schema {
+	subs = append(subs, s.Properties[k], s.UnevaluatedProperties)
+	if ap, ok := s.AdditionalProperties.(*jsonschema.Schema); ok {
+		subs = append(subs, ap)
+	}
+	for _, p := range s.PatternProperties {
+		subs = append(subs, p)
+	}
+	return subs
+}
+
+// itemSchemas appends to subs the subschemas s may apply to item i of an
+// array.
+func itemSchemas(subs []*jsonschema.Schema, s *jsonschema.Schema, i int) []*jsonschema.Schema {
+	subs = append(subs, s.Items2020, s.Contains, s.UnevaluatedItems)
+	if i < len(s.PrefixItems) {
+		subs = append(subs, s.PrefixItems[i])
+	}
+	switch items := s.Items.(type) {
+	case *jsonschema.Schema:
+		subs = append(subs, items)
+	case []*jsonschema.Schema:
+		if i < len(items) {
+			subs = append(subs, items[i])
+		} else if ai, ok := s.AdditionalItems.(*jsonschema.Schema); ok {
+			subs = append(subs, ai)
+		}
+	}
+	return subs
+}
+
+// tooCostly is the error of a check refused by the budget.
+func tooCostly() error {
+	return fmt.Errorf("(root): %w: the declared schema would be applied more than %d times to parts of this value (alternatives that recurse into nested values)", ErrTooCostly, MaxCheckSteps)
+}

@@ -1,0 +1,83 @@
+package typed
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// bombParams is a parameters schema whose two array alternatives both recurse:
+// a library check of x nested d deep around a value both refuse tries 2^d paths.
+const bombParams = `{"type":"object","properties":{"x":{"$ref":"#/$defs/v"}},"$defs":{"v":{"anyOf":[` +
+	`{"type":"array","items":{"$ref":"#/$defs/v"}},{"type":"array","items":{"$ref":"#/$defs/v"},"minItems":1},` +
+	`{"type":"string"}]}}}`
+
+// nested is {"x":[[…[leaf]…]]}, d arrays deep.
+func nested(d int, leaf string) []byte {
+	return []byte(`{"x":` + strings.Repeat("[", d) + leaf + strings.Repeat("]", d) + `}`)
+}
+
+// A check whose work would exceed MaxCheckSteps is refused as too costly,
+// before the library starts, both ways; the same schema still checks
+// shallow values, and the error says why.
+func TestCheckTooCostlyIsRefused(t *testing.T) {
+	f := mustCompile(t, `{"name":"bomb","parameters":`+bombParams+`,"returns":`+bombParams+`}`)
+	for _, check := range []func([]byte) error{f.CheckArgs, f.CheckResult} {
+		err := check(nested(64, "1"))
+		if !errors.Is(err, ErrTooCostly) {
+			t.Fatalf("depth 64: err = %v, want ErrTooCostly", err)
+		}
+		if !strings.Contains(err.Error(), "too costly") {
+			t.Errorf("error does not say the check was too costly: %v", err)
+		}
+		if err := check(nested(4, `"leaf"`)); err != nil {
+			t.Errorf("depth 4, a string leaf: %v", err)
+		}
+		if err := check(nested(4, "1")); err == nil || errors.Is(err, ErrTooCostly) {
+			t.Errorf("depth 4, a number leaf: err = %v, want a schema failure", err)
+		}
+	}
+}
+
+// Large values under a schema without blow-up stay within the budget: the
+// budget counts work per (subschema, value) pair, not the value's size alone.
+func TestCheckBudgetAdmitsLargeOrdinaryValues(t *testing.T) {
+	f := mustCompile(t, `{"name":"rows","parameters":{"type":"object","properties":{"rows":{"type":"array",
+		"items":{"type":"object","properties":{"id":{"type":"integer"},"name":{"type":"string"}},"required":["id"]}}}}}`)
+	var sb strings.Builder
+	sb.WriteString(`{"rows":[`)
+	for i := range 5000 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"id":"not an integer","name":"n"}`) // refused: the library runs
+	}
+	sb.WriteString(`]}`)
+	err := f.CheckArgs([]byte(sb.String()))
+	if err == nil || errors.Is(err, ErrTooCostly) {
+		t.Fatalf("5000 rows: err = %v, want the schema's own failures", err)
+	}
+}
+
+// Duplicate keys are refused in arguments (the check would read the last,
+// a receiver may read the first), at any depth; results keep the last, as
+// the program's own parser does.
+func TestCheckArgsRefusesDuplicateKeys(t *testing.T) {
+	f := mustCompile(t, `{"name":"open","parameters":{"type":"object","properties":{"path":{"type":"string","pattern":"^/safe/"},
+		"opts":{"type":"object"}},"additionalProperties":false},"returns":{"type":"object"}}`)
+	for _, args := range []string{
+		`{"path":"/etc/passwd","path":"/safe/x"}`,
+		`{"path":"/safe/x","opts":{"a":1,"a":2}}`,
+	} {
+		err := f.CheckArgs([]byte(args))
+		if err == nil || !strings.Contains(err.Error(), `duplicate key`) {
+			t.Errorf("CheckArgs(%s) = %v, want a duplicate key refusal", args, err)
+		}
+	}
+	if err := f.CheckArgs([]byte(`{"path":"/safe/x","opts":{"a":1,"b":{"a":2}}}`)); err != nil {
+		t.Errorf("distinct keys at different levels: %v", err)
+	}
+	if err := f.CheckResult([]byte(`{"a":1,"a":2}`)); err != nil {
+		t.Errorf("CheckResult with a duplicate key: %v, want accepted (last wins)", err)
+	}
+}
