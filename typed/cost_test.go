@@ -20,7 +20,7 @@ func nested(d int, leaf string) []byte {
 // A check whose work would exceed MaxCheckSteps is refused as too costly,
 // before the library starts, both ways; the same schema still checks
 // shallow values, and the error says why.
-func TestCheckTooCostlyIsRefused(t *testing.T) {
+func TestC640CheckTooCostlyIsRefused(t *testing.T) {
 	f := mustCompile(t, `{"name":"bomb","parameters":`+bombParams+`,"returns":`+bombParams+`}`)
 	for _, check := range []func([]byte) error{f.CheckArgs, f.CheckResult} {
 		err := check(nested(64, "1"))
@@ -41,7 +41,7 @@ func TestCheckTooCostlyIsRefused(t *testing.T) {
 
 // Large values under a schema without blow-up stay within the budget: the
 // budget counts work per (subschema, value) pair, not the value's size alone.
-func TestCheckBudgetAdmitsLargeOrdinaryValues(t *testing.T) {
+func TestC640CheckBudgetAdmitsLargeOrdinaryValues(t *testing.T) {
 	f := mustCompile(t, `{"name":"rows","parameters":{"type":"object","properties":{"rows":{"type":"array",
 		"items":{"type":"object","properties":{"id":{"type":"integer"},"name":{"type":"string"}},"required":["id"]}}}}}`)
 	var sb strings.Builder
@@ -62,7 +62,7 @@ func TestCheckBudgetAdmitsLargeOrdinaryValues(t *testing.T) {
 // Duplicate keys are refused in arguments (the check would read the last,
 // a receiver may read the first), at any depth; results keep the last, as
 // the program's own parser does.
-func TestCheckArgsRefusesDuplicateKeys(t *testing.T) {
+func TestC642CheckArgsRefusesDuplicateKeys(t *testing.T) {
 	f := mustCompile(t, `{"name":"open","parameters":{"type":"object","properties":{"path":{"type":"string","pattern":"^/safe/"},
 		"opts":{"type":"object"}},"additionalProperties":false},"returns":{"type":"object"}}`)
 	for _, args := range []string{

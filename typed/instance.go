@@ -123,7 +123,7 @@ func (p *parser) key(f *frame) error {
 		return err
 	}
 	if _, seen := f.obj[k]; seen && p.uniqueKeys {
-		return fmt.Errorf("duplicate key %s at offset %d: a key may appear once, since the receiver may read another one than the check did", quoteKey(k), p.i)
+		return fmt.Errorf("duplicate key %s at offset %d: a key may appear once (the receiver could read another value than the check did)", quoteKey(k), p.i)
 	}
 	if !p.eat(':') {
 		return p.syntax("expected ':'")
