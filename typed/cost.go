@@ -19,6 +19,11 @@ import (
 // the work at each level of nesting and reaches it within twenty levels.
 const MaxCheckSteps = 1 << 16
 
+// MaxFastSteps bounds the accept-only fast check (fast.go) the same way: it
+// costs tens of nanoseconds a pair where the library costs microseconds, so
+// it may go further; past it, the value is left to the budget and the library.
+const MaxFastSteps = 64 * MaxCheckSteps
+
 // ErrTooCostly is the error (wrapped) of a check refused by MaxCheckSteps.
 var ErrTooCostly = errors.New("too costly to check")
 
@@ -37,7 +42,7 @@ func withinBudget(s *jsonschema.Schema, v any, steps int) bool {
 	var subs []*jsonschema.Schema // scratch
 	push := func(v any) {
 		for _, s := range subs {
-			if s != nil {
+			if s != nil && steps >= 0 {
 				steps--
 				stack = append(stack, pair{s, v})
 			}
@@ -50,7 +55,9 @@ func withinBudget(s *jsonschema.Schema, v any, steps int) bool {
 		push(p.v)
 		switch x := p.v.(type) {
 		case map[string]any:
-			steps -= len(x)
+			if steps -= len(x); steps < 0 {
+				return false
+			}
 			for k, member := range x {
 				subs = propertySchemas(subs[:0], p.s, k)
 				push(member)
@@ -58,7 +65,9 @@ func withinBudget(s *jsonschema.Schema, v any, steps int) bool {
 				push(k)
 			}
 		case []any:
-			steps -= len(x)
+			if steps -= len(x); steps < 0 {
+				return false
+			}
 			for i, item := range x {
 				subs = itemSchemas(subs[:0], p.s, i)
 				push(item)

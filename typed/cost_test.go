@@ -81,3 +81,34 @@ func TestC642CheckArgsRefusesDuplicateKeys(t *testing.T) {
 		t.Errorf("CheckResult with a duplicate key: %v, want accepted (last wins)", err)
 	}
 }
+
+// wideUnion is a schema written only with fast-check keywords whose two
+// alternatives at each of d levels are both tried: the first leads only to
+// integer leaves, so integers ending in a string are accepted only along the
+// last alternative, after every other one was tried on every item.
+func wideUnion(d int, allSecond bool) string {
+	if d == 0 {
+		if allSecond {
+			return `{"type":["integer","string"]}`
+		}
+		return `{"type":"integer"}`
+	}
+	return `{"anyOf":[{"type":"array","items":` + wideUnion(d-1, false) + `},{"type":"array","items":` + wideUnion(d-1, allSecond) + `}]}`
+}
+
+// The fast check is bounded as well (MaxFastSteps): a value it would accept
+// only after millions of pairs is left to the budget, which refuses it, and
+// the same schema still accepts a small value.
+func TestC640FastCheckBounded(t *testing.T) {
+	f := mustCompile(t, `{"name":"wide","returns":`+wideUnion(9, true)+`}`)
+	if f.returns.fast == nil {
+		t.Fatal("the schema has no fast check")
+	}
+	wide := strings.Repeat("[", 9) + strings.Repeat(`1,`, 9999) + `"a"` + strings.Repeat("]", 9)
+	if err := f.CheckResult([]byte(wide)); !errors.Is(err, ErrTooCostly) {
+		t.Errorf("9 999 integers and a string 9 deep: err = %v, want ErrTooCostly", err)
+	}
+	if err := f.CheckResult([]byte(strings.Repeat("[", 9) + `"a"` + strings.Repeat("]", 9))); err != nil {
+		t.Errorf("one string 9 deep: %v", err)
+	}
+}

@@ -37,7 +37,8 @@
 // through unions of unions. A check is bounded in work too (MaxCheckSteps,
 // cost.go): a value whose check could visit more (subschema, part) pairs —
 // alternatives that both recurse, around a deeply nested value — is refused
-// with ErrTooCostly before the library runs. Arguments may not repeat a key
+// with ErrTooCostly before the library runs; the fast check gives a value up
+// to them after MaxFastSteps. Arguments may not repeat a key
 // within an object. Rendering nests types at most 16 deep (deeper is Any) and
 // renders each $ref target once.
 //
