@@ -30,9 +30,10 @@ var ErrTooCostly = errors.New("too costly to check")
 // withinBudget reports whether checking v against s costs at most steps
 // steps. It walks the pairs the library's validator can visit — every
 // applicator followed, whatever the outcome of the branches, so an upper
-// bound — and stops as soon as the budget is spent, so its own work is
-// bounded by steps too. Iterative: values nest deeper than a call stack
-// should.
+// bound — charging each pair its schema's lists (weight) and each object or
+// array its members, and stops as soon as the budget is spent, so its own
+// work is bounded by steps too. Iterative: values nest deeper than a call
+// stack should.
 func withinBudget(s *jsonschema.Schema, v any, steps int) bool {
 	type pair struct {
 		s *jsonschema.Schema
@@ -51,6 +52,7 @@ func withinBudget(s *jsonschema.Schema, v any, steps int) bool {
 	for len(stack) > 0 && steps >= 0 {
 		p := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
+		steps -= weight(p.s)
 		subs = inPlace(subs[:0], p.s)
 		push(p.v)
 		switch x := p.v.(type) {
@@ -75,6 +77,27 @@ func withinBudget(s *jsonschema.Schema, v any, steps int) bool {
 		}
 	}
 	return steps >= 0
+}
+
+// weight is what applying s costs the library whatever the value, beyond
+// its subschemas: the lists it scans at each application (required names,
+// dependencies, enum values), an entry a sixteenth of a step (a comparison
+// costs about that against the evaluation of a pair), so an enum of a few
+// hundred values over a few thousand items fits.
+func weight(s *jsonschema.Schema) int {
+	w := len(s.Required) + len(s.Dependencies) + len(s.DependentRequired)
+	for _, d := range s.Dependencies {
+		if names, ok := d.([]string); ok {
+			w += len(names)
+		}
+	}
+	for _, names := range s.DependentRequired {
+		w += len(names)
+	}
+	if s.Enum != nil {
+		w += len(s.Enum.Values)
+	}
+	return w / 16
 }
 
 // inPlace appends to subs the subschemas s applies to the same value.

@@ -2,6 +2,7 @@ package typed
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -110,5 +111,23 @@ func TestC640FastCheckBounded(t *testing.T) {
 	}
 	if err := f.CheckResult([]byte(strings.Repeat("[", 9) + `"a"` + strings.Repeat("]", 9))); err != nil {
 		t.Errorf("one string 9 deep: %v", err)
+	}
+}
+
+// A pair costs its schema's lists too: a schema that requires 20 000 names at
+// every level of a 100-deep value (2 M name lookups) is refused as too
+// costly, while one level of it is checked.
+func TestC640CheckBudgetCountsSchemaLists(t *testing.T) {
+	names := make([]string, 20000)
+	for i := range names {
+		names[i] = `"p` + strconv.Itoa(i) + `"`
+	}
+	f := mustCompile(t, `{"name":"req","returns":{"type":["object","array"],"required":[`+strings.Join(names, ",")+`],"items":{"$ref":"#"}}}`)
+	deep := strings.Repeat("[", 100) + strings.Repeat("]", 100)
+	if err := f.CheckResult([]byte(deep)); !errors.Is(err, ErrTooCostly) {
+		t.Errorf("100 deep: err = %v, want ErrTooCostly", err)
+	}
+	if err := f.CheckResult([]byte(`{}`)); err == nil || errors.Is(err, ErrTooCostly) {
+		t.Errorf("{}: err = %v, want the missing names", err)
 	}
 }
