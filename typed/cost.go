@@ -30,31 +30,33 @@ var ErrTooCostly = errors.New("too costly to check")
 // withinBudget reports whether checking v against s costs at most steps
 // steps. It walks the pairs the library's validator can visit — every
 // applicator followed, whatever the outcome of the branches, so an upper
-// bound — charging each pair its schema's lists (weight) and each object or
-// array its members, and stops as soon as the budget is spent, so its own
-// work is bounded by steps too. Iterative: values nest deeper than a call
-// stack should.
+// bound — charging each pair its schema's lists (weight) and a 32nd of a
+// step per level of its depth in the value (the library copies a failure's
+// location, one token per level), and each object or array its members;
+// it stops as soon as the budget is spent, so its own work is bounded by
+// steps too. Iterative: values nest deeper than a call stack should.
 func withinBudget(s *jsonschema.Schema, v any, steps int) bool {
 	type pair struct {
-		s *jsonschema.Schema
-		v any
+		s     *jsonschema.Schema
+		v     any
+		depth int
 	}
-	stack := []pair{{s, v}}
+	stack := []pair{{s, v, 0}}
 	var subs []*jsonschema.Schema // scratch
-	push := func(v any) {
+	push := func(v any, depth int) {
 		for _, s := range subs {
 			if s != nil && steps >= 0 {
 				steps--
-				stack = append(stack, pair{s, v})
+				stack = append(stack, pair{s, v, depth})
 			}
 		}
 	}
 	for len(stack) > 0 && steps >= 0 {
 		p := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		steps -= weight(p.s)
+		steps -= weight(p.s) + p.depth/32
 		subs = inPlace(subs[:0], p.s)
-		push(p.v)
+		push(p.v, p.depth)
 		switch x := p.v.(type) {
 		case map[string]any:
 			if steps -= len(x); steps < 0 {
@@ -62,9 +64,9 @@ func withinBudget(s *jsonschema.Schema, v any, steps int) bool {
 			}
 			for k, member := range x {
 				subs = propertySchemas(subs[:0], p.s, k)
-				push(member)
+				push(member, p.depth+1)
 				subs = append(subs[:0], p.s.PropertyNames)
-				push(k)
+				push(k, p.depth+1)
 			}
 		case []any:
 			if steps -= len(x); steps < 0 {
@@ -72,7 +74,7 @@ func withinBudget(s *jsonschema.Schema, v any, steps int) bool {
 			}
 			for i, item := range x {
 				subs = itemSchemas(subs[:0], p.s, i)
-				push(item)
+				push(item, p.depth+1)
 			}
 		}
 	}

@@ -131,3 +131,19 @@ func TestC640CheckBudgetCountsSchemaLists(t *testing.T) {
 		t.Errorf("{}: err = %v, want the missing names", err)
 	}
 }
+
+// A pair costs its depth too (the library's failures copy their location):
+// 500 levels of 20 failing strings and the next level (the library took
+// 170 ms to list the 10 000 failures, 500 tokens each) is too costly, while
+// 20 levels of it get the schema's failures.
+func TestC640CheckBudgetCountsDepth(t *testing.T) {
+	f := mustCompile(t, `{"name":"deep","returns":{"type":"array","items":{"$ref":"#"}}}`)
+	level := `["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q","r","s","t",`
+	deep := func(d int) []byte { return []byte(strings.Repeat(level, d) + "[]" + strings.Repeat("]", d)) }
+	if err := f.CheckResult(deep(500)); !errors.Is(err, ErrTooCostly) {
+		t.Errorf("500 levels: err = %.80v, want ErrTooCostly", err)
+	}
+	if err := f.CheckResult(deep(20)); err == nil || errors.Is(err, ErrTooCostly) {
+		t.Errorf("20 levels: err = %.80v, want the schema's failures", err)
+	}
+}
