@@ -1,12 +1,15 @@
 package typed
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
 // decodeInstance decodes a value for validation: numbers as json.Number
@@ -46,9 +49,10 @@ func decodeInstance(raw []byte, uniqueKeys bool) (any, error) {
 
 // frame is an open container.
 type frame struct {
-	obj map[string]any // nil for an array
-	arr []any
-	key string // the member whose value comes next
+	obj  map[string]any // nil for an array
+	arr  []any
+	key  string              // the member whose value comes next
+	keys map[string]struct{} // the keys read so far, as a receiver reads them (uniqueKeys only)
 }
 
 func (f *frame) value() any {
@@ -118,11 +122,12 @@ func (p *parser) value() (v any, open *frame, err error) {
 
 func (p *parser) key(f *frame) error {
 	p.ws()
+	start := p.i
 	k, err := p.str()
 	if err != nil {
 		return err
 	}
-	if _, seen := f.obj[k]; seen && p.uniqueKeys {
+	if p.uniqueKeys && f.repeats(keyIdentity(k, p.b[start:p.i])) {
 		return fmt.Errorf("duplicate key %s at offset %d: a key may appear once (the receiver could read another value than the check did)", quoteKey(k), p.i)
 	}
 	if !p.eat(':') {
@@ -130,6 +135,29 @@ func (p *parser) key(f *frame) error {
 	}
 	f.key = k
 	return nil
+}
+
+// keyIdentity is the key a receiver reads from token: k, unless the token
+// has escapes, whose decoding here turns every lone surrogate into U+FFFD;
+// then its WTF-8 decoding, which keeps "\ud800" and "\ud801" apart.
+func keyIdentity(k string, token []byte) string {
+	if bytes.IndexByte(token, '\\') < 0 {
+		return k
+	}
+	if id, ok := wireguard.DecodeString(token); ok {
+		return id
+	}
+	return k
+}
+
+// repeats records key among f's keys; true when it was there already.
+func (f *frame) repeats(key string) bool {
+	if f.keys == nil {
+		f.keys = map[string]struct{}{}
+	}
+	_, seen := f.keys[key]
+	f.keys[key] = struct{}{}
+	return seen
 }
 
 // quoteKey quotes a key for an error, its first 64 bytes at most.
