@@ -30,9 +30,10 @@ var ErrTooCostly = errors.New("too costly to check")
 // withinBudget reports whether checking v against s costs at most steps
 // steps. It walks the pairs the library's validator can visit — every
 // applicator followed, whatever the outcome of the branches, so an upper
-// bound — charging each pair its schema's lists (weight) and a 32nd of a
-// step per level of its depth in the value (the library copies a failure's
-// location, one token per level), and each object or array its members;
+// bound — charging each pair its schema's lists (weight), a 32nd of a step
+// per level of its depth in the value (the library copies a failure's
+// location, one token per level) and a step per bytesPerStep of a string
+// (of a key, per pattern), and each object or array its members;
 // it stops as soon as the budget is spent, so its own work is bounded by
 // steps too. Iterative: values nest deeper than a call stack should.
 func withinBudget(s *jsonschema.Schema, v any, steps int) bool {
@@ -58,11 +59,14 @@ func withinBudget(s *jsonschema.Schema, v any, steps int) bool {
 		subs = inPlace(subs[:0], p.s)
 		push(p.v, p.depth)
 		switch x := p.v.(type) {
+		case string:
+			steps -= len(x) / bytesPerStep
 		case map[string]any:
 			if steps -= len(x); steps < 0 {
 				return false
 			}
 			for k, member := range x {
+				steps -= len(k) / bytesPerStep * len(p.s.PatternProperties)
 				subs = propertySchemas(subs[:0], p.s, k)
 				push(member, p.depth+1)
 				subs = append(subs[:0], p.s.PropertyNames)
@@ -80,6 +84,11 @@ func withinBudget(s *jsonschema.Schema, v any, steps int) bool {
 	}
 	return steps >= 0
 }
+
+// bytesPerStep is how many bytes of a string cost a step: a subschema may
+// scan the whole string (pattern, format, length, enum), at about a
+// nanosecond a byte against the microsecond of a pair.
+const bytesPerStep = 1024
 
 // weight is what applying s costs the library whatever the value, beyond
 // its subschemas: the lists it scans at each application (required names,

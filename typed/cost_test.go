@@ -154,3 +154,29 @@ func TestC640CheckBudgetCountsDepth(t *testing.T) {
 		t.Errorf("20 levels: err = %.80v, want the schema's failures", err)
 	}
 }
+
+// A pair costs the length of a string it may scan: 4 000 patterns tried on
+// one string of 1 MiB (4 GB of matching) is too costly, on a short one it is
+// checked; 4 000 patterns on the keys of an object likewise.
+func TestC640CheckBudgetCountsStrings(t *testing.T) {
+	branches := make([]string, 4000)
+	for i := range branches {
+		branches[i] = `{"pattern":"x` + strconv.Itoa(i) + `$"}`
+	}
+	union := `{"anyOf":[` + strings.Join(branches, ",") + `]}`
+	f := mustCompile(t, `{"name":"scan","returns":`+union+`}`)
+	if err := f.CheckResult([]byte(`"` + strings.Repeat("a", 1<<20) + `"`)); !errors.Is(err, ErrTooCostly) {
+		t.Errorf("1 MiB string: err = %.80v, want ErrTooCostly", err)
+	}
+	if err := f.CheckResult([]byte(`"ax7"`)); err != nil {
+		t.Errorf("a short matching string: %v", err)
+	}
+	patterns := make([]string, 4000)
+	for i := range patterns {
+		patterns[i] = `"x` + strconv.Itoa(i) + `$":{}`
+	}
+	g := mustCompile(t, `{"name":"keys","returns":{"patternProperties":{`+strings.Join(patterns, ",")+`}}}`)
+	if err := g.CheckResult([]byte(`{"` + strings.Repeat("a", 1<<20) + `":1}`)); !errors.Is(err, ErrTooCostly) {
+		t.Errorf("a 1 MiB key: err = %.80v, want ErrTooCostly", err)
+	}
+}
