@@ -180,3 +180,28 @@ func TestC640CheckBudgetCountsStrings(t *testing.T) {
 		t.Errorf("a 1 MiB key: err = %.80v, want ErrTooCostly", err)
 	}
 }
+
+// The fast check pays for the strings it measures: 4 000 maxLength
+// alternatives over a 4 MiB string give up on the fast check (the budget then
+// refuses the value), one alternative over a short string is accepted.
+func TestC640FastCheckCountsStrings(t *testing.T) {
+	branches := make([]string, 4000)
+	for i := range branches {
+		branches[i] = `{"type":"string","maxLength":` + strconv.Itoa(i) + `}`
+	}
+	f := mustCompile(t, `{"name":"len","returns":{"anyOf":[`+strings.Join(branches, ",")+`]}}`)
+	if f.returns.fast == nil {
+		t.Fatal("the schema has no fast check")
+	}
+	v, err := decodeInstance([]byte(`"`+strings.Repeat("a", 4<<20)+`"`), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := MaxFastSteps
+	if f.returns.fast.within(v, &steps) || steps >= 0 {
+		t.Errorf("4 000 lengths of a 4 MiB string: accepted or within the budget (%d steps left)", steps)
+	}
+	if err := f.CheckResult([]byte(`"ab"`)); err != nil {
+		t.Errorf("a short string: %v", err)
+	}
+}
