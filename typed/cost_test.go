@@ -70,6 +70,7 @@ func TestC642CheckArgsRefusesDuplicateKeys(t *testing.T) {
 		`{"path":"/etc/passwd","path":"/safe/x"}`,
 		`{"path":"/safe/x","opts":{"a":1,"a":2}}`,
 		`{"pa\u0074h":"/etc/passwd","path":"/safe/x"}`,
+		`{"path":"/safe/x","opts":{},"pa\u0074h":"/etc/passwd"}`,
 		`{"path":"/safe/x","opts":{"\ud800":1,"\uD800":2}}`,
 	} {
 		err := f.CheckArgs([]byte(args))

@@ -52,7 +52,7 @@ type frame struct {
 	obj  map[string]any // nil for an array
 	arr  []any
 	key  string              // the member whose value comes next
-	keys map[string]struct{} // the keys read so far, as a receiver reads them (uniqueKeys only)
+	keys map[string]struct{} // with uniqueKeys, once a key had escapes: the keys so far as a receiver reads them
 }
 
 func (f *frame) value() any {
@@ -127,7 +127,7 @@ func (p *parser) key(f *frame) error {
 	if err != nil {
 		return err
 	}
-	if p.uniqueKeys && f.repeats(keyIdentity(k, p.b[start:p.i])) {
+	if p.uniqueKeys && f.repeats(k, p.b[start:p.i]) {
 		return fmt.Errorf("duplicate key %s at offset %d: a key may appear once (the receiver could read another value than the check did)", quoteKey(k), p.i)
 	}
 	if !p.eat(':') {
@@ -137,26 +137,28 @@ func (p *parser) key(f *frame) error {
 	return nil
 }
 
-// keyIdentity is the key a receiver reads from token: k, unless the token
-// has escapes, whose decoding here turns every lone surrogate into U+FFFD;
-// then its WTF-8 decoding, which keeps "\ud800" and "\ud801" apart.
-func keyIdentity(k string, token []byte) string {
-	if bytes.IndexByte(token, '\\') < 0 {
-		return k
-	}
-	if id, ok := wireguard.DecodeString(token); ok {
-		return id
-	}
-	return k
-}
-
-// repeats records key among f's keys; true when it was there already.
-func (f *frame) repeats(key string) bool {
+// repeats reports whether the key k, read from token, is one of f's keys as
+// a receiver reads keys: k itself, unless the token has escapes, whose
+// decoding here turns every lone surrogate into U+FFFD; then its WTF-8
+// decoding, which keeps "\ud800" and "\ud801" apart. An object whose keys
+// have no escapes needs no set beside its map.
+func (f *frame) repeats(k string, token []byte) bool {
 	if f.keys == nil {
-		f.keys = map[string]struct{}{}
+		if bytes.IndexByte(token, '\\') < 0 {
+			_, seen := f.obj[k]
+			return seen
+		}
+		f.keys = make(map[string]struct{}, len(f.obj)+1)
+		for earlier := range f.obj { // read without escapes: as a receiver reads them
+			f.keys[earlier] = struct{}{}
+		}
 	}
-	_, seen := f.keys[key]
-	f.keys[key] = struct{}{}
+	id := k
+	if wtf8, ok := wireguard.DecodeString(token); ok {
+		id = wtf8
+	}
+	_, seen := f.keys[id]
+	f.keys[id] = struct{}{}
 	return seen
 }
 
