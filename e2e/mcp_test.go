@@ -232,7 +232,7 @@ func TestMCPNoOrphanServer(t *testing.T) {
 // (internal/mcptest's nested): the call is refused as too costly within the
 // run's wall clock, the check does not go on after the run, and the tool
 // still takes ordinary values.
-func TestMCPC641CheckTooCostlyRefused(t *testing.T) {
+func TestMCPC621CheckTooCostlyRefused(t *testing.T) {
 	leakcheck.Check(t)
 	d := mcpDaemon(t, mcptest.Env(0, ""))
 	expectBombRefused(t, d, "ts", "nested", tsBinding)

@@ -291,7 +291,7 @@ func expectBombRefused(t *testing.T, d *daemon, global, name, bindings string) {
 // A client-declared typed binding whose parameters schema can blow up: the
 // check is refused as too costly before the library runs, the host never sees
 // the call, and the same function still checks and forwards ordinary values.
-func TestTypedC640CheckTooCostlyRefused(t *testing.T) {
+func TestTypedC620CheckTooCostlyRefused(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	d.behave("bomb", constant(`"called"`))
@@ -308,7 +308,7 @@ func TestTypedC640CheckTooCostlyRefused(t *testing.T) {
 // forges the frames (its own calls cannot repeat a key): call 0 repeats
 // "path", call 1 is honest; frames are judged in order, so once the host has
 // seen call 1 it would have seen call 0 too. The run then ends at its wall clock.
-func TestTypedC642DuplicateArgumentKeysRefused(t *testing.T) {
+func TestTypedC622DuplicateArgumentKeysRefused(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, nil)
 	fn := `{"name":"open","parameters":{"type":"object","properties":{"path":{"type":"string","pattern":"^/safe/"}},"additionalProperties":false}}`

@@ -21,7 +21,7 @@ func nested(d int, leaf string) []byte {
 // A check whose work would exceed MaxCheckSteps is refused as too costly,
 // before the library starts, both ways; the same schema still checks
 // shallow values, and the error says why.
-func TestC640CheckTooCostlyIsRefused(t *testing.T) {
+func TestC620CheckTooCostlyIsRefused(t *testing.T) {
 	f := mustCompile(t, `{"name":"bomb","parameters":`+bombParams+`,"returns":`+bombParams+`}`)
 	for _, check := range []func([]byte) error{f.CheckArgs, f.CheckResult} {
 		err := check(nested(64, "1"))
@@ -42,7 +42,7 @@ func TestC640CheckTooCostlyIsRefused(t *testing.T) {
 
 // Large values under a schema without blow-up stay within the budget: the
 // budget counts work per (subschema, value) pair, not the value's size alone.
-func TestC640CheckBudgetAdmitsLargeOrdinaryValues(t *testing.T) {
+func TestC620CheckBudgetAdmitsLargeOrdinaryValues(t *testing.T) {
 	f := mustCompile(t, `{"name":"rows","parameters":{"type":"object","properties":{"rows":{"type":"array",
 		"items":{"type":"object","properties":{"id":{"type":"integer"},"name":{"type":"string"}},"required":["id"]}}}}}`)
 	var sb strings.Builder
@@ -63,7 +63,7 @@ func TestC640CheckBudgetAdmitsLargeOrdinaryValues(t *testing.T) {
 // Duplicate keys are refused in arguments (the check would read the last,
 // a receiver may read the first), at any depth; results keep the last, as
 // the program's own parser does.
-func TestC642CheckArgsRefusesDuplicateKeys(t *testing.T) {
+func TestC622CheckArgsRefusesDuplicateKeys(t *testing.T) {
 	f := mustCompile(t, `{"name":"open","parameters":{"type":"object","properties":{"path":{"type":"string","pattern":"^/safe/"},
 		"opts":{"type":"object"}},"additionalProperties":false},"returns":{"type":"object"}}`)
 	for _, args := range []string{
@@ -108,7 +108,7 @@ func wideUnion(d int, allSecond bool) string {
 // The fast check is bounded as well (MaxFastSteps): a value it would accept
 // only after millions of pairs is left to the budget, which refuses it, and
 // the same schema still accepts a small value.
-func TestC640FastCheckBounded(t *testing.T) {
+func TestC620FastCheckBounded(t *testing.T) {
 	f := mustCompile(t, `{"name":"wide","returns":`+wideUnion(9, true)+`}`)
 	if f.returns.fast == nil {
 		t.Fatal("the schema has no fast check")
@@ -125,7 +125,7 @@ func TestC640FastCheckBounded(t *testing.T) {
 // A pair costs its schema's lists too: a schema that requires 20 000 names at
 // every level of a 100-deep value (2 M name lookups) is refused as too
 // costly, while one level of it is checked.
-func TestC640CheckBudgetCountsSchemaLists(t *testing.T) {
+func TestC620CheckBudgetCountsSchemaLists(t *testing.T) {
 	names := make([]string, 20000)
 	for i := range names {
 		names[i] = `"p` + strconv.Itoa(i) + `"`
@@ -144,7 +144,7 @@ func TestC640CheckBudgetCountsSchemaLists(t *testing.T) {
 // 500 levels of 20 failing strings and the next level (the library took
 // 170 ms to list the 10 000 failures, 500 tokens each) is too costly, while
 // 20 levels of it get the schema's failures.
-func TestC640CheckBudgetCountsDepth(t *testing.T) {
+func TestC620CheckBudgetCountsDepth(t *testing.T) {
 	f := mustCompile(t, `{"name":"deep","returns":{"type":"array","items":{"$ref":"#"}}}`)
 	level := `["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q","r","s","t",`
 	deep := func(d int) []byte { return []byte(strings.Repeat(level, d) + "[]" + strings.Repeat("]", d)) }
@@ -159,7 +159,7 @@ func TestC640CheckBudgetCountsDepth(t *testing.T) {
 // A pair costs the length of a string it may scan: 4 000 patterns tried on
 // one string of 1 MiB (4 GB of matching) is too costly, on a short one it is
 // checked; 4 000 patterns on the keys of an object likewise.
-func TestC640CheckBudgetCountsStrings(t *testing.T) {
+func TestC620CheckBudgetCountsStrings(t *testing.T) {
 	branches := make([]string, 4000)
 	for i := range branches {
 		branches[i] = `{"pattern":"x` + strconv.Itoa(i) + `$"}`
@@ -185,7 +185,7 @@ func TestC640CheckBudgetCountsStrings(t *testing.T) {
 // The fast check pays for the strings it measures: 4 000 maxLength
 // alternatives over a 4 MiB string give up on the fast check (the budget then
 // refuses the value), one alternative over a short string is accepted.
-func TestC640FastCheckCountsStrings(t *testing.T) {
+func TestC620FastCheckCountsStrings(t *testing.T) {
 	branches := make([]string, 4000)
 	for i := range branches {
 		branches[i] = `{"type":"string","maxLength":` + strconv.Itoa(i) + `}`
