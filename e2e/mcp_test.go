@@ -258,3 +258,14 @@ func TestMCPUpstreamSecretsStayHidden(t *testing.T) {
 		}
 	}
 }
+
+// An upstream tool whose inputSchema can make the argument check exponential
+// (internal/mcptest's nested): the call is refused as too costly within the
+// run's wall clock, the check does not go on after the run, and the tool
+// still takes ordinary values.
+func TestMCPC621CheckTooCostlyRefused(t *testing.T) {
+	leakcheck.Check(t)
+	d := mcpDaemon(t, mcptest.Env(0, ""))
+	expectBombRefused(t, d, "ts", "nested", tsBinding)
+	expectOK(t, d.run(prog(`return await ts.nested(x=[["a"], []])`, tsBinding)), `"nested"`)
+}

@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
 // Typed bindings (docs/protocol.md §10) through the real daemon and a real child.
@@ -262,4 +266,107 @@ func TestTypedNamespaceKeepsUntypedRules(t *testing.T) {
 	d := started(t, nil)
 	r := d.run(prog(`return [await tools.plain({"a": 1}), await tools.plain(b=2), await tools.plain()]`, typedTools(searchFn, `"plain"`)))
 	expectOK(t, r, `[{"a":1},{"b":2},null]`)
+}
+
+// bombParams is a parameters schema whose two array alternatives both recurse
+// (the review's schema bomb): the library's check of x nested d deep around a
+// number tries 2^d paths.
+const bombParams = `{"type":"object","properties":{"x":{"$ref":"#/$defs/v"}},"$defs":{"v":{"anyOf":[` +
+	`{"type":"array","items":{"$ref":"#/$defs/v"}},{"type":"array","items":{"$ref":"#/$defs/v"},"minItems":1},` +
+	`{"type":"string"}]}}}`
+
+// bombCall is a program calling global.name(x=[[…[1]…]]) 40 deep, returning
+// the TypeError's message.
+func bombCall(global, name string) string {
+	return `v = 1
+for _ in range(40):
+    v = [v]
+try:
+    await ` + global + `.` + name + `(x=v)
+except TypeError as e:
+    return str(e)`
+}
+
+// daemonCPU is the CPU time the daemon process has used so far (utime +
+// stime of /proc/<pid>/stat, in clock ticks of 1/100 s).
+func daemonCPU(t *testing.T, d *daemon) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconvItoa(d.cmd.Process.Pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	utime, _ := strconv.Atoi(f[11])
+	stime, _ := strconv.Atoi(f[12])
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// expectBombRefused runs a call whose argument check would take 2^40 steps:
+// the program gets a TypeError naming the function and saying the check was
+// too costly, well within its wall clock, and the daemon's CPU from before the
+// run to after a following run stays far below what the check would cost
+// (the check did not go on in the background).
+func expectBombRefused(t *testing.T, d *daemon, global, name, bindings string) {
+	t.Helper()
+	before := daemonCPU(t, d)
+	r := d.run(prog(bombCall(global, name), bindings, `"limits":{"maxWallMs":20000}`))
+	if r.Error != nil {
+		t.Fatalf("run failed: %+v", *r.Error)
+	}
+	var msg string
+	if err := json.Unmarshal(r.Value, &msg); err != nil || !strings.HasPrefix(msg, global+"."+name+"(): invalid arguments: (root): too costly to check") {
+		t.Fatalf("value %s, want the TypeError of a check too costly", r.Value)
+	}
+	expectOK(t, d.run(prog(`return 1`)), `1`)
+	if used := daemonCPU(t, d) - before; used > 20*time.Second {
+		t.Errorf("the daemon used %v of CPU for a refused check and a return 1", used)
+	}
+}
+
+// A client-declared typed binding whose parameters schema can blow up: the
+// check is refused as too costly before the library runs, the host never sees
+// the call, and the same function still checks and forwards ordinary values.
+func TestTypedC620CheckTooCostlyRefused(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, nil)
+	d.behave("bomb", constant(`"called"`))
+	bindings := typedTools(`{"name":"bomb","parameters":` + bombParams + `}`)
+	expectBombRefused(t, d, "tools", "bomb", bindings)
+	if n := d.bindingCalls("bomb"); n != 0 {
+		t.Errorf("the host saw %d calls of bomb, want 0", n)
+	}
+	expectOK(t, d.run(prog(`return await tools.bomb(x=[["a"], []])`, bindings)), `"called"`)
+}
+
+// A key repeated in a call's arguments is refused before the host: the check
+// would read the last value and a receiver may read the first. The program
+// forges the frames (its own calls cannot repeat a key): call 0 repeats
+// "path", call 1 is honest; frames are judged in order, so once the host has
+// seen call 1 it would have seen call 0 too. The run then ends at its wall clock.
+func TestTypedC622DuplicateArgumentKeysRefused(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, nil)
+	fn := `{"name":"open","parameters":{"type":"object","properties":{"path":{"type":"string","pattern":"^/safe/"}},"additionalProperties":false}}`
+	id := d.request("run", prog(`import os, time
+os.write(3, b'{"type":"call","id":0,"global":"tools","name":"open","args":{"path":"/etc/passwd","path":"/safe/x"}}\n'
+            b'{"type":"call","id":1,"global":"tools","name":"open","args":{"path":"/safe/z"}}\n')
+while True:
+    time.sleep(0.05)`, typedTools(fn), `"limits":{"maxWallMs":3000}`))
+	argsSeen := func() []string {
+		var seen []string
+		for _, e := range d.snapshot() {
+			var p callParams
+			if e.m.Method == "binding/call" && json.Unmarshal(e.m.Params, &p) == nil {
+				seen = append(seen, string(p.Args))
+			}
+		}
+		return seen
+	}
+	waitFor(t, func() bool { return strings.Contains(strings.Join(argsSeen(), " "), "/safe/z") }, "the honest call at the host")
+	if seen := argsSeen(); len(seen) != 1 {
+		t.Errorf("the host saw %q, want only the honest call", seen)
+	}
+	if r := d.result(d.wait(id)); r.Error == nil || r.Error.Kind != "timeout" {
+		t.Errorf("run ended %+v, want its wall clock", r.Error)
+	}
 }

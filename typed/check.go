@@ -17,26 +17,33 @@ import (
 const MaxListed = 10
 
 // CheckArgs validates a call's args (lossless JSON text) against the
-// declared parameters. nil when the function has no parameters schema.
-func (f *Function) CheckArgs(args []byte) error { return f.params.check(args) }
+// declared parameters. nil when the function has no parameters schema. A key
+// repeated within an object is refused: the check would read the last one,
+// and the receiver of the forwarded text may read the first.
+func (f *Function) CheckArgs(args []byte) error { return f.params.check(args, true) }
 
 // CheckResult validates a host's result (lossless JSON text) against the
 // declared returns. nil when the function has no returns schema.
-func (f *Function) CheckResult(value []byte) error { return f.returns.check(value) }
+// A repeated key keeps its last value, as the program's parser does.
+func (f *Function) CheckResult(value []byte) error { return f.returns.check(value, false) }
 
 // check decodes numbers as json.Number, so integers beyond 2^53 and
 // decimals are compared exactly (the library compares numbers as big.Rat).
-// A value the fast check accepts is not shown to the library.
-func (s *schema) check(value []byte) error {
+// A value the fast check accepts is not shown to the library; nor is one
+// whose check would take more than MaxCheckSteps (ErrTooCostly).
+func (s *schema) check(value []byte, uniqueKeys bool) error {
 	if s == nil {
 		return nil
 	}
-	v, err := decodeInstance(value)
+	v, err := decodeInstance(value, uniqueKeys)
 	if err != nil {
 		return fmt.Errorf("(root): %v", err)
 	}
 	if s.fast != nil && s.fast.accepts(v) {
 		return nil
+	}
+	if !withinBudget(s.compiled, v, MaxCheckSteps) {
+		return tooCostly()
 	}
 	err = guarded(func() error { return s.compiled.Validate(v) })
 	var ve *jsonschema.ValidationError

@@ -34,8 +34,13 @@
 // MaxDescriptionBytes. A $ref cycle that never descends into the value, and
 // a schema where more than 4096 subschemas would apply to one value through
 // $ref/allOf/anyOf/oneOf, are refused, so a check cannot go exponential
-// through unions of unions. Rendering nests types at most 16 deep (deeper is
-// Any) and renders each $ref target once.
+// through unions of unions. A check is bounded in work too (MaxCheckSteps,
+// cost.go): a value whose check could visit more (subschema, part) pairs —
+// alternatives that both recurse, around a deeply nested value — is refused
+// with ErrTooCostly before the library runs; the fast check gives a value up
+// to them after MaxFastSteps. Arguments may not repeat a key
+// within an object. Rendering nests types at most 16 deep (deeper is Any) and
+// renders each $ref target once.
 //
 // # Caching
 //

@@ -190,26 +190,37 @@ func plainInt(v any) (*int64, bool) {
 }
 
 // accepts reports whether v (as decodeInstance decodes it) surely matches;
-// false means the library must decide.
+// false means the library must decide. It gives up (false) after
+// MaxFastSteps (sub-check, part of the value) pairs, so a large schema
+// applied to a large value costs no more than that.
 func (f *fastCheck) accepts(v any) bool {
+	steps := MaxFastSteps
+	return f.within(v, &steps)
+}
+
+// within is accepts with the steps left, spent one per pair.
+func (f *fastCheck) within(v any, steps *int) bool {
+	if *steps--; *steps < 0 {
+		return false
+	}
 	if f.never || !f.acceptsType(v) {
 		return false
 	}
 	if f.hasEnum && !f.inEnum(v) {
 		return false
 	}
-	if len(f.anyOf) > 0 && !f.anyAccepts(v) {
+	if len(f.anyOf) > 0 && !f.anyAccepts(v, steps) {
 		return false
 	}
 	switch x := v.(type) {
 	case map[string]any:
-		return f.acceptsObject(x)
+		return f.acceptsObject(x, steps)
 	case []any:
-		return f.acceptsArray(x)
+		return f.acceptsArray(x, steps)
 	case json.Number:
 		return f.inBounds(x)
 	case string:
-		return f.lengthFits(x)
+		return f.lengthFits(x, steps)
 	}
 	return true
 }
@@ -245,16 +256,16 @@ func (f *fastCheck) inEnum(v any) bool {
 	return false
 }
 
-func (f *fastCheck) anyAccepts(v any) bool {
+func (f *fastCheck) anyAccepts(v any, steps *int) bool {
 	for _, g := range f.anyOf {
-		if g.accepts(v) {
+		if g.within(v, steps) {
 			return true
 		}
 	}
 	return false
 }
 
-func (f *fastCheck) acceptsObject(m map[string]any) bool {
+func (f *fastCheck) acceptsObject(m map[string]any, steps *int) bool {
 	for _, k := range f.required {
 		if _, ok := m[k]; !ok {
 			return false
@@ -264,24 +275,24 @@ func (f *fastCheck) acceptsObject(m map[string]any) bool {
 		sub, declared := f.props[k]
 		switch {
 		case declared:
-			if !sub.accepts(v) {
+			if !sub.within(v, steps) {
 				return false
 			}
 		case f.closed:
 			return false
-		case f.extra != nil && !f.extra.accepts(v):
+		case f.extra != nil && !f.extra.within(v, steps):
 			return false
 		}
 	}
 	return true
 }
 
-func (f *fastCheck) acceptsArray(a []any) bool {
+func (f *fastCheck) acceptsArray(a []any, steps *int) bool {
 	if f.items == nil {
 		return true
 	}
 	for _, v := range a {
-		if !f.items.accepts(v) {
+		if !f.items.within(v, steps) {
 			return false
 		}
 	}
@@ -296,9 +307,14 @@ func (f *fastCheck) inBounds(n json.Number) bool {
 	return err == nil && (f.min == nil || i >= *f.min) && (f.max == nil || i <= *f.max)
 }
 
-func (f *fastCheck) lengthFits(s string) bool {
+// lengthFits counts s's characters, at a step per 16 bytes: a fast step is
+// 64 times cheaper than a budget step, counting a byte is not.
+func (f *fastCheck) lengthFits(s string, steps *int) bool {
 	if f.minLen == nil && f.maxLen == nil {
 		return true
+	}
+	if *steps -= len(s) / (bytesPerStep * MaxCheckSteps / MaxFastSteps); *steps < 0 {
+		return false
 	}
 	n := int64(utf8.RuneCountInString(s))
 	return (f.minLen == nil || n >= *f.minLen) && (f.maxLen == nil || n <= *f.maxLen)

@@ -1,19 +1,25 @@
 package typed
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
 // decodeInstance decodes a value for validation: numbers as json.Number
 // (exact), objects as map[string]any. It is iterative — lossless JSON has no
 // depth limit, and encoding/json refuses more than 10 000 levels — and,
-// unlike json.Decoder.Token, cheap enough for a per-call check.
-func decodeInstance(raw []byte) (any, error) {
-	p := &parser{b: raw}
+// unlike json.Decoder.Token, cheap enough for a per-call check. With
+// uniqueKeys, a key repeated within one object is an error; without, the
+// last one wins.
+func decodeInstance(raw []byte, uniqueKeys bool) (any, error) {
+	p := &parser{b: raw, uniqueKeys: uniqueKeys}
 	var stack []*frame
 	for {
 		v, open, err := p.value()
@@ -43,9 +49,10 @@ func decodeInstance(raw []byte) (any, error) {
 
 // frame is an open container.
 type frame struct {
-	obj map[string]any // nil for an array
-	arr []any
-	key string // the member whose value comes next
+	obj  map[string]any // nil for an array
+	arr  []any
+	key  string              // the member whose value comes next
+	keys map[string]struct{} // with uniqueKeys, once a key had escapes: the keys so far as a receiver reads them
 }
 
 func (f *frame) value() any {
@@ -56,8 +63,9 @@ func (f *frame) value() any {
 }
 
 type parser struct {
-	b []byte
-	i int
+	b          []byte
+	i          int
+	uniqueKeys bool
 }
 
 var errEnd = errors.New("not valid JSON: unexpected end")
@@ -114,15 +122,52 @@ func (p *parser) value() (v any, open *frame, err error) {
 
 func (p *parser) key(f *frame) error {
 	p.ws()
+	start := p.i
 	k, err := p.str()
 	if err != nil {
 		return err
+	}
+	if p.uniqueKeys && f.repeats(k, p.b[start:p.i]) {
+		return fmt.Errorf("duplicate key %s at offset %d: a key may appear once (the receiver could read another value than the check did)", quoteKey(k), p.i)
 	}
 	if !p.eat(':') {
 		return p.syntax("expected ':'")
 	}
 	f.key = k
 	return nil
+}
+
+// repeats reports whether the key k, read from token, is one of f's keys as
+// a receiver reads keys: k itself, unless the token has escapes, whose
+// decoding here turns every lone surrogate into U+FFFD; then its WTF-8
+// decoding, which keeps "\ud800" and "\ud801" apart. An object whose keys
+// have no escapes needs no set beside its map.
+func (f *frame) repeats(k string, token []byte) bool {
+	if f.keys == nil {
+		if bytes.IndexByte(token, '\\') < 0 {
+			_, seen := f.obj[k]
+			return seen
+		}
+		f.keys = make(map[string]struct{}, len(f.obj)+1)
+		for earlier := range f.obj { // read without escapes: as a receiver reads them
+			f.keys[earlier] = struct{}{}
+		}
+	}
+	id := k
+	if wtf8, ok := wireguard.DecodeString(token); ok {
+		id = wtf8
+	}
+	_, seen := f.keys[id]
+	f.keys[id] = struct{}{}
+	return seen
+}
+
+// quoteKey quotes a key for an error, its first 64 bytes at most.
+func quoteKey(k string) string {
+	if len(k) > 64 {
+		return strconv.Quote(k[:64]) + "…"
+	}
+	return strconv.Quote(k)
 }
 
 // add puts v into f and reads what follows: ',' (and the next key), or the

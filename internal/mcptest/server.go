@@ -1,9 +1,10 @@
 // Package mcptest is an upstream MCP server for tests and the benchmark,
 // built on the official Go SDK, with a tool for each fault the daemon must
 // survive: one that hangs, one that exits mid-call, one that returns 50 MB,
-// one that fails, one that changes the tool list, names that are not
-// identifiers, and as many extra tools as asked; and a hostile server
-// (hostile.go) that does what the SDK's never would. A test binary becomes the server by calling MaybeServe first in
+// one that fails, one that changes the tool list, one whose schema makes a
+// check exponential unless bounded, names that are not identifiers, and as
+// many extra tools as asked; and a hostile server (hostile.go) that does what
+// the SDK's never would. A test binary becomes the server by calling MaybeServe first in
 // TestMain and starting itself with Env.
 package mcptest
 
@@ -77,6 +78,10 @@ func New(extra int, cancelMark string) *sdk.Server {
 			sdk.AddTool(s, &sdk.Tool{Name: "grown", Description: "Added by grow."}, echo)
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "grown"}}}, nil
 		})
+	s.AddTool(&sdk.Tool{Name: "nested", Description: "Takes x, nested lists of strings; its schema's two list alternatives both recurse.",
+		InputSchema: nestedLists}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "nested"}}}, nil
+	})
 	for i := range extra {
 		sdk.AddTool(s, &sdk.Tool{Name: "t" + strconv.Itoa(i), Description: "Extra tool " + strconv.Itoa(i) + "."}, echo)
 	}
@@ -84,6 +89,12 @@ func New(extra int, cancelMark string) *sdk.Server {
 }
 
 var anyObject = map[string]any{"type": "object"}
+
+// nestedLists is a schema whose check of x nested d deep around a number
+// (both list alternatives fail at the leaf) tries 2^d paths, unless bounded.
+var nestedLists = json.RawMessage(`{"type":"object","properties":{"x":{"$ref":"#/$defs/v"}},"$defs":{"v":{"anyOf":[` +
+	`{"type":"array","items":{"$ref":"#/$defs/v"}},{"type":"array","items":{"$ref":"#/$defs/v"},"minItems":1},` +
+	`{"type":"string"}]}}}`)
 
 type message struct {
 	Message string `json:"message" jsonschema:"the text to echo"`
