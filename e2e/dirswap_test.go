@@ -227,34 +227,42 @@ func holds(dir, name string) bool {
 	return found
 }
 
-// TestOutDeepAndWide (C643): a program that leaves 1 000 nested folders and
-// 1 500 sibling folders in out/ gets its result with the file it wrote at
-// the top and the outputs marker (folders deeper than the walk's bound are
-// not entered), and the run queued behind it on the daemon's only slot is
-// served (the collection walks each folder once, from its parent's
-// descriptor, within its deadline).
+// TestOutDeepAndWide (C643): a program that leaves 60 nested folders and
+// 1 500 sibling folders in out/ gets its result with both files it wrote,
+// and the run queued behind it on the daemon's only slot is served (the
+// collection walks each folder once, from its parent's descriptor, within
+// its deadline). One that nests 1 000 folders (the review's) is ended by the
+// disk budget, which measures no deeper than the collection walks, and the
+// run queued behind it is served too.
 func TestOutDeepAndWide(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, map[string]string{"CODERUN_MAX_CONCURRENT_RUNS": "1", "CODERUN_WARM_POOL": "1"})
-	deep := d.request("run", prog(`import os
+	const tree = `import os
 p = 'out'
-for i in range(1000):
+for i in range(%d):
     p += '/d'
     os.mkdir(p)
 open(p + '/deepest.txt', 'w').write('deep')
 for i in range(1500):
-    os.mkdir('out/s%d' % i)
+    os.mkdir('out/s%%d' %% i)
 open('out/top.txt', 'w').write('top')
-return 1`))
+return 1`
+	deep := d.request("run", prog(fmt.Sprintf(tree, 60)))
 	next := d.request("run", prog("return 2"))
 	var r filesResult
 	m := d.wait(deep)
 	r.runResult = d.result(m)
 	json.Unmarshal(m.Result, &r)
 	expectOK(t, r.runResult, "1")
-	if len(r.Files) != 1 || r.Files[0].Path != "out/top.txt" || string(r.Files[0].bytes(t)) != "top" ||
-		len(r.Outputs) != 1 || !strings.HasPrefix(r.Outputs[0].Data["text/plain"], "[coderun] outputs truncated at ") {
+	if len(r.Files) != 2 || r.Files[1].Path != "out/top.txt" || string(r.Files[1].bytes(t)) != "top" ||
+		!strings.HasSuffix(r.Files[0].Path, "/d/deepest.txt") || len(r.Outputs) != 0 {
 		t.Errorf("files %+v outputs %+v", r.Files, r.Outputs)
 	}
 	expectOK(t, d.result(d.wait(next)), "2")
+	deeper := d.request("run", prog(fmt.Sprintf(tree, 1000)))
+	next = d.request("run", prog("return 3"))
+	if r := d.result(d.wait(deeper)); r.Error == nil || r.Error.Kind != "output-limit" || !strings.Contains(r.Error.Message, "deeper than the daemon measures") {
+		t.Errorf("1 000 nested folders: %+v", r.Error)
+	}
+	expectOK(t, d.result(d.wait(next)), "3")
 }

@@ -114,6 +114,16 @@ func (d *Dir) Do(f func(fd int) error) error {
 	return f(d.fd)
 }
 
+// closed reports whether d is nil or closed.
+func (d *Dir) closed() bool {
+	if d == nil {
+		return true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fd < 0
+}
+
 // Dup returns a new descriptor of d (close-on-exec) for the caller to own,
 // or -1 and the error.
 func (d *Dir) Dup() (fd int, err error) {

@@ -32,9 +32,13 @@ const maxMeasureDepth = 64
 // a folder's content behind its mode). It stops with ErrTooLarge past
 // maxEntries entries or maxMeasureDepth levels. Entries that vanish during
 // the walk are not counted; the result is a sample, not a snapshot, and a
-// tree removed already measures as empty.
+// tree removed already, or a Dir closed (the daemon is done with it),
+// measures as empty.
 func (d *Dir) Measure(maxEntries int64) (Usage, error) {
 	var u Usage
+	if d.closed() {
+		return u, nil
+	}
 	fd := -1
 	err := d.Do(func(dfd int) (err error) {
 		// A descriptor of its own (not a dup, which would share the

@@ -74,3 +74,16 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A Dir the daemon closed (its run is over) measures as empty, not as a
+// tree the daemon cannot measure.
+func TestMeasureClosed(t *testing.T) {
+	leakcheck.Check(t)
+	d, err := Make(t.TempDir())
+	must(t, err)
+	defer d.Remove()
+	d.Close()
+	if u, err := d.Measure(10); err != nil || u != (Usage{}) {
+		t.Errorf("Measure of a closed Dir = %+v, %v", u, err)
+	}
+}
