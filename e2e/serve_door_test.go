@@ -148,15 +148,7 @@ func neverReaderFreesSlots(t *testing.T, listen string, runs int, bounds map[str
 // what sends it one message and what runs a program on another connection
 // (its value).
 func (s *service) streamPeers() (send func(string), run func(string) string) {
-	network := "tcp"
-	if strings.HasPrefix(s.listen, "/") {
-		network = "unix"
-	}
-	c, err := net.Dial(network, s.listen)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.t.Cleanup(func() { c.Close() })
+	c := s.conn()
 	other := s.dial("").initialize()
 	return func(body string) { io.WriteString(c, "Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"+body) },
 		func(program string) string { return string(other.run(program).Value) }

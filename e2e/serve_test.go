@@ -153,9 +153,9 @@ type peer struct {
 	notes chan *lspclient.Message // the notifications it received (the first 64)
 }
 
-// dial connects to the service (unix or tcp, as it listens); first, when
-// given, is written before anything else (the token line).
-func (s *service) dial(first string) *peer {
+// conn opens a raw connection to the service (unix or tcp, as it listens),
+// closed at the test's end.
+func (s *service) conn() net.Conn {
 	s.t.Helper()
 	network := "tcp"
 	if strings.HasPrefix(s.listen, "/") {
@@ -166,6 +166,14 @@ func (s *service) dial(first string) *peer {
 		s.t.Fatal(err)
 	}
 	s.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// dial connects to the service; first, when given, is written before
+// anything else (the token line).
+func (s *service) dial(first string) *peer {
+	s.t.Helper()
+	c := s.conn()
 	if first != "" {
 		if _, err := io.WriteString(c, first); err != nil {
 			s.t.Fatal(err)

@@ -229,19 +229,16 @@ def make_codec():
         memo = {}
     scan_once = _json.make_scanner(_Ctx())
 
-    def type_name(x):
+    def type_attr(x, attr):
+        """type(x)'s __name__ or __module__, or "?" when it is not a str (or fails)."""
         try:
-            n = type(x).__name__
+            n = getattr(type(x), attr)
             return n if type(n) is str else "?"
         except BaseException:
             return "?"
 
-    def module_name(x):
-        try:
-            n = type(x).__module__
-            return n if type(n) is str else "?"
-        except BaseException:
-            return "?"
+    def type_name(x):
+        return type_attr(x, "__name__")
 
     numpy_exact = [None, frozenset()]     # [the numpy module seen, its exact scalar types]
 
@@ -271,7 +268,7 @@ def make_codec():
         r = Refusal(reason)
         r.path = path_of(stack, key)
         r.refused = ("dict key", type_name(refused)) if key else (
-            type_name(refused), module_name(refused))
+            type_name(refused), type_attr(refused, "__module__"))
         return r
 
     def path_of(stack, key):

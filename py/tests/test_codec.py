@@ -37,7 +37,7 @@ def test_typed_dicts_are_lazy_and_complete():
     assert fields["Namespace"] == {"required": ["global", "names"],
                                    "optional": ["errorClass", "signatures"]}
     assert fields["Param"] == {"required": ["name", "required"], "optional": ["default"]}
-    assert fields["ReplyErr"]["optional"] == ["typeError"]
+    assert fields["ReplyErr"]["optional"] == ["exceptionType", "typeError"]
     assert fields["CallMessage"]["required"] == ["args", "global", "id", "name", "type"]
     assert protocol.DoneMessage.__optional_keys__ == frozenset({"error", "value"})
 
