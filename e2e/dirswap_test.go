@@ -231,9 +231,11 @@ func holds(dir, name string) bool {
 // 1 500 sibling folders in out/ gets its result with both files it wrote,
 // and the run queued behind it on the daemon's only slot is served (the
 // collection walks each folder once, from its parent's descriptor, within
-// its deadline). One that nests 1 000 folders (the review's) is ended by the
-// disk budget, which measures no deeper than the collection walks, and the
-// run queued behind it is served too.
+// its deadline). One that nests 1 000 folders (the review's) either ends
+// before the disk budget's first measure, and gets its top file and the
+// outputs marker (the collection does not enter folders past its depth), or
+// is ended by the disk budget, which measures no deeper; either way the run
+// queued behind it is served.
 func TestOutDeepAndWide(t *testing.T) {
 	leakcheck.Check(t)
 	d := started(t, map[string]string{"CODERUN_MAX_CONCURRENT_RUNS": "1", "CODERUN_WARM_POOL": "1"})
@@ -261,7 +263,16 @@ return 1`
 	expectOK(t, d.result(d.wait(next)), "2")
 	deeper := d.request("run", prog(fmt.Sprintf(tree, 1000)))
 	next = d.request("run", prog("return 3"))
-	if r := d.result(d.wait(deeper)); r.Error == nil || r.Error.Kind != "output-limit" || !strings.Contains(r.Error.Message, "deeper than the daemon measures") {
+	m = d.wait(deeper)
+	r = filesResult{runResult: d.result(m)}
+	json.Unmarshal(m.Result, &r)
+	switch {
+	case r.Error == nil:
+		if len(r.Files) != 1 || r.Files[0].Path != "out/top.txt" || len(r.Outputs) != 1 ||
+			!strings.HasPrefix(r.Outputs[0].Data["text/plain"], "[coderun] outputs truncated at ") {
+			t.Errorf("1 000 nested folders, collected: files %+v outputs %+v", r.Files, r.Outputs)
+		}
+	case r.Error.Kind != "output-limit" || !strings.Contains(r.Error.Message, "deeper than the daemon measures"):
 		t.Errorf("1 000 nested folders: %+v", r.Error)
 	}
 	expectOK(t, d.result(d.wait(next)), "3")
