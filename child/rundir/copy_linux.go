@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Bounds of Copy beyond its byte budget: entries (files, directories and
+// Bounds of CopyFD beyond its byte budget: entries (files, directories and
 // skipped entries) and directory depth, so that neither a tree of empty
 // files nor a deep chain of directories costs unbounded time or descriptors.
 const (
@@ -19,56 +19,25 @@ const (
 	copyMaxDepth   = 64
 )
 
-// ErrCopyTooLarge is returned by Copy when the tree exceeds its bounds.
+// ErrCopyTooLarge is returned by CopyFD when the tree exceeds its bounds.
 var ErrCopyTooLarge = errors.New("rundir: the directory is too large to copy")
 
-// Copy creates a new directory in parent (as Create does: in this process's
-// home there, registered) and copies the tree under src into it (CopyInto). On error the
-// new directory is removed.
-func Copy(src, parent string, maxBytes int64) (dir string, err error) {
-	dir, err = Create(parent)
-	if err != nil {
-		return "", err
-	}
-	if err := CopyInto(src, dir, maxBytes); err != nil {
-		Remove(dir)
-		return "", err
-	}
-	return dir, nil
-}
-
-// CopyInto copies the tree under src into dst, an existing empty directory,
-// for a session's fork (docs/child-protocol.md §6.3). Only directories and
+// CopyFD copies the tree under srcfd into dstfd, an empty directory, both
+// held open by the caller (Dir.Do), whatever the names of either now lead
+// to: a session's fork (docs/child-protocol.md §6.3). Only directories and
 // regular files are copied, with their permission bits (plus owner rwx on
 // directories and rw on files); symbolic links, devices, sockets and FIFOs
 // are skipped. A link is never followed: every entry is opened relative to
-// its parent's descriptor with O_NOFOLLOW (src itself included). The regular
-// files' bytes may total maxBytes at most, and the tree may hold 100000
-// entries and 64 levels; past that it fails with ErrCopyTooLarge. On error
-// dst holds a partial copy, for the caller to remove.
-func CopyInto(src, dst string, maxBytes int64) error {
-	sfd, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &os.PathError{Op: "open", Path: src, Err: err}
-	}
-	defer unix.Close(sfd)
-	dfd, err := unix.Open(dst, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &os.PathError{Op: "open", Path: dst, Err: err}
-	}
-	defer unix.Close(dfd)
-	return wrapPath(CopyFD(sfd, dfd, maxBytes), src)
-}
-
-// CopyFD is CopyInto between two directories the caller holds open
-// (Dir.Do): the tree under srcfd is copied into dstfd, whatever the names
-// of either now lead to.
+// its parent's descriptor with O_NOFOLLOW. The regular files' bytes may
+// total maxBytes at most, and the tree may hold 100000 entries and 64
+// levels; past that it fails with ErrCopyTooLarge. On error dstfd holds a
+// partial copy, for the caller to remove.
 func CopyFD(srcfd, dstfd int, maxBytes int64) error {
 	c := copier{bytesLeft: maxBytes, entriesLeft: copyMaxEntries}
 	return c.tree(srcfd, dstfd, copyMaxDepth)
 }
 
-// copier carries Copy's remaining budgets.
+// copier carries CopyFD's remaining budgets.
 type copier struct {
 	bytesLeft   int64
 	entriesLeft int

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sourceTree builds a session directory with every kind of entry Copy meets.
+// sourceTree builds a session directory with every kind of entry CopyFD meets.
 func sourceTree(t *testing.T) string {
 	src := t.TempDir()
 	must := func(err error) {
@@ -52,14 +52,36 @@ func listTree(t *testing.T, root string) []string {
 	return out
 }
 
+// copyTo makes a directory in parent and copies the tree at src into it
+// through both descriptors; on error the directory is removed.
+func copyTo(src, parent string, maxBytes int64) (*Dir, error) {
+	sfd, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(sfd)
+	d, err := Make(parent)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.Do(func(dfd int) error { return CopyFD(sfd, dfd, maxBytes) }); err != nil {
+		d.Remove()
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
 func TestCopyRegularFilesAndDirectoriesOnly(t *testing.T) {
 	leakcheck.Check(t)
 	src, parent := sourceTree(t), t.TempDir()
-	dir, err := Copy(src, parent, 1<<20)
+	d, err := copyTo(src, parent, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer Remove(dir)
+	defer d.Close()
+	defer d.Remove()
+	dir := d.Path()
 	if filepath.Dir(filepath.Dir(dir)) != parent || !mine(dirEntry(t, dir)) {
 		t.Errorf("copy %s is not a registered run directory of %s", dir, parent)
 	}
@@ -80,13 +102,13 @@ func TestCopyRegularFilesAndDirectoriesOnly(t *testing.T) {
 func TestCopyOverBudgetLeavesNothing(t *testing.T) {
 	leakcheck.Check(t)
 	src, parent := sourceTree(t), t.TempDir()
-	if _, err := Copy(src, parent, 4000); !errors.Is(err, ErrCopyTooLarge) {
-		t.Fatalf("Copy over budget: %v, want ErrCopyTooLarge", err)
+	if _, err := copyTo(src, parent, 4000); !errors.Is(err, ErrCopyTooLarge) {
+		t.Fatalf("CopyFD over budget: %v, want ErrCopyTooLarge", err)
 	}
 	if entries, _ := os.ReadDir(parent); len(entries) != 0 {
 		t.Errorf("a failed copy left %v", entries)
 	}
-	if _, err := Copy(filepath.Join(src, "link"), parent, 1<<20); err == nil {
+	if _, err := copyTo(filepath.Join(src, "link"), parent, 1<<20); err == nil {
 		t.Errorf("copying from a non-directory succeeded")
 	}
 }
