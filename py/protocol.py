@@ -199,11 +199,11 @@ def make_codec():
     # Captured now: nested functions see these cells, never a later rebinding.
     (len, type, str, int, float, bool, list, dict, tuple, bytes, bytearray, memoryview, set,
      frozenset, iter, next, id, abs, repr, range, getattr, BaseException, UnicodeEncodeError,
-     RecursionError, OverflowError) = (
+     RecursionError, OverflowError, IndexError) = (
         B.len, B.type, B.str, B.int, B.float, B.bool, B.list, B.dict, B.tuple, B.bytes,
         B.bytearray, B.memoryview, B.set, B.frozenset, B.iter, B.next, B.id, B.abs, B.repr,
         B.range, B.getattr, B.BaseException, B.UnicodeEncodeError, B.RecursionError,
-        B.OverflowError)
+        B.OverflowError, B.IndexError)
     import sys as _sys
     modules = _sys.modules
     copysign = _math.copysign
@@ -541,7 +541,10 @@ def make_codec():
                             top[5] = i + len(batch)
                             continue
                         top[5] = i + 1
-                        item = lst[i]
+                        try:
+                            item = lst[i]
+                        except IndexError:  # another thread shrank the list meanwhile
+                            item = stack
                     else:
                         item = stack
                 else:

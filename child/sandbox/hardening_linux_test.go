@@ -552,3 +552,42 @@ print(json.dumps(out))`
 		check(t, finishForked(t, forkPython(t, srv, &sb, script)))
 	})
 }
+
+// TestSandboxHardeningC685Ptrace: a program cannot trace or reach into
+// another of its processes (ptrace, process_vm_readv, pidfd_getfd), spawned
+// and forked: a tracer that never waits would keep a killed session's
+// interpreter unreaped (session/close never returned), and would cancel the
+// idle freeze's stops.
+func TestSandboxHardeningC685Ptrace(t *testing.T) {
+	leakcheck.Check(t)
+	sb := testSandbox(t)
+	script := errnoPrelude + `import signal, time
+child = os.fork()
+if child == 0:
+    time.sleep(30)
+    os._exit(0)
+PTRACE_ATTACH, PTRACE_TRACEME = 16, 0
+out = {
+    "attach": attempt(lambda: sys_call(` + fmt.Sprint(unix.SYS_PTRACE) + `, PTRACE_ATTACH, child, 0, 0)),
+    "traceme": attempt(lambda: sys_call(` + fmt.Sprint(unix.SYS_PTRACE) + `, PTRACE_TRACEME, 0, 0, 0)),
+    "vm_readv": attempt(lambda: sys_call(` + fmt.Sprint(unix.SYS_PROCESS_VM_READV) + `, child, 0, 0, 0, 0, 0)),
+    "pidfd_getfd": attempt(lambda: sys_call(` + fmt.Sprint(unix.SYS_PIDFD_GETFD) + `, 0, 0, 0)),
+}
+os.kill(child, signal.SIGKILL)
+os.waitpid(child, 0)
+print(json.dumps(out))`
+	check := func(t *testing.T, r runResult) {
+		var got map[string]string
+		mustJSON(t, r, &got)
+		for _, k := range []string{"attach", "traceme", "vm_readv", "pidfd_getfd"} {
+			if got[k] != "EPERM" {
+				t.Errorf("%s: %s, want EPERM", k, got[k])
+			}
+		}
+	}
+	t.Run("spawned", func(t *testing.T) { check(t, runPython(t, &sb, script)) })
+	t.Run("forked", func(t *testing.T) {
+		srv := startSandboxForkServer(t, "")
+		check(t, finishForked(t, forkPython(t, srv, &sb, script)))
+	})
+}

@@ -63,6 +63,12 @@ import (
 //     OPEN_TREE_CLONE copies a mount without its submounts into a detached
 //     tree whose files Landlock still lets it read (they are the same
 //     inodes): a copy of /proc without the masks over it (init_linux.go).
+//   - ptrace, process_vm_readv, process_vm_writev and pidfd_getfd → EPERM.
+//     Within its own processes a program could otherwise trace its
+//     interpreter and never wait for it, so that the daemon's kill of a
+//     session leaves a traced zombie nobody reaps (session/close never
+//     returned), or cancel every stop of the idle freeze (docs/containment.md
+//     §4.3); nothing a program needs does it (a debugger runs outside).
 //   - any other architecture or ABI (x32, int 0x80 on amd64) → ENOSYS, so
 //     the filter cannot be sidestepped through another system call table.
 //
@@ -94,7 +100,7 @@ const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWU
 // epermSyscalls change a file's mode, owner, times, extended attributes or
 // attribute flags, watch files and directories (legacySyscalls: the old
 // forms some architectures still have besides these), enter a namespace,
-// or use the mount API.
+// use the mount API, or reach into another process (ptrace and kin).
 var epermSyscalls = append([]uint32{
 	unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2,
 	unix.SYS_FCHOWN, unix.SYS_FCHOWNAT,
@@ -106,6 +112,7 @@ var epermSyscalls = append([]uint32{
 	unix.SYS_SETNS,
 	unix.SYS_OPEN_TREE, sysOpenTreeAttr, unix.SYS_MOVE_MOUNT, unix.SYS_FSOPEN, unix.SYS_FSCONFIG,
 	unix.SYS_FSMOUNT, unix.SYS_FSPICK, unix.SYS_MOUNT_SETATTR,
+	unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV, unix.SYS_PIDFD_GETFD,
 }, legacySyscalls...)
 
 // enosysSyscalls are refused as if the kernel did not have them: io_uring,
