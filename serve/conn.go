@@ -127,17 +127,25 @@ func refuse(c net.Conn, msg string) {
 }
 
 // closeAfterWrite closes c so that what was written reaches the client: a
-// TCP close with unread input would reset the connection and could
-// discard the reply, so the write side is shut first and the input
-// drained for a moment.
+// TCP close with input still unread resets the connection, which can
+// discard the reply, so the input is drained first. With a half-close the
+// client sees the end and the drain ends with it (refuseTimeout at most); a
+// connection without one (the listener's limit wraps every connection, and
+// its wrapper hides CloseWrite) drains for unreadWait only, enough to take
+// what the client sent before the reply.
 func closeAfterWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-		_ = c.SetReadDeadline(time.Now().Add(refuseTimeout))
-		_, _ = io.Copy(io.Discard, io.LimitReader(c, 1<<20))
+	wait := unreadWait
+	if cw, ok := c.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+		wait = refuseTimeout
 	}
+	_ = c.SetReadDeadline(time.Now().Add(wait))
+	_, _ = io.Copy(io.Discard, io.LimitReader(c, 1<<20))
 	_ = c.Close()
 }
+
+// unreadWait bounds closeAfterWrite's drain of a connection it cannot
+// half-close.
+const unreadWait = 200 * time.Millisecond
 
 // stallWriter writes to a connection in pieces, each of which must make
 // progress within stall; a client that stops reading has its connection
