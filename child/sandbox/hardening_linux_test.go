@@ -495,13 +495,18 @@ func checkNamespacesProbe(t *testing.T, r runResult) {
 // hold kernel memory its memory cgroup does not see.
 func TestSandboxHardeningC680Namespaces(t *testing.T) {
 	leakcheck.Check(t)
+	spawnedAndForked(t, namespacesProbe, checkNamespacesProbe)
+}
+
+// spawnedAndForked runs script in a spawned sandboxed run and in one forked
+// from the sandboxed fork server, and checks each result.
+func spawnedAndForked(t *testing.T, script string, check func(*testing.T, runResult)) {
+	t.Helper()
 	sb := testSandbox(t)
-	t.Run("spawned", func(t *testing.T) {
-		checkNamespacesProbe(t, runPython(t, &sb, namespacesProbe))
-	})
+	t.Run("spawned", func(t *testing.T) { check(t, runPython(t, &sb, script)) })
 	t.Run("forked", func(t *testing.T) {
 		srv := startSandboxForkServer(t, "")
-		checkNamespacesProbe(t, finishForked(t, forkPython(t, srv, &sb, namespacesProbe)))
+		check(t, finishForked(t, forkPython(t, srv, &sb, script)))
 	})
 }
 
@@ -512,7 +517,6 @@ func TestSandboxHardeningC680Namespaces(t *testing.T) {
 // (Landlock refuses to create the queue's file).
 func TestSandboxHardeningC683QueuedKernelObjects(t *testing.T) {
 	leakcheck.Check(t)
-	sb := testSandbox(t)
 	script := errnoPrelude + `import signal
 def mq_open():
     libc.mq_open.restype = ctypes.c_int
@@ -546,11 +550,7 @@ print(json.dumps(out))`
 			t.Errorf("%d signals queued (then %s), want at most %d, then EAGAIN", got.Queued, got.Stop, sandboxSigPending)
 		}
 	}
-	t.Run("spawned", func(t *testing.T) { check(t, runPython(t, &sb, script)) })
-	t.Run("forked", func(t *testing.T) {
-		srv := startSandboxForkServer(t, "")
-		check(t, finishForked(t, forkPython(t, srv, &sb, script)))
-	})
+	spawnedAndForked(t, script, check)
 }
 
 // TestSandboxHardeningC685Ptrace: a program cannot trace or reach into
@@ -560,7 +560,6 @@ print(json.dumps(out))`
 // idle freeze's stops.
 func TestSandboxHardeningC685Ptrace(t *testing.T) {
 	leakcheck.Check(t)
-	sb := testSandbox(t)
 	script := errnoPrelude + `import signal, time
 child = os.fork()
 if child == 0:
@@ -585,9 +584,5 @@ print(json.dumps(out))`
 			}
 		}
 	}
-	t.Run("spawned", func(t *testing.T) { check(t, runPython(t, &sb, script)) })
-	t.Run("forked", func(t *testing.T) {
-		srv := startSandboxForkServer(t, "")
-		check(t, finishForked(t, forkPython(t, srv, &sb, script)))
-	})
+	spawnedAndForked(t, script, check)
 }
