@@ -79,8 +79,11 @@ func FreezeAll(list func() []int) *Frozen {
 	return f
 }
 
-// stopPass stops every process of pids not yet recorded and reports
-// whether every one of them was found stopped.
+// stopPass stops every process of pids that is new to f (a task in an
+// uninterruptible sleep included: its SIGSTOP takes effect as it leaves the
+// kernel) or that it does not find stopped (one another member, not stopped
+// yet, continued with SIGCONT since the last pass), and reports whether
+// every one of them was found stopped.
 func (f *Frozen) stopPass(pids []int) bool {
 	all := true
 	for _, pid := range pids {
@@ -88,8 +91,9 @@ func (f *Frozen) stopPass(pids []int) bool {
 		if !ok {
 			continue // gone meanwhile
 		}
-		if known, seen := f.members[pid]; !seen || known != start {
-			f.members[pid] = start
+		known, seen := f.members[pid]
+		f.members[pid] = start
+		if !seen || known != start || !stopped(pid) {
 			_ = unix.Kill(pid, unix.SIGSTOP)
 		}
 		if !stopped(pid) {
