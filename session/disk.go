@@ -39,6 +39,11 @@ const (
 // (rundir.Dir.Hidden): hundreds for a Python process with pandas loaded.
 const maxHeldEntries = 100000
 
+// birthSlack is how much older than its watch a file may be and still
+// count: file times come from a coarse clock (a tick behind), and a
+// library replaced on disk in the second before a run is no loss.
+const birthSlack = time.Second
+
 // diskWatch measures one directory until stopped. Like cpuSampler it is a
 // timer, not a goroutine.
 type diskWatch struct {
@@ -52,18 +57,16 @@ type diskWatch struct {
 // diskSampleEvery, and hands each measurement to judge, which compares it
 // with the budget in force when it judges (a session's changes as runs
 // attach and detach while a walk is under way); it goes on until stop.
-//
-// Files the processes hold unlisted when the watch starts (before a run's
-// program: a library replaced on disk while the fork server has it mapped)
-// are not the program's and do not count.
+// Unlisted files made well before the watch started are not the program's
+// and do not count.
 func watchDisk(dir *rundir.Dir, family func() []int, judge func(diskUse)) *diskWatch {
-	inherited, _ := dir.Hidden(family(), maxHeldEntries)
+	since := time.Now().Add(-birthSlack)
 	d := &diskWatch{}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.t = time.AfterFunc(diskSampleEvery, func() {
 		began := time.Now()
-		judge(measureDisk(dir, family, inherited))
+		judge(measureDisk(dir, family, since))
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if !d.stopped {
@@ -93,14 +96,14 @@ type diskUse struct {
 }
 
 // measureDisk measures dir with what family's processes hold unlisted on
-// its file system, but for the inherited files.
-func measureDisk(dir *rundir.Dir, family func() []int, inherited rundir.Held) diskUse {
+// its file system, made since then.
+func measureDisk(dir *rundir.Dir, family func() []int, since time.Time) diskUse {
 	u, err := dir.Measure(maxDirEntries)
 	if err != nil {
 		return diskUse{err: err}
 	}
-	h, err := dir.Hidden(family(), maxHeldEntries)
-	return diskUse{bytes: u.Bytes + h.Bytes(inherited), err: err}
+	h, err := dir.Hidden(family(), since, maxHeldEntries)
+	return diskUse{bytes: u.Bytes + h, err: err}
 }
 
 // over is the run error for a directory measured as u under a budget of mb

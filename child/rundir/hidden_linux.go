@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,51 +18,44 @@ import (
 // that hold them, in /proc: their descriptors (/proc/<pid>/fd) and their
 // mappings (/proc/<pid>/maps, sized through /proc/<pid>/map_files, which
 // the kernel shows to a root daemon only; otherwise a mapping counts the
-// bytes it maps, a lower bound of its file's size).
+// bytes it maps, a lower bound of its file's size). A file's birth time
+// tells the run's files from those an interpreter brought along, so that
+// no scan is needed before the program starts.
 
-// Held maps each inode to its blocks' bytes, for the unlinked files Hidden
-// finds.
-type Held map[uint64]int64
-
-// Bytes adds up the files of h that are not in old.
-func (h Held) Bytes(old Held) int64 {
-	var n int64
-	for ino, b := range h {
-		if _, ok := old[ino]; !ok {
-			n += b
-		}
-	}
-	return n
-}
-
-// Hidden finds the files on d's file system that no directory links and
-// that one of pids holds open or mapped. It stops with
-// ErrTooLarge past maxEntries descriptors and mappings looked at, so that a
-// program cannot make the daemon's sampling arbitrarily long. A process
-// that is gone, or whose entries the daemon may not read, counts nothing.
-func (d *Dir) Hidden(pids []int, maxEntries int64) (Held, error) {
+// Hidden adds up the files on d's file system that no directory links,
+// that one of pids holds open or mapped, and that were made at or after
+// since (a file the file system gives no birth time counts whenever it was
+// made): a library replaced on disk while an interpreter from before the
+// run still maps it is not the run's. Each file counts once. It stops
+// with ErrTooLarge past maxEntries descriptors and mappings looked at, so
+// that a program cannot make the daemon's sampling arbitrarily long. A
+// process that is gone, or whose entries the daemon may not read, counts
+// nothing.
+func (d *Dir) Hidden(pids []int, since time.Time, maxEntries int64) (int64, error) {
 	var st unix.Stat_t
 	if d.closed() || d.Do(func(fd int) error { return unix.Fstat(fd, &st) }) != nil {
-		return nil, nil
+		return 0, nil
 	}
-	h := hiddenScan{dev: st.Dev, held: Held{}, budget: maxEntries}
+	h := hiddenScan{dev: st.Dev, since: since, seen: map[uint64]bool{}, budget: maxEntries}
 	for _, pid := range pids {
 		proc := "/proc/" + strconv.Itoa(pid)
 		if err := h.descriptors(proc); err != nil {
-			return h.held, err
+			return h.bytes, err
 		}
 		if err := h.mappings(proc); err != nil {
-			return h.held, err
+			return h.bytes, err
 		}
 	}
-	return h.held, nil
+	return h.bytes, nil
 }
 
-// hiddenScan is one Hidden pass: the file system sought, the files found
-// and the entries it may still look at.
+// hiddenScan is one Hidden pass: what it seeks, what it found and the
+// entries it may still look at.
 type hiddenScan struct {
 	dev    uint64
-	held   Held
+	since  time.Time
+	seen   map[uint64]bool // inodes looked at
+	bytes  int64
 	budget int64
 }
 
@@ -73,12 +67,25 @@ func (h *hiddenScan) spend(n int64) error {
 	return nil
 }
 
-// count adds the file st describes when it is an unlinked regular file on
-// the scan's file system not counted yet.
-func (h *hiddenScan) count(st *unix.Stat_t) {
-	if st.Dev == h.dev && st.Nlink == 0 && st.Mode&unix.S_IFMT == unix.S_IFREG {
-		h.held[st.Ino] = st.Blocks * 512
+// count adds the file that dirfd and name lead to (following the /proc
+// magic link) when it is an unlinked regular file on the scan's file
+// system, made since the scan's start, not counted yet. It reports whether
+// the daemon could look at the file.
+func (h *hiddenScan) count(dirfd int, name string) bool {
+	var x unix.Statx_t
+	if unix.Statx(dirfd, name, 0, unix.STATX_BASIC_STATS|unix.STATX_BTIME, &x) != nil {
+		return false
 	}
+	dev := unix.Mkdev(x.Dev_major, x.Dev_minor)
+	if dev != h.dev || x.Nlink != 0 || x.Mode&unix.S_IFMT != unix.S_IFREG || h.seen[x.Ino] {
+		return true
+	}
+	h.seen[x.Ino] = true
+	if x.Mask&unix.STATX_BTIME != 0 && time.Unix(x.Btime.Sec, int64(x.Btime.Nsec)).Before(h.since) {
+		return true
+	}
+	h.bytes += int64(x.Blocks) * 512
+	return true
 }
 
 // descriptors counts what proc's open descriptors hold.
@@ -93,11 +100,7 @@ func (h *hiddenScan) descriptors(proc string) error {
 		return err
 	}
 	for _, name := range names {
-		var st unix.Stat_t
-		// Following the magic link stats the open file itself.
-		if unix.Fstatat(int(dir.Fd()), name, &st, 0) == nil {
-			h.count(&st)
-		}
+		h.count(int(dir.Fd()), name)
 	}
 	return nil
 }
@@ -114,23 +117,27 @@ func (h *hiddenScan) mappings(proc string) error {
 		if err := h.spend(1); err != nil {
 			return err
 		}
-		m, ok := parseMapsLine(sc.Bytes())
+		line := sc.Bytes()
+		if !bytes.HasSuffix(line, deletedSuffix) { // most lines: parsed no further
+			continue
+		}
+		m, ok := parseMapsLine(line)
 		if !ok || !m.deleted || unix.Mkdev(m.major, m.minor) != h.dev {
 			continue
 		}
-		if _, counted := h.held[m.ino]; counted {
+		if h.seen[m.ino] || h.count(unix.AT_FDCWD, proc+"/map_files/"+m.span) {
 			continue
 		}
-		var st unix.Stat_t
-		if unix.Stat(proc+"/map_files/"+m.span, &st) == nil {
-			h.count(&st)
-			continue
-		}
-		// Not root: the mapped length, the least its file holds.
-		h.held[m.ino] = int64(m.end - m.start)
+		// Not root: the mapped length, the least its file holds, whenever
+		// the file was made.
+		h.seen[m.ino] = true
+		h.bytes += int64(m.end - m.start)
 	}
 	return nil
 }
+
+// deletedSuffix ends the maps line of a file that has no name any more.
+var deletedSuffix = []byte(" (deleted)")
 
 // mapping is one line of /proc/<pid>/maps.
 type mapping struct {
@@ -167,6 +174,6 @@ func parseMapsLine(line []byte) (mapping, bool) {
 			return m, false
 		}
 	}
-	m.deleted = m.ino != 0 && bytes.HasSuffix(line, []byte(" (deleted)"))
+	m.deleted = m.ino != 0 && bytes.HasSuffix(line, deletedSuffix)
 	return m, true
 }
