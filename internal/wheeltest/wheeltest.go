@@ -1,0 +1,101 @@
+// Package wheeltest writes tiny Python wheels (and an sdist) into a
+// find-links directory, so that the package tests need no network: each
+// wheel is a zip with the module files, METADATA, WHEEL and a RECORD of
+// their sha256 digests, as a build backend would write it.
+package wheeltest
+
+import (
+	"archive/zip"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// Wheel describes one pure-Python wheel.
+type Wheel struct {
+	Name, Version string
+	Files         map[string]string // path in the wheel → content
+	Requires      []string          // Requires-Dist lines
+}
+
+// FileName is the wheel's file name (py3-none-any).
+func (w Wheel) FileName() string {
+	return fmt.Sprintf("%s-%s-py3-none-any.whl", strings.ReplaceAll(w.Name, "-", "_"), w.Version)
+}
+
+// Write writes the wheel into dir and returns its path.
+func Write(t testing.TB, dir string, w Wheel) string {
+	t.Helper()
+	dist := strings.ReplaceAll(w.Name, "-", "_") + "-" + w.Version + ".dist-info"
+	files := map[string]string{}
+	for p, c := range w.Files {
+		files[p] = c
+	}
+	meta := "Metadata-Version: 2.1\nName: " + w.Name + "\nVersion: " + w.Version + "\n"
+	for _, r := range w.Requires {
+		meta += "Requires-Dist: " + r + "\n"
+	}
+	files[dist+"/METADATA"] = meta
+	files[dist+"/WHEEL"] = "Wheel-Version: 1.0\nGenerator: wheeltest\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+	var record strings.Builder
+	for p, c := range files {
+		sum := sha256.Sum256([]byte(c))
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", p, base64.RawURLEncoding.EncodeToString(sum[:]), len(c))
+	}
+	record.WriteString(dist + "/RECORD,,\n")
+	files[dist+"/RECORD"] = record.String()
+	return WriteZip(t, filepath.Join(dir, w.FileName()), files)
+}
+
+// WriteZip writes a zip of files at path (a corrupted or hostile wheel is
+// built with it directly) and returns path.
+func WriteZip(t testing.TB, path string, files map[string]string) string {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := zip.NewWriter(f)
+	for p, c := range files {
+		w, err := z.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte(c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// UV is the uv binary the tests use: $CODERUN_UV_BIN, else the one the
+// project's .venv holds (requirements-test.txt installs it), else uv on
+// PATH. A test fails without one: `make test` installs it.
+func UV(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("CODERUN_UV_BIN"); p != "" {
+		return p
+	}
+	_, file, _, _ := runtime.Caller(0)
+	venv := filepath.Join(filepath.Dir(file), "..", "..", ".venv", "bin", "uv")
+	if _, err := os.Stat(venv); err == nil {
+		return venv
+	}
+	p, err := exec.LookPath("uv")
+	if err != nil {
+		t.Fatal("no uv: `make deps` installs it into .venv (requirements-test.txt)")
+	}
+	return p
+}

@@ -1,0 +1,248 @@
+package wheelset
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
+	"github.com/coderun-rpc/coderun-rpc/internal/wheeltest"
+)
+
+// links is a find-links directory: tinya 1.0 (needs tinyb), tinyb 1.0 and 2.0.
+func links(t *testing.T) string {
+	dir := t.TempDir()
+	wheeltest.Write(t, dir, wheeltest.Wheel{Name: "tinya", Version: "1.0", Requires: []string{"tinyb>=1"},
+		Files: map[string]string{"tinya/__init__.py": "from tinyb import B\nA = 'a1' + B\n"}})
+	for _, v := range []string{"1.0", "2.0"} {
+		wheeltest.Write(t, dir, wheeltest.Wheel{Name: "tinyb", Version: v,
+			Files: map[string]string{"tinyb/__init__.py": "B = 'b" + v + "'\n"}})
+	}
+	return dir
+}
+
+// countingUV is a uv wrapper that appends each "pip install" to a log
+// file, so a test counts installations.
+func countingUV(t *testing.T) (uv, log string) {
+	dir := t.TempDir()
+	log = filepath.Join(dir, "installs")
+	uv = filepath.Join(dir, "uv")
+	script := "#!/bin/sh\nif [ \"$2\" = install ]; then echo x >> " + log + "; fi\nexec " + wheeltest.UV(t) + " \"$@\"\n"
+	if err := os.WriteFile(uv, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return uv, log
+}
+
+func installs(t *testing.T, log string) int {
+	b, err := os.ReadFile(log)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "x")
+}
+
+func python(t *testing.T) string {
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func openCache(t *testing.T, root, uv, findLinks string, maxBytes int64) *Cache {
+	allow, _ := ParseAllowList("*")
+	c, err := Open(Options{UV: uv, Python: python(t), Root: root, FindLinks: []string{findLinks},
+		MaxBytes: maxBytes, Allow: allow, Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func reqs(t *testing.T, texts ...string) []Requirement {
+	var out []Requirement
+	for _, s := range texts {
+		r, err := ParseRequirement(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// importFrom runs python with dir on sys.path and returns what code prints.
+func importFrom(t *testing.T, dir, code string) string {
+	out, err := exec.Command(python(t), "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "+code, dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python: %v: %s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// C832: a set is resolved with its dependencies, installed read-only,
+// importable; the same request again is a cache hit without uv.
+func TestInstallThenHitC832(t *testing.T) {
+	leakcheck.Check(t)
+	uv, log := countingUV(t)
+	c := openCache(t, t.TempDir(), uv, links(t), 0)
+	l, err := c.Acquire(context.Background(), reqs(t, "tinya", "tinyb<2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if !l.Installed {
+		t.Error("first acquire says cached")
+	}
+	if got := importFrom(t, l.Dir, "import tinya; print(tinya.A)"); got != "a1b1.0" {
+		t.Errorf("import: %q", got)
+	}
+	if err := os.WriteFile(filepath.Join(l.Dir, "tinya", "x.py"), nil, 0o644); err == nil && os.Geteuid() != 0 {
+		t.Error("the set is writable")
+	}
+	st, _ := os.Stat(filepath.Join(l.Dir, "tinya", "__init__.py"))
+	if st.Mode().Perm()&0o222 != 0 {
+		t.Errorf("a set's file has mode %v", st.Mode())
+	}
+	l2, err := c.Acquire(context.Background(), reqs(t, "tinyb<2", "tinya"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release()
+	if l2.Installed || l2.Dir != l.Dir {
+		t.Errorf("second acquire: installed %v, dir %s (first %s)", l2.Installed, l2.Dir, l.Dir)
+	}
+	// Another daemon on the same cache finds the set on disk.
+	c2 := openCache(t, c.o.Root, uv, c.o.FindLinks[0], 0)
+	l3, err := c2.Acquire(context.Background(), reqs(t, "tinya", "tinyb<2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l3.Release()
+	if l3.Installed || l3.Dir != l.Dir || installs(t, log) != 1 {
+		t.Errorf("another daemon: installed %v, %d installs", l3.Installed, installs(t, log))
+	}
+}
+
+// C833: failures are one line that names the request and the cause: an
+// unsatisfiable version, a name with only an sdist, a corrupted wheel.
+func TestInstallFailuresC833(t *testing.T) {
+	leakcheck.Check(t)
+	dir := links(t)
+	if err := os.WriteFile(filepath.Join(dir, "onlysdist-1.0.tar.gz"), []byte("not even a tarball"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "broken-1.0-py3-none-any.whl"), []byte("PK\x03\x04garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), dir, 0)
+	for req, want := range map[string]string{
+		"tinyb>=3":  "tinyb",
+		"onlysdist": "onlysdist",
+		"broken":    "broken",
+		"nosuchpkg": "nosuchpkg",
+	} {
+		_, err := c.Acquire(context.Background(), reqs(t, req))
+		var ie *InstallError
+		if !errors.As(err, &ie) {
+			t.Errorf("%s: %v, want an InstallError", req, err)
+			continue
+		}
+		if strings.ContainsAny(ie.Msg, "\n\r") || !strings.Contains(ie.Msg, want) || len(ie.Msg) > 1100 {
+			t.Errorf("%s: message %q", req, ie.Msg)
+		}
+		t.Logf("%s: %s", req, ie.Msg)
+	}
+	if entries, _ := os.ReadDir(c.SetsDir()); len(entries) != 0 {
+		t.Errorf("a failure published %d sets", len(entries))
+	}
+	if entries, _ := os.ReadDir(filepath.Join(c.o.Root, dirStaging)); len(entries) != 0 {
+		t.Errorf("a failure left %d staging entries", len(entries))
+	}
+}
+
+// C834: runs racing for one set install it once; two daemons racing on
+// one cache directory both get the one published set.
+func TestRacingInstallsC834(t *testing.T) {
+	leakcheck.Check(t)
+	uv, log := countingUV(t)
+	root, dir := t.TempDir(), links(t)
+	caches := []*Cache{openCache(t, root, uv, dir, 0), openCache(t, root, uv, dir, 0)}
+	var wg sync.WaitGroup
+	dirs := make([]string, 8)
+	for i := range dirs {
+		wg.Go(func() {
+			l, err := caches[i%2].Acquire(context.Background(), reqs(t, "tinya"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			dirs[i] = l.Dir
+			l.Release()
+		})
+	}
+	wg.Wait()
+	for _, d := range dirs {
+		if d != dirs[0] {
+			t.Errorf("racing runs got sets %s and %s", dirs[0], d)
+		}
+	}
+	if n := installs(t, log); n < 1 || n > 2 {
+		t.Errorf("%d installations for one set in two daemons", n)
+	}
+	if entries, _ := os.ReadDir(caches[0].SetsDir()); len(entries) != 1 {
+		t.Errorf("%d sets published", len(entries))
+	}
+}
+
+// C835: eviction by size removes the least recently used set nobody
+// holds, never one a run holds.
+func TestEvictionSparesLeasedSetsC835(t *testing.T) {
+	leakcheck.Check(t)
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), links(t), 1) // every set is over the bound
+	held, err := c.Acquire(context.Background(), reqs(t, "tinyb==1.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.Acquire(context.Background(), reqs(t, "tinyb==2.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(held.Dir); err != nil {
+		t.Fatalf("a held set was evicted: %v", err)
+	}
+	if got := importFrom(t, held.Dir, "import tinyb; print(tinyb.B)"); got != "b1.0" {
+		t.Errorf("held set: %q", got)
+	}
+	held.Release()
+	second.Release()
+	third, err := c.Acquire(context.Background(), reqs(t, "tinya"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Release()
+	for _, d := range []string{held.Dir, second.Dir} {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("released set %s survived eviction", d)
+		}
+	}
+	// The evicted request is installed again when asked for.
+	again, err := c.Acquire(context.Background(), reqs(t, "tinyb==1.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Release()
+	if !again.Installed || importFrom(t, again.Dir, "import tinyb; print(tinyb.B)") != "b1.0" {
+		t.Error("an evicted set was not installed again")
+	}
+}
