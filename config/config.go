@@ -81,6 +81,8 @@ type Config struct {
 	AuthTimeoutMs      int64
 	MaxUnsentBytes     int64
 	MaxUnsentTotal     int64
+	// Packages: packages on demand (docs/packages.md).
+	Packages Packages
 	// TraceContent: OpenTelemetry spans record program text and binding
 	// arguments (docs/service.md §7).
 	TraceContent bool
@@ -144,6 +146,9 @@ func Load(opts Options) (*Config, error) {
 		}
 	}
 	if err := checkRoom(c, texts); err != nil { // step 2
+		return nil, err
+	}
+	if err := locateUV(c); err != nil {
 		return nil, err
 	}
 	python := texts[VarPythonBin]
