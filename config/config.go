@@ -168,6 +168,9 @@ func Load(opts Options) (*Config, error) {
 	if c.Isolation == "sandbox" {
 		c.PythonTrees = sb.trees
 	}
+	if err := openPackageCache(c); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 

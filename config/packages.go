@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/wheelset"
 )
@@ -22,6 +23,28 @@ type Packages struct {
 	// UV is uv's absolute path, located by Load when the feature is on
 	// ("" while it is off).
 	UV string
+	// Cache is the opened cache when the feature is on (nil while off).
+	Cache *wheelset.Cache
+}
+
+// installTimeout bounds one resolution and installation of a package set.
+const installTimeout = 5 * time.Minute
+
+// openPackageCache opens (makes) the cache when packages are on, for the
+// probed interpreter: a cache directory the daemon cannot own is a
+// configuration error naming CODERUN_PACKAGE_CACHE_DIR.
+func openPackageCache(c *Config) error {
+	p := &c.Packages
+	if !p.Allow.Enabled() {
+		return nil
+	}
+	cache, err := wheelset.Open(wheelset.Options{UV: p.UV, Python: c.Python, Root: p.CacheDir, Index: p.Index,
+		FindLinks: p.FindLinks, MaxBytes: p.CacheMB << 20, Allow: p.Allow, Timeout: installTimeout})
+	if err != nil {
+		return &Error{Var: VarPackageCacheDir, Value: p.CacheDir, Rule: err.Error()}
+	}
+	p.Cache = cache
+	return nil
 }
 
 // Packages' variables.

@@ -73,7 +73,7 @@ func (s *Server) runPython(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 		return toolError("run_python: program is required (a string)"), nil
 	}
 	raw, _ := json.Marshal(map[string]any{"program": *in.Program, "limits": in.Limits, "files": in.Files})
-	p, err := rpc.ValidateRunParams(raw, s.opts.Limits)
+	p, err := rpc.ValidateRunParams(raw, s.opts.Limits, s.opts.Packages)
 	if err != nil {
 		return toolError("run_python: %v", err), nil
 	}

@@ -19,7 +19,7 @@ const searchDecl = `{"name":"search","description":"Find documents.","parameters
 // untyped one carries neither, so its boot frame is unchanged.
 func TestTypedNamespaces(t *testing.T) {
 	p, err := validateRun([]byte(`{"program":"","bindings":[{"global":"plain","functions":["a"]},`+
-		`{"global":"tools","functions":["old",`+searchDecl+`,{"name":"count","returns":{"type":"integer"}}]}]}`), cfgLimits)
+		`{"global":"tools","functions":["old",`+searchDecl+`,{"name":"count","returns":{"type":"integer"}}]}]}`), cfgLimits, noPackages)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func BenchmarkValidateRun50(b *testing.B) {
 	params := []byte(`{"program":"return 1","bindings":` + fiftyTyped() + `}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := validateRun(params, cfgLimits); err != nil {
+		if _, err := validateRun(params, cfgLimits, noPackages); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -131,21 +132,36 @@ func (c *Cache) Allow() AllowList { return c.o.Allow }
 type Lease struct {
 	// Dir is the set's directory, for sys.path.
 	Dir string
-	// Took is the time Acquire spent: resolution and installation, or the
-	// lookup of a cached set.
-	Took time.Duration
 	// Installed says this call waited for an installation (its own or one
 	// it shared) rather than finding the set cached.
 	Installed bool
-	lock      *os.File
+	c         *Cache
+	key       string
+	lock      atomic.Pointer[os.File]
 }
 
-// Release ends the hold; repeats are no-ops.
+// Release ends the hold; repeats are no-ops, and it may be called from any
+// goroutine.
 func (l *Lease) Release() {
-	if l != nil && l.lock != nil {
-		_ = l.lock.Close() // closing drops the flock
-		l.lock = nil
+	if l == nil {
+		return
 	}
+	if f := l.lock.Swap(nil); f != nil {
+		_ = f.Close() // closing drops the flock
+	}
+}
+
+// Again is another hold on l's set (a session's fork imports from its
+// source's set and may outlive it); nil for nil.
+func (l *Lease) Again() (*Lease, error) {
+	if l == nil {
+		return nil, nil
+	}
+	again, err := l.c.lease(l.key)
+	if err == nil && again == nil {
+		err = errors.New("package cache: the set of the session was removed")
+	}
+	return again, err
 }
 
 // InstallError is a resolution or installation failure, in one line that
@@ -164,7 +180,6 @@ const maxAttempts = 3
 // not the installation others share. A failure to resolve or install is an
 // *InstallError.
 func (c *Cache) Acquire(ctx context.Context, reqs []Requirement) (*Lease, error) {
-	began := time.Now()
 	rkey := c.requestKey(reqs)
 	for range maxAttempts {
 		key, cached := c.lookup(rkey)
@@ -185,7 +200,7 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Requirement) (*Lease, error)
 			return nil, err
 		}
 		if lease != nil {
-			lease.Took, lease.Installed = time.Since(began), !cached
+			lease.Installed = !cached
 			return lease, nil
 		}
 		c.forget(rkey) // evicted between lookup and lock: resolve again
@@ -286,7 +301,9 @@ func (c *Cache) lease(key string) (*Lease, error) {
 	}
 	now := time.Now()
 	_ = os.Chtimes(f.Name(), now, now) // least recently used goes first
-	return &Lease{Dir: dir, lock: f}, nil
+	l := &Lease{Dir: dir, c: c, key: key}
+	l.lock.Store(f)
+	return l, nil
 }
 
 // sealedDir checks a published set's directory: this user's, read-only.

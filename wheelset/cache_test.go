@@ -15,42 +15,6 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/internal/wheeltest"
 )
 
-// links is a find-links directory: tinya 1.0 (needs tinyb), tinyb 1.0 and 2.0.
-func links(t *testing.T) string {
-	dir := t.TempDir()
-	wheeltest.Write(t, dir, wheeltest.Wheel{Name: "tinya", Version: "1.0", Requires: []string{"tinyb>=1"},
-		Files: map[string]string{"tinya/__init__.py": "from tinyb import B\nA = 'a1' + B\n"}})
-	for _, v := range []string{"1.0", "2.0"} {
-		wheeltest.Write(t, dir, wheeltest.Wheel{Name: "tinyb", Version: v,
-			Files: map[string]string{"tinyb/__init__.py": "B = 'b" + v + "'\n"}})
-	}
-	return dir
-}
-
-// countingUV is a uv wrapper that appends each "pip install" to a log
-// file, so a test counts installations.
-func countingUV(t *testing.T) (uv, log string) {
-	dir := t.TempDir()
-	log = filepath.Join(dir, "installs")
-	uv = filepath.Join(dir, "uv")
-	script := "#!/bin/sh\nif [ \"$2\" = install ]; then echo x >> " + log + "; fi\nexec " + wheeltest.UV(t) + " \"$@\"\n"
-	if err := os.WriteFile(uv, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return uv, log
-}
-
-func installs(t *testing.T, log string) int {
-	b, err := os.ReadFile(log)
-	if errors.Is(err, os.ErrNotExist) {
-		return 0
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Count(string(b), "x")
-}
-
 func python(t *testing.T) string {
 	p, err := exec.LookPath("python3")
 	if err != nil {
@@ -94,8 +58,8 @@ func importFrom(t *testing.T, dir, code string) string {
 // importable; the same request again is a cache hit without uv.
 func TestInstallThenHitC832(t *testing.T) {
 	leakcheck.Check(t)
-	uv, log := countingUV(t)
-	c := openCache(t, t.TempDir(), uv, links(t), 0)
+	uv, log := wheeltest.CountingUV(t)
+	c := openCache(t, t.TempDir(), uv, wheeltest.Tiny(t), 0)
 	l, err := c.Acquire(context.Background(), reqs(t, "tinya", "tinyb<2"))
 	if err != nil {
 		t.Fatal(err)
@@ -129,8 +93,8 @@ func TestInstallThenHitC832(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l3.Release()
-	if l3.Installed || l3.Dir != l.Dir || installs(t, log) != 1 {
-		t.Errorf("another daemon: installed %v, %d installs", l3.Installed, installs(t, log))
+	if l3.Installed || l3.Dir != l.Dir || wheeltest.Installs(t, log) != 1 {
+		t.Errorf("another daemon: installed %v, %d installs", l3.Installed, wheeltest.Installs(t, log))
 	}
 }
 
@@ -138,7 +102,7 @@ func TestInstallThenHitC832(t *testing.T) {
 // unsatisfiable version, a name with only an sdist, a corrupted wheel.
 func TestInstallFailuresC833(t *testing.T) {
 	leakcheck.Check(t)
-	dir := links(t)
+	dir := wheeltest.Tiny(t)
 	if err := os.WriteFile(filepath.Join(dir, "onlysdist-1.0.tar.gz"), []byte("not even a tarball"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +139,8 @@ func TestInstallFailuresC833(t *testing.T) {
 // one cache directory both get the one published set.
 func TestRacingInstallsC834(t *testing.T) {
 	leakcheck.Check(t)
-	uv, log := countingUV(t)
-	root, dir := t.TempDir(), links(t)
+	uv, log := wheeltest.CountingUV(t)
+	root, dir := t.TempDir(), wheeltest.Tiny(t)
 	caches := []*Cache{openCache(t, root, uv, dir, 0), openCache(t, root, uv, dir, 0)}
 	var wg sync.WaitGroup
 	dirs := make([]string, 8)
@@ -197,7 +161,7 @@ func TestRacingInstallsC834(t *testing.T) {
 			t.Errorf("racing runs got sets %s and %s", dirs[0], d)
 		}
 	}
-	if n := installs(t, log); n < 1 || n > 2 {
+	if n := wheeltest.Installs(t, log); n < 1 || n > 2 {
 		t.Errorf("%d installations for one set in two daemons", n)
 	}
 	if entries, _ := os.ReadDir(caches[0].SetsDir()); len(entries) != 1 {
@@ -209,7 +173,7 @@ func TestRacingInstallsC834(t *testing.T) {
 // holds, never one a run holds.
 func TestEvictionSparesLeasedSetsC835(t *testing.T) {
 	leakcheck.Check(t)
-	c := openCache(t, t.TempDir(), wheeltest.UV(t), links(t), 1) // every set is over the bound
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), wheeltest.Tiny(t), 1) // every set is over the bound
 	held, err := c.Acquire(context.Background(), reqs(t, "tinyb==1.0"))
 	if err != nil {
 		t.Fatal(err)

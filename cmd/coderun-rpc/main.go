@@ -234,6 +234,7 @@ func newManager(cfg *config.Config, log *slog.Logger, sessionsPerLane int) *sess
 		MaxSessionsPerLane: sessionsPerLane,
 		SessionIdle:        cfg.SessionIdle(),
 		SessionCPUSeconds:  cfg.SessionCPUSeconds,
+		Packages:           cfg.Packages.Cache,
 	})
 }
 
@@ -249,6 +250,7 @@ func rpcOptions(cfg *config.Config, log *slog.Logger) rpc.Options {
 			IsolationReason:   cfg.IsolationReason,
 			Python:            cfg.Python,
 			PythonVersion:     cfg.PythonVersion,
+			Packages:          cfg.Packages.Allow,
 		}}
 }
 

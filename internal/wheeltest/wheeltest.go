@@ -99,3 +99,45 @@ func UV(t testing.TB) string {
 	}
 	return p
 }
+
+// Tiny writes the packages most tests use into a new directory under t's
+// and returns it: tinya 1.0 (which needs tinyb ≥ 1; tinya.A is "a1" + the
+// tinyb it found), tinyb 1.0 and 2.0 (tinyb.B is "b" + its version).
+func Tiny(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	Write(t, dir, Wheel{Name: "tinya", Version: "1.0", Requires: []string{"tinyb>=1"},
+		Files: map[string]string{"tinya/__init__.py": "from tinyb import B\nA = 'a1' + B\n"}})
+	for _, v := range []string{"1.0", "2.0"} {
+		Write(t, dir, Wheel{Name: "tinyb", Version: v, Files: map[string]string{"tinyb/__init__.py": "B = 'b" + v + "'\n"}})
+	}
+	return dir
+}
+
+// CountingUV is a uv wrapper (a shell script under t's directory) that
+// appends a line to log for each "uv pip install" before running the real
+// uv, so that a test counts installations (Installs).
+func CountingUV(t testing.TB) (uv, log string) {
+	t.Helper()
+	dir := t.TempDir()
+	log = filepath.Join(dir, "installs")
+	uv = filepath.Join(dir, "uv")
+	script := "#!/bin/sh\nif [ \"$2\" = install ]; then echo x >> '" + log + "'; fi\nexec '" + UV(t) + "' \"$@\"\n"
+	if err := os.WriteFile(uv, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return uv, log
+}
+
+// Installs is how many installations CountingUV's log counts.
+func Installs(t testing.TB, log string) int {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "x")
+}
