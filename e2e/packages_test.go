@@ -77,6 +77,12 @@ func TestPackagesRunC838(t *testing.T) {
 	if installMs(t, m) != nil {
 		t.Errorf("a run without packages reports installMs: %s", m.Result)
 	}
+	// bindings/describe tells the model the same before it writes import (C843).
+	m = d.call("bindings/describe", `{"packages":["tinya"]}`)
+	if m.Error != nil || !strings.Contains(string(m.Result), `# Packages installed for this run: tinya.\n`) ||
+		!strings.Contains(string(m.Result), `to import them): tinya, tinyb.\n`) {
+		t.Errorf("describe: %s %+v", m.Result, m.Error)
+	}
 }
 
 // C839: a name outside CODERUN_PACKAGES, or packages on a daemon without

@@ -53,3 +53,29 @@ func TestValidatePackagesC837(t *testing.T) {
 		t.Errorf("session run: %v", err)
 	}
 }
+
+// C843: the bindings/describe header says what a run may import: the
+// packages the request names and what the allow-list offers; a daemon
+// without packages on demand renders the header unchanged.
+func TestDescribeListsPackagesC843(t *testing.T) {
+	stubs := "# coderun-rpc: the functions …\n# Python 3.11.7. Every function is async: await it.\n\nclass Tools:\n"
+	allow, _ := wheelset.ParseAllowList("tinyb<2,tinya")
+	got := withPackages(stubs, []string{"tinya"}, allow)
+	want := "# coderun-rpc: the functions …\n# Python 3.11.7. Every function is async: await it.\n" +
+		"# Packages installed for this run: tinya.\n" +
+		`# Packages installable on demand (name them in the run's "packages" to import them): tinya, tinyb<2.` + "\n\nclass Tools:\n"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	anyName, _ := wheelset.ParseAllowList("*")
+	if got := withPackages(stubs, nil, anyName); !strings.Contains(got, `# Any package of the index can be installed: name it in the run's "packages" before importing it.`+"\n\n") {
+		t.Errorf("*: %s", got)
+	}
+	if got := withPackages(stubs, nil, noPackages); got != stubs {
+		t.Errorf("feature off: %s", got)
+	}
+	if _, err := validateDescribe([]byte(`{"packages":["numpy"]}`), cfgLimits, allow); err == nil ||
+		err.Error() != "packages[0] names numpy, which CODERUN_PACKAGES does not allow" {
+		t.Errorf("describe's packages: %v", err)
+	}
+}

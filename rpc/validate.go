@@ -68,19 +68,29 @@ func validateRun(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (pro
 	return p, err
 }
 
+// describeParams are validated bindings/describe params.
+type describeParams struct {
+	nss      []protocol.Namespace
+	limits   protocol.Limits
+	packages []string
+}
+
 // validateDescribe checks bindings/describe params: run's rules for
-// "bindings" and "limits", in run's order, with run's messages.
-func validateDescribe(raw []byte, cfg protocol.Limits) ([]protocol.Namespace, protocol.Limits, error) {
+// "bindings", "limits" and "packages", in run's order, with run's messages.
+func validateDescribe(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (describeParams, error) {
+	var p describeParams
 	ms, err := wireguard.Members(raw, wireguard.Strict) // the one validating scan
 	if err != nil {
-		return nil, protocol.Limits{}, reject("params must be an object")
+		return p, reject("params must be an object")
 	}
-	nss, err := validateBindings(ms)
-	if err != nil {
-		return nil, protocol.Limits{}, err
+	if p.nss, err = validateBindings(ms); err != nil {
+		return p, err
 	}
-	l, err := optionalLimits(ms, cfg)
-	return nss, l, err
+	if p.limits, err = optionalLimits(ms, cfg); err != nil {
+		return p, err
+	}
+	p.packages, err = validatePackages(ms, allow)
+	return p, err
 }
 
 // optionalLimits validates "limits" when present and not null.
