@@ -174,3 +174,27 @@ func TestPackagesSessionC842(t *testing.T) {
 		t.Errorf("unsatisfiable session: %+v", m.Error)
 	}
 }
+
+// C846: the MCP tool run_python takes "packages": a fresh run's, and a
+// named session's given by the call that opens it (a later call naming
+// packages is refused: the session is open).
+func TestPackagesMCPRunPythonC846(t *testing.T) {
+	leakcheck.Check(t)
+	cs := mcpServeEnv(t, nil, packagesEnv(t, wheeltest.UV(t)))
+	res := runPython(t, cs, map[string]any{"program": "import tinya\nreturn tinya.A", "packages": []string{"tinya"}}, nil)
+	if res.IsError || !strings.Contains(text(res), `value: "a1b2.0"`) {
+		t.Errorf("fresh run: isError %v, %q", res.IsError, text(res))
+	}
+	res = runPython(t, cs, map[string]any{"program": "return 1", "packages": []string{"numpy"}}, nil)
+	if !res.IsError || !strings.Contains(text(res), "packages[0] names numpy, which CODERUN_PACKAGES does not allow") {
+		t.Errorf("refused name: isError %v, %q", res.IsError, text(res))
+	}
+	res = runPython(t, cs, map[string]any{"program": "import tinyb\nreturn tinyb.B", "session": "s", "packages": []string{"tinyb==1.0"}}, nil)
+	if res.IsError || !strings.Contains(text(res), `value: "b1.0"`) {
+		t.Errorf("session open: isError %v, %q", res.IsError, text(res))
+	}
+	res = runPython(t, cs, map[string]any{"program": "return tinyb.B", "session": "s", "packages": []string{"tinya"}}, nil)
+	if !res.IsError || !strings.Contains(text(res), "packages are installed when the session opens") {
+		t.Errorf("packages on an open session: isError %v, %q", res.IsError, text(res))
+	}
+}
