@@ -210,3 +210,29 @@ func TestEvictionSparesLeasedSetsC835(t *testing.T) {
 		t.Error("an evicted set was not installed again")
 	}
 }
+
+// C847: daemons sharing a cache directory but not their sources never
+// share a set: a wheel of the same name and version from another source
+// (an attacker's find-links) is another set, and the set installed is the
+// one whose wheels' digests were resolved.
+func TestForeignSourceDoesNotPoisonC847(t *testing.T) {
+	leakcheck.Check(t)
+	root, good, evil := t.TempDir(), wheeltest.Tiny(t), t.TempDir()
+	wheeltest.Write(t, evil, wheeltest.Wheel{Name: "tinyb", Version: "1.0",
+		Files: map[string]string{"tinyb/__init__.py": "B = 'planted'\n"}})
+	attacker := openCache(t, root, wheeltest.UV(t), evil, 0)
+	l, err := attacker.Acquire(context.Background(), reqs(t, "tinyb==1.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	victim := openCache(t, root, wheeltest.UV(t), good, 0)
+	v, err := victim.Acquire(context.Background(), reqs(t, "tinyb==1.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	if got := importFrom(t, v.Dir, "import tinyb; print(tinyb.B)"); got != "b1.0" {
+		t.Errorf("the victim's run imports %q from %s", got, v.Dir)
+	}
+}

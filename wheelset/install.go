@@ -50,14 +50,17 @@ func (c *Cache) install(reqs []Requirement, rkey string) (string, error) {
 	return key, nil
 }
 
-// resolve asks uv for the exact versions (name==version lines, sorted)
-// that satisfy reqs and the allow-list's constraints, wheels only.
+// resolve asks uv for the exact versions and wheel digests that satisfy
+// reqs and the allow-list's constraints, wheels only: sorted lines
+// "name==version --hash=sha256:<hex> …". The digests make the set's key
+// its content: a wheel of the same name and version from another source is
+// another set, and the installation checks every wheel against them.
 func (c *Cache) resolve(ctx context.Context, reqs []Requirement, stage string) ([]string, error) {
 	in := filepath.Join(stage, "requirements.in")
 	if err := writeLines(in, reqs); err != nil {
 		return nil, err
 	}
-	args := []string{"pip", "compile", "--no-header", "--no-annotate", "--quiet", in}
+	args := []string{"pip", "compile", "--no-header", "--no-annotate", "--quiet", "--generate-hashes", in}
 	if cs := c.o.Allow.Constraints(); len(cs) > 0 {
 		file := filepath.Join(stage, "constraints.txt")
 		if err := writeLines(file, cs); err != nil {
@@ -72,22 +75,33 @@ func (c *Cache) resolve(ctx context.Context, reqs []Requirement, stage string) (
 	return parsePins(out, reqs)
 }
 
-// parsePins validates uv's resolution: each line name==version.
+// parsePins validates uv's resolution: each entry (continued over lines
+// ending in a backslash) name==version and at least one sha256 digest.
 func parsePins(out []byte, reqs []Requirement) ([]string, error) {
+	bad := &InstallError{Msg: "packages " + listOf(reqs) + ": uv's resolution is not a list of name==version lines with sha256 digests"}
 	var pins []string
-	for _, line := range strings.Split(string(out), "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
+	for _, entry := range strings.Split(strings.ReplaceAll(string(out), "\\\n", " "), "\n") {
+		fields := strings.Fields(entry)
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
 			continue
 		}
-		r, err := ParseRequirement(line)
-		if err != nil || !strings.HasPrefix(r.Spec, "==") || strings.Contains(r.Spec, ",") || len(pins) == maxPins {
-			return nil, &InstallError{Msg: "packages " + listOf(reqs) + ": uv's resolution is not a list of name==version lines"}
+		r, err := ParseRequirement(fields[0])
+		hashes := fields[1:]
+		if err != nil || !strings.HasPrefix(r.Spec, "==") || strings.Contains(r.Spec, ",") || len(pins) == maxPins ||
+			len(hashes) == 0 || !slices.ContainsFunc(hashes, isDigest) || slices.ContainsFunc(hashes, func(h string) bool { return !isDigest(h) }) {
+			return nil, bad
 		}
-		pins = append(pins, r.String())
+		slices.Sort(hashes)
+		pins = append(pins, r.String()+" "+strings.Join(hashes, " "))
 	}
 	slices.Sort(pins)
 	return pins, nil
+}
+
+// isDigest: "--hash=sha256:" and 64 lower-case hex digits.
+func isDigest(field string) bool {
+	hex, ok := strings.CutPrefix(field, "--hash=sha256:")
+	return ok && isKey(hex)
 }
 
 // installSet installs the pinned set into a staging directory, seals it
@@ -99,7 +113,7 @@ func (c *Cache) installSet(ctx context.Context, reqs []Requirement, pins []strin
 		return fmt.Errorf("package cache: %w", err)
 	}
 	target := filepath.Join(stage, "set")
-	if _, err := c.uv(ctx, reqs, "pip", "install", "--quiet", "--no-deps", "--link-mode", "copy",
+	if _, err := c.uv(ctx, reqs, "pip", "install", "--quiet", "--no-deps", "--require-hashes", "--link-mode", "copy",
 		"--compile-bytecode", "--target", target, "-r", pinFile); err != nil {
 		return err
 	}
