@@ -3,9 +3,11 @@ package wheelset
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -234,5 +236,64 @@ func TestForeignSourceDoesNotPoisonC847(t *testing.T) {
 	defer v.Release()
 	if got := importFrom(t, v.Dir, "import tinyb; print(tinyb.B)"); got != "b1.0" {
 		t.Errorf("the victim's run imports %q from %s", got, v.Dir)
+	}
+}
+
+// C848: a hostile wheel cannot reach past its set: entries with "..", an
+// absolute path or a .data path that climbs are not written outside it, a
+// symbolic-link entry becomes a regular file (or the set is refused),
+// nothing in a set is executable or writable, and a .pth file in it runs
+// nothing when the set is on sys.path.
+func TestHostileWheelStaysInItsSetC848(t *testing.T) {
+	leakcheck.Check(t)
+	links, outside := t.TempDir(), t.TempDir()
+	planted := filepath.Join(outside, "absolute.py")
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "hostile", Version: "1.0",
+		Files: map[string]string{
+			"hostile/__init__.py": "H = 1\n",
+			"../../climbed.py":    "x = 1\n",
+			planted:               "x = 1\n",
+			"hostile-1.0.data/data/../../../datadot.py": "x = 1\n",
+			"hostile-1.0.data/scripts/run.sh":           "#!/bin/sh\necho ran\n",
+			"hostile.pth":                               "import os; open(" + strconv.Quote(filepath.Join(outside, "pth-ran")) + ", 'w')\n",
+		},
+		Links: map[string]string{"hostile/passwd": "/etc/passwd"}})
+	root := t.TempDir()
+	c := openCache(t, root, wheeltest.UV(t), links, 0)
+	l, err := c.Acquire(context.Background(), reqs(t, "hostile"))
+	var ie *InstallError
+	if errors.As(err, &ie) {
+		t.Logf("refused: %s", ie.Msg) // refusing the set is as good
+	} else if err != nil {
+		t.Fatal(err)
+	} else {
+		defer l.Release()
+		if got := importFrom(t, l.Dir, "import hostile; print(hostile.H)"); got != "1" {
+			t.Errorf("import: %q", got)
+		}
+		err := filepath.WalkDir(l.Dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			info, err := os.Lstat(path)
+			if err != nil {
+				return err
+			}
+			if info.Mode()&fs.ModeSymlink != 0 || info.Mode().Perm()&0o333 != 0 && !info.IsDir() || info.IsDir() && info.Mode().Perm()&0o222 != 0 {
+				t.Errorf("%s: mode %v in a sealed set", path, info.Mode())
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dir := range []string{root, links, outside, filepath.Dir(root)} {
+		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && (d.Name() == "climbed.py" || d.Name() == "datadot.py" || path == planted || d.Name() == "pth-ran") {
+				t.Errorf("the wheel reached %s", path)
+			}
+			return nil
+		})
 	}
 }

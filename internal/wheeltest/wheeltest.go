@@ -22,6 +22,9 @@ type Wheel struct {
 	Name, Version string
 	Files         map[string]string // path in the wheel → content
 	Requires      []string          // Requires-Dist lines
+	// Links are symbolic-link entries (path → target), as a hostile wheel
+	// may carry; listed in RECORD like files.
+	Links map[string]string
 }
 
 // FileName is the wheel's file name (py3-none-any).
@@ -44,24 +47,38 @@ func Write(t testing.TB, dir string, w Wheel) string {
 	files[dist+"/METADATA"] = meta
 	files[dist+"/WHEEL"] = "Wheel-Version: 1.0\nGenerator: wheeltest\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
 	var record strings.Builder
+	for p, c := range w.Links {
+		sum := sha256.Sum256([]byte(c))
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", p, base64.RawURLEncoding.EncodeToString(sum[:]), len(c))
+	}
 	for p, c := range files {
 		sum := sha256.Sum256([]byte(c))
 		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", p, base64.RawURLEncoding.EncodeToString(sum[:]), len(c))
 	}
 	record.WriteString(dist + "/RECORD,,\n")
 	files[dist+"/RECORD"] = record.String()
-	return WriteZip(t, filepath.Join(dir, w.FileName()), files)
+	return writeZip(t, filepath.Join(dir, w.FileName()), files, w.Links)
 }
 
-// WriteZip writes a zip of files at path (a corrupted or hostile wheel is
-// built with it directly) and returns path.
-func WriteZip(t testing.TB, path string, files map[string]string) string {
+// writeZip writes a zip of files and symbolic links at path and returns path.
+func writeZip(t testing.TB, path string, files, links map[string]string) string {
 	t.Helper()
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	z := zip.NewWriter(f)
+	for p, target := range links {
+		h := &zip.FileHeader{Name: p, Method: zip.Deflate}
+		h.SetMode(os.ModeSymlink | 0o777)
+		w, err := z.CreateHeader(h)
+		if err == nil {
+			_, err = w.Write([]byte(target))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	for p, c := range files {
 		w, err := z.Create(p)
 		if err != nil {
