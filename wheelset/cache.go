@@ -45,7 +45,9 @@ type Options struct {
 //	locks/<key>      the set's lock file; its content is the set's size in bytes
 //	requests/<rkey>  the set key a request was resolved to
 //	staging/         installations in progress and sets being removed
-//	uv/              uv's own cache of downloaded wheels
+//
+// uv runs without a cache of its own (--no-cache): the sets are the cache,
+// and nothing else grows.
 type Cache struct {
 	o       Options
 	pyID    string // the interpreter's identity, hashed into every key
@@ -62,7 +64,6 @@ const (
 	dirLocks    = "locks"
 	dirRequests = "requests"
 	dirStaging  = "staging"
-	dirUV       = "uv"
 )
 
 // Open makes (or checks) the cache's directories: each must be a directory
@@ -72,7 +73,7 @@ func Open(o Options) (*Cache, error) {
 	if err := ownDir(o.Root); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{dirSets, dirLocks, dirRequests, dirStaging, dirUV} {
+	for _, d := range []string{dirSets, dirLocks, dirRequests, dirStaging} {
 		if err := ownDir(filepath.Join(o.Root, d)); err != nil {
 			return nil, err
 		}

@@ -175,7 +175,20 @@ func TestRacingInstallsC834(t *testing.T) {
 // holds, never one a run holds.
 func TestEvictionSparesLeasedSetsC835(t *testing.T) {
 	leakcheck.Check(t)
-	c := openCache(t, t.TempDir(), wheeltest.UV(t), wheeltest.Tiny(t), 1) // every set is over the bound
+	links := wheeltest.Tiny(t)
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "tinyc", Version: "1.0", Files: map[string]string{"tinyc/__init__.py": "C = 'c1.0'\n"}})
+	// The bound: one and a half sets of one tiny package.
+	probe := openCache(t, t.TempDir(), wheeltest.UV(t), links, 0)
+	l, err := probe.Acquire(context.Background(), reqs(t, "tinyb==1.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	sets, size := probe.published()
+	if len(sets) != 1 || size <= 0 {
+		t.Fatalf("probe: %d sets, %d bytes", len(sets), size)
+	}
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), links, size*3/2)
 	held, err := c.Acquire(context.Background(), reqs(t, "tinyb==1.0"))
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +205,7 @@ func TestEvictionSparesLeasedSetsC835(t *testing.T) {
 	}
 	held.Release()
 	second.Release()
-	third, err := c.Acquire(context.Background(), reqs(t, "tinya"))
+	third, err := c.Acquire(context.Background(), reqs(t, "tinyc"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,5 +308,30 @@ func TestHostileWheelStaysInItsSetC848(t *testing.T) {
 			}
 			return nil
 		})
+	}
+}
+
+// C849: what an installation leaves on disk is bounded by MaxBytes: a set
+// larger than the whole bound is refused (nothing published), and uv keeps
+// no cache of its own beside the sets.
+func TestOversizedSetRefusedC849(t *testing.T) {
+	leakcheck.Check(t)
+	root := t.TempDir()
+	c := openCache(t, root, wheeltest.UV(t), wheeltest.Tiny(t), 1)
+	_, err := c.Acquire(context.Background(), reqs(t, "tinyb==1.0"))
+	var ie *InstallError
+	if !errors.As(err, &ie) || !strings.Contains(ie.Msg, "more than the package cache may hold") {
+		t.Fatalf("an oversized set: %v", err)
+	}
+	var stray []string
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		rel, _ := filepath.Rel(root, path)
+		if err == nil && !d.IsDir() && !strings.HasPrefix(rel, dirLocks+"/") && !strings.HasPrefix(rel, dirRequests+"/") {
+			stray = append(stray, rel)
+		}
+		return nil
+	})
+	if len(stray) > 0 {
+		t.Errorf("left in the cache: %q", stray)
 	}
 }

@@ -121,6 +121,10 @@ func (c *Cache) installSet(ctx context.Context, reqs []Requirement, pins []strin
 	if err != nil {
 		return &InstallError{Msg: "packages " + listOf(reqs) + ": the installed set was refused: " + err.Error()}
 	}
+	if c.o.MaxBytes > 0 && size > c.o.MaxBytes {
+		return &InstallError{Msg: fmt.Sprintf("packages %s: the installed set takes %d bytes, more than the package cache may hold (%d)",
+			listOf(reqs), size, c.o.MaxBytes)}
+	}
 	if err := os.Rename(target, filepath.Join(c.SetsDir(), key)); err != nil {
 		if _, lerr := os.Lstat(filepath.Join(c.SetsDir(), key)); lerr != nil {
 			return fmt.Errorf("package cache: %w", err)
@@ -144,7 +148,7 @@ func (c *Cache) record(rkey, key, stage string) {
 // lines of uv's reason.
 func (c *Cache) uv(ctx context.Context, reqs []Requirement, args ...string) ([]byte, error) {
 	args = append(args, "--no-config", "--no-progress", "--color", "never", "--only-binary", ":all:",
-		"--python", c.o.Python, "--cache-dir", filepath.Join(c.o.Root, dirUV))
+		"--python", c.o.Python, "--no-cache")
 	if c.o.Index == "" {
 		args = append(args, "--no-index")
 	} else {
