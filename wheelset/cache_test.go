@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -333,5 +334,36 @@ func TestOversizedSetRefusedC849(t *testing.T) {
 	})
 	if len(stray) > 0 {
 		t.Errorf("left in the cache: %q", stray)
+	}
+}
+
+// C850 (optional): the real index. A tiny pure-Python wheel (six) is
+// resolved and installed from PyPI; skipped when the index cannot be
+// reached from this machine.
+func TestRealIndexC850(t *testing.T) {
+	leakcheck.Check(t)
+	const index = "https://pypi.org/simple"
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(index + "/six/")
+	if err != nil {
+		t.Skipf("the index cannot be reached: %v", err)
+	}
+	resp.Body.Close()
+	client.CloseIdleConnections()
+	if resp.StatusCode != http.StatusOK {
+		t.Skipf("the index answered %s", resp.Status)
+	}
+	allow, _ := ParseAllowList("six")
+	c, err := Open(Options{UV: wheeltest.UV(t), Python: python(t), Root: t.TempDir(), Index: index, Allow: allow, Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Acquire(context.Background(), reqs(t, "six==1.16.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if got := importFrom(t, l.Dir, "import six; print(six.__version__)"); got != "1.16.0" {
+		t.Errorf("six from the index: %q", got)
 	}
 }

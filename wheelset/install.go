@@ -176,12 +176,15 @@ func (c *Cache) uv(ctx context.Context, reqs []Requirement, args ...string) ([]b
 }
 
 // uvEnv is the daemon's environment without what would steer uv away from
-// the options the cache gives it (UV_*, PIP_*, a virtual environment).
+// the options the cache gives it (UV_*, PIP_*, a virtual environment) and
+// without the daemon's own settings (CODERUN_*: the service token among
+// them), which uv has no use for.
 func uvEnv(env []string) []string {
 	out := []string{"NO_COLOR=1"}
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "UV_") || strings.HasPrefix(name, "PIP_") || name == "VIRTUAL_ENV" || name == "CONDA_PREFIX" {
+		if strings.HasPrefix(name, "UV_") || strings.HasPrefix(name, "PIP_") || strings.HasPrefix(name, "CODERUN_") ||
+			name == "VIRTUAL_ENV" || name == "CONDA_PREFIX" {
 			continue
 		}
 		out = append(out, kv)
