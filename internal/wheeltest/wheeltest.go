@@ -8,6 +8,7 @@ import (
 	"archive/zip"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,6 +36,15 @@ func (w Wheel) FileName() string {
 // Write writes the wheel into dir and returns its path.
 func Write(t testing.TB, dir string, w Wheel) string {
 	t.Helper()
+	path, err := WriteWheel(dir, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// WriteWheel is Write for a caller without a testing.TB (the bench).
+func WriteWheel(dir string, w Wheel) (string, error) {
 	dist := strings.ReplaceAll(w.Name, "-", "_") + "-" + w.Version + ".dist-info"
 	files := map[string]string{}
 	for p, c := range w.Files {
@@ -57,64 +67,68 @@ func Write(t testing.TB, dir string, w Wheel) string {
 	}
 	record.WriteString(dist + "/RECORD,,\n")
 	files[dist+"/RECORD"] = record.String()
-	return writeZip(t, filepath.Join(dir, w.FileName()), files, w.Links)
+	path := filepath.Join(dir, w.FileName())
+	return path, writeZip(path, files, w.Links)
 }
 
-// writeZip writes a zip of files and symbolic links at path and returns path.
-func writeZip(t testing.TB, path string, files, links map[string]string) string {
-	t.Helper()
+// writeZip writes a zip of files and symbolic links at path.
+func writeZip(path string, files, links map[string]string) error {
 	f, err := os.Create(path)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	z := zip.NewWriter(f)
 	for p, target := range links {
 		h := &zip.FileHeader{Name: p, Method: zip.Deflate}
 		h.SetMode(os.ModeSymlink | 0o777)
-		w, err := z.CreateHeader(h)
-		if err == nil {
-			_, err = w.Write([]byte(target))
-		}
-		if err != nil {
-			t.Fatal(err)
+		if err = add(z, h, target); err != nil {
+			break
 		}
 	}
 	for p, c := range files {
-		w, err := z.Create(p)
 		if err != nil {
-			t.Fatal(err)
+			break
 		}
-		if _, err := w.Write([]byte(c)); err != nil {
-			t.Fatal(err)
-		}
+		err = add(z, &zip.FileHeader{Name: p, Method: zip.Deflate}, c)
 	}
-	if err := z.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return errors.Join(err, z.Close(), f.Close())
 }
 
-// UV is the uv binary the tests use: $CODERUN_UV_BIN, else the one the
-// project's .venv holds (requirements-test.txt installs it), else uv on
-// PATH. A test fails without one: `make test` installs it.
+func add(z *zip.Writer, h *zip.FileHeader, content string) error {
+	w, err := z.CreateHeader(h)
+	if err == nil {
+		_, err = w.Write([]byte(content))
+	}
+	return err
+}
+
+// UV is the uv binary the tests use (LocateUV). A test fails without one:
+// `make test` installs it.
 func UV(t testing.TB) string {
 	t.Helper()
+	p, err := LocateUV()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// LocateUV is $CODERUN_UV_BIN, else the uv the project's .venv holds
+// (requirements-test.txt installs it), else uv on PATH.
+func LocateUV() (string, error) {
 	if p := os.Getenv("CODERUN_UV_BIN"); p != "" {
-		return p
+		return p, nil
 	}
 	_, file, _, _ := runtime.Caller(0)
 	venv := filepath.Join(filepath.Dir(file), "..", "..", ".venv", "bin", "uv")
 	if _, err := os.Stat(venv); err == nil {
-		return venv
+		return venv, nil
 	}
 	p, err := exec.LookPath("uv")
 	if err != nil {
-		t.Fatal("no uv: `make deps` installs it into .venv (requirements-test.txt)")
+		return "", errors.New("no uv: `make deps` installs it into .venv (requirements-test.txt)")
 	}
-	return p
+	return p, nil
 }
 
 // Tiny writes the packages most tests use into a new directory under t's
