@@ -41,7 +41,7 @@ type Options struct {
 // user: every set is published by one rename, and a set a run uses is
 // held by a shared lock that eviction, with an exclusive one, respects.
 //
-//	sets/<key>       a published set, read-only; key hashes the resolved pins and their wheels' digests
+//	sets/<key>       a published set, read-only; key hashes the interpreter and the installed content
 //	locks/<key>      the set's lock file; its content is the set's size in bytes
 //	requests/<rkey>  the set key a request was resolved to
 //	staging/         installations in progress and sets being removed

@@ -3,8 +3,11 @@ package wheelset
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -18,15 +21,16 @@ import (
 
 // Bounds on what uv says back.
 const (
-	maxPins        = 1000     // packages in one resolved set
 	maxUVOutput    = 1 << 20  // bytes of uv's standard output read
 	maxUVError     = 64 << 10 // bytes of uv's standard error read
 	maxMessageLine = 1000     // bytes of uv's reason in an InstallError
 )
 
-// install resolves reqs, installs the resolved set unless it is published
-// already, and returns its key. It runs once per request key at a time
-// (Acquire's singleflight).
+// install resolves and installs reqs into a staging directory in one uv
+// run, seals the tree read-only, and publishes it as sets/<key> by one
+// rename, key being the hash of the installed content; a set with that key
+// (published by another daemon, or for another request) is used instead.
+// It runs once per request key at a time (Acquire's singleflight).
 func (c *Cache) install(reqs []Requirement, rkey string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.o.Timeout)
 	defer cancel()
@@ -35,32 +39,39 @@ func (c *Cache) install(reqs []Requirement, rkey string) (string, error) {
 		return "", fmt.Errorf("package cache: %w", err)
 	}
 	defer removeTree(stage)
-	pins, err := c.resolve(ctx, reqs, stage)
+	args, err := c.installArgs(reqs, stage)
 	if err != nil {
 		return "", err
 	}
-	key := hashLines(append([]string{"set", c.pyID}, pins...))
-	if _, err := os.Lstat(filepath.Join(c.SetsDir(), key)); err != nil {
-		if err := c.installSet(ctx, reqs, pins, stage, key); err != nil {
-			return "", err
-		}
+	target := filepath.Join(stage, "set")
+	if _, err := c.uv(ctx, reqs, append(args, "--target", target)...); err != nil {
+		return "", err
+	}
+	sealed, err := seal(target)
+	if err != nil {
+		return "", &InstallError{Msg: "packages " + listOf(reqs) + ": the installed set was refused: " + err.Error()}
+	}
+	if c.o.MaxBytes > 0 && sealed.size > c.o.MaxBytes {
+		return "", &InstallError{Msg: fmt.Sprintf("packages %s: the installed set takes %d bytes, more than the package cache may hold (%d)",
+			listOf(reqs), sealed.size, c.o.MaxBytes)}
+	}
+	key := hashLines([]string{"set", c.pyID, sealed.digest})
+	if err := c.publish(target, key, sealed.size); err != nil {
+		return "", err
 	}
 	c.record(rkey, key, stage)
 	c.evict(key)
 	return key, nil
 }
 
-// resolve asks uv for the exact versions and wheel digests that satisfy
-// reqs and the allow-list's constraints, wheels only: sorted lines
-// "name==version --hash=sha256:<hex> …". The digests make the set's key
-// its content: a wheel of the same name and version from another source is
-// another set, and the installation checks every wheel against them.
-func (c *Cache) resolve(ctx context.Context, reqs []Requirement, stage string) ([]string, error) {
+// installArgs are uv's arguments for reqs, with the allow-list's
+// constraints: requirement files written into stage.
+func (c *Cache) installArgs(reqs []Requirement, stage string) ([]string, error) {
 	in := filepath.Join(stage, "requirements.in")
 	if err := writeLines(in, reqs); err != nil {
 		return nil, err
 	}
-	args := []string{"pip", "compile", "--no-header", "--no-annotate", "--quiet", "--generate-hashes", in}
+	args := []string{"pip", "install", "--quiet", "--link-mode", "copy", "--compile-bytecode", "-r", in}
 	if cs := c.o.Allow.Constraints(); len(cs) > 0 {
 		file := filepath.Join(stage, "constraints.txt")
 		if err := writeLines(file, cs); err != nil {
@@ -68,68 +79,19 @@ func (c *Cache) resolve(ctx context.Context, reqs []Requirement, stage string) (
 		}
 		args = append(args, "--constraint", file)
 	}
-	out, err := c.uv(ctx, reqs, args...)
-	if err != nil {
-		return nil, err
-	}
-	return parsePins(out, reqs)
+	return args, nil
 }
 
-// parsePins validates uv's resolution: each entry (continued over lines
-// ending in a backslash) name==version and at least one sha256 digest.
-func parsePins(out []byte, reqs []Requirement) ([]string, error) {
-	bad := &InstallError{Msg: "packages " + listOf(reqs) + ": uv's resolution is not a list of name==version lines with sha256 digests"}
-	var pins []string
-	for _, entry := range strings.Split(strings.ReplaceAll(string(out), "\\\n", " "), "\n") {
-		fields := strings.Fields(entry)
-		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
-			continue
-		}
-		r, err := ParseRequirement(fields[0])
-		hashes := fields[1:]
-		if err != nil || !strings.HasPrefix(r.Spec, "==") || strings.Contains(r.Spec, ",") || len(pins) == maxPins ||
-			len(hashes) == 0 || !slices.ContainsFunc(hashes, isDigest) || slices.ContainsFunc(hashes, func(h string) bool { return !isDigest(h) }) {
-			return nil, bad
-		}
-		slices.Sort(hashes)
-		pins = append(pins, r.String()+" "+strings.Join(hashes, " "))
-	}
-	slices.Sort(pins)
-	return pins, nil
-}
-
-// isDigest: "--hash=sha256:" and 64 lower-case hex digits.
-func isDigest(field string) bool {
-	hex, ok := strings.CutPrefix(field, "--hash=sha256:")
-	return ok && isKey(hex)
-}
-
-// installSet installs the pinned set into a staging directory, seals it
-// read-only and publishes it as sets/<key> by one rename. A set another
-// daemon published first wins; this one is dropped.
-func (c *Cache) installSet(ctx context.Context, reqs []Requirement, pins []string, stage, key string) error {
-	pinFile := filepath.Join(stage, "pins.txt")
-	if err := os.WriteFile(pinFile, []byte(strings.Join(pins, "\n")+"\n"), 0o644); err != nil {
-		return fmt.Errorf("package cache: %w", err)
-	}
-	target := filepath.Join(stage, "set")
-	if _, err := c.uv(ctx, reqs, "pip", "install", "--quiet", "--no-deps", "--require-hashes", "--link-mode", "copy",
-		"--compile-bytecode", "--target", target, "-r", pinFile); err != nil {
-		return err
-	}
-	size, err := seal(target)
-	if err != nil {
-		return &InstallError{Msg: "packages " + listOf(reqs) + ": the installed set was refused: " + err.Error()}
-	}
-	if c.o.MaxBytes > 0 && size > c.o.MaxBytes {
-		return &InstallError{Msg: fmt.Sprintf("packages %s: the installed set takes %d bytes, more than the package cache may hold (%d)",
-			listOf(reqs), size, c.o.MaxBytes)}
-	}
-	if err := os.Rename(target, filepath.Join(c.SetsDir(), key)); err != nil {
-		if _, lerr := os.Lstat(filepath.Join(c.SetsDir(), key)); lerr != nil {
+// publish renames the sealed tree to sets/<key> unless a set of that key
+// is published already (its content is the same), and writes the size
+// into the set's lock file.
+func (c *Cache) publish(tree, key string, size int64) error {
+	dest := filepath.Join(c.SetsDir(), key)
+	if err := os.Rename(tree, dest); err != nil {
+		if _, lerr := os.Lstat(dest); lerr != nil {
 			return fmt.Errorf("package cache: %w", err)
 		}
-		return nil // published by another daemon meanwhile; stage's copy goes with stage
+		return nil // published first by another; tree goes with its staging directory
 	}
 	// The lock file is written in place, never replaced: a lock held on it
 	// must stay the one eviction tries.
@@ -237,41 +199,67 @@ func (w *capped) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// sealedTree is what seal learnt of a tree.
+type sealedTree struct {
+	size   int64
+	digest string // the installed content: each file's path and sha256
+}
+
 // seal makes an installed tree read-only (files 0444, directories 0555)
-// and returns its size; a symbolic link or any file that is neither a
-// regular file nor a directory refuses the tree. Folders are sealed after
-// their entries (WalkDir visits a folder first, so they are collected).
-func seal(root string) (int64, error) {
-	var size int64
-	var dirs []string
+// and returns its size and the digest of its content; a symbolic link or
+// any file that is neither a regular file nor a directory refuses the tree.
+// Compiled bytecode (which embeds times) and the installer's own notes
+// (RECORD, uv_cache.json) are sealed but left out of the digest: the same
+// wheels give the same digest. Folders are sealed after their entries.
+func seal(root string) (sealedTree, error) {
+	var t sealedTree
+	var dirs, lines []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
+		rel, _ := filepath.Rel(root, path)
 		switch {
 		case d.IsDir():
 			dirs = append(dirs, path)
 			return nil
 		case !d.Type().IsRegular():
-			rel, _ := filepath.Rel(root, path)
 			return fmt.Errorf("%s is not a regular file", rel)
 		}
-		info, err := d.Info()
+		size, sum, err := hashFile(path)
 		if err != nil {
 			return err
 		}
-		size += info.Size()
+		t.size += size
+		if name := d.Name(); !strings.HasSuffix(name, ".pyc") && name != "RECORD" && name != "uv_cache.json" && name != ".lock" {
+			lines = append(lines, rel+"\x00"+sum)
+		}
 		return os.Chmod(path, 0o444)
 	})
 	if err != nil {
-		return 0, err
+		return t, err
 	}
 	for _, d := range slices.Backward(dirs) {
 		if err := os.Chmod(d, 0o555); err != nil {
-			return 0, err
+			return t, err
 		}
 	}
-	return size, nil
+	slices.Sort(lines)
+	t.digest = hashLines(lines)
+	return t, nil
+}
+
+// hashFile is a regular file's size and sha256, read through a descriptor
+// that does not follow a link.
+func hashFile(path string) (int64, string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	return n, hex.EncodeToString(h.Sum(nil)), err
 }
 
 // removeTree removes a staged or evicted tree, sealed or not: folders are
