@@ -16,8 +16,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 )
 
 // Options configure a Cache.
@@ -50,12 +48,22 @@ type Options struct {
 // and nothing else grows.
 type Cache struct {
 	o       Options
-	pyID    string // the interpreter's identity, hashed into every key
-	flights singleflight.Group
+	pyID    string     // the interpreter's identity, hashed into every key
 	evictMu sync.Mutex // one eviction pass at a time in this daemon
 
 	mu       sync.Mutex
-	resolved map[string]string // request key → set key
+	resolved map[string]string  // request key → set key
+	flights  map[string]*flight // installations under way, by request key
+}
+
+// flight is one installation that the callers asking for its request
+// share; it is stopped when the last of them stops waiting.
+type flight struct {
+	done    chan struct{} // closed when key and err are set
+	key     string
+	err     error
+	waiters int // under Cache.mu
+	stop    context.CancelFunc
 }
 
 // Subdirectories of the cache root.
@@ -82,7 +90,7 @@ func Open(o Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Cache{o: o, pyID: id, resolved: map[string]string{}}, nil
+	return &Cache{o: o, pyID: id, resolved: map[string]string{}, flights: map[string]*flight{}}, nil
 }
 
 // ownDir makes dir (0755) if missing and checks that it is a directory,
@@ -177,23 +185,17 @@ const maxAttempts = 3
 
 // Acquire returns a lease on the set that satisfies reqs (validated, and
 // allowed by the allow-list), installing it first unless cached. Concurrent
-// calls for one request share one installation; ctx ends this caller's wait,
-// not the installation others share. A failure to resolve or install is an
-// *InstallError.
+// calls for one request share one installation; ctx ends this caller's
+// wait, and the installation with the last caller's. A failure to resolve or
+// install is an *InstallError.
 func (c *Cache) Acquire(ctx context.Context, reqs []Requirement) (*Lease, error) {
 	rkey := c.requestKey(reqs)
 	for range maxAttempts {
 		key, cached := c.lookup(rkey)
 		if !cached {
-			ch := c.flights.DoChan(rkey, func() (any, error) { return c.install(reqs, rkey) })
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case res := <-ch:
-				if res.Err != nil {
-					return nil, res.Err
-				}
-				key = res.Val.(string)
+			var err error
+			if key, err = c.await(ctx, reqs, rkey); err != nil {
+				return nil, err
 			}
 		}
 		lease, err := c.lease(key)
@@ -207,6 +209,58 @@ func (c *Cache) Acquire(ctx context.Context, reqs []Requirement) (*Lease, error)
 		c.forget(rkey) // evicted between lookup and lock: resolve again
 	}
 	return nil, &InstallError{Msg: "packages " + listOf(reqs) + ": the installed set was evicted again and again; try again"}
+}
+
+// await joins the installation of rkey (starting it if none is under way)
+// and waits for it or for ctx; the installation is stopped when its last
+// caller stops waiting.
+func (c *Cache) await(ctx context.Context, reqs []Requirement, rkey string) (string, error) {
+	c.mu.Lock()
+	f := c.flights[rkey]
+	if f == nil {
+		installCtx, stop := context.WithTimeout(context.Background(), c.o.Timeout)
+		f = &flight{done: make(chan struct{}), stop: stop}
+		c.flights[rkey] = f
+		go func() {
+			defer stop()
+			key, err := c.install(installCtx, reqs, rkey)
+			c.mu.Lock()
+			f.key, f.err = key, err
+			if c.flights[rkey] == f {
+				delete(c.flights, rkey)
+			}
+			c.mu.Unlock()
+			close(f.done)
+		}()
+	}
+	f.waiters++
+	c.mu.Unlock()
+	select {
+	case <-f.done:
+		c.leave(rkey, f)
+		return f.key, f.err
+	case <-ctx.Done():
+		c.leave(rkey, f)
+		return "", ctx.Err()
+	}
+}
+
+// leave counts a caller of f gone; the last one stops an unfinished
+// installation, which a later request then starts afresh.
+func (c *Cache) leave(rkey string, f *flight) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.waiters--; f.waiters > 0 {
+		return
+	}
+	select {
+	case <-f.done:
+	default:
+		f.stop()
+		if c.flights[rkey] == f {
+			delete(c.flights, rkey)
+		}
+	}
 }
 
 // requestKey hashes what decides a resolution: the interpreter, the

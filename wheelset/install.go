@@ -30,10 +30,9 @@ const (
 // run, seals the tree read-only, and publishes it as sets/<key> by one
 // rename, key being the hash of the installed content; a set with that key
 // (published by another daemon, or for another request) is used instead.
-// It runs once per request key at a time (Acquire's singleflight).
-func (c *Cache) install(reqs []Requirement, rkey string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.o.Timeout)
-	defer cancel()
+// It runs once per request key at a time (Acquire's flights), until ctx
+// ends.
+func (c *Cache) install(ctx context.Context, reqs []Requirement, rkey string) (string, error) {
 	stage, err := os.MkdirTemp(filepath.Join(c.o.Root, dirStaging), "install-")
 	if err != nil {
 		return "", fmt.Errorf("package cache: %w", err)
@@ -128,8 +127,11 @@ func (c *Cache) uv(ctx context.Context, reqs []Requirement, args ...string) ([]b
 	stdout, stderr := &capped{n: maxUVOutput}, &capped{n: maxUVError}
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err := cmd.Run()
-	if ctx.Err() != nil {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return nil, &InstallError{Msg: "packages " + listOf(reqs) + ": installation timed out after " + c.o.Timeout.String()}
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // stopped: nobody waits for it
 	}
 	if err != nil {
 		return nil, &InstallError{Msg: "packages " + listOf(reqs) + ": " + reason(stderr.b.Bytes(), err)}

@@ -3,8 +3,8 @@
 // installed by uv outside the sandbox, binary wheels only, into a
 // content-addressed cache of read-only sets that runs see on sys.path.
 //
-// It imports the standard library and golang.org/x/sync only: rpc validates
-// requests with it, config parses the allow-list, session leases sets.
+// It imports the standard library only: rpc validates requests with it,
+// config parses the allow-list, session leases sets.
 package wheelset
 
 import (

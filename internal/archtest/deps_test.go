@@ -31,7 +31,7 @@ var allowed = map[string][]string{
 	"internal/archtest":        {},
 	"internal/buildinfo":       {},
 	"internal/wheeltest":       {},
-	"wheelset":                 {"golang.org/x/sync/singleflight"},
+	"wheelset":                 {},
 	// The client drives the daemon from outside: standard library only,
 	// never rpc or session (and rpc never imports it).
 	"internal/lspclient": {},
