@@ -17,9 +17,11 @@ import (
 // wheeltest.Tiny's wheels, with uv (or a wrapper of it) and a cache of the
 // test's own.
 func packagesEnv(t *testing.T, uv string) map[string]string {
+	cache := t.TempDir()
+	t.Cleanup(func() { wheeltest.Unseal(cache) })
 	return map[string]string{
 		"CODERUN_PACKAGES": "tinya,tinyb", "CODERUN_PACKAGE_INDEX": "none",
-		"CODERUN_PACKAGE_FIND_LINKS": wheeltest.Tiny(t), "CODERUN_PACKAGE_CACHE_DIR": t.TempDir(),
+		"CODERUN_PACKAGE_FIND_LINKS": wheeltest.Tiny(t), "CODERUN_PACKAGE_CACHE_DIR": cache,
 		"CODERUN_UV_BIN": uv,
 	}
 }

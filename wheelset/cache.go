@@ -90,6 +90,7 @@ func Open(o Options) (*Cache, error) {
 	if err != nil {
 		return nil, err
 	}
+	sweepStaging(filepath.Join(o.Root, dirStaging), 2*o.Timeout)
 	return &Cache{o: o, pyID: id, resolved: map[string]string{}, flights: map[string]*flight{}}, nil
 }
 
@@ -113,6 +114,21 @@ func ownDir(dir string) error {
 		return fmt.Errorf("package cache: %s is writable by group or others", dir)
 	}
 	return nil
+}
+
+// sweepStaging removes what daemons killed during an installation or an
+// eviction left in staging: entries older than staleAfter, which no
+// installation under way can be (each is stopped at its timeout).
+func sweepStaging(dir string, staleAfter time.Duration) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > staleAfter {
+			removeTree(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // interpreterID names the interpreter a set was installed for: its real

@@ -33,6 +33,7 @@ func openCache(t *testing.T, root, uv, findLinks string, maxBytes int64) *Cache 
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { removeTree(root) }) // sealed folders: t.TempDir's removal needs them writable
 	return c
 }
 
@@ -403,4 +404,33 @@ func TestAbandonedInstallStoppedC851(t *testing.T) {
 		t.Fatalf("Acquire after cancel: %v", err)
 	}
 	// leakcheck fails the test if the installation's process is still there.
+}
+
+// C852: what a daemon killed during an installation left in staging is
+// removed when a cache is opened once it is older than an installation may
+// take; a younger entry (another daemon's installation under way) stays.
+func TestStaleStagingSweptC852(t *testing.T) {
+	leakcheck.Check(t)
+	root := t.TempDir()
+	openCache(t, root, wheeltest.UV(t), t.TempDir(), 0)
+	stale, fresh := filepath.Join(root, dirStaging, "install-stale"), filepath.Join(root, dirStaging, "install-fresh")
+	for _, d := range []string{stale, fresh} {
+		if err := os.MkdirAll(filepath.Join(d, "set", "pkg"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := seal(filepath.Join(d, "set")); err != nil { // as a crash after sealing leaves it
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-3 * time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	openCache(t, root, wheeltest.UV(t), t.TempDir(), 0)
+	if _, err := os.Lstat(stale); err == nil {
+		t.Error("a stale staging entry survived Open")
+	}
+	if _, err := os.Lstat(fresh); err != nil {
+		t.Errorf("a fresh staging entry was removed: %v", err)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,4 +172,16 @@ func Installs(t testing.TB, log string) int {
 		t.Fatal(err)
 	}
 	return strings.Count(string(b), "x")
+}
+
+// Unseal makes every folder under dir writable again, so that a test's
+// temporary directory holding sealed package sets (folders 0555) can be
+// removed by a daemon user that is not root.
+func Unseal(dir string) {
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(path, 0o755)
+		}
+		return nil
+	})
 }
