@@ -46,8 +46,9 @@ test-go: $(VENV_STAMP)
 
 # The end-to-end suite again with every daemon in tier sandbox (a test that holds in one tier only
 # says so and skips); without -race, which test-go's pass covers. Skipped where the kernel lacks a
-# sandbox feature (`CODERUN_ISOLATION=sandbox coderun-rpc --check` says which).
-test-e2e-sandbox: build
+# sandbox feature (`CODERUN_ISOLATION=sandbox coderun-rpc --check` says which). The packages tests need
+# the uv that requirements-test.txt installs, hence the venv (so do the bench targets).
+test-e2e-sandbox: build $(VENV_STAMP)
 	@if CODERUN_ISOLATION=sandbox $(BIN) --check >/dev/null 2>&1; then \
 		E2E_ISOLATION=sandbox $(GO) test -count=1 ./e2e/; \
 	else echo "test-e2e-sandbox: tier sandbox is not available here; skipped"; fi
@@ -98,11 +99,11 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 # The full benchmark: a table of daemon figures against the floor, saved under bench/results/.
-bench: build
+bench: build $(VENV_STAMP)
 	$(GO) run ./bench/cmd -daemon $(BIN)
 
 # A tiny-count run of the benchmark so it never rots (figures are meaningless at this size).
-test-bench: build
+test-bench: build $(VENV_STAMP)
 	$(GO) run ./bench/cmd -quick -daemon $(BIN)
 	$(GO) run ./bench/cmd -quick -daemon $(BIN) -baseline $(BIN) -only '^(warm|bindings)$$'
 

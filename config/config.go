@@ -81,6 +81,8 @@ type Config struct {
 	AuthTimeoutMs      int64
 	MaxUnsentBytes     int64
 	MaxUnsentTotal     int64
+	// Packages: packages on demand (docs/packages.md).
+	Packages Packages
 	// TraceContent: OpenTelemetry spans record program text and binding
 	// arguments (docs/service.md §7).
 	TraceContent bool
@@ -146,6 +148,9 @@ func Load(opts Options) (*Config, error) {
 	if err := checkRoom(c, texts); err != nil { // step 2
 		return nil, err
 	}
+	if err := locateUV(c); err != nil {
+		return nil, err
+	}
 	python := texts[VarPythonBin]
 	abs, rule := locatePython(python)
 	if rule != "" {
@@ -162,6 +167,9 @@ func Load(opts Options) (*Config, error) {
 	}
 	if c.Isolation == "sandbox" {
 		c.PythonTrees = sb.trees
+	}
+	if err := openPackageCache(c); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
@@ -95,7 +96,10 @@ const (
 var frameBudget = positive(protocol.BudgetCeiling,
 	"a frame carrying it must fit the "+itoa(protocol.FrameCap)+"-byte fd-3 frame cap")
 
-var table = []variable{
+// table is every row: the core's, then each feature's own (packages.go).
+var table = slices.Concat(coreRows, packageRows)
+
+var coreRows = []variable{
 	{name: VarCPUSeconds, def: "60", note: "; RLIMIT_CPU soft limit (hard = soft + 1)",
 		rule: positive(protocol.CPUSecondsCeiling, "it and its +1 hard limit must stay exact JSON integers"),
 		set:  func(c *Config, _ string, n int64) { c.Limits.CPUSeconds = n }},

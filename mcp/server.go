@@ -20,6 +20,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
 	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/wheelset"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -28,6 +29,7 @@ type Options struct {
 	Manager       *session.Manager
 	Pool          *upstream.Pool // the upstream servers (may be empty)
 	Limits        protocol.Limits
+	Packages      wheelset.AllowList // what run_python's "packages" may name
 	PythonVersion string
 	Version       string
 	Logger        *slog.Logger

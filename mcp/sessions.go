@@ -100,7 +100,7 @@ func (s *Server) dropLocked(ss *sdk.ServerSession, name string, e *named) {
 // session with lim as its runs' defaults when the name is new (opened is
 // then true). A session that exists keeps its address space: lim may not
 // set addressSpaceMb then.
-func (s *Server) sessionFor(ss *sdk.ServerSession, name string, lim protocol.Limits) (id string, opened bool, err error) {
+func (s *Server) sessionFor(ss *sdk.ServerSession, name string, lim protocol.Limits, packages []string) (id string, opened bool, err error) {
 	e, err := s.entry(ss, name)
 	if err != nil {
 		return "", false, err
@@ -110,9 +110,12 @@ func (s *Server) sessionFor(ss *sdk.ServerSession, name string, lim protocol.Lim
 		if lim.AddressSpaceMb != 0 {
 			return "", false, errors.New("limits.addressSpaceMb is fixed for the session's lifetime (it can be set by the call that opens the session)")
 		}
+		if packages != nil {
+			return "", false, errors.New("packages are installed when the session opens (the first call with its name); this session is open")
+		}
 		return e.id, false, nil
 	}
-	id, err = s.opts.Manager.OpenSession(protocol.SessionParams{Limits: lim}, nil)
+	id, err = s.opts.Manager.OpenSession(protocol.SessionParams{Limits: lim, Packages: packages}, nil)
 	if err != nil {
 		s.dropLocked(ss, name, e)
 		return "", false, openError(name, err)

@@ -39,7 +39,8 @@ var runSchema = json.RawMessage(`{"type":"object","properties":{
 "program":{"type":"string","description":"the Python program"},
 "session":{"type":"string","pattern":"^[A-Za-z0-9_.:-]{1,64}$","description":"run in the named persistent Python session: the first call with a name opens it, later calls with the name see the globals, imports and files earlier ones left; close it with close_python_session"},
 "files":{"type":"array","description":"files to place in the run's directory"},
-"limits":{"type":"object","description":"budgets that tighten the daemon's: cpuSeconds, maxWallMs, addressSpaceMb, maxLogBytes, maxValueBytes, maxUpstreamBytes"}},
+"limits":{"type":"object","description":"budgets that tighten the daemon's: cpuSeconds, maxWallMs, addressSpaceMb, maxLogBytes, maxValueBytes, maxUpstreamBytes"},
+"packages":{"type":"array","items":{"type":"string"},"description":"packages to install before the program runs, e.g. [\"requests\", \"scipy==1.14.1\"], among those the daemon allows; with session, given by the call that opens it"}},
 "required":["program"]}`)
 
 func runTool(desc string) *sdk.Tool {
@@ -52,10 +53,11 @@ var closeTool = &sdk.Tool{Name: "close_python_session",
 
 // runInput is run_python's arguments.
 type runInput struct {
-	Program *string         `json:"program"`
-	Session *string         `json:"session"`
-	Files   json.RawMessage `json:"files"`
-	Limits  json.RawMessage `json:"limits"`
+	Program  *string         `json:"program"`
+	Session  *string         `json:"session"`
+	Files    json.RawMessage `json:"files"`
+	Limits   json.RawMessage `json:"limits"`
+	Packages json.RawMessage `json:"packages"`
 }
 
 func toolError(format string, a ...any) *sdk.CallToolResult {
@@ -72,8 +74,8 @@ func (s *Server) runPython(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 	if in.Program == nil {
 		return toolError("run_python: program is required (a string)"), nil
 	}
-	raw, _ := json.Marshal(map[string]any{"program": *in.Program, "limits": in.Limits, "files": in.Files})
-	p, err := rpc.ValidateRunParams(raw, s.opts.Limits)
+	raw, _ := json.Marshal(map[string]any{"program": *in.Program, "limits": in.Limits, "files": in.Files, "packages": in.Packages})
+	p, err := rpc.ValidateRunParams(raw, s.opts.Limits, s.opts.Packages)
 	if err != nil {
 		return toolError("run_python: %v", err), nil
 	}
@@ -82,10 +84,10 @@ func (s *Server) runPython(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 		if err := validName(*in.Session); err != nil {
 			return toolError("run_python: %v", err), nil
 		}
-		if p.SessionID, opened, err = s.sessionFor(req.Session, *in.Session, p.Limits); err != nil {
+		if p.SessionID, opened, err = s.sessionFor(req.Session, *in.Session, p.Limits, p.Packages); err != nil {
 			return toolError("run_python: %v", err), nil
 		}
-		p.Limits.AddressSpaceMb = 0 // the session's, fixed when it opened
+		p.Limits.AddressSpaceMb, p.Packages = 0, nil // the session's, fixed when it opened
 	}
 	wall := time.Duration(session.EffectiveLimits(s.opts.Limits, p.Limits).MaxWallMs) * time.Millisecond
 	start := time.Now()

@@ -40,6 +40,9 @@ type BootMessage struct {
 	// then the session's lifetime total, Namespaces is empty, and the child
 	// waits for run frames in its idle loop instead of exiting after one.
 	Session bool `json:"session,omitempty"`
+	// SysPath are the directories of the run's installed packages
+	// (docs/packages.md), put on sys.path before the program runs.
+	SysPath []string `json:"sysPath,omitempty"`
 }
 
 // RunMessage carries the program, sent on the first boot-ack. In a session

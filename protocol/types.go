@@ -72,6 +72,9 @@ type RunParams struct {
 	// SessionID names the persistent session the run executes in ("" for a
 	// fresh run, docs/protocol.md §11).
 	SessionID string
+	// Packages are the requirements the run imports, validated and in
+	// normal form (docs/packages.md); nil for none.
+	Packages []string
 }
 
 // SessionParams are validated session/open params (docs/protocol.md §11.1):
@@ -80,6 +83,7 @@ type RunParams struct {
 type SessionParams struct {
 	Limits        Limits
 	IdleTimeoutMs int64
+	Packages      []string // as RunParams.Packages, for every run of the session
 }
 
 // SessionInfo is the "session" member of a session run's result.
@@ -111,6 +115,9 @@ type Stats struct {
 	QueueMs      int64 `json:"queueMs"`
 	BindingCalls int64 `json:"bindingCalls"`
 	LogBytes     int64 `json:"logBytes"`
+	// InstallMs is the time the run's packages took to resolve and install,
+	// or to find in the cache (docs/packages.md); nil when it asked for none.
+	InstallMs *int64 `json:"installMs,omitempty"`
 }
 
 // Result is a settled run. Value holds canonical compact JSON (nil when

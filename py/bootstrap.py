@@ -306,7 +306,13 @@ def _coderun_child():
             while True:
                 sleep(0.05)
 
-    # 4. the ledger, the proxies
+    # 4. the run's installed packages (docs/packages.md): before site-packages, so the set's
+    # versions win over the interpreter's own; the ledger, the proxies
+    extra = boot.get("sysPath")
+    if extra:
+        at = next((i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))),
+                  len(sys.path))
+        sys.path[at:at] = [p for p in extra if type(p) is str]
     set_budget(max_log)
     set_output_budget(boot["maxOutputBytes"])
     install(boot["namespaces"], program_globals)

@@ -1268,6 +1268,7 @@ if TYPE_CHECKING:
     class _BootOptional(TypedDict, total=False):
         session: Literal[True]
         fileSizeBytes: int
+        sysPath: List[str]
 
     class BootMessage(_BootOptional):
         type: Literal["boot"]

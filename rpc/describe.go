@@ -2,11 +2,13 @@ package rpc
 
 import (
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
 	"github.com/coderun-rpc/coderun-rpc/typed"
+	"github.com/coderun-rpc/coderun-rpc/wheelset"
 )
 
 // describe answers bindings/describe (docs/protocol.md §10.4): the stubs a model reads
@@ -15,20 +17,42 @@ import (
 // answered in arrival order from the read loop.
 func (s *Server) describe(id reqID, params []byte) {
 	cfg := s.opts.Daemon
-	nss, limits, err := validateDescribe(params, cfg.Limits)
+	p, err := validateDescribe(params, cfg.Limits, cfg.Packages)
 	if err == nil {
-		err = s.checkMCPServers(nss)
+		err = s.checkMCPServers(p.nss)
 	}
 	if err != nil {
 		s.w.replyError(&id, protocol.CodeInvalidParams, err.Error())
 		return
 	}
-	if hasMCP(nss) {
-		go s.describeMCP(id, nss, limits)
+	if hasMCP(p.nss) {
+		go s.describeMCP(id, p)
 		return
 	}
-	text := renderedStubs.text(session.EffectiveLimits(cfg.Limits, limits), cfg.PythonVersion, stubNamespaces(nss))
-	s.w.frame(encodeDescribe(id.text, text))
+	text := renderedStubs.text(session.EffectiveLimits(cfg.Limits, p.limits), cfg.PythonVersion, stubNamespaces(p.nss))
+	s.w.frame(encodeDescribe(id.text, withPackages(text, p.packages, cfg.Packages)))
+}
+
+// withPackages adds to the stubs' header what the run may import besides
+// the interpreter's own packages (docs/packages.md §4): the packages it
+// names, installed for it, and those the allow-list lets it name. Stubs of
+// a daemon without packages on demand are unchanged.
+func withPackages(stubs string, asked []string, allow wheelset.AllowList) string {
+	if !allow.Enabled() {
+		return stubs
+	}
+	var b strings.Builder
+	if len(asked) > 0 {
+		b.WriteString("# Packages installed for this run: " + strings.Join(asked, ", ") + ".\n")
+	}
+	allowed := allow.Describe()
+	if slices.Contains(allowed, "*") {
+		b.WriteString(`# Any package of the index can be installed: name it in the run's "packages" before importing it.` + "\n")
+	} else {
+		b.WriteString(`# Packages installable on demand (name them in the run's "packages" to import them): ` + strings.Join(allowed, ", ") + ".\n")
+	}
+	end := strings.Index(stubs, "\n\n") + 1 // the header is the first paragraph
+	return stubs[:end] + b.String() + stubs[end:]
 }
 
 // renderedStubs remembers the stubs of the last few distinct describe

@@ -19,7 +19,7 @@ const searchDecl = `{"name":"search","description":"Find documents.","parameters
 // untyped one carries neither, so its boot frame is unchanged.
 func TestTypedNamespaces(t *testing.T) {
 	p, err := validateRun([]byte(`{"program":"","bindings":[{"global":"plain","functions":["a"]},`+
-		`{"global":"tools","functions":["old",`+searchDecl+`,{"name":"count","returns":{"type":"integer"}}]}]}`), cfgLimits)
+		`{"global":"tools","functions":["old",`+searchDecl+`,{"name":"count","returns":{"type":"integer"}}]}]}`), cfgLimits, noPackages)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +112,11 @@ func BenchmarkDescribe50(b *testing.B) {
 	params := []byte(`{"bindings":` + fiftyTyped() + `}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		nss, limits, err := validateDescribe(params, cfgLimits)
+		p, err := validateDescribe(params, cfgLimits, noPackages)
 		if err != nil {
 			b.Fatal(err)
 		}
-		encodeDescribe("1", typed.Render(session.EffectiveLimits(cfgLimits, limits), "3.11.7", stubNamespaces(nss)).Text)
+		encodeDescribe("1", typed.Render(session.EffectiveLimits(cfgLimits, p.limits), "3.11.7", stubNamespaces(p.nss)).Text)
 	}
 }
 
@@ -126,7 +126,7 @@ func BenchmarkValidateRun50(b *testing.B) {
 	params := []byte(`{"program":"return 1","bindings":` + fiftyTyped() + `}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := validateRun(params, cfgLimits); err != nil {
+		if _, err := validateRun(params, cfgLimits, noPackages); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -152,10 +152,11 @@ func TestRememberedStubsMatchTheirBindings(t *testing.T) {
 	seen := map[string]bool{}
 	for round := range 2 {
 		for _, c := range cases {
-			nss, _, err := validateDescribe([]byte(`{"bindings":`+c.bindings+`}`), cfgLimits)
+			p, err := validateDescribe([]byte(`{"bindings":`+c.bindings+`}`), cfgLimits, noPackages)
 			if err != nil {
 				t.Fatal(err)
 			}
+			nss := p.nss
 			want := typed.Render(c.limits, "3.11.7", stubNamespaces(nss)).Text
 			if got := cache.text(c.limits, "3.11.7", stubNamespaces(nss)); got != want {
 				t.Errorf("round %d, %s: remembered stubs differ from a fresh render:\n%s\nwant\n%s", round, c.bindings, got, want)

@@ -103,6 +103,9 @@ func emitRunResult(r protocol.Result, put func([]byte)) {
 	b = strconv.AppendInt(append(b, `,"queueMs":`...), s.QueueMs, 10)
 	b = strconv.AppendInt(append(b, `,"bindingCalls":`...), s.BindingCalls, 10)
 	b = strconv.AppendInt(append(b, `,"logBytes":`...), s.LogBytes, 10)
+	if s.InstallMs != nil {
+		b = strconv.AppendInt(append(b, `,"installMs":`...), *s.InstallMs, 10)
+	}
 	b = append(b, '}')
 	if si := r.Session; si != nil {
 		b = appendString(append(b, `,"session":{"id":`...), si.ID)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wheelset"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
@@ -13,8 +14,8 @@ import (
 
 // ValidateRunParams checks params as a run request's (docs/protocol.md §3.4);
 // the error's text is the −32602 message.
-func ValidateRunParams(params []byte, cfg protocol.Limits) (protocol.RunParams, error) {
-	return validateRun(params, cfg)
+func ValidateRunParams(params []byte, cfg protocol.Limits, allow wheelset.AllowList) (protocol.RunParams, error) {
+	return validateRun(params, cfg, allow)
 }
 
 // MCPNamespaces is one mcp binding per configured server, global named after

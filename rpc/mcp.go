@@ -105,8 +105,9 @@ func ResolveMCP(ctx context.Context, pool *upstream.Pool, nss []protocol.Namespa
 
 // describeMCP answers a describe whose bindings name MCP servers once they
 // are reached, within the configured wall clock.
-func (s *Server) describeMCP(id reqID, nss []protocol.Namespace, limits protocol.Limits) {
-	eff := session.EffectiveLimits(s.opts.Daemon.Limits, limits)
+func (s *Server) describeMCP(id reqID, p describeParams) {
+	nss := p.nss
+	eff := session.EffectiveLimits(s.opts.Daemon.Limits, p.limits)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(eff.MaxWallMs)*time.Millisecond)
 	defer cancel()
 	_, cuts, err := ResolveMCP(ctx, s.opts.MCP, nss)
@@ -114,7 +115,7 @@ func (s *Server) describeMCP(id reqID, nss []protocol.Namespace, limits protocol
 		s.w.replyError(&id, protocol.CodeInternalError, err.Error())
 		return
 	}
-	s.w.frame(encodeDescribe(id.text, Stubs(eff, s.opts.Daemon.PythonVersion, nss)+cuts))
+	s.w.frame(encodeDescribe(id.text, withPackages(Stubs(eff, s.opts.Daemon.PythonVersion, nss), p.packages, s.opts.Daemon.Packages)+cuts))
 }
 
 // stubView is nss as the stubs show them: in an mcp namespace a tool whose

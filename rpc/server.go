@@ -24,6 +24,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wheelset"
 )
 
 // Options configure a Server. The caller builds everything from the
@@ -68,6 +69,9 @@ type Daemon struct {
 	MaxSessions   int
 	SessionIdleMs int64
 	SessionFork   bool
+	// Packages is the allow-list of packages on demand (docs/packages.md);
+	// its zero value refuses every request for packages.
+	Packages wheelset.AllowList
 }
 
 // Server is one JSON-RPC connection.

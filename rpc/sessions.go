@@ -6,6 +6,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/wheelset"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
@@ -36,7 +37,7 @@ type sessionIDResult struct {
 // sessionOpen validates session/open and opens the session from a
 // goroutine (booting a child takes milliseconds; the read loop goes on).
 func (s *Server) sessionOpen(id reqID, params []byte) {
-	p, err := validateSessionOpen(params, s.opts.Daemon.Limits, s.opts.Daemon.SessionIdleMs)
+	p, err := validateSessionOpen(params, s.opts.Daemon.Limits, s.opts.Daemon.SessionIdleMs, s.opts.Daemon.Packages)
 	s.newSession(id, "", err, func() (string, error) { return s.opts.Sessions.OpenSession(p, s.notifyClosed) })
 }
 
@@ -116,6 +117,8 @@ func (s *Server) sessionError(id reqID, sid string, err error) {
 		s.w.frame(encodeErrorData(id.text, protocol.CodeUnknownSession, se.Message, sessionErrorData(sid, se)))
 	case errors.Is(err, session.ErrShuttingDown):
 		s.w.replyError(&id, protocol.CodeInvalidRequest, protocol.MsgShuttingDown)
+	case errors.As(err, new(*wheelset.InstallError)):
+		s.w.replyError(&id, protocol.CodeInvalidParams, err.Error()) // the packages cannot be had
 	default:
 		s.w.replyError(&id, protocol.CodeInternalError, err.Error())
 	}
@@ -138,7 +141,7 @@ func (s *Server) notifyClosed(sid, reason, message string) {
 
 // validateSessionOpen checks session/open params: "limits" by run's rules,
 // "idleTimeoutMs" a positive integer no larger than the configured one.
-func validateSessionOpen(raw []byte, cfg protocol.Limits, idleMax int64) (protocol.SessionParams, error) {
+func validateSessionOpen(raw []byte, cfg protocol.Limits, idleMax int64, allow wheelset.AllowList) (protocol.SessionParams, error) {
 	var p protocol.SessionParams
 	if raw == nil {
 		return p, nil
@@ -148,6 +151,9 @@ func validateSessionOpen(raw []byte, cfg protocol.Limits, idleMax int64) (protoc
 		return p, reject("params must be an object")
 	}
 	if p.Limits, err = optionalLimits(ms, cfg); err != nil {
+		return p, err
+	}
+	if p.Packages, err = validatePackages(ms, allow); err != nil {
 		return p, err
 	}
 	m, ok := wireguard.Last(ms, "idleTimeoutMs")

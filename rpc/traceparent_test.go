@@ -23,7 +23,7 @@ func TestTraceparent(t *testing.T) {
 		{`"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7"`, false},
 		{`1`, false},
 	} {
-		p, err := validateRun([]byte(`{"program":"","traceparent":`+tc.value+`}`), cfgLimits)
+		p, err := validateRun([]byte(`{"program":"","traceparent":`+tc.value+`}`), cfgLimits, noPackages)
 		if tc.ok != (err == nil) {
 			t.Errorf("traceparent %s: %v", tc.value, err)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/typed"
+	"github.com/coderun-rpc/coderun-rpc/wheelset"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
@@ -20,7 +21,7 @@ func reject(msg string) error { return &paramsError{msg} }
 
 // validateRun checks run params in the order of docs/protocol.md §3.4 and
 // returns the first violation. raw is nil when params were absent.
-func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
+func validateRun(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (protocol.RunParams, error) {
 	var p protocol.RunParams
 	ms, err := wireguard.Members(raw, wireguard.Strict) // the one validating scan
 	if err != nil {
@@ -57,23 +58,39 @@ func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
 	if p.SessionID != "" && p.Limits.AddressSpaceMb != 0 {
 		return p, reject("limits.addressSpaceMb is fixed for the session's lifetime")
 	}
+	if p.Packages, err = validatePackages(ms, allow); err != nil {
+		return p, err
+	}
+	if p.SessionID != "" && p.Packages != nil {
+		return p, reject("packages are given to session/open for every run of the session")
+	}
 	p.Traceparent, err = optionalTraceparent(ms)
 	return p, err
 }
 
+// describeParams are validated bindings/describe params.
+type describeParams struct {
+	nss      []protocol.Namespace
+	limits   protocol.Limits
+	packages []string
+}
+
 // validateDescribe checks bindings/describe params: run's rules for
-// "bindings" and "limits", in run's order, with run's messages.
-func validateDescribe(raw []byte, cfg protocol.Limits) ([]protocol.Namespace, protocol.Limits, error) {
+// "bindings", "limits" and "packages", in run's order, with run's messages.
+func validateDescribe(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (describeParams, error) {
+	var p describeParams
 	ms, err := wireguard.Members(raw, wireguard.Strict) // the one validating scan
 	if err != nil {
-		return nil, protocol.Limits{}, reject("params must be an object")
+		return p, reject("params must be an object")
 	}
-	nss, err := validateBindings(ms)
-	if err != nil {
-		return nil, protocol.Limits{}, err
+	if p.nss, err = validateBindings(ms); err != nil {
+		return p, err
 	}
-	l, err := optionalLimits(ms, cfg)
-	return nss, l, err
+	if p.limits, err = optionalLimits(ms, cfg); err != nil {
+		return p, err
+	}
+	p.packages, err = validatePackages(ms, allow)
+	return p, err
 }
 
 // optionalLimits validates "limits" when present and not null.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wheelset"
 )
 
 // Client is what session needs from the JSON-RPC peer (rpc implements it).
@@ -72,6 +73,10 @@ type Config struct {
 	MaxSessionsPerLane int
 	SessionIdle        time.Duration // 0: DefaultSessionIdle
 	SessionCPUSeconds  int64         // 0: DefaultSessionCPUSeconds
+	// Packages installs the packages runs and sessions ask for
+	// (docs/packages.md); nil: none may be asked for. In tier sandbox its
+	// published sets are granted read-only to every child.
+	Packages *wheelset.Cache
 }
 
 // Session defaults for a Config that leaves them zero (the daemon's

@@ -235,7 +235,7 @@ func TestSandboxSession(t *testing.T) {
 	}
 	leakcheck.Check(t)
 	python, dir := realPython(t), t.TempDir()
-	cfg := sandboxFor(python, dir, nil)
+	cfg := sandboxFor(python, dir, nil, nil)
 	cfg.Session = true
 	src := startSession(t, func(spec child.Spec) (*child.Process, error) { return sandbox.Start(spec, cfg) })
 	defer src.end()

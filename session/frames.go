@@ -16,7 +16,7 @@ import (
 // bytes spliced in raw.
 
 // bootFrame encodes the boot frame with the run's effective limits.
-func bootFrame(lim protocol.Limits, namespaces []protocol.Namespace) []byte {
+func bootFrame(lim protocol.Limits, namespaces []protocol.Namespace, sysPath []string) []byte {
 	b := []byte(`{"type":"boot","cpuSeconds":`)
 	b = strconv.AppendInt(b, lim.CPUSeconds, 10)
 	b = append(b, `,"addressSpaceBytes":`...)
@@ -25,7 +25,18 @@ func bootFrame(lim protocol.Limits, namespaces []protocol.Namespace) []byte {
 		b = append(b, `,"fileSizeBytes":`...)
 		b = strconv.AppendInt(b, lim.MaxDiskMb*protocol.MiB, 10)
 	}
-	return append(appendNamespaces(appendOutputBudgets(b, lim), namespaces), "}\n"...)
+	b = appendNamespaces(appendOutputBudgets(b, lim), namespaces)
+	if len(sysPath) > 0 {
+		b = append(b, `,"sysPath":[`...)
+		for i, p := range sysPath {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = wireguard.AppendString(b, p)
+		}
+		b = append(b, ']')
+	}
+	return append(b, "}\n"...)
 }
 
 // appendOutputBudgets writes the maxLogBytes, maxValueBytes and
@@ -172,9 +183,9 @@ func appendSignature(b []byte, sig *protocol.Signature) []byte {
 // sessionBootFrame is the boot frame of a session child (docs/child-protocol.md
 // §6.1): the session's budgets, its lifetime CPU total as cpuSeconds, no
 // namespaces, and "session":true last.
-func sessionBootFrame(lim protocol.Limits, lifetimeCPU int64) []byte {
+func sessionBootFrame(lim protocol.Limits, lifetimeCPU int64, sysPath []string) []byte {
 	lim.CPUSeconds = lifetimeCPU
-	b := bootFrame(lim, nil)
+	b := bootFrame(lim, nil, sysPath)
 	return append(b[:len(b)-2], `,"session":true}`+"\n"...)
 }
 

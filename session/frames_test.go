@@ -12,19 +12,22 @@ import (
 func TestBootFrame(t *testing.T) {
 	got := string(bootFrame(protocol.Limits{CPUSeconds: 60, AddressSpaceMb: 512, MaxLogBytes: 65536, MaxValueBytes: 32768, MaxWallMs: 1},
 		[]protocol.Namespace{{Global: "tools", Names: []string{"search", "my-tool"},
-			ErrorClass: &protocol.ErrorClass{Name: "ToolError", MemberNameProperty: "tool"}}}))
+			ErrorClass: &protocol.ErrorClass{Name: "ToolError", MemberNameProperty: "tool"}}}, nil))
 	want := `{"type":"boot","cpuSeconds":60,"addressSpaceBytes":536870912,"maxLogBytes":65536,"maxValueBytes":32768,"maxOutputBytes":0,"namespaces":[{"global":"tools","names":["search","my-tool"],"errorClass":{"name":"ToolError","memberNameProperty":"tool"}}]}` + "\n"
 	if got != want {
 		t.Errorf("boot frame\n got %s\nwant %s", got, want)
 	}
 	got = string(bootFrame(protocol.Limits{CPUSeconds: 1, AddressSpaceMb: 8589934591, MaxLogBytes: 64, MaxValueBytes: 1},
-		[]protocol.Namespace{{Global: "a", Names: []string{}}, {Global: "b", Names: []string{"<x>\u2028", "\xed\xa0\x80"}}}))
+		[]protocol.Namespace{{Global: "a", Names: []string{}}, {Global: "b", Names: []string{"<x>\u2028", "\xed\xa0\x80"}}}, nil))
 	want = `{"type":"boot","cpuSeconds":1,"addressSpaceBytes":9007199253692416,"maxLogBytes":64,"maxValueBytes":1,"maxOutputBytes":0,"namespaces":[{"global":"a","names":[]},{"global":"b","names":["<x>` + "\u2028" + `","\ud800"]}]}` + "\n"
 	if got != want {
 		t.Errorf("boot frame\n got %s\nwant %s", got, want)
 	}
-	if got := string(bootFrame(protocol.Limits{}, nil)); !strings.HasSuffix(got, `"namespaces":[]}`+"\n") {
+	if got := string(bootFrame(protocol.Limits{}, nil, nil)); !strings.HasSuffix(got, `"namespaces":[]}`+"\n") {
 		t.Errorf("no namespaces: %s", got)
+	}
+	if got := string(bootFrame(protocol.Limits{}, nil, []string{"/cache/sets/a\"b"})); !strings.HasSuffix(got, `"namespaces":[],"sysPath":["/cache/sets/a\"b"]}`+"\n") {
+		t.Errorf("sysPath: %s", got)
 	}
 }
 
@@ -126,7 +129,7 @@ func TestTypedFrames(t *testing.T) {
 	sig := &protocol.Signature{Params: []protocol.Param{{Name: "q", Required: true}, {Name: "mode", Default: &def}},
 		Doc: "Find.", Stub: "async def search(self, q: str, mode: str = 'x') -> Any:\n    \"\"\"Find.\"\"\"\n"}
 	got := string(bootFrame(protocol.Limits{CPUSeconds: 1, AddressSpaceMb: 1, MaxLogBytes: 64, MaxValueBytes: 1},
-		[]protocol.Namespace{{Global: "tools", Names: []string{"search", "old"}, Signatures: []*protocol.Signature{sig, nil}}}))
+		[]protocol.Namespace{{Global: "tools", Names: []string{"search", "old"}, Signatures: []*protocol.Signature{sig, nil}}}, nil))
 	want := `{"type":"boot","cpuSeconds":1,"addressSpaceBytes":1048576,"maxLogBytes":64,"maxValueBytes":1,"maxOutputBytes":0,"namespaces":[{"global":"tools","names":["search","old"],` +
 		`"signatures":[{"params":[{"name":"q","required":true},{"name":"mode","required":false,"default":"'x'"}],"doc":"Find.",` +
 		`"stub":"async def search(self, q: str, mode: str = 'x') -> Any:\n    \"\"\"Find.\"\"\"\n"},null]}]}` + "\n"
@@ -144,7 +147,7 @@ func TestTypedFrames(t *testing.T) {
 // run (docs/child-protocol.md §6.1, §6.2).
 func TestSessionFrames(t *testing.T) {
 	lim := protocol.Limits{CPUSeconds: 5, MaxWallMs: 1000, AddressSpaceMb: 256, MaxLogBytes: 100, MaxValueBytes: 200, MaxOutputBytes: 300}
-	boot := sessionBootFrame(lim, 3600)
+	boot := sessionBootFrame(lim, 3600, nil)
 	var b protocol.BootMessage
 	if err := json.Unmarshal(boot, &b); err != nil || !b.Session || b.CPUSeconds != 3600 ||
 		b.AddressSpaceBytes != 256<<20 || len(b.Namespaces) != 0 || !bytes.HasSuffix(boot, []byte(`,"session":true}`+"\n")) {

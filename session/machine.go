@@ -161,6 +161,7 @@ type machine struct {
 	lim         protocol.Limits
 	known       map[string]map[string]protocol.Checker // declared bindings: global → name → checks (nil: untyped)
 	program     string
+	installMs   *int64 // the run's packages' install time (stats.installMs); set before the child
 	grace       time.Duration
 	graceKill   bool                    // SIGKILL the group after the grace (off only for C129)
 	post        func(event)             // feeds timer events back (locks, steps, performs)
@@ -499,7 +500,7 @@ func (m *machine) settle(eff *effects) {
 }
 
 func (m *machine) stats(now time.Time) protocol.Stats {
-	s := protocol.Stats{BindingCalls: m.bindingCalls, LogBytes: m.capture.Charged()}
+	s := protocol.Stats{BindingCalls: m.bindingCalls, LogBytes: m.capture.Charged(), InstallMs: m.installMs}
 	if m.w != nil {
 		s.QueueMs = m.dequeued.Sub(m.accepted).Milliseconds()
 		s.WallMs = now.Sub(m.handoff).Milliseconds()

@@ -62,7 +62,7 @@ func NewManager(cfg Config) *Manager {
 	m := &Manager{cfg: cfg, log: cfg.Logger, runs: make(map[*Run]bool),
 		sessions: make(map[string]*Session), ended: make(map[string]sessionEnd)}
 	if cfg.Isolation == IsolationSandbox {
-		sb := sandboxFor(cfg.Python, cfg.TempDir, cfg.PythonTrees)
+		sb := sandboxFor(cfg.Python, cfg.TempDir, cfg.PythonTrees, packageTrees(cfg.Packages))
 		m.sandbox = &sb
 	}
 	if cfg.StartMode == StartFork {

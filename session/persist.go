@@ -13,6 +13,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wheelset"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
@@ -57,6 +58,9 @@ type Session struct {
 	writerDone chan struct{} // closed when the last run's fd-3 writer has returned
 	sampler    *cpuSampler   // the attached run's CPU check, stopped when it settles
 	disk       *diskWatch    // its directory measured (disk.go), from adopt to its end
+	// lease holds its packages' set (nil: none), from open to teardown;
+	// set before the session is started, never changed.
+	lease *wheelset.Lease
 
 	freezeMu    sync.Mutex    // serialises syncFreeze
 	frozen      *child.Frozen // the child's tree while stopped between runs (syncFreeze); under freezeMu
@@ -119,15 +123,21 @@ func (m *Manager) OpenSession(p protocol.SessionParams, onClosed func(id, reason
 
 // openSession is OpenSession for owner.
 func (m *Manager) openSession(owner *Lane, p protocol.SessionParams, onClosed func(id, reason, message string)) (string, error) {
-	s, err := m.register(owner, EffectiveLimits(m.cfg.Limits, p.Limits), p.IdleTimeoutMs, onClosed)
+	lease, err := m.sessionPackages(p.Packages)
 	if err != nil {
 		return "", err
 	}
+	s, err := m.register(owner, EffectiveLimits(m.cfg.Limits, p.Limits), p.IdleTimeoutMs, onClosed)
+	if err != nil {
+		lease.Release()
+		return "", err
+	}
+	s.lease = lease
 	return m.startSession(s, func() (*worker, error) {
-		w, err := m.bootedWorker(m.sessionWorker, s.lim)
+		w, err := m.bootedWorker(m.sessionWorker, s.lim, leaseSysPath(lease))
 		if err != nil && w != nil && w.warm { // a warm child lost while waiting: once more, cold
 			m.log.Warn("a warm child failed its session boot; opening on a fresh child", "err", err)
-			w, err = m.bootedWorker(m.spawnWorker, s.lim)
+			w, err = m.bootedWorker(m.spawnWorker, s.lim, leaseSysPath(lease))
 		}
 		return w, err
 	})
@@ -135,12 +145,12 @@ func (m *Manager) openSession(owner *Lane, p protocol.SessionParams, onClosed fu
 
 // bootedWorker boots the child get returns in session mode. On a failed
 // boot the child is gone and returned with the error (for its warm flag).
-func (m *Manager) bootedWorker(get func() (*worker, *protocol.RunError), lim protocol.Limits) (*worker, error) {
+func (m *Manager) bootedWorker(get func() (*worker, *protocol.RunError), lim protocol.Limits, sysPath []string) (*worker, error) {
 	w, fail := get()
 	if fail != nil {
 		return nil, errors.New(fail.Message)
 	}
-	if err := bootSession(w, lim, m.cfg.SessionCPUSeconds); err != nil {
+	if err := bootSession(w, lim, m.cfg.SessionCPUSeconds, sysPath); err != nil {
 		killWorker(w, m.log)
 		return w, err
 	}
@@ -168,6 +178,7 @@ func (m *Manager) startSession(s *Session, get func() (*worker, error)) (string,
 	defer m.sessionWG.Done()
 	w, err := get()
 	if err != nil { // w, if any, is already gone
+		s.lease.Release()
 		m.endSession(s, StateLost, err.Error(), workerExit(err.Error()))
 		m.mu.Lock()
 		delete(m.ended, s.id) // never issued: the id stays unknown
@@ -238,11 +249,11 @@ func capErr(variable string, n int) *SessionError {
 func newSessionID() string { return "session-" + rand.Text() }
 
 // bootSession sends a session boot frame and waits for its boot-ack.
-func bootSession(w *worker, lim protocol.Limits, lifetimeCPU int64) error {
+func bootSession(w *worker, lim protocol.Limits, lifetimeCPU int64, sysPath []string) error {
 	deadline := time.Now().Add(sessionBootTimeout)
 	w.conn.SetDeadline(deadline)
 	defer w.conn.SetDeadline(time.Time{})
-	if _, err := w.conn.Write(sessionBootFrame(lim, lifetimeCPU)); err != nil {
+	if _, err := w.conn.Write(sessionBootFrame(lim, lifetimeCPU, sysPath)); err != nil {
 		return errors.New("failed to boot the session's python process: " + err.Error())
 	}
 	framer := wireguard.NewFramer(protocol.FrameCap)
@@ -409,6 +420,7 @@ func (s *Session) finish(e ending) {
 // closes the descriptors, waits for the reap and the group to empty and
 // removes the working directory.
 func (s *Session) teardown(attached *Run) {
+	defer s.lease.Release() // once the child and its descendants are gone
 	s.mu.Lock()
 	w := s.w
 	s.mu.Unlock()
@@ -952,10 +964,16 @@ func (m *Manager) forkSession(owner *Lane, id string, onClosed func(id, reason, 
 	if why := m.noFork(); why != "" {
 		return failed(errors.New(why))
 	}
-	s, err := m.register(owner, src.lim, src.idle.Milliseconds(), onClosed)
+	lease, err := src.lease.Again() // the fork imports from the source's set
 	if err != nil {
 		return failed(err)
 	}
+	s, err := m.register(owner, src.lim, src.idle.Milliseconds(), onClosed)
+	if err != nil {
+		lease.Release()
+		return failed(err)
+	}
+	s.lease = lease
 	turn := src.queueFork()
 	return func() (string, error) {
 		return m.startSession(s, func() (*worker, error) { return src.fork(turn, m.cfg.TempDir) })

@@ -2,6 +2,7 @@ package session
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wheelset"
 )
 
 // Run is one accepted run. Its fields are in three parts: the immutable
@@ -39,6 +41,13 @@ type Run struct {
 	collected  collected  // out/ as read for this run (Run.collect)
 	lent       lendSlot   // a call's work lent to the fd-3 reader (lend.go)
 	disk       *diskWatch // a fresh run's directory measured (disk.go), from attach to settlement; under mu
+	// packages are a fresh run's requests (nil: none), installed before it
+	// gets a child; lease holds the installed set until the run is
+	// forgotten; stopInstall ends the wait for the installation once the
+	// run is decided (packages.go). Both under mu.
+	packages    []wheelset.Requirement
+	lease       *wheelset.Lease
+	stopInstall context.CancelFunc
 }
 
 // newRun creates a run whose limits are base tightened by its own.
@@ -46,6 +55,7 @@ func newRun(m *Manager, base protocol.Limits, runID string, p protocol.RunParams
 	lim := EffectiveLimits(base, p.Limits)
 	r := &Run{
 		m: m, id: runID, client: c, onResult: onResult, bindings: p.Bindings, files: p.Files,
+		packages:  requirements(p.Packages),
 		log:       m.log.With("run", runID),
 		quiescent: make(chan struct{}),
 	}
@@ -94,6 +104,9 @@ func (r *Run) Cancel() { r.m.abort(r, protocol.MsgCancelled) }
 func (r *Run) dispatch(ev event) effects {
 	r.mu.Lock()
 	eff := r.sm.step(ev)
+	if eff.decided && r.stopInstall != nil {
+		r.stopInstall()
+	}
 	r.mu.Unlock()
 	r.perform(eff)
 	return eff
@@ -184,6 +197,10 @@ func (r *Run) start() {
 		return
 	}
 	defer r.recoverPanic("start")
+	if fail := r.installPackages(); fail != nil {
+		r.failStart(fail)
+		return
+	}
 	r.startOn(func() (*worker, *protocol.RunError) {
 		if w := r.m.takeWarm(); w != nil {
 			return w, nil
@@ -225,7 +242,7 @@ func (r *Run) failStart(fail *protocol.RunError) {
 // and starts its fd-3 writer (boot first), the fd-3 reader, the stray
 // readers and the reaper watch.
 func (r *Run) attach(w *worker) {
-	wr := newFDWriter(w.conn, bootFrame(r.sm.lim, r.bindings), protocol.ReplyQueue)
+	wr := newFDWriter(w.conn, bootFrame(r.sm.lim, r.bindings, leaseSysPath(r.lease)), protocol.ReplyQueue)
 	mb := r.sm.lim.MaxDiskMb
 	r.mu.Lock()
 	eff := r.sm.step(event{kind: evAttach, w: w, wr: wr, softCPU: child.EffectiveSoftCPU(r.sm.lim.CPUSeconds)})
@@ -309,6 +326,9 @@ func awaitEmpty(g processGroup, grace time.Duration) bool {
 // forget: the run is QUIESCENT; stop the grace SIGKILL, leave the live set.
 func (r *Run) forget() {
 	r.dispatch(event{kind: evQuiescent})
+	r.mu.Lock()
+	r.lease.Release()
+	r.mu.Unlock()
 	close(r.quiescent)
 	r.m.forget(r)
 }

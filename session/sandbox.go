@@ -34,8 +34,9 @@ const (
 // system's trees of installed executables and libraries — never the daemon's
 // own executable or the run directories' parent. A tree that holds one is
 // granted in parts (sandbox.Carve): a wheel puts the daemon inside site-packages,
-// whose packages the program must still import.
-func sandboxFor(python, tempDir string, trees []string) sandbox.Config {
+// whose packages the program must still import. extra are further read-only
+// trees (the package cache's published sets).
+func sandboxFor(python, tempDir string, trees, extra []string) sandbox.Config {
 	private := []string{tempDir}
 	if self, err := os.Executable(); err == nil {
 		private = append(private, self)
@@ -47,7 +48,7 @@ func sandboxFor(python, tempDir string, trees []string) sandbox.Config {
 	if real, err := filepath.EvalSymlinks(python); err == nil {
 		exe = real
 	}
-	readOnly, listable := sandbox.Carve(dedupe(slices.Concat([]string{exe}, trees, sandbox.SystemFontDirs())), private)
+	readOnly, listable := sandbox.Carve(dedupe(slices.Concat([]string{exe}, trees, sandbox.SystemFontDirs(), extra)), private)
 	return sandbox.Config{
 		ReadOnly:   readOnly,
 		Listable:   listable,

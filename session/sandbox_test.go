@@ -77,7 +77,7 @@ func TestSandboxTreesNeverHoldPrivatePaths(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("WithoutAncestors = %v, want %v", got, want)
 	}
-	sb := sandboxFor(realPython(t), t.TempDir(), nil)
+	sb := sandboxFor(realPython(t), t.TempDir(), nil, nil)
 	for _, tree := range sb.ReadOnly {
 		if tree == "/" || tree == "/usr" || tree == "/usr/bin" {
 			t.Errorf("read-only tree %q is wider than the interpreter needs", tree)

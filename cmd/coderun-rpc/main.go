@@ -6,13 +6,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -231,6 +234,7 @@ func newManager(cfg *config.Config, log *slog.Logger, sessionsPerLane int) *sess
 		MaxSessionsPerLane: sessionsPerLane,
 		SessionIdle:        cfg.SessionIdle(),
 		SessionCPUSeconds:  cfg.SessionCPUSeconds,
+		Packages:           cfg.Packages.Cache,
 	})
 }
 
@@ -246,6 +250,7 @@ func rpcOptions(cfg *config.Config, log *slog.Logger) rpc.Options {
 			IsolationReason:   cfg.IsolationReason,
 			Python:            cfg.Python,
 			PythonVersion:     cfg.PythonVersion,
+			Packages:          cfg.Packages.Allow,
 		}}
 }
 
@@ -357,6 +362,9 @@ func check() int {
 	fmt.Printf("runs: maxConcurrentRuns=%d maxQueuedRuns=%d warmPool=%d isolation=%s startMode=%s\n",
 		cfg.MaxConcurrentRuns, cfg.MaxQueuedRuns, cfg.WarmPool, cfg.Isolation, cfg.StartMode)
 	fmt.Printf("isolation: %s (%s)\n", cfg.Isolation, cfg.IsolationReason)
+	if code := checkPackages(cfg.Packages); code != 0 {
+		return code
+	}
 	stopWatchdog, err := watchdog.Start(sandbox.HelperPath(), nil)
 	if err != nil {
 		fmt.Printf("watchdog: FAILED: %v\n", err)
@@ -396,4 +404,24 @@ func printSandboxFeatures(features []sandbox.Feature) {
 		}
 		fmt.Printf("  %s %s: %s\n", mark, f.Name, f.Detail)
 	}
+}
+
+// checkPackages reports packages on demand for --check: off, or uv's path
+// and version (a uv that does not run fails the check), the allow-list
+// and the cache. Exit code 0 or 2.
+func checkPackages(p config.Packages) int {
+	if !p.Allow.Enabled() {
+		fmt.Println("packages: off (" + config.VarPackages + " is empty)")
+		return 0
+	}
+	out, err := exec.Command(p.UV, "--version").Output()
+	if err != nil {
+		fmt.Printf("packages: FAILED: %s --version: %v\n", p.UV, err)
+		return 2
+	}
+	index := cmp.Or(p.Index, "none")
+	fmt.Printf("packages: uv %s (%s); allowed %s; index %s; find-links %s; cache %s (%d MB)\n",
+		strings.TrimSpace(strings.TrimPrefix(string(out), "uv ")), p.UV, strings.Join(p.Allow.Describe(), ","),
+		index, cmp.Or(strings.Join(p.FindLinks, ","), "none"), p.CacheDir, p.CacheMB)
+	return 0
 }

@@ -27,7 +27,7 @@ func loadMCP(cfg *config.Config) ([]upstream.Spec, error) {
 func serveMCP(ctx context.Context, cfg *config.Config, pool *upstream.Pool, out io.WriteCloser, log *slog.Logger) int {
 	m := newManager(cfg, log, 0)
 	defer m.Shutdown()
-	srv, err := mcp.New(mcp.Options{Manager: m, Pool: pool, Limits: cfg.Limits,
+	srv, err := mcp.New(mcp.Options{Manager: m, Pool: pool, Limits: cfg.Limits, Packages: cfg.Packages.Allow,
 		PythonVersion: cfg.PythonVersion, Version: buildinfo.Version(), Logger: log})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "coderun-rpc: %v\n", err)

@@ -30,19 +30,21 @@ var allowed = map[string][]string{
 	"internal/leakcheck":       {},
 	"internal/archtest":        {},
 	"internal/buildinfo":       {},
+	"internal/wheeltest":       {},
+	"wheelset":                 {},
 	// The client drives the daemon from outside: standard library only,
 	// never rpc or session (and rpc never imports it).
 	"internal/lspclient": {},
 	"internal/selfcheck": {"internal/lspclient"},
 	// Typed bindings: schemas compiled and cached, checks, stubs.
 	"typed":           {"protocol", "wireguard", "github.com/santhosh-tekuri/jsonschema/v6"},
-	"session":         {"child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed"},
-	"config":          {"child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
-	"rpc":             {"session", "wireguard", "protocol", "typed", "mcp/upstream"},
-	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/sandbox", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "mcp", "mcp/upstream", "serve", "tracing"},
+	"session":         {"wheelset", "child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed"},
+	"config":          {"wheelset", "child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
+	"rpc":             {"wheelset", "session", "wireguard", "protocol", "typed", "mcp/upstream"},
+	"cmd/coderun-rpc": {"wheelset", "config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/sandbox", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "mcp", "mcp/upstream", "serve", "tracing"},
 	// MCP: upstream servers as bindings (a client of each), and the code-mode server.
 	"mcp/upstream":     {"session", "protocol", "typed", "wireguard", sdk, sdkJSONRPC},
-	"mcp":              {"rpc", "session", "protocol", "mcp/upstream", sdk, sdkJSONRPC},
+	"mcp":              {"wheelset", "rpc", "session", "protocol", "mcp/upstream", sdk, sdkJSONRPC},
 	"internal/mcptest": {sdk},
 	// Service mode: listeners (capped by x/net's limit listener), auth, per-connection servers, admin, metrics.
 	"serve": {"rpc", "session", "protocol", "tracing", "github.com/gorilla/websocket", "github.com/prometheus/client_golang", "golang.org/x/net/netutil"},

@@ -142,10 +142,11 @@ function onAbort(signal: AbortSignal, callback: () => void): () => void {
   return () => set.delete(callback);
 }
 
-/** The `bindings` and `limits?` members shared by `run` and `bindings/describe`. */
-function bindingParams(bindings: Binding[], limits: RunLimits | undefined): { [k: string]: unknown } {
+/** The `bindings`, `limits?` and `packages?` members shared by `run` and `bindings/describe`. */
+function bindingParams(bindings: Binding[], limits: RunLimits | undefined, packages: string[] | undefined): { [k: string]: unknown } {
   const params: { [k: string]: unknown } = { bindings: wireBindings(bindings) };
   if (limits !== undefined) params['limits'] = { ...limits };
+  if (packages !== undefined) params['packages'] = [...packages];
   return params;
 }
 
@@ -163,6 +164,7 @@ function sessionParams(options: SessionOptions): { [k: string]: unknown } {
   const params: { [k: string]: unknown } = {};
   if (options.limits !== undefined) params['limits'] = { ...options.limits };
   if (options.idleTimeoutMs !== undefined) params['idleTimeoutMs'] = options.idleTimeoutMs;
+  if (options.packages !== undefined) params['packages'] = [...options.packages];
   return params;
 }
 
@@ -334,7 +336,7 @@ export class CodeRunClient {
   private startRun(options: RunOptions, sessionId: string | undefined): Promise<RunResult> {
     this.assertOpen();
     const bindings = options.bindings ?? [];
-    const params: { [k: string]: unknown } = { program: options.program, ...bindingParams(bindings, options.limits) };
+    const params: { [k: string]: unknown } = { program: options.program, ...bindingParams(bindings, options.limits, options.packages) };
     if (sessionId !== undefined) params['sessionId'] = sessionId;
     const stream = options.stream ?? (options.onLog !== undefined || options.onOutput !== undefined);
     if (stream) params['stream'] = true;
@@ -406,10 +408,8 @@ export class CodeRunClient {
    */
   async describe(options: DescribeOptions): Promise<string> {
     this.assertOpen();
-    const result = await this.request<{ stubs?: unknown } | null>(
-      'bindings/describe',
-      bindingParams(options.bindings ?? [], options.limits),
-    );
+    const params = bindingParams(options.bindings ?? [], options.limits, options.packages);
+    const result = await this.request<{ stubs?: unknown } | null>('bindings/describe', params);
     if (typeof result?.stubs !== 'string') {
       throw new ProtocolError(`bindings/describe result has no stubs text: ${JSON.stringify(result)?.slice(0, 200)}`);
     }

@@ -116,12 +116,20 @@ export interface RunOptions {
   onOutput?: (event: OutputEvent) => void;
   /** W3C traceparent of the caller's span: the daemon's run span becomes its child. */
   traceparent?: string;
+  /**
+   * Packages the daemon installs before the program starts (`["requests", "scipy==1.14.1"]`),
+   * from what its `CODERUN_PACKAGES` allows (docs/packages.md); a set that cannot be installed
+   * resolves with an `exception` naming the package. A session takes them at open instead.
+   */
+  packages?: string[];
 }
 
 /** `describe` options: the bindings and limits a `run` would take (handlers are not used). */
 export interface DescribeOptions {
   bindings: Binding[];
   limits?: RunLimits;
+  /** The packages the run will name: the stubs' header lists them and what the daemon allows. */
+  packages?: string[];
 }
 
 export type FailureKind = 'exception' | 'timeout' | 'abort' | 'worker-exit' | 'invalid-output' | 'output-limit';
@@ -152,6 +160,8 @@ export interface RunStats {
   queueMs: number;
   bindingCalls: number;
   logBytes: number;
+  /** The run's packages' install (or cache lookup) time; absent when it named none. */
+  installMs?: number;
 }
 
 interface RunResultBase {
@@ -182,6 +192,8 @@ export interface SessionOptions {
   limits?: RunLimits;
   /** No run for this long closes the session (`session/closed`, reason `idle`). */
   idleTimeoutMs?: number;
+  /** Packages installed for every run of the session (as `RunOptions.packages`). */
+  packages?: string[];
 }
 
 /** Why the daemon ended a session on its own (`session/closed`). */

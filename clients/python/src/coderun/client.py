@@ -457,6 +457,7 @@ class Client:
         files: Optional[Files] = None,
         on_output: Optional[OutputCallback] = None,
         session_id: Optional[str] = None,
+        packages: Optional[Sequence[str]] = None,
     ) -> RunResult:
         """Run ``program`` and return its :class:`RunResult` (failures are results).
 
@@ -469,6 +470,9 @@ class Client:
         program starts; the result's ``outputs`` and ``files`` carry what it displayed and left
         under ``out/``; ``on_output`` receives each output as it is displayed.
         ``session_id`` runs it in that session (prefer :meth:`Session.run`).
+        ``packages`` (``["requests", "scipy==1.14.1"]``) are installed by the daemon before the
+        program starts, from what its ``CODERUN_PACKAGES`` allows; a set that cannot be installed
+        is an ``exception`` result naming the package (a session takes them at open instead).
 
         Raises :class:`InvalidParams` (refused params), :class:`QueueFull`,
         :class:`ConnectionLost`, TypeError/ValueError for misuse, :class:`RequestTooLarge`,
@@ -485,6 +489,7 @@ class Client:
             on_output=on_output,
             session_id=session_id,
             traceparent=traceparent,
+            packages=packages,
         )
         try:
             return await handle.result()
@@ -514,6 +519,7 @@ class Client:
         files: Optional[Files] = None,
         on_output: Optional[OutputCallback] = None,
         session_id: Optional[str] = None,
+        packages: Optional[Sequence[str]] = None,
     ) -> RunHandle:
         """Send a ``run`` request (in session ``session_id`` when given) and return its
         :class:`RunHandle` without waiting for it.
@@ -533,6 +539,8 @@ class Client:
         params = P.build_run_params(program, _declarations(table), classes, limits, want_stream, entries, session_id)
         if traceparent is not None:
             params["traceparent"] = traceparent
+        if packages is not None:
+            params["packages"] = _check_packages(packages)
         body = P.build_request(rid, P.METHOD_RUN, params)  # LossyValueError / RequestTooLarge
         state = _RunState(rid, _handlers(table), on_log, on_output)
         self._runs[rid] = state
@@ -558,16 +566,20 @@ class Client:
         bindings: Optional[Bindings] = None,
         error_classes: Optional[ErrorClasses] = None,
         limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
+        packages: Optional[Sequence[str]] = None,
     ) -> str:
         """The Python stubs a run with these bindings and limits would expose (``bindings/describe``):
         one class per namespace, a docstring and signature per function, and the run's budgets in
-        a leading comment — the text to put in a model's prompt.
+        a leading comment — the text to put in a model's prompt. With packages on demand the
+        comment also lists ``packages`` (those the run will name) and what the daemon allows.
 
         Raises :class:`InvalidParams` for a declaration the daemon refuses (the message names its
         path), TypeError/ValueError for misuse (as :meth:`run`), :class:`ProtocolViolation` when the
         answer has no ``stubs`` text."""
         table, classes = _check_declarations(bindings, error_classes, limits)
         params = P.build_describe_params(_declarations(table), classes, limits)
+        if packages is not None:
+            params["packages"] = _check_packages(packages)
         result = await self.request(P.METHOD_DESCRIBE, params)
         stubs = result.get("stubs") if isinstance(result, dict) else None
         if not isinstance(stubs, str):
@@ -581,11 +593,14 @@ class Client:
         *,
         limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
         idle_timeout_ms: Optional[int] = None,
+        packages: Optional[Sequence[str]] = None,
     ) -> SessionOpener:
         """A persistent session: ``async with client.session(limits=...) as s:`` opens it
         (``session/open``) and closes it at the end of the block; ``s = await client.session()``
         opens it only. ``limits`` are the defaults of its runs (``addressSpaceMb`` is fixed for
-        its lifetime); ``idle_timeout_ms``: no run for that long closes it.
+        its lifetime); ``idle_timeout_ms``: no run for that long closes it; ``packages`` are
+        installed for every run of the session (as :meth:`run`'s; one that cannot be installed
+        refuses the open with :class:`InvalidParams`).
 
         Raises :class:`SessionLimitReached` at the daemon's cap, :class:`InvalidParams` for bad
         params, :class:`MethodNotFound` when the daemon has sessions disabled."""
@@ -598,6 +613,8 @@ class Client:
             params["limits"] = dict(limits)
         if idle_timeout_ms is not None:
             params["idleTimeoutMs"] = idle_timeout_ms
+        if packages is not None:
+            params["packages"] = _check_packages(packages)
         return SessionOpener(self, params)
 
     async def open_session(
@@ -605,9 +622,10 @@ class Client:
         *,
         limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
         idle_timeout_ms: Optional[int] = None,
+        packages: Optional[Sequence[str]] = None,
     ) -> Session:
         """Open a session and return it (:meth:`session` without the ``async with``)."""
-        return await self.session(limits=limits, idle_timeout_ms=idle_timeout_ms)
+        return await self.session(limits=limits, idle_timeout_ms=idle_timeout_ms, packages=packages)
 
     def on_session_closed(self, callback: SessionClosedCallback) -> Callable[[], None]:
         """``callback`` runs for every ``session/closed`` notification (a session the daemon ended
@@ -1092,3 +1110,14 @@ async def _open_connection(address: str) -> tuple[asyncio.StreamReader, asyncio.
             return await asyncio.open_connection(host.strip("[]"), int(port))
         raise ValueError(f"address {address!r}: tcp: needs HOST:PORT")
     raise ValueError(f"address {address!r}: must be unix:PATH, tcp:HOST:PORT or ws://HOST:PORT/PATH")
+
+
+def _check_packages(packages: Sequence[str]) -> list[str]:
+    """``packages`` as the daemon reads it: a list of requirement strings (it validates each)."""
+    if isinstance(packages, (str, bytes)) or not isinstance(packages, Sequence):
+        raise TypeError("packages must be a sequence of requirement strings such as ['requests']")
+    out = list(packages)
+    for p in out:
+        if not isinstance(p, str):
+            raise TypeError(f"packages entries must be str, not {type(p).__name__}")
+    return out

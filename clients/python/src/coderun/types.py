@@ -59,6 +59,7 @@ class RunStats:
     queue_ms: int = 0
     binding_calls: int = 0
     log_bytes: int = 0
+    install_ms: int | None = None  # the run's packages' install (or cache lookup) time; None: none asked
 
 
 @dataclass(frozen=True)
@@ -158,6 +159,7 @@ def _parse_stats(s: Any) -> RunStats:
         queue_ms=_int(s, "queueMs"),
         binding_calls=_int(s, "bindingCalls"),
         log_bytes=_int(s, "logBytes"),
+        install_ms=_opt(s, "installMs", int),
     )
 
 

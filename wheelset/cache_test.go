@@ -1,0 +1,436 @@
+package wheelset
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
+	"github.com/coderun-rpc/coderun-rpc/internal/wheeltest"
+)
+
+func python(t *testing.T) string {
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func openCache(t *testing.T, root, uv, findLinks string, maxBytes int64) *Cache {
+	allow, _ := ParseAllowList("*")
+	c, err := Open(Options{UV: uv, Python: python(t), Root: root, FindLinks: []string{findLinks},
+		MaxBytes: maxBytes, Allow: allow, Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeTree(root) }) // sealed folders: t.TempDir's removal needs them writable
+	return c
+}
+
+func reqs(t *testing.T, texts ...string) []Requirement {
+	var out []Requirement
+	for _, s := range texts {
+		r, err := ParseRequirement(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// importFrom runs python with dir on sys.path and returns what code prints.
+func importFrom(t *testing.T, dir, code string) string {
+	out, err := exec.Command(python(t), "-I", "-c", "import sys; sys.path.insert(0, sys.argv[1]); "+code, dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python: %v: %s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// C832: a set is resolved with its dependencies, installed read-only,
+// importable; the same request again is a cache hit without uv.
+func TestInstallThenHitC832(t *testing.T) {
+	leakcheck.Check(t)
+	uv, log := wheeltest.CountingUV(t)
+	c := openCache(t, t.TempDir(), uv, wheeltest.Tiny(t), 0)
+	l, err := c.Acquire(context.Background(), reqs(t, "tinya", "tinyb<2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if !l.Installed {
+		t.Error("first acquire says cached")
+	}
+	if got := importFrom(t, l.Dir, "import tinya; print(tinya.A)"); got != "a1b1.0" {
+		t.Errorf("import: %q", got)
+	}
+	if err := os.WriteFile(filepath.Join(l.Dir, "tinya", "x.py"), nil, 0o644); err == nil && os.Geteuid() != 0 {
+		t.Error("the set is writable")
+	}
+	st, _ := os.Stat(filepath.Join(l.Dir, "tinya", "__init__.py"))
+	if st.Mode().Perm()&0o222 != 0 {
+		t.Errorf("a set's file has mode %v", st.Mode())
+	}
+	l2, err := c.Acquire(context.Background(), reqs(t, "tinyb<2", "tinya"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release()
+	if l2.Installed || l2.Dir != l.Dir {
+		t.Errorf("second acquire: installed %v, dir %s (first %s)", l2.Installed, l2.Dir, l.Dir)
+	}
+	// Another daemon on the same cache finds the set on disk.
+	c2 := openCache(t, c.o.Root, uv, c.o.FindLinks[0], 0)
+	l3, err := c2.Acquire(context.Background(), reqs(t, "tinya", "tinyb<2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l3.Release()
+	if l3.Installed || l3.Dir != l.Dir || wheeltest.Installs(t, log) != 1 {
+		t.Errorf("another daemon: installed %v, %d installs", l3.Installed, wheeltest.Installs(t, log))
+	}
+}
+
+// C833: failures are one line that names the request and the cause: an
+// unsatisfiable version, a name with only an sdist, a corrupted wheel.
+func TestInstallFailuresC833(t *testing.T) {
+	leakcheck.Check(t)
+	dir := wheeltest.Tiny(t)
+	if err := os.WriteFile(filepath.Join(dir, "onlysdist-1.0.tar.gz"), []byte("not even a tarball"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "broken-1.0-py3-none-any.whl"), []byte("PK\x03\x04garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), dir, 0)
+	for req, want := range map[string]string{
+		"tinyb>=3":  "tinyb",
+		"onlysdist": "onlysdist",
+		"broken":    "broken",
+		"nosuchpkg": "nosuchpkg",
+	} {
+		_, err := c.Acquire(context.Background(), reqs(t, req))
+		var ie *InstallError
+		if !errors.As(err, &ie) {
+			t.Errorf("%s: %v, want an InstallError", req, err)
+			continue
+		}
+		if strings.ContainsAny(ie.Msg, "\n\r") || !strings.Contains(ie.Msg, want) || len(ie.Msg) > 1100 {
+			t.Errorf("%s: message %q", req, ie.Msg)
+		}
+		t.Logf("%s: %s", req, ie.Msg)
+	}
+	if entries, _ := os.ReadDir(c.SetsDir()); len(entries) != 0 {
+		t.Errorf("a failure published %d sets", len(entries))
+	}
+	if entries, _ := os.ReadDir(filepath.Join(c.o.Root, dirStaging)); len(entries) != 0 {
+		t.Errorf("a failure left %d staging entries", len(entries))
+	}
+}
+
+// C834: runs racing for one set install it once; two daemons racing on
+// one cache directory both get the one published set.
+func TestRacingInstallsC834(t *testing.T) {
+	leakcheck.Check(t)
+	uv, log := wheeltest.CountingUV(t)
+	root, dir := t.TempDir(), wheeltest.Tiny(t)
+	caches := []*Cache{openCache(t, root, uv, dir, 0), openCache(t, root, uv, dir, 0)}
+	var wg sync.WaitGroup
+	dirs := make([]string, 8)
+	for i := range dirs {
+		wg.Go(func() {
+			l, err := caches[i%2].Acquire(context.Background(), reqs(t, "tinya"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			dirs[i] = l.Dir
+			l.Release()
+		})
+	}
+	wg.Wait()
+	for _, d := range dirs {
+		if d != dirs[0] {
+			t.Errorf("racing runs got sets %s and %s", dirs[0], d)
+		}
+	}
+	if n := wheeltest.Installs(t, log); n < 1 || n > 2 {
+		t.Errorf("%d installations for one set in two daemons", n)
+	}
+	if entries, _ := os.ReadDir(caches[0].SetsDir()); len(entries) != 1 {
+		t.Errorf("%d sets published", len(entries))
+	}
+}
+
+// C835: eviction by size removes the least recently used set nobody
+// holds, never one a run holds.
+func TestEvictionSparesLeasedSetsC835(t *testing.T) {
+	leakcheck.Check(t)
+	links := wheeltest.Tiny(t)
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "tinyc", Version: "1.0", Files: map[string]string{"tinyc/__init__.py": "C = 'c1.0'\n"}})
+	// The bound: one and a half sets of one tiny package.
+	probe := openCache(t, t.TempDir(), wheeltest.UV(t), links, 0)
+	l, err := probe.Acquire(context.Background(), reqs(t, "tinyb==1.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	sets, size := probe.published()
+	if len(sets) != 1 || size <= 0 {
+		t.Fatalf("probe: %d sets, %d bytes", len(sets), size)
+	}
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), links, size*3/2)
+	held, err := c.Acquire(context.Background(), reqs(t, "tinyb==1.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.Acquire(context.Background(), reqs(t, "tinyb==2.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(held.Dir); err != nil {
+		t.Fatalf("a held set was evicted: %v", err)
+	}
+	if got := importFrom(t, held.Dir, "import tinyb; print(tinyb.B)"); got != "b1.0" {
+		t.Errorf("held set: %q", got)
+	}
+	held.Release()
+	second.Release()
+	third, err := c.Acquire(context.Background(), reqs(t, "tinyc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Release()
+	for _, d := range []string{held.Dir, second.Dir} {
+		if _, err := os.Stat(d); err == nil {
+			t.Errorf("released set %s survived eviction", d)
+		}
+	}
+	// The evicted request is installed again when asked for.
+	again, err := c.Acquire(context.Background(), reqs(t, "tinyb==1.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Release()
+	if !again.Installed || importFrom(t, again.Dir, "import tinyb; print(tinyb.B)") != "b1.0" {
+		t.Error("an evicted set was not installed again")
+	}
+}
+
+// C847: daemons sharing a cache directory but not their sources never
+// share a set: a wheel of the same name and version from another source
+// (an attacker's find-links) is another set, and the set installed is the
+// one whose wheels' digests were resolved.
+func TestForeignSourceDoesNotPoisonC847(t *testing.T) {
+	leakcheck.Check(t)
+	root, good, evil := t.TempDir(), wheeltest.Tiny(t), t.TempDir()
+	wheeltest.Write(t, evil, wheeltest.Wheel{Name: "tinyb", Version: "1.0",
+		Files: map[string]string{"tinyb/__init__.py": "B = 'planted'\n"}})
+	attacker := openCache(t, root, wheeltest.UV(t), evil, 0)
+	l, err := attacker.Acquire(context.Background(), reqs(t, "tinyb==1.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	victim := openCache(t, root, wheeltest.UV(t), good, 0)
+	v, err := victim.Acquire(context.Background(), reqs(t, "tinyb==1.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	if got := importFrom(t, v.Dir, "import tinyb; print(tinyb.B)"); got != "b1.0" {
+		t.Errorf("the victim's run imports %q from %s", got, v.Dir)
+	}
+}
+
+// C848: a hostile wheel cannot reach past its set: entries with "..", an
+// absolute path or a .data path that climbs are not written outside it, a
+// symbolic-link entry becomes a regular file (or the set is refused),
+// nothing in a set is executable or writable, and a .pth file in it runs
+// nothing when the set is on sys.path.
+func TestHostileWheelStaysInItsSetC848(t *testing.T) {
+	leakcheck.Check(t)
+	links, outside := t.TempDir(), t.TempDir()
+	planted := filepath.Join(outside, "absolute.py")
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "hostile", Version: "1.0",
+		Files: map[string]string{
+			"hostile/__init__.py": "H = 1\n",
+			"../../climbed.py":    "x = 1\n",
+			planted:               "x = 1\n",
+			"hostile-1.0.data/data/../../../datadot.py": "x = 1\n",
+			"hostile-1.0.data/scripts/run.sh":           "#!/bin/sh\necho ran\n",
+			"hostile.pth":                               "import os; open(" + strconv.Quote(filepath.Join(outside, "pth-ran")) + ", 'w')\n",
+		},
+		Links: map[string]string{"hostile/passwd": "/etc/passwd"}})
+	root := t.TempDir()
+	c := openCache(t, root, wheeltest.UV(t), links, 0)
+	l, err := c.Acquire(context.Background(), reqs(t, "hostile"))
+	var ie *InstallError
+	if errors.As(err, &ie) {
+		t.Logf("refused: %s", ie.Msg) // refusing the set is as good
+	} else if err != nil {
+		t.Fatal(err)
+	} else {
+		defer l.Release()
+		if got := importFrom(t, l.Dir, "import hostile; print(hostile.H)"); got != "1" {
+			t.Errorf("import: %q", got)
+		}
+		err := filepath.WalkDir(l.Dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			info, err := os.Lstat(path)
+			if err != nil {
+				return err
+			}
+			if info.Mode()&fs.ModeSymlink != 0 || info.Mode().Perm()&0o333 != 0 && !info.IsDir() || info.IsDir() && info.Mode().Perm()&0o222 != 0 {
+				t.Errorf("%s: mode %v in a sealed set", path, info.Mode())
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, dir := range []string{root, links, outside, filepath.Dir(root)} {
+		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && (d.Name() == "climbed.py" || d.Name() == "datadot.py" || path == planted || d.Name() == "pth-ran") {
+				t.Errorf("the wheel reached %s", path)
+			}
+			return nil
+		})
+	}
+}
+
+// C849: what an installation leaves on disk is bounded by MaxBytes: a set
+// larger than the whole bound is refused (nothing published), and uv keeps
+// no cache of its own beside the sets.
+func TestOversizedSetRefusedC849(t *testing.T) {
+	leakcheck.Check(t)
+	root := t.TempDir()
+	c := openCache(t, root, wheeltest.UV(t), wheeltest.Tiny(t), 1)
+	_, err := c.Acquire(context.Background(), reqs(t, "tinyb==1.0"))
+	var ie *InstallError
+	if !errors.As(err, &ie) || !strings.Contains(ie.Msg, "more than the package cache may hold") {
+		t.Fatalf("an oversized set: %v", err)
+	}
+	var stray []string
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		rel, _ := filepath.Rel(root, path)
+		if err == nil && !d.IsDir() && !strings.HasPrefix(rel, dirLocks+"/") && !strings.HasPrefix(rel, dirRequests+"/") {
+			stray = append(stray, rel)
+		}
+		return nil
+	})
+	if len(stray) > 0 {
+		t.Errorf("left in the cache: %q", stray)
+	}
+}
+
+// C850 (optional): the real index. A tiny pure-Python wheel (six) is
+// resolved and installed from PyPI; skipped when the index cannot be
+// reached from this machine.
+func TestRealIndexC850(t *testing.T) {
+	leakcheck.Check(t)
+	const index = "https://pypi.org/simple"
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(index + "/six/")
+	if err != nil {
+		t.Skipf("the index cannot be reached: %v", err)
+	}
+	resp.Body.Close()
+	client.CloseIdleConnections()
+	if resp.StatusCode != http.StatusOK {
+		t.Skipf("the index answered %s", resp.Status)
+	}
+	allow, _ := ParseAllowList("six")
+	c, err := Open(Options{UV: wheeltest.UV(t), Python: python(t), Root: t.TempDir(), Index: index, Allow: allow, Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Acquire(context.Background(), reqs(t, "six==1.16.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if got := importFrom(t, l.Dir, "import six; print(six.__version__)"); got != "1.16.0" {
+		t.Errorf("six from the index: %q", got)
+	}
+}
+
+// C851: an installation nobody waits for any more is stopped: a run
+// cancelled while its set installs leaves no uv behind (a client could
+// otherwise start installations and walk away, each running to its
+// timeout).
+func TestAbandonedInstallStoppedC851(t *testing.T) {
+	leakcheck.Check(t)
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	uv := filepath.Join(dir, "uv")
+	script := "#!/bin/sh\nif [ \"$2\" = install ]; then echo x > '" + started + "'; exec sleep 600; fi\nexec '" + wheeltest.UV(t) + "' \"$@\"\n"
+	if err := os.WriteFile(uv, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := openCache(t, t.TempDir(), uv, wheeltest.Tiny(t), 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, reqs(t, "tinya"))
+		done <- err
+	}()
+	for {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Acquire returned before the installation started: %v", err)
+		case <-time.After(10 * time.Millisecond): // polling for the wrapper's mark
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire after cancel: %v", err)
+	}
+	// leakcheck fails the test if the installation's process is still there.
+}
+
+// C852: what a daemon killed during an installation left in staging is
+// removed when a cache is opened once it is older than an installation may
+// take; a younger entry (another daemon's installation under way) stays.
+func TestStaleStagingSweptC852(t *testing.T) {
+	leakcheck.Check(t)
+	root := t.TempDir()
+	openCache(t, root, wheeltest.UV(t), t.TempDir(), 0)
+	stale, fresh := filepath.Join(root, dirStaging, "install-stale"), filepath.Join(root, dirStaging, "install-fresh")
+	for _, d := range []string{stale, fresh} {
+		if err := os.MkdirAll(filepath.Join(d, "set", "pkg"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := seal(filepath.Join(d, "set")); err != nil { // as a crash after sealing leaves it
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-3 * time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	openCache(t, root, wheeltest.UV(t), t.TempDir(), 0)
+	if _, err := os.Lstat(stale); err == nil {
+		t.Error("a stale staging entry survived Open")
+	}
+	if _, err := os.Lstat(fresh); err != nil {
+		t.Errorf("a fresh staging entry was removed: %v", err)
+	}
+}

@@ -1,0 +1,306 @@
+package wheelset
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Bounds on what uv says back.
+const (
+	maxUVOutput    = 1 << 20  // bytes of uv's standard output read
+	maxUVError     = 64 << 10 // bytes of uv's standard error read
+	maxMessageLine = 1000     // bytes of uv's reason in an InstallError
+)
+
+// install resolves and installs reqs into a staging directory in one uv
+// run, seals the tree read-only, and publishes it as sets/<key> by one
+// rename, key being the hash of the installed content; a set with that key
+// (published by another daemon, or for another request) is used instead.
+// It runs once per request key at a time (Acquire's flights), until ctx
+// ends.
+func (c *Cache) install(ctx context.Context, reqs []Requirement, rkey string) (string, error) {
+	stage, err := os.MkdirTemp(filepath.Join(c.o.Root, dirStaging), "install-")
+	if err != nil {
+		return "", fmt.Errorf("package cache: %w", err)
+	}
+	defer removeTree(stage)
+	args, err := c.installArgs(reqs, stage)
+	if err != nil {
+		return "", err
+	}
+	target := filepath.Join(stage, "set")
+	if _, err := c.uv(ctx, reqs, append(args, "--target", target)...); err != nil {
+		return "", err
+	}
+	sealed, err := seal(target)
+	if err != nil {
+		return "", &InstallError{Msg: "packages " + listOf(reqs) + ": the installed set was refused: " + err.Error()}
+	}
+	if c.o.MaxBytes > 0 && sealed.size > c.o.MaxBytes {
+		return "", &InstallError{Msg: fmt.Sprintf("packages %s: the installed set takes %d bytes, more than the package cache may hold (%d)",
+			listOf(reqs), sealed.size, c.o.MaxBytes)}
+	}
+	key := hashLines([]string{"set", c.pyID, sealed.digest})
+	if err := c.publish(target, key, sealed.size); err != nil {
+		return "", err
+	}
+	c.record(rkey, key, stage)
+	c.evict(key)
+	return key, nil
+}
+
+// installArgs are uv's arguments for reqs, with the allow-list's
+// constraints: requirement files written into stage.
+func (c *Cache) installArgs(reqs []Requirement, stage string) ([]string, error) {
+	in := filepath.Join(stage, "requirements.in")
+	if err := writeLines(in, reqs); err != nil {
+		return nil, err
+	}
+	args := []string{"pip", "install", "--quiet", "--link-mode", "copy", "--compile-bytecode", "-r", in}
+	if cs := c.o.Allow.Constraints(); len(cs) > 0 {
+		file := filepath.Join(stage, "constraints.txt")
+		if err := writeLines(file, cs); err != nil {
+			return nil, err
+		}
+		args = append(args, "--constraint", file)
+	}
+	return args, nil
+}
+
+// publish renames the sealed tree to sets/<key> unless a set of that key
+// is published already (its content is the same), and writes the size
+// into the set's lock file.
+func (c *Cache) publish(tree, key string, size int64) error {
+	dest := filepath.Join(c.SetsDir(), key)
+	if err := os.Rename(tree, dest); err != nil {
+		if _, lerr := os.Lstat(dest); lerr != nil {
+			return fmt.Errorf("package cache: %w", err)
+		}
+		return nil // published first by another; tree goes with its staging directory
+	}
+	// The lock file is written in place, never replaced: a lock held on it
+	// must stay the one eviction tries.
+	return os.WriteFile(filepath.Join(c.o.Root, dirLocks, key), []byte(strconv.FormatInt(size, 10)), 0o644)
+}
+
+// record stores the request's resolution, in memory and on disk.
+func (c *Cache) record(rkey, key, stage string) {
+	c.remember(rkey, key)
+	_ = writeAtomic(filepath.Join(c.o.Root, dirRequests, rkey), key, stage)
+}
+
+// uv runs uv with the cache's sources and the arguments after them, in a
+// process group of its own that ctx's end kills whole, and returns its
+// standard output. A failure is an *InstallError naming reqs and the first
+// lines of uv's reason.
+func (c *Cache) uv(ctx context.Context, reqs []Requirement, args ...string) ([]byte, error) {
+	args = append(args, "--no-config", "--no-progress", "--color", "never", "--only-binary", ":all:",
+		"--python", c.o.Python, "--no-cache")
+	if c.o.Index == "" {
+		args = append(args, "--no-index")
+	} else {
+		args = append(args, "--index-url", c.o.Index)
+	}
+	for _, f := range c.o.FindLinks {
+		args = append(args, "--find-links", f)
+	}
+	cmd := exec.CommandContext(ctx, c.o.UV, args...)
+	cmd.Env = uvEnv(os.Environ())
+	cmd.Dir = c.o.Root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = time.Second
+	stdout, stderr := &capped{n: maxUVOutput}, &capped{n: maxUVError}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	err := cmd.Run()
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, &InstallError{Msg: "packages " + listOf(reqs) + ": installation timed out after " + c.o.Timeout.String()}
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // stopped: nobody waits for it
+	}
+	if err != nil {
+		return nil, &InstallError{Msg: "packages " + listOf(reqs) + ": " + reason(stderr.b.Bytes(), err)}
+	}
+	return stdout.b.Bytes(), nil
+}
+
+// uvEnv is the daemon's environment without what would steer uv away from
+// the options the cache gives it (UV_*, PIP_*, a virtual environment) and
+// without the daemon's own settings (CODERUN_*: the service token among
+// them), which uv has no use for.
+func uvEnv(env []string) []string {
+	out := []string{"NO_COLOR=1"}
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "UV_") || strings.HasPrefix(name, "PIP_") || strings.HasPrefix(name, "CODERUN_") ||
+			name == "VIRTUAL_ENV" || name == "CONDA_PREFIX" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// reason is uv's error output as one printable line: its lines joined,
+// "error: " and "cause: " prefixes dropped, bounded: the
+// headline, a colon, then the explanation.
+func reason(stderr []byte, err error) string {
+	var parts []string
+	for _, line := range strings.Split(string(stderr), "\n") {
+		line = strings.TrimSpace(strings.Map(printable, line))
+		line = strings.TrimPrefix(strings.TrimPrefix(line, "error: "), "cause: ")
+		if line != "" {
+			parts = append(parts, line)
+		}
+	}
+	if len(parts) == 0 {
+		return "uv failed: " + err.Error()
+	}
+	msg := parts[0]
+	if len(parts) > 1 {
+		msg += ": " + strings.Join(parts[1:], " ")
+	}
+	if len(msg) > maxMessageLine {
+		msg = strings.ToValidUTF8(msg[:maxMessageLine], "") + "…"
+	}
+	return msg
+}
+
+func printable(r rune) rune {
+	if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 {
+		return ' '
+	}
+	return r
+}
+
+// capped keeps the first n bytes written and drops the rest.
+type capped struct {
+	b bytes.Buffer
+	n int
+}
+
+func (w *capped) Write(p []byte) (int, error) {
+	if room := w.n - w.b.Len(); room > 0 {
+		w.b.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// sealedTree is what seal learnt of a tree.
+type sealedTree struct {
+	size   int64
+	digest string // the installed content: each file's path and sha256
+}
+
+// seal makes an installed tree read-only (files 0444, directories 0555)
+// and returns its size and the digest of its content; a symbolic link or
+// any file that is neither a regular file nor a directory refuses the tree.
+// Compiled bytecode (which embeds times) and the installer's own notes
+// (RECORD, uv_cache.json) are sealed but left out of the digest: the same
+// wheels give the same digest. Folders are sealed after their entries.
+func seal(root string) (sealedTree, error) {
+	var t sealedTree
+	var dirs, lines []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		switch {
+		case d.IsDir():
+			dirs = append(dirs, path)
+			return nil
+		case !d.Type().IsRegular():
+			return fmt.Errorf("%s is not a regular file", rel)
+		}
+		size, sum, err := hashFile(path)
+		if err != nil {
+			return err
+		}
+		t.size += size
+		if name := d.Name(); !strings.HasSuffix(name, ".pyc") && name != "RECORD" && name != "uv_cache.json" && name != ".lock" {
+			lines = append(lines, rel+"\x00"+sum)
+		}
+		return os.Chmod(path, 0o444)
+	})
+	if err != nil {
+		return t, err
+	}
+	for _, d := range slices.Backward(dirs) {
+		if err := os.Chmod(d, 0o555); err != nil {
+			return t, err
+		}
+	}
+	slices.Sort(lines)
+	t.digest = hashLines(lines)
+	return t, nil
+}
+
+// hashFile is a regular file's size and sha256, read through a descriptor
+// that does not follow a link.
+func hashFile(path string) (int64, string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	return n, hex.EncodeToString(h.Sum(nil)), err
+}
+
+// removeTree removes a staged or evicted tree, sealed or not: folders are
+// made writable again on the way down. It never follows a link.
+func removeTree(root string) {
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(path, 0o755)
+		}
+		return nil
+	})
+	_ = os.RemoveAll(root)
+}
+
+// writeLines writes one requirement a line.
+func writeLines(path string, reqs []Requirement) error {
+	var b strings.Builder
+	for _, r := range reqs {
+		b.WriteString(r.String() + "\n")
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("package cache: %w", err)
+	}
+	return nil
+}
+
+// writeAtomic replaces path with text: written beside it in dir, renamed.
+func writeAtomic(path, text, dir string) error {
+	f, err := os.CreateTemp(dir, "write-")
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(text)
+	err = errors.Join(err, f.Close())
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+	}
+	return err
+}
