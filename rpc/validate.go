@@ -265,7 +265,8 @@ func addTyped(ns *protocol.Namespace, fns []*typed.Function) {
 }
 
 var limitNames = []string{"cpuSeconds", "maxWallMs", "addressSpaceMb", "maxLogBytes", "maxValueBytes",
-	"maxFileBytes", "maxOutputBytes", "maxDiskMb", "maxUpstreamBytes"}
+	"maxFileBytes", "maxOutputBytes", "maxDiskMb", "maxUpstreamBytes",
+	"maxEgressRequests", "maxEgressBytes"}
 
 // validateLimits applies docs/configuration.md §4. Zero fields of the result mean
 // "not given".
@@ -286,9 +287,11 @@ func validateLimits(raw []byte, cfg protocol.Limits) (protocol.Limits, error) {
 		return l, reject("limits." + unknown[0] + " is not a known limit")
 	}
 	caps := []int64{cfg.CPUSeconds, cfg.MaxWallMs, cfg.AddressSpaceMb, cfg.MaxLogBytes, cfg.MaxValueBytes,
-		cfg.MaxFileBytes, cfg.MaxOutputBytes, cfg.MaxDiskMb, cfg.MaxUpstreamBytes}
+		cfg.MaxFileBytes, cfg.MaxOutputBytes, cfg.MaxDiskMb, cfg.MaxUpstreamBytes,
+		cfg.MaxEgressRequests, cfg.MaxEgressBytes}
 	dst := []*int64{&l.CPUSeconds, &l.MaxWallMs, &l.AddressSpaceMb, &l.MaxLogBytes, &l.MaxValueBytes,
-		&l.MaxFileBytes, &l.MaxOutputBytes, &l.MaxDiskMb, &l.MaxUpstreamBytes}
+		&l.MaxFileBytes, &l.MaxOutputBytes, &l.MaxDiskMb, &l.MaxUpstreamBytes,
+		&l.MaxEgressRequests, &l.MaxEgressBytes}
 	for k, name := range limitNames {
 		m, ok := wireguard.Last(ms, name)
 		if !ok {

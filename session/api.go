@@ -106,5 +106,8 @@ func EffectiveLimits(cfg, run protocol.Limits) protocol.Limits {
 		MaxOutputBytes:   tighten(cfg.MaxOutputBytes, run.MaxOutputBytes),
 		MaxDiskMb:        tighten(cfg.MaxDiskMb, run.MaxDiskMb),
 		MaxUpstreamBytes: tighten(cfg.MaxUpstreamBytes, run.MaxUpstreamBytes),
+
+		MaxEgressRequests: tighten(cfg.MaxEgressRequests, run.MaxEgressRequests),
+		MaxEgressBytes:    tighten(cfg.MaxEgressBytes, run.MaxEgressBytes),
 	}
 }
