@@ -2,8 +2,10 @@ package rpc
 
 import (
 	"slices"
+	"strings"
 	"sync"
 
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
 	"github.com/coderun-rpc/coderun-rpc/typed"
@@ -28,7 +30,25 @@ func (s *Server) describe(id reqID, params []byte) {
 		return
 	}
 	text := renderedStubs.text(session.EffectiveLimits(cfg.Limits, limits), cfg.PythonVersion, stubNamespaces(nss))
-	s.w.frame(encodeDescribe(id.text, text))
+	s.w.frame(encodeDescribe(id.text, withEgressLine(text, cfg.Egress)))
+}
+
+// withEgressLine adds to the stubs' header the hosts a run may reach
+// through the egress proxy (the daemon's policy; nil: none, no line).
+func withEgressLine(stubs string, policy *egress.Policy) string {
+	if policy == nil {
+		return stubs
+	}
+	line := "# Egress: HTTP(S) through HTTP_PROXY/HTTPS_PROXY to " + strings.Join(policy.Entries(), ", ") +
+		" only (a refused host answers 403).\n"
+	if policy.Empty() {
+		line = "# Egress: none (the egress policy allows no host).\n"
+	}
+	end := strings.Index(stubs, "\n\n") // the header's end
+	if end < 0 {
+		return stubs + line
+	}
+	return stubs[:end+1] + line + stubs[end+1:]
 }
 
 // renderedStubs remembers the stubs of the last few distinct describe

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
@@ -68,6 +69,9 @@ type Daemon struct {
 	MaxSessions   int
 	SessionIdleMs int64
 	SessionFork   bool
+	// Egress is the daemon's egress policy (nil: no egress proxy, and a
+	// run's "egress" member is refused); a run may only narrow it.
+	Egress *egress.Policy
 }
 
 // Server is one JSON-RPC connection.

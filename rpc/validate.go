@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/typed"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
@@ -19,8 +20,15 @@ func (e *paramsError) Error() string { return e.msg }
 func reject(msg string) error { return &paramsError{msg} }
 
 // validateRun checks run params in the order of docs/protocol.md §3.4 and
-// returns the first violation. raw is nil when params were absent.
+// returns the first violation. raw is nil when params were absent. A run's
+// "egress" is refused: validateRunEgress knows the daemon's policy.
 func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
+	return validateRunEgress(raw, cfg, nil)
+}
+
+// validateRunEgress is validateRun with the daemon's egress policy (nil:
+// none), which the run's "egress" member may only narrow.
+func validateRunEgress(raw []byte, cfg protocol.Limits, daemon *egress.Policy) (protocol.RunParams, error) {
 	var p protocol.RunParams
 	ms, err := wireguard.Members(raw, wireguard.Strict) // the one validating scan
 	if err != nil {
@@ -36,6 +44,9 @@ func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
 		return p, err
 	}
 	if p.Limits, err = optionalLimits(ms, cfg); err != nil {
+		return p, err
+	}
+	if p.Egress, err = optionalEgress(ms, daemon); err != nil {
 		return p, err
 	}
 	if m, ok := wireguard.Last(ms, "stream"); ok {
@@ -83,6 +94,24 @@ func optionalLimits(ms []wireguard.Member, cfg protocol.Limits) (protocol.Limits
 		return protocol.Limits{}, nil
 	}
 	return validateLimits(m.Value, cfg)
+}
+
+// optionalEgress validates "egress" when present and not null: a narrowing
+// of the daemon's policy (docs/containment.md §6). Its result is nil or a
+// *egress.Policy.
+func optionalEgress(ms []wireguard.Member, daemon *egress.Policy) (protocol.EgressPolicy, error) {
+	m, ok := wireguard.Last(ms, "egress")
+	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
+		return nil, nil
+	}
+	if daemon == nil {
+		return nil, reject("egress: the daemon has no egress policy (CODERUN_EGRESS), so a run has no egress to narrow")
+	}
+	own, err := daemon.Narrow(m.Value)
+	if err != nil {
+		return nil, reject(err.Error())
+	}
+	return own, nil
 }
 
 func validateBindings(ms []wireguard.Member) ([]protocol.Namespace, error) {

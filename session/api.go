@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
@@ -72,6 +73,11 @@ type Config struct {
 	MaxSessionsPerLane int
 	SessionIdle        time.Duration // 0: DefaultSessionIdle
 	SessionCPUSeconds  int64         // 0: DefaultSessionCPUSeconds
+	// Egress, when set, is the proxy every child is pointed at (its
+	// environment's HTTP_PROXY with a token of its own) and EgressPolicy the
+	// daemon's policy, a run's unless it narrows it (docs/containment.md §6).
+	Egress       *egress.Proxy
+	EgressPolicy *egress.Policy
 }
 
 // Session defaults for a Config that leaves them zero (the daemon's

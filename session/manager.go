@@ -231,7 +231,7 @@ func (m *Manager) takeWarm() *worker {
 
 // spawnWorker stages and starts a worker the way the configuration says.
 func (m *Manager) spawnWorker() (*worker, *protocol.RunError) {
-	return spawnWorker(m.cfg.Python, func() (*rundir.Dir, error) { return rundir.Make(m.cfg.TempDir) }, m.start)
+	return spawnWorker(m.cfg.Python, m.cfg.Egress, func() (*rundir.Dir, error) { return rundir.Make(m.cfg.TempDir) }, m.start)
 }
 
 // startFunc picks how children start: sandboxed, forked or spawned.

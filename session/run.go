@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
@@ -36,9 +37,13 @@ type Run struct {
 	// lateMarker is the outputs marker due to out/ files, set by settled
 	// before the result's gate opens and streamed just before the result.
 	lateMarker *protocol.OutputEvent
-	collected  collected  // out/ as read for this run (Run.collect)
-	lent       lendSlot   // a call's work lent to the fd-3 reader (lend.go)
-	disk       *diskWatch // a fresh run's directory measured (disk.go), from attach to settlement; under mu
+	collected  collected // out/ as read for this run (Run.collect)
+	lent       lendSlot  // a call's work lent to the fd-3 reader (lend.go)
+	// egressPolicy is the run's egress policy (nil with no proxy); egress
+	// its grant on the proxy while it has a child, under mu (egress.go).
+	egressPolicy *egress.Policy
+	egress       *egress.Grant
+	disk         *diskWatch // a fresh run's directory measured (disk.go), from attach to settlement; under mu
 }
 
 // newRun creates a run whose limits are base tightened by its own.
@@ -50,6 +55,7 @@ func newRun(m *Manager, base protocol.Limits, runID string, p protocol.RunParams
 		quiescent: make(chan struct{}),
 	}
 	r.out = newOutbox(r)
+	r.egressPolicy = runEgressPolicy(m.cfg, p)
 	r.sm = machine{
 		lim: lim, known: knownBindings(p.Bindings), program: p.Program,
 		grace: m.cfg.Grace, graceKill: !m.noGraceKill,
@@ -151,6 +157,7 @@ func (r *Run) settled(eff effects) {
 	r.mu.Lock()
 	r.disk.stop()
 	r.mu.Unlock()
+	r.closeEgress(eff.res)
 	r.completeResult(cmp.Or(w, eff.kept), eff.res) // a kept session child's out/ is this run's too
 	if w != nil {
 		w.closeFiles()
@@ -226,6 +233,7 @@ func (r *Run) failStart(fail *protocol.RunError) {
 // readers and the reaper watch.
 func (r *Run) attach(w *worker) {
 	wr := newFDWriter(w.conn, bootFrame(r.sm.lim, r.bindings), protocol.ReplyQueue)
+	r.openEgress(w)
 	mb := r.sm.lim.MaxDiskMb
 	r.mu.Lock()
 	eff := r.sm.step(event{kind: evAttach, w: w, wr: wr, softCPU: child.EffectiveSoftCPU(r.sm.lim.CPUSeconds)})

@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
+)
+
+// egressUpstreams are a plain HTTP and an HTTPS server on loopback (the
+// HTTPS certificate is httptest's, for example.com), and the daemon
+// environment whose policy allows them under test names.
+type egressUpstreams struct {
+	plain, secure *httptest.Server
+	caPEM         string
+	env           map[string]string
+}
+
+func newEgressUpstreams(t *testing.T, policy func(plainPort, securePort string) string) *egressUpstreams {
+	t.Helper()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/redirect":
+			http.Redirect(w, r, "http://refused.test:"+portOf(r.Host)+"/", http.StatusFound)
+		case "/big":
+			_, _ = io.WriteString(w, strings.Repeat("x", 1<<20))
+		default:
+			_, _ = io.WriteString(w, "upstream-ok "+r.Method)
+		}
+	})
+	u := &egressUpstreams{plain: httptest.NewServer(h), secure: httptest.NewTLSServer(h)}
+	t.Cleanup(u.plain.Close)
+	t.Cleanup(u.secure.Close)
+	u.caPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: u.secure.Certificate().Raw}))
+	path := filepath.Join(t.TempDir(), "egress.json")
+	if err := os.WriteFile(path, []byte(policy(portOf(u.plain.URL), portOf(u.secure.URL))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u.env = map[string]string{"CODERUN_EGRESS": path,
+		"CODERUN_EGRESS_HOSTS": "plain.test=127.0.0.1,example.com=127.0.0.1,refused.test=127.0.0.1,lo.test=127.0.0.1"}
+	return u
+}
+
+func portOf(hostport string) string { return hostport[strings.LastIndexByte(hostport, ':')+1:] }
+
+// egressResult is a run result with its egress audit.
+type egressResult struct {
+	Value  json.RawMessage `json:"value"`
+	Logs   []string        `json:"logs"`
+	Error  json.RawMessage `json:"error"`
+	Egress []struct {
+		Host   string `json:"host"`
+		Port   int    `json:"port"`
+		Method string `json:"method"`
+		Status int    `json:"status"`
+		Bytes  int64  `json:"bytes"`
+	} `json:"egress"`
+}
+
+func (d *daemon) egressRun(t *testing.T, params string) (egressResult, string) {
+	t.Helper()
+	m := d.call("run", params)
+	if m.Error != nil {
+		t.Fatalf("run refused: %+v", m.Error)
+	}
+	var r egressResult
+	if err := json.Unmarshal(m.Result, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r, string(m.Result)
+}
+
+// fetchProgram is a program that GETs each URL with urllib (the run's
+// HTTP_PROXY/HTTPS_PROXY, a CA file for https) and returns, per URL, the
+// status and the body's start.
+const fetchProgram = `import json, ssl, urllib.request, urllib.error
+ctx = ssl.create_default_context(cafile="ca.pem")
+out = []
+for u in URLS:
+    try:
+        with urllib.request.urlopen(u, context=ctx, timeout=30) as r:
+            out.append([r.status, r.read().decode()[:200]])
+    except urllib.error.HTTPError as e:
+        out.append([e.code, e.read().decode()[:300]])
+    except Exception as e:
+        out.append([0, type(e).__name__ + ": " + str(e)[:300]])
+return out
+`
+
+func fetchParams(t *testing.T, caPEM string, urls ...string) string {
+	t.Helper()
+	list, _ := json.Marshal(urls)
+	prog, _ := json.Marshal("URLS = " + string(list) + "\n" + fetchProgram)
+	ca, _ := json.Marshal(caPEM)
+	return `{"program":` + string(prog) + `,"files":[{"path":"ca.pem","text":` + string(ca) + `}]}`
+}
+
+// TestC808EgressProcessTier: in tier process a run's urllib reaches the
+// allowed upstreams through the daemon's proxy over HTTP and HTTPS; a host
+// the policy does not allow, and a redirect to it, answer 403 naming the
+// policy; result.egress lists each request without its path or query.
+func TestC808EgressProcessTier(t *testing.T) {
+	onlyInTier(t, "process")
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, secure string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true},
+			{"host": "example.com", "ports": [` + secure + `], "private": true}]}`
+	})
+	d := started(t, u.env)
+	pp, sp := portOf(u.plain.URL), portOf(u.secure.URL)
+	r, raw := d.egressRun(t, fetchParams(t, u.caPEM,
+		"http://plain.test:"+pp+"/a?token=SECRET-QUERY",
+		"https://example.com:"+sp+"/b",
+		"http://refused.test:"+pp+"/",
+		"http://plain.test:"+pp+"/redirect",
+		"http://127.0.0.1:"+pp+"/"))
+	var got [][]any
+	if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 5 {
+		t.Fatalf("value %s (%v); result %s", r.Value, err, raw)
+	}
+	if got[0][0] != 200.0 || got[0][1] != "upstream-ok GET" || got[1][0] != 200.0 || got[1][1] != "upstream-ok GET" {
+		t.Errorf("allowed requests: %v", got[:2])
+	}
+	for i := 2; i < 5; i++ {
+		if got[i][0] != 403.0 || !strings.Contains(got[i][1].(string), "not allowed by the egress policy") {
+			t.Errorf("request %d: %v, want a 403 naming the egress policy", i, got[i])
+		}
+	}
+	if strings.Contains(raw, "SECRET-QUERY") || strings.Contains(raw, "/a") {
+		t.Errorf("the result shows a request's path or query: %s", raw)
+	}
+	hosts := []string{}
+	for _, e := range r.Egress {
+		hosts = append(hosts, e.Host+" "+e.Method+" "+strconvItoa(e.Status))
+	}
+	want := "plain.test GET 200|example.com CONNECT 200|refused.test GET 403|plain.test GET 302|refused.test GET 403|127.0.0.1 GET 403"
+	if strings.Join(hosts, "|") != want {
+		t.Errorf("result.egress %s, want %s", strings.Join(hosts, "|"), want)
+	}
+	if strings.Contains(d.stderr.String(), "SECRET-QUERY") {
+		t.Errorf("the daemon's log shows a request's query")
+	}
+}
+
+// TestC809EgressReported: initialize, bindings/describe and a run's
+// narrowing; a run's egress member beyond the daemon's policy is −32602
+// naming the entry.
+func TestC809EgressReported(t *testing.T) {
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": ["api.example.com", {"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	d := start(t, u.env)
+	m := d.call("initialize", `{}`)
+	var init struct {
+		Capabilities struct {
+			Egress *struct {
+				Allow    []string `json:"allow"`
+				Enforced bool     `json:"enforced"`
+				Note     string   `json:"note"`
+			} `json:"egress"`
+		} `json:"capabilities"`
+	}
+	if err := json.Unmarshal(m.Result, &init); err != nil || init.Capabilities.Egress == nil {
+		t.Fatalf("initialize %s: %v", m.Result, err)
+	}
+	e := init.Capabilities.Egress
+	if strings.Join(e.Allow, ",") != "api.example.com,plain.test:"+portOf(u.plain.URL)+" (private)" || e.Enforced != (suiteTier == "sandbox") || e.Note == "" {
+		t.Errorf("capabilities.egress %+v", e)
+	}
+	desc := d.call("bindings/describe", `{"bindings":[]}`)
+	if !strings.Contains(string(desc.Result), "# Egress: HTTP(S) through HTTP_PROXY/HTTPS_PROXY to api.example.com, plain.test:") {
+		t.Errorf("describe header: %s", desc.Result)
+	}
+	refused := d.call("run", `{"program":"1","egress":["api.example.com","other.example.com"]}`)
+	if refused.Error == nil || refused.Error.Code != -32602 || refused.Error.Message != "egress[1] (other.example.com) is not within the daemon's egress policy" {
+		t.Errorf("a widening egress: %+v", refused.Error)
+	}
+	if suiteTier != "process" {
+		return
+	}
+	// Narrowed to api.example.com only: plain.test is refused for this run.
+	r, raw := d.egressRun(t, strings.Replace(fetchParams(t, u.caPEM, "http://plain.test:"+portOf(u.plain.URL)+"/"),
+		`{"program":`, `{"egress":["api.example.com"],"program":`, 1))
+	if !strings.Contains(string(r.Value), "403") || !strings.Contains(string(r.Value), "allowed: api.example.com)") {
+		t.Errorf("narrowed run: %s", raw)
+	}
+}
