@@ -102,17 +102,23 @@ func fetchParams(t *testing.T, caPEM string, urls ...string) string {
 	return `{"program":` + string(prog) + `,"files":[{"path":"ca.pem","text":` + string(ca) + `}]}`
 }
 
-// TestC808EgressProcessTier: in tier process a run's urllib reaches the
-// allowed upstreams through the daemon's proxy over HTTP and HTTPS; a host
+// TestC808Egress: in either tier a run's urllib reaches the allowed
+// upstreams through the daemon's proxy over HTTP and HTTPS; a host
 // the policy does not allow, and a redirect to it, answer 403 naming the
 // policy; result.egress lists each request without its path or query.
-func TestC808EgressProcessTier(t *testing.T) {
-	onlyInTier(t, "process")
+func TestC808Egress(t *testing.T) {
+	for _, mode := range []string{"fork", "spawn"} {
+		t.Run(mode, func(t *testing.T) { testEgress(t, mode) })
+	}
+}
+
+func testEgress(t *testing.T, mode string) {
 	leakcheck.Check(t)
 	u := newEgressUpstreams(t, func(plain, secure string) string {
 		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true},
 			{"host": "example.com", "ports": [` + secure + `], "private": true}]}`
 	})
+	u.env["CODERUN_START_MODE"] = mode
 	d := started(t, u.env)
 	pp, sp := portOf(u.plain.URL), portOf(u.secure.URL)
 	r, raw := d.egressRun(t, fetchParams(t, u.caPEM,
@@ -183,13 +189,47 @@ func TestC809EgressReported(t *testing.T) {
 	if refused.Error == nil || refused.Error.Code != -32602 || refused.Error.Message != "egress[1] (other.example.com) is not within the daemon's egress policy" {
 		t.Errorf("a widening egress: %+v", refused.Error)
 	}
-	if suiteTier != "process" {
-		return
-	}
 	// Narrowed to api.example.com only: plain.test is refused for this run.
 	r, raw := d.egressRun(t, strings.Replace(fetchParams(t, u.caPEM, "http://plain.test:"+portOf(u.plain.URL)+"/"),
 		`{"program":`, `{"egress":["api.example.com"],"program":`, 1))
 	if !strings.Contains(string(r.Value), "403") || !strings.Contains(string(r.Value), "allowed: api.example.com)") {
 		t.Errorf("narrowed run: %s", raw)
+	}
+}
+
+// TestC810EgressBypass: a program that connects around the proxy. In tier
+// sandbox the run's network namespace reaches nothing but the proxy: a
+// direct connection to the allowed upstream fails, and the proxy's own
+// port answers only proxy requests. In tier process the proxy is offered,
+// not enforced (capabilities.egress.enforced is false, C809).
+func TestC810EgressBypass(t *testing.T) {
+	onlyInTier(t, "sandbox")
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	d := started(t, u.env)
+	prog, _ := json.Marshal(`import socket, os
+out = []
+for host, port in [("127.0.0.1", ` + portOf(u.plain.URL) + `), ("1.1.1.1", 80), ("::1", ` + portOf(u.plain.URL) + `)]:
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+        out.append("connected")
+    except OSError as e:
+        out.append(type(e).__name__)
+out.append(os.environ["HTTP_PROXY"].split("@")[1])
+return out`)
+	r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
+	var got []string
+	if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 4 {
+		t.Fatalf("result %s", raw)
+	}
+	for i, g := range got[:3] {
+		if g == "connected" {
+			t.Errorf("direct connection %d went through: %v", i, got)
+		}
+	}
+	if got[3] != "127.0.0.1:3128" {
+		t.Errorf("HTTP_PROXY points at %s", got[3])
 	}
 }

@@ -86,6 +86,12 @@ func Listen(opts Options) (*Proxy, error) {
 // Addr is the proxy's listening address.
 func (p *Proxy) Addr() netip.AddrPort { return p.self }
 
+// Serve serves proxy requests from ln too (a listener inside a run's
+// network namespace) until ln or the proxy is closed.
+func (p *Proxy) Serve(ln net.Listener) {
+	go func() { _ = p.srv.Serve(ln) }()
+}
+
 // Close stops the proxy and every connection it serves.
 func (p *Proxy) Close() error { return p.srv.Close() }
 
@@ -97,9 +103,10 @@ func NewToken() string {
 }
 
 // Env is the environment that points a child's HTTP clients (urllib,
-// requests, httpx, pip) at the proxy with token as its credentials.
-func (p *Proxy) Env(token string) []string {
-	u := "http://" + user + ":" + token + "@" + p.self.String()
+// requests, httpx, pip) at the proxy, reached at at (Addr, or a listener
+// of Serve as the child sees it), with token as its credentials.
+func Env(token string, at netip.AddrPort) []string {
+	u := "http://" + user + ":" + token + "@" + at.String()
 	return []string{"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "http_proxy=" + u, "https_proxy=" + u,
 		"NO_PROXY=", "no_proxy="}
 }

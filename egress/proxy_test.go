@@ -33,6 +33,7 @@ func newHarness(t *testing.T, policy string, b Budget, hosts map[string]netip.Ad
 		t.Fatal(err)
 	}
 	token := NewToken()
+	_ = Env(token, p.Addr())
 	g := p.Open(token, "r1", pol, b)
 	proxyURL := &url.URL{Scheme: "http", User: url.UserPassword(user, token), Host: p.Addr().String()}
 	tr := &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: roots}

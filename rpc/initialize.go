@@ -121,7 +121,7 @@ func egressCapability(c Daemon) *egressInfo {
 // (initialize, --check).
 func EgressNote(isolation string) string {
 	if isolation == "sandbox" {
-		return "HTTP(S) through the daemon's proxy (HTTP_PROXY, HTTPS_PROXY) to the allowed hosts only; the run's network namespace reaches nothing else"
+		return "HTTP(S) through the daemon's proxy (HTTP_PROXY, HTTPS_PROXY) to the allowed hosts only; the run's network namespace reaches nothing else (a daemon that is not root cannot place the proxy there: its runs have no egress)"
 	}
 	return "tier process: HTTP(S) clients are pointed at the daemon's proxy (HTTP_PROXY, HTTPS_PROXY), but a program can bypass it: the policy is not enforced"
 }

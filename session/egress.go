@@ -1,9 +1,57 @@
 package session
 
 import (
+	"log/slog"
+	"net"
+	"net/netip"
+
+	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
+
+// childEgress is how the Manager's children reach the egress proxy: in
+// tier process at its loopback address; in tier sandbox, where a run's
+// network namespace has nothing else, at 127.0.0.1:sandbox.ProxyPort inside
+// it, a listener the daemon makes there for each child.
+type childEgress struct {
+	proxy *egress.Proxy
+	netns bool
+	log   *slog.Logger
+}
+
+// inNamespace is the proxy's address as a sandboxed child sees it.
+var inNamespace = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), sandbox.ProxyPort)
+
+// env is a child's proxy environment for token.
+func (e *childEgress) env(token string) []string {
+	if e.netns {
+		return egress.Env(token, inNamespace)
+	}
+	return egress.Env(token, e.proxy.Addr())
+}
+
+// reach, in tier sandbox, makes the proxy's listener inside w's network
+// namespace before w can run a program. A failure is logged: the child
+// then has no egress (its connections are refused), never more.
+func (e *childEgress) reach(w *worker) {
+	if e == nil || !e.netns {
+		return
+	}
+	f, err := sandbox.ListenInNetwork(w.proc.Pid)
+	if err != nil {
+		e.log.Warn("egress: the proxy cannot listen in the run's network namespace; the run has no egress", "err", err)
+		return
+	}
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		e.log.Warn("egress: the proxy cannot listen in the run's network namespace; the run has no egress", "err", err)
+		return
+	}
+	w.egressLn = ln
+	e.proxy.Serve(ln)
+}
 
 // runEgressPolicy is a run's egress policy: its own narrowing (validated by
 // rpc against the daemon's), else the daemon's; nil without a proxy.

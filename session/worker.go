@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -33,6 +34,9 @@ type worker struct {
 	// egressToken is the child's egress proxy credentials ("": none, its
 	// requests are refused): each run on it opens a grant with it.
 	egressToken string
+	// egressLn is the proxy's listener inside the child's network namespace
+	// (tier sandbox), closed with the child's descriptors.
+	egressLn net.Listener
 
 	exited     chan struct{} // closed once reaped
 	writerDone chan struct{} // closed once the run's fd-3 writer for this child has returned
@@ -126,7 +130,7 @@ func pathless(err error) string {
 
 // spawnWorker stages and starts one child (docs/child-protocol.md §4.3 steps 1–3). Failures are the
 // run's worker-exit; nothing is left behind.
-func spawnWorker(python string, ep *egress.Proxy, mk dirMaker, start startFunc) (*worker, *protocol.RunError) {
+func spawnWorker(python string, eg *childEgress, mk dirMaker, start startFunc) (*worker, *protocol.RunError) {
 	wd, err := stageDir(mk)
 	if err != nil {
 		return nil, workerExit(msgStaging + pathless(err))
@@ -139,9 +143,9 @@ func spawnWorker(python string, ep *egress.Proxy, mk dirMaker, start startFunc) 
 		Dir:  dir,
 	}
 	var token string
-	if ep != nil {
+	if eg != nil {
 		token = egress.NewToken()
-		spec.Env = append(spec.Env, ep.Env(token)...)
+		spec.Env = append(spec.Env, eg.env(token)...)
 	}
 	if err := resetOut(wd); err != nil {
 		dropDir(wd, nil)
@@ -155,6 +159,7 @@ func spawnWorker(python string, ep *egress.Proxy, mk dirMaker, start startFunc) 
 	w := newWorker(wd, proc)
 	w.conn, w.stdout, w.stderr = proc.Conn, proc.Stdout, proc.Stderr
 	w.egressToken = token
+	eg.reach(w)
 	go w.reap()
 	return w, nil
 }
@@ -194,6 +199,9 @@ func (w *worker) closeFiles() {
 			if f != nil {
 				f.Close()
 			}
+		}
+		if w.egressLn != nil {
+			w.egressLn.Close()
 		}
 	})
 }
