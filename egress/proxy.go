@@ -13,12 +13,14 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"golang.org/x/net/netutil"
 )
 
 // Resolver resolves the names the proxy dials (net.DefaultResolver).
@@ -86,10 +88,16 @@ func Listen(opts Options) (*Proxy, error) {
 // Addr is the proxy's listening address.
 func (p *Proxy) Addr() netip.AddrPort { return p.self }
 
+// MaxConnsPerListener bounds the connections the proxy holds open for one
+// child's listener (Serve): each costs the daemon a descriptor, and a
+// tunnel two; more wait in the namespace's accept queue.
+const MaxConnsPerListener = 64
+
 // Serve serves proxy requests from ln too (a listener inside a run's
-// network namespace) until ln or the proxy is closed.
+// network namespace), at most MaxConnsPerListener at once, until ln or the
+// proxy is closed.
 func (p *Proxy) Serve(ln net.Listener) {
-	go func() { _ = p.srv.Serve(ln) }()
+	go func() { _ = p.srv.Serve(netutil.LimitListener(ln, MaxConnsPerListener)) }()
 }
 
 // Close stops the proxy and every connection it serves.
@@ -213,7 +221,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	t, msg := g.admit(r)
 	if msg != "" {
-		g.record(t, r.Method, http.StatusForbidden, 0, start)
+		g.record(t, recordedMethod(r.Method), http.StatusForbidden, 0, start)
 		refuse(w, http.StatusForbidden, msg)
 		return
 	}
@@ -225,8 +233,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = &meteredBody{ReadCloser: r.Body, g: g}
 	}
-	g.rp.ServeHTTP(sw, r.WithContext(context.WithValue(g.ctx, targetKey{}, t)))
-	g.record(t, r.Method, sw.status(), sw.n, start)
+	// The request's own context (the server's, so an upstream failing
+	// mid-body aborts the client's response) ends with the grant too.
+	ctx, cancel := context.WithCancel(context.WithValue(r.Context(), targetKey{}, t))
+	stop := context.AfterFunc(g.ctx, cancel)
+	defer func() {
+		stop()
+		cancel()
+		g.record(t, r.Method, sw.status(), sw.n, start)
+	}()
+	g.rp.ServeHTTP(sw, r.WithContext(ctx))
 }
 
 // target is a request's destination once admitted.
@@ -242,6 +258,9 @@ type targetKey struct{}
 // the refusal's text (naming the policy, never the request's path).
 func (g *Grant) admit(r *http.Request) (target, string) {
 	var t target
+	if recordedMethod(r.Method) != r.Method {
+		return t, "egress refused: the proxy forwards " + strings.Join(proxiedMethods, ", ") + " only"
+	}
 	hostport, defPort := r.Host, "443"
 	if r.Method != http.MethodConnect {
 		if r.URL.Scheme != "http" || r.URL.Host == "" {
@@ -534,6 +553,18 @@ func (g *Grant) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		}
 	}
 	refuse(w, http.StatusBadGateway, msg)
+}
+
+// proxiedMethods are the methods the proxy forwards (a rule's methods and
+// CONNECT): anything else is refused and recorded as "OTHER", so a
+// program cannot fill its audit with long method names.
+var proxiedMethods = append(slices.Clone(knownMethods), http.MethodConnect)
+
+func recordedMethod(m string) string {
+	if slices.Contains(proxiedMethods, m) {
+		return m
+	}
+	return "OTHER"
 }
 
 // maxEntries bounds a run's audit beyond its request budget (refusals past

@@ -2,7 +2,10 @@ package egress
 
 import (
 	"crypto/tls"
+	"encoding/base64"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -205,3 +208,70 @@ func TestC805NoToken(t *testing.T) {
 type protocolEntry = protocol.EgressEntry
 
 func waitABit() { time.Sleep(time.Millisecond) }
+
+// TestC807Hostile: what a program can put in a request does not pass the
+// proxy: its credentials never reach the upstream, a Host header cannot
+// redirect an absolute URL, a method outside the list is refused and
+// recorded as OTHER, and a slow upstream's response ends when the run's
+// grant is closed.
+func TestC807Hostile(t *testing.T) {
+	leakcheck.Check(t)
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			w.WriteHeader(200)
+			w.(http.Flusher).Flush()
+			started <- struct{}{}
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		_, _ = io.WriteString(w, "host="+r.Host+" auth="+r.Header.Get("Proxy-Authorization"))
+	}))
+	defer up.Close()
+	defer close(release)
+	p := port(up)
+	h := newHarness(t, `{"allow": [{"host": "plain.test", "ports": [`+p+`], "private": true}]}`,
+		Budget{}, map[string]netip.Addr{"plain.test": netip.MustParseAddr("127.0.0.1")}, nil)
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+h.g.token))
+	raw := func(req string) string {
+		c, err := net.Dial("tcp", h.p.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, req)
+		b, _ := io.ReadAll(c)
+		return string(b)
+	}
+	got := raw("GET http://plain.test:" + p + "/ HTTP/1.1\r\nHost: evil.test\r\nProxy-Authorization: " + auth + "\r\nConnection: close\r\n\r\n")
+	if !strings.Contains(got, "host=plain.test:"+p+" auth=\n") && !strings.HasSuffix(got, "host=plain.test:"+p+" auth=") {
+		t.Errorf("upstream saw: %q", got)
+	}
+	if got := raw("SMUGGLEDMETHODNAME http://plain.test:" + p + "/ HTTP/1.1\r\nHost: plain.test\r\nProxy-Authorization: " + auth + "\r\nConnection: close\r\n\r\n"); !strings.Contains(got, "403 Forbidden") {
+		t.Errorf("odd method: %q", got)
+	}
+	entries := waitEntries(t, h.g, 2)
+	if entries[1].Method != "OTHER" {
+		t.Errorf("odd method recorded as %q", entries[1].Method)
+	}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := h.client.Get("http://plain.test:" + p + "/slow")
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil && resp.StatusCode != http.StatusOK {
+				err = errors.New(resp.Status) // ended before its headers: the proxy's 502
+			}
+		}
+		done <- err
+	}()
+	<-started
+	h.g.Close()
+	if err := <-done; err == nil {
+		t.Errorf("the slow response ended cleanly (200, whole body) after the grant closed")
+	}
+}

@@ -47,7 +47,7 @@ var allowed = map[string][]string{
 	// Service mode: listeners (capped by x/net's limit listener), auth, per-connection servers, admin, metrics.
 	"serve": {"rpc", "session", "protocol", "tracing", "github.com/gorilla/websocket", "github.com/prometheus/client_golang", "golang.org/x/net/netutil"},
 	// Egress: the policy and the forward proxy that enforces it.
-	"egress": {"protocol"},
+	"egress": {"protocol", "golang.org/x/net/netutil"},
 	// OpenTelemetry spans for runs, child starts and binding calls.
 	"tracing": {"rpc", "session", "protocol", "go.opentelemetry.io/otel"},
 }
