@@ -233,3 +233,50 @@ return out`)
 		t.Errorf("HTTP_PROXY points at %s", got[3])
 	}
 }
+
+// TestC811EgressBudgets: limits.maxEgressRequests and maxEgressBytes bound
+// a run's egress (refused requests count); an oversized body is cut.
+func TestC811EgressBudgets(t *testing.T) {
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	d := started(t, u.env)
+	base := "http://plain.test:" + portOf(u.plain.URL)
+	params := strings.Replace(fetchParams(t, u.caPEM, base+"/big", base+"/", base+"/", base+"/"),
+		`{"program":`, `{"limits":{"maxEgressRequests":3,"maxEgressBytes":4096},"program":`, 1)
+	r, raw := d.egressRun(t, params)
+	var got [][]any
+	if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 4 {
+		t.Fatalf("result %s", raw)
+	}
+	if strings.Contains(raw, `"bytes":1048576`) {
+		t.Errorf("the whole 1 MiB body passed a 4096-byte budget: %s", raw)
+	}
+	if got[3][0] != 403.0 || !strings.Contains(got[3][1].(string), "maxEgressRequests") {
+		t.Errorf("fourth request: %v", got[3])
+	}
+	refused := d.call("run", `{"program":"1","limits":{"maxEgressBytes":1099511627777}}`)
+	if refused.Error == nil || refused.Error.Code != -32602 || !strings.Contains(refused.Error.Message, "limits.maxEgressBytes") {
+		t.Errorf("a budget above the configured one: %+v", refused.Error)
+	}
+}
+
+// TestC812EgressSession: a persistent session's runs go through the proxy
+// under each run's own grant and audit.
+func TestC812EgressSession(t *testing.T) {
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	d := started(t, u.env)
+	sid := d.open(`{}`)
+	for i := range 2 {
+		params := strings.Replace(fetchParams(t, u.caPEM, "http://plain.test:"+portOf(u.plain.URL)+"/"),
+			`{"program":`, `{"sessionId":"`+sid+`","program":`, 1)
+		r, raw := d.egressRun(t, params)
+		if !strings.Contains(string(r.Value), "upstream-ok GET") || len(r.Egress) != 1 || r.Egress[0].Status != 200 {
+			t.Errorf("session run %d: %s", i, raw)
+		}
+	}
+}
