@@ -280,3 +280,20 @@ func TestC812EgressSession(t *testing.T) {
 		}
 	}
 }
+
+// TestC813EgressMetrics: serve's /metrics counts settled runs' egress
+// requests, forwarded and refused, and their bytes.
+func TestC813EgressMetrics(t *testing.T) {
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	s := startService(t, u.env, sockPath(t))
+	p := s.dial("").initialize()
+	m := p.call("run", fetchParams(t, u.caPEM, "http://plain.test:"+portOf(u.plain.URL)+"/", "http://refused.test:"+portOf(u.plain.URL)+"/"))
+	if m.Error != nil {
+		t.Fatalf("run: %+v", m.Error)
+	}
+	s.waitMetric(`coderun_egress_requests_total{result="forwarded"}`, 1)
+	s.waitMetric(`coderun_egress_requests_total{result="refused"}`, 1)
+	s.waitMetric(`coderun_egress_bytes_total`, float64(len("upstream-ok GET")))
+}
