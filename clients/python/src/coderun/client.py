@@ -30,7 +30,7 @@ from .errors import (
 from ._outputs import Files, OutputEvent, build_files, parse_output
 from .session import Session, SessionClosedCallback, SessionOpener, fire, subscribe
 from .typed import Binding, resolve
-from .types import Limits, LogEvent, RunResult, SessionClosed, parse_run_result
+from .types import EgressRule, Limits, LogEvent, RunResult, SessionClosed, parse_run_result
 
 __all__ = [
     "Client", "RunHandle", "BindingFunction", "LogCallback", "OutputCallback", "Session",
@@ -457,6 +457,7 @@ class Client:
         files: Optional[Files] = None,
         on_output: Optional[OutputCallback] = None,
         session_id: Optional[str] = None,
+        egress: Optional[Sequence[EgressRule]] = None,
     ) -> RunResult:
         """Run ``program`` and return its :class:`RunResult` (failures are results).
 
@@ -469,6 +470,8 @@ class Client:
         program starts; the result's ``outputs`` and ``files`` carry what it displayed and left
         under ``out/``; ``on_output`` receives each output as it is displayed.
         ``session_id`` runs it in that session (prefer :meth:`Session.run`).
+        ``egress`` narrows the daemon's egress policy for this run (entries within it; ``[]``:
+        none); the result's ``egress`` lists the requests made through the proxy.
 
         Raises :class:`InvalidParams` (refused params), :class:`QueueFull`,
         :class:`ConnectionLost`, TypeError/ValueError for misuse, :class:`RequestTooLarge`,
@@ -485,6 +488,7 @@ class Client:
             on_output=on_output,
             session_id=session_id,
             traceparent=traceparent,
+            egress=egress,
         )
         try:
             return await handle.result()
@@ -514,6 +518,7 @@ class Client:
         files: Optional[Files] = None,
         on_output: Optional[OutputCallback] = None,
         session_id: Optional[str] = None,
+        egress: Optional[Sequence[EgressRule]] = None,
     ) -> RunHandle:
         """Send a ``run`` request (in session ``session_id`` when given) and return its
         :class:`RunHandle` without waiting for it.
@@ -533,6 +538,10 @@ class Client:
         params = P.build_run_params(program, _declarations(table), classes, limits, want_stream, entries, session_id)
         if traceparent is not None:
             params["traceparent"] = traceparent
+        if egress is not None:
+            if isinstance(egress, (str, bytes)) or not isinstance(egress, Sequence):
+                raise TypeError("egress must be a list of entries")
+            params["egress"] = [e if isinstance(e, str) else dict(e) for e in egress]
         body = P.build_request(rid, P.METHOD_RUN, params)  # LossyValueError / RequestTooLarge
         state = _RunState(rid, _handlers(table), on_log, on_output)
         self._runs[rid] = state
