@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"archive/zip"
+	"bytes"
 	"encoding/json"
 	"encoding/pem"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -296,4 +299,83 @@ func TestC813EgressMetrics(t *testing.T) {
 	s.waitMetric(`coderun_egress_requests_total{result="forwarded"}`, 1)
 	s.waitMetric(`coderun_egress_requests_total{result="refused"}`, 1)
 	s.waitMetric(`coderun_egress_bytes_total`, float64(len("upstream-ok GET")))
+}
+
+// toyWheel is a minimal wheel of package egresstoy (VALUE = 42).
+func toyWheel(t *testing.T) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	z := zip.NewWriter(&b)
+	files := [][2]string{
+		{"egresstoy/__init__.py", "VALUE = 42\n"},
+		{"egresstoy-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: egresstoy\nVersion: 1.0\n"},
+		{"egresstoy-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: e2e\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+		{"egresstoy-1.0.dist-info/RECORD", "egresstoy/__init__.py,,\negresstoy-1.0.dist-info/METADATA,,\negresstoy-1.0.dist-info/WHEEL,,\negresstoy-1.0.dist-info/RECORD,,\n"},
+	}
+	for _, f := range files {
+		w, err := z.Create(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(w, f[1])
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestC816EgressPipAndHttpx: pip downloads a package from an allowed index
+// through the proxy (with shutil.copymode a no-op: tier sandbox refuses
+// chmod, docs/containment.md §3), and httpx (the project venv's interpreter) makes an
+// HTTPS request through it, unchanged.
+func TestC816EgressPipAndHttpx(t *testing.T) {
+	leakcheck.Check(t)
+	wheel := toyWheel(t)
+	index := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/simple/egresstoy/":
+			_, _ = io.WriteString(w, `<html><body><a href="/files/egresstoy-1.0-py3-none-any.whl">egresstoy-1.0-py3-none-any.whl</a></body></html>`)
+		case "/files/egresstoy-1.0-py3-none-any.whl":
+			_, _ = w.Write(wheel)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer index.Close()
+	u := newEgressUpstreams(t, func(_, secure string) string {
+		return `{"allow": [{"host": "pypi.test", "ports": [` + portOf(index.URL) + `], "private": true},
+			{"host": "example.com", "ports": [` + secure + `], "private": true}]}`
+	})
+	u.env["CODERUN_EGRESS_HOSTS"] += ",pypi.test=127.0.0.1"
+	d := started(t, u.env)
+	pipProg, _ := json.Marshal(`import subprocess, sys
+# shutil.copymode is a no-op here: tier sandbox refuses chmod (docs/containment.md §3).
+shim = "import runpy, shutil, sys; shutil.copymode = lambda *a, **k: None; sys.argv[0] = 'pip'; runpy.run_module('pip', run_name='__main__')"
+p = subprocess.run([sys.executable, "-c", shim, "download", "--no-cache-dir", "--disable-pip-version-check",
+    "--no-input", "--no-deps", "-d", "pkgs", "--trusted-host", "pypi.test", "--index-url", "http://pypi.test:` + portOf(index.URL) + `/simple/", "egresstoy"],
+    capture_output=True, text=True, timeout=120)
+if p.returncode:
+    return p.stdout[-1500:] + p.stderr[-1500:]
+sys.path.insert(0, "pkgs/egresstoy-1.0-py3-none-any.whl")  # a pure wheel imports as a zip
+import egresstoy
+return egresstoy.VALUE`)
+	r, raw := d.egressRun(t, `{"program":`+string(pipProg)+`,"limits":{"maxWallMs":180000}}`)
+	if string(r.Value) != "42" {
+		t.Fatalf("pip through the proxy: %s", raw)
+	}
+	venvPython, err := filepath.Abs("../.venv/bin/python")
+	if err != nil || exec.Command(venvPython, "-c", "import httpx").Run() != nil {
+		t.Skipf("no httpx in the project's venv (%s)", venvPython)
+	}
+	u.env["CODERUN_PYTHON_BIN"] = venvPython
+	d = started(t, u.env)
+	httpxProg, _ := json.Marshal(`import ssl, httpx
+r = httpx.get("https://example.com:` + portOf(u.secure.URL) + `/h", verify=ssl.create_default_context(cafile="ca.pem"), timeout=30)
+return [r.status_code, r.text]`)
+	ca, _ := json.Marshal(u.caPEM)
+	r, raw = d.egressRun(t, `{"program":`+string(httpxProg)+`,"files":[{"path":"ca.pem","text":`+string(ca)+`}]}`)
+	if string(r.Value) != `[200,"upstream-ok GET"]` {
+		t.Fatalf("httpx through the proxy: %s", raw)
+	}
 }
