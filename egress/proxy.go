@@ -81,7 +81,7 @@ func Listen(opts Options) (*Proxy, error) {
 	}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: readHeaderTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)}
-	go func() { _ = p.srv.Serve(ln) }()
+	p.Serve(ln)
 	return p, nil
 }
 
@@ -89,8 +89,9 @@ func Listen(opts Options) (*Proxy, error) {
 func (p *Proxy) Addr() netip.AddrPort { return p.self }
 
 // MaxConnsPerListener bounds the connections the proxy holds open for one
-// child's listener (Serve): each costs the daemon a descriptor, and a
-// tunnel two; more wait in the namespace's accept queue.
+// listener: a child's (Serve) or the loopback one every tier-process child
+// (and any local user) can reach. Each costs the daemon a descriptor, and a
+// tunnel two; more wait in the accept queue.
 const MaxConnsPerListener = 64
 
 // Serve serves proxy requests from ln too (a listener inside a run's
@@ -573,17 +574,22 @@ const maxEntries = 10000
 
 // record adds a request to the run's audit and the log: host, port,
 // method, status, bytes and milliseconds; never the path, query or headers.
+// Past the request budget (one refusal past it is kept) nothing more is
+// recorded or logged, so a program cannot flood the daemon's log.
 func (g *Grant) record(t target, method string, status int, n int64, start time.Time) {
 	ms := time.Since(start).Milliseconds()
-	g.p.log.Info("egress", "run", g.run, "host", t.host, "port", t.port, "method", method,
-		"status", status, "bytes", n, "ms", ms)
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.closed || len(g.entries) >= maxEntries || (g.budget.MaxRequests > 0 && int64(len(g.entries)) > g.budget.MaxRequests) {
-		return
+	keep := !g.closed && len(g.entries) < maxEntries &&
+		(g.budget.MaxRequests <= 0 || int64(len(g.entries)) <= g.budget.MaxRequests)
+	if keep {
+		g.entries = append(g.entries, protocol.EgressEntry{Host: t.host, Port: int(t.port), Method: method,
+			Status: status, Bytes: n, Ms: ms})
 	}
-	g.entries = append(g.entries, protocol.EgressEntry{Host: t.host, Port: int(t.port), Method: method,
-		Status: status, Bytes: n, Ms: ms})
+	g.mu.Unlock()
+	if keep {
+		g.p.log.Info("egress", "run", g.run, "host", t.host, "port", t.port, "method", method,
+			"status", status, "bytes", n, "ms", ms)
+	}
 }
 
 // refuse answers with status and a plain-text body a program (and the

@@ -5,12 +5,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -274,4 +276,49 @@ func TestC807Hostile(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Errorf("the slow response ended cleanly (200, whole body) after the grant closed")
 	}
+}
+
+// TestC817LogBounded: refusals past the request budget are neither audited
+// nor logged, so a program cannot flood the daemon's log.
+func TestC817LogBounded(t *testing.T) {
+	leakcheck.Check(t)
+	var logged strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))
+	pol, _, _ := Parse([]byte(`{"allow": []}`))
+	p, err := Listen(Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	token := NewToken()
+	g := p.Open(token, "r1", pol, Budget{MaxRequests: 2})
+	tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", User: url.UserPassword(user, token), Host: p.Addr().String()})}
+	defer tr.CloseIdleConnections()
+	for range 20 {
+		resp, err := (&http.Client{Transport: tr}).Get("http://refused.test/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	entries := g.Close()
+	mu.Lock()
+	lines := strings.Count(logged.String(), "msg=egress ")
+	mu.Unlock()
+	if len(entries) != 3 || lines != 3 {
+		t.Errorf("%d entries and %d log lines for 20 refusals under a budget of 2, want 3 and 3", len(entries), lines)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
