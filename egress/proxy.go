@@ -158,7 +158,7 @@ func (p *Proxy) Open(token, runID string, policy *Policy, b Budget) *Grant {
 		Rewrite:        func(pr *httputil.ProxyRequest) { pr.Out.Host = pr.In.Host },
 		Transport:      g.tr,
 		ModifyResponse: g.meterResponse,
-		ErrorHandler:   g.upstreamError,
+		ErrorHandler:   upstreamError,
 		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 	}
 	p.mu.Lock()
@@ -495,12 +495,20 @@ func (g *Grant) untrack(cs ...net.Conn) {
 // errBudget ends a body or tunnel that would pass limits.maxEgressBytes.
 var errBudget = errors.New("egress refused: the run's budget of egress bytes (limits.maxEgressBytes) is spent")
 
-// spend charges n bytes to the budget: false once it is spent.
-func (g *Grant) spend(n int) bool {
+// charge is a read of n bytes (and err) charged to the budget: errBudget
+// in its place once the budget is spent.
+func (g *Grant) charge(n int, err error) (int, error) {
+	if n <= 0 {
+		return n, err
+	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.bytes += int64(n)
-	return g.budget.MaxBytes <= 0 || g.bytes <= g.budget.MaxBytes
+	over := g.budget.MaxBytes > 0 && g.bytes > g.budget.MaxBytes
+	g.mu.Unlock()
+	if over {
+		return 0, errBudget
+	}
+	return n, err
 }
 
 type meteredReader struct {
@@ -508,26 +516,14 @@ type meteredReader struct {
 	g *Grant
 }
 
-func (m *meteredReader) Read(b []byte) (int, error) {
-	n, err := m.r.Read(b)
-	if n > 0 && !m.g.spend(n) {
-		return 0, errBudget
-	}
-	return n, err
-}
+func (m *meteredReader) Read(b []byte) (int, error) { return m.g.charge(m.r.Read(b)) }
 
 type meteredBody struct {
 	io.ReadCloser
 	g *Grant
 }
 
-func (m *meteredBody) Read(b []byte) (int, error) {
-	n, err := m.ReadCloser.Read(b)
-	if n > 0 && !m.g.spend(n) {
-		return 0, errBudget
-	}
-	return n, err
-}
+func (m *meteredBody) Read(b []byte) (int, error) { return m.g.charge(m.ReadCloser.Read(b)) }
 
 // meterResponse charges the response body to the budget.
 func (g *Grant) meterResponse(resp *http.Response) error {
@@ -536,22 +532,10 @@ func (g *Grant) meterResponse(resp *http.Response) error {
 }
 
 // upstreamError answers a forwarded request that failed upstream.
-func (g *Grant) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	msg := "egress: the upstream failed"
-	var ne *net.OpError
-	switch {
-	case errors.Is(err, errBudget):
+func upstreamError(w http.ResponseWriter, _ *http.Request, err error) {
+	msg := "egress refused or failed: " + err.Error() // the dial's reason: resolution, a refused address, a timeout
+	if errors.Is(err, errBudget) {
 		msg = errBudget.Error()
-	case errors.As(err, &ne) || strings.HasPrefix(err.Error(), "egress"):
-		msg = "egress: " + err.Error()
-	default:
-		if t, ok := r.Context().Value(targetKey{}).(target); ok {
-			if _, derr := g.p.resolve(r.Context(), t); derr != nil {
-				msg = "egress refused: " + derr.Error()
-			} else {
-				msg = "egress refused or failed: " + err.Error()
-			}
-		}
 	}
 	refuse(w, http.StatusBadGateway, msg)
 }
