@@ -9,12 +9,16 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
@@ -86,6 +90,12 @@ type Config struct {
 	// TraceContent: OpenTelemetry spans record program text and binding
 	// arguments (docs/service.md §7).
 	TraceContent bool
+	// EgressFile is CODERUN_EGRESS ("": no egress), Egress the policy read
+	// from it, EgressHosts the names its proxy resolves before DNS
+	// (docs/containment.md §6).
+	EgressFile  string
+	Egress      *egress.Policy
+	EgressHosts map[string]netip.Addr
 	// Misspelled are the CODERUN_* variables set that are not the table's
 	// but nearly spell one of its names: main warns of each, and --check
 	// fails on them.
@@ -149,6 +159,9 @@ func Load(opts Options) (*Config, error) {
 		return nil, err
 	}
 	if err := locateUV(c); err != nil {
+		return nil, err
+	}
+	if err := loadEgress(c); err != nil {
 		return nil, err
 	}
 	python := texts[VarPythonBin]
@@ -248,5 +261,24 @@ func checkTier(c *Config, texts map[string]string, featuresErr error) error {
 		c.Isolation = "sandbox"
 		c.IsolationReason = "auto: the kernel provides every sandbox feature (user namespaces, Landlock, seccomp …)"
 	}
+	return nil
+}
+
+// loadEgress reads the egress policy file, if any: an invalid one is one
+// error naming the file, the entry and the rule it breaks.
+func loadEgress(c *Config) error {
+	if c.EgressFile == "" {
+		return nil
+	}
+	p, err := egress.ParseFile(c.EgressFile)
+	if err != nil {
+		rule := err.Error()
+		var fe *egress.FileError
+		if errors.As(err, &fe) {
+			rule = strings.TrimPrefix(fe.Error(), fe.Path+": ") // the file is the value
+		}
+		return &Error{Var: VarEgress, Value: c.EgressFile, Rule: rule}
+	}
+	c.Egress = p
 	return nil
 }

@@ -405,6 +405,9 @@ func TestEveryVariableValidated(t *testing.T) {
 	bad[VarMaxUnauthenticated], bad[VarAuthTimeoutMs], bad[VarMaxUnsentBytes] = "0", "-5", "1099511627777"
 	bad[VarMaxUnsentTotal] = "0"
 	maps.Copy(bad, badPackageValues) // packages_test.go
+	// Egress (docs/containment.md §6).
+	maps.Copy(bad, map[string]string{VarEgress: "/nonexistent/egress.json", VarMaxEgressRequests: "0",
+		VarMaxEgressBytes: "1099511627777", VarEgressHosts: "a.test=999.1.1.1"})
 	if len(bad) != len(table) {
 		t.Errorf("%d bad values for %d variables", len(bad), len(table))
 	}
@@ -470,5 +473,27 @@ func TestMisspelled(t *testing.T) {
 	if line := (Misspelling{Name: "CODERUN_MAX_WALLMS", Closest: VarMaxWallMs}).Line(); line !=
 		"CODERUN_MAX_WALLMS is not a coderun-rpc variable and is ignored; did you mean CODERUN_MAX_WALL_MS?" {
 		t.Error(line)
+	}
+}
+
+// TestC806EgressPolicyFile: an invalid policy file is one line naming the
+// file, the entry and the rule; a valid one is the configuration's policy.
+func TestC806EgressPolicyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "egress.json")
+	if err := os.WriteFile(path, []byte(`{"allow": ["api.example.com", "*.com"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := load(t, map[string]string{VarEgress: path})
+	var ce *Error
+	want := `coderun-rpc: configuration error: CODERUN_EGRESS="` + path + `": allow[1]: a wildcard must be followed by at least two labels (*.example.com)`
+	if !errors.As(err, &ce) || ce.Line() != want {
+		t.Fatalf("got %v, want %s", err, want)
+	}
+	if err := os.WriteFile(path, []byte(`{"allow": ["api.example.com:8443"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := load(t, map[string]string{VarEgress: path, VarEgressHosts: "api.example.com=127.0.0.1"})
+	if err != nil || strings.Join(c.Egress.Entries(), ",") != "api.example.com:8443" || c.EgressHosts["api.example.com"].String() != "127.0.0.1" {
+		t.Fatalf("valid policy: %v %+v", err, c)
 	}
 }

@@ -2,11 +2,14 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
 
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
@@ -141,25 +144,56 @@ func (interpreterRule) summary() string {
 	return "path or bare name on PATH; CPython ≥ " + minPythonText
 }
 
-// fileRule is CODERUN_MCP_CONFIG's: empty (none) or a regular file's path;
-// main parses the file and reports what is wrong inside it.
-type fileRule struct{}
+// fileRule is CODERUN_MCP_CONFIG's and CODERUN_EGRESS's: empty (none) or a
+// regular file's path; what is wrong inside the file is reported by who
+// parses it. what names the file's kind.
+type fileRule struct{ what string }
 
-func (fileRule) parse(text string) (int64, error) {
+func (r fileRule) parse(text string) (int64, error) {
 	if text == "" {
 		return 0, nil
 	}
 	st, err := os.Stat(text)
 	if err != nil {
-		return 0, errors.New("must name a readable mcpServers JSON file: " + errors.Unwrap(err).Error())
+		return 0, errors.New("must name a readable " + r.what + ": " + errors.Unwrap(err).Error())
 	}
 	if !st.Mode().IsRegular() {
-		return 0, errors.New("must name a readable mcpServers JSON file, not a directory or device")
+		return 0, errors.New("must name a readable " + r.what + ", not a directory or device")
 	}
 	return 0, nil
 }
 
-func (fileRule) summary() string { return "path of an mcpServers JSON file, empty for none" }
+func (r fileRule) summary() string { return "path of an " + r.what + ", empty for none" }
+
+// hostsRule is CODERUN_EGRESS_HOSTS's: empty, or name=address pairs
+// separated by commas.
+type hostsRule struct{}
+
+func (hostsRule) parse(text string) (int64, error) {
+	_, err := parseHosts(text)
+	return 0, err
+}
+
+func (hostsRule) summary() string { return "name=address[,name=address…], empty for none" }
+
+// parseHosts reads CODERUN_EGRESS_HOSTS: names as the egress policy
+// compares them, addresses as IP literals.
+func parseHosts(text string) (map[string]netip.Addr, error) {
+	hosts := map[string]netip.Addr{}
+	if text == "" {
+		return hosts, nil
+	}
+	for pair := range strings.SplitSeq(text, ",") {
+		name, addr, ok := strings.Cut(pair, "=")
+		host, valid := egress.Normalize(name)
+		a, err := netip.ParseAddr(addr)
+		if !ok || !valid || err != nil || a.Zone() != "" {
+			return nil, fmt.Errorf("must be name=address pairs separated by commas; %q is not one", pair)
+		}
+		hosts[host] = a.Unmap()
+	}
+	return hosts, nil
+}
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 

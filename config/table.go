@@ -57,6 +57,15 @@ const (
 	VarMaxUnsentTotal     = "CODERUN_MAX_UNSENT_BYTES_TOTAL"
 )
 
+// Egress (docs/containment.md §6): the policy file, the budgets, and names
+// resolved before DNS (tests map names to loopback with it).
+const (
+	VarEgress            = "CODERUN_EGRESS"
+	VarMaxEgressRequests = "CODERUN_MAX_EGRESS_REQUESTS"
+	VarMaxEgressBytes    = "CODERUN_MAX_EGRESS_BYTES"
+	VarEgressHosts       = "CODERUN_EGRESS_HOSTS"
+)
+
 // variable is one row of the configuration table, the only description of
 // a variable: envconfig reads it by name (env.go), Load applies its default
 // and rule in table order and stores it, and Help prints it.
@@ -163,7 +172,7 @@ var coreRows = []variable{
 		}},
 	{name: VarMCPConfig, def: "none", note: " (docs/mcp.md); --mcp-config FILE overrides it",
 		defaultOf: func(*Config, Options) string { return "" },
-		rule:      fileRule{}, set: func(c *Config, text string, _ int64) { c.MCPConfig = text }},
+		rule:      fileRule{what: "mcpServers JSON file"}, set: func(c *Config, text string, _ int64) { c.MCPConfig = text }},
 	// Upstream MCP servers' bounds (docs/mcp.md §2.5).
 	{name: VarMaxUpstreamBytes, def: "16777216", note: "; bytes of upstream MCP tool results per run",
 		rule: positive(protocol.MaxUpstreamBytesCeiling, ""),
@@ -219,6 +228,19 @@ var coreRows = []variable{
 	{name: VarTraceContent, def: "0", note: "; 1: spans record program text and binding arguments",
 		rule: wordRule{words: []string{"0", "1"}, quoted: true},
 		set:  func(c *Config, text string, _ int64) { c.TraceContent = text == "1" }},
+	// Egress (docs/containment.md §6); Load parses the policy file.
+	{name: VarEgress, def: "none", note: "; allow-listed HTTP(S) through the daemon's proxy (none: no egress)",
+		defaultOf: func(*Config, Options) string { return "" },
+		rule:      fileRule{what: "egress policy JSON file"}, set: func(c *Config, text string, _ int64) { c.EgressFile = text }},
+	{name: VarMaxEgressRequests, def: "1000", note: "; requests through the egress proxy per run, refused ones included",
+		rule: positive(protocol.MaxEgressRequestsCeiling, ""),
+		set:  func(c *Config, _ string, n int64) { c.Limits.MaxEgressRequests = n }},
+	{name: VarMaxEgressBytes, def: "268435456", note: "; body and tunnel bytes through the egress proxy per run, both ways",
+		rule: positive(protocol.MaxEgressBytesCeiling, ""),
+		set:  func(c *Config, _ string, n int64) { c.Limits.MaxEgressBytes = n }},
+	{name: VarEgressHosts, def: "none", note: "; the egress proxy resolves these names to these addresses before DNS (tests)",
+		defaultOf: func(*Config, Options) string { return "" },
+		rule:      hostsRule{}, set: func(c *Config, text string, _ int64) { c.EgressHosts, _ = parseHosts(text) }},
 }
 
 // atMostConcurrency is the warm pool's cross rule; a default meets it.

@@ -17,6 +17,36 @@ type Limits struct {
 	// MaxUpstreamBytes bounds the bytes of upstream MCP tool results a run
 	// may receive, all its calls together (docs/mcp.md §2.5).
 	MaxUpstreamBytes int64 `json:"maxUpstreamBytes"`
+	// MaxEgressRequests and MaxEgressBytes bound a run's requests through
+	// the egress proxy (refused ones included) and the bytes of their bodies
+	// and tunnels, both ways (docs/containment.md §6).
+	MaxEgressRequests int64 `json:"maxEgressRequests"`
+	MaxEgressBytes    int64 `json:"maxEgressBytes"`
+}
+
+// Ceilings of the egress budgets.
+const (
+	MaxEgressRequestsCeiling = 1 << 20
+	MaxEgressBytesCeiling    = 1 << 40
+)
+
+// EgressEntry is one request a run made through the egress proxy
+// (result.egress): never its path, query or headers. Bytes are the
+// response body's for a forwarded request, a tunnel's both ways for
+// CONNECT.
+type EgressEntry struct {
+	Host   string `json:"host"`
+	Port   int    `json:"port"`
+	Method string `json:"method"`
+	Status int    `json:"status"`
+	Bytes  int64  `json:"bytes"`
+	Ms     int64  `json:"ms"`
+}
+
+// EgressPolicy is a run's own egress policy as validated against the
+// daemon's (package egress's *Policy); nil: the daemon's.
+type EgressPolicy interface {
+	Entries() []string
 }
 
 // MaxUpstreamBytesCeiling is the largest maxUpstreamBytes: 1 GiB, far beyond
@@ -75,6 +105,9 @@ type RunParams struct {
 	// Packages are the requirements the run imports, validated and in
 	// normal form (docs/packages.md); nil for none.
 	Packages []string
+	// Egress is the run's own egress policy, a narrowing of the daemon's
+	// (nil: the daemon's).
+	Egress EgressPolicy
 }
 
 // SessionParams are validated session/open params (docs/protocol.md §11.1):
@@ -133,6 +166,9 @@ type Result struct {
 	Files   []OutFile
 	// Session is set for a run in a persistent session.
 	Session *SessionInfo
+	// Egress is the run's requests through the egress proxy; nil when the
+	// daemon has no egress policy.
+	Egress []EgressEntry
 }
 
 // LogEvent is one run/log notification (docs/protocol.md §5).

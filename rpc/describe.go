@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
 	"github.com/coderun-rpc/coderun-rpc/typed"
@@ -30,7 +31,7 @@ func (s *Server) describe(id reqID, params []byte) {
 		return
 	}
 	text := renderedStubs.text(session.EffectiveLimits(cfg.Limits, p.limits), cfg.PythonVersion, stubNamespaces(p.nss))
-	s.w.frame(encodeDescribe(id.text, withPackages(text, p.packages, cfg.Packages)))
+	s.w.frame(encodeDescribe(id.text, withEgressLine(withPackages(text, p.packages, cfg.Packages), cfg.Egress)))
 }
 
 // withPackages adds to the stubs' header what the run may import besides
@@ -53,6 +54,24 @@ func withPackages(stubs string, asked []string, allow wheelset.AllowList) string
 	}
 	end := strings.Index(stubs, "\n\n") + 1 // the header is the first paragraph
 	return stubs[:end] + b.String() + stubs[end:]
+}
+
+// withEgressLine adds to the stubs' header the hosts a run may reach
+// through the egress proxy (the daemon's policy; nil: none, no line).
+func withEgressLine(stubs string, policy *egress.Policy) string {
+	if policy == nil {
+		return stubs
+	}
+	line := "# Egress: HTTP(S) through HTTP_PROXY/HTTPS_PROXY to " + strings.Join(policy.Entries(), ", ") +
+		" only (a refused host answers 403).\n"
+	if policy.Empty() {
+		line = "# Egress: none (the egress policy allows no host).\n"
+	}
+	end := strings.Index(stubs, "\n\n") // the header's end
+	if end < 0 {
+		return stubs + line
+	}
+	return stubs[:end+1] + line + stubs[end+1:]
 }
 
 // renderedStubs remembers the stubs of the last few distinct describe

@@ -116,7 +116,29 @@ func emitRunResult(r protocol.Result, put func([]byte)) {
 		}
 		b = append(b, '}')
 	}
+	if r.Egress != nil {
+		b = appendEgress(b, r.Egress)
+	}
 	put(append(b, '}'))
+}
+
+// appendEgress is result.egress: each request the run made through the
+// egress proxy (host, port, method, status, bytes, ms).
+func appendEgress(b []byte, entries []protocol.EgressEntry) []byte {
+	b = append(b, `,"egress":[`...)
+	for i, e := range entries {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(append(b, `{"host":`...), e.Host)
+		b = strconv.AppendInt(append(b, `,"port":`...), int64(e.Port), 10)
+		b = appendString(append(b, `,"method":`...), e.Method)
+		b = strconv.AppendInt(append(b, `,"status":`...), int64(e.Status), 10)
+		b = strconv.AppendInt(append(b, `,"bytes":`...), e.Bytes, 10)
+		b = strconv.AppendInt(append(b, `,"ms":`...), e.Ms, 10)
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }
 
 func appendRunError(b []byte, e *protocol.RunError) []byte {

@@ -24,6 +24,17 @@ type capabilities struct {
 	Limits          limitsInfo   `json:"limits"`
 	Python          pythonInfo   `json:"python"`
 	Sessions        sessionsInfo `json:"sessions"`
+	// Egress is present when the daemon has an egress policy.
+	Egress *egressInfo `json:"egress,omitempty"`
+}
+
+// egressInfo is capabilities.egress (docs/containment.md §6): what a run
+// may reach through the proxy, and whether the tier enforces that the
+// proxy is its only way out.
+type egressInfo struct {
+	Allow    []string `json:"allow"`
+	Enforced bool     `json:"enforced"`
+	Note     string   `json:"note"`
 }
 
 type sessionsInfo struct {
@@ -90,6 +101,27 @@ func (s *Server) initializeResult() initializeResult {
 			},
 			Python:   pythonInfo{Executable: c.Python, Version: c.PythonVersion},
 			Sessions: s.sessionsInfo(),
+			Egress:   egressCapability(c),
 		},
 	}
+}
+
+// egressCapability is capabilities.egress, nil without a policy. Only tier
+// sandbox can confine a program to the proxy.
+func egressCapability(c Daemon) *egressInfo {
+	if c.Egress == nil {
+		return nil
+	}
+	info := &egressInfo{Allow: c.Egress.Entries(), Enforced: c.Isolation == "sandbox"}
+	info.Note = EgressNote(c.Isolation)
+	return info
+}
+
+// EgressNote says how a tier holds a program to the egress policy
+// (initialize, --check).
+func EgressNote(isolation string) string {
+	if isolation == "sandbox" {
+		return "HTTP(S) through the daemon's proxy (HTTP_PROXY, HTTPS_PROXY) to the allowed hosts only; the run's network namespace reaches nothing else (a daemon that is not root cannot place the proxy there: its runs have no egress)"
+	}
+	return "tier process: HTTP(S) clients are pointed at the daemon's proxy (HTTP_PROXY, HTTPS_PROXY), but a program can bypass it: the policy is not enforced"
 }

@@ -24,7 +24,7 @@ func (s *Server) run(id reqID, params []byte) {
 		s.w.replyError(&id, protocol.CodeQueueFull, protocol.MsgQueueFull)
 		return
 	}
-	p, err := validateRun(params, s.opts.Daemon.Limits, s.opts.Daemon.Packages)
+	p, err := validateRunEgress(params, s.opts.Daemon.Limits, s.opts.Daemon.Packages, s.opts.Daemon.Egress)
 	if err == nil {
 		err = s.checkMCPServers(p.Bindings)
 	}

@@ -22,6 +22,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wheelset"
@@ -72,6 +73,9 @@ type Daemon struct {
 	// Packages is the allow-list of packages on demand (docs/packages.md);
 	// its zero value refuses every request for packages.
 	Packages wheelset.AllowList
+	// Egress is the daemon's egress policy (nil: no egress proxy, and a
+	// run's "egress" member is refused); a run may only narrow it.
+	Egress *egress.Policy
 }
 
 // Server is one JSON-RPC connection.

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/typed"
 	"github.com/coderun-rpc/coderun-rpc/wheelset"
@@ -20,8 +21,15 @@ func (e *paramsError) Error() string { return e.msg }
 func reject(msg string) error { return &paramsError{msg} }
 
 // validateRun checks run params in the order of docs/protocol.md §3.4 and
-// returns the first violation. raw is nil when params were absent.
+// returns the first violation. raw is nil when params were absent. A run's
+// "egress" is refused: validateRunEgress knows the daemon's policy.
 func validateRun(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (protocol.RunParams, error) {
+	return validateRunEgress(raw, cfg, allow, nil)
+}
+
+// validateRunEgress is validateRun with the daemon's egress policy (nil:
+// none), which the run's "egress" member may only narrow.
+func validateRunEgress(raw []byte, cfg protocol.Limits, allow wheelset.AllowList, daemon *egress.Policy) (protocol.RunParams, error) {
 	var p protocol.RunParams
 	ms, err := wireguard.Members(raw, wireguard.Strict) // the one validating scan
 	if err != nil {
@@ -37,6 +45,9 @@ func validateRun(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (pro
 		return p, err
 	}
 	if p.Limits, err = optionalLimits(ms, cfg); err != nil {
+		return p, err
+	}
+	if p.Egress, err = optionalEgress(ms, daemon); err != nil {
 		return p, err
 	}
 	if m, ok := wireguard.Last(ms, "stream"); ok {
@@ -100,6 +111,24 @@ func optionalLimits(ms []wireguard.Member, cfg protocol.Limits) (protocol.Limits
 		return protocol.Limits{}, nil
 	}
 	return validateLimits(m.Value, cfg)
+}
+
+// optionalEgress validates "egress" when present and not null: a narrowing
+// of the daemon's policy (docs/containment.md §6). Its result is nil or a
+// *egress.Policy.
+func optionalEgress(ms []wireguard.Member, daemon *egress.Policy) (protocol.EgressPolicy, error) {
+	m, ok := wireguard.Last(ms, "egress")
+	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
+		return nil, nil
+	}
+	if daemon == nil {
+		return nil, reject("egress: the daemon has no egress policy (CODERUN_EGRESS), so a run has no egress to narrow")
+	}
+	own, err := daemon.Narrow(m.Value)
+	if err != nil {
+		return nil, reject(err.Error())
+	}
+	return own, nil
 }
 
 func validateBindings(ms []wireguard.Member) ([]protocol.Namespace, error) {
@@ -282,7 +311,8 @@ func addTyped(ns *protocol.Namespace, fns []*typed.Function) {
 }
 
 var limitNames = []string{"cpuSeconds", "maxWallMs", "addressSpaceMb", "maxLogBytes", "maxValueBytes",
-	"maxFileBytes", "maxOutputBytes", "maxDiskMb", "maxUpstreamBytes"}
+	"maxFileBytes", "maxOutputBytes", "maxDiskMb", "maxUpstreamBytes",
+	"maxEgressRequests", "maxEgressBytes"}
 
 // validateLimits applies docs/configuration.md §4. Zero fields of the result mean
 // "not given".
@@ -303,9 +333,11 @@ func validateLimits(raw []byte, cfg protocol.Limits) (protocol.Limits, error) {
 		return l, reject("limits." + unknown[0] + " is not a known limit")
 	}
 	caps := []int64{cfg.CPUSeconds, cfg.MaxWallMs, cfg.AddressSpaceMb, cfg.MaxLogBytes, cfg.MaxValueBytes,
-		cfg.MaxFileBytes, cfg.MaxOutputBytes, cfg.MaxDiskMb, cfg.MaxUpstreamBytes}
+		cfg.MaxFileBytes, cfg.MaxOutputBytes, cfg.MaxDiskMb, cfg.MaxUpstreamBytes,
+		cfg.MaxEgressRequests, cfg.MaxEgressBytes}
 	dst := []*int64{&l.CPUSeconds, &l.MaxWallMs, &l.AddressSpaceMb, &l.MaxLogBytes, &l.MaxValueBytes,
-		&l.MaxFileBytes, &l.MaxOutputBytes, &l.MaxDiskMb, &l.MaxUpstreamBytes}
+		&l.MaxFileBytes, &l.MaxOutputBytes, &l.MaxDiskMb, &l.MaxUpstreamBytes,
+		&l.MaxEgressRequests, &l.MaxEgressBytes}
 	for k, name := range limitNames {
 		m, ok := wireguard.Last(ms, name)
 		if !ok {

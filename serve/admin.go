@@ -25,6 +25,10 @@ type metrics struct {
 	accepted prometheus.Counter
 	refused  *prometheus.CounterVec // by reason
 	closed   *prometheus.CounterVec // served connections the daemon closed, by reason
+	// Egress through the proxy (docs/containment.md §6), from settled runs'
+	// result.egress: requests by result (forwarded, refused) and bytes.
+	egressRequests *prometheus.CounterVec
+	egressBytes    prometheus.Counter
 }
 
 // latencyBuckets span a warm return (about a millisecond) to the default
@@ -48,11 +52,16 @@ func newMetrics(s *service) *metrics {
 			Help: "Connections refused, by reason (auth, unauthenticated, max-connections, draining)."}, []string{"reason"}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coderun_connections_closed_total",
 			Help: "Served connections the daemon closed, by reason (fell-behind)."}, []string{"reason"}),
+		egressRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coderun_egress_requests_total",
+			Help: "Requests settled runs made through the egress proxy, by result (forwarded, refused)."}, []string{"result"}),
+		egressBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "coderun_egress_bytes_total",
+			Help: "Response body and tunnel bytes of settled runs' egress requests."}),
 	}
 	load := func(f func(ld loadView) float64) func() float64 {
 		return func() float64 { return f(loadView{s}) }
 	}
 	m.reg.MustRegister(m.runs, m.runTime, m.queue, m.bindings, m.accepted, m.refused, m.closed,
+		m.egressRequests, m.egressBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		gauge("coderun_connections", "Connections being served.", func() float64 { return float64(s.live.Load()) }),
 		gauge("coderun_unsent_bytes", "Output queued for clients and not yet taken, every connection's.",
@@ -78,6 +87,8 @@ func newMetrics(s *service) *metrics {
 		m.runs.WithLabelValues(k) // present at 0 from the start
 	}
 	m.closed.WithLabelValues("fell-behind")
+	m.egressRequests.WithLabelValues("forwarded")
+	m.egressRequests.WithLabelValues("refused")
 	return m
 }
 
@@ -106,6 +117,14 @@ func (m *metrics) observe(r protocol.Result) {
 	m.runTime.Observe(float64(r.Stats.WallMs) / 1000)
 	m.queue.Observe(float64(r.Stats.QueueMs) / 1000)
 	m.bindings.Add(float64(r.Stats.BindingCalls))
+	for _, e := range r.Egress {
+		result := "forwarded"
+		if e.Status == http.StatusForbidden || e.Status == http.StatusProxyAuthRequired {
+			result = "refused"
+		}
+		m.egressRequests.WithLabelValues(result).Inc()
+		m.egressBytes.Add(float64(e.Bytes))
+	}
 }
 
 // adminConnections bounds the admin endpoint's open connections (probes

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wheelset"
 )
@@ -77,6 +78,11 @@ type Config struct {
 	// (docs/packages.md); nil: none may be asked for. In tier sandbox its
 	// published sets are granted read-only to every child.
 	Packages *wheelset.Cache
+	// Egress, when set, is the proxy every child is pointed at (its
+	// environment's HTTP_PROXY with a token of its own) and EgressPolicy the
+	// daemon's policy, a run's unless it narrows it (docs/containment.md §6).
+	Egress       *egress.Proxy
+	EgressPolicy *egress.Policy
 }
 
 // Session defaults for a Config that leaves them zero (the daemon's
@@ -111,5 +117,8 @@ func EffectiveLimits(cfg, run protocol.Limits) protocol.Limits {
 		MaxOutputBytes:   tighten(cfg.MaxOutputBytes, run.MaxOutputBytes),
 		MaxDiskMb:        tighten(cfg.MaxDiskMb, run.MaxDiskMb),
 		MaxUpstreamBytes: tighten(cfg.MaxUpstreamBytes, run.MaxUpstreamBytes),
+
+		MaxEgressRequests: tighten(cfg.MaxEgressRequests, run.MaxEgressRequests),
+		MaxEgressBytes:    tighten(cfg.MaxEgressBytes, run.MaxEgressBytes),
 	}
 }

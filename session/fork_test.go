@@ -92,7 +92,7 @@ func (s *sessionChild) end() child.Exit {
 
 func startSession(t testing.TB, start startFunc) *sessionChild {
 	parent := t.TempDir()
-	w, rerr := spawnWorker(realPython(t), func() (*rundir.Dir, error) { return rundir.Make(parent) }, start)
+	w, rerr := spawnWorker(realPython(t), nil, func() (*rundir.Dir, error) { return rundir.Make(parent) }, start)
 	if rerr != nil {
 		t.Fatal(rerr.Message)
 	}

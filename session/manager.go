@@ -27,6 +27,7 @@ type Manager struct {
 	warm     *warmPool
 	sandbox  *sandbox.Config // tier sandbox, else nil
 	forker   *forker         // start mode fork (either tier), else nil
+	egress   *childEgress    // how children reach the egress proxy; nil: no proxy
 	start    startFunc
 
 	sessions  map[string]*Session   // open sessions (booting ones included: they count against the cap)
@@ -67,6 +68,9 @@ func NewManager(cfg Config) *Manager {
 	}
 	if cfg.StartMode == StartFork {
 		m.forker = newForker(cfg.Python, cfg.TempDir, m.sandbox, cfg.Logger)
+	}
+	if cfg.Egress != nil {
+		m.egress = &childEgress{proxy: cfg.Egress, netns: m.sandbox != nil, log: cfg.Logger}
 	}
 	m.start = m.startFunc()
 	m.idle = sync.NewCond(&m.mu)
@@ -231,7 +235,7 @@ func (m *Manager) takeWarm() *worker {
 
 // spawnWorker stages and starts a worker the way the configuration says.
 func (m *Manager) spawnWorker() (*worker, *protocol.RunError) {
-	return spawnWorker(m.cfg.Python, func() (*rundir.Dir, error) { return rundir.Make(m.cfg.TempDir) }, m.start)
+	return spawnWorker(m.cfg.Python, m.egress, func() (*rundir.Dir, error) { return rundir.Make(m.cfg.TempDir) }, m.start)
 }
 
 // startFunc picks how children start: sandboxed, forked or spawned.

@@ -619,6 +619,7 @@ func (s *Session) attach(r *Run) {
 	base := s.cpuMark // the last run's settlement or freeze set it; no /proc read on the way to the run frame
 	s.mu.Unlock()
 	s.syncFreeze() // thawed before the run's clock starts: the run is not billed for it
+	r.openEgress(w)
 	r.mu.Lock()
 	eff := r.sm.step(event{kind: evAttach, w: w, wr: wr, softCPU: r.sm.lim.CPUSeconds, cpuBase: base, eof: eof})
 	r.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child"
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wheelset"
 )
@@ -48,6 +49,10 @@ type Run struct {
 	packages    []wheelset.Requirement
 	lease       *wheelset.Lease
 	stopInstall context.CancelFunc
+	// egressPolicy is the run's egress policy (nil with no proxy); egress
+	// its grant on the proxy while it has a child, under mu (egress.go).
+	egressPolicy *egress.Policy
+	egress       *egress.Grant
 }
 
 // newRun creates a run whose limits are base tightened by its own.
@@ -60,6 +65,7 @@ func newRun(m *Manager, base protocol.Limits, runID string, p protocol.RunParams
 		quiescent: make(chan struct{}),
 	}
 	r.out = newOutbox(r)
+	r.egressPolicy = runEgressPolicy(m.cfg, p)
 	r.sm = machine{
 		lim: lim, known: knownBindings(p.Bindings), program: p.Program,
 		grace: m.cfg.Grace, graceKill: !m.noGraceKill,
@@ -164,6 +170,7 @@ func (r *Run) settled(eff effects) {
 	r.mu.Lock()
 	r.disk.stop()
 	r.mu.Unlock()
+	r.closeEgress(eff.res)
 	r.completeResult(cmp.Or(w, eff.kept), eff.res) // a kept session child's out/ is this run's too
 	if w != nil {
 		w.closeFiles()
@@ -243,6 +250,7 @@ func (r *Run) failStart(fail *protocol.RunError) {
 // readers and the reaper watch.
 func (r *Run) attach(w *worker) {
 	wr := newFDWriter(w.conn, bootFrame(r.sm.lim, r.bindings, leaseSysPath(r.lease)), protocol.ReplyQueue)
+	r.openEgress(w)
 	mb := r.sm.lim.MaxDiskMb
 	r.mu.Lock()
 	eff := r.sm.step(event{kind: evAttach, w: w, wr: wr, softCPU: child.EffectiveSoftCPU(r.sm.lim.CPUSeconds)})

@@ -3,6 +3,7 @@ package session
 import (
 	"errors"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/py"
 )
@@ -29,6 +31,12 @@ type worker struct {
 	warm    bool   // started ahead of time by the warm pool
 	release func() // set when the pool lent the child's place: gives it back (at settlement)
 	home    *home  // a sandboxed session's: its family's home, released with the directory (sandbox.go)
+	// egressToken is the child's egress proxy credentials ("": none, its
+	// requests are refused): each run on it opens a grant with it.
+	egressToken string
+	// egressLn is the proxy's listener inside the child's network namespace
+	// (tier sandbox), closed with the child's descriptors.
+	egressLn net.Listener
 
 	exited     chan struct{} // closed once reaped
 	writerDone chan struct{} // closed once the run's fd-3 writer for this child has returned
@@ -122,7 +130,7 @@ func pathless(err error) string {
 
 // spawnWorker stages and starts one child (docs/child-protocol.md §4.3 steps 1–3). Failures are the
 // run's worker-exit; nothing is left behind.
-func spawnWorker(python string, mk dirMaker, start startFunc) (*worker, *protocol.RunError) {
+func spawnWorker(python string, eg *childEgress, mk dirMaker, start startFunc) (*worker, *protocol.RunError) {
 	wd, err := stageDir(mk)
 	if err != nil {
 		return nil, workerExit(msgStaging + pathless(err))
@@ -133,6 +141,11 @@ func spawnWorker(python string, mk dirMaker, start startFunc) (*worker, *protoco
 		Args: []string{"-u", "-I", filepath.Join(dir, "bootstrap.py")},
 		Env:  []string{"TMPDIR=" + dir},
 		Dir:  dir,
+	}
+	var token string
+	if eg != nil {
+		token = egress.NewToken()
+		spec.Env = append(spec.Env, eg.env(token)...)
 	}
 	if err := resetOut(wd); err != nil {
 		dropDir(wd, nil)
@@ -145,6 +158,8 @@ func spawnWorker(python string, mk dirMaker, start startFunc) (*worker, *protoco
 	}
 	w := newWorker(wd, proc)
 	w.conn, w.stdout, w.stderr = proc.Conn, proc.Stdout, proc.Stderr
+	w.egressToken = token
+	eg.reach(w)
 	go w.reap()
 	return w, nil
 }
@@ -184,6 +199,9 @@ func (w *worker) closeFiles() {
 			if f != nil {
 				f.Close()
 			}
+		}
+		if w.egressLn != nil {
+			w.egressLn.Close()
 		}
 	})
 }

@@ -106,6 +106,12 @@ func endRun(span trace.Span, r protocol.Result) {
 	span.SetAttributes(attribute.String("coderun.outcome", kind),
 		attribute.Int64("coderun.wall_ms", r.Stats.WallMs), attribute.Int64("coderun.cpu_ms", r.Stats.CPUMs),
 		attribute.Int64("coderun.queue_ms", r.Stats.QueueMs), attribute.Int64("coderun.binding_calls", r.Stats.BindingCalls))
+	for _, e := range r.Egress { // what result.egress holds: never a path, query or header
+		span.AddEvent("egress", trace.WithAttributes(attribute.String("coderun.egress.host", e.Host),
+			attribute.Int("coderun.egress.port", e.Port), attribute.String("coderun.egress.method", e.Method),
+			attribute.Int("coderun.egress.status", e.Status), attribute.Int64("coderun.egress.bytes", e.Bytes),
+			attribute.Int64("coderun.egress.ms", e.Ms)))
+	}
 	span.End()
 }
 

@@ -51,7 +51,8 @@ func traceOne(t *Tracer, p protocol.RunParams) *peer {
 		o.ChildStarted(time.Now().Add(-time.Millisecond), time.Now())
 	}
 	c.CallBinding(`"r1"`, "tools", "lookup", []byte(`{"q":"secret-arg"}`), func(session.Answer) {})
-	onResult(protocol.Result{Value: []byte("1"), Stats: protocol.Stats{WallMs: 3, BindingCalls: 1}})
+	onResult(protocol.Result{Value: []byte("1"), Stats: protocol.Stats{WallMs: 3, BindingCalls: 1},
+		Egress: []protocol.EgressEntry{{Host: "api.example.com", Port: 443, Method: "CONNECT", Status: 200, Bytes: 5120, Ms: 12}}})
 	return pr
 }
 
@@ -78,6 +79,11 @@ func TestSpans(t *testing.T) {
 			if s.Parent.SpanID() != run.SpanContext.SpanID() {
 				t.Errorf("%s: parent %s, want the run span %s", s.Name, s.Parent.SpanID(), run.SpanContext.SpanID())
 			}
+		}
+		// C818: each result.egress entry is an event of the run span.
+		if len(run.Events) != 1 || run.Events[0].Name != "egress" || len(run.Events[0].Attributes) != 6 ||
+			run.Events[0].Attributes[0].Value.AsString() != "api.example.com" {
+			t.Errorf("run span events %+v, want one egress event for api.example.com", run.Events)
 		}
 		want := "00-" + traceID + "-" + call.SpanContext.SpanID().String() + "-01"
 		if len(pr.traceparents) != 1 || pr.traceparents[0] != want {

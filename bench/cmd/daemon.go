@@ -257,6 +257,7 @@ func measureGroups(o options, f floors) ([]row, error) {
 		{"serve-idle", func() ([]row, error) { return serveIdleRows(o) }},
 		{"serve-load", func() ([]row, error) { return serveLoadRows(o) }},
 		{"packages", func() ([]row, error) { return packageRows(o) }},
+		{"egress", func() ([]row, error) { return egressRows(o) }},
 	}
 	for i, st := range steps {
 		if st.group != groupNames[i] {

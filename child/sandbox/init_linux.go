@@ -573,7 +573,10 @@ func sandboxRules(c sandboxConf) []llRule {
 	for _, p := range []string{"/dev/null", "/dev/zero", "/dev/full"} {
 		rules = append(rules, llRule{path: p, access: llDevice})
 	}
-	for _, p := range []string{"/dev/urandom", "/dev/random", "/etc/ld.so.cache"} {
+	// The distribution's name and version (public; pip reads them for its
+	// User-Agent and fails on a PermissionError where a missing file is fine).
+	for _, p := range []string{"/dev/urandom", "/dev/random", "/etc/ld.so.cache",
+		"/etc/os-release", "/etc/debian_version", "/etc/lsb-release"} {
 		rules = append(rules, llRule{path: p, access: unix.LANDLOCK_ACCESS_FS_READ_FILE})
 	}
 	// This namespace's own /proc (mounted by the init): /proc/self and the

@@ -15,8 +15,8 @@ import (
 // Landlock (Documentation/userspace-api/landlock.rst), through the raw system
 // calls: the ruleset handles every filesystem right the running kernel's ABI
 // knows, so anything not granted by a rule is denied. ABI 4 adds TCP bind and
-// connect (handled with no rule: denied, on top of the empty network
-// namespace); ABI 6 adds scoping (no abstract unix sockets or signals outside
+// connect (handled: denied, on top of the empty network namespace, but for
+// connecting to ProxyPort, where the daemon's egress proxy may listen); ABI 6 adds scoping (no abstract unix sockets or signals outside
 // the domain, so the program cannot signal its init).
 
 // landlockABI returns the kernel's Landlock ABI version, or an error when
@@ -125,6 +125,12 @@ func landlockRuleset(rules []llRule) (int, error) {
 	}
 	for _, r := range rules {
 		if err := llAddPath(int(rfd), r, handled); err != nil {
+			unix.Close(int(rfd))
+			return -1, err
+		}
+	}
+	if abi >= 4 {
+		if err := llAllowProxyConnect(int(rfd)); err != nil {
 			unix.Close(int(rfd))
 			return -1, err
 		}

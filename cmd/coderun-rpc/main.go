@@ -24,6 +24,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/child/watchdog"
 	"github.com/coderun-rpc/coderun-rpc/config"
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/internal/buildinfo"
 	"github.com/coderun-rpc/coderun-rpc/internal/selfcheck"
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
@@ -91,7 +92,7 @@ func run(args []string) int {
 			return 1
 		}
 		if mode == "mcp" {
-			return serveMCP(ctx, d.cfg, d.pool, out, d.log)
+			return serveMCP(ctx, d, out)
 		}
 		return stdio(ctx, d, out)
 	})
@@ -100,7 +101,7 @@ func run(args []string) int {
 // stdio serves one client on stdin and the protocol stdout.
 func stdio(ctx context.Context, d *daemonEnv, out io.Writer) int {
 	growPipe(0)
-	opts := serverOptions(d.cfg, os.Stdin, out, d.log)
+	opts := serverOptions(d.cfg, os.Stdin, out, d.log, d.proxy)
 	opts.MCP, opts.Runner = d.pool, rpc.WithMCP(tracing.Runner(opts.Runner, d.tr), d.pool, d.cfg.Limits)
 	srv := rpc.New(opts)
 	d.log.Info("serving", "python", d.cfg.Python, "pythonVersion", d.cfg.PythonVersion,
@@ -114,6 +115,8 @@ type daemonEnv struct {
 	log  *slog.Logger
 	pool *upstream.Pool  // the upstream MCP servers
 	tr   *tracing.Tracer // nil: no spans exported
+	// proxy is the egress proxy (nil: no CODERUN_EGRESS).
+	proxy *egress.Proxy
 }
 
 // daemon is what every serving mode shares: the configuration (mcpConfig,
@@ -167,7 +170,15 @@ func daemon(mcpConfig string, serveFn func(ctx context.Context, d *daemonEnv) in
 		MaxPages: cfg.MCP.MaxPages, MaxTools: cfg.MCP.MaxTools, MaxStubBytes: cfg.MCP.MaxStubBytes,
 		ListTimeout: cfg.MCP.ListTimeout, ToolsTTL: cfg.MCP.ToolsTTL, MaxResultBytes: cfg.Limits.MaxUpstreamBytes})
 	defer pool.Close()
-	code := serveFn(ctx, &daemonEnv{cfg: cfg, log: log, pool: pool, tr: tr})
+	proxy, err := egressProxy(cfg, log)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "coderun-rpc: egress proxy: %v\n", err)
+		return 1
+	}
+	if proxy != nil {
+		defer proxy.Close()
+	}
+	code := serveFn(ctx, &daemonEnv{cfg: cfg, log: log, pool: pool, tr: tr, proxy: proxy})
 	flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := tr.Shutdown(flush); err != nil {
@@ -175,6 +186,18 @@ func daemon(mcpConfig string, serveFn func(ctx context.Context, d *daemonEnv) in
 	}
 	log.Info("exiting", "code", code)
 	return code
+}
+
+// egressProxy starts the egress proxy when the configuration has a policy.
+func egressProxy(cfg *config.Config, log *slog.Logger) (*egress.Proxy, error) {
+	if cfg.Egress == nil {
+		return nil, nil
+	}
+	p, err := egress.Listen(egress.Options{Hosts: cfg.EgressHosts, Logger: log})
+	if err == nil {
+		log.Info("egress proxy", "addr", p.Addr().String(), "allow", strings.Join(cfg.Egress.Entries(), ", "))
+	}
+	return p, err
 }
 
 // tracer exports spans over OTLP when an OTEL_EXPORTER_OTLP endpoint is
@@ -202,8 +225,8 @@ func sweep(log *slog.Logger) {
 
 // serverOptions are a server's over in/out: a session manager of its own
 // built from cfg, and what initialize reports.
-func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Logger) rpc.Options {
-	m := newManager(cfg, log, 0)
+func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Logger, proxy *egress.Proxy) rpc.Options {
+	m := newManager(cfg, log, 0, proxy)
 	o := rpcOptions(cfg, log)
 	o.In, o.Out, o.Runner, o.Sessions = in, out, rpc.NewRunner(m), rpc.NewSessions(m)
 	reportSessions(&o, cfg, m)
@@ -216,8 +239,9 @@ func reportSessions(o *rpc.Options, cfg *config.Config, m *session.Manager) {
 }
 
 // newManager builds the session manager cfg describes, in which a lane (a
-// serve connection) holds at most sessionsPerLane sessions (0: no share).
-func newManager(cfg *config.Config, log *slog.Logger, sessionsPerLane int) *session.Manager {
+// serve connection) holds at most sessionsPerLane sessions (0: no share),
+// whose children use proxy for egress (nil: none).
+func newManager(cfg *config.Config, log *slog.Logger, sessionsPerLane int, proxy *egress.Proxy) *session.Manager {
 	return session.NewManager(session.Config{
 		Python:        cfg.Python,
 		Limits:        cfg.Limits,
@@ -235,6 +259,9 @@ func newManager(cfg *config.Config, log *slog.Logger, sessionsPerLane int) *sess
 		SessionIdle:        cfg.SessionIdle(),
 		SessionCPUSeconds:  cfg.SessionCPUSeconds,
 		Packages:           cfg.Packages.Cache,
+
+		Egress:       proxy,
+		EgressPolicy: cfg.Egress,
 	})
 }
 
@@ -251,6 +278,7 @@ func rpcOptions(cfg *config.Config, log *slog.Logger) rpc.Options {
 			Python:            cfg.Python,
 			PythonVersion:     cfg.PythonVersion,
 			Packages:          cfg.Packages.Allow,
+			Egress:            cfg.Egress,
 		}}
 }
 
@@ -365,6 +393,9 @@ func check() int {
 	if code := checkPackages(cfg.Packages); code != 0 {
 		return code
 	}
+	if cfg.Egress != nil {
+		fmt.Printf("egress: allow %s; %s\n", strings.Join(cfg.Egress.Entries(), ", "), rpc.EgressNote(cfg.Isolation))
+	}
 	stopWatchdog, err := watchdog.Start(sandbox.HelperPath(), nil)
 	if err != nil {
 		fmt.Printf("watchdog: FAILED: %v\n", err)
@@ -383,7 +414,7 @@ func check() int {
 func smoke(cfg *config.Config) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	serve := func(ctx context.Context, in io.Reader, out io.Writer) int {
-		return rpc.New(serverOptions(cfg, in, out, log)).Serve(ctx)
+		return rpc.New(serverOptions(cfg, in, out, log, nil)).Serve(ctx)
 	}
 	report, err := selfcheck.Run(context.Background(), serve)
 	fmt.Print(report)

@@ -38,16 +38,18 @@ var allowed = map[string][]string{
 	"internal/selfcheck": {"internal/lspclient"},
 	// Typed bindings: schemas compiled and cached, checks, stubs.
 	"typed":           {"protocol", "wireguard", "github.com/santhosh-tekuri/jsonschema/v6"},
-	"session":         {"wheelset", "child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed"},
-	"config":          {"wheelset", "child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
-	"rpc":             {"wheelset", "session", "wireguard", "protocol", "typed", "mcp/upstream"},
-	"cmd/coderun-rpc": {"wheelset", "config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/sandbox", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "mcp", "mcp/upstream", "serve", "tracing"},
+	"session":         {"wheelset", "child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed", "egress"},
+	"config":          {"wheelset", "child", "child/sandbox", "protocol", "egress", "github.com/kelseyhightower/envconfig"},
+	"rpc":             {"wheelset", "session", "wireguard", "protocol", "typed", "mcp/upstream", "egress"},
+	"cmd/coderun-rpc": {"wheelset", "config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/sandbox", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "egress", "mcp", "mcp/upstream", "serve", "tracing"},
 	// MCP: upstream servers as bindings (a client of each), and the code-mode server.
 	"mcp/upstream":     {"session", "protocol", "typed", "wireguard", sdk, sdkJSONRPC},
 	"mcp":              {"wheelset", "rpc", "session", "protocol", "mcp/upstream", sdk, sdkJSONRPC},
 	"internal/mcptest": {sdk},
 	// Service mode: listeners (capped by x/net's limit listener), auth, per-connection servers, admin, metrics.
 	"serve": {"rpc", "session", "protocol", "tracing", "github.com/gorilla/websocket", "github.com/prometheus/client_golang", "golang.org/x/net/netutil"},
+	// Egress: the policy and the forward proxy that enforces it.
+	"egress": {"protocol", "golang.org/x/net/netutil"},
 	// OpenTelemetry spans for runs, child starts and binding calls.
 	"tracing": {"rpc", "session", "protocol", "go.opentelemetry.io/otel"},
 }

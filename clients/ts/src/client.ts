@@ -342,6 +342,7 @@ export class CodeRunClient {
     if (stream) params['stream'] = true;
     if (options.files !== undefined) params['files'] = fileEntries(options.files);
     if (options.traceparent !== undefined) params['traceparent'] = options.traceparent;
+    if (options.egress !== undefined) params['egress'] = options.egress.map((e) => (typeof e === 'string' ? e : { ...e }));
     checkParams('run', params);
     const functions = handlerTable(bindings);
 

@@ -15,6 +15,31 @@ export interface RunLimits {
   maxFileBytes?: number;
   maxOutputBytes?: number;
   maxDiskMb?: number;
+  /** Requests through the daemon's egress proxy, refused ones included. */
+  maxEgressRequests?: number;
+  /** Body and tunnel bytes through the egress proxy, both ways. */
+  maxEgressBytes?: number;
+}
+
+/**
+ * One entry of an egress policy (docs/containment.md §6): `"host[:port]"` (`*.example.com`
+ * matches its sub-domains) or an object with `ports`, `methods` (plain HTTP only) and `private`.
+ */
+export type EgressRule =
+  | string
+  | { host: string; ports?: number[]; methods?: ('GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS')[]; private?: boolean };
+
+/** One request a run made through the daemon's egress proxy (`result.egress`). */
+export interface EgressEntry {
+  host: string;
+  port: number;
+  /** The HTTP method, `CONNECT` for an HTTPS tunnel, `OTHER` for a refused odd one. */
+  method: string;
+  /** 403: refused by the policy or a budget. */
+  status: number;
+  /** The response body's, or a tunnel's both ways. */
+  bytes: number;
+  ms: number;
 }
 
 /** What a binding function receives besides its argument. */
@@ -122,6 +147,8 @@ export interface RunOptions {
    * resolves with an `exception` naming the package. A session takes them at open instead.
    */
   packages?: string[];
+  /** Narrows the daemon's egress policy for this run (entries within it; `[]`: none). */
+  egress?: EgressRule[];
 }
 
 /** `describe` options: the bindings and limits a `run` would take (handlers are not used). */
@@ -174,6 +201,8 @@ interface RunResultBase {
   files?: OutFile[];
   /** Present on a run made in a session ({@link SessionInfo}). */
   session?: SessionInfo;
+  /** Requests made through the egress proxy; present when the daemon has an egress policy. */
+  egress?: EgressEntry[];
 }
 
 /** `result.session` of a session run (docs/protocol.md, persistent sessions). */

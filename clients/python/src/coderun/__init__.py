@@ -30,7 +30,7 @@ from .errors import (
 )
 from .session import Session, SessionOpener
 from .typed import Binding, binding
-from .types import Limits, LogEvent, RunError, RunResult, RunStats, SessionClosed, SessionInfo
+from .types import EgressEntry, EgressRule, Limits, LogEvent, RunError, RunResult, RunStats, SessionClosed, SessionInfo
 
 __version__ = "0.1.0"
 
@@ -61,6 +61,8 @@ __all__ = [
     "RunStats",
     "LogEvent",
     "Limits",
+    "EgressRule",
+    "EgressEntry",
     "CodeRunError",
     "RpcError",
     "ParseError",

@@ -30,7 +30,7 @@ from .errors import (
 from ._outputs import Files, OutputEvent, build_files, parse_output
 from .session import Session, SessionClosedCallback, SessionOpener, fire, subscribe
 from .typed import Binding, resolve
-from .types import Limits, LogEvent, RunResult, SessionClosed, parse_run_result
+from .types import EgressRule, Limits, LogEvent, RunResult, SessionClosed, parse_run_result
 
 __all__ = [
     "Client", "RunHandle", "BindingFunction", "LogCallback", "OutputCallback", "Session",
@@ -458,6 +458,7 @@ class Client:
         on_output: Optional[OutputCallback] = None,
         session_id: Optional[str] = None,
         packages: Optional[Sequence[str]] = None,
+        egress: Optional[Sequence[EgressRule]] = None,
     ) -> RunResult:
         """Run ``program`` and return its :class:`RunResult` (failures are results).
 
@@ -473,6 +474,8 @@ class Client:
         ``packages`` (``["requests", "scipy==1.14.1"]``) are installed by the daemon before the
         program starts, from what its ``CODERUN_PACKAGES`` allows; a set that cannot be installed
         is an ``exception`` result naming the package (a session takes them at open instead).
+        ``egress`` narrows the daemon's egress policy for this run (entries within it; ``[]``:
+        none); the result's ``egress`` lists the requests made through the proxy.
 
         Raises :class:`InvalidParams` (refused params), :class:`QueueFull`,
         :class:`ConnectionLost`, TypeError/ValueError for misuse, :class:`RequestTooLarge`,
@@ -490,6 +493,7 @@ class Client:
             session_id=session_id,
             traceparent=traceparent,
             packages=packages,
+            egress=egress,
         )
         try:
             return await handle.result()
@@ -520,6 +524,7 @@ class Client:
         on_output: Optional[OutputCallback] = None,
         session_id: Optional[str] = None,
         packages: Optional[Sequence[str]] = None,
+        egress: Optional[Sequence[EgressRule]] = None,
     ) -> RunHandle:
         """Send a ``run`` request (in session ``session_id`` when given) and return its
         :class:`RunHandle` without waiting for it.
@@ -541,6 +546,10 @@ class Client:
             params["traceparent"] = traceparent
         if packages is not None:
             params["packages"] = _check_packages(packages)
+        if egress is not None:
+            if isinstance(egress, (str, bytes)) or not isinstance(egress, Sequence):
+                raise TypeError("egress must be a list of entries")
+            params["egress"] = [e if isinstance(e, str) else dict(e) for e in egress]
         body = P.build_request(rid, P.METHOD_RUN, params)  # LossyValueError / RequestTooLarge
         state = _RunState(rid, _handlers(table), on_log, on_output)
         self._runs[rid] = state

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, TypedDict
+from typing import Any, Literal, Mapping, TypedDict, Union
 
 from ._outputs import OutFile, Output, parse_files, parse_outputs
 
 __all__ = [
     "Limits",
+    "EgressRule",
+    "EgressEntry",
     "RunError",
     "RunStats",
     "RunResult",
@@ -33,6 +35,31 @@ class Limits(TypedDict, total=False):
     maxFileBytes: int
     maxOutputBytes: int
     maxDiskMb: int
+    maxEgressRequests: int
+    maxEgressBytes: int
+
+
+class _EgressRuleObject(TypedDict, total=False):
+    host: str  # "host[:port]"; "*.example.com" matches its sub-domains
+    ports: list[int]
+    methods: list[str]  # plain HTTP only: GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS
+    private: bool
+
+
+EgressRule = Union[str, _EgressRuleObject]
+"""One entry of an egress policy (docs/containment.md §6): ``"host[:port]"`` or an object."""
+
+
+@dataclass(frozen=True)
+class EgressEntry:
+    """One request a run made through the daemon's egress proxy (``result.egress``)."""
+
+    host: str
+    port: int
+    method: str  # the HTTP method, "CONNECT" for an HTTPS tunnel, "OTHER" for a refused odd one
+    status: int  # 403: refused by the policy or a budget
+    bytes: int  # the response body's, or a tunnel's both ways
+    ms: int
 
 
 @dataclass(frozen=True)
@@ -97,6 +124,8 @@ class RunResult:
     files: list[OutFile] = field(default_factory=list)
     """Regular files left under ``out/``, sorted by path."""
     session: SessionInfo | None = None
+    egress: list[EgressEntry] | None = None
+    """Requests made through the egress proxy; ``None`` when the daemon has no egress policy."""
 
     @property
     def ok(self) -> bool:
@@ -189,4 +218,22 @@ def parse_run_result(result: Any) -> RunResult:
         outputs=parse_outputs(result.get("outputs")),
         files=parse_files(result.get("files")),
         session=_parse_session(result.get("session")),
+        egress=_parse_egress(result.get("egress")),
     )
+
+
+def _parse_egress(v: Any) -> list[EgressEntry] | None:
+    if not isinstance(v, list):
+        return None
+    return [
+        EgressEntry(
+            host=_opt(e, "host", str) or "",
+            port=_int(e, "port"),
+            method=_opt(e, "method", str) or "",
+            status=_int(e, "status"),
+            bytes=_int(e, "bytes"),
+            ms=_int(e, "ms"),
+        )
+        for e in v
+        if isinstance(e, dict)
+    ]

@@ -1,0 +1,115 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// ProxyPort is where, inside a run's network namespace, 127.0.0.1 reaches
+// the daemon's egress proxy (docs/containment.md §6): the one TCP port the
+// program's Landlock domain may connect to. Nothing listens there unless
+// the daemon put its listener there (ListenInNetwork).
+const ProxyPort = 3128
+
+// llRuleNetPort and llNetPortAttr are Landlock's network port rule (ABI 4;
+// golang.org/x/sys has the access rights but not the rule).
+const llRuleNetPort = 2
+
+type llNetPortAttr struct {
+	allowedAccess uint64
+	port          uint64
+}
+
+// llAllowProxyConnect lets the ruleset's domain connect to ProxyPort.
+func llAllowProxyConnect(rulesetFd int) error {
+	attr := llNetPortAttr{allowedAccess: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: ProxyPort}
+	if _, _, e := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(rulesetFd), llRuleNetPort,
+		uintptr(unsafe.Pointer(&attr)), 0, 0, 0); e != 0 {
+		return fmt.Errorf("landlock_add_rule (connect to port %d): %w", ProxyPort, e)
+	}
+	return nil
+}
+
+// ListenInNetwork brings up the loopback interface of the network namespace
+// of process pid (a run's init) and returns a socket listening on
+// 127.0.0.1:ProxyPort there. The socket is the daemon's: the run's
+// connections to that address wait on it until the daemon accepts them,
+// and no path or name the program could rename leads to it. The daemon
+// enters the namespace from one locked thread, so this needs CAP_SYS_ADMIN
+// in the daemon's own user namespace (a root daemon); the thread is
+// discarded if it cannot return.
+func ListenInNetwork(pid int) (*os.File, error) {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil, fmt.Errorf("pidfd_open: %w", err)
+	}
+	defer unix.Close(pidfd)
+	own, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(own)
+	type result struct {
+		fd  int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // unlocked only once back in the daemon's namespace
+		if err := unix.Setns(pidfd, unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			done <- result{-1, fmt.Errorf("entering the run's network namespace: %w", err)}
+			return
+		}
+		fd, err := listenLoopback()
+		if unix.Setns(own, unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread() // else the locked thread exits with the goroutine
+		}
+		done <- result{fd, err}
+	}()
+	r := <-done
+	if r.err != nil {
+		return nil, r.err
+	}
+	return os.NewFile(uintptr(r.fd), "egress-proxy"), nil
+}
+
+// listenLoopback, inside the run's network namespace: lo up, then a
+// listening socket on 127.0.0.1:ProxyPort.
+func listenLoopback() (int, error) {
+	ctl, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(ctl)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.IoctlIfreq(ctl, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return -1, fmt.Errorf("lo flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(ctl, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return -1, fmt.Errorf("lo up: %w", err)
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: ProxyPort, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("bind 127.0.0.1:%d: %w", ProxyPort, err)
+	}
+	if err := unix.Listen(fd, 128); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}

@@ -1,0 +1,381 @@
+package e2e
+
+import (
+	"archive/zip"
+	"bytes"
+	"encoding/json"
+	"encoding/pem"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
+)
+
+// egressUpstreams are a plain HTTP and an HTTPS server on loopback (the
+// HTTPS certificate is httptest's, for example.com), and the daemon
+// environment whose policy allows them under test names.
+type egressUpstreams struct {
+	plain, secure *httptest.Server
+	caPEM         string
+	env           map[string]string
+}
+
+func newEgressUpstreams(t *testing.T, policy func(plainPort, securePort string) string) *egressUpstreams {
+	t.Helper()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/redirect":
+			http.Redirect(w, r, "http://refused.test:"+portOf(r.Host)+"/", http.StatusFound)
+		case "/big":
+			_, _ = io.WriteString(w, strings.Repeat("x", 1<<20))
+		default:
+			_, _ = io.WriteString(w, "upstream-ok "+r.Method)
+		}
+	})
+	u := &egressUpstreams{plain: httptest.NewServer(h), secure: httptest.NewTLSServer(h)}
+	t.Cleanup(u.plain.Close)
+	t.Cleanup(u.secure.Close)
+	u.caPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: u.secure.Certificate().Raw}))
+	path := filepath.Join(t.TempDir(), "egress.json")
+	if err := os.WriteFile(path, []byte(policy(portOf(u.plain.URL), portOf(u.secure.URL))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u.env = map[string]string{"CODERUN_EGRESS": path,
+		"CODERUN_EGRESS_HOSTS": "plain.test=127.0.0.1,example.com=127.0.0.1,refused.test=127.0.0.1,lo.test=127.0.0.1"}
+	return u
+}
+
+func portOf(hostport string) string { return hostport[strings.LastIndexByte(hostport, ':')+1:] }
+
+// egressResult is a run result with its egress audit.
+type egressResult struct {
+	Value  json.RawMessage `json:"value"`
+	Logs   []string        `json:"logs"`
+	Error  json.RawMessage `json:"error"`
+	Egress []struct {
+		Host   string `json:"host"`
+		Port   int    `json:"port"`
+		Method string `json:"method"`
+		Status int    `json:"status"`
+		Bytes  int64  `json:"bytes"`
+	} `json:"egress"`
+}
+
+func (d *daemon) egressRun(t *testing.T, params string) (egressResult, string) {
+	t.Helper()
+	m := d.call("run", params)
+	if m.Error != nil {
+		t.Fatalf("run refused: %+v", m.Error)
+	}
+	var r egressResult
+	if err := json.Unmarshal(m.Result, &r); err != nil {
+		t.Fatal(err)
+	}
+	return r, string(m.Result)
+}
+
+// fetchProgram is a program that GETs each URL with urllib (the run's
+// HTTP_PROXY/HTTPS_PROXY, a CA file for https) and returns, per URL, the
+// status and the body's start.
+const fetchProgram = `import json, ssl, urllib.request, urllib.error
+ctx = ssl.create_default_context(cafile="ca.pem")
+out = []
+for u in URLS:
+    try:
+        with urllib.request.urlopen(u, context=ctx, timeout=30) as r:
+            out.append([r.status, r.read().decode()[:200]])
+    except urllib.error.HTTPError as e:
+        out.append([e.code, e.read().decode()[:300]])
+    except Exception as e:
+        out.append([0, type(e).__name__ + ": " + str(e)[:300]])
+return out
+`
+
+func fetchParams(t *testing.T, caPEM string, urls ...string) string {
+	t.Helper()
+	list, _ := json.Marshal(urls)
+	prog, _ := json.Marshal("URLS = " + string(list) + "\n" + fetchProgram)
+	ca, _ := json.Marshal(caPEM)
+	return `{"program":` + string(prog) + `,"files":[{"path":"ca.pem","text":` + string(ca) + `}]}`
+}
+
+// TestC808Egress: in either tier a run's urllib reaches the allowed
+// upstreams through the daemon's proxy over HTTP and HTTPS; a host
+// the policy does not allow, and a redirect to it, answer 403 naming the
+// policy; result.egress lists each request without its path or query.
+func TestC808Egress(t *testing.T) {
+	for _, mode := range []string{"fork", "spawn"} {
+		t.Run(mode, func(t *testing.T) { testEgress(t, mode) })
+	}
+}
+
+func testEgress(t *testing.T, mode string) {
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, secure string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true},
+			{"host": "example.com", "ports": [` + secure + `], "private": true}]}`
+	})
+	u.env["CODERUN_START_MODE"] = mode
+	d := started(t, u.env)
+	pp, sp := portOf(u.plain.URL), portOf(u.secure.URL)
+	r, raw := d.egressRun(t, fetchParams(t, u.caPEM,
+		"http://plain.test:"+pp+"/a?token=SECRET-QUERY",
+		"https://example.com:"+sp+"/b",
+		"http://refused.test:"+pp+"/",
+		"http://plain.test:"+pp+"/redirect",
+		"http://127.0.0.1:"+pp+"/"))
+	var got [][]any
+	if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 5 {
+		t.Fatalf("value %s (%v); result %s", r.Value, err, raw)
+	}
+	if got[0][0] != 200.0 || got[0][1] != "upstream-ok GET" || got[1][0] != 200.0 || got[1][1] != "upstream-ok GET" {
+		t.Errorf("allowed requests: %v", got[:2])
+	}
+	for i := 2; i < 5; i++ {
+		if got[i][0] != 403.0 || !strings.Contains(got[i][1].(string), "not allowed by the egress policy") {
+			t.Errorf("request %d: %v, want a 403 naming the egress policy", i, got[i])
+		}
+	}
+	if strings.Contains(raw, "SECRET-QUERY") || strings.Contains(raw, "/a") {
+		t.Errorf("the result shows a request's path or query: %s", raw)
+	}
+	hosts := []string{}
+	for _, e := range r.Egress {
+		hosts = append(hosts, e.Host+" "+e.Method+" "+strconvItoa(e.Status))
+	}
+	want := "plain.test GET 200|example.com CONNECT 200|refused.test GET 403|plain.test GET 302|refused.test GET 403|127.0.0.1 GET 403"
+	if strings.Join(hosts, "|") != want {
+		t.Errorf("result.egress %s, want %s", strings.Join(hosts, "|"), want)
+	}
+	if strings.Contains(d.stderr.String(), "SECRET-QUERY") {
+		t.Errorf("the daemon's log shows a request's query")
+	}
+}
+
+// TestC809EgressReported: initialize, bindings/describe and a run's
+// narrowing; a run's egress member beyond the daemon's policy is −32602
+// naming the entry.
+func TestC809EgressReported(t *testing.T) {
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": ["api.example.com", {"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	d := start(t, u.env)
+	m := d.call("initialize", `{}`)
+	var init struct {
+		Capabilities struct {
+			Egress *struct {
+				Allow    []string `json:"allow"`
+				Enforced bool     `json:"enforced"`
+				Note     string   `json:"note"`
+			} `json:"egress"`
+		} `json:"capabilities"`
+	}
+	if err := json.Unmarshal(m.Result, &init); err != nil || init.Capabilities.Egress == nil {
+		t.Fatalf("initialize %s: %v", m.Result, err)
+	}
+	e := init.Capabilities.Egress
+	if strings.Join(e.Allow, ",") != "api.example.com,plain.test:"+portOf(u.plain.URL)+" (private)" || e.Enforced != (suiteTier == "sandbox") || e.Note == "" {
+		t.Errorf("capabilities.egress %+v", e)
+	}
+	desc := d.call("bindings/describe", `{"bindings":[]}`)
+	if !strings.Contains(string(desc.Result), "# Egress: HTTP(S) through HTTP_PROXY/HTTPS_PROXY to api.example.com, plain.test:") {
+		t.Errorf("describe header: %s", desc.Result)
+	}
+	refused := d.call("run", `{"program":"1","egress":["api.example.com","other.example.com"]}`)
+	if refused.Error == nil || refused.Error.Code != -32602 || refused.Error.Message != "egress[1] (other.example.com) is not within the daemon's egress policy" {
+		t.Errorf("a widening egress: %+v", refused.Error)
+	}
+	// Narrowed to api.example.com only: plain.test is refused for this run.
+	r, raw := d.egressRun(t, strings.Replace(fetchParams(t, u.caPEM, "http://plain.test:"+portOf(u.plain.URL)+"/"),
+		`{"program":`, `{"egress":["api.example.com"],"program":`, 1))
+	if !strings.Contains(string(r.Value), "403") || !strings.Contains(string(r.Value), "allowed: api.example.com)") {
+		t.Errorf("narrowed run: %s", raw)
+	}
+}
+
+// TestC810EgressBypass: a program that connects around the proxy. In tier
+// sandbox the run's network namespace reaches nothing but the proxy: a
+// direct connection to the allowed upstream fails, and the proxy's own
+// port answers only proxy requests. In tier process the proxy is offered,
+// not enforced (capabilities.egress.enforced is false, C809).
+func TestC810EgressBypass(t *testing.T) {
+	onlyInTier(t, "sandbox")
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	d := started(t, u.env)
+	prog, _ := json.Marshal(`import socket, os
+out = []
+for host, port in [("127.0.0.1", ` + portOf(u.plain.URL) + `), ("1.1.1.1", 80), ("::1", ` + portOf(u.plain.URL) + `)]:
+    try:
+        socket.create_connection((host, port), timeout=5).close()
+        out.append("connected")
+    except OSError as e:
+        out.append(type(e).__name__)
+out.append(os.environ["HTTP_PROXY"].split("@")[1])
+return out`)
+	r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
+	var got []string
+	if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 4 {
+		t.Fatalf("result %s", raw)
+	}
+	for i, g := range got[:3] {
+		if g == "connected" {
+			t.Errorf("direct connection %d went through: %v", i, got)
+		}
+	}
+	if got[3] != "127.0.0.1:3128" {
+		t.Errorf("HTTP_PROXY points at %s", got[3])
+	}
+}
+
+// TestC811EgressBudgets: limits.maxEgressRequests and maxEgressBytes bound
+// a run's egress (refused requests count); an oversized body is cut.
+func TestC811EgressBudgets(t *testing.T) {
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	d := started(t, u.env)
+	base := "http://plain.test:" + portOf(u.plain.URL)
+	params := strings.Replace(fetchParams(t, u.caPEM, base+"/big", base+"/", base+"/", base+"/"),
+		`{"program":`, `{"limits":{"maxEgressRequests":3,"maxEgressBytes":4096},"program":`, 1)
+	r, raw := d.egressRun(t, params)
+	var got [][]any
+	if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 4 {
+		t.Fatalf("result %s", raw)
+	}
+	if strings.Contains(raw, `"bytes":1048576`) {
+		t.Errorf("the whole 1 MiB body passed a 4096-byte budget: %s", raw)
+	}
+	if got[3][0] != 403.0 || !strings.Contains(got[3][1].(string), "maxEgressRequests") {
+		t.Errorf("fourth request: %v", got[3])
+	}
+	refused := d.call("run", `{"program":"1","limits":{"maxEgressBytes":1099511627777}}`)
+	if refused.Error == nil || refused.Error.Code != -32602 || !strings.Contains(refused.Error.Message, "limits.maxEgressBytes") {
+		t.Errorf("a budget above the configured one: %+v", refused.Error)
+	}
+}
+
+// TestC812EgressSession: a persistent session's runs go through the proxy
+// under each run's own grant and audit.
+func TestC812EgressSession(t *testing.T) {
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	d := started(t, u.env)
+	sid := d.open(`{}`)
+	for i := range 2 {
+		params := strings.Replace(fetchParams(t, u.caPEM, "http://plain.test:"+portOf(u.plain.URL)+"/"),
+			`{"program":`, `{"sessionId":"`+sid+`","program":`, 1)
+		r, raw := d.egressRun(t, params)
+		if !strings.Contains(string(r.Value), "upstream-ok GET") || len(r.Egress) != 1 || r.Egress[0].Status != 200 {
+			t.Errorf("session run %d: %s", i, raw)
+		}
+	}
+}
+
+// TestC813EgressMetrics: serve's /metrics counts settled runs' egress
+// requests, forwarded and refused, and their bytes.
+func TestC813EgressMetrics(t *testing.T) {
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	s := startService(t, u.env, sockPath(t))
+	p := s.dial("").initialize()
+	m := p.call("run", fetchParams(t, u.caPEM, "http://plain.test:"+portOf(u.plain.URL)+"/", "http://refused.test:"+portOf(u.plain.URL)+"/"))
+	if m.Error != nil {
+		t.Fatalf("run: %+v", m.Error)
+	}
+	s.waitMetric(`coderun_egress_requests_total{result="forwarded"}`, 1)
+	s.waitMetric(`coderun_egress_requests_total{result="refused"}`, 1)
+	s.waitMetric(`coderun_egress_bytes_total`, float64(len("upstream-ok GET")))
+}
+
+// toyWheel is a minimal wheel of package egresstoy (VALUE = 42).
+func toyWheel(t *testing.T) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	z := zip.NewWriter(&b)
+	files := [][2]string{
+		{"egresstoy/__init__.py", "VALUE = 42\n"},
+		{"egresstoy-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: egresstoy\nVersion: 1.0\n"},
+		{"egresstoy-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: e2e\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+		{"egresstoy-1.0.dist-info/RECORD", "egresstoy/__init__.py,,\negresstoy-1.0.dist-info/METADATA,,\negresstoy-1.0.dist-info/WHEEL,,\negresstoy-1.0.dist-info/RECORD,,\n"},
+	}
+	for _, f := range files {
+		w, err := z.Create(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(w, f[1])
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestC816EgressPipAndHttpx: pip downloads a package from an allowed index
+// through the proxy (with shutil.copymode a no-op: tier sandbox refuses
+// chmod, docs/containment.md §3), and httpx (the project venv's interpreter) makes an
+// HTTPS request through it, unchanged.
+func TestC816EgressPipAndHttpx(t *testing.T) {
+	leakcheck.Check(t)
+	wheel := toyWheel(t)
+	index := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/simple/egresstoy/":
+			_, _ = io.WriteString(w, `<html><body><a href="/files/egresstoy-1.0-py3-none-any.whl">egresstoy-1.0-py3-none-any.whl</a></body></html>`)
+		case "/files/egresstoy-1.0-py3-none-any.whl":
+			_, _ = w.Write(wheel)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer index.Close()
+	u := newEgressUpstreams(t, func(_, secure string) string {
+		return `{"allow": [{"host": "pypi.test", "ports": [` + portOf(index.URL) + `], "private": true},
+			{"host": "example.com", "ports": [` + secure + `], "private": true}]}`
+	})
+	u.env["CODERUN_EGRESS_HOSTS"] += ",pypi.test=127.0.0.1"
+	d := started(t, u.env)
+	pipProg, _ := json.Marshal(`import subprocess, sys
+# shutil.copymode is a no-op here: tier sandbox refuses chmod (docs/containment.md §3).
+shim = "import runpy, shutil, sys; shutil.copymode = lambda *a, **k: None; sys.argv[0] = 'pip'; runpy.run_module('pip', run_name='__main__')"
+p = subprocess.run([sys.executable, "-c", shim, "download", "--no-cache-dir", "--disable-pip-version-check",
+    "--no-input", "--no-deps", "-d", "pkgs", "--trusted-host", "pypi.test", "--index-url", "http://pypi.test:` + portOf(index.URL) + `/simple/", "egresstoy"],
+    capture_output=True, text=True, timeout=120)
+if p.returncode:
+    return p.stdout[-1500:] + p.stderr[-1500:]
+sys.path.insert(0, "pkgs/egresstoy-1.0-py3-none-any.whl")  # a pure wheel imports as a zip
+import egresstoy
+return egresstoy.VALUE`)
+	r, raw := d.egressRun(t, `{"program":`+string(pipProg)+`,"limits":{"maxWallMs":180000}}`)
+	if string(r.Value) != "42" {
+		t.Fatalf("pip through the proxy: %s", raw)
+	}
+	venvPython, err := filepath.Abs("../.venv/bin/python")
+	if err != nil || exec.Command(venvPython, "-c", "import httpx").Run() != nil {
+		t.Skipf("no httpx in the project's venv (%s)", venvPython)
+	}
+	u.env["CODERUN_PYTHON_BIN"] = venvPython
+	d = started(t, u.env)
+	httpxProg, _ := json.Marshal(`import ssl, httpx
+r = httpx.get("https://example.com:` + portOf(u.secure.URL) + `/h", verify=ssl.create_default_context(cafile="ca.pem"), timeout=30)
+return [r.status_code, r.text]`)
+	ca, _ := json.Marshal(u.caPEM)
+	r, raw = d.egressRun(t, `{"program":`+string(httpxProg)+`,"files":[{"path":"ca.pem","text":`+string(ca)+`}]}`)
+	if string(r.Value) != `[200,"upstream-ok GET"]` {
+		t.Fatalf("httpx through the proxy: %s", raw)
+	}
+}

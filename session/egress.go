@@ -1,0 +1,107 @@
+package session
+
+import (
+	"log/slog"
+	"net"
+	"net/netip"
+
+	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
+	"github.com/coderun-rpc/coderun-rpc/egress"
+	"github.com/coderun-rpc/coderun-rpc/protocol"
+)
+
+// childEgress is how the Manager's children reach the egress proxy: in
+// tier process at its loopback address; in tier sandbox, where a run's
+// network namespace has nothing else, at 127.0.0.1:sandbox.ProxyPort inside
+// it, a listener the daemon makes there for each child.
+type childEgress struct {
+	proxy *egress.Proxy
+	netns bool
+	log   *slog.Logger
+}
+
+// inNamespace is the proxy's address as a sandboxed child sees it.
+var inNamespace = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), sandbox.ProxyPort)
+
+// env is a child's proxy environment for token.
+func (e *childEgress) env(token string) []string {
+	if e.netns {
+		return egress.Env(token, inNamespace)
+	}
+	return egress.Env(token, e.proxy.Addr())
+}
+
+// reach, in tier sandbox, makes the proxy's listener inside w's network
+// namespace before w can run a program. A failure is logged: the child
+// then has no egress (its connections are refused), never more.
+func (e *childEgress) reach(w *worker) {
+	if e == nil || !e.netns {
+		return
+	}
+	f, err := sandbox.ListenInNetwork(w.proc.Pid)
+	if err != nil {
+		e.log.Warn("egress: the proxy cannot listen in the run's network namespace; the run has no egress", "err", err)
+		return
+	}
+	ln, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		e.log.Warn("egress: the proxy cannot listen in the run's network namespace; the run has no egress", "err", err)
+		return
+	}
+	w.egressLn = ln
+	e.proxy.Serve(ln)
+}
+
+// runEgressPolicy is a run's egress policy: its own narrowing (validated by
+// rpc against the daemon's), else the daemon's; nil without a proxy.
+func runEgressPolicy(cfg Config, p protocol.RunParams) *egress.Policy {
+	if cfg.Egress == nil {
+		return nil
+	}
+	if own, ok := p.Egress.(*egress.Policy); ok && own != nil {
+		return own
+	}
+	if cfg.EgressPolicy == nil {
+		return &egress.Policy{}
+	}
+	return cfg.EgressPolicy
+}
+
+// openEgress grants the run's policy and budgets to w's token before the
+// run's program can send a request; a grant of an earlier child (a warm
+// child lost before boot) is revoked first. A child without a token (a
+// session's fork) gets none: its requests are refused.
+func (r *Run) openEgress(w *worker) {
+	if r.egressPolicy == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.egress != nil {
+		r.egress.Close()
+		r.egress = nil
+	}
+	if w.egressToken == "" {
+		return
+	}
+	lim := r.sm.lim
+	r.egress = r.m.cfg.Egress.Open(w.egressToken, r.id, r.egressPolicy,
+		egress.Budget{MaxRequests: lim.MaxEgressRequests, MaxBytes: lim.MaxEgressBytes})
+}
+
+// closeEgress revokes the run's grant (its open requests and tunnels end)
+// and puts its audit in res; res.Egress stays nil without a proxy.
+func (r *Run) closeEgress(res *protocol.Result) {
+	if r.egressPolicy == nil || res == nil {
+		return
+	}
+	r.mu.Lock()
+	g := r.egress
+	r.egress = nil
+	r.mu.Unlock()
+	res.Egress = []protocol.EgressEntry{}
+	if g != nil {
+		res.Egress = g.Close()
+	}
+}
