@@ -11,7 +11,9 @@ package mcp
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +33,10 @@ type Options struct {
 	PythonVersion string
 	Version       string
 	Logger        *slog.Logger
+	// Builtins and Modules are the interpreter's builtins and
+	// standard-library modules (config.ProbeNames): a server whose global is
+	// one of them is refused.
+	Builtins, Modules map[string]bool
 }
 
 // Server is one code-mode MCP server.
@@ -48,8 +54,9 @@ type Server struct {
 	served   bool                         // Serve is returning: no new connection gets names
 }
 
-// New checks the upstream globals (a reserved word is refused, naming the
-// server) and registers the tools.
+// New checks the upstream globals (a reserved word, a builtin's or a
+// standard module's name is refused, naming the server) and registers the
+// tools.
 func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -58,11 +65,17 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkGlobals(nss, opts.Builtins, opts.Modules); err != nil {
+		return nil, err
+	}
 	s := &Server{opts: opts, log: opts.Logger, nss: nss, conns: map[*sdk.ServerSession]*conn{}}
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: "coderun-rpc", Version: opts.Version},
 		&sdk.ServerOptions{Logger: opts.Logger})
 	s.sdk.AddTool(closeTool, s.closeSession)
-	s.desc = describe("")
+	s.desc = runIntro // with upstreams, replaced before any tools/list is answered (refreshOnList)
+	if !s.configured() {
+		s.desc = describe(opts.Limits, opts.PythonVersion, false, nil, "")
+	}
 	s.sdk.AddTool(runTool(s.desc), s.runPython)
 	s.sdk.AddReceivingMiddleware(s.refreshOnList)
 	// An upstream's new tool list reaches the host at once: the description is
@@ -99,7 +112,7 @@ func (s *Server) refresh(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.opts.Limits.MaxWallMs)*time.Millisecond)
 	defer cancel()
 	nss, _, notes := s.resolve(ctx)
-	desc := describe(rpc.Stubs(s.opts.Limits, s.opts.PythonVersion, nss) + notes)
+	desc := describe(s.opts.Limits, s.opts.PythonVersion, s.configured(), nss, notes)
 	s.mu.Lock()
 	changed := desc != s.desc
 	s.desc = desc
@@ -107,6 +120,28 @@ func (s *Server) refresh(ctx context.Context) {
 	if changed { // replacing the tool tells connected clients the list changed
 		s.sdk.AddTool(runTool(desc), s.runPython)
 	}
+}
+
+// configured: the daemon has upstream servers.
+func (s *Server) configured() bool { return len(s.nss) > 0 }
+
+// checkGlobals refuses a server whose global a program would lose or would
+// hide something behind without meaning to: a standard-library module's
+// name (a program's "import time" rebinds the global "time"), or a
+// builtin's (the server would hide "map" from every program).
+func checkGlobals(nss []protocol.Namespace, builtins, modules map[string]bool) error {
+	for _, ns := range nss {
+		rename := "rename the server in the MCP config file (e.g. " + strconv.Quote(ns.Global+"_server") + ")"
+		switch {
+		case modules[ns.Global]:
+			return fmt.Errorf("mcp server %q: its global %q is also the name of a standard-library module, and a program's \"import %s\" would hide the server; %s",
+				ns.MCP, ns.Global, ns.Global, rename)
+		case builtins[ns.Global]:
+			return fmt.Errorf("mcp server %q: its global %q would hide Python's builtin %s from every program; %s",
+				ns.MCP, ns.Global, ns.Global, rename)
+		}
+	}
+	return nil
 }
 
 // resolve reaches every upstream and returns the namespaces of those that
