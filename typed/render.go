@@ -17,7 +17,7 @@ type Namespace struct {
 // Stubs is the rendered module and, per function, what the child needs for
 // help(), __doc__ and dir().
 type Stubs struct {
-	Text    string   // the whole .pyi module (docs/protocol.md §10.4)
+	Text    string   // the whole .pyi module (docs/protocol-typed.md §10.4)
 	Methods []Method // one per function, namespaces in order, functions in order
 }
 
@@ -31,7 +31,7 @@ type Method struct {
 	// Doc is the docstring (Function.Doc), unescaped.
 	Doc string
 	// Signature is what the child binds a call's arguments to and shows for
-	// introspection (docs/child-protocol.md §2.2); nil when the function
+	// introspection (docs/child-protocol-wire.md §2.2); nil when the function
 	// declares no parameters (the untyped calling rules apply).
 	Signature *protocol.Signature
 }
