@@ -35,15 +35,17 @@ func runPythonDescription(t *testing.T, cs *sdk.ClientSession) string {
 	return ""
 }
 
-// C960: a server key whose global a program's `import time` or a builtin
-// would hide stops `coderun-rpc mcp` at start, exit 2, naming the server,
-// the name and what hides it; the JSON-RPC daemon, where the client picks
-// each binding's global, starts with the same file.
+// C960: a server key whose global a program's `import time` would hide, or
+// that would hide a builtin or the McpToolError class every tool raises,
+// stops `coderun-rpc mcp` at start, exit 2, naming the server, the name and
+// what hides what; the JSON-RPC daemon, where the client picks each
+// binding's global, starts with the same file.
 func TestMCPServeRefusesHiddenGlobals(t *testing.T) {
 	leakcheck.Check(t)
 	for key, want := range map[string][]string{
-		"time": {`mcp server "time"`, `global "time"`, `standard-library module`, `"import time"`, `rename`},
-		"map":  {`mcp server "map"`, `global "map"`, `builtin`, `rename`},
+		"time":         {`mcp server "time"`, `global "time"`, `standard-library module`, `"import time"`, `rename`},
+		"map":          {`mcp server "map"`, `global "map"`, `builtin`, `rename`},
+		"McpToolError": {`mcp server "McpToolError"`, `global "McpToolError"`, `error class`, `rename`},
 	} {
 		cfg := mcpConfig(t, map[string]map[string]string{key: mcptest.Env(0, "")})
 		cmd := exec.Command(daemonBin, "mcp", "--mcp-config", cfg)

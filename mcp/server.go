@@ -61,11 +61,11 @@ func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	nss, err := rpc.MCPNamespaces(opts.Pool)
-	if err != nil {
+	if err := checkGlobals(opts.Pool, opts.Builtins, opts.Modules); err != nil {
 		return nil, err
 	}
-	if err := checkGlobals(nss, opts.Builtins, opts.Modules); err != nil {
+	nss, err := rpc.MCPNamespaces(opts.Pool)
+	if err != nil {
 		return nil, err
 	}
 	s := &Server{opts: opts, log: opts.Logger, nss: nss, conns: map[*sdk.ServerSession]*conn{}}
@@ -125,20 +125,25 @@ func (s *Server) refresh(ctx context.Context) {
 // configured: the daemon has upstream servers.
 func (s *Server) configured() bool { return len(s.nss) > 0 }
 
-// checkGlobals refuses a server whose global a program would lose or would
-// hide something behind without meaning to: a standard-library module's
-// name (a program's "import time" rebinds the global "time"), or a
-// builtin's (the server would hide "map" from every program).
-func checkGlobals(nss []protocol.Namespace, builtins, modules map[string]bool) error {
-	for _, ns := range nss {
-		rename := "rename the server in the MCP config file (e.g. " + strconv.Quote(ns.Global+"_server") + ")"
+// checkGlobals refuses a server whose global a program would lose, or
+// that would hide something, without meaning to: a standard-library
+// module's name (a program's "import time" rebinds the global "time"), a
+// builtin's (the server would hide "map" from every program), or that of
+// the error class every tool raises (McpToolError).
+func checkGlobals(pool *upstream.Pool, builtins, modules map[string]bool) error {
+	for _, srv := range pool.Servers() {
+		key, global := srv.Spec().Key, srv.Spec().Global
+		rename := "rename the server in the MCP config file (e.g. " + strconv.Quote(global+"_server") + ")"
 		switch {
-		case modules[ns.Global]:
+		case modules[global]:
 			return fmt.Errorf("mcp server %q: its global %q is also the name of a standard-library module, and a program's \"import %s\" would hide the server; %s",
-				ns.MCP, ns.Global, ns.Global, rename)
-		case builtins[ns.Global]:
+				key, global, global, rename)
+		case builtins[global]:
 			return fmt.Errorf("mcp server %q: its global %q would hide Python's builtin %s from every program; %s",
-				ns.MCP, ns.Global, ns.Global, rename)
+				key, global, global, rename)
+		case global == upstream.ErrorClassName:
+			return fmt.Errorf("mcp server %q: its global %q would hide the error class every MCP tool raises; %s",
+				key, global, rename)
 		}
 	}
 	return nil
