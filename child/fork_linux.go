@@ -11,7 +11,7 @@ import (
 )
 
 // ForkChannel is the descriptors of a session child's fork
-// (docs/child-protocol.md §6.3): two pipes and a stream socketpair, opened by
+// (docs/child-protocol-sessions.md §6.3): two pipes and a stream socketpair, opened by
 // the daemon. Conn, Stdout and Stderr are the daemon's ends, pollable like a
 // Process's; Offer hands the child's ends (stdout-w, stderr-w, fd 3) to the
 // source with the fork frame.

@@ -10,7 +10,7 @@ import (
 
 // EffectiveSoftCPU returns the soft RLIMIT_CPU (seconds) a child started now
 // will hold after applying requested seconds, i.e. requesting
-// (requested, requested+1) clamped by docs/child-protocol.md §3.3 against the
+// (requested, requested+1) clamped by docs/child-protocol-child.md §3.3 against the
 // daemon's CURRENT RLIMIT_CPU (read at each call: the kernel raises a soft CPU
 // limit by a second every time it sends SIGXCPU, so a value read at start-up
 // goes stale). The daemon's own limits are never changed here.
@@ -22,7 +22,7 @@ func EffectiveSoftCPU(requested int64) int64 {
 	return clampCPU(requested, rl.Cur, rl.Max)
 }
 
-// clampCPU is the clamp rule of docs/child-protocol.md §3.3 for RLIMIT_CPU, returning
+// clampCPU is the clamp rule of docs/child-protocol-child.md §3.3 for RLIMIT_CPU, returning
 // the soft side: per side min(requested, inherited) unless the inherited side
 // is infinite; soft = min(soft, hard); then, for CPU only, if soft == hard and
 // hard >= 2, soft = hard - 1 so SIGXCPU can fire before the hard SIGKILL.

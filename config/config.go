@@ -54,10 +54,10 @@ type Config struct {
 	Isolation         string
 	IsolationReason   string
 	IsolationFellBack bool
-	// StartMode is how children start: "fork" (from the fork server, docs/containment.md §4)
+	// StartMode is how children start: "fork" (from the fork server, docs/containment-start-modes.md §4)
 	// or "spawn" (a fresh interpreter each). "auto" resolves to fork.
 	StartMode string
-	// Persistent sessions (docs/protocol.md §11): the cap (0 disables them),
+	// Persistent sessions (docs/protocol-sessions.md §11): the cap (0 disables them),
 	// the idle time after which one closes, a child's lifetime CPU seconds.
 	MaxSessions       int
 	SessionIdleMs     int64

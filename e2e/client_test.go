@@ -53,7 +53,7 @@ type callParams struct {
 	Args      json.RawMessage `json:"args"`
 }
 
-// behaviour answers one binding/call (docs/test-catalogue.md conventions): it returns
+// behaviour answers one binding/call (TEST-CATALOGUE.md conventions): it returns
 // the response body's tail (`"result":…` or `"error":…`), or "" to never answer.
 type behaviour func(p callParams) string
 

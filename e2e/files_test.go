@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// Files in, files and rich outputs out (docs/protocol.md §12), against the
+// Files in, files and rich outputs out (docs/protocol-files.md §12), against the
 // built daemon and a real python3.
 
 type outFile struct {
@@ -160,7 +160,7 @@ return 1`))
 display("y" * 200)
 display("z")
 open("out/f", "w").write("f")`, `"limits":{"maxOutputBytes":100}`))
-	// display("x" * 20) costs 32 + 8 + len("text/plain") + 22 = 72 (docs/protocol.md §12.4).
+	// display("x" * 20) costs 32 + 8 + len("text/plain") + 22 = 72 (docs/protocol-files.md §12.4).
 	if len(r.Outputs) != 2 || r.Outputs[1].Data["text/plain"] != "[coderun] outputs truncated at 100 bytes" ||
 		len(r.Files) != 1 || !r.Files[0].Omitted {
 		t.Fatalf("outputs %+v files %+v", r.Outputs, r.Files)

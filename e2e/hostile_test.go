@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Hostile child at the daemon's boundary (docs/test-catalogue.md group G):
+// Hostile child at the daemon's boundary (TEST-CATALOGUE.md group G):
 // forged fd-3 frames, floods on fd 3 and fd 1 with and without newlines,
 // fd 3 closed early, threads printing after done, a self-SIGSTOP, huge
 // argument frames, deep values and exotic strings. Every case is followed

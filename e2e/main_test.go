@@ -1,5 +1,5 @@
 // Package e2e drives the built coderun-rpc binary over its stdio, as a client
-// would (docs/test-catalogue.md [daemon] cases, lifecycle, queue, streaming).
+// would (TEST-CATALOGUE.md [daemon] cases, lifecycle, queue, streaming).
 package e2e
 
 import (

@@ -117,6 +117,7 @@ func TestMCPDescribeAndRefusals(t *testing.T) {
 		`"bindings":[{"global":"x","mcp":"nope"}]`:                       `bindings[0].mcp "nope" is not a configured MCP server`,
 		`"bindings":[{"global":"x","mcp":"test-server","functions":[]}]`: `bindings[0] has both "mcp" and "functions"`,
 		`"bindings":[{"global":"x","mcp":5}]`:                            `bindings[0].mcp must be the name of a configured MCP server`,
+		`"bindings":[{"global":"McpToolError","mcp":"test-server"}]`:     `bindings[0].global "McpToolError" is the name of the error class MCP bindings share`,
 	} {
 		m := d.call("run", prog("return 1", params))
 		if m.Error == nil || m.Error.Code != -32602 || !strings.HasPrefix(m.Error.Message, want) {

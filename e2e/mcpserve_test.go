@@ -41,10 +41,15 @@ func mcpServeEnv(t *testing.T, opts *sdk.ClientOptions, env map[string]string) *
 }
 
 // mcpServeServers is mcpServeEnv with the upstream servers given (key → the
-// environment that makes this binary that server).
+// environment that makes this binary that server); nil servers: no upstream
+// file at all.
 func mcpServeServers(t *testing.T, opts *sdk.ClientOptions, env map[string]string, servers map[string]map[string]string) *sdk.ClientSession {
 	t.Helper()
-	cmd := exec.Command(daemonBin, "mcp", "--mcp-config", mcpConfig(t, servers))
+	args := []string{"mcp"}
+	if servers != nil {
+		args = append(args, "--mcp-config", mcpConfig(t, servers))
+	}
+	cmd := exec.Command(daemonBin, args...)
 	cmd.Env = environ(t, env)
 	stderr := &lockedBuffer{}
 	cmd.Stderr = stderr

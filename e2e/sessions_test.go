@@ -13,7 +13,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
-// Persistent sessions (docs/protocol.md §11) against the built daemon.
+// Persistent sessions (docs/protocol-sessions.md §11) against the built daemon.
 
 // sessionRun is a session run's result: runResult plus its session member.
 type sessionRun struct {

@@ -75,7 +75,7 @@ return "spawned"`, hb), `"limits":{"maxWallMs":10000}`))
 	}
 }
 
-// docs/child-protocol.md §4.10: exit right behind shutdown waits for the teardown; the shutdown
+// docs/child-protocol-daemon.md §4.10: exit right behind shutdown waits for the teardown; the shutdown
 // response is still sent, then the process exits 0.
 func TestExitWaitsForShutdown(t *testing.T) {
 	t.Parallel()

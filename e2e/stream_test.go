@@ -41,7 +41,7 @@ func merge(notes []logNote) []string {
 	return out
 }
 
-// docs/protocol.md §5 / docs/child-protocol.md §2.6.4: open fragments stream as continued
+// docs/protocol.md §5 / docs/child-protocol-wire.md §2.6.4: open fragments stream as continued
 // notifications, the truncation marker is streamed, and the merged stream
 // equals the final logs — for concurrent streaming runs too.
 func TestStreamingFragmentsAndMarker(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
-// Typed bindings (docs/protocol.md §10) through the real daemon and a real child.
+// Typed bindings (docs/protocol-typed.md §10) through the real daemon and a real child.
 
 // searchFn declares tools.search(q: str, limit: int = 10) -> list[str].
 const searchFn = `{"name":"search","description":"Find documents.","parameters":{"type":"object",` +

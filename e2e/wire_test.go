@@ -76,7 +76,7 @@ func TestClosedOutputs(t *testing.T) {
 	}
 }
 
-// docs/child-protocol.md §2.9: a client frame that is not valid JSON gets −32700
+// docs/child-protocol-wire.md §2.9: a client frame that is not valid JSON gets −32700
 // (id null); the call it was meant for stays in flight and a later valid
 // answer still resolves it.
 func TestBrokenAnswerKeepsCallInFlight(t *testing.T) {

@@ -49,7 +49,7 @@ except TypeError as e:
 """
 
 
-# Step 4: a CSV in, a chart out (docs/protocol.md §12).
+# Step 4: a CSV in, a chart out (docs/protocol-files.md §12).
 CSV = "day,visitors\n" + "".join(f"{d},{v}\n" for d, v in enumerate([120, 135, 90, 160, 210, 240, 180], 1))
 PLOT_PROGRAM = """
 import csv

@@ -26,7 +26,7 @@ EVERYTHING = REPO / "mcp" / "tests" / "node_modules" / "@modelcontextprotocol" /
 
 PROGRAM = """
 print("asking two servers")
-now = await time.get_current_time(timezone="Europe/Lisbon")
+now = await time_server.get_current_time(timezone="Europe/Lisbon")
 total = await everything["get-sum"](a=19, b=23)
 echo = await everything.echo(message=f"it is {now['datetime']} in Lisbon")
 return {"sum": total, "echo": echo, "dst": now["is_dst"]}
@@ -39,7 +39,7 @@ async def main() -> None:
         config = Path(tmp) / "mcp.json"
         config.write_text(json.dumps({"mcpServers": {
             "everything": {"command": "node", "args": [str(EVERYTHING), "stdio"]},
-            "time": {"command": str(Path(sys.executable).parent / "mcp-server-time")},
+            "time-server": {"command": str(Path(sys.executable).parent / "mcp-server-time")},
         }}, indent=2))
         print("== mcp.json\n" + config.read_text())
         params = StdioServerParameters(command=daemon, args=["mcp", "--mcp-config", str(config)],

@@ -11,7 +11,9 @@ package mcp
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +35,10 @@ type Options struct {
 	PythonVersion string
 	Version       string
 	Logger        *slog.Logger
+	// Builtins and Modules are the interpreter's builtins and
+	// standard-library modules (config.ProbeNames): a server whose global is
+	// one of them is refused.
+	Builtins, Modules map[string]bool
 }
 
 // Server is one code-mode MCP server.
@@ -50,11 +56,15 @@ type Server struct {
 	served   bool                         // Serve is returning: no new connection gets names
 }
 
-// New checks the upstream globals (a reserved word is refused, naming the
-// server) and registers the tools.
+// New checks the upstream globals (a reserved word, a builtin's or a
+// standard module's name is refused, naming the server) and registers the
+// tools.
 func New(opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := checkGlobals(opts.Pool, opts.Builtins, opts.Modules); err != nil {
+		return nil, err
 	}
 	nss, err := rpc.MCPNamespaces(opts.Pool)
 	if err != nil {
@@ -64,7 +74,10 @@ func New(opts Options) (*Server, error) {
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: "coderun-rpc", Version: opts.Version},
 		&sdk.ServerOptions{Logger: opts.Logger})
 	s.sdk.AddTool(closeTool, s.closeSession)
-	s.desc = describe("")
+	s.desc = runIntro // with upstreams, replaced before any tools/list is answered (refreshOnList)
+	if !s.configured() {
+		s.desc = describe(opts.Limits, opts.PythonVersion, false, nil, "")
+	}
 	s.sdk.AddTool(runTool(s.desc), s.runPython)
 	s.sdk.AddReceivingMiddleware(s.refreshOnList)
 	// An upstream's new tool list reaches the host at once: the description is
@@ -101,7 +114,7 @@ func (s *Server) refresh(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.opts.Limits.MaxWallMs)*time.Millisecond)
 	defer cancel()
 	nss, _, notes := s.resolve(ctx)
-	desc := describe(rpc.Stubs(s.opts.Limits, s.opts.PythonVersion, nss) + notes)
+	desc := describe(s.opts.Limits, s.opts.PythonVersion, s.configured(), nss, notes)
 	s.mu.Lock()
 	changed := desc != s.desc
 	s.desc = desc
@@ -109,6 +122,33 @@ func (s *Server) refresh(ctx context.Context) {
 	if changed { // replacing the tool tells connected clients the list changed
 		s.sdk.AddTool(runTool(desc), s.runPython)
 	}
+}
+
+// configured: the daemon has upstream servers.
+func (s *Server) configured() bool { return len(s.nss) > 0 }
+
+// checkGlobals refuses a server whose global a program would lose, or
+// that would hide something, without meaning to: a standard-library
+// module's name (a program's "import time" rebinds the global "time"), a
+// builtin's (the server would hide "map" from every program), or that of
+// the error class every tool raises (McpToolError).
+func checkGlobals(pool *upstream.Pool, builtins, modules map[string]bool) error {
+	for _, srv := range pool.Servers() {
+		key, global := srv.Spec().Key, srv.Spec().Global
+		rename := "rename the server in the MCP config file (e.g. " + strconv.Quote(global+"_server") + ")"
+		switch {
+		case modules[global]:
+			return fmt.Errorf("mcp server %q: its global %q is also the name of a standard-library module, and a program's \"import %s\" would hide the server; %s",
+				key, global, global, rename)
+		case builtins[global]:
+			return fmt.Errorf("mcp server %q: its global %q would hide Python's builtin %s from every program; %s",
+				key, global, global, rename)
+		case global == upstream.ErrorClassName:
+			return fmt.Errorf("mcp server %q: its global %q would hide the error class every MCP tool raises; %s",
+				key, global, rename)
+		}
+	}
+	return nil
 }
 
 // resolve reaches every upstream and returns the namespaces of those that

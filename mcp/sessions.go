@@ -12,7 +12,7 @@ import (
 )
 
 // Named sessions (docs/mcp.md §1.4): run_python's "session" names a
-// persistent session of the session manager (docs/protocol.md §11). Names
+// persistent session of the session manager (docs/protocol-sessions.md §11). Names
 // belong to one MCP connection; the first call with a name opens the
 // session, later ones run in it, and the connection's end closes them all.
 

@@ -17,22 +17,81 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// runIntro opens run_python's description, whatever a program can call.
 const runIntro = `Run a Python program in a fresh CPython process under budgets and return its logs and value.
-A top-level return gives the run's value; print() output is logged.
-Every tool of the configured MCP servers is an async function of a global named after its server:
-call it with await (for example: r = await everything.echo(message="hi")). A failing tool raises
-McpToolError (.tool and .server name the tool and its server). A tool whose name is not an
-identifier is also reachable by subscript: everything["get-sum"](a=1, b=2). With "session": "<name>",
-runs share one interpreter: variables, imports and files stay for the next call with that name. The API:
-
+A top-level return gives the run's value; print() output is logged. With "session": "<name>",
+runs share one interpreter: variables, imports and files stay for the next call with that name.
 `
 
-// describe is run_python's description: the intro, then the stubs.
-func describe(stubs string) string {
-	if stubs == "" {
-		return runIntro + "(no MCP servers are configured)"
+// noServers ends the description of a daemon without upstream servers; its
+// example is a whole program that runs.
+const noServers = `No MCP server is configured: there are no host tools, and a program has what the Python
+interpreter provides (its standard library and installed packages). For example:
+    import statistics
+    return statistics.median([3, 1, 2])
+`
+
+// noneReached precedes the notes saying why each configured server is left out.
+const noneReached = `No configured MCP server could be reached: there are no host tools for now, and the next call
+tries the servers again. Why:
+`
+
+// describe is run_python's description: the intro, then the stubs of the
+// upstream servers reached (nss) followed by a note per server left out or
+// cut, or, when there is nothing to call, that there is not and why.
+// configured: the daemon has upstream servers at all.
+func describe(limits protocol.Limits, python string, configured bool, nss []protocol.Namespace, notes string) string {
+	budgets := rpc.Budgets(limits) + " Python " + python + ".\n"
+	switch {
+	case !configured:
+		return runIntro + budgets + noServers
+	case len(nss) == 0:
+		return runIntro + budgets + noneReached + strings.TrimPrefix(notes, "\n") + "\n"
 	}
-	return runIntro + stubs
+	return runIntro + toolsIntro(nss) + "The API:\n\n" + rpc.Stubs(limits, python, nss) + notes
+}
+
+// toolsIntro says how a program calls the servers' tools, with examples
+// that name real ones.
+func toolsIntro(nss []protocol.Namespace) string {
+	b := "Every tool of the MCP servers below is an async method of a global named after its server:\n" +
+		"call it with await and the arguments its stub declares"
+	if global, name, ok := firstTool(nss, rpc.IsStubMethod); ok {
+		b += " (for example: r = await " + global + "." + name + "(...))"
+	}
+	b += ".\n"
+	if global, name, ok := firstTool(nss, subscriptExample); ok {
+		b += "A tool whose name is not an identifier is also reached by subscript: " + global + `["` + name + `"](...).` + "\n"
+	}
+	return b + "A failing tool raises McpToolError (.tool and .server name the tool and its server).\n"
+}
+
+// firstTool is the first tool of nss whose name passes keep, with its
+// server's global.
+func firstTool(nss []protocol.Namespace, keep func(string) bool) (global, name string, ok bool) {
+	for _, ns := range nss {
+		for _, n := range ns.Names {
+			if keep(n) {
+				return ns.Global, n, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// subscriptExample: a name with a character no identifier holds (get-sum)
+// that reads the same inside a Python string literal as it is (printable
+// ASCII, no quote, no backslash), so an upstream's name cannot break the
+// description's text.
+func subscriptExample(name string) bool {
+	odd := false
+	for _, c := range []byte(name) {
+		if c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+		odd = odd || !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z')
+	}
+	return odd
 }
 
 var runSchema = json.RawMessage(`{"type":"object","properties":{

@@ -1,6 +1,6 @@
 package protocol
 
-// fd-3 frame types (docs/child-protocol.md §2.2).
+// fd-3 frame types (docs/child-protocol-wire.md §2.2).
 const (
 	FrameBoot    = "boot"
 	FrameRun     = "run"
@@ -11,7 +11,7 @@ const (
 	FrameDone    = "done"
 	// FrameOutput (outputs.go) is the child's displayed object.
 
-	// Session frames (docs/child-protocol.md §6): the daemon asks an idle
+	// Session frames (docs/child-protocol-sessions.md §6): the daemon asks an idle
 	// session child to fork; the fork answers on its own new channel.
 	FrameFork       = "fork"
 	FrameForked     = "forked"
@@ -36,7 +36,7 @@ type BootMessage struct {
 	MaxValueBytes  int64       `json:"maxValueBytes"`
 	MaxOutputBytes int64       `json:"maxOutputBytes"`
 	Namespaces     []Namespace `json:"namespaces"`
-	// Session marks a session boot (docs/child-protocol.md §6.1): CPUSeconds is
+	// Session marks a session boot (docs/child-protocol-sessions.md §6.1): CPUSeconds is
 	// then the session's lifetime total, Namespaces is empty, and the child
 	// waits for run frames in its idle loop instead of exiting after one.
 	Session bool `json:"session,omitempty"`
@@ -46,7 +46,7 @@ type BootMessage struct {
 }
 
 // RunMessage carries the program, sent on the first boot-ack. In a session
-// (docs/child-protocol.md §6.2) it also carries the run's own budgets and
+// (docs/child-protocol-sessions.md §6.2) it also carries the run's own budgets and
 // bindings; those four members are left out of a fresh run's frame.
 type RunMessage struct {
 	Type           string      `json:"type"`

@@ -2,9 +2,9 @@ package protocol
 
 import "strconv"
 
-// Files in, files and rich outputs out (docs/protocol.md §12).
+// Files in, files and rich outputs out (docs/protocol-files.md §12).
 
-// FrameOutput is the child's frame for one displayed object (docs/child-protocol.md §2.2).
+// FrameOutput is the child's frame for one displayed object (docs/child-protocol-wire.md §2.2).
 const FrameOutput = "output"
 
 // MethodRunOutput is the daemon → client notification for one output.
@@ -25,7 +25,7 @@ const (
 const DefaultMaxDiskMb = 512
 
 // What an output costs against the outputs budget beyond its MIME types and
-// values (docs/protocol.md §12.4), and the caps on its MIME types and on a
+// values (docs/protocol-files.md §12.4), and the caps on its MIME types and on a
 // run's outputs. The overheads pay for what the daemon holds and writes for
 // an output besides its strings: its list entry, its braces, the quotes,
 // colon and comma of each member, its {"data":…} wrapper in the response.
@@ -93,7 +93,7 @@ type OutFile struct {
 	Omitted bool
 }
 
-// OutputEvent is one run/output notification (docs/protocol.md §12).
+// OutputEvent is one run/output notification (docs/protocol-files.md §12).
 type OutputEvent struct {
 	Index int
 	Data  []byte // canonical JSON object, as in Output

@@ -22,7 +22,7 @@ const (
 	MethodBindingCall   = "binding/call" // daemon → client request
 	MethodRunLog        = "run/log"      // daemon → client notification
 
-	// Persistent sessions (docs/protocol.md §11).
+	// Persistent sessions (docs/protocol-sessions.md §11).
 	MethodSessionOpen   = "session/open"
 	MethodSessionFork   = "session/fork"
 	MethodSessionClose  = "session/close"
@@ -110,7 +110,7 @@ const (
 	LosslessResolution = "binding resolution must be lossless JSON"
 )
 
-// Fixed messages of the daemon (docs/protocol.md §3.4, docs/child-protocol.md §2.8, docs/child-protocol.md §4.6, docs/child-protocol.md §4.8).
+// Fixed messages of the daemon (docs/protocol.md §3.4, docs/child-protocol-wire.md §2.8, docs/child-protocol-daemon.md §4.6, docs/child-protocol-daemon.md §4.8).
 const (
 	MsgCancelled      = "run cancelled by the client"
 	MsgShuttingDown   = "server is shutting down"

@@ -69,7 +69,7 @@ type Namespace struct {
 	Names      []string    `json:"names"`
 	ErrorClass *ErrorClass `json:"errorClass,omitempty"`
 	// Signatures is aligned with Names (nil for an untyped function); left out
-	// when no function of the namespace is typed (docs/child-protocol.md §2.2).
+	// when no function of the namespace is typed (docs/child-protocol-wire.md §2.2).
 	Signatures []*Signature `json:"signatures,omitempty"`
 	// Checks is aligned with Names (nil for a function without schemas);
 	// nil when no function of the namespace is typed. Never sent.
@@ -100,7 +100,7 @@ type RunParams struct {
 	// none): the run's span is its child (docs/service.md §7).
 	Traceparent string
 	// SessionID names the persistent session the run executes in ("" for a
-	// fresh run, docs/protocol.md §11).
+	// fresh run, docs/protocol-sessions.md §11).
 	SessionID string
 	// Packages are the requirements the run imports, validated and in
 	// normal form (docs/packages.md); nil for none.
@@ -110,7 +110,7 @@ type RunParams struct {
 	Egress EgressPolicy
 }
 
-// SessionParams are validated session/open params (docs/protocol.md §11.1):
+// SessionParams are validated session/open params (docs/protocol-sessions.md §11.1):
 // Limits are the defaults of the session's runs (zero fields: configured),
 // IdleTimeoutMs is 0 when not given.
 type SessionParams struct {
@@ -127,7 +127,7 @@ type SessionInfo struct {
 	Reason string // why the session ended; "" while alive
 }
 
-// RunError is the "error" member of a run result (docs/protocol.md §3, docs/child-protocol.md §4.9).
+// RunError is the "error" member of a run result (docs/protocol.md §3, docs/child-protocol-daemon.md §4.9).
 type RunError struct {
 	Kind          string
 	Message       string
@@ -161,7 +161,7 @@ type Result struct {
 	Logs  []string
 	Error *RunError
 	Stats Stats
-	// Outputs and Files (docs/protocol.md §12) are never nil in a settled run.
+	// Outputs and Files (docs/protocol-files.md §12) are never nil in a settled run.
 	Outputs []Output
 	Files   []OutFile
 	// Session is set for a run in a persistent session.

@@ -1,4 +1,4 @@
-"""coderun-rpc child: runs one program, speaking the fd-3 protocol (docs/child-protocol.md §3).
+"""coderun-rpc child: runs one program, speaking the fd-3 protocol (docs/child-protocol-child.md §3).
 
 Started as `<python> -u -I <rundir>/bootstrap.py`, fd 3 a blocking AF_UNIX stream socket:
 
@@ -16,7 +16,7 @@ Started as `<python> -u -I <rundir>/bootstrap.py`, fd 3 a blocking AF_UNIX strea
 Standard library only. Everything runs inside `_coderun_child()`: the helpers are closures
 over builtins captured before the program starts, so a program that rebinds or deletes globals
 of `__main__` (this module) or attributes of the classes defined here cannot change dispatch,
-reply decoding, the CPU recheck, the verdict or the `done` frame (docs/child-protocol.md §3.7).
+reply decoding, the CPU recheck, the verdict or the `done` frame (docs/child-protocol-child.md §3.7).
 
 Start-up cost is a feature: only `protocol.py`'s hot section is compiled at boot (its
 diagnostics on the exception path only), and asyncio is imported only for a program that
@@ -35,7 +35,7 @@ def _coderun_child():
     from time import sleep
 
     # Captured before the program runs: nested functions read these cells, never a later
-    # rebinding of __main__ globals (docs/child-protocol.md §3.7).
+    # rebinding of __main__ globals (docs/child-protocol-child.md §3.7).
     (len, type, bytes, bytearray, memoryview, min, dict, BaseException, RuntimeError,
      ValueError, MemoryError, isinstance, int, range, str) = (
         B.len, B.type, B.bytes, B.bytearray, B.memoryview, B.min, B.dict, B.BaseException,
@@ -50,7 +50,7 @@ def _coderun_child():
     sys_modules = sys.modules
     real_stdout, real_stderr = sys.__stdout__, sys.__stderr__
 
-    # 1. SIGXCPU back to its default disposition, unblocked (docs/child-protocol.md §3.1 step 1).
+    # 1. SIGXCPU back to its default disposition, unblocked (docs/child-protocol-child.md §3.1 step 1).
     sig_signal(SIGXCPU, SIG_DFL)
     sig_mask(SIG_UNBLOCK, {SIGXCPU})
 
@@ -222,7 +222,7 @@ def _coderun_child():
         send(*parts)
 
     def check_room(max_log, max_value):
-        """The output budgets must fit the address space left (docs/child-protocol.md §3.3)."""
+        """The output budgets must fit the address space left (docs/child-protocol-child.md §3.3)."""
         if soft_as is None:
             return
         room = soft_as - P.INTERPRETER_BASELINE
@@ -242,7 +242,7 @@ def _coderun_child():
         done_error(KIND_EXCEPTION, cap_message(
             "bootstrap: applying resource limits failed\n" + msg, max_value))
 
-    # 3. limits (docs/child-protocol.md §3.3; a session's, §6.1)
+    # 3. limits (docs/child-protocol-child.md §3.3; a session's, §6.1)
     session = boot.get("session") is True
     cpu_soft = soft_as = None
     try:
@@ -298,7 +298,7 @@ def _coderun_child():
         return own + b.ru_utime + b.ru_stime
 
     def cpu_recheck():
-        """Success path only: die by SIGXCPU when the budget is spent (docs/child-protocol.md §3.3)."""
+        """Success path only: die by SIGXCPU when the budget is spent (docs/child-protocol-child.md §3.3)."""
         if cpu_spent() >= cpu_soft:
             sig_signal(SIGXCPU, SIG_DFL)
             sig_mask(SIG_UNBLOCK, {SIGXCPU})
@@ -421,7 +421,7 @@ def _coderun_child():
                 fallback_done()
         return loop
 
-    # ---- session mode (docs/child-protocol.md §6) ---------------------------------------
+    # ---- session mode (docs/child-protocol-sessions.md §6) ---------------------------------------
     def move_cpu_soft(seconds):
         """Soft RLIMIT_CPU = CPU used so far (reaped children included), rounded up, plus
         this run's budget, below the session's hard limit (§6.2)."""
@@ -520,11 +520,11 @@ def _coderun_child():
 
 
 def _make_session_fork(send, string, fdq, rbuf, away):
-    """The `fork` frame of an idle session child (docs/child-protocol.md §6.3): fork(msg, fds).
+    """The `fork` frame of an idle session child (docs/child-protocol-sessions.md §6.3): fork(msg, fds).
 
     fds are the descriptors that came with the frame: [stdout-w, stderr-w, fd3] of the fork,
     and in tier sandbox a fourth, the Landlock ruleset F stacks on its domain before anything
-    else (docs/containment.md §4.2: F then writes only under its own home).
+    else (docs/containment-start-modes.md §4.2: F then writes only under its own home).
     The fork F must be a child of the source's reaper (the fork server, or the sandbox's
     init), never of the source. When the source has a single thread, F is made at the cost
     of one fork: clone(CLONE_PARENT) wrapped as os.fork wraps fork(2) (PyOS_BeforeFork and
@@ -639,7 +639,7 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         send(b'{"type":"forked","pid":%d}' % getpid())
 
     def move_tmpdir(dir_):
-        # The run directory is also TMPDIR (docs/child-protocol.md §4.3): the fork's is
+        # The run directory is also TMPDIR (docs/child-protocol-daemon.md §4.3): the fork's is
         # its own directory, and tempfile's cached choice is dropped.
         if environ.get("TMPDIR") is not None:
             environ["TMPDIR"] = dir_
@@ -698,7 +698,7 @@ def _make_session_fork(send, string, fdq, rbuf, away):
 
 
 def _make_log_streams(send, codec, P, TextIOBase):
-    """The shared log ledger and the two line-coalescing streams over it (docs/child-protocol.md §3.4).
+    """The shared log ledger and the two line-coalescing streams over it (docs/child-protocol-child.md §3.4).
 
     Returns ((stdout, state), (stderr, state), flush(state), set_budget(max_log), seal()).
     Built before the boot frame (a warm child does it while it waits); set_budget opens the
@@ -801,7 +801,7 @@ def _make_log_streams(send, codec, P, TextIOBase):
         states.append(st)
 
         class LogStream(TextIOBase):
-            """Line-coalescing text stream billed to the run's log ledger (docs/child-protocol.md §3.4)."""
+            """Line-coalescing text stream billed to the run's log ledger (docs/child-protocol-child.md §3.4)."""
 
             def write(self, text):
                 if type(text) is not str:
@@ -901,7 +901,7 @@ def _make_refusal_where(load_cold):
 
 
 def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
-    """Namespace proxies, error classes, call slots and the reply pump (docs/child-protocol.md §2.9, docs/child-protocol.md §3.5).
+    """Namespace proxies, error classes, call slots and the reply pump (docs/child-protocol-wire.md §2.9, docs/child-protocol-child.md §3.5).
 
     Built before the boot frame; returns (install(namespaces, program_globals),
     attach_pump(loop), unpump(), drive(coro), retire()). install puts the boot frame's
@@ -931,7 +931,7 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
     host_errors = {name: B.__dict__[name] for name in P.HOST_ERROR_TYPES.split()}
     obj_setattr = object.__setattr__
     obj_getattribute = object.__getattribute__
-    # Binding proxies (docs/child-protocol.md §3.5) ------------------------------------------------------------
+    # Binding proxies (docs/child-protocol-child.md §3.5) ------------------------------------------------------------
     call_lock = _thread.allocate_lock()
     slot_lock = _thread.allocate_lock()
     slots = [P.CALL_SLOTS]
@@ -1372,7 +1372,7 @@ def _make_bindings(send, codec, P, rbuf, load_asyncio, asyncio_mods, load_cold):
 
 
 def _make_typed(P, load_cold):
-    """Typed binding functions (docs/child-protocol.md §3.5): `make(invoke, sig)`.
+    """Typed binding functions (docs/child-protocol-child.md §3.5): `make(invoke, sig)`.
 
     A typed function binds its arguments to the signature's parameters as CPython binds a
     def's (same TypeError wording, named `tools.search`) and calls invoke with the `args`
@@ -1506,7 +1506,7 @@ def _make_typed(P, load_cold):
     return make
 
 
-# ---- display and rich outputs (docs/child-protocol.md §3.9) -------------------------------
+# ---- display and rich outputs (docs/child-protocol-child.md §3.9) -------------------------------
 def _make_display(send, codec, P, flush_logs, warn):
     """display() by the IPython display protocol, and the matplotlib backend behind plt.show().
 

@@ -1,5 +1,5 @@
 // Package py embeds the Python side of coderun-rpc: the child bootstrap and its
-// fd-3 protocol module (docs/child-protocol.md §3). The session package stages both
+// fd-3 protocol module (docs/child-protocol-child.md §3). The session package stages both
 // files into every run directory; py/mirror_test.go keeps protocol.py in step
 // with the Go protocol package.
 package py
@@ -19,7 +19,7 @@ var Bootstrap []byte
 var Protocol []byte
 
 // ForkServer is py/forkserver.py, the pristine interpreter that forks one
-// child per run (docs/containment.md §4): staged with bootstrap.py and protocol.py in its own
+// child per run (docs/containment-start-modes.md §4): staged with bootstrap.py and protocol.py in its own
 // directory and run as `<python> -u -I <dir>/forkserver.py` with a
 // SOCK_SEQPACKET control socket on fd 3 (package child, ForkServer).
 //
@@ -28,7 +28,7 @@ var ForkServer []byte
 
 // SandboxFork is py/sandboxfork.py, staged next to forkserver.py for a
 // server started with --sandbox: how each forked child enters the sandbox's
-// namespaces and hands over to the sandbox init (docs/containment.md §4.1).
+// namespaces and hands over to the sandbox init (docs/containment-start-modes.md §4.1).
 //
 //go:embed sandboxfork.py
 var SandboxFork []byte

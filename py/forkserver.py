@@ -1,4 +1,4 @@
-"""coderun-rpc fork server: forks one fresh child per run from a pristine interpreter (docs/containment.md §4).
+"""coderun-rpc fork server: forks one fresh child per run from a pristine interpreter (docs/containment-start-modes.md §4).
 
 Started as `<python> -u -I <serverdir>/forkserver.py` next to bootstrap.py and protocol.py, with
 fd 3 a SOCK_SEQPACKET control socket to the daemon (package child, ForkServer). It imports what
@@ -24,11 +24,11 @@ reply always names a process that already leads its own group.
 
 The server is a child subreaper (PR_SET_CHILD_SUBREAPER): an orphan of any of its children
 becomes its child, is reaped, and gets an X report. A session child's fork (the grandchild of
-a double fork, docs/child-protocol.md §6.3) is such an orphan; the daemon claims it with A,
+a double fork, docs/child-protocol-sessions.md §6.3) is such an orphan; the daemon claims it with A,
 and the server answers P only for a process that is its child, leads its own session, and is
 not already one it spawned or adopted (a program cannot pass off another process as the fork).
 
-Started with --sandbox (tier sandbox, docs/containment.md §4.1), it loads sandboxfork.py from its
+Started with --sandbox (tier sandbox, docs/containment-start-modes.md §4.1), it loads sandboxfork.py from its
 directory, a request carries the run's relay pipe and cgroup files after the four descriptors
 (placed from fd 4 on), and its argv is the sandbox init's command. The child is then made in the
 run's new namespaces (sandboxfork.clone, PID 1 there), blocks every signal instead of restoring

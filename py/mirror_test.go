@@ -19,7 +19,7 @@ type fieldSet struct {
 	Optional []string `json:"optional"`
 }
 
-// roster is docs/child-protocol.md §2.2's field-set roster, the reference both sides must match.
+// roster is docs/child-protocol-wire.md §2.2's field-set roster, the reference both sides must match.
 var roster = map[string]fieldSet{
 	"BootMessage":       {Required: []string{"addressSpaceBytes", "cpuSeconds", "maxLogBytes", "maxOutputBytes", "maxValueBytes", "namespaces", "type"}, Optional: []string{"fileSizeBytes", "session", "sysPath"}},
 	"Namespace":         {Required: []string{"global", "names"}, Optional: []string{"errorClass", "signatures"}},

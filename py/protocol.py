@@ -1,4 +1,4 @@
-"""The fd-3 protocol of coderun-rpc, child side (docs/child-protocol.md §2, Appendix A).
+"""The fd-3 protocol of coderun-rpc, child side (docs/child-protocol-wire.md §2, Appendix A).
 
 Standard library only, and cheap to import: the bootstrap compiles this file in
 every fresh child, so nothing here imports `typing`, `json` or `re` at run time (`re`
@@ -11,9 +11,9 @@ only once a string holding surrogates needs pair folding).
   the first time one is asked for (`protocol.BootMessage` ...), so the mirror
   test sees them while a run never imports `typing`.
 * `compile_program()` wraps a program as the body of `async def __coderun_main__`
-  (docs/child-protocol.md §3.2) and tells whether it needs a real event loop.
-* `make_codec()` builds the lossless JSON codec (docs/child-protocol.md §2.7) and `_cap_message` (docs/child-protocol.md §3.6 item 3),
-  and `make_diagnostics()` the filtered-traceback renderer (docs/child-protocol.md §3.6 item 2), out of closures
+  (docs/child-protocol-child.md §3.2) and tells whether it needs a real event loop.
+* `make_codec()` builds the lossless JSON codec (docs/child-protocol-wire.md §2.7) and `_cap_message` (docs/child-protocol-child.md §3.6 item 3),
+  and `make_diagnostics()` the filtered-traceback renderer (docs/child-protocol-child.md §3.6 item 2), out of closures
   with every builtin captured when they are called: a program that rebinds globals of
   `__main__` or of this module afterwards cannot change them.
 * Everything after the `COLD_SECTION` line (diagnostics, frame TypedDicts) is compiled
@@ -65,7 +65,7 @@ MESSAGE_MARKER = "\u2026 [truncated]"
 CHAIN_MARKER = "[coderun] exception chain truncated at 100 links"
 LOG_MARKER_PREFIX = "[coderun] log capture truncated at "
 UNRENDERABLE_REJECTION = "<unrenderable rejection value>"
-# The built-in exception types a host's failure may name (docs/child-protocol.md §2.9).
+# The built-in exception types a host's failure may name (docs/child-protocol-wire.md §2.9).
 HOST_ERROR_TYPES = ("BrokenPipeError ConnectionAbortedError ConnectionError ConnectionRefusedError "
                     "ConnectionResetError FileExistsError FileNotFoundError IndexError IsADirectoryError KeyError "
                     "LookupError NotADirectoryError NotImplementedError OSError PermissionError TimeoutError "
@@ -76,11 +76,11 @@ UNKNOWN_CLASS = "<unknown>"
 
 
 def log_truncation_marker(max_log_bytes):
-    """The marker ending a truncated log (docs/child-protocol.md §2.6.3): `... truncated at <N> bytes`."""
+    """The marker ending a truncated log (docs/child-protocol-wire.md §2.6.3): `... truncated at <N> bytes`."""
     return LOG_MARKER_PREFIX + "%d" % max_log_bytes + " bytes"
 
 
-# ---- compilation (docs/child-protocol.md §3.2) ------------------------------------------------------------------
+# ---- compilation (docs/child-protocol-child.md §3.2) ------------------------------------------------------------------
 
 def compile_program(src, bound_names=None):
     """Compile src as the body of `async def __coderun_main__():` in file `<program>`.
@@ -93,7 +93,7 @@ def compile_program(src, bound_names=None):
 
     A session run passes bound_names (top_level_names, cold section): every name the
     program binds at its top level is then declared `global` in the wrapper, so it lives in
-    the session's globals dict across runs (docs/child-protocol.md §6.2).
+    the session's globals dict across runs (docs/child-protocol-sessions.md §6.2).
     """
     import _ast
     mod = compile(src, PROGRAM_FILENAME, "exec", _ast.PyCF_ONLY_AST, dont_inherit=True)
@@ -186,7 +186,7 @@ def _statements(_ast, body):
                 stack.extend(v)
 
 
-# ---- the lossless JSON codec (docs/child-protocol.md §2.7) ------------------------------------------------------
+# ---- the lossless JSON codec (docs/child-protocol-wire.md §2.7) ------------------------------------------------------
 
 OK, OVER_BUDGET, NOT_LOSSLESS = 0, 1, 2
 
@@ -667,7 +667,7 @@ def make_codec():
             return decode_deep(s)
 
     def cost_bytes(b):
-        """JSON string cost (quotes included) of UTF-8 bytes b, per docs/child-protocol.md §2.6.1."""
+        """JSON string cost (quotes included) of UTF-8 bytes b, per docs/child-protocol-wire.md §2.6.1."""
         c = len(b) + 2 + b.count(b'"') + b.count(b"\\")
         for ch in range(32):
             k = b.count(bytes((ch,)))
@@ -681,7 +681,7 @@ def make_codec():
         return 6 if x < 32 else 1
 
     def cap_message(message, cap):
-        """docs/child-protocol.md §3.6 item 3: cap a diagnostic by serialized cost, marker inside the cap."""
+        """docs/child-protocol-child.md §3.6 item 3: cap a diagnostic by serialized cost, marker inside the cap."""
         if len(message) > cap:
             message = message[:cap + 1]     # every character costs >= 1 byte: same result
         try:
@@ -736,7 +736,7 @@ class _Bag:
 COLD_SECTION = "# ==== cold section"
 
 
-# ---- session programs (docs/child-protocol.md §6.2) --------------------------------------------------------------
+# ---- session programs (docs/child-protocol-sessions.md §6.2) --------------------------------------------------------------
 
 def top_level_names(_ast, body, src=None):
     """The names a program's top level binds: the scope of the wrapper function's body.
@@ -889,7 +889,7 @@ _CAPTURES = {"ExceptHandler": ("name",), "MatchAs": ("name",), "MatchStar": ("na
              "MatchMapping": ("rest",)}
 
 
-# ---- hints for refused values (docs/child-protocol.md §2.7) --------------------------------------
+# ---- hints for refused values (docs/child-protocol-wire.md §2.7) --------------------------------------
 
 # (type name, module prefix or None for any) -> the one line a model can act on.
 _HINTS = {
@@ -929,14 +929,14 @@ def refusal_hint(refusal):
     return None
 
 
-# ---- diagnostics (docs/child-protocol.md §3.6 item 2) ----------------------------------------------------------------
+# ---- diagnostics (docs/child-protocol-child.md §3.6 item 2) ----------------------------------------------------------------
 
 def make_diagnostics():
     """Return diagnose(exc, limit) -> (message, exceptionType or None, line or None).
 
     The message is the traceback filtered to `<program>` frames across __cause__/__context__
     chains and exception groups (at most 100 links, then the chain marker), bounded to about
-    `limit` characters, with the fallbacks of docs/child-protocol.md §3.6 item 2 when rendering itself raises.
+    `limit` characters, with the fallbacks of docs/child-protocol-child.md §3.6 item 2 when rendering itself raises.
     """
     import builtins as B
     (len, type, str, int, list, tuple, isinstance, getattr, max, set, id, range, any,
@@ -1150,7 +1150,7 @@ def make_diagnostics():
     return diagnose
 
 
-# ---- typed bindings' signatures (docs/child-protocol.md §3.5) --------------------------------
+# ---- typed bindings' signatures (docs/child-protocol-child.md §3.5) --------------------------------
 
 def binding_signature(params, positional, stub):
     """The inspect.Signature a typed binding shows: its stub's, without `self`.
@@ -1224,7 +1224,7 @@ def _default(ast, text):
     return value if repr(value) == text else _Literal(text)
 
 
-# ---- frame shapes (docs/child-protocol.md §2.2) ------------------------------------------------------------------
+# ---- frame shapes (docs/child-protocol-wire.md §2.2) ------------------------------------------------------------------
 # Optional keys live in `total=False` classes so that this file also imports on 3.10.
 
 FRAME_TYPES = (

@@ -1,4 +1,4 @@
-"""coderun-rpc sandboxed fork: how a fork server's child becomes a tier-sandbox run (docs/containment.md §4.1).
+"""coderun-rpc sandboxed fork: how a fork server's child becomes a tier-sandbox run (docs/containment-start-modes.md §4.1).
 
 Loaded by forkserver.py when the server is started with --sandbox. A spawn request's argv is then
 the sandbox init's command, `<daemon> coderun-sandbox-forkinit <settings>... -- <python> <script>`,

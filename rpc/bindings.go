@@ -92,7 +92,7 @@ func (s *Server) takeCall(idm wireguard.Member, hasID bool) (*call, uint64) {
 
 // answerCall answers call k with a client response; one with neither a
 // result nor a non-null error reaches the program as an unrenderable
-// rejection (docs/child-protocol.md §2.9).
+// rejection (docs/child-protocol-wire.md §2.9).
 func (s *Server) answerCall(k *call, id uint64, res wireguard.Member, hasResult bool, em wireguard.Member, hasError bool) {
 	a := session.Answer{}
 	if hasError && wireguard.KindOf(em.Value) != wireguard.KindNull {

@@ -12,7 +12,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/wheelset"
 )
 
-// describe answers bindings/describe (docs/protocol.md §10.4): the stubs a model reads
+// describe answers bindings/describe (docs/protocol-typed.md §10.4): the stubs a model reads
 // for these bindings under the run's effective budgets. The params pass
 // run's validation; nothing is queued and no child is started, so it is
 // answered in arrival order from the read loop.

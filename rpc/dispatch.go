@@ -13,7 +13,7 @@ const msgBadUTF8 = "parse error: the message body is not valid UTF-8"
 // handle processes one body in arrival order. exit reports that the process
 // should exit with code. The body is scanned in Lax mode: invalid UTF-8 is a
 // parse error of its own, except inside the result of a response, which
-// answers its binding/call as a lossy value (docs/child-protocol.md §2.9).
+// answers its binding/call as a lossy value (docs/child-protocol-wire.md §2.9).
 func (s *Server) handle(body []byte) (code int, exit bool) {
 	ms, err := wireguard.Members(body, wireguard.Lax)
 	switch {
@@ -69,7 +69,7 @@ func (s *Server) handle(body []byte) (code int, exit bool) {
 
 // response handles a message without a method. With the id of an
 // outstanding binding/call it is that call's answer, whatever it holds
-// (docs/child-protocol.md §2.9, more precise than docs/protocol.md §2 here); other responses
+// (docs/child-protocol-wire.md §2.9, more precise than docs/protocol.md §2 here); other responses
 // are ignored; anything else is not a JSON-RPC message.
 func (s *Server) response(idm wireguard.Member, hasID bool, res wireguard.Member, hasResult bool, em wireguard.Member, hasError bool) {
 	if k, id := s.takeCall(idm, hasID); k != nil {

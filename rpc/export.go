@@ -6,6 +6,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wheelset"
+	"github.com/coderun-rpc/coderun-rpc/typed"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
@@ -46,6 +47,14 @@ func MCPNamespaces(pool *upstream.Pool) ([]protocol.Namespace, error) {
 func Stubs(limits protocol.Limits, pythonVersion string, nss []protocol.Namespace) string {
 	return renderedStubs.text(limits, pythonVersion, stubNamespaces(stubView(nss)))
 }
+
+// Budgets is the line of a run's budgets the stubs carry, without its
+// comment mark.
+func Budgets(limits protocol.Limits) string { return typed.Budgets(limits) }
+
+// IsStubMethod reports whether the stubs show a function named name as a
+// method (an identifier, no keyword, not self).
+func IsStubMethod(name string) bool { return typed.IsMethodName(name) }
 
 // RunResultJSON is the run result object as a run response carries it.
 func RunResultJSON(r protocol.Result) []byte {

@@ -8,7 +8,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
-// Bounds of run.files beyond maxFileBytes (docs/protocol.md §12.1): a path
+// Bounds of run.files beyond maxFileBytes (docs/protocol-files.md §12.1): a path
 // must be one the kernel can open, and the entries few enough to write
 // before the program starts.
 const (
@@ -17,7 +17,7 @@ const (
 	maxSegmentBytes = 255  // NAME_MAX
 )
 
-// validateFiles checks run.files (docs/protocol.md §12.1) against the
+// validateFiles checks run.files (docs/protocol-files.md §12.1) against the
 // effective maxFileBytes: each entry's path and its one payload, then the
 // total decoded size, counted as it goes so a large request stops early.
 func validateFiles(ms []wireguard.Member, maxFileBytes int64) ([]protocol.InputFile, error) {

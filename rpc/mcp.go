@@ -41,6 +41,10 @@ func validateMCPMember(at string, ms []wireguard.Member, ns *protocol.Namespace)
 	if _, has := wireguard.Last(ms, "functions"); has {
 		return true, reject(at + " has both \"mcp\" and \"functions\"; an mcp binding takes its functions from the server")
 	}
+	if ns.Global == upstream.ErrorClassName && ns.ErrorClass == nil {
+		// the shared class would take the binding's own name
+		return true, reject(at + ".global " + quote(ns.Global) + " is the name of the error class MCP bindings share; choose another global")
+	}
 	ns.MCP = key
 	ns.Names = []string{}
 	return true, nil

@@ -65,7 +65,7 @@ type Daemon struct {
 	IsolationReason   string // why that tier: the setting, or what auto found
 	Python            string // the frozen interpreter every child runs
 	PythonVersion     string // "<maj>.<min>.<micro>"
-	// Persistent sessions (docs/protocol.md §11): the cap (0: none), the
+	// Persistent sessions (docs/protocol-sessions.md §11): the cap (0: none), the
 	// longest idle time, and whether session/fork is served.
 	MaxSessions   int
 	SessionIdleMs int64

@@ -11,7 +11,7 @@ import (
 )
 
 // Sessions is what the server needs for persistent sessions
-// (docs/protocol.md §11); NewRunner's value implements it. With
+// (docs/protocol-sessions.md §11); NewRunner's value implements it. With
 // Options.Sessions nil (or Daemon.MaxSessions 0) session/* are unknown
 // methods. OpenSession blocks until the child is ready; ForkSession takes
 // the fork's place in its source's queue at once and returns the call,

@@ -11,7 +11,7 @@ import (
 )
 
 // session/open's params: run's limits rules, idleTimeoutMs positive and at
-// most the configured idle time (docs/protocol.md §11.1).
+// most the configured idle time (docs/protocol-sessions.md §11.1).
 func TestValidateSessionOpen(t *testing.T) {
 	for _, c := range []struct{ params, msg string }{
 		{`[]`, "params must be an object"},

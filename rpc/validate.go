@@ -235,7 +235,7 @@ func validateErrorClass(at string, raw []byte, global string, injected map[strin
 }
 
 // validateFunctions fills ns.Names and, when a function is typed (an object
-// entry, docs/protocol.md §10.1), ns.Signatures and ns.Checks. A string entry keeps the
+// entry, docs/protocol-typed.md §10.1), ns.Signatures and ns.Checks. A string entry keeps the
 // old path: an untyped run never reaches the typed package.
 func validateFunctions(at string, ms []wireguard.Member, ns *protocol.Namespace) error {
 	fm, ok := wireguard.Last(ms, "functions")

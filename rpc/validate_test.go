@@ -64,7 +64,7 @@ var validationCases = []struct{ params, msg string }{
 	{`{"program":"","bindings":` + tools(`"a"`) + `}`, "bindings[0].functions must be an array of names or function objects"},
 	{`{"program":"","bindings":[{"global":"tools"}]}`, "bindings[0].functions must be an array of names or function objects"},
 	{`{"program":"","bindings":` + tools(`["a","b","a"]`) + `}`, `bindings[0].functions[2] "a" is a duplicate function name`},
-	// typed functions (docs/protocol.md §10.1): the typed package's messages, under the entry's path
+	// typed functions (docs/protocol-typed.md §10.1): the typed package's messages, under the entry's path
 	{`{"program":"","bindings":` + tools(`["a",{"name":"a"}]`) + `}`, `bindings[0].functions[1] "a" is a duplicate function name`},
 	{`{"program":"","bindings":` + tools(`[{"name":"a","parameters":{"type":"object"}},"a"]`) + `}`, `bindings[0].functions[1] "a" is a duplicate function name`},
 	{`{"program":"","bindings":` + tools(`["a",{"name":"b","parameters":{"type":"string"}}]`) + `}`, `bindings[0].functions[1].parameters: must be an object schema ("type": "object")`},

@@ -60,9 +60,9 @@ type Config struct {
 	// sandbox (sandbox.InterpreterTrees); nil: NewManager asks Python.
 	PythonTrees []string
 	// StartMode is StartSpawn (also for "") or StartFork (in tier sandbox
-	// the server forks contained children, docs/containment.md §4.1).
+	// the server forks contained children, docs/containment-start-modes.md §4.1).
 	StartMode string
-	// Persistent sessions (docs/protocol.md §11): at most MaxSessions open
+	// Persistent sessions (docs/protocol-sessions.md §11): at most MaxSessions open
 	// (0: none), closed after SessionIdle without a run unless opened with
 	// a shorter idle time, each child's lifetime RLIMIT_CPU hard limit
 	// SessionCPUSeconds.

@@ -15,7 +15,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
-// TestGroupF: budgets, termination (docs/test-catalogue.md group F) at session level.
+// TestGroupF: budgets, termination (TEST-CATALOGUE.md group F) at session level.
 func TestGroupF(t *testing.T) {
 	cases := []tcase{
 		{name: "C110", limits: lim(func(l *protocol.Limits) { l.MaxWallMs = 500 }),

@@ -1,6 +1,6 @@
 // Package session runs one program end to end — queue slot, staging, spawn
 // (cold or warm), the fd-3 handshake, binding calls, budgets, settlement and
-// the result — and the Manager that queues runs (docs/child-protocol.md §2, §4).
+// the result — and the Manager that queues runs (docs/child-protocol-wire.md §2, child-protocol-daemon.md §4).
 //
 // The handshake applies the limits before any program code runs (runc's
 // procReady → setrlimit → procRun):
@@ -38,7 +38,7 @@
 //     the result, in ledger / fd-3 frame order. Client calls are never made
 //     under a run lock, and no decision ever waits on the client.
 //
-// Typed bindings (docs/protocol.md §10) add two checks around a call, both outside the
+// Typed bindings (docs/protocol-typed.md §10) add two checks around a call, both outside the
 // run's lock: the fd-3 reader checks a typed call's arguments against its
 // parameters schema before the call is accepted (a refusal is answered with
 // a typeError reply, never sent to the client, never counted), and the

@@ -13,7 +13,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
-// Files in and out of a run's working directory (docs/protocol.md §12).
+// Files in and out of a run's working directory (docs/protocol-files.md §12).
 // Every operation goes through the descriptor the daemon opened when it made
 // the directory (worker.wd, rundir.Dir: docs/containment.md §5) and opens
 // each path component relative to its parent's descriptor, refusing links
@@ -45,7 +45,7 @@ const outCollectMin = time.Second
 // the run's wall deadline (its wall clock started at handoff), so that the
 // collection holds the run's slot no longer than its budget, or
 // outCollectMin from now if that is later. What is not read by then is not
-// returned, and the budget is truncated (docs/protocol.md §12.2).
+// returned, and the budget is truncated (docs/protocol-files.md §12.2).
 func collectDeadline(handoff time.Time, maxWallMs int64) time.Time {
 	return latest(handoff.Add(time.Duration(maxWallMs)*time.Millisecond), time.Now().Add(outCollectMin))
 }
@@ -60,7 +60,7 @@ func latest(a, b time.Time) time.Time {
 // errStaging wraps a failure to prepare the working directory.
 var errStaging = errors.New("failed to stage run.files")
 
-// stageFiles writes files (validated paths, docs/protocol.md §12.1) into
+// stageFiles writes files (validated paths, docs/protocol-files.md §12.1) into
 // wd, creating parent folders (0700) and replacing whatever was at a path
 // (files 0600). A parent that is not a folder (a link, a file) fails the
 // staging. Nothing outside wd is touched.

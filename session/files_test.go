@@ -29,7 +29,7 @@ func madeDir(t *testing.T) (wd *rundir.Dir, dir string) {
 }
 
 // The pieces a session reuses around each of its runs: stageFiles, resetOut
-// and collectOut (docs/child-protocol.md §4.9.1), on a real directory.
+// and collectOut (docs/child-protocol-daemon.md §4.9.1), on a real directory.
 
 // C415
 func TestStageFilesReplacesAndStaysInside(t *testing.T) {

@@ -27,7 +27,7 @@ var forkCopyMax int64 = 1 << 30
 var errForkFailed = errors.New("session fork failed")
 
 // forkWorker forks src, an idle session child, into dir, an empty run
-// directory (rundir.Make), as docs/child-protocol.md §6.3 says: src's
+// directory (rundir.Make), as docs/child-protocol-sessions.md §6.3 says: src's
 // working directory is copied into wd through both descriptors (rundir.CopyFD, at most
 // forkCopyMax bytes); the fork frame goes out on src's fd 3 with the fork's
 // three descriptors and extra (tier sandbox: the fork's Landlock ruleset);

@@ -14,7 +14,7 @@ import (
 )
 
 // Start modes (Config.StartMode): a fresh interpreter per run, or a fork of
-// the fork server's pristine interpreter (docs/containment.md §4, and §4.1
+// the fork server's pristine interpreter (docs/containment-start-modes.md §4, and §4.1
 // for tier sandbox).
 const (
 	StartSpawn = "spawn"

@@ -10,7 +10,7 @@ import (
 
 // TestStartModes runs the same cases with children spawned (a fresh
 // interpreter each) and forked from the fork server (the default of the rest
-// of this package's tests): the observables are the same (docs/containment.md §4).
+// of this package's tests): the observables are the same (docs/containment-start-modes.md §4).
 func TestStartModes(t *testing.T) {
 	for _, mode := range []string{StartSpawn, StartFork} {
 		t.Run(mode, func(t *testing.T) {

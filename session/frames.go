@@ -11,7 +11,7 @@ import (
 )
 
 // Daemon → child frames are built by hand from trusted data: key order is the
-// wire order of docs/child-protocol.md §2.2, strings go through wireguard.AppendString
+// wire order of docs/child-protocol-wire.md §2.2, strings go through wireguard.AppendString
 // (WTF-8 aware: a lone surrogate becomes \udxxx), reply values are canonical
 // bytes spliced in raw.
 
@@ -189,7 +189,7 @@ func sessionBootFrame(lim protocol.Limits, lifetimeCPU int64, sysPath []string) 
 	return append(b[:len(b)-2], `,"session":true}`+"\n"...)
 }
 
-// sessionRunFrame is a run frame in a session (docs/child-protocol.md §6.2):
+// sessionRunFrame is a run frame in a session (docs/child-protocol-sessions.md §6.2):
 // the program, then the run's own budgets and bindings.
 func sessionRunFrame(program string, lim protocol.Limits, namespaces []protocol.Namespace) []byte {
 	b := runFrame(program)
@@ -239,7 +239,7 @@ func replyHostErr(id int64, message, exceptionType string) []byte {
 
 // replyTypeErr encodes a refused call's reply: replyErr's frame with
 // "typeError":true after the message, so the child raises TypeError
-// (docs/child-protocol.md §2.2).
+// (docs/child-protocol-wire.md §2.2).
 func replyTypeErr(id int64, message string) []byte {
 	b := replyErr(id, message)
 	return append(b[:len(b)-2], `,"typeError":true}`+"\n"...)
@@ -271,7 +271,7 @@ func judgeAnswer(id int64, a Answer, check protocol.Checker) ([]byte, error) {
 }
 
 // unknownBindingMessage builds the reply message for a call to an undeclared
-// binding (docs/child-protocol.md §2.9): target = global[:cap] + "." + name[:cap] (cut at character
+// binding (docs/child-protocol-wire.md §2.9): target = global[:cap] + "." + name[:cap] (cut at character
 // boundaries), preview = the JSON-quoted first 1024 characters of the target,
 // and the whole message capped by capMessage.
 func unknownBindingMessage(global, name string, capBytes int64) string {
@@ -331,7 +331,7 @@ func charLen(s string, i int) int {
 	}
 }
 
-// Classification messages (docs/child-protocol.md §4.8).
+// Classification messages (docs/child-protocol-daemon.md §4.8).
 func cpuTimeout(cpuSeconds int64) *protocol.RunError {
 	return &protocol.RunError{
 		Kind: protocol.KindTimeout,

@@ -144,7 +144,7 @@ func TestTypedFrames(t *testing.T) {
 
 // The session frames decode as protocol's BootMessage and RunMessage, with
 // "session":true last in the boot and the run's budgets and bindings in the
-// run (docs/child-protocol.md §6.1, §6.2).
+// run (docs/child-protocol-sessions.md §6.1, §6.2).
 func TestSessionFrames(t *testing.T) {
 	lim := protocol.Limits{CPUSeconds: 5, MaxWallMs: 1000, AddressSpaceMb: 256, MaxLogBytes: 100, MaxValueBytes: 200, MaxOutputBytes: 300}
 	boot := sessionBootFrame(lim, 3600, nil)

@@ -10,7 +10,7 @@ import (
 )
 
 // held is what a session keeps open for its child's whole life, so that a
-// run does not open them by path again (docs/performance.md §12): the
+// run does not open them by path again (bench/history-2026-12.md §12): the
 // working directory, where out/ is made empty before each run and looked at
 // after it, and the interpreter's three /proc files every run's statistics
 // read (procstat.go). A /proc descriptor follows the process it was opened

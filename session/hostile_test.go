@@ -26,7 +26,7 @@ func fmtInt(i int) string {
 	return string(b)
 }
 
-// TestGroupG: hostile programs (docs/test-catalogue.md group G) at session level.
+// TestGroupG: hostile programs (TEST-CATALOGUE.md group G) at session level.
 func TestGroupG(t *testing.T) {
 	echoTools := map[string]behaviour{"echo": echo()}
 	cases := []tcase{

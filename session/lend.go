@@ -10,7 +10,7 @@ import (
 )
 
 // The fd-3 reader lends its goroutine to a binding call whose work runs in
-// this process (docs/performance.md §12): once a read's frames are handled,
+// this process (bench/history-2026-12.md §12): once a read's frames are handled,
 // the goroutine that read the call runs it, and reads on when it is done. A
 // call that outlasts readPause hands reading to another goroutine, so fd 3 is
 // never left unread for longer than that. A short call thus costs no

@@ -8,7 +8,7 @@ import (
 )
 
 // state is where a run stands in the settlement state machine
-// (docs/child-protocol.md §4.6: QUEUED → LIVE → DECIDED → SETTLED → QUIESCENT), with
+// (docs/child-protocol-daemon.md §4.6: QUEUED → LIVE → DECIDED → SETTLED → QUIESCENT), with
 // STARTING between QUEUED and LIVE while a child is being got.
 type state uint8
 
@@ -56,7 +56,7 @@ type decision struct {
 }
 
 // keepsSession reports whether a session run decided d leaves its session
-// alive (docs/protocol.md §11.2): the program finished and the child said so,
+// alive (docs/protocol-sessions.md §11.2): the program finished and the child said so,
 // with a value, an exception, or a value the daemon refused.
 func (d decision) keepsSession() bool {
 	if !d.done {
@@ -182,7 +182,7 @@ type machine struct {
 	dequeued  time.Time
 	handoff   time.Time // the wall clock's start
 	w         *worker
-	softCPU   int64         // the soft RLIMIT_CPU in force when the child was attached (docs/child-protocol.md §4.8)
+	softCPU   int64         // the soft RLIMIT_CPU in force when the child was attached (docs/child-protocol-daemon.md §4.8)
 	cpuBase   time.Duration // a session child's CPU time when the run started (0 for a fresh child)
 	dec       decision
 	reaped    bool
@@ -283,7 +283,7 @@ func (m *machine) step(ev event) effects {
 	return eff
 }
 
-// attach makes w the run's child: cold, the wall clock starts now (docs/child-protocol.md §4.3 step
+// attach makes w the run's child: cold, the wall clock starts now (docs/child-protocol-daemon.md §4.3 step
 // 5); decided while starting (cancel, shutdown), the kill starts now.
 func (m *machine) attach(ev event, eff *effects) {
 	w, wr := ev.w, ev.wr
@@ -306,14 +306,14 @@ func (m *machine) attach(ev event, eff *effects) {
 }
 
 // armWall starts the wall clock: at spawn for a cold child, at the boot write
-// for a warm one (docs/child-protocol.md §4.3 step 5).
+// for a warm one (docs/child-protocol-daemon.md §4.3 step 5).
 func (m *machine) armWall() {
 	m.handoff = time.Now()
 	m.wallTimer = time.AfterFunc(time.Duration(m.lim.MaxWallMs)*time.Millisecond,
 		func() { m.post(event{kind: evWall}) })
 }
 
-// decide: the first decision wins (docs/child-protocol.md §4.6).
+// decide: the first decision wins (docs/child-protocol-daemon.md §4.6).
 func (m *machine) decide(d decision, eff *effects) {
 	if m.decided() {
 		return
@@ -406,7 +406,7 @@ func (m *machine) checkClose(eff *effects) {
 	m.settle(eff)
 }
 
-// classify decides a close without a prior decision (docs/child-protocol.md §4.8).
+// classify decides a close without a prior decision (docs/child-protocol-daemon.md §4.8).
 func (m *machine) classify() *protocol.RunError {
 	w := m.w
 	if w.waitErr != nil {
@@ -423,7 +423,7 @@ func (m *machine) classify() *protocol.RunError {
 	case lifetime > 0 && (e.CPUBound || e.Signal == "SIGXCPU" && cpuAtLeast(e.CPU+lifetimeSlack, lifetime)):
 		// The session's total: over its family in tier sandbox (the init's
 		// bound), else the child's own, its soft RLIMIT_CPU never being
-		// above the lifetime (docs/child-protocol.md §6.2).
+		// above the lifetime (docs/child-protocol-sessions.md §6.2).
 		return lifetimeTimeout(lifetime)
 	case e.Signal == "SIGXCPU":
 		return cpuTimeout(m.lim.CPUSeconds)
@@ -514,7 +514,7 @@ func (m *machine) stats(now time.Time) protocol.Stats {
 	return s
 }
 
-// bootAck queues the run frame on the first boot-ack (docs/child-protocol.md §2.3 step 4).
+// bootAck queues the run frame on the first boot-ack (docs/child-protocol-wire.md §2.3 step 4).
 func (m *machine) bootAck() {
 	if m.decided() || m.bootAcked {
 		return
@@ -523,7 +523,7 @@ func (m *machine) bootAck() {
 	m.wr.sendRun(runFrame(m.program))
 }
 
-// acceptCall: strict id sequence, dispatch, backlog cap (docs/child-protocol.md §2.9). A call out of
+// acceptCall: strict id sequence, dispatch, backlog cap (docs/child-protocol-wire.md §2.9). A call out of
 // sequence is ignored; an unknown binding is answered by the daemon.
 func (m *machine) acceptCall(f *wireguard.Frame, refusal string, eff *effects) {
 	if m.decided() || f.ID != float64(m.nextID) {

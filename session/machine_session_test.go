@@ -9,7 +9,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
-// The session-run variant of the machine (docs/protocol.md §11): a run in a
+// The session-run variant of the machine (docs/protocol-sessions.md §11): a run in a
 // persistent session attaches to a booted child, settles on the child's
 // done without killing it when the outcome keeps the session, and goes the
 // fresh run's way (kill, close, settle) when the outcome ends it.

@@ -223,7 +223,7 @@ func TestMachineDecide(t *testing.T) {
 	})
 }
 
-// Close without a decision classifies the exit (docs/child-protocol.md §4.8).
+// Close without a decision classifies the exit (docs/child-protocol-daemon.md §4.8).
 func TestMachineClassify(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -299,7 +299,7 @@ func TestMachineCloseOrder(t *testing.T) {
 
 // Binding calls: the id sequence is strict, an undeclared binding is
 // answered by the daemon, an answer is accepted once, and the backlog cap
-// decides the run (docs/child-protocol.md §2.9).
+// decides the run (docs/child-protocol-wire.md §2.9).
 func TestMachineCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFSM(t, nil)
@@ -418,7 +418,7 @@ func kinds(p []posted) map[eventKind]time.Duration {
 // The wall clock of a cold child starts at attach: at MaxWallMs it decides
 // the run (timeout, budget wall) and starts the kill; SIGKILL follows after
 // the grace and the close deadline at grace + 2000 ms settles with the
-// pipes abandoned (docs/child-protocol.md §4.6 timing envelope).
+// pipes abandoned (docs/child-protocol-daemon.md §4.6 timing envelope).
 func TestMachineWallKillCloseDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFSM(t, nil)

@@ -9,7 +9,7 @@ import (
 )
 
 // outputBudget is a run's one budget over displayed outputs and out/ files
-// (docs/protocol.md §12.4), in production order, in decoded bytes. The first
+// (docs/protocol-files.md §12.4), in production order, in decoded bytes. The first
 // item that does not fit truncates it: that item and every later one are
 // dropped.
 type outputBudget struct {
@@ -87,7 +87,7 @@ func (o *outputs) mark() *protocol.OutputEvent {
 	return &protocol.OutputEvent{Index: len(o.list) - 1, Data: o.list[len(o.list)-1].Data}
 }
 
-// output handles an output frame (docs/child-protocol.md §2.2): a displayed
+// output handles an output frame (docs/child-protocol-wire.md §2.2): a displayed
 // object ends any open log entry (it sits between log lines), is billed, and
 // is streamed in order with run/log; the marker follows the first that does
 // not fit.
@@ -105,7 +105,7 @@ func (m *machine) output(f *wireguard.Frame) {
 }
 
 // OutputSink is implemented by a Client that streams outputs: with stream
-// true, it receives each run/output notification (docs/protocol.md §12.3)
+// true, it receives each run/output notification (docs/protocol-files.md §12.3)
 // in order with Log, flushed by Flush like Log's.
 type OutputSink interface {
 	Output(runID string, ev protocol.OutputEvent)

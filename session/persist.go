@@ -17,7 +17,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
-// Session is one persistent session (docs/protocol.md §11): a long-lived
+// Session is one persistent session (docs/protocol-sessions.md §11): a long-lived
 // child booted in session mode whose runs execute one at a time, FIFO, in
 // one interpreter. Its readers (readLoop, strayLoop) and reaper watch serve
 // the child's whole life and deliver to the current run, or to the session
@@ -658,7 +658,7 @@ func (s *Session) freezeLater() {
 }
 
 // syncFreeze stops the child's process tree, or continues it, to match the
-// session's state now (docs/containment.md §4.3): stopped while no run is
+// session's state now (docs/containment-start-modes.md §4.3): stopped while no run is
 // attached and no fork is under way — waiting for a slot included — and
 // running otherwise, and for good once the session has ended. Every change
 // of that state is followed by a call, and calls are serialised, so the
@@ -942,7 +942,7 @@ func exitText(w *worker) string {
 }
 
 // ForkSession makes a new session whose child is a fork of src's idle child
-// (docs/protocol.md §11.5). At once it counts the fork against the cap and
+// (docs/protocol-sessions.md §11.5). At once it counts the fork against the cap and
 // gives it its place in src's FIFO (after the runs and forks accepted
 // before it, before those accepted after it); the returned function, which
 // the caller must call exactly once, waits for that turn, forks src's child

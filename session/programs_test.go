@@ -49,7 +49,7 @@ func pyBytes(s string) string {
 	return b.String()
 }
 
-// TestGroupE: programs and bindings (docs/test-catalogue.md group E) at session level.
+// TestGroupE: programs and bindings (TEST-CATALOGUE.md group E) at session level.
 func TestGroupE(t *testing.T) {
 	openA := `{"type":"log","text":"a","open":true}`
 	cases := []tcase{
@@ -290,5 +290,5 @@ func TestStreaming(t *testing.T) {
 	}})
 }
 
-// jsonQuote is the compact JSON string form (docs/child-protocol.md §2.7: no HTML escaping).
+// jsonQuote is the compact JSON string form (docs/child-protocol-wire.md §2.7: no HTML escaping).
 func jsonQuote(s string) string { return string(wireguard.AppendString(nil, s)) }

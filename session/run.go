@@ -310,7 +310,7 @@ type processGroup interface {
 
 // awaitEmpty polls g every 50 ms until it is empty; at grace + 2000 ms (from
 // the call, made at settlement) it SIGKILLs the group again and allows one
-// more 2000 ms. It reports whether the group emptied (docs/child-protocol.md §4.6).
+// more 2000 ms. It reports whether the group emptied (docs/child-protocol-daemon.md §4.6).
 func awaitEmpty(g processGroup, grace time.Duration) bool {
 	deadline := time.Now().Add(grace + protocol.CloseMargin)
 	killed := false

@@ -72,7 +72,7 @@ func dedupe(in []string) []string {
 
 // A sandboxed session and its forks share the source's namespaces
 // (child/sandbox, session_linux.go) and one home directory
-// (docs/containment.md §4.2): the source's Landlock domain may write its
+// (docs/containment-start-modes.md §4.2): the source's Landlock domain may write its
 // home, under which lie its working directory and, for each fork, a home
 // of the fork's own — the fork's working directory, and the homes of its
 // own forks. A fork stacks a ruleset whose only writable tree is its home,

@@ -7,7 +7,7 @@ import (
 )
 
 // warmPool keeps up to size children staged, spawned and waiting for their
-// boot frame (docs/containment.md §4, docs/child-protocol.md §4.3 step 4). Each serves one run; the
+// boot frame (docs/containment-start-modes.md §4, docs/child-protocol-daemon.md §4.3 step 4). Each serves one run; the
 // pool refills in the background, with back-off after failures.
 //
 // A run that finds no child ready while a refill is under way waits for that

@@ -96,7 +96,7 @@ func newFrameReader(rt route) *wireguard.Framer {
 }
 
 // frameRoom is how many bytes a frame longer than protocol.FrameProbe may take
-// (docs/child-protocol.md §2.4 step 2), judged on its declared type (head is
+// (docs/child-protocol-wire.md §2.4 step 2), judged on its declared type (head is
 // its first bytes): a log frame what is left of the ledger, an output frame
 // what is left of the outputs budget (base64 at 4/3), a done frame
 // maxValueBytes (the child meters its value and caps its message to it), a
@@ -145,7 +145,7 @@ func (r *Run) markEOF(fd int) {
 	r.out.flush()
 }
 
-// handleFrame processes one complete fd-3 line (docs/child-protocol.md §2.4 step 3, docs/child-protocol.md §2.5).
+// handleFrame processes one complete fd-3 line (docs/child-protocol-wire.md §2.4 step 3, docs/child-protocol-wire.md §2.5).
 func (r *Run) handleFrame(line []byte) {
 	if r.isDecided() {
 		return
@@ -168,16 +168,16 @@ func (r *Run) handleFrame(line []byte) {
 	}
 }
 
-// doneDecision is the decision a done frame carries (docs/child-protocol.md §2.8).
+// doneDecision is the decision a done frame carries (docs/child-protocol-wire.md §2.8).
 func doneDecision(f wireguard.Frame, mvb int64) decision {
 	d := decision{done: true}
 	switch {
 	case f.Error != nil:
 		msg := f.Error.Message
 		// The budget message is the daemon's own wording for this run's
-		// limit (docs/child-protocol.md §2.8 step 3, uncapped); docs/test-catalogue.md C65 pins it exactly
+		// limit (docs/child-protocol-wire.md §2.8 step 3, uncapped); TEST-CATALOGUE.md C65 pins it exactly
 		// even when maxValueBytes is below its length. Everything else is
-		// capped (docs/child-protocol.md §4.7).
+		// capped (docs/child-protocol-daemon.md §4.7).
 		if f.Error.Kind != protocol.KindOutputLimit || msg != outputLimitMessage(mvb) {
 			msg = wireguard.CapMessage(msg, mvb)
 		}
@@ -212,7 +212,7 @@ func outputLimitMessage(maxValueBytes int64) string {
 // ---- replies and the fd-3 writer ---------------------------------------------
 
 // reply hands one reply frame to the writer; a full reply queue decides the
-// run (docs/child-protocol.md §2.9).
+// run (docs/child-protocol-wire.md §2.9).
 func (r *Run) reply(wr *fdWriter, frame []byte) {
 	if wr != nil && !wr.reply(frame) {
 		r.decide(decision{err: workerExit(protocol.MsgReplyQueueFull)})
@@ -234,7 +234,7 @@ func (r *Run) answer(c *call, a Answer) {
 }
 
 // refuseArgs checks a call's arguments against its typed function's
-// parameters (docs/protocol.md §10.3) on the reader, outside the run's lock: the
+// parameters (docs/protocol-typed.md §10.3) on the reader, outside the run's lock: the
 // TypeError message when they break it, else "". known is fixed at creation,
 // so it is read without the lock.
 func (r *Run) refuseArgs(f wireguard.Frame) string {

@@ -128,7 +128,7 @@ func pathless(err error) string {
 	return err.Error()
 }
 
-// spawnWorker stages and starts one child (docs/child-protocol.md §4.3 steps 1–3). Failures are the
+// spawnWorker stages and starts one child (docs/child-protocol-daemon.md §4.3 steps 1–3). Failures are the
 // run's worker-exit; nothing is left behind.
 func spawnWorker(python string, eg *childEgress, mk dirMaker, start startFunc) (*worker, *protocol.RunError) {
 	wd, err := stageDir(mk)

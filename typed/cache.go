@@ -58,7 +58,7 @@ var shared = NewCache(DefaultCacheEntries, DefaultCacheBytes)
 func Compile(path string, entry []byte) (*Function, error) { return shared.Compile(path, entry) }
 
 // Compile returns the function one functions entry declares (a string name
-// or an object, docs/protocol.md §10.1), compiling it on a miss. path is the entry's
+// or an object, docs/protocol-typed.md §10.1), compiling it on a miss. path is the entry's
 // location in the request (e.g. "bindings[0].functions[1]"); every error
 // starts with it, or with path plus the member at fault
 // ("bindings[0].functions[1].parameters: ...").

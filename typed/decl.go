@@ -35,7 +35,7 @@ type Param struct {
 	Required bool   `json:"required"`
 	// Default is the JSON text of the schema's default (absent when none, and
 	// for a required parameter). It is for the signature only: args carry
-	// exactly what the program passed (docs/protocol.md §10.3). The stub shows "..."
+	// exactly what the program passed (docs/protocol-typed.md §10.3). The stub shows "..."
 	// instead when the default does not fit the parameter's Python type.
 	Default json.RawMessage `json:"default,omitempty"`
 	// KeywordOnly is true for a name that is not a Python identifier (or is a
@@ -50,7 +50,7 @@ type schema struct {
 	tree     any
 }
 
-// entry is a functions entry in its object form (docs/protocol.md §10.1).
+// entry is a functions entry in its object form (docs/protocol-typed.md §10.1).
 type entry struct {
 	Name        string          `json:"name"`
 	Description *string         `json:"description"`

@@ -1,4 +1,4 @@
-// Package typed owns typed bindings' schemas (docs/protocol.md §10): it parses a
+// Package typed owns typed bindings' schemas (docs/protocol-typed.md §10): it parses a
 // functions entry, compiles its parameters and returns schemas, caches the
 // result by content, derives the Python calling shape, checks arguments and
 // results both ways, and renders the stubs a model reads.

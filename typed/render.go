@@ -17,7 +17,7 @@ type Namespace struct {
 // Stubs is the rendered module and, per function, what the child needs for
 // help(), __doc__ and dir().
 type Stubs struct {
-	Text    string   // the whole .pyi module (docs/protocol.md §10.4)
+	Text    string   // the whole .pyi module (docs/protocol-typed.md §10.4)
 	Methods []Method // one per function, namespaces in order, functions in order
 }
 
@@ -31,7 +31,7 @@ type Method struct {
 	// Doc is the docstring (Function.Doc), unescaped.
 	Doc string
 	// Signature is what the child binds a call's arguments to and shows for
-	// introspection (docs/child-protocol.md §2.2); nil when the function
+	// introspection (docs/child-protocol-wire.md §2.2); nil when the function
 	// declares no parameters (the untyped calling rules apply).
 	Signature *protocol.Signature
 }
@@ -81,10 +81,16 @@ func (t *typer) classBody(ns Namespace) (string, []Method) {
 
 func header(l protocol.Limits, python string) string {
 	return "# coderun-rpc: the functions this program can call, as a Python stub.\n" +
-		"# Budgets: CPU " + strconv.FormatInt(l.CPUSeconds, 10) + " s, wall " +
-		strconv.FormatInt(l.MaxWallMs, 10) + " ms, log " + strconv.FormatInt(l.MaxLogBytes, 10) +
-		" bytes, value " + strconv.FormatInt(l.MaxValueBytes, 10) + " bytes.\n" +
+		"# " + Budgets(l) + "\n" +
 		"# Python " + commentText(python) + ". Every function is async: await it.\n\n"
+}
+
+// Budgets is the stubs' line of a run's budgets, without its comment mark:
+// "Budgets: CPU 60 s, wall 60000 ms, log 65536 bytes, value 32768 bytes.".
+func Budgets(l protocol.Limits) string {
+	return "Budgets: CPU " + strconv.FormatInt(l.CPUSeconds, 10) + " s, wall " +
+		strconv.FormatInt(l.MaxWallMs, 10) + " ms, log " + strconv.FormatInt(l.MaxLogBytes, 10) +
+		" bytes, value " + strconv.FormatInt(l.MaxValueBytes, 10) + " bytes."
 }
 
 func (t *typer) imports() string {

@@ -94,6 +94,11 @@ func isIdentifier(name string) bool {
 	return true
 }
 
+// IsMethodName reports whether a function named name is a method in the
+// stubs (an identifier, no keyword, not self); any other is shown as a
+// comment with its subscript call form.
+func IsMethodName(name string) bool { return isIdentifier(name) }
+
 // appendJSON writes an ordered tree as compact JSON, keeping member order.
 func appendJSON(dst []byte, v any) []byte {
 	switch t := v.(type) {

@@ -9,7 +9,7 @@ import (
 
 // Base64 payloads: a client's run.files (DecodeBase64), a child's binary
 // outputs (base64Size) and the out/ files of a result (EncodeBase64) are
-// strict, padded standard base64 (docs/protocol.md §12). They are the
+// strict, padded standard base64 (docs/protocol-files.md §12). They are the
 // largest strings the daemon handles, a megabyte and more, so they go
 // through github.com/segmentio/asm/base64 (AVX2 where the CPU has it, the
 // standard library's code otherwise; several times faster than

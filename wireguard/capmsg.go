@@ -3,7 +3,7 @@ package wireguard
 import "github.com/coderun-rpc/coderun-rpc/protocol"
 
 // CapMessage caps a diagnostic message at cap bytes of UTF-8, the 15-byte marker
-// "… [truncated]" included (docs/child-protocol.md §4.7). A message of at most cap bytes is returned
+// "… [truncated]" included (docs/child-protocol-daemon.md §4.7). A message of at most cap bytes is returned
 // unchanged; otherwise it is cut at max(0, cap−15) bytes, backed up to the start of
 // the character the cut landed in (a WTF-8 lone surrogate is a 3-byte character, so
 // it is never split), and the marker is appended. For cap < 15 the result is exactly

@@ -8,7 +8,7 @@ import (
 
 const trunc = "… [truncated]"
 
-// docs/child-protocol.md §4.7 examples.
+// docs/child-protocol-daemon.md §4.7 examples.
 func TestCapMessage(t *testing.T) {
 	emoji := "😀"
 	for _, c := range []struct {

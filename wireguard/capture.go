@@ -6,12 +6,12 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
-// Capture is the daemon's log ledger (docs/child-protocol.md §2.6) fed by rebuilt fd-3 log frames and by
-// stray native output (docs/child-protocol.md §4.5). It bills every entry by its serialized JSON cost against
+// Capture is the daemon's log ledger (docs/child-protocol-wire.md §2.6) fed by rebuilt fd-3 log frames and by
+// stray native output (docs/child-protocol-daemon.md §4.5). It bills every entry by its serialized JSON cost against
 // remaining = maxLogBytes − 1, keeps the open hold (a line flushed in fragments), and
 // emits the marker exactly once, last. Not safe for concurrent use: the caller
 // serializes. onEvent (may be nil) receives every ledger change in ledger order
-// (docs/child-protocol.md §2.6.4); empty fragments produce none.
+// (docs/child-protocol-wire.md §2.6.4); empty fragments produce none.
 type Capture struct {
 	maxLogBytes int64
 	remaining   int64
@@ -32,7 +32,7 @@ func NewCapture(maxLogBytes int64, onEvent func(protocol.LogEvent)) *Capture {
 	return &Capture{maxLogBytes: maxLogBytes, remaining: maxLogBytes - 1, onEvent: onEvent}
 }
 
-// Log applies one rebuilt fd-3 log frame (docs/child-protocol.md §2.6.2 rules 1–4). After truncation it is
+// Log applies one rebuilt fd-3 log frame (docs/child-protocol-wire.md §2.6.2 rules 1–4). After truncation it is
 // a no-op.
 func (c *Capture) Log(text string, open, truncated bool) {
 	switch {

@@ -27,7 +27,7 @@ type recorder struct{ events []protocol.LogEvent }
 
 func (r *recorder) add(ev protocol.LogEvent) { r.events = append(r.events, ev) }
 
-// checkStream asserts docs/child-protocol.md §2.6.4: each index opens with one non-continued event (an
+// checkStream asserts docs/child-protocol-wire.md §2.6.4: each index opens with one non-continued event (an
 // empty ordinary entry is notified too), continuations are non-empty, indexes appear
 // in ledger order, and concatenating the texts of an index gives exactly logs[index].
 func (r *recorder) checkStream(t *testing.T, logs []string) {
@@ -49,7 +49,7 @@ func (r *recorder) checkStream(t *testing.T, logs []string) {
 	}
 }
 
-// docs/child-protocol.md §2.6.5: every worked example, as the frames the daemon receives.
+// docs/child-protocol-wire.md §2.6.5: every worked example, as the frames the daemon receives.
 func TestCaptureWorkedExamples(t *testing.T) {
 	many := func(n int, f logFrame) []logFrame {
 		out := make([]logFrame, n)
@@ -122,7 +122,7 @@ func TestCaptureTruncatedFrame(t *testing.T) {
 	}
 }
 
-// Rule 2 details, docs/child-protocol.md §2.6.4 events, and stray entries admitted while a hold is open.
+// Rule 2 details, docs/child-protocol-wire.md §2.6.4 events, and stray entries admitted while a hold is open.
 func TestCaptureHoldAndStray(t *testing.T) {
 	var rec recorder
 	cp := NewCapture(1024, rec.add)

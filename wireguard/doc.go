@@ -1,5 +1,5 @@
 // Package wireguard guards the daemon's JSON: the fd-3 wire between the daemon and its
-// hostile Python child (docs/child-protocol.md §2.4–docs/child-protocol.md §2.7, docs/child-protocol.md §4.5, docs/child-protocol.md §4.7) and, through the same
+// hostile Python child (docs/child-protocol-wire.md §2.4–docs/child-protocol-wire.md §2.7, docs/child-protocol-daemon.md §4.5, docs/child-protocol-daemon.md §4.7) and, through the same
 // scanner, the client's JSON-RPC messages. It owns bounded JSON-lines framing, strict
 // frame decoding and rebuild, the one JSON scanner of the module (Strict and Lax modes,
 // see Mode) with its entry points for whole values (Members, Elements, Valid,
@@ -31,7 +31,7 @@
 //     the raw value but decodes the string to U+FFFD. Here a decoded string is WTF-8
 //     (below) and re-encodes to the same escape.
 //   - Member order and repeated names. The protocol keeps a value's members in order,
-//     repeats included, as program data (docs/child-protocol.md §2.7); it reads a client's message with the
+//     repeats included, as program data (docs/child-protocol-wire.md §2.7); it reads a client's message with the
 //     last of a repeated name winning (JSON.parse); and it drops a frame that repeats
 //     a field it reads (DecodeFrame). encoding/json merges repeats into a map or the
 //     last field and loses order; jsontext refuses any repeat (ErrDuplicateName)

@@ -5,7 +5,7 @@ import (
 )
 
 // ForkReply is the first frame on a fork's new channel, rebuilt
-// (docs/child-protocol.md §6.4): either forked with the fork's pid, or
+// (docs/child-protocol-sessions.md §6.4): either forked with the fork's pid, or
 // fork-failed with the source's message.
 type ForkReply struct {
 	Forked  bool   // true: type forked; false: type fork-failed

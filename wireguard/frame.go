@@ -9,7 +9,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
-// Frame is one child frame rebuilt from its raw line (docs/child-protocol.md §2.5). Only the fields of its
+// Frame is one child frame rebuilt from its raw line (docs/child-protocol-wire.md §2.5). Only the fields of its
 // Type are set; everything else the child sent is stripped.
 type Frame struct {
 	Type            string                   // protocol.FrameBootAck, FrameCall, FrameLog, FrameDone
@@ -57,7 +57,7 @@ const (
 
 var errorNames = []string{"kind", "message", "exceptionType", "line", "path", "hint"}
 
-// DecodeFrame decodes and rebuilds one child frame (docs/child-protocol.md §2.4 step 3, docs/child-protocol.md §2.5); ok=false
+// DecodeFrame decodes and rebuilds one child frame (docs/child-protocol-wire.md §2.4 step 3, docs/child-protocol-wire.md §2.5); ok=false
 // means the frame is junk and is dropped. It never panics and never repairs: the line
 // must be strict UTF-8, hold no integer token a double cannot hold exactly (outside
 // strings), parse as exactly one JSON object, and have the shape of its type.
@@ -67,7 +67,7 @@ var errorNames = []string{"kind", "message", "exceptionType", "line", "path", "h
 // or whose error object repeats kind, message, exceptionType or line, is dropped:
 // which one the child meant is ambiguous, and Python would silently take the last.
 // Repeats of other names are ignored, like those names themselves. Inside args and value, duplicates are program
-// data and pass through unmerged (docs/child-protocol.md §2.7).
+// data and pass through unmerged (docs/child-protocol-wire.md §2.7).
 func DecodeFrame(line []byte) (Frame, bool) {
 	var m [mCount]rawMember
 	if !frameMembers(line, frameNames, m[:]) || m[mType].kind != tokString { // strict UTF-8 included

@@ -84,7 +84,7 @@ func TestDecodeFrameRebuilds(t *testing.T) {
 	}
 }
 
-// C197, C199, C201–C204, C209 and docs/child-protocol.md §2.4 step 3: frames that are dropped.
+// C197, C199, C201–C204, C209 and docs/child-protocol-wire.md §2.4 step 3: frames that are dropped.
 func TestDecodeFrameDrops(t *testing.T) {
 	for _, line := range []string{
 		`{"type":"log","text":42}`, // C197

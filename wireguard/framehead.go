@@ -5,7 +5,7 @@ package wireguard
 // member whose value holds no escape ({"type":"log",… or
 // {"type": "done", …, as the child writes them); "" otherwise. A bounded
 // Framer's owner reads it to judge a long frame before the frame is held
-// (docs/child-protocol.md §2.4 step 2).
+// (docs/child-protocol-wire.md §2.4 step 2).
 func DeclaredType(head []byte) string {
 	i := skipJSONSpace(head, 0)
 	for _, want := range [...]string{"{", `"type"`, ":"} {

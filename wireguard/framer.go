@@ -5,11 +5,11 @@ import (
 	"errors"
 )
 
-// ErrFrameTooLong reports a frame longer than the Framer's cap (docs/child-protocol.md §2.4 step 2). It is
+// ErrFrameTooLong reports a frame longer than the Framer's cap (docs/child-protocol-wire.md §2.4 step 2). It is
 // sticky: once returned, every later Feed returns it again.
 var ErrFrameTooLong = errors.New("wireguard: fd-3 frame exceeds the frame cap")
 
-// Framer splits the fd-3 byte stream into JSON-lines frames (docs/child-protocol.md §2.4). A frame is the
+// Framer splits the fd-3 byte stream into JSON-lines frames (docs/child-protocol-wire.md §2.4). A frame is the
 // bytes before a '\n'. Not safe for concurrent use.
 //
 // A frame that spans reads is assembled in a buffer of the Framer's own, taken from a

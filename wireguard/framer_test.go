@@ -106,7 +106,7 @@ func TestFramerEmptyResidual(t *testing.T) {
 	}
 }
 
-// A frame delivered one byte per Feed costs O(frame) copying (docs/child-protocol.md §2.4 step 4).
+// A frame delivered one byte per Feed costs O(frame) copying (docs/child-protocol-wire.md §2.4 step 4).
 func TestFramerLinearGrowth(t *testing.T) {
 	const size = 1 << 20
 	f := NewFramer(protocol.FrameCap)

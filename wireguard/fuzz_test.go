@@ -116,7 +116,7 @@ func FuzzDecodeFrame(f *testing.F) {
 				t.Fatalf("output data: %q → %q, fast copy %q", fr.Data, data, fr.OutputCopy())
 			}
 			// What the daemon keeps of an output is what it billed, base64 at 4/3 of
-			// the bytes it decodes to (docs/protocol.md §12.4).
+			// the bytes it decodes to (docs/protocol-files.md §12.4).
 			if held := int64(len(data)); held > fr.DataSize+(fr.DataSize+2)/3 {
 				t.Fatalf("output data of %d bytes billed %d: %q", held, fr.DataSize, data)
 			}

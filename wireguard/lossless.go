@@ -2,7 +2,7 @@ package wireguard
 
 import "math"
 
-// Verdict is the judgement of a value against a byte budget (docs/child-protocol.md §2.7, docs/child-protocol.md §2.8).
+// Verdict is the judgement of a value against a byte budget (docs/child-protocol-wire.md §2.7, docs/child-protocol-wire.md §2.8).
 type Verdict int
 
 const (
@@ -26,7 +26,7 @@ func (v Verdict) String() string {
 // fits budget and the value is lossless returns the canonical text (a fresh slice of
 // exactly that length).
 //
-// Over-budget is decided before non-losslessness (docs/child-protocol.md §2.8): the walk stops as soon as
+// Over-budget is decided before non-losslessness (docs/child-protocol-wire.md §2.8): the walk stops as soon as
 // the running length exceeds budget, without looking further and without allocating
 // anything proportional to the input; a non-lossless number meters by its own
 // spelling (Infinity, -Infinity, 0 for negative zero). Text that is not valid JSON in
@@ -39,7 +39,7 @@ func CheckValue(raw []byte, budget int64) (canonical []byte, v Verdict) {
 	return encode(raw, n), VerdictOK
 }
 
-// CheckClientResult judges a client's result text (docs/child-protocol.md §2.7, docs/child-protocol.md §2.9) with the same rules:
+// CheckClientResult judges a client's result text (docs/child-protocol-wire.md §2.7, docs/child-protocol-wire.md §2.9) with the same rules:
 // strict UTF-8 and syntax, no unsafe integer token, no overflow, no negative zero.
 // ok → canonical compact text. (The scanner enforces strict UTF-8: non-ASCII outside
 // strings is a syntax error, and strings are validated.)

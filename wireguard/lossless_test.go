@@ -31,7 +31,7 @@ func TestMeterExact(t *testing.T) {
 	}
 }
 
-// C212, C213 and the docs/child-protocol.md §2.7 metering examples: value, exact canonical length.
+// C212, C213 and the docs/child-protocol-wire.md §2.7 metering examples: value, exact canonical length.
 func TestMeterCanonicalLength(t *testing.T) {
 	for _, c := range []struct {
 		raw   string
@@ -207,7 +207,7 @@ func TestOverBudgetAllocatesLittle(t *testing.T) {
 	}
 }
 
-// docs/child-protocol.md §2.9: client results are judged on their raw text.
+// docs/child-protocol-wire.md §2.9: client results are judged on their raw text.
 func TestCheckClientResult(t *testing.T) {
 	for _, c := range []struct {
 		raw   string

@@ -18,7 +18,7 @@ var errStopped = errors.New("wireguard: member refused")
 
 // Member is one member of a JSON object, as Members returns it.
 type Member struct {
-	Name    string // decoded to WTF-8: a lone surrogate escape is kept (docs/child-protocol.md §2.7)
+	Name    string // decoded to WTF-8: a lone surrogate escape is kept (docs/child-protocol-wire.md §2.7)
 	Value   []byte // the value's raw text exactly as sent, aliasing the scanned input
 	BadUTF8 bool   // Lax only: the name or the value holds invalid UTF-8 inside a string
 }
@@ -95,7 +95,7 @@ func Valid(raw []byte, mode Mode) bool {
 
 // DecodeString decodes raw — exactly one JSON string in strict UTF-8 — to a WTF-8 Go
 // string: escapes resolved, a surrogate pair folded to its character, a lone
-// surrogate escape kept as its 3-byte generalized UTF-8 form (docs/child-protocol.md §2.7). ok is false for
+// surrogate escape kept as its 3-byte generalized UTF-8 form (docs/child-protocol-wire.md §2.7). ok is false for
 // anything else.
 func DecodeString(raw []byte) (string, bool) {
 	s := newScanner(raw, Strict)
@@ -145,7 +145,7 @@ type rawMember struct {
 // each member in order; visit returning false stops the walk with errStopped. A valid
 // value that is not an object is ErrNotObject; a syntax error anywhere, ErrSyntax.
 // With exactInts, an integer token a double cannot hold exactly, anywhere in the
-// text, is a syntax error too (docs/child-protocol.md §2.4 step 3.2).
+// text, is a syntax error too (docs/child-protocol-wire.md §2.4 step 3.2).
 func walkObject(s *scanner, exactInts bool, visit func(rawMember) bool) error {
 	t, ok := s.next()
 	if !ok {

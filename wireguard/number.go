@@ -11,7 +11,7 @@ import (
 // exact digits of any finite double (309) for the integer-exactness check.
 const numberBufLen = 320
 
-// AppendNumber appends f in the canonical spelling of docs/child-protocol.md §2.7: ECMAScript
+// AppendNumber appends f in the canonical spelling of docs/child-protocol-wire.md §2.7: ECMAScript
 // Number::toString, except that an integral value below 10^21 in magnitude is written
 // with its exact integer digits (2^60 → 1152921504606846976). Negative zero is
 // written 0; ±Inf and NaN as Infinity, -Infinity and NaN (the meter's spelling of a
@@ -130,7 +130,7 @@ func exactInteger(scratch *[numberBufLen]byte, tok []byte, f float64) bool {
 	return bytes.Equal(digits, tok)
 }
 
-// unsafeInteger reports whether tok is an integer token (docs/child-protocol.md §2.4 step 3.2) whose value a
+// unsafeInteger reports whether tok is an integer token (docs/child-protocol-wire.md §2.4 step 3.2) whose value a
 // double does not hold exactly; overflow (a 400-digit integer) counts.
 func unsafeInteger(tok []byte) bool {
 	if len(tok)-btoi(tok[0] == '-') <= 15 {

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// docs/child-protocol.md §2.7 number spelling examples and C217.
+// docs/child-protocol-wire.md §2.7 number spelling examples and C217.
 func TestAppendNumber(t *testing.T) {
 	for _, c := range []struct {
 		f    float64

@@ -7,7 +7,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
-// An output frame (docs/child-protocol.md §2.2) is {"type":"output","data":{mime: string, …}}
+// An output frame (docs/child-protocol-wire.md §2.2) is {"type":"output","data":{mime: string, …}}
 // or {"type":"output","truncated":true}. Its data is checked where it lies in the
 // frame and only measured: the session bills DataSize against the outputs budget
 // and copies the data (OutputData) only when it fits, so a hostile child cannot
@@ -49,7 +49,7 @@ const (
 )
 
 // outputSize walks a data object, checking each member, and returns its cost
-// against the outputs budget (docs/protocol.md §12.4): protocol.OutputOverhead,
+// against the outputs budget (docs/protocol-files.md §12.4): protocol.OutputOverhead,
 // and for each member protocol.OutputEntryOverhead, its name's text cost and
 // its payload's (payloadSize); and whether the object is already in canonical
 // form: compact, no escape anywhere (what the honest child writes for base64

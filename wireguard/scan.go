@@ -20,13 +20,13 @@ type Mode uint8
 
 const (
 	// Strict fails the scan on invalid UTF-8 anywhere: the rule for the child's frames
-	// and for every value the daemon passes on (docs/child-protocol.md §2.4 step 3).
+	// and for every value the daemon passes on (docs/child-protocol-wire.md §2.4 step 3).
 	Strict Mode = iota
 	// Lax accepts invalid UTF-8 inside a string and reports it (Member.BadUTF8) instead
 	// of failing. The daemon scans a client's message this way so that it can answer
 	// "not valid UTF-8" apart from "not valid JSON", and so that a binding's result
 	// with invalid UTF-8 still answers its call — as a lossy result, judged later by
-	// CheckClientResult (docs/child-protocol.md §2.9) — instead of being refused as a malformed message.
+	// CheckClientResult (docs/child-protocol-wire.md §2.9) — instead of being refused as a malformed message.
 	Lax
 )
 

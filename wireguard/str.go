@@ -19,7 +19,7 @@ var shortEscape = [0x20]byte{'\b': 'b', '\t': 't', '\n': 'n', '\f': 'f', '\r': '
 // isSurrogate reports whether r is a UTF-16 surrogate code unit.
 func isSurrogate(r rune) bool { return r >= 0xD800 && r <= 0xDFFF }
 
-// runeJSONLen is the length of r in the canonical JSON string form (docs/child-protocol.md §2.7): `"` and
+// runeJSONLen is the length of r in the canonical JSON string form (docs/child-protocol-wire.md §2.7): `"` and
 // `\` and the short-escaped controls 2, other C0 controls 6 (\u00xx), a surrogate 6
 // (\udxxx), anything else its UTF-8 width.
 func runeJSONLen(r rune) int {
@@ -132,7 +132,7 @@ func nextWTF8Piece(s string, i int) (next int, r rune, span bool) {
 	return i + 1, utf8.RuneError, false
 }
 
-// AppendString appends s as a canonical JSON string (docs/child-protocol.md §2.7): quotes, `"` `\` and C0
+// AppendString appends s as a canonical JSON string (docs/child-protocol-wire.md §2.7): quotes, `"` `\` and C0
 // controls escaped (short forms, else \u00xx lowercase), everything else raw — no
 // HTML escaping, U+2028/U+2029 and DEL raw. A WTF-8 surrogate is written as its
 // \udxxx escape (each surrogate on its own; a high and a low that happen to be
@@ -153,7 +153,7 @@ func AppendString(dst []byte, s string) []byte {
 }
 
 // stringCost is len(AppendString(nil, s)), computed without building it: the ledger
-// cost of a log entry before its separator byte (docs/child-protocol.md §2.6.1).
+// cost of a log entry before its separator byte (docs/child-protocol-wire.md §2.6.1).
 func stringCost(s string) int64 {
 	n := int64(2)
 	for i := 0; i < len(s); {

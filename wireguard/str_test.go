@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// docs/child-protocol.md §2.7 string rules; stringCost is always the encoded length.
+// docs/child-protocol-wire.md §2.7 string rules; stringCost is always the encoded length.
 func TestAppendString(t *testing.T) {
 	for _, c := range []struct {
 		in, want string
@@ -62,7 +62,7 @@ func TestDecodeTokenString(t *testing.T) {
 	}
 }
 
-// safeByte is strSafe spelled out from docs/child-protocol.md §2.7: the bytes a canonical string carries raw
+// safeByte is strSafe spelled out from docs/child-protocol-wire.md §2.7: the bytes a canonical string carries raw
 // without decoding.
 func safeByte(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
 

@@ -5,7 +5,7 @@ import (
 	"unicode/utf8"
 )
 
-// Stray native output (docs/child-protocol.md §4.5). Each stream keeps a raw-byte residual: the bytes since
+// Stray native output (docs/child-protocol-daemon.md §4.5). Each stream keeps a raw-byte residual: the bytes since
 // its last newline. A complete line is rendered with per-byte replacement and admitted
 // as an ordinary entry (rule 4). While bytes accumulate, the residual tracks the
 // serialized cost of its content as it will render, so trigger (b) — the combined

@@ -38,7 +38,7 @@ func runStray(max int64, writes []strayWrite) *Capture {
 	return cp
 }
 
-// docs/child-protocol.md §4.5 and the catalogue's native-output cases.
+// docs/child-protocol-daemon.md §4.5 and the catalogue's native-output cases.
 func TestStray(t *testing.T) {
 	x60000 := rep("x", 60000) + "\n"
 	for _, c := range []struct {

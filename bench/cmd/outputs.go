@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The outputs group (docs/protocol.md §12): what files in and rich outputs
+// The outputs group (docs/protocol-files.md §12): what files in and rich outputs
 // out add to a warm run, and the daemon's memory while it returns a full
 // outputs budget.
 

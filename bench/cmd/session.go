@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Persistent sessions (docs/protocol.md §11): a run in an open session
+// Persistent sessions (docs/protocol-sessions.md §11): a run in an open session
 // against a warm fresh run, state kept over many runs, forking a session that
 // holds 100 MB, and what idle sessions cost the daemon.
 
@@ -83,7 +83,7 @@ func withSession(d *daemon, fn func(id string) ([]row, error)) ([]row, error) {
 }
 
 // sessionReturn1Rows times return 1 in an open session, back to back and
-// paced (the idle child is then frozen, docs/containment.md §4.3), next to
+// paced (the idle child is then frozen, docs/containment-start-modes.md §4.3), next to
 // a warm fresh run (paced, so the pool is ready) in the same group, and
 // reports how many times faster the session run is.
 func sessionReturn1Rows(o options, d *daemon, floor float64) ([]row, error) {

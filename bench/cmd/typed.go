@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Typed bindings (docs/protocol.md §10): what declaring schemas costs a run, a call and
+// Typed bindings (docs/protocol-typed.md §10): what declaring schemas costs a run, a call and
 // bindings/describe.
 
 // typedEcho is tools.echo(i: int) -> {"i": int}, checked both ways; the

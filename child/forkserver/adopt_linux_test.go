@@ -54,7 +54,7 @@ func runProgram(t *testing.T, conn *os.File, program string) string {
 
 // The server adopts an orphan only when it is its child, leads its own
 // session and is not already known: a pid a program names is checked, never
-// trusted (docs/child-protocol.md §6.5). The adopted fork is then reported
+// trusted (docs/child-protocol-sessions.md §6.5). The adopted fork is then reported
 // and signalled like a spawned child.
 func TestForkServerAdopt(t *testing.T) {
 	leakcheck.Check(t)

@@ -21,7 +21,7 @@ import (
 )
 
 // Server is a long-lived process that forks one child per Spawn request,
-// so that a child costs a fork instead of an interpreter start-up (docs/containment.md §4).
+// so that a child costs a fork instead of an interpreter start-up (docs/containment-start-modes.md §4).
 // The server is started like any child (its own session, a parent-death
 // SIGKILL, fds 0-2 as Start) with fd 3 a SOCK_SEQPACKET control socket; the
 // program it runs speaks this package's control protocol:
@@ -40,7 +40,7 @@ import (
 // malformed one kills the server, as does Close.
 //
 // The server is a child subreaper, so the fork of a session child it spawned
-// (double-forked, docs/child-protocol.md §6.3) becomes its child; Adopt claims
+// (double-forked, docs/child-protocol-sessions.md §6.3) becomes its child; Adopt claims
 // it. A spawned Process's Adopt method does the same.
 type Server struct {
 	proc *child.Process
@@ -168,7 +168,7 @@ func (s *Server) Spawn(spec Spec) (*child.Process, error) {
 }
 
 // Adopt claims pid, the fork of a session child this server spawned, now an
-// orphan the server reaped as subreaper (docs/child-protocol.md §6.5). The
+// orphan the server reaped as subreaper (docs/child-protocol-sessions.md §6.5). The
 // server refuses a pid that is not its child, does not lead its own session,
 // or was already spawned or adopted, so a pid a program forged is never
 // claimed. The Process has no descriptors (the caller holds the fork's) and

@@ -24,7 +24,7 @@ var ErrCopyTooLarge = errors.New("rundir: the directory is too large to copy")
 
 // CopyFD copies the tree under srcfd into dstfd, an empty directory, both
 // held open by the caller (Dir.Do), whatever the names of either now lead
-// to: a session's fork (docs/child-protocol.md §6.3). Only directories and
+// to: a session's fork (docs/child-protocol-sessions.md §6.3). Only directories and
 // regular files are copied, with their permission bits (plus owner rwx on
 // directories and rw on files); symbolic links, devices, sockets and FIFOs
 // are skipped. A link is never followed: every entry is opened relative to

@@ -24,7 +24,7 @@ import (
 // the sum reaches the budget. The relay then carries that sum as the
 // program's CPU (runRusage), so the daemon classifies the end as it does a
 // hard RLIMIT_CPU kill: SIGKILL with CPU at or over the effective soft limit
-// is timeout/cpu (docs/child-protocol.md §4.8).
+// is timeout/cpu (docs/child-protocol-daemon.md §4.8).
 //
 // The budget is read from the program's own RLIMIT_CPU (prlimit), which the
 // child sets at boot — soft the effective limit, hard one second more — so
@@ -33,7 +33,7 @@ import (
 // limit up to the hard one (and each SIGXCPU raises it by a second), so the
 // budget is the lowest soft limit seen, and never more than hard − 1.
 //
-// A session's child (docs/child-protocol.md §6.2) raises its own soft limit
+// A session's child (docs/child-protocol-sessions.md §6.2) raises its own soft limit
 // before each run, so there the budget is hard − 1 alone (the session's
 // lifetime total): each run is bounded by its soft limit per process and by
 // the daemon's sampling of the session's CPU.

@@ -13,7 +13,7 @@
 // check that the kernel provides all of it (features_linux.go). A
 // persistent session's namespaces hold its interpreter and the forks of it,
 // each a Process of its own, until the last is gone (session_linux.go,
-// docs/containment.md §4.2). What this defends against, and what it leaves,
+// docs/containment-start-modes.md §4.2). What this defends against, and what it leaves,
 // is docs/threat-model.md.
 //
 // The init and the exec stage run only in a binary whose main (or TestMain)

@@ -43,7 +43,7 @@ type Config struct {
 	// Session says the program is a persistent session's child, which moves
 	// its own soft RLIMIT_CPU before each run: the init's run-wide CPU bound
 	// is then the hard limit − 1 (the session's lifetime total) instead of
-	// the lowest soft limit seen (docs/containment.md, docs/child-protocol.md §6.6).
+	// the lowest soft limit seen (docs/containment.md, docs/child-protocol-sessions.md §6.6).
 	Session bool
 	// Writable are further read-write trees (a session's home, under which
 	// its forks' directories are made: session_linux.go).

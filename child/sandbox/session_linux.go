@@ -18,7 +18,7 @@ import (
 )
 
 // A persistent session's namespaces (Config.Session) hold a family: the
-// session's interpreter and the forks of it (docs/child-protocol.md §6.6).
+// session's interpreter and the forks of it (docs/child-protocol-sessions.md §6.6).
 // Every member is a child of the namespace's init — a fork is born one
 // (clone(CLONE_PARENT)) or orphaned to it — and leads its own process
 // group, so that one member's group kill spares the init and the others.
@@ -263,7 +263,7 @@ func (f *family) isEnded() bool {
 }
 
 // ForkRuleset is the Landlock ruleset a fork of a session's interpreter
-// stacks on its inherited domain (docs/containment.md §4.2): the rules of
+// stacks on its inherited domain (docs/containment-start-modes.md §4.2): the rules of
 // sb for the interpreter python with home, the fork's own tree, as the only
 // writable tree besides /dev/shm. Landlock domains only narrow, so the
 // fork keeps none of its source's write access beyond home.

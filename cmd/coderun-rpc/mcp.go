@@ -25,10 +25,19 @@ func loadMCP(cfg *config.Config) ([]upstream.Spec, error) {
 // protocol stdout, until the client goes away or a signal arrives.
 func serveMCP(ctx context.Context, d *daemonEnv, out io.WriteCloser) int {
 	cfg, pool, log := d.cfg, d.pool, d.log
+	var names config.PythonNames
+	if len(pool.Servers()) > 0 { // a server's global may be none of the interpreter's names
+		var err error
+		if names, err = config.ProbeNames(cfg.Python, config.Options{}); err != nil {
+			fmt.Fprintf(os.Stderr, "coderun-rpc: %v\n", err)
+			return 2
+		}
+	}
 	m := newManager(cfg, log, 0, d.proxy)
 	defer m.Shutdown()
 	srv, err := mcp.New(mcp.Options{Manager: m, Pool: pool, Limits: cfg.Limits, Packages: cfg.Packages.Allow,
-		PythonVersion: cfg.PythonVersion, Version: buildinfo.Version(), Logger: log})
+		PythonVersion: cfg.PythonVersion, Version: buildinfo.Version(), Logger: log,
+		Builtins: names.Builtins, Modules: names.Modules})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "coderun-rpc: %v\n", err)
 		return 2

@@ -29,6 +29,7 @@ var allowed = map[string][]string{
 	"child/internal/childtest": {"child", "child/internal/spawn", "internal/leakcheck", xsys},
 	"internal/leakcheck":       {},
 	"internal/archtest":        {},
+	"internal/doccheck":        {},
 	"internal/buildinfo":       {},
 	"internal/wheeltest":       {},
 	"wheelset":                 {},

@@ -40,7 +40,7 @@ def mcp_config(tmp_path: Path) -> Path:
         pytest.fail("server-everything is missing: run `make deps` (npm ci in mcp/tests)")
     config = {"mcpServers": {
         "everything": {"command": "node", "args": [str(EVERYTHING), "stdio"]},
-        "time": {"command": time_server(), "args": ["--local-timezone", "UTC"]},
+        "time-server": {"command": time_server(), "args": ["--local-timezone", "UTC"]},
     }}
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps(config))

@@ -33,7 +33,7 @@ async def test_tool_list_carries_every_upstream_stub(mcp_config: Path) -> None:
         assert set(tools) == {"run_python", "close_python_session"}
         desc = tools["run_python"].description or ""
         for want in ("class Everything:", "async def echo(self, message: str)", "async def get_sum(self, a: float, b: float)",
-                     "class Time:", "async def get_current_time(self, timezone: str)", "everything: Everything", "time: Time"):
+                     "class TimeServer:", "async def get_current_time(self, timezone: str)", "everything: Everything", "time_server: TimeServer"):
             assert want in desc, want
         compile(desc[desc.index("# coderun-rpc"):], "<stubs>", "exec")  # the stubs are Python
 
@@ -50,7 +50,7 @@ print("asking")
 echo = await everything.echo(message="hello")
 total = await everything["get-sum"](a=2, b=3)
 same = await everything.get_sum(2, 3)
-now = await time.get_current_time(timezone="UTC")
+now = await time_server.get_current_time(timezone="UTC")
 return [echo, total == same, now["timezone"]]
 """}, progress_callback=on_progress)
         assert not result.is_error, text(result)
@@ -66,7 +66,7 @@ async def test_failures_are_errors(mcp_config: Path) -> None:
     async with session(mcp_config) as s:
         result = await s.call_tool("run_python", {"program": """
 try:
-    await time.get_current_time(timezone="Nowhere/Bogus")
+    await time_server.get_current_time(timezone="Nowhere/Bogus")
 except McpToolError as e:
     return [e.tool, "Bogus" in str(e)]
 """})

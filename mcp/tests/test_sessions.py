@@ -32,7 +32,7 @@ async def test_state_files_and_upstreams_across_calls(mcp_config: Path) -> None:
         assert not r.is_error and 'opened session "work"' in text(r) and 'value: "alpha"' in text(r), text(r)
         r = await s.call_tool("run_python", {"session": "work", "program": """
 seen.append(await everything.echo(message="one"))
-now = await time.get_current_time(timezone="UTC")
+now = await time_server.get_current_time(timezone="UTC")
 return [seen, json.dumps(now["timezone"]), open('in/a.txt').read()]
 """})
         assert not r.is_error, text(r)

@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Direct tool calls on a stdio connection (docs/performance.md §12). The
+// Direct tool calls on a stdio connection (bench/history-2026-12.md §12). The
 // SDK's CallTool decodes every result twice, each time through a decoder that
 // allocates a fresh 32 KiB buffer: that was most of the daemon's garbage and
 // about a third of its CPU per upstream call, while the daemon needs only the

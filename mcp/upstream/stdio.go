@@ -19,7 +19,7 @@ import (
 
 // The stdio connection to an upstream server: newline-delimited JSON-RPC
 // messages (the MCP stdio transport), one per line. It replaces the SDK's
-// IOTransport on the call path (docs/performance.md §12): that one decodes
+// IOTransport on the call path (bench/history-2026-12.md §12): that one decodes
 // each message twice through a decoder that allocates a 32 KiB buffer per
 // decode, on a reader goroutine of its own; this one reads on the SDK's
 // reader goroutine and splits each line once with the wire guard's strict

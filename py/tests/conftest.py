@@ -55,7 +55,7 @@ def json_cost(text):
 
 
 class DaemonLedger:
-    """The daemon's log ledger (docs/child-protocol.md §2.6.2), to turn log frames into `logs`."""
+    """The daemon's log ledger (docs/child-protocol-wire.md §2.6.2), to turn log frames into `logs`."""
 
     def __init__(self, max_log):
         self.max_log = max_log

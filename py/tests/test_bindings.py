@@ -1,4 +1,4 @@
-"""Binding proxies, calls and replies (docs/child-protocol.md §2.9 child side, docs/child-protocol.md §3.5)."""
+"""Binding proxies, calls and replies (docs/child-protocol-wire.md §2.9 child side, docs/child-protocol-child.md §3.5)."""
 
 import json
 import time

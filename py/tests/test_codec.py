@@ -1,4 +1,4 @@
-"""Unit tests of protocol.py: constants, marker, the codec's closures (docs/child-protocol.md §2.7, docs/child-protocol.md §3.6 item 3)."""
+"""Unit tests of protocol.py: constants, marker, the codec's closures (docs/child-protocol-wire.md §2.7, docs/child-protocol-child.md §3.6 item 3)."""
 
 import json
 import subprocess
@@ -172,7 +172,7 @@ def test_iterative_decoder_matches_json():
 
 
 def test_cap_message():
-    """docs/child-protocol.md §3.6 item 3: the child's cap is by serialized cost, the marker inside it."""
+    """docs/child-protocol-child.md §3.6 item 3: the child's cap is by serialized cost, the marker inside it."""
     T = protocol.MESSAGE_MARKER
     assert C.cap_message("中文中文中文", 64) == "中文中文中文"
     assert C.cap_message("E" * 1000, 64) == "E" * 47 + T

@@ -1,4 +1,4 @@
-"""Diagnostics: filtered tracebacks, chains, groups, fallbacks, caps (docs/child-protocol.md §3.6 item 2, docs/child-protocol.md §3.6 item 3)."""
+"""Diagnostics: filtered tracebacks, chains, groups, fallbacks, caps (docs/child-protocol-child.md §3.6 item 2, docs/child-protocol-child.md §3.6 item 3)."""
 
 import json
 import time

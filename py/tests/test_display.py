@@ -1,4 +1,4 @@
-"""display() and the matplotlib hook in the child (docs/child-protocol.md §3.9)."""
+"""display() and the matplotlib hook in the child (docs/child-protocol-child.md §3.9)."""
 import base64
 import subprocess
 

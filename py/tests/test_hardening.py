@@ -1,4 +1,4 @@
-"""Hardening against the program (docs/child-protocol.md §3.7): rebinding __main__ globals and class attributes."""
+"""Hardening against the program (docs/child-protocol-child.md §3.7): rebinding __main__ globals and class attributes."""
 
 import json
 
@@ -144,7 +144,7 @@ def test_truncation_marker_frame_is_exact():
 
 
 def test_fallback_done_literal():
-    """docs/child-protocol.md §3.6 item 5: when the done frame cannot be built, the fixed literal is written."""
+    """docs/child-protocol-child.md §3.6 item 5: when the done frame cannot be built, the fixed literal is written."""
     prog = ("import sys\n"
             "f = sys._getframe()\n"
             "while f.f_code.co_name != '_coderun_child':\n"
@@ -160,7 +160,7 @@ def test_fallback_done_literal():
 
 
 def test_no_late_global_lookups():
-    """docs/child-protocol.md §3.7 statically: nested code (what runs after the program starts) reads no globals.
+    """docs/child-protocol-child.md §3.7 statically: nested code (what runs after the program starts) reads no globals.
 
     Builtins and helpers are captured into closure cells by the factories; the only global
     reads left in nested scopes happen while the bootstrap is still booting.

@@ -1,4 +1,4 @@
-"""Resource limits, the clamp rule and the settle-time CPU recheck (docs/child-protocol.md §3.3)."""
+"""Resource limits, the clamp rule and the settle-time CPU recheck (docs/child-protocol-child.md §3.3)."""
 
 import resource
 import signal

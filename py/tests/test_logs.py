@@ -1,4 +1,4 @@
-"""stdout/stderr capture and the child's ledger (docs/child-protocol.md §2.6, docs/child-protocol.md §3.4).
+"""stdout/stderr capture and the child's ledger (docs/child-protocol-wire.md §2.6, docs/child-protocol-child.md §3.4).
 
 `res.logs` is what the daemon's ledger makes of the child's frames (conftest.DaemonLedger);
 the frame-level assertions pin what the child itself sends and bills.
@@ -41,7 +41,7 @@ def test_print_coalesces_arguments():
 
 
 def test_flush_makes_open_fragments():
-    """C77 and docs/child-protocol.md §2.6.5 examples (maxLogBytes 64)."""
+    """C77 and docs/child-protocol-wire.md §2.6.5 examples (maxLogBytes 64)."""
     res = run("print('a', end='', flush=True)\nprint('b')", maxLogBytes=64)
     assert texts(res) == [("a", True), ("b", False)]
     assert res.logs == ["ab"]
@@ -77,7 +77,7 @@ def test_committed_prefix_before_marker():
 
 
 def test_tail_dropped_at_exactly_zero_is_reported():
-    """docs/child-protocol.md §2.6.5 and C162."""
+    """docs/child-protocol-wire.md §2.6.5 and C162."""
     res = run('print("a" * 60 + "\\n" + "b" * 61, end="")', maxLogBytes=64)
     assert res.logs == ["a" * 60, MARKER(64)]
     res = run('print("y" * 100 + "\\n" + "z" * 10, end="")', maxLogBytes=104)

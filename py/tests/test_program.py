@@ -1,4 +1,4 @@
-"""The program's view, compilation and the basic exchange (docs/child-protocol.md §3.1, docs/child-protocol.md §3.2)."""
+"""The program's view, compilation and the basic exchange (docs/child-protocol-child.md §3.1, docs/child-protocol-child.md §3.2)."""
 
 import os
 
@@ -132,7 +132,7 @@ def test_limits_applied_by_default():
 
 
 def test_non_boot_first_frame_exits_1():
-    """docs/child-protocol.md §3.1 step 2: a broken daemon makes the bootstrap raise (exit 1, real stderr)."""
+    """docs/child-protocol-child.md §3.1 step 2: a broken daemon makes the bootstrap raise (exit 1, real stderr)."""
     c = Child()
     c.send({"type": "run", "program": "return 1"})
     res = c.serve()
@@ -163,7 +163,7 @@ def test_original_streams_flushed_before_done():
 
 
 def test_native_writes_bypass_the_ledger():
-    """docs/child-protocol.md §3.4: os.write(1|2) goes to the real fds (the daemon bills it, C182)."""
+    """docs/child-protocol-child.md §3.4: os.write(1|2) goes to the real fds (the daemon bills it, C182)."""
     res = run("import os\nos.write(1, b'stray stdout\\n')\nos.write(2, b'stray stderr\\n')")
     assert res.stdout == b"stray stdout\n" and res.stderr == b"stray stderr\n"
     assert res.logs == []

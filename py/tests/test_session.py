@@ -1,4 +1,4 @@
-"""Session mode (docs/child-protocol.md §6): one child, many runs, and forks of it.
+"""Session mode (docs/child-protocol-sessions.md §6): one child, many runs, and forks of it.
 
 The test plays the daemon: a session boot, then run frames carrying each run's budgets and
 bindings, and fork frames with SCM_RIGHTS, exactly as the daemon sends them.

@@ -1,4 +1,4 @@
-"""Start-up cost: a run imports only what it needs (docs/containment.md §4, docs/child-protocol.md §3)."""
+"""Start-up cost: a run imports only what it needs (docs/containment-start-modes.md §4, docs/child-protocol-child.md §3)."""
 
 import subprocess
 import sys
@@ -58,7 +58,7 @@ def test_awaiting_bindings_needs_no_asyncio(tmp_path):
 
 def test_bindings_typed_or_not_import_nothing_until_introspected(tmp_path):
     """A run calling untyped or typed bindings imports nothing new; reading a typed
-    function's signature is what brings in inspect (docs/child-protocol.md §3.5)."""
+    function's signature is what brings in inspect (docs/child-protocol-child.md §3.5)."""
     base = baseline(tmp_path)
     listing = "import sys\nreturn sorted(sys.modules)"
     untyped = run("await tools.x(q=1)\n" + listing, echo, [ns("tools", "x")]).value

@@ -1,4 +1,4 @@
-"""Typed binding functions (docs/child-protocol.md §2.2 `signatures` and `typeError`, §3.5)."""
+"""Typed binding functions (docs/child-protocol-wire.md §2.2 `signatures` and `typeError`, §3.5)."""
 
 from conftest import run, ns, reply_ok, reply_err, echo, HIJACK_PRELUDE
 
@@ -260,7 +260,7 @@ def test_typed_calls_on_an_event_loop_and_from_a_thread():
 
 
 def test_typed_dispatch_survives_rebound_globals():
-    """docs/child-protocol.md §3.7: the typed path reads nothing the program can rebind."""
+    """docs/child-protocol-child.md §3.7: the typed path reads nothing the program can rebind."""
     prog = HIJACK_PRELUDE + (
         "import inspect\n"
         "try:\n"

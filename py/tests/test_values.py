@@ -1,4 +1,4 @@
-"""Completion values: lossless validation, metering and canonical encoding (docs/child-protocol.md §2.7, docs/child-protocol.md §3.6 item 1)."""
+"""Completion values: lossless validation, metering and canonical encoding (docs/child-protocol-wire.md §2.7, docs/child-protocol-child.md §3.6 item 1)."""
 
 from conftest import run, MIB
 

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// An idle session's interpreter is frozen (docs/containment.md §4.3): its
+// An idle session's interpreter is frozen (docs/containment-start-modes.md §4.3): its
 // process group and every descendant of it — a child that left the group
 // with setsid() included, as long as it is a descendant — are stopped with
 // SIGSTOP, which no program can catch, block or ignore, and continued with

@@ -1,4 +1,4 @@
-"""Files in, files and rich outputs out, through the real built daemon (docs/protocol.md §12)."""
+"""Files in, files and rich outputs out, through the real built daemon (docs/protocol-files.md §12)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 /**
- * Lossless JSON for coderun-rpc (docs/child-protocol.md §2.7), without any I/O.
+ * Lossless JSON for coderun-rpc (docs/child-protocol-wire.md §2.7), without any I/O.
  *
  * Every value that crosses the wire must survive a JSON round trip unchanged. JavaScript's own
  * `JSON.stringify` silently changes values (`NaN` → `null`, `-0` → `0`, `undefined` members
@@ -19,7 +19,7 @@ export const MAX_MESSAGE_BYTES = 67108864;
 /** Prefix of every rejection of a binding result that is not lossless JSON (docs/protocol.md §9). */
 export const LOSSLESS_PREFIX = 'binding resolution must be lossless JSON';
 
-/** Ends every message this package had to cut (the daemon's marker, docs/child-protocol.md §4.7). */
+/** Ends every message this package had to cut (the daemon's marker, docs/child-protocol-daemon.md §4.7). */
 export const TRUNCATION_MARKER = '… [truncated]';
 
 const utf8 = new TextEncoder();
@@ -47,7 +47,7 @@ export interface SerializeOptions {
   allowRaw?: boolean;
 }
 
-/** The canonical spelling of a finite, non-negative-zero double (docs/child-protocol.md §2.7). */
+/** The canonical spelling of a finite, non-negative-zero double (docs/child-protocol-wire.md §2.7). */
 export function canonicalNumber(x: number): string {
   if (Number.isInteger(x) && Math.abs(x) < 1e21 && !Number.isSafeInteger(x)) {
     return BigInt(x).toString();

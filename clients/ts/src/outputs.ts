@@ -1,5 +1,5 @@
 /**
- * Files in, files and rich outputs out (docs/protocol.md §12): the `run.files` entries built
+ * Files in, files and rich outputs out (docs/protocol-files.md §12): the `run.files` entries built
  * from `{ path: string | Uint8Array }`, and the helpers that turn a result's outputs and
  * files into bytes. No I/O here; `saveFiles` of the node entry point writes them to disk.
  */

@@ -1,5 +1,5 @@
 /**
- * A persistent session (docs/protocol.md §11): one long-lived interpreter whose top-level names
+ * A persistent session (docs/protocol-sessions.md §11): one long-lived interpreter whose top-level names
  * survive from one run to the next. The client creates it (`client.openSession()`,
  * `session.fork()`); this module keeps what the client knows of its state.
  */

@@ -135,7 +135,7 @@ export interface RunOptions {
   onLog?: (event: LogEvent) => void;
   /** Ask for `run/log` notifications (defaults to `true` when `onLog` or `onOutput` is given). */
   stream?: boolean;
-  /** Files written into the working directory before the program starts (docs/protocol.md §12). */
+  /** Files written into the working directory before the program starts (docs/protocol-files.md §12). */
   files?: RunFiles;
   /** Receives every displayed object as it is displayed, in order with `onLog`; implies `stream`. */
   onOutput?: (event: OutputEvent) => void;

@@ -24,7 +24,7 @@ function reason(v: unknown): string {
   return `${r.reason} at ${r.path}`;
 }
 
-describe('canonical numbers (docs/child-protocol.md §2.7)', () => {
+describe('canonical numbers (docs/child-protocol-wire.md §2.7)', () => {
   const cases: [number, string][] = [
     [1.0, '1'],
     [100, '100'],

@@ -1,4 +1,4 @@
-/** Files in, files and rich outputs out (docs/protocol.md §12): helpers, and the real daemon. */
+/** Files in, files and rich outputs out (docs/protocol-files.md §12): helpers, and the real daemon. */
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,4 +1,4 @@
-"""Files in, files and rich outputs out (docs/protocol.md §12): the typed views and helpers."""
+"""Files in, files and rich outputs out (docs/protocol-files.md §12): the typed views and helpers."""
 
 from __future__ import annotations
 

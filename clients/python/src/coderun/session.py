@@ -1,4 +1,4 @@
-"""Persistent sessions (docs/protocol.md §11): one long-lived interpreter whose top-level names
+"""Persistent sessions (docs/protocol-sessions.md §11): one long-lived interpreter whose top-level names
 survive from one run to the next.
 
 The client creates them (:meth:`Client.session`, :meth:`Client.open_session`,
