@@ -5,8 +5,8 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
-	"github.com/coderun-rpc/coderun-rpc/wheelset"
 	"github.com/coderun-rpc/coderun-rpc/typed"
+	"github.com/coderun-rpc/coderun-rpc/wheelset"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
