@@ -1,11 +1,12 @@
 """The warm Jupyter kernel reference of bench/cmd's workloads group.
 
 Started as `python -c <this> <dir>` by the harness: starts an IPython kernel (ipykernel, through
-jupyter_client) whose working directory is <dir>, its channels IPC sockets in <dir>, says {"ready": true} on stdout, then executes
-one cell per request line {"code": ...} and answers each with one line
-{"stdout": str, "displays": [[mime, ...], ...], "error": str | null} once the kernel is idle
-again and has sent its execute_reply: what a host driving a notebook kernel waits for. Stdin's
-end shuts the kernel down. The kernel's own output never reaches this stdout.
+jupyter_client) whose working directory is <dir>, with its connection file and its channels' IPC
+sockets in <dir>, says {"ready": true} on stdout, then executes one cell per request line
+{"code": ...} and answers each with one line {"stdout": str, "displays": [[mime, ...], ...],
+"error": str | null} once the kernel is idle again and has sent its execute_reply: what a host
+driving a notebook kernel waits for. Stdin's end shuts the kernel down. The kernel's own output
+never reaches this stdout.
 """
 import json
 import os
@@ -41,7 +42,8 @@ def main():
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # a library's stray print must not corrupt the answers
     here = sys.argv[1]
-    km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(here, "kernel"))
+    km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(here, "kernel"),
+                       connection_file=os.path.join(here, "kernel.json"))
     km.start_kernel(cwd=here)
     kc = km.client()
     kc.start_channels()

@@ -150,7 +150,9 @@ func startWorkloadHosts(o options, csv string) (hs *workloadHosts, err error) {
 	files := []map[string]string{{"path": "in.csv", "base64": base64.StdEncoding.EncodeToString([]byte(csv))}}
 	for _, cfg := range workloadConfigs(o.quick) {
 		d, err := startDaemon(o, cfg.env()...)
-		if err != nil && cfg.tier == "sandbox" {
+		if err != nil && (cfg.tier == "sandbox" || cfg.preload) {
+			// The kernel may lack a sandbox feature; a daemon may refuse the
+			// preload (one that does not fit the address-space budget).
 			fmt.Fprintf(os.Stderr, "bench: workloads: %s did not start, no rows: %v\n", cfg.label(), err)
 			continue
 		}
@@ -292,10 +294,11 @@ func (hs *workloadHosts) memoryRows() ([]row, error) {
 			"imported before the program: ["+strings.Join(mods, ", ")+"]"))
 		pid := h.d.cmd.Process.Pid
 		daemonKb, serverKb := procStatusKb(pid, "VmRSS"), 0.0
-		note := "no fork server found"
-		if server := forkServerPid(pid); server != 0 {
-			serverKb, note = procStatusKb(server, "VmRSS"), ""
+		servers := forkServerPids(pid)
+		for _, server := range servers {
+			serverKb += procStatusKb(server, "VmRSS")
 		}
+		note := fmt.Sprintf("%d fork server process(es)", len(servers))
 		time.Sleep(refillPause)
 		if r, err = h.d.run(privateProgram, nil); err != nil {
 			return nil, err
@@ -311,9 +314,10 @@ func (hs *workloadHosts) memoryRows() ([]row, error) {
 	return rows, nil
 }
 
-// forkServerPid is the daemon's fork server: its child whose command line
-// runs forkserver.py (0 when none is running).
-func forkServerPid(daemon int) int {
+// forkServerPids are the daemon's fork servers: its children whose command
+// line runs forkserver.py.
+func forkServerPids(daemon int) []int {
+	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
@@ -322,10 +326,10 @@ func forkServerPid(daemon int) int {
 		}
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if strings.Contains(string(cmdline), "forkserver.py") {
-			return pid
+			pids = append(pids, pid)
 		}
 	}
-	return 0
+	return pids
 }
 
 // parentPid reads pid's parent from /proc/<pid>/stat (0 when unreadable):
