@@ -161,6 +161,9 @@ func startWorkloadHosts(o options, csv string) (hs *workloadHosts, err error) {
 		}
 		hs.fresh = append(hs.fresh, &freshHost{d: d, cfg: cfg, csv: files})
 		if cfg.preload {
+			if err := awaitPreload(d); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		id, err := d.openSession()
@@ -277,6 +280,33 @@ const privateProgram = `try:
 except OSError:
     return None
 return sum(int(l.split()[1]) for l in lines if l.startswith(("Private_Clean:", "Private_Dirty:")))`
+
+// awaitPreload waits, at most a minute, until a fresh run of d finds the
+// whole preload imported: runs that come before the preloaded fork server
+// is ready are served without it, and the rounds measure that server. A
+// daemon whose initialize lists no preload (a build without it) is not
+// waited for.
+func awaitPreload(d *daemon) error {
+	if len(d.preload) == 0 {
+		return nil
+	}
+	want := strings.Count(preloadModules, ",") + 1
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(refillPause) {
+		r, err := d.run(preloadedProgram, nil)
+		if err != nil {
+			return err
+		}
+		var mods []string
+		_ = json.Unmarshal(r.Value, &mods)
+		if len(mods) == want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "bench: workloads: after a minute a fresh run finds only %v of %s imported\n", mods, preloadModules)
+			return nil
+		}
+	}
+}
 
 // memoryRows, per fresh host: which preloaded modules a fresh child has,
 // the daemon's and its fork server's RSS after the rounds, and a child's
