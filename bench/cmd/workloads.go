@@ -155,8 +155,7 @@ func workloadsRows(o options) ([]row, error) {
 		return nil, err
 	}
 	rows = append(rows, more...)
-	start, err := preloadStartRows(wo, hs.tiers())
-	return append(rows, start...), err
+	return append(rows, preloadStartRows(wo, hs.tiers())...), nil
 }
 
 // workloadPython resolves the workloads' interpreter, or says why it cannot
