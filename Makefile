@@ -16,6 +16,8 @@ TS_STAMP  := clients/ts/node_modules/.installed
 # The real MCP peers of mcp/tests: the TypeScript SDK and server-everything (npm); the
 # Python SDK and mcp-server-time come with requirements-test.txt.
 MCP_STAMP := mcp/tests/node_modules/.installed
+# The benchmark's references (a warm Jupyter kernel) in the same .venv: `make bench` only.
+BENCH_STAMP := $(VENV)/.bench-installed
 
 .PHONY: all build dist test test-go test-e2e-sandbox test-fuzz test-py test-clients test-mcp test-install test-bench test-k8s lint fuzz bench bench-ab demo demo-mcp clean deps
 
@@ -86,6 +88,10 @@ $(VENV_STAMP): requirements-test.txt
 	$(VENV_PY) -m pip install -q --disable-pip-version-check -r requirements-test.txt
 	@touch $@
 
+$(BENCH_STAMP): bench/requirements.txt $(VENV_STAMP)
+	$(VENV_PY) -m pip install -q --disable-pip-version-check -r bench/requirements.txt
+	@touch $@
+
 $(MCP_STAMP): mcp/tests/package.json mcp/tests/package-lock.json
 	cd mcp/tests && npm ci --no-audit --no-fund
 	@touch $@
@@ -99,7 +105,9 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 # The full benchmark: a table of daemon figures against the floor, saved under bench/results/.
-bench: build $(VENV_STAMP)
+# The workloads group runs its programs with the .venv's interpreter (pandas, matplotlib) next to
+# a warm Jupyter kernel from the same .venv; the packages group uses the .venv's uv.
+bench: build $(BENCH_STAMP)
 	$(GO) run ./bench/cmd -daemon $(BIN)
 
 # A tiny-count run of the benchmark so it never rots (figures are meaningless at this size).
@@ -109,7 +117,7 @@ test-bench: build $(VENV_STAMP)
 
 # A same-run A/B of this checkout against another build of the daemon:
 # `make bench-ab BASELINE=/path/to/old/coderun-rpc`.
-bench-ab: build
+bench-ab: build $(BENCH_STAMP)
 	$(GO) run ./bench/cmd -daemon $(BIN) -baseline $(BASELINE)
 
 # The demo's children use the project's .venv interpreter, which has matplotlib for step 4.

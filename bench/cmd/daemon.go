@@ -24,6 +24,9 @@ type daemon struct {
 	forks bool
 	// isolation is the containment tier (capabilities.isolation).
 	isolation string
+	// preload lists the modules its fork server imports before it serves
+	// (capabilities.python.preload; none for a build without the preload).
+	preload []string
 }
 
 // startDaemon starts o.daemon with env added to this process's environment.
@@ -58,7 +61,10 @@ func startDaemon(o options, env ...string) (*daemon, error) {
 	var init struct {
 		Capabilities struct {
 			Isolation string `json:"isolation"`
-			Sessions  struct {
+			Python    struct {
+				Preload []string `json:"preload"`
+			} `json:"python"`
+			Sessions struct {
 				Max  int  `json:"max"`
 				Fork bool `json:"fork"`
 			} `json:"sessions"`
@@ -66,7 +72,7 @@ func startDaemon(o options, env ...string) (*daemon, error) {
 	}
 	_ = json.Unmarshal(m.Result, &init)
 	d.sessions, d.forks = init.Capabilities.Sessions.Max, init.Capabilities.Sessions.Fork
-	d.isolation = init.Capabilities.Isolation
+	d.isolation, d.preload = init.Capabilities.Isolation, init.Capabilities.Python.Preload
 	return d, nil
 }
 
@@ -258,6 +264,7 @@ func measureGroups(o options, f floors) ([]row, error) {
 		{"serve-load", func() ([]row, error) { return serveLoadRows(o) }},
 		{"packages", func() ([]row, error) { return packageRows(o) }},
 		{"egress", func() ([]row, error) { return egressRows(o) }},
+		{"workloads", func() ([]row, error) { return workloadsRows(o) }},
 	}
 	for i, st := range steps {
 		if st.group != groupNames[i] {

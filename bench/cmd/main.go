@@ -28,9 +28,11 @@ type options struct {
 	daemon   string
 	baseline string
 	python   string
-	outDir   string
-	only     *regexp.Regexp
-	samples  int
+	// workloadPython runs the workloads group (pandas, matplotlib).
+	workloadPython string
+	outDir         string
+	only           *regexp.Regexp
+	samples        int
 }
 
 func main() {
@@ -43,6 +45,7 @@ func main() {
 	flag.BoolVar(&o.quick, "quick", false, "tiny counts (smoke test)")
 	flag.StringVar(&o.daemon, "daemon", "bin/coderun-rpc", "daemon binary")
 	flag.StringVar(&o.python, "python", "python3", "interpreter (shims are resolved)")
+	flag.StringVar(&o.workloadPython, "workload-python", ".venv/bin/python", "interpreter of the workloads group, with pandas and matplotlib (ipykernel and jupyter_client for its Jupyter reference)")
 	flag.StringVar(&o.outDir, "out", "bench/results", "directory for the JSON table ('' to skip)")
 	flag.StringVar(&o.baseline, "baseline", "", "another daemon binary: measure both, interleaved, and report daemon/baseline ratios")
 	only := flag.String("only", "", "regexp of the measurement groups to run ("+strings.Join(groupNames, ", ")+"); floors always run")

@@ -87,22 +87,9 @@ func startupRows(o options) ([]row, error) {
 	if o.quick {
 		n = 1
 	}
-	var initialized, firstRun [2]samples
-	for range n {
-		for i, tier := range []string{"process", "sandbox"} {
-			t0 := time.Now()
-			d, err := startDaemon(o, "CODERUN_ISOLATION="+tier)
-			if err != nil {
-				return nil, err
-			}
-			initialized[i] = append(initialized[i], time.Since(t0))
-			_, err = d.run("return 1", nil)
-			firstRun[i] = append(firstRun[i], time.Since(t0))
-			d.stop()
-			if err != nil {
-				return nil, err
-			}
-		}
+	initialized, firstRun, err := startTimes(o, n, []string{"CODERUN_ISOLATION=process"}, []string{"CODERUN_ISOLATION=sandbox"})
+	if err != nil {
+		return nil, err
 	}
 	p50 := func(s samples) float64 { return ms(s.pct(50)) }
 	return []row{
@@ -111,6 +98,30 @@ func startupRows(o options) ([]row, error) {
 		newRow("daemon start to its first run's result, tier process, p50", "ms", 0, p50(firstRun[0]), "return 1"),
 		newRow("daemon start to its first run's result, tier sandbox, p50", "ms", p50(firstRun[0]), p50(firstRun[1]), "return 1; ratio: sandbox / process"),
 	}, nil
+}
+
+// startTimes starts a daemon n times with each of envs in turn
+// (alternating) and returns, per env, the times from spawning it to
+// initialize's answer and to the result of its first run (return 1).
+func startTimes(o options, n int, envs ...[]string) (initialized, firstRun []samples, err error) {
+	initialized, firstRun = make([]samples, len(envs)), make([]samples, len(envs))
+	for range n {
+		for i, env := range envs {
+			t0 := time.Now()
+			d, err := startDaemon(o, env...)
+			if err != nil {
+				return nil, nil, err
+			}
+			initialized[i] = append(initialized[i], time.Since(t0))
+			_, err = d.run("return 1", nil)
+			firstRun[i] = append(firstRun[i], time.Since(t0))
+			d.stop()
+			if err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return initialized, firstRun, nil
 }
 
 // othersCPU is the CPU time the whole machine has spent so far, every process
