@@ -17,7 +17,7 @@ import concurrent.futures
 import keyword
 import threading
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Coroutine, Mapping, Optional, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Generic, Mapping, Optional, Sequence, TypeVar
 
 from .. import _json
 from ..client import Client
@@ -114,7 +114,7 @@ class CodeMode:
 
     def describe_sync(self, tools: Sequence[HostTool]) -> str:
         """:meth:`describe` for a caller without a running event loop."""
-        return self._submit(self._describe(tools)).result()
+        return self._wait(self._describe(tools))
 
     async def _describe(self, tools: Sequence[HostTool]) -> str:
         bindings = self._bindings(tools, None)
@@ -136,8 +136,9 @@ class CodeMode:
 
     def run_sync(self, program: str, tools: Sequence[HostTool]) -> ModelText:
         """:meth:`run` for a caller without a running event loop: tool calls run on the private
-        loop (a tool's own blocking work belongs in a thread, as ``HostTool.call`` arranges)."""
-        return self._submit(self._run(program, tools, None)).result()
+        loop (a tool's own blocking work belongs in a thread, as ``HostTool.call`` arranges).
+        An exception while it waits (``KeyboardInterrupt``) cancels the run first."""
+        return self._wait(self._run(program, tools, None))
 
     async def _run(self, program: str, tools: Sequence[HostTool], caller: Optional[asyncio.AbstractEventLoop]) -> ModelText:
         if not isinstance(program, str):
@@ -240,32 +241,62 @@ class CodeMode:
                 self._thread.start()
             return self._loop
 
-    def _submit(self, coro: Coroutine[Any, Any, T]) -> "concurrent.futures.Future[T]":
-        """Schedule ``coro`` on the private loop (for a caller without a loop)."""
-        return asyncio.run_coroutine_threadsafe(coro, self._private_loop())
+    def _start(self, coro: Coroutine[Any, Any, T]) -> "_Started[T]":
+        """Start ``coro`` as a task on the private loop."""
+        loop = self._private_loop()
+        started = _Started[T](loop)
+        loop.call_soon_threadsafe(started.begin, coro)
+        return started
+
+    def _wait(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the private loop and block until it ends; an exception while waiting
+        (``KeyboardInterrupt``) cancels it and waits until it has ended (a run's child is then
+        stopped) before it propagates."""
+        started = self._start(coro)
+        try:
+            task = started.ended.result()
+        except BaseException:
+            started.cancel()
+            while True:
+                try:
+                    started.ended.result()
+                    break
+                except BaseException:  # noqa: BLE001 - interrupted again: still wait for the end
+                    continue
+            raise
+        return task.result()
 
     async def _bridge(self, coro: Coroutine[Any, Any, T]) -> T:
         """Await ``coro`` on the private loop from the caller's; cancelling the caller cancels
         it there and waits until it has ended (a run's child is then stopped)."""
-        caller = asyncio.get_running_loop()
-        loop = self._private_loop()
-        ended: "asyncio.Future[asyncio.Task[T]]" = caller.create_future()
-        started: list["asyncio.Task[T]"] = []
-
-        def begin() -> None:
-            task = loop.create_task(coro)
-            started.append(task)
-            # a task cancelled before its first step never runs its body, but is done all the same
-            task.add_done_callback(lambda t: caller.call_soon_threadsafe(ended.set_result, t))
-
-        loop.call_soon_threadsafe(begin)
+        started = self._start(coro)
+        ended = asyncio.wrap_future(started.ended)
         try:
             task = await asyncio.shield(ended)
         except asyncio.CancelledError:
-            loop.call_soon_threadsafe(lambda: started[0].cancel())  # after begin: one loop, in order
+            started.cancel()
             await _uninterrupted(ended)
             raise
         return task.result()
+
+
+class _Started(Generic[T]):
+    """A task on the private loop, seen from another thread: ``ended`` is done (with the task)
+    once the task has ended, however it ended, even when it was cancelled before its first step
+    (whose body then never runs)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._task: Optional["asyncio.Task[T]"] = None
+        self.ended: "concurrent.futures.Future[asyncio.Task[T]]" = concurrent.futures.Future()
+
+    def begin(self, coro: Coroutine[Any, Any, T]) -> None:
+        self._task = self._loop.create_task(coro)
+        self._task.add_done_callback(self.ended.set_result)
+
+    def cancel(self) -> None:
+        # scheduled after begin on the same loop, so the task exists when this runs
+        self._loop.call_soon_threadsafe(lambda: self._task is not None and self._task.cancel())
 
 
 def _object_schema(tool: HostTool) -> dict[str, Any]:
