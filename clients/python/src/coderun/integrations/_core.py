@@ -100,7 +100,8 @@ class CodeMode:
         self._thread: Optional[threading.Thread] = None
         self._client: Optional[Client] = None
         self._session: Optional[Session] = None
-        self._opening: Optional[asyncio.Lock] = None  # on the private loop: one daemon, one session
+        self._opening: Optional[asyncio.Lock] = None  # on the private loop: one daemon
+        self._turns: Optional[asyncio.Lock] = None  # on the private loop: the session's runs in turn
         self._stubs: dict[bytes, str] = {}
         self._users = 0  # open ``async with`` blocks: the last to leave closes
 
@@ -147,22 +148,33 @@ class CodeMode:
         client = await self._daemon()
         if not self.stateful:
             return model_text(await client.run(program, bindings=bindings, limits=self.limits))
-        session = await self._open_session(client)
-        per_run = {k: v for k, v in self.limits.items() if k != "addressSpaceMb"}  # fixed at open
-        result = await session.run(program, bindings=bindings, limits=per_run)
+        # One run at a time: the session runs them in turn anyway, and a run that follows a
+        # cancelled one must see that the cancel took the session with it.
+        if self._turns is None:
+            self._turns = asyncio.Lock()
+        async with self._turns:
+            session = await self._open_session(client)
+            per_run = {k: v for k, v in self.limits.items() if k != "addressSpaceMb"}  # fixed at open
+            try:
+                result = await session.run(program, bindings=bindings, limits=per_run)
+            except asyncio.CancelledError:
+                self._session = None  # a cancelled run ends its session: the next opens one
+                raise
+            ended = result.session is not None and not result.session.alive
+            if ended:
+                self._session = None
         view = model_text(result)
-        if result.session is not None and not result.session.alive:
-            self._session = None
+        if ended and result.session is not None:
             why = f" ({result.session.reason})" if result.session.reason else ""
             note = f"\nthe session ended{why}: its variables are gone; the next run starts a fresh interpreter"
             view = ModelText(view.text + note, True, view.images)
         return view
 
     async def _open_session(self, client: Client) -> Session:
-        async with self._one_at_a_time():
-            if self._session is None or self._session.state != "open":
-                self._session = await client.open_session(limits=self.limits)
-            return self._session
+        """The conversation's session, opened when there is none (called in turn: see _run)."""
+        if self._session is None or self._session.state != "open":
+            self._session = await client.open_session(limits=self.limits)
+        return self._session
 
     def _bindings(self, tools: Sequence[HostTool], caller: Optional[asyncio.AbstractEventLoop]) -> dict[str, dict[str, Binding]]:
         """The run's one namespace: each tool a typed binding whose calls reach ``tool.call`` on
@@ -227,7 +239,8 @@ class CodeMode:
             loop.close()
 
     async def _shutdown(self) -> None:
-        client, self._client, self._session, self._opening = self._client, None, None, None
+        client, self._client, self._session = self._client, None, None
+        self._opening = self._turns = None
         self._stubs.clear()
         if client is not None:
             await client.close()
