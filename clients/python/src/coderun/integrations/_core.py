@@ -24,7 +24,7 @@ from ..client import Client
 from ..modeltext import ModelText, model_text
 from ..session import Session
 from ..typed import Binding
-from ..types import Limits
+from ..types import Limits, RunResult
 
 __all__ = ["HostTool", "CodeMode", "DaemonFactory", "PROGRAM_SCHEMA"]
 
@@ -141,13 +141,26 @@ class CodeMode:
         An exception while it waits (``KeyboardInterrupt``) cancels the run first."""
         return self._wait(self._run(program, tools, None))
 
+    def execute_sync(self, program: str, tools: Sequence[HostTool]) -> RunResult:
+        """:meth:`run_sync`'s run result itself, for an adapter that reads it (smolagents)."""
+        return self._wait(self._execute(program, tools, None))
+
     async def _run(self, program: str, tools: Sequence[HostTool], caller: Optional[asyncio.AbstractEventLoop]) -> ModelText:
+        result = await self._execute(program, tools, caller)
+        view = model_text(result)
+        if result.session is not None and not result.session.alive:
+            why = f" ({result.session.reason})" if result.session.reason else ""
+            note = f"\nthe session ended{why}: its variables are gone; the next run starts a fresh interpreter"
+            view = ModelText(view.text + note, True, view.images)
+        return view
+
+    async def _execute(self, program: str, tools: Sequence[HostTool], caller: Optional[asyncio.AbstractEventLoop]) -> RunResult:
         if not isinstance(program, str):
             raise TypeError(f"program must be a str, not {type(program).__name__}")
         bindings = self._bindings(tools, caller)
         client = await self._daemon()
         if not self.stateful:
-            return model_text(await client.run(program, bindings=bindings, limits=self.limits))
+            return await client.run(program, bindings=bindings, limits=self.limits)
         # One run at a time: the session runs them in turn anyway, and a run that follows a
         # cancelled one must see that the cancel took the session with it.
         if self._turns is None:
@@ -160,15 +173,9 @@ class CodeMode:
             except asyncio.CancelledError:
                 self._session = None  # a cancelled run ends its session: the next opens one
                 raise
-            ended = result.session is not None and not result.session.alive
-            if ended:
+            if result.session is not None and not result.session.alive:
                 self._session = None
-        view = model_text(result)
-        if ended and result.session is not None:
-            why = f" ({result.session.reason})" if result.session.reason else ""
-            note = f"\nthe session ended{why}: its variables are gone; the next run starts a fresh interpreter"
-            view = ModelText(view.text + note, True, view.images)
-        return view
+            return result
 
     async def _open_session(self, client: Client) -> Session:
         """The conversation's session, opened when there is none (called in turn: see _run)."""
