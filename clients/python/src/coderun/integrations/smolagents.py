@@ -24,8 +24,8 @@ import asyncio
 import json
 from typing import Any, Mapping, Optional, Union
 
-from smolagents.local_python_executor import CodeOutput, PythonExecutor
-from smolagents.tools import Tool
+from smolagents.local_python_executor import CodeOutput, PythonExecutor  # type: ignore[import-untyped]
+from smolagents.tools import Tool  # type: ignore[import-untyped]
 
 from .. import _json
 from ..modeltext import Image, model_text
@@ -83,7 +83,7 @@ class CodeExecutionError(RuntimeError):
     """The agent's code failed (CodeAgent shows the message to the model and goes on)."""
 
 
-class CoderunExecutor(PythonExecutor):
+class CoderunExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents is untyped
     """A smolagents ``PythonExecutor`` that runs the agent's code in coderun (see the module
     documentation). ``limits``: every step's budgets; ``session``: one session for the agent's
     steps (default) or a fresh interpreter per step; ``daemon``: how to start it."""
