@@ -98,11 +98,11 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 # The full benchmark: a table of daemon figures against the floor, saved under bench/results/.
-bench: build
+bench: build $(VENV_STAMP)
 	$(GO) run ./bench/cmd -daemon $(BIN)
 
 # A tiny-count run of the benchmark so it never rots (figures are meaningless at this size).
-test-bench: build
+test-bench: build $(VENV_STAMP)
 	$(GO) run ./bench/cmd -quick -daemon $(BIN)
 	$(GO) run ./bench/cmd -quick -daemon $(BIN) -baseline $(BIN) -only '^(warm|bindings)$$'
 
