@@ -2,13 +2,15 @@
 
 The contract is ``clients/testdata/model-text.json`` in the repository: logs first (each
 ending in a newline), then ``value: <compact JSON>``, or ``error (kind): message (line N) at
-PATH`` with a ``hint:`` line, or ``(no value)``; the displayed images travel separately.
+PATH`` with a ``hint:`` line, or ``(no value)``; each lone surrogate is U+FFFD, so the text is
+valid UTF-8; the displayed images travel separately.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import re
 from dataclasses import dataclass, field
 
 from ._json import encode
@@ -16,6 +18,8 @@ from ._outputs import Output
 from .types import RunResult
 
 __all__ = ["ModelText", "Image", "model_text", "IMAGE_TYPES"]
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 """The image types a model is shown, in order of preference within one output."""
@@ -56,7 +60,10 @@ def model_text(result: RunResult) -> ModelText:
     else:
         parts.append("(no value)")
     images = [img for img in (_image(o) for o in result.outputs) if img is not None]
-    return ModelText("".join(parts), err is not None, images)
+    # A program may log lone surrogates: a text that is not valid UTF-8 would fail the
+    # framework's request to the model, so each becomes U+FFFD (as the MCP server's JSON does).
+    text = _LONE_SURROGATE.sub("\ufffd", "".join(parts))
+    return ModelText(text, err is not None, images)
 
 
 def _image(output: Output) -> Image | None:
