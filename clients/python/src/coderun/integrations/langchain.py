@@ -24,13 +24,20 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 from langchain_core.tools import BaseTool, StructuredTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import BaseModel, Field
 from pydantic_core import to_jsonable_python
 
 from ..modeltext import ModelText
 from ..types import Limits
-from ._core import PROGRAM_SCHEMA, CodeMode, DaemonFactory, HostTool
+from ._core import CodeMode, DaemonFactory, HostTool
 
 __all__ = ["code_tool", "close_code_tool"]
+
+class _Program(BaseModel):
+    """The code tool's arguments: LangChain validates them (a bad call is the model's to fix)."""
+
+    program: str = Field(description="the Python program")
+
 
 _MODES: dict[int, CodeMode] = {}
 """The CodeMode of each live tool made by code_tool, by id (tools are not hashable)."""
@@ -62,8 +69,8 @@ def code_tool(
     except BaseException:
         code.close()
         raise
-    tool = StructuredTool(name=name, description=description, args_schema=dict(PROGRAM_SCHEMA),
-                          func=run, coroutine=arun)
+    tool = StructuredTool(name=name, description=description, args_schema=_Program, func=run, coroutine=arun,
+                          handle_validation_error=f'{name}: arguments must be {{"program": "<python>"}}')
     _MODES[id(tool)] = code
     weakref.finalize(tool, _forget, id(tool))
     return tool

@@ -54,7 +54,10 @@ def code_tool(
     code = CodeMode(namespace=namespace, session=session, limits=limits, daemon=daemon)
 
     async def invoke(ctx: ToolContext[Any], arguments: str) -> Any:
-        program = _program(arguments)
+        try:
+            program = _program(arguments)
+        except ValueError as e:
+            return str(e)  # the model's mistake, for the model to fix
         return _output(await code.run(program, [_host_tool(t, ctx) for t in tools]))
 
     try:
@@ -89,7 +92,7 @@ def _program(arguments: str) -> str:
     try:
         parsed = json.loads(arguments)
     except ValueError as e:
-        raise ValueError(f"run_python: arguments are not JSON: {e}") from None
+        raise ValueError(f"run_python: arguments must be {{\"program\": \"<python>\"}}, not JSON: {e}") from None
     program = parsed.get("program") if isinstance(parsed, dict) else None
     if not isinstance(program, str):
         raise ValueError("run_python: arguments must be {\"program\": \"<python>\"}")

@@ -45,14 +45,13 @@ def final_answer(answer):
     raise _CoderunFinal(answer)
 def _coderun_sync(name):
     async def call(args, kwargs):
-        return await tools[name](*args, **kwargs)
+        return await _coderun_tools[name](*args, **kwargs)
     def tool(*args, **kwargs):
         return _coderun_asyncio.run_coroutine_threadsafe(call(args, kwargs), _coderun_loop).result()
     tool.__name__ = name
     return tool
-for _coderun_name in {names}:
-    globals()[_coderun_name] = _coderun_sync(_coderun_name)
 globals().update(_coderun_json.loads({variables}))
+globals().update({{name: _coderun_sync(name) for name in {names}}})
 def _coderun_step(code):
     tree = _coderun_ast.parse(code, "<code>")
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], _coderun_ast.Expr) else None
@@ -95,7 +94,8 @@ class CoderunExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents is un
         limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
         daemon: Optional[DaemonFactory] = None,
     ) -> None:
-        self.code = CodeMode(session=session, limits=limits, daemon=daemon)
+        # the tools' global is the step's own: the agent's code calls the tools by their names
+        self.code = CodeMode(namespace="_coderun_tools", session=session, limits=limits, daemon=daemon)
         self._tools: list[HostTool] = []
         self._variables: dict[str, Any] = {}
         self.images: list[Image] = []
@@ -107,9 +107,10 @@ class CoderunExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents is un
 
     def send_variables(self, variables: dict[str, Any]) -> None:
         """Make the JSON values of ``variables`` globals of the next steps (others are skipped:
-        they cannot reach another process)."""
+        they cannot reach another process; so are ``final_answer`` and names starting
+        ``_coderun``, which the step needs)."""
         for name, value in variables.items():
-            if isinstance(name, str) and name.isidentifier() and _is_json(value):
+            if isinstance(name, str) and name.isidentifier() and not _reserved(name) and _is_json(value):
                 self._variables[name] = value
 
     def __call__(self, code_action: str) -> CodeOutput:
@@ -164,6 +165,11 @@ def _schema(inputs: Mapping[str, Any]) -> dict[str, Any]:
         if not nullable:
             required.append(arg)
     return {"type": "object", "properties": properties, "required": required}
+
+
+def _reserved(name: str) -> bool:
+    """Names a variable may not take: the step's own."""
+    return name == "final_answer" or name.startswith("_coderun")
 
 
 def _is_json(value: Any) -> bool:
