@@ -75,6 +75,10 @@ def row(metric: str, own: float, adapter: float, note: str) -> dict[str, Any]:
             "note": f"{note}; overhead {adapter - own:+.3f} ms (target ≤ 1 ms)"}
 
 
+async def _noop(program: str) -> str:
+    return program
+
+
 def echo(x: int) -> int:
     """Return x."""
     return x
@@ -114,6 +118,7 @@ async def framework_rows(start: Callable[[], Awaitable[Client]], samples: int) -
     rows.append(row("code tool call: pydantic-ai call_tool vs Session.run (return 1)", o, a, "pydantic-ai"))
     await toolset.code.aclose()
 
+    from langchain_core.tools import StructuredTool
     from langchain_core.tools import tool as lc_tool
 
     from coderun.integrations import langchain
@@ -121,6 +126,10 @@ async def framework_rows(start: Callable[[], Awaitable[Client]], samples: int) -
     adapter = timed(lambda: lc.ainvoke({"program": "return 1"}))
     o, a = await pair(await own_clock(langchain._MODES[id(lc)], "return 1"), adapter, samples)
     rows.append(row("code tool call: LangChain ainvoke vs Session.run (return 1)", o, a, "LangChain"))
+    noop = StructuredTool(name="noop", description="d", args_schema=langchain._Program, coroutine=_noop)
+    f = statistics.median([await timed(lambda: noop.ainvoke({"program": "return 1"}))() for _ in range(samples)])
+    rows.append({"metric": "LangChain ainvoke of a no-op tool with the same arguments", "unit": "ms",
+                 "daemon": round(f, 3), "note": "LangChain's own cost of a tool call, part of the row above"})
     langchain.close_code_tool(lc)
 
     from agents import function_tool
