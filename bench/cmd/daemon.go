@@ -265,6 +265,7 @@ func measureGroups(o options, f floors) ([]row, error) {
 		{"packages", func() ([]row, error) { return packageRows(o) }},
 		{"egress", func() ([]row, error) { return egressRows(o) }},
 		{"workloads", func() ([]row, error) { return workloadsRows(o) }},
+		{"adapters", func() ([]row, error) { return adapterRows(o) }},
 	}
 	for i, st := range steps {
 		if st.group != groupNames[i] {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
@@ -38,3 +39,37 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
     asyncio.run(asyncio.wait_for(pyfuncitem.obj(**args), 60))
     return True
+
+
+# ------------------------------------------------------------------ the framework adapters' tests
+
+CHART_PROGRAM = """
+import matplotlib.pyplot as plt
+paris = await tools.get_temperature(city="Paris")
+oslo = await tools["get-humidity"](city="Oslo")
+plt.bar(["Paris", "Oslo"], [paris, oslo])
+plt.show()
+seen = globals().get("seen", 0) + 1
+return {"paris": paris, "oslo": oslo, "seen": seen}
+"""
+"""What a model writes in the adapters' end-to-end tests: two host tools (one whose name is not
+an identifier), a chart, and a counter that only grows when runs share a session."""
+
+
+def code_daemon() -> "Any":
+    """A daemon factory for ``CodeMode``: the built binary, its children on this interpreter
+    (it has matplotlib), with the address space matplotlib needs."""
+    from coderun import Client
+
+    bin_ = daemon_binary()
+    assert bin_ is not None, "daemon not built (make build)"
+    return lambda: Client.start(bin_, env={"CODERUN_PYTHON_BIN": sys.executable, "CODERUN_ADDRESS_SPACE_MB": "2048"})
+
+
+def assert_chart_text(text: str, seen: int) -> None:
+    """The model's text for CHART_PROGRAM: both tools' values and the session counter, after
+    what the run logged (matplotlib may warn about its cache directory)."""
+    assert text.splitlines()[-1] == f'value: {{"paris":21,"oslo":80,"seen":{seen}}}', text
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -28,6 +28,7 @@ from .errors import (
     SessionLimitReached,
     SessionNotOpen,
 )
+from .modeltext import Image, ModelText, model_text
 from .session import Session, SessionOpener
 from .typed import Binding, binding
 from .types import EgressEntry, EgressRule, Limits, LogEvent, RunError, RunResult, RunStats, SessionClosed, SessionInfo
@@ -79,4 +80,7 @@ __all__ = [
     "ProtocolViolation",
     "RequestTooLarge",
     "LossyValueError",
+    "model_text",
+    "ModelText",
+    "Image",
 ]

@@ -2,7 +2,7 @@
 
 Encoding (:func:`encode`) accepts exactly the values that travel as JSON without change:
 ``None``, ``bool``, ``str``, ``int`` a double holds exactly, finite ``float`` other than
-``-0.0``, ``list``/``tuple`` (as arrays) and ``dict`` with ``str`` keys, nested to any depth.
+``-0.0`` (spelt as the daemon spells numbers), ``list``/``tuple`` (as arrays) and ``dict`` with ``str`` keys, nested to any depth.
 Anything else — NaN, infinities, negative zero, inexact integers, non-``str`` keys, sets,
 bytes, arbitrary objects, cycles — raises :class:`LossyValueError` naming the fault and where
 it is. The encoder is iterative (no recursion limit) and can stop early at a byte limit
@@ -88,7 +88,35 @@ def _encode_float(v: float) -> str:
         raise LossyValueError(f"non-finite float {float.__repr__(v)}")
     if v == 0.0 and math.copysign(1.0, v) < 0:
         raise LossyValueError("negative zero")
-    return float.__repr__(v)
+    if v.is_integer() and abs(v) < 1e21:
+        return int.__repr__(int(v))
+    sign = "-" if v < 0 else ""
+    digits, n = _shortest_digits(abs(v))
+    return sign + _ecma(digits, n)
+
+
+def _shortest_digits(v: float) -> tuple[str, int]:
+    """The shortest round-tripping digits of ``v > 0`` and the exponent ``n`` with
+    ``v = 0.digits × 10**n``."""
+    mantissa, _, exp = float.__repr__(v).partition("e")
+    whole, _, frac = mantissa.partition(".")
+    joined = whole + frac
+    digits = joined.lstrip("0")
+    n = len(whole) + int(exp or 0) - (len(joined) - len(digits))
+    return digits.rstrip("0"), n
+
+
+def _ecma(digits: str, n: int) -> str:
+    """ECMAScript Number::toString of a non-integral value or one of at least 10**21: the
+    daemon's canonical spelling (docs/child-protocol.md §2.7), so that what the client writes
+    reads the same as what the daemon writes."""
+    if 0 < n <= 21:
+        return digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return "0." + "0" * -n + digits
+    e = n - 1
+    mantissa = digits[0] + ("." + digits[1:] if len(digits) > 1 else "")
+    return f"{mantissa}e{'+' if e >= 0 else '-'}{abs(e)}"
 
 
 def _scalar(v: object) -> str | None:

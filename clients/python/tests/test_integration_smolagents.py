@@ -1,0 +1,119 @@
+"""coderun.integrations.smolagents end to end: a CodeAgent with a scripted model runs its code
+in coderun through CoderunExecutor; the code calls two tools and draws a chart."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import pytest
+
+pytest.importorskip("smolagents")
+
+from smolagents import CodeAgent, Tool, tool  # noqa: E402
+from smolagents.models import ChatMessage, MessageRole, Model  # noqa: E402
+
+from coderun.integrations.smolagents import CodeExecutionError, CoderunExecutor  # noqa: E402
+
+from conftest import PNG_MAGIC, code_daemon, daemon_binary  # noqa: E402
+
+pytestmark = pytest.mark.skipif(daemon_binary() is None, reason="daemon not built (make build)")
+
+
+@tool
+def get_temperature(city: str) -> int:
+    """The temperature in a city.
+
+    Args:
+        city: the city's name
+    """
+    return {"Paris": 21}.get(city, 0)
+
+
+@tool
+def get_humidity(city: str) -> int:
+    """The relative humidity in a city.
+
+    Args:
+        city: the city's name
+    """
+    return {"Oslo": 80}.get(city, 0)
+
+
+STEP_ONE = """
+import matplotlib.pyplot as plt
+def both():
+    return get_temperature(city="Paris"), get_humidity("Oslo")
+paris, oslo = both()
+plt.bar(["Paris", "Oslo"], [paris, oslo])
+plt.show()
+print("plotted")
+paris + oslo
+"""
+STEP_TWO = 'final_answer({"paris": paris, "oslo": oslo})'
+
+
+class Scripted(Model):
+    """Answers with each step's code in turn."""
+
+    def __init__(self, steps: list[str]) -> None:
+        super().__init__(model_id="scripted")
+        self.steps = steps
+        self.seen: list[Any] = []
+
+    def generate(self, messages: Any, stop_sequences: Any = None, response_format: Any = None,
+                 tools_to_call_from: Any = None, **kwargs: Any) -> ChatMessage:
+        self.seen.append(messages)
+        code = self.steps.pop(0)
+        return ChatMessage(role=MessageRole.ASSISTANT, content=f"Thought: go\n<code>\n{code}\n</code>")
+
+
+def test_code_agent_runs_its_code_in_coderun_with_its_tools() -> None:
+    executor = CoderunExecutor(daemon=code_daemon(), limits={"maxWallMs": 20000})
+    with CodeAgent(tools=[get_temperature, get_humidity], model=Scripted([STEP_ONE, STEP_TWO]),
+                   executor=executor, max_steps=3) as agent:
+        answer = agent.run("chart it")
+        # the second step saw the first one's variables: one session for the agent's steps
+        assert answer == {"paris": 21, "oslo": 80}
+        first = agent.memory.steps[1]
+        assert "plotted" in first.observations and "Last output from code snippet:\n101" in first.observations
+    assert executor.code._client is None  # closed with the agent
+
+
+def test_step_images_and_failures() -> None:
+    executor = CoderunExecutor(daemon=code_daemon(), session=False)
+    try:
+        executor.send_tools({"get_temperature": get_temperature})
+        executor.send_variables({"n": 2, "obj": object()})
+        out = executor("import matplotlib.pyplot as plt\nplt.plot([1, n]); plt.show()\nget_temperature('Paris')")
+        assert out.output == 21 and not out.is_final_answer
+        assert [i.mime for i in executor.images] == ["image/png"] and executor.images[0].data.startswith(PNG_MAGIC)
+        with pytest.raises(CodeExecutionError, match=r"^ZeroDivisionError: division by zero \(line 2\)$"):
+            executor("x = 1\n1 / 0")
+        with pytest.raises(CodeExecutionError, match="invalid arguments"):
+            executor("get_temperature(city=3)")  # the daemon checks the tool's inputs
+    finally:
+        executor.cleanup()
+
+
+def test_keyboard_interrupt_stops_the_step() -> None:
+    class Started(Tool):
+        name = "started"
+        description = "Say the step started."
+        inputs: dict[str, Any] = {}
+        output_type = "string"
+
+        def forward(self) -> str:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, while the host waits for the step
+            return "ok"
+
+    executor = CoderunExecutor(daemon=code_daemon(), limits={"maxWallMs": 120000})
+    try:
+        executor.send_tools({"started": Started()})
+        with pytest.raises(KeyboardInterrupt):
+            executor("started()\nimport time\nwhile True: time.sleep(0.01)")
+        # a step left going would hold the session past the test's own timeout
+        assert executor("40 + 2").output == 42
+    finally:
+        executor.cleanup()
