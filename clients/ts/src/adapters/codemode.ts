@@ -108,6 +108,8 @@ export class CodeMode<C> implements AsyncDisposable {
   private sessionPromise: Promise<Session> | undefined;
   /** Why the session last used ended, until a call reports it to the model. */
   private endedReason: string | undefined;
+  /** The last session call, settled: the next one starts after it. */
+  private previous: Promise<unknown> = Promise.resolve();
   private closed = false;
 
   constructor(
@@ -163,8 +165,19 @@ export class CodeMode<C> implements AsyncDisposable {
     return this.options.session !== false && (client.initializeResult.capabilities.sessions?.max ?? 0) > 0;
   }
 
+  /**
+   * A run in the session, after the previous call's run has settled: a framework may give up on
+   * a call (its abort) before the cancelled run is over, and a run queued behind it would be
+   * settled with the session's loss instead of running in a fresh session.
+   */
+  private runInSession(program: string, binding: Binding, signal: AbortSignal | undefined, notes: string[]): Promise<RunResult> {
+    const turn = this.previous.then(() => this.runInSessionNow(program, binding, signal, notes));
+    this.previous = turn.catch(() => {});
+    return turn;
+  }
+
   /** A run in the session; a session found ended is replaced by a fresh one, and the model told. */
-  private async runInSession(program: string, binding: Binding, signal: AbortSignal | undefined, notes: string[]): Promise<RunResult> {
+  private async runInSessionNow(program: string, binding: Binding, signal: AbortSignal | undefined, notes: string[]): Promise<RunResult> {
     const limits = sessionRunLimits(this.options.limits);
     for (;;) {
       const session = await this.session();
