@@ -97,9 +97,11 @@ lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
-# The full benchmark: a table of daemon figures against the floor, saved under bench/results/.
-bench: build
+# The full benchmark: a table of daemon figures against the floor, saved under bench/results/;
+# then the TypeScript adapters' cost per tool call over the client's own run (target: 1 ms).
+bench: build $(TS_STAMP)
 	$(GO) run ./bench/cmd -daemon $(BIN)
+	cd clients/ts && npm run bench:adapters
 
 # A tiny-count run of the benchmark so it never rots (figures are meaningless at this size).
 test-bench: build
