@@ -41,7 +41,7 @@ async function hostFunction(name: string, t: Tool): Promise<HostFunction<ToolExe
     name,
     parameters: objectSchema(name, await input.jsonSchema),
     async call(args: JsonValue, signal: AbortSignal, options: ToolExecutionOptions) {
-      return lastOf(await execute(await validated(name, input.validate, args), { ...options, abortSignal: signal }));
+      return lastOf(await execute(await validated(name, input.validate, args), { ...options, abortSignal: signal }), signal);
     },
   };
   if (typeof t.description === 'string') f.description = t.description;

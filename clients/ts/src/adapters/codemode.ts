@@ -10,7 +10,7 @@
  */
 import { CodeRunClient } from '../node.js';
 import type { StartOptions } from '../node.js';
-import { ClientClosedError, SessionNotOpenError } from '../errors.js';
+import { ClientClosedError, InvalidParamsError, SessionNotOpenError } from '../errors.js';
 import { formatRun } from '../format.js';
 import type { ModelOutput } from '../format.js';
 import type { JsonSchema, ObjectSchema } from '../schema.js';
@@ -124,8 +124,18 @@ export class CodeMode<C> implements AsyncDisposable {
   async description(): Promise<string> {
     const client = await this.client();
     const bindings = [this.binding(() => Promise.reject(new Error('not called')))];
-    const stubs = await client.describe({ bindings, limits: this.options.limits });
+    const stubs = await client.describe({ bindings, limits: this.options.limits }).catch((err: unknown) => {
+      throw this.namingTheTool(err);
+    });
     return intro(this.global, this.usesSessions(client)) + stubs;
+  }
+
+  /** The daemon's refusal of a declaration, naming the tool instead of its index in the binding. */
+  private namingTheTool(err: unknown): unknown {
+    const at = err instanceof InvalidParamsError ? /^bindings\[0\]\.functions\[(\d+)\]\.?/.exec(err.message) : null;
+    const f = at === null ? undefined : this.functions[Number(at[1])];
+    if (at === null || f === undefined || !(err instanceof InvalidParamsError)) return err;
+    return new InvalidParamsError(err.code, `tool ${JSON.stringify(f.name)}: ${err.message.slice(at[0].length)}`, err.data);
   }
 
   /** Runs `program` (in the session unless `session: false`); `signal` cancels the run. */

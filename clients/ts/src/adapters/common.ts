@@ -24,14 +24,30 @@ export function objectSchema(tool: string, schema: unknown): ObjectSchema {
   return s as ObjectSchema;
 }
 
-/** The value a tool produced: the last one of a streaming tool (an async iterable), `null` for none. */
-export async function lastOf(value: unknown): Promise<unknown> {
-  if (value !== null && typeof value === 'object' && Symbol.asyncIterator in value) {
-    let last: unknown = null;
-    for await (const v of value as AsyncIterable<unknown>) last = v;
-    return last;
+/**
+ * The value a tool produced: the last one of a streaming tool (an async iterable), `null` for
+ * none. A stream is read until `signal` fires (the run no longer needs the value), then closed:
+ * a tool that streams forever must not outlive its run.
+ */
+export async function lastOf(value: unknown, signal: AbortSignal): Promise<unknown> {
+  if (value === null || typeof value !== 'object' || !(Symbol.asyncIterator in value)) return value === undefined ? null : value;
+  const iterator = (value as AsyncIterable<unknown>)[Symbol.asyncIterator]();
+  const aborted = new Promise<never>((_, reject) => {
+    const fail = () => reject(signal.reason);
+    if (signal.aborted) fail();
+    else signal.addEventListener('abort', fail, { once: true });
+  });
+  aborted.catch(() => {});
+  let last: unknown = null;
+  try {
+    for (;;) {
+      const step = await Promise.race([iterator.next(), aborted]);
+      if (step.done === true) return last;
+      last = step.value;
+    }
+  } finally {
+    void Promise.resolve(iterator.return?.()).catch(() => {});
   }
-  return value === undefined ? null : value;
 }
 
 /** The program of the code tool's input, which a framework may pass on unchecked. */
