@@ -141,4 +141,20 @@ describe('adapters under attack', { skip }, () => {
       await client.close();
     }
   });
+
+  test('C949 agents sharing a daemon past its session cap: a call without a free session runs fresh and says so', async () => {
+    const client = await CodeRunClient.start({ ...start, env: { ...start.env, CODERUN_MAX_SESSIONS: '1' } });
+    try {
+      const first = await codeTool({ tools: {}, client });
+      await using second = await codeTool({ tools: {}, client });
+      assert.equal((await call(first, 'x = 1\nreturn x')).text, 'value: 1');
+      const crowded = await call(second, 'y = 2\nreturn y');
+      assert.equal(crowded.text, "# no Python session was free (the daemon's cap): this call ran in a fresh process and nothing it set stays\nvalue: 2");
+      await first.close();
+      assert.equal((await call(second, 'y = 3\nreturn y')).text, 'value: 3');
+      assert.equal((await call(second, 'return y')).text, 'value: 3', 'the freed session is used and kept');
+    } finally {
+      await client.close();
+    }
+  });
 });

@@ -134,4 +134,25 @@ describe('AI SDK code tool against the real daemon', { skip }, () => {
     const next = (await execute({ program: 'return 1' }, call)) as ModelOutput;
     assert.match(next.text, /^# the Python session ended \(.+\): its variables are gone; this call started a fresh one\nvalue: 1$/);
   });
+
+  test('C958 limits that fix the address space apply to the session and every call, as the stubs say', async () => {
+    await using python = await codeTool({ tools: hostTools([]), start, limits: { addressSpaceMb: 400, maxWallMs: 20_000 } });
+    assert.match(python.description ?? '', /wall 20000 ms/);
+    const execute = python.execute;
+    assert.ok(execute !== undefined);
+    const call = { toolCallId: 'c', messages: [] };
+    assert.equal(((await execute({ program: 'x = 2\nreturn x' }, call)) as ModelOutput).text, 'value: 2');
+    assert.equal(((await execute({ program: 'return x + 1' }, call)) as ModelOutput).text, 'value: 3');
+  });
+
+  test('C959 a daemon without sessions: the description says every call is fresh, and it is', async () => {
+    await using python = await codeTool({ tools: hostTools([]), start: { ...start, env: { ...start.env, CODERUN_MAX_SESSIONS: '0' } } });
+    assert.match(python.description ?? '', /Every call runs in a fresh Python process/);
+    const execute = python.execute;
+    assert.ok(execute !== undefined);
+    const call = { toolCallId: 'c', messages: [] };
+    await execute({ program: 'x = 1' }, call);
+    const second = (await execute({ program: py('try:', '    return x', 'except NameError:', '    return "fresh"') }, call)) as ModelOutput;
+    assert.equal(second.text, 'value: "fresh"');
+  });
 });

@@ -10,7 +10,7 @@
  */
 import { CodeRunClient } from '../node.js';
 import type { StartOptions } from '../node.js';
-import { ClientClosedError, InvalidParamsError, SessionNotOpenError } from '../errors.js';
+import { ClientClosedError, InvalidParamsError, SessionLimitError, SessionNotOpenError } from '../errors.js';
 import { formatRun } from '../format.js';
 import type { ModelOutput } from '../format.js';
 import type { JsonSchema, ObjectSchema } from '../schema.js';
@@ -75,6 +75,9 @@ function intro(global: string, session: boolean): string {
 function endedNote(reason: string): string {
   return `# the Python session ended (${reason}): its variables are gone; this call started a fresh one`;
 }
+
+/** Tells the model that this call could not have a session. */
+const NO_SESSION_NOTE = "# no Python session was free (the daemon's cap): this call ran in a fresh process and nothing it set stays";
 
 /** A session run may not name `addressSpaceMb` (fixed when the session opened, from the same limits). */
 function sessionRunLimits(limits: RunLimits | undefined): RunLimits | undefined {
@@ -144,7 +147,7 @@ export class CodeMode<C> implements AsyncDisposable {
     const binding = this.binding((f, args, callSignal) => f.call(args, callSignal, context));
     const notes: string[] = [];
     const result = this.usesSessions(client)
-      ? await this.runInSession(program, binding, signal, notes)
+      ? await this.runInSession(client, program, binding, signal, notes)
       : await client.run({ program, bindings: [binding], limits: this.options.limits, signal });
     return { output: formatRun(result, notes), result };
   }
@@ -180,17 +183,28 @@ export class CodeMode<C> implements AsyncDisposable {
    * a call (its abort) before the cancelled run is over, and a run queued behind it would be
    * settled with the session's loss instead of running in a fresh session.
    */
-  private runInSession(program: string, binding: Binding, signal: AbortSignal | undefined, notes: string[]): Promise<RunResult> {
-    const turn = this.previous.then(() => this.runInSessionNow(program, binding, signal, notes));
+  private runInSession(client: CodeRunClient, program: string, binding: Binding, signal: AbortSignal | undefined, notes: string[]): Promise<RunResult> {
+    const turn = this.previous.then(() => this.runInSessionNow(client, program, binding, signal, notes));
     this.previous = turn.catch(() => {});
     return turn;
   }
 
-  /** A run in the session; a session found ended is replaced by a fresh one, and the model told. */
-  private async runInSessionNow(program: string, binding: Binding, signal: AbortSignal | undefined, notes: string[]): Promise<RunResult> {
+  /**
+   * A run in the session; a session found ended is replaced by a fresh one, and the model told.
+   * With no session to be had (the daemon's cap, reached by other agents), a fresh run, and the
+   * model told.
+   */
+  private async runInSessionNow(client: CodeRunClient, program: string, binding: Binding, signal: AbortSignal | undefined, notes: string[]): Promise<RunResult> {
     const limits = sessionRunLimits(this.options.limits);
     for (;;) {
-      const session = await this.session();
+      const session = await this.session().catch((err: unknown) => {
+        if (err instanceof SessionLimitError) return undefined;
+        throw err;
+      });
+      if (session === undefined) {
+        notes.push(NO_SESSION_NOTE);
+        return client.run({ program, bindings: [binding], limits: this.options.limits, signal });
+      }
       try {
         const result = await session.run({ program, bindings: [binding], limits, signal });
         if (this.endedReason !== undefined) notes.push(endedNote(this.endedReason));
