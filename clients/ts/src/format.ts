@@ -30,12 +30,18 @@ const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'] as co
 /** Strict base64 (standard alphabet, padded), as the daemon writes it. */
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
-/** The text a model reads: each note and log on its own line, then the outcome. */
+/** A lone surrogate: half of a pair, without its other half (no UTF-8 form). */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * The text a model reads: each note and log on its own line, then the outcome. Each lone
+ * surrogate (a program may log one) is U+FFFD, so the text is valid UTF-8 for the model's API.
+ */
 export function modelText(result: RunResult, notes: readonly string[] = []): string {
   let text = '';
   for (const note of notes) text += note + '\n';
   for (const line of result.logs) text += line.endsWith('\n') ? line : line + '\n';
-  return text + outcome(result);
+  return (text + outcome(result)).replace(LONE_SURROGATE, '\uFFFD');
 }
 
 /** The last line(s): the error with its kind, line, path and hint; else the value. */
