@@ -147,7 +147,7 @@ describe('AI SDK code tool against the real daemon', { skip }, () => {
 
   test('C959 a daemon without sessions: the description says every call is fresh, and it is', async () => {
     await using python = await codeTool({ tools: hostTools([]), start: { ...start, env: { ...start.env, CODERUN_MAX_SESSIONS: '0' } } });
-    assert.match(python.description ?? '', /Every call runs in a fresh Python process/);
+    assert.match(python.description ?? '', /Every run starts a fresh interpreter/);
     const execute = python.execute;
     assert.ok(execute !== undefined);
     const call = { toolCallId: 'c', messages: [] };

@@ -54,16 +54,19 @@ export interface CodeModeOptions {
   start?: StartOptions;
 }
 
-/** The first lines of the description; the stubs follow. */
+/**
+ * The first lines of the description (the same as the Python client's adapters write); the
+ * stubs follow.
+ */
 function intro(global: string, session: boolean): string {
   const state = session
-    ? 'Calls share one Python session: variables, imports and files stay for the next call.'
-    : 'Every call runs in a fresh Python process: nothing stays from one call to the next.';
+    ? 'Runs share one interpreter: variables, imports and files stay for the next run.'
+    : 'Every run starts a fresh interpreter: nothing stays from one run to the next.';
   return [
-    'Run a Python program under budgets and return its logs and its value.',
-    'A top-level return gives the value; print() output is logged; display() or a matplotlib figure shows an image.',
-    `The tools are async functions of the global ${global}: call them with await, for example r = await ${global}.name(arg=1).`,
-    `A tool whose name is not an identifier is reachable by subscript: await ${global}["my-tool"](arg=1).`,
+    'Run a Python program in a fresh CPython process under budgets and return its logs and value.',
+    "A top-level return gives the run's value; print() output is logged; displayed images and matplotlib figures are shown to you.",
+    `The host's tools are async functions of the global \`${global}\`: call them with await, for example \`r = await ${global}.name(arg=1)\`; ` +
+      `a tool whose name is not an identifier is reached by subscript: \`await ${global}["my-tool"](arg=1)\`. A failing tool raises an exception with its message.`,
     state,
     'The API:',
     '',
