@@ -74,6 +74,11 @@ function intro(global: string, session: boolean): string {
   ].join('\n');
 }
 
+/** Tells the model that this call's run ended the session. */
+function lostNote(reason: string): string {
+  return `# the Python session ended (${reason}): its variables are gone; the next call starts a fresh one`;
+}
+
 /** Tells the model that the session it was using is gone. */
 function endedNote(reason: string): string {
   return `# the Python session ended (${reason}): its variables are gone; this call started a fresh one`;
@@ -152,7 +157,9 @@ export class CodeMode<C> implements AsyncDisposable {
     const result = this.usesSessions(client)
       ? await this.runInSession(client, program, binding, signal, notes)
       : await client.run({ program, bindings: [binding], limits: this.options.limits, signal });
-    return { output: formatRun(result, notes), result };
+    const output = formatRun(result, notes);
+    if (result.session?.alive === false) output.text += '\n' + lostNote(result.session.reason ?? 'lost');
+    return { output, result };
   }
 
   /** Closes the session and, when this CodeMode started it, the daemon. Idempotent; never rejects. */
