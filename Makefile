@@ -104,11 +104,13 @@ lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
-# The full benchmark: a table of daemon figures against the floor, saved under bench/results/.
+# The full benchmark: a table of daemon figures against the floor, saved under bench/results/;
+# then the TypeScript adapters' cost per tool call over the client's own run (target: 1 ms).
 # The workloads group runs its programs with the .venv's interpreter (pandas, matplotlib) next to
 # a warm Jupyter kernel from the same .venv; the packages group uses the .venv's uv.
-bench: build $(BENCH_STAMP)
+bench: build $(BENCH_STAMP) $(TS_STAMP)
 	$(GO) run ./bench/cmd -daemon $(BIN)
+	cd clients/ts && npm run bench:adapters
 
 # A tiny-count run of the benchmark so it never rots (figures are meaningless at this size).
 test-bench: build $(VENV_STAMP)

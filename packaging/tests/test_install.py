@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from packaging_support import user_env
-from dist import ARCHES, commit, host_arch
+from dist import ARCHES, TS as REPO_TS, commit, host_arch
 
 # A program that calls a host binding; both clients run it and print the value as JSON.
 PROGRAM = "n = await tools.add({'a': 40, 'b': 2})\nprint('log line')\nreturn {'sum': n, 'hi': 'ok'}"
@@ -109,6 +109,43 @@ def test_npm_install_then_npx_and_a_run(artefacts: dict[str, Path], tmp_path: Pa
     assert json.loads(ok(run(["node", "main.mjs", PROGRAM], project, env))) == WANT
     binary = installed / f"cli-linux-{ARCHES[host_arch()].npm}" / "bin" / "coderun-rpc"
     assert_broken_binary_is_named(binary, ["node", "main.mjs", PROGRAM], project, env)
+
+
+# The adapters from the installed tarball, with the frameworks installed next to it as a user
+# would: each subpath imports, and the AI SDK's code tool runs a program calling a host tool.
+ADAPTERS_PROGRAM = """
+import { codeTool } from '@coderun/client/ai';
+import { codeTool as agentsTool } from '@coderun/client/openai-agents';
+import { codeTool as langchainTool } from '@coderun/client/langchain';
+import { jsonSchema, tool } from 'ai';
+const schema = jsonSchema({ type: 'object', properties: { a: { type: 'number' }, b: { type: 'number' } }, required: ['a', 'b'] });
+const python = await codeTool({ tools: { add: tool({ inputSchema: schema, execute: async ({ a, b }) => a + b }) } });
+try {
+  const out = await python.execute({ program: 'return await tools.add(a=40, b=2)' }, { toolCallId: 'c', messages: [] });
+  console.log(JSON.stringify([out.text, typeof agentsTool, typeof langchainTool]));
+} finally {
+  await python.close();
+}
+"""
+PEERS = ("ai", "zod", "@openai/agents", "@langchain/core")
+
+
+def test_npm_adapters_import_from_the_tarball_next_to_their_frameworks(artefacts: dict[str, Path], tmp_path: Path) -> None:
+    project = tmp_path / "agent"
+    project.mkdir()
+    dev = json.loads((REPO_TS / "package.json").read_text())["devDependencies"]
+    overrides = {k.split(":", 1)[1]: f"file:{v}" for k, v in artefacts.items() if k.startswith("npm_other:")}
+    overrides[ARCHES[host_arch()].npm_package] = f"file:{artefacts['npm_platform']}"
+    manifest = {
+        "name": "agent", "version": "1.0.0", "private": True, "type": "module",
+        "dependencies": {"@coderun/client": f"file:{artefacts['npm_client']}", **{p: dev[p] for p in PEERS}},
+        "overrides": overrides,
+    }
+    (project / "package.json").write_text(json.dumps(manifest))
+    (project / "main.mjs").write_text(ADAPTERS_PROGRAM)
+    env = user_env(npm_config_update_notifier="false")
+    ok(run(["npm", "install", "--prefer-offline", "--no-audit", "--no-fund"], project, env))
+    assert json.loads(ok(run(["node", "main.mjs"], project, env))) == ["value: 42", "function", "function"]
 
 
 def test_wheel_install_and_a_run_within_seconds(artefacts: dict[str, Path], tmp_path: Path) -> None:

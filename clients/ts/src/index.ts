@@ -18,6 +18,8 @@ export {
 export type { JsonValue, SerializeOptions, SerializeResult } from './json.js';
 export * from './errors.js';
 export { defineFunction } from './schema.js';
+export { formatRun, modelImages, modelText } from './format.js';
+export type { ModelImage, ModelOutput } from './format.js';
 export { fileBytes, fileEntries, isTextMime, outputBytes } from './outputs.js';
 export type { DisplayOutput, FileContent, FileEntry, OutFile, OutputEvent, RunFiles } from './outputs.js';
 export type {
