@@ -404,6 +404,7 @@ func TestEveryVariableValidated(t *testing.T) {
 		VarMCPMaxStubBytes: "1e3", VarMCPListMs: "0", VarMCPToolsTTLMs: "x"})
 	bad[VarMaxUnauthenticated], bad[VarAuthTimeoutMs], bad[VarMaxUnsentBytes] = "0", "-5", "1099511627777"
 	bad[VarMaxUnsentTotal] = "0"
+	bad[VarPreload] = "numpy,,pandas"
 	if len(bad) != len(table) {
 		t.Errorf("%d bad values for %d variables", len(bad), len(table))
 	}

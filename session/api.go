@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child/forkserver"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
@@ -72,6 +73,24 @@ type Config struct {
 	MaxSessionsPerLane int
 	SessionIdle        time.Duration // 0: DefaultSessionIdle
 	SessionCPUSeconds  int64         // 0: DefaultSessionCPUSeconds
+	// Preload are the modules the fork server imports before it serves
+	// (CODERUN_PRELOAD, docs/containment.md §4.3), each a dotted name, "?"
+	// before one that is optional; StartFork only. With a preload the
+	// server is started at once, and runs start cold until it is ready.
+	Preload []string
+	// PreloadDone, when set, is called once, from a goroutine, with the
+	// first fork server's outcome (a Preload only).
+	PreloadDone func(PreloadStatus)
+}
+
+// PreloadStatus is what the first preloaded fork server came to: Err nil
+// when it serves, the optional modules it skipped and its size; else why
+// it could not (a required module failed, it left threads, its address
+// space leaves no room for a program, it ended).
+type PreloadStatus struct {
+	Skipped           []forkserver.ModuleError
+	VmSizeKb, VmRSSKb int64
+	Err               error
 }
 
 // Session defaults for a Config that leaves them zero (the daemon's

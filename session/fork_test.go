@@ -102,7 +102,7 @@ func startSession(t testing.TB, start startFunc) *sessionChild {
 // forkSource starts a session child from a fork server of its own (the
 // reaper that adopts its forks); both end when the test does.
 func forkSource(t testing.TB) *sessionChild {
-	f := newForker(realPython(t), t.TempDir(), nil, slog.New(slog.DiscardHandler))
+	f := newForker(realPython(t), t.TempDir(), nil, slog.New(slog.DiscardHandler), nil)
 	t.Cleanup(f.close)
 	src := startSession(t, f.spawn)
 	t.Cleanup(func() { src.end() })

@@ -66,11 +66,21 @@ func NewManager(cfg Config) *Manager {
 		m.sandbox = &sb
 	}
 	if cfg.StartMode == StartFork {
-		m.forker = newForker(cfg.Python, cfg.TempDir, m.sandbox, cfg.Logger)
+		m.forker = newForker(cfg.Python, cfg.TempDir, m.sandbox, cfg.Logger, cfg.Preload)
 	}
 	m.start = m.startFunc()
 	m.idle = sync.NewCond(&m.mu)
 	m.warm = newWarmPool(m, cfg.WarmPool)
+	if m.forker != nil {
+		m.forker.preloadFirst(cfg.Limits.AddressSpaceMb, func(st PreloadStatus) {
+			if st.Err == nil {
+				m.warm.renew()
+			}
+			if cfg.PreloadDone != nil {
+				cfg.PreloadDone(st)
+			}
+		})
+	}
 	return m
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 
 	"github.com/coderun-rpc/coderun-rpc/config"
@@ -24,8 +23,9 @@ func loadMCP(cfg *config.Config) ([]upstream.Spec, error) {
 
 // serveMCP is `coderun-rpc mcp`: the code-mode MCP server on stdin and the
 // protocol stdout, until the client goes away or a signal arrives.
-func serveMCP(ctx context.Context, cfg *config.Config, pool *upstream.Pool, out io.WriteCloser, log *slog.Logger) int {
-	m := newManager(cfg, log, 0)
+func serveMCP(ctx context.Context, d *daemonEnv, out io.WriteCloser) int {
+	cfg, pool, log := d.cfg, d.pool, d.log
+	m := newManager(cfg, log, 0, d.preloaded)
 	defer m.Shutdown()
 	srv, err := mcp.New(mcp.Options{Manager: m, Pool: pool, Limits: cfg.Limits,
 		PythonVersion: cfg.PythonVersion, Version: buildinfo.Version(), Logger: log})

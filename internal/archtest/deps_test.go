@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 	// Typed bindings: schemas compiled and cached, checks, stubs.
 	"typed":           {"protocol", "wireguard", "github.com/santhosh-tekuri/jsonschema/v6"},
 	"session":         {"child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed"},
-	"config":          {"child", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
+	"config":          {"child", "child/forkserver", "child/sandbox", "protocol", "github.com/kelseyhightower/envconfig"},
 	"rpc":             {"session", "wireguard", "protocol", "typed", "mcp/upstream"},
 	"cmd/coderun-rpc": {"config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/sandbox", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "mcp", "mcp/upstream", "serve", "tracing"},
 	// MCP: upstream servers as bindings (a client of each), and the code-mode server.
