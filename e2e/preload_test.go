@@ -22,13 +22,15 @@ func preloadReady(t *testing.T, d *daemon) {
 		"the preloaded fork server; stderr:\n"+d.stderr.String())
 }
 
-// C860–C865: a daemon preloading numpy and pandas (one optional module not
-// installed) reports them in initialize, and its runs and sessions start
-// with them imported, from the same state each time, with seeds of their own.
+// C860–C865, C873: a daemon preloading numpy, pandas and matplotlib.pyplot
+// (one optional module not installed) reports them in initialize, and its
+// runs and sessions start with them imported, from the same state each time,
+// with seeds of their own; a plotting run's logs are clean.
 func TestPreload(t *testing.T) {
 	t.Parallel()
-	py := venvPython(t, "numpy", "pandas")
-	d := start(t, map[string]string{"CODERUN_PYTHON_BIN": py, "CODERUN_PRELOAD": "numpy,?coderun_no_such_module,pandas"})
+	py := venvPython(t, "numpy", "pandas", "matplotlib")
+	d := start(t, map[string]string{"CODERUN_PYTHON_BIN": py,
+		"CODERUN_PRELOAD": "numpy,?coderun_no_such_module,pandas,matplotlib.pyplot"})
 	m := d.call("initialize", `{}`)
 	var init struct {
 		Capabilities struct {
@@ -39,8 +41,8 @@ func TestPreload(t *testing.T) {
 		t.Fatalf("initialize: %+v %s", m.Error, m.Result)
 	}
 	t.Run("C860/initialize", func(t *testing.T) {
-		if got := strings.Join(init.Capabilities.Python.Preload, ","); got != "numpy,pandas" {
-			t.Errorf("initialize reports preload %q, want numpy,pandas", got)
+		if got := strings.Join(init.Capabilities.Python.Preload, ","); got != "numpy,pandas,matplotlib.pyplot" {
+			t.Errorf("initialize reports preload %q, want numpy,pandas,matplotlib.pyplot", got)
 		}
 		if !d.stderr.logged(`msg="preload: optional module not installed; not preloaded" module=coderun_no_such_module`) {
 			t.Errorf("no warning for the optional module; stderr:\n%s", d.stderr)
@@ -78,6 +80,10 @@ func TestPreload(t *testing.T) {
 		if r := d.srun(sid, "import sys\nreturn 'pandas' in sys.modules"); string(r.Value) != "true" {
 			t.Errorf("a session starts without the preload: %s", r.Value)
 		}
+	})
+	t.Run("C873/plot", func(t *testing.T) {
+		waitFor(t, func() bool { return d.stderr.logged("matplotlib: font cache built; runs use it") }, "the font cache")
+		expectCleanPlot(t, d)
 	})
 	t.Run("C865/budget", func(t *testing.T) {
 		// The preloaded pages count against the run's address space as its own do.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +33,7 @@ type forker struct {
 	sb              *sandbox.Config // tier sandbox: the server runs with --sandbox, children are contained
 	log             *slog.Logger
 	preload         []string // CODERUN_PRELOAD (Config.Preload)
+	env             []string // the server's environment beyond TMPDIR and serverThreadCaps (MPLCONFIGDIR)
 
 	mu      sync.Mutex
 	srv     *forkserver.Server
@@ -41,8 +43,12 @@ type forker struct {
 	closed  bool
 }
 
-func newForker(python, tempDir string, sb *sandbox.Config, log *slog.Logger, preload []string) *forker {
-	return &forker{python: python, tempDir: tempDir, sb: sb, log: log, preload: preload, backoff: warmBackoffMin}
+func newForker(python, tempDir string, sb *sandbox.Config, log *slog.Logger, preload []string, mpl *mplConfig) *forker {
+	f := &forker{python: python, tempDir: tempDir, sb: sb, log: log, preload: preload, backoff: warmBackoffMin}
+	if mpl != nil {
+		f.env = []string{"MPLCONFIGDIR=" + mpl.path()}
+	}
+	return f
 }
 
 // spawn forks a child for the staged run directory spec.Dir (the bootstrap
@@ -208,7 +214,7 @@ func (f *forker) startLocked() error {
 	srv, err := forkserver.Start(child.Spec{
 		Path: f.python,
 		Args: args,
-		Env:  append([]string{"TMPDIR=" + dir}, serverThreadCaps...),
+		Env:  slices.Concat([]string{"TMPDIR=" + dir}, serverThreadCaps, f.env),
 		Dir:  dir,
 	})
 	if err != nil {

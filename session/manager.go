@@ -27,6 +27,7 @@ type Manager struct {
 	warm     *warmPool
 	sandbox  *sandbox.Config // tier sandbox, else nil
 	forker   *forker         // start mode fork (either tier), else nil
+	mpl      *mplConfig      // matplotlib's directory (nil when it could not be made)
 	start    startFunc
 
 	sessions  map[string]*Session   // open sessions (booting ones included: they count against the cap)
@@ -61,16 +62,21 @@ func NewManager(cfg Config) *Manager {
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, runs: make(map[*Run]bool),
 		sessions: make(map[string]*Session), ended: make(map[string]sessionEnd)}
+	m.mpl = newMplConfig(cfg.TempDir, cfg.Logger)
 	if cfg.Isolation == IsolationSandbox {
 		sb := sandboxFor(cfg.Python, cfg.TempDir, cfg.PythonTrees)
+		if m.mpl != nil {
+			sb.ReadOnly = append(sb.ReadOnly, m.mpl.path())
+		}
 		m.sandbox = &sb
 	}
 	if cfg.StartMode == StartFork {
-		m.forker = newForker(cfg.Python, cfg.TempDir, m.sandbox, cfg.Logger, cfg.Preload)
+		m.forker = newForker(cfg.Python, cfg.TempDir, m.sandbox, cfg.Logger, cfg.Preload, m.mpl)
 	}
 	m.start = m.startFunc()
 	m.idle = sync.NewCond(&m.mu)
 	m.warm = newWarmPool(m, cfg.WarmPool)
+	m.mpl.start(cfg.Python, m.log, m.warm.renew) // the waiting children were started without it
 	if m.forker != nil {
 		m.forker.preloadFirst(cfg.Limits.AddressSpaceMb, func(st PreloadStatus) {
 			if st.Err == nil {
@@ -229,6 +235,7 @@ func (m *Manager) Shutdown() {
 	if m.forker != nil {
 		m.forker.close()
 	}
+	m.mpl.close(m.log)
 }
 
 // takeWarm returns a warm worker, or nil.
@@ -241,7 +248,7 @@ func (m *Manager) takeWarm() *worker {
 
 // spawnWorker stages and starts a worker the way the configuration says.
 func (m *Manager) spawnWorker() (*worker, *protocol.RunError) {
-	return spawnWorker(m.cfg.Python, func() (*rundir.Dir, error) { return rundir.Make(m.cfg.TempDir) }, m.start)
+	return spawnWorker(m.cfg.Python, m.mpl.env(), func() (*rundir.Dir, error) { return rundir.Make(m.cfg.TempDir) }, m.start)
 }
 
 // startFunc picks how children start: sandboxed, forked or spawned.

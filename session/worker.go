@@ -122,7 +122,8 @@ func pathless(err error) string {
 
 // spawnWorker stages and starts one child (docs/child-protocol.md §4.3 steps 1–3). Failures are the
 // run's worker-exit; nothing is left behind.
-func spawnWorker(python string, mk dirMaker, start startFunc) (*worker, *protocol.RunError) {
+// env is added to the child's environment (TMPDIR, its directory).
+func spawnWorker(python string, env []string, mk dirMaker, start startFunc) (*worker, *protocol.RunError) {
 	wd, err := stageDir(mk)
 	if err != nil {
 		return nil, workerExit(msgStaging + pathless(err))
@@ -131,7 +132,7 @@ func spawnWorker(python string, mk dirMaker, start startFunc) (*worker, *protoco
 	spec := child.Spec{
 		Path: python,
 		Args: []string{"-u", "-I", filepath.Join(dir, "bootstrap.py")},
-		Env:  []string{"TMPDIR=" + dir},
+		Env:  append([]string{"TMPDIR=" + dir}, env...),
 		Dir:  dir,
 	}
 	if err := resetOut(wd); err != nil {
