@@ -15,11 +15,15 @@ plt.show()
 cache = matplotlib.get_cachedir()
 return [cache == os.path.realpath(os.environ.get("MPLCONFIGDIR", "")), len(glob.glob(os.path.join(cache, "fontlist-*.json")))]`
 
-// expectCleanPlot runs plotProgram and checks that the run used the
-// daemon's built directory and that its logs say nothing of matplotlib.
+// expectCleanPlot runs plotProgram and checks that the run displayed its
+// figure, used the daemon's built directory, and that its logs say nothing
+// of matplotlib.
 func expectCleanPlot(t *testing.T, d *daemon) {
 	t.Helper()
-	r := d.run(prog(plotProgram))
+	r := d.filesRun(prog(plotProgram))
+	if len(r.Outputs) != 1 {
+		t.Errorf("plt.show() displayed %d outputs, want 1", len(r.Outputs))
+	}
 	if r.Error != nil || string(r.Value) != "[true,1]" {
 		t.Errorf("plotting run: %s %+v, logs %q", r.Value, r.Error, r.Logs)
 	}
@@ -31,7 +35,7 @@ func expectCleanPlot(t *testing.T, d *daemon) {
 	}
 }
 
-// C872: the daemon's matplotlib directory (docs/containment.md §4.4) is
+// C872: the daemon's matplotlib directory (docs/containment.md §4.5) is
 // built once at start-up; plotting runs use it, read-only in tier sandbox,
 // without a warning in their logs or a font cache of their own.
 func TestMatplotlibConfigDir(t *testing.T) {

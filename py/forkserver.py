@@ -134,6 +134,9 @@ def _serve():
     # The operator's preload (CODERUN_PRELOAD, after --preload): imported once here, so a run's
     # `import pandas` finds it in sys.modules. Each name is reported before the server serves.
     preload = sys.argv[sys.argv.index("--preload") + 1].split(",") if "--preload" in sys.argv[1:] else []
+    # A preloaded matplotlib reads its backend now: the bootstrap's, which a child's plt.show()
+    # then imports through the child's own hook (bootstrap.py, install_matplotlib).
+    os.environ["MPLBACKEND"] = "module://" + proto.MPL_BACKEND
     for token in preload:
         preload_one(token.lstrip("?"), token.startswith("?"))
     nprandom = sys.modules.get("numpy.random")
