@@ -52,7 +52,7 @@ func preloadTokens(text string) []string {
 // (a module name, "?" before it or not), finding each without importing
 // it: a package's submodules are looked for in the package's directories,
 // so no module's code runs at start-up. Its import, in the fork server,
-// is the preload's real test (docs/containment.md §4.3).
+// is the preload's real test (docs/containment.md §4.4).
 const findPreloadScript = `import sys
 from importlib.machinery import PathFinder
 from importlib.util import find_spec

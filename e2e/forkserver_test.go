@@ -31,7 +31,7 @@ func runsForkServer(pid int) bool {
 }
 
 // isForkServerDir reports whether tmp/name is the fork server's staged
-// directory, or the daemon's matplotlib directory (docs/containment.md §4.4),
+// directory, or the daemon's matplotlib directory (docs/containment.md §4.5),
 // which lives as long as the daemon too.
 func isForkServerDir(tmp, name string) bool {
 	_, err := os.Stat(filepath.Join(tmp, name, "forkserver.py"))

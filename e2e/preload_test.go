@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// CODERUN_PRELOAD (docs/containment.md §4.3): the fork server imports the
+// CODERUN_PRELOAD (docs/containment.md §4.4): the fork server imports the
 // modules before it serves, so a fresh run finds them in sys.modules; every
 // run still starts from the server's untouched state.
 
@@ -84,6 +84,15 @@ func TestPreload(t *testing.T) {
 	t.Run("C873/plot", func(t *testing.T) {
 		waitFor(t, func() bool { return d.stderr.logged("matplotlib: font cache built; runs use it") }, "the font cache")
 		expectCleanPlot(t, d)
+	})
+	t.Run("C874/small-budget", func(t *testing.T) {
+		// A budget the preloaded server (~190 MiB) would not leave room in: served cold.
+		small := `"limits":{"addressSpaceMb":200,"maxOutputBytes":65536}`
+		expectOK(t, d.run(prog("x = bytearray(10 * 2**20)\nreturn len(x)", small)), "10485760")
+		sid := d.open(`{"limits":{"addressSpaceMb":200,"maxOutputBytes":65536}}`)
+		if r := d.srun(sid, "x = bytearray(10 * 2**20)\nreturn len(x)"); r.Error != nil || string(r.Value) != "10485760" {
+			t.Errorf("a session with a small budget: %s %+v", r.Value, r.Error)
+		}
 	})
 	t.Run("C865/budget", func(t *testing.T) {
 		// The preloaded pages count against the run's address space as its own do.

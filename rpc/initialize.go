@@ -46,7 +46,7 @@ type pythonInfo struct {
 	Executable string `json:"executable"`
 	Version    string `json:"version"`
 	// Preload are the modules the fork server imports before it serves
-	// (CODERUN_PRELOAD, docs/containment.md §4.3); never null.
+	// (CODERUN_PRELOAD, docs/containment.md §4.4); never null.
 	Preload []string `json:"preload"`
 }
 

@@ -74,10 +74,15 @@ type Config struct {
 	SessionIdle        time.Duration // 0: DefaultSessionIdle
 	SessionCPUSeconds  int64         // 0: DefaultSessionCPUSeconds
 	// Preload are the modules the fork server imports before it serves
-	// (CODERUN_PRELOAD, docs/containment.md §4.3), each a dotted name, "?"
+	// (CODERUN_PRELOAD, docs/containment.md §4.4), each a dotted name, "?"
 	// before one that is optional; StartFork only. With a preload the
 	// server is started at once, and runs start cold until it is ready.
 	Preload []string
+	// MatplotlibDir makes the daemon's matplotlib directory (MPLCONFIGDIR
+	// with the font cache, built by a helper interpreter at start-up,
+	// docs/containment.md §4.5). The daemon sets it; without it runs go
+	// without the directory and no helper is started.
+	MatplotlibDir bool
 	// PreloadDone, when set, is called once, from a goroutine, with the
 	// first fork server's outcome (a Preload only).
 	PreloadDone func(PreloadStatus)

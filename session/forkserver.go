@@ -70,7 +70,7 @@ func (f *forker) spawn(spec child.Spec) (*child.Process, error) {
 
 // serving reports whether srv takes spawns now. A server with a preload is
 // asked only once ready: a run never waits for the preload, it starts cold
-// meanwhile (docs/containment.md §4.3). Without one, the first spawn waits
+// meanwhile (docs/containment.md §4.4). Without one, the first spawn waits
 // for the server's start-up, which is shorter than a cold start.
 func (f *forker) serving(srv *forkserver.Server) bool {
 	if len(f.preload) == 0 {
@@ -82,6 +82,21 @@ func (f *forker) serving(srv *forkserver.Server) bool {
 	default:
 		return false
 	}
+}
+
+// preloadedMb is the address space of the preloaded server that serves now
+// (MiB), 0 when none does.
+func (f *forker) preloadedMb() int64 {
+	if len(f.preload) == 0 {
+		return 0
+	}
+	f.mu.Lock()
+	srv := f.srv
+	f.mu.Unlock()
+	if srv == nil || !f.serving(srv) {
+		return 0
+	}
+	return srv.Preload().VmSizeKb / 1024
 }
 
 // preloadRoomMb is the address space a program must have left, at least,

@@ -62,7 +62,9 @@ func NewManager(cfg Config) *Manager {
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, runs: make(map[*Run]bool),
 		sessions: make(map[string]*Session), ended: make(map[string]sessionEnd)}
-	m.mpl = newMplConfig(cfg.TempDir, cfg.Logger)
+	if cfg.MatplotlibDir {
+		m.mpl = newMplConfig(cfg.TempDir, cfg.Logger)
+	}
 	if cfg.Isolation == IsolationSandbox {
 		sb := sandboxFor(cfg.Python, cfg.TempDir, cfg.PythonTrees)
 		if m.mpl != nil {
@@ -253,12 +255,30 @@ func (m *Manager) spawnWorker() (*worker, *protocol.RunError) {
 
 // startFunc picks how children start: sandboxed, forked or spawned.
 func (m *Manager) startFunc() startFunc {
-	switch {
-	case m.forker != nil:
+	if m.forker != nil {
 		return m.forker.spawn
-	case m.sandbox != nil:
+	}
+	return m.coldStart()
+}
+
+// coldStart starts a fresh interpreter: sandboxed in tier sandbox.
+func (m *Manager) coldStart() startFunc {
+	if m.sandbox != nil {
 		sb := *m.sandbox
 		return func(spec child.Spec) (*child.Process, error) { return sandbox.Start(spec, sb) }
 	}
 	return child.Start
+}
+
+// spawnCold stages and starts a child on a fresh interpreter, never a fork.
+func (m *Manager) spawnCold() (*worker, *protocol.RunError) {
+	return spawnWorker(m.cfg.Python, m.mpl.env(), func() (*rundir.Dir, error) { return rundir.Make(m.cfg.TempDir) }, m.coldStart())
+}
+
+// fitsPreload reports whether a child whose address-space budget is mb may
+// be a fork of the preloaded server (or a warm child, which may be one):
+// the server's own size must leave it preloadRoomMb. Else it starts cold,
+// as it would without the preload (docs/containment.md §4.4).
+func (m *Manager) fitsPreload(mb int64) bool {
+	return m.forker == nil || mb-m.forker.preloadedMb() >= preloadRoomMb
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // mplConfig is the daemon's matplotlib configuration and cache directory
-// (MPLCONFIGDIR, docs/containment.md §4.4). It is made at start-up, and a
+// (MPLCONFIGDIR, docs/containment.md §4.5). It is made at start-up, and a
 // helper interpreter builds matplotlib's font cache in it once, in the
 // background; from then on every run's environment names it, and tier
 // sandbox grants it read-only. A run that starts before it is built goes
@@ -45,7 +45,7 @@ else:
 
 // mplRC is the directory's matplotlibrc: matplotlib's defaults (a run's
 // backend is the bootstrap's, MPLBACKEND).
-var mplRC = []byte("# coderun-rpc: the daemon's MPLCONFIGDIR, read-only to runs (docs/containment.md §4.4)\n")
+var mplRC = []byte("# coderun-rpc: the daemon's MPLCONFIGDIR, read-only to runs (docs/containment.md §4.5)\n")
 
 // newMplConfig makes the directory in tempDir; nil (and logged) when it
 // cannot be made. start builds its cache.

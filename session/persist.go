@@ -124,7 +124,7 @@ func (m *Manager) openSession(owner *Lane, p protocol.SessionParams, onClosed fu
 		return "", err
 	}
 	return m.startSession(s, func() (*worker, error) {
-		w, err := m.bootedWorker(m.sessionWorker, s.lim)
+		w, err := m.bootedWorker(func() (*worker, *protocol.RunError) { return m.sessionWorker(s.lim) }, s.lim)
 		if err != nil && w != nil && w.warm { // a warm child lost while waiting: once more, cold
 			m.log.Warn("a warm child failed its session boot; opening on a fresh child", "err", err)
 			w, err = m.bootedWorker(m.spawnWorker, s.lim)
@@ -151,9 +151,13 @@ func (m *Manager) bootedWorker(get func() (*worker, *protocol.RunError), lim pro
 // sessionWorker gets a child for a new session: a warm one when ready. In
 // tier sandbox the child's init must know it serves a session (its CPU bound
 // is then the session's lifetime total, sandbox.Config.Session), so the
-// warm children, started for runs, do not serve.
-func (m *Manager) sessionWorker() (*worker, *protocol.RunError) {
+// warm children, started for runs, do not serve. A session whose address
+// space would not fit beside the preload starts cold (fitsPreload).
+func (m *Manager) sessionWorker(lim protocol.Limits) (*worker, *protocol.RunError) {
 	if m.sandbox == nil {
+		if !m.fitsPreload(lim.AddressSpaceMb) {
+			return m.spawnCold()
+		}
 		if w := m.warm.take(false); w != nil {
 			return w, nil
 		}

@@ -185,6 +185,9 @@ func (r *Run) start() {
 	}
 	defer r.recoverPanic("start")
 	r.startOn(func() (*worker, *protocol.RunError) {
+		if !r.m.fitsPreload(r.sm.lim.AddressSpaceMb) {
+			return r.m.spawnCold()
+		}
 		if w := r.m.takeWarm(); w != nil {
 			return w, nil
 		}

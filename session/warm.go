@@ -229,7 +229,7 @@ func (p *warmPool) stop() {
 
 // renew discards the children waiting now and refills the pool: once the
 // preloaded fork server is ready, the children started cold before it
-// (docs/containment.md §4.3) give their places to forks of it.
+// (docs/containment.md §4.4) give their places to forks of it.
 func (p *warmPool) renew() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -269,6 +269,7 @@ func newManager(cfg *config.Config, log *slog.Logger, sessionsPerLane int,
 		SessionIdle:        cfg.SessionIdle(),
 		SessionCPUSeconds:  cfg.SessionCPUSeconds,
 		Preload:            cfg.Preload,
+		MatplotlibDir:      true,
 		PreloadDone:        preloaded,
 	})
 }
