@@ -123,7 +123,7 @@ func preloadVenv(t *testing.T, modules map[string]string) string {
 	return filepath.Join(venv, "bin", "python")
 }
 
-// C866–C870: a preload that fails stops the daemon with one line naming the
+// C866–C870, C875: a preload that fails stops the daemon with one line naming the
 // module and why (exit 2), after initialize was answered as without one; an
 // optional module that fails is a warning; runs that arrive while the
 // server preloads are served at once.
@@ -175,10 +175,22 @@ func TestPreloadFailures(t *testing.T) {
 		d := started(t, map[string]string{"CODERUN_PYTHON_BIN": py, "CODERUN_PRELOAD": "?coderun_boom,coderun_gated"})
 		// The server is held in coderun_gated's import: runs are served meanwhile.
 		expectOK(t, d.run(prog("import sys\nreturn 'coderun_gated' in sys.modules")), "false")
+		// C875: a session opened meanwhile waits for the server, and starts preloaded.
+		open := d.request("session/open", "{}")
 		if err := os.WriteFile(gate, nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		preloadReady(t, d)
+		m := d.wait(open)
+		var s struct{ SessionID string }
+		if m.Error != nil || json.Unmarshal(m.Result, &s) != nil {
+			t.Fatalf("session/open: %+v %s", m.Error, m.Result)
+		}
+		if suiteTier == "process" { // tier sandbox spawns a session's child
+			if r := d.srun(s.SessionID, "import sys\nreturn 'coderun_gated' in sys.modules"); string(r.Value) != "true" {
+				t.Errorf("a session opened while the server preloaded starts without the preload: %s", r.Value)
+			}
+		}
 		if !d.stderr.logged(`msg="preload: optional module failed to import; not preloaded" module=coderun_boom err="RuntimeError: boom at import"`) {
 			t.Errorf("no warning for the optional module; stderr:\n%s", d.stderr)
 		}

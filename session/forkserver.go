@@ -34,6 +34,11 @@ type forker struct {
 	log             *slog.Logger
 	preload         []string // CODERUN_PRELOAD (Config.Preload)
 	env             []string // the server's environment beyond TMPDIR and serverThreadCaps (MPLCONFIGDIR)
+	// settled is closed once the first preloaded server is ready or has
+	// failed (nil without a preload): a session waits for it (awaitPreload).
+	settled  chan struct{}
+	stopWait chan struct{} // closed at shutdown: awaitPreload returns
+	stopOnce sync.Once
 
 	mu      sync.Mutex
 	srv     *forkserver.Server
@@ -45,6 +50,9 @@ type forker struct {
 
 func newForker(python, tempDir string, sb *sandbox.Config, log *slog.Logger, preload []string, mpl *mplConfig) *forker {
 	f := &forker{python: python, tempDir: tempDir, sb: sb, log: log, preload: preload, backoff: warmBackoffMin}
+	if len(preload) > 0 {
+		f.settled, f.stopWait = make(chan struct{}), make(chan struct{})
+	}
 	if mpl != nil {
 		f.env = []string{"MPLCONFIGDIR=" + mpl.path()}
 	}
@@ -81,6 +89,26 @@ func (f *forker) serving(srv *forkserver.Server) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// awaitPreload returns once the first preloaded server is ready or has
+// failed (at once without a preload). A session waits for it: it lives long,
+// its program imports the modules again if it starts cold, and only a fork
+// of the server can fork in turn (session/fork).
+func (f *forker) awaitPreload() {
+	if f.settled != nil {
+		select {
+		case <-f.settled:
+		case <-f.stopWait:
+		}
+	}
+}
+
+// stopWaiting releases every awaitPreload for good (Manager.Shutdown).
+func (f *forker) stopWaiting() {
+	if f.stopWait != nil {
+		f.stopOnce.Do(func() { close(f.stopWait) })
 	}
 }
 
@@ -121,6 +149,7 @@ func (f *forker) preloadFirst(addressSpaceMb int64, done func(PreloadStatus)) {
 	f.mu.Unlock()
 	if err != nil {
 		f.refuseServers()
+		close(f.settled)
 		if done != nil {
 			go done(PreloadStatus{Err: fmt.Errorf("fork server: failed to start: %w", err)})
 		}
@@ -132,8 +161,9 @@ func (f *forker) preloadFirst(addressSpaceMb int64, done func(PreloadStatus)) {
 			f.refuseServers()
 		}
 		if done != nil {
-			done(st)
+			done(st) // the warm pool renewed before a waiting session takes a child
 		}
+		close(f.settled)
 	}()
 }
 

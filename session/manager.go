@@ -204,6 +204,9 @@ func (m *Manager) Shutdown() {
 	m.mu.Lock()
 	m.shutting = true
 	m.mu.Unlock()
+	if m.forker != nil {
+		m.forker.stopWaiting() // a session open waiting for the preload goes on (cold)
+	}
 	m.closeSessions(func(*Session) bool { return true }, protocol.MsgShuttingDown, "the daemon is shutting down")
 	m.mu.Lock()
 	queued := m.queue.drain()

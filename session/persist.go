@@ -151,10 +151,14 @@ func (m *Manager) bootedWorker(get func() (*worker, *protocol.RunError), lim pro
 // sessionWorker gets a child for a new session: a warm one when ready. In
 // tier sandbox the child's init must know it serves a session (its CPU bound
 // is then the session's lifetime total, sandbox.Config.Session), so the
-// warm children, started for runs, do not serve. A session whose address
+// warm children, started for runs, do not serve. In tier process a session
+// waits for the preloaded server (forker.awaitPreload); one whose address
 // space would not fit beside the preload starts cold (fitsPreload).
 func (m *Manager) sessionWorker(lim protocol.Limits) (*worker, *protocol.RunError) {
 	if m.sandbox == nil {
+		if m.forker != nil {
+			m.forker.awaitPreload()
+		}
 		if !m.fitsPreload(lim.AddressSpaceMb) {
 			return m.spawnCold()
 		}
