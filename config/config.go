@@ -63,6 +63,12 @@ type Config struct {
 	SessionIdleMs     int64
 	SessionCPUSeconds int64
 	LogLevel          slog.Level
+	// Preload are the modules the fork server imports before it serves
+	// (CODERUN_PRELOAD): dotted names, "?" before an optional one, each
+	// found in the interpreter at start-up; PreloadSkipped are the optional
+	// ones that were not (main warns of each).
+	Preload        []string
+	PreloadSkipped []string
 	// MCPConfig is the path of the upstream MCP servers file ("": none).
 	MCPConfig string
 	// MCP bounds what the daemon takes from each upstream MCP server
@@ -173,6 +179,9 @@ func Load(opts Options) (*Config, error) {
 	c.Python, c.PythonVersion, err = probePython(python, abs, opts.probe()) // step 3
 	sb.wait()
 	if err != nil {
+		return nil, err
+	}
+	if err := findPreload(c, texts[VarPreload], opts.probe()); err != nil { // step 3, the preload
 		return nil, err
 	}
 	if err := checkTier(c, texts, sb.featuresErr); err != nil { // step 4

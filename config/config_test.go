@@ -408,6 +408,7 @@ func TestEveryVariableValidated(t *testing.T) {
 	// Egress (docs/containment.md §6).
 	maps.Copy(bad, map[string]string{VarEgress: "/nonexistent/egress.json", VarMaxEgressRequests: "0",
 		VarMaxEgressBytes: "1099511627777", VarEgressHosts: "a.test=999.1.1.1"})
+	bad[VarPreload] = "numpy,,pandas"
 	if len(bad) != len(table) {
 		t.Errorf("%d bad values for %d variables", len(bad), len(table))
 	}

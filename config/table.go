@@ -38,6 +38,7 @@ const (
 	VarMCPListMs         = "CODERUN_MCP_LIST_MS"
 	VarMCPToolsTTLMs     = "CODERUN_MCP_TOOLS_TTL_MS"
 	VarPythonBin         = "CODERUN_PYTHON_BIN"
+	VarPreload           = "CODERUN_PRELOAD"
 )
 
 // Service mode's variables (docs/service.md), read in every mode and used by
@@ -193,6 +194,10 @@ var coreRows = []variable{
 		rule: positive(protocol.MaxWallMsCeiling, "the largest whole-millisecond time.Duration"),
 		set:  func(c *Config, _ string, n int64) { c.MCP.ToolsTTL = time.Duration(n) * time.Millisecond }},
 	{name: VarPythonBin, def: "python3", note: " (shims resolved)", rule: interpreterRule{}},
+	// After the interpreter: Load looks each module up in it (preload.go).
+	{name: VarPreload, def: "none", note: "; modules the fork server imports before it serves",
+		defaultOf: func(*Config, Options) string { return "" },
+		rule:      preloadRule{}, set: func(c *Config, text string, _ int64) { c.Preload = preloadTokens(text) }},
 	{name: VarMaxConnections, def: "1024", note: "; serve: connections at once",
 		rule: count(false),
 		set:  func(c *Config, _ string, n int64) { c.MaxConnections = clampInt(n) }},

@@ -30,8 +30,11 @@ func runsForkServer(pid int) bool {
 	return bytes.HasSuffix(args[len(args)-1], []byte("/forkserver.py"))
 }
 
-// isForkServerDir reports whether tmp/name is the fork server's staged directory.
+// isForkServerDir reports whether tmp/name is the fork server's staged
+// directory, or the daemon's matplotlib directory (docs/containment.md §4.5),
+// which lives as long as the daemon too.
 func isForkServerDir(tmp, name string) bool {
 	_, err := os.Stat(filepath.Join(tmp, name, "forkserver.py"))
-	return err == nil
+	_, mpl := os.Stat(filepath.Join(tmp, name, "matplotlibrc"))
+	return err == nil || mpl == nil
 }

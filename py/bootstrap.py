@@ -1691,7 +1691,7 @@ def _make_display(send, codec, P, flush_logs, warn):
             out.append(b"".join(run))
         return out
 
-    backend = "_coderun_mpl"
+    backend = P.MPL_BACKEND
     backend_source = (
         "from matplotlib.backends.backend_agg import FigureCanvasAgg as FigureCanvas\n"
         "from matplotlib.backend_bases import FigureManagerBase as FigureManager\n"

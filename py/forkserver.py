@@ -13,6 +13,15 @@ Control messages, one per packet:
     server -> daemon   b"P <seq> <pid> <start-time>"           the child runs / is adopted
                        b"E <seq> <errno> <message>"            no child
                        b"X <pid> <wait-status> <utime-us> <stime-us> <maxrss-kb>"   reaped
+                       b"W <module> <why>"                     an optional preload failed to import
+                       b"F <module> <why>"                     a required one did: the server exits
+                       b"R <vmsize-kb> <vmrss-kb>"             set up: the server serves
+
+Started with `--preload name,?name,...` (CODERUN_PRELOAD), it imports each module after its own
+imports and before it freezes its objects, one W or F per module that fails (a module that leaves
+a second thread running fails: a fork copies only the calling thread). The daemon sets the BLAS
+and OpenMP thread counts to one in the server's environment. Its R comes last, before it reads a
+request. A child reseeds numpy's global generator (`random` reseeds itself at every fork).
 
 A child, before anything else: becomes a session leader, sets its parent-death signal to SIGKILL
 (the chain: daemon dies -> server killed by its own -> child killed), moves the four descriptors
@@ -35,6 +44,42 @@ run's new namespaces (sandboxfork.clone, PID 1 there), blocks every signal inste
 the mask, and enters the sandbox (sandboxfork.contain): it forks the program's process, which
 runs bootstrap.py, and becomes the run's init.
 """
+
+
+def _report(message):
+    """One unsolicited control message to the daemon (before the server serves: fd 3 is idle)."""
+    import _socket
+    ctl = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET, 0, 3)
+    try:
+        ctl.send(message[:480])
+    finally:
+        ctl.detach()
+
+
+def _one_line(text):
+    return " ".join(text.split()).encode("utf-8", "replace")
+
+
+def preload_one(name, optional):
+    """Imports module name for CODERUN_PRELOAD: W (optional) or F (required, then exit 1) when it
+    fails. A module that leaves a thread running fails too: the server forks, and a child would
+    inherit that thread's locks and memory without the thread."""
+    import importlib
+    import os
+    import sys
+    try:
+        importlib.import_module(name)
+    except BaseException as e:  # a module may raise anything, SystemExit included
+        why = _one_line("%s: %s" % (type(e).__name__, e))
+        _report(b"%s %s %s" % (b"W" if optional else b"F", name.encode(), why))
+        if not optional:
+            sys.exit(1)
+        return
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:
+        _report(b"F %s left %d threads running after its import; the fork server must have one" % (
+            name.encode(), threads))
+        sys.exit(1)
 
 
 def _serve():
@@ -86,6 +131,16 @@ def _serve():
     for _ in range(10):
         rehearse()
 
+    # The operator's preload (CODERUN_PRELOAD, after --preload): imported once here, so a run's
+    # `import pandas` finds it in sys.modules. Each name is reported before the server serves.
+    preload = sys.argv[sys.argv.index("--preload") + 1].split(",") if "--preload" in sys.argv[1:] else []
+    # A preloaded matplotlib reads its backend now: the bootstrap's, which a child's plt.show()
+    # then imports through the child's own hook (bootstrap.py, install_matplotlib).
+    os.environ["MPLBACKEND"] = "module://" + proto.MPL_BACKEND
+    for token in preload:
+        preload_one(token.lstrip("?"), token.startswith("?"))
+    nprandom = sys.modules.get("numpy.random")
+
     # Every object so far is the server's, never garbage: frozen, a child's collections skip
     # them instead of touching (and so copying) every page the server filled.
     import gc
@@ -121,6 +176,9 @@ def _serve():
     poller = select.poll()
     poller.register(3, select.POLLIN)
     poller.register(wake_r, select.POLLIN)
+    status = open("/proc/self/status", "rb").read()
+    sizes = [status.partition(key)[2].split(None, 1)[0] for key in (b"VmSize:", b"VmRSS:")]
+    ctl.send(b"R %s %s" % tuple(sizes))  # ready: the daemon may fork (address space, RSS in kB)
 
     def stat_fields(pid):
         """/proc/<pid>/stat (pid may be "self") from field 3 (state) on: [1] ppid, [3] session,
@@ -166,6 +224,8 @@ def _serve():
         main.__builtins__ = builtins
         sys.modules["__main__"] = main
         sys.modules["_coderun_forked_protocol"] = proto
+        if nprandom is not None:
+            nprandom.seed()  # numpy's global generator is the server's copy: a seed of the run's own
         rehearse()
         exec(bootstrap, main.__dict__)
 

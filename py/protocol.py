@@ -51,6 +51,7 @@ FRAME_OUTPUT = "output"
 OUTPUTS_MARKER_PREFIX = "[coderun] outputs truncated at "
 OUTPUT_OVERHEAD = 32          # billed per output, beyond its MIME types and values
 OUTPUT_ENTRY_OVERHEAD = 8     # billed per MIME entry of an output
+MPL_BACKEND = "_coderun_mpl"   # the bootstrap's matplotlib backend module (plt.show() displays)
 MAX_OUTPUT_ENTRIES = 64       # MIME types in one output
 MAX_OUTPUTS = 10000           # outputs in one run
 FRAME_FORK = "fork"

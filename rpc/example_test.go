@@ -51,7 +51,7 @@ func ExampleServer_Serve() {
 	client.Notify("exit", nil)
 	fmt.Println("exit code", <-exited)
 	// Output:
-	// {"jsonrpc":"2.0","id":1,"result":{"serverInfo":{"name":"coderun-rpc","version":"example"},"capabilities":{"languages":["python"],"isolation":"process","isolationReason":"CODERUN_ISOLATION=process","logStreaming":true,"limits":{"cpuSeconds":10,"maxWallMs":30000,"addressSpaceMb":1024,"maxLogBytes":65536,"maxValueBytes":65536,"graceMs":2000,"maxConcurrentRuns":1},"python":{"executable":"python3","version":"3.x"},"sessions":{"max":0,"idleTimeoutMs":0,"fork":false}}}}
+	// {"jsonrpc":"2.0","id":1,"result":{"serverInfo":{"name":"coderun-rpc","version":"example"},"capabilities":{"languages":["python"],"isolation":"process","isolationReason":"CODERUN_ISOLATION=process","logStreaming":true,"limits":{"cpuSeconds":10,"maxWallMs":30000,"addressSpaceMb":1024,"maxLogBytes":65536,"maxValueBytes":65536,"graceMs":2000,"maxConcurrentRuns":1},"python":{"executable":"python3","version":"3.x","preload":[]},"sessions":{"max":0,"idleTimeoutMs":0,"fork":false}}}}
 	// {"jsonrpc":"2.0","id":2,"result":{"value":3 …
 	// {"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"program must be a string"}}
 	// {"jsonrpc":"2.0","id":4,"result":null}

@@ -56,6 +56,9 @@ type limitsInfo struct {
 type pythonInfo struct {
 	Executable string `json:"executable"`
 	Version    string `json:"version"`
+	// Preload are the modules the fork server imports before it serves
+	// (CODERUN_PRELOAD, docs/containment-start-modes.md §4.4); never null.
+	Preload []string `json:"preload"`
 }
 
 // initialize answers the first initialize (docs/protocol.md §2, C5); params must be
@@ -99,7 +102,7 @@ func (s *Server) initializeResult() initializeResult {
 				MaxValueBytes: c.Limits.MaxValueBytes, GraceMs: c.GraceMs,
 				MaxConcurrentRuns: c.MaxConcurrentRuns,
 			},
-			Python:   pythonInfo{Executable: c.Python, Version: c.PythonVersion},
+			Python:   pythonInfo{Executable: c.Python, Version: c.PythonVersion, Preload: append([]string{}, c.Preload...)},
 			Sessions: s.sessionsInfo(),
 			Egress:   egressCapability(c),
 		},

@@ -61,10 +61,11 @@ type Daemon struct {
 	Limits            protocol.Limits // every field set
 	GraceMs           int64
 	MaxConcurrentRuns int
-	Isolation         string // the tier: "process" or "sandbox"
-	IsolationReason   string // why that tier: the setting, or what auto found
-	Python            string // the frozen interpreter every child runs
-	PythonVersion     string // "<maj>.<min>.<micro>"
+	Isolation         string   // the tier: "process" or "sandbox"
+	IsolationReason   string   // why that tier: the setting, or what auto found
+	Python            string   // the frozen interpreter every child runs
+	PythonVersion     string   // "<maj>.<min>.<micro>"
+	Preload           []string // the fork server's preloaded modules ("?" marks stripped)
 	// Persistent sessions (docs/protocol-sessions.md §11): the cap (0: none), the
 	// longest idle time, and whether session/fork is served.
 	MaxSessions   int

@@ -178,7 +178,7 @@ func nullErr(code int, msg string) string {
 func TestInitializeResult(t *testing.T) {
 	h := start(t)
 	h.send(`{"jsonrpc":"2.0","id":1,"method":"initialize"}`)
-	h.expect(`{"jsonrpc":"2.0","id":1,"result":{"serverInfo":{"name":"coderun-rpc","version":"test"},"capabilities":{"languages":["python"],"isolation":"process","isolationReason":"CODERUN_ISOLATION=process","logStreaming":true,"limits":{"cpuSeconds":60,"maxWallMs":600000,"addressSpaceMb":512,"maxLogBytes":65536,"maxValueBytes":32768,"graceMs":3000,"maxConcurrentRuns":4},"python":{"executable":"/usr/bin/python3","version":"3.11.7"},"sessions":{"max":0,"idleTimeoutMs":0,"fork":false}}}}`)
+	h.expect(`{"jsonrpc":"2.0","id":1,"result":{"serverInfo":{"name":"coderun-rpc","version":"test"},"capabilities":{"languages":["python"],"isolation":"process","isolationReason":"CODERUN_ISOLATION=process","logStreaming":true,"limits":{"cpuSeconds":60,"maxWallMs":600000,"addressSpaceMb":512,"maxLogBytes":65536,"maxValueBytes":32768,"graceMs":3000,"maxConcurrentRuns":4},"python":{"executable":"/usr/bin/python3","version":"3.11.7","preload":[]},"sessions":{"max":0,"idleTimeoutMs":0,"fork":false}}}}`)
 	h.send(`{"jsonrpc":"2.0","id":2,"method":"initialize"}`)
 	h.expect(errResp("2", -32600, "server is already initialized"))
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/child/forkserver"
 	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wheelset"
@@ -83,6 +84,29 @@ type Config struct {
 	// daemon's policy, a run's unless it narrows it (docs/containment.md §6).
 	Egress       *egress.Proxy
 	EgressPolicy *egress.Policy
+	// Preload are the modules the fork server imports before it serves
+	// (CODERUN_PRELOAD, docs/containment-start-modes.md §4.4), each a dotted name, "?"
+	// before one that is optional; StartFork only. With a preload the
+	// server is started at once, and runs start cold until it is ready.
+	Preload []string
+	// MatplotlibDir makes the daemon's matplotlib directory (MPLCONFIGDIR
+	// with the font cache, built by a helper interpreter at start-up,
+	// docs/containment-start-modes.md §4.5). The daemon sets it; without it runs go
+	// without the directory and no helper is started.
+	MatplotlibDir bool
+	// PreloadDone, when set, is called once, from a goroutine, with the
+	// first fork server's outcome (a Preload only).
+	PreloadDone func(PreloadStatus)
+}
+
+// PreloadStatus is what the first preloaded fork server came to: Err nil
+// when it serves, the optional modules it skipped and its size; else why
+// it could not (a required module failed, it left threads, its address
+// space leaves no room for a program, it ended).
+type PreloadStatus struct {
+	Skipped           []forkserver.ModuleError
+	VmSizeKb, VmRSSKb int64
+	Err               error
 }
 
 // Session defaults for a Config that leaves them zero (the daemon's

@@ -92,7 +92,7 @@ func (s *sessionChild) end() child.Exit {
 
 func startSession(t testing.TB, start startFunc) *sessionChild {
 	parent := t.TempDir()
-	w, rerr := spawnWorker(realPython(t), nil, func() (*rundir.Dir, error) { return rundir.Make(parent) }, start)
+	w, rerr := spawnWorker(realPython(t), nil, nil, func() (*rundir.Dir, error) { return rundir.Make(parent) }, start)
 	if rerr != nil {
 		t.Fatal(rerr.Message)
 	}
@@ -102,7 +102,7 @@ func startSession(t testing.TB, start startFunc) *sessionChild {
 // forkSource starts a session child from a fork server of its own (the
 // reaper that adopts its forks); both end when the test does.
 func forkSource(t testing.TB) *sessionChild {
-	f := newForker(realPython(t), t.TempDir(), nil, slog.New(slog.DiscardHandler))
+	f := newForker(realPython(t), t.TempDir(), nil, slog.New(slog.DiscardHandler), nil, nil)
 	t.Cleanup(f.close)
 	src := startSession(t, f.spawn)
 	t.Cleanup(func() { src.end() })

@@ -1,8 +1,11 @@
 package session
 
 import (
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +32,13 @@ type forker struct {
 	python, tempDir string
 	sb              *sandbox.Config // tier sandbox: the server runs with --sandbox, children are contained
 	log             *slog.Logger
+	preload         []string // CODERUN_PRELOAD (Config.Preload)
+	env             []string // the server's environment beyond TMPDIR and serverThreadCaps (MPLCONFIGDIR)
+	// settled is closed once the first preloaded server is ready or has
+	// failed (nil without a preload): a session waits for it (awaitPreload).
+	settled  chan struct{}
+	stopWait chan struct{} // closed at shutdown: awaitPreload returns
+	stopOnce sync.Once
 
 	mu      sync.Mutex
 	srv     *forkserver.Server
@@ -38,15 +48,22 @@ type forker struct {
 	closed  bool
 }
 
-func newForker(python, tempDir string, sb *sandbox.Config, log *slog.Logger) *forker {
-	return &forker{python: python, tempDir: tempDir, sb: sb, log: log, backoff: warmBackoffMin}
+func newForker(python, tempDir string, sb *sandbox.Config, log *slog.Logger, preload []string, mpl *mplConfig) *forker {
+	f := &forker{python: python, tempDir: tempDir, sb: sb, log: log, preload: preload, backoff: warmBackoffMin}
+	if len(preload) > 0 {
+		f.settled, f.stopWait = make(chan struct{}), make(chan struct{})
+	}
+	if mpl != nil {
+		f.env = []string{"MPLCONFIGDIR=" + mpl.path()}
+	}
+	return f
 }
 
 // spawn forks a child for the staged run directory spec.Dir (the bootstrap
 // path, spec's last argument, becomes its argv), or starts it cold when the
 // server cannot serve it.
 func (f *forker) spawn(spec child.Spec) (*child.Process, error) {
-	if srv := f.server(); srv != nil {
+	if srv := f.server(); srv != nil && f.serving(srv) {
 		p, err := f.fork(srv, spec)
 		if err == nil {
 			return p, nil
@@ -57,6 +74,131 @@ func (f *forker) spawn(spec child.Spec) (*child.Process, error) {
 		return sandbox.Start(spec, *f.sb)
 	}
 	return child.Start(spec)
+}
+
+// serving reports whether srv takes spawns now. A server with a preload is
+// asked only once ready: a run never waits for the preload, it starts cold
+// meanwhile (docs/containment-start-modes.md §4.4). Without one, the first spawn waits
+// for the server's start-up, which is shorter than a cold start.
+func (f *forker) serving(srv *forkserver.Server) bool {
+	if len(f.preload) == 0 {
+		return true
+	}
+	select {
+	case <-srv.Ready():
+		return true
+	default:
+		return false
+	}
+}
+
+// awaitPreload returns once the first preloaded server is ready or has
+// failed (at once without a preload). A session waits for it: it lives long,
+// its program imports the modules again if it starts cold, and only a fork
+// of the server can fork in turn (session/fork).
+func (f *forker) awaitPreload() {
+	if f.settled != nil {
+		select {
+		case <-f.settled:
+		case <-f.stopWait:
+		}
+	}
+}
+
+// stopWaiting releases every awaitPreload for good (Manager.Shutdown).
+func (f *forker) stopWaiting() {
+	if f.stopWait != nil {
+		f.stopOnce.Do(func() { close(f.stopWait) })
+	}
+}
+
+// preloadedMb is the address space of the preloaded server that serves now
+// (MiB), 0 when none does.
+func (f *forker) preloadedMb() int64 {
+	if len(f.preload) == 0 {
+		return 0
+	}
+	f.mu.Lock()
+	srv := f.srv
+	f.mu.Unlock()
+	if srv == nil || !f.serving(srv) {
+		return 0
+	}
+	return srv.Preload().VmSizeKb / 1024
+}
+
+// preloadRoomMb is the address space a program must have left, at least,
+// beside a preloaded server's (a forked child starts that size).
+const preloadRoomMb = 64
+
+// preloadFirst, with a preload, starts the first server now (unless a spawn
+// already has) and, once it is
+// ready or has failed, calls done (when set) with its outcome. A server
+// whose preload failed, or whose size leaves no room for a program within
+// addressSpaceMb, is stopped and no other is started: children start cold.
+func (f *forker) preloadFirst(addressSpaceMb int64, done func(PreloadStatus)) {
+	if len(f.preload) == 0 {
+		return
+	}
+	f.mu.Lock()
+	var err error
+	if f.srv == nil {
+		err = f.startLocked()
+	}
+	srv := f.srv
+	f.mu.Unlock()
+	if err != nil {
+		f.refuseServers()
+		close(f.settled)
+		if done != nil {
+			go done(PreloadStatus{Err: fmt.Errorf("fork server: failed to start: %w", err)})
+		}
+		return
+	}
+	go func() {
+		st := awaitPreload(srv, addressSpaceMb)
+		if st.Err != nil {
+			f.refuseServers()
+		}
+		if done != nil {
+			done(st) // the warm pool renewed before a waiting session takes a child
+		}
+		close(f.settled)
+	}()
+}
+
+// awaitPreload waits until srv is ready or has ended and judges its preload.
+func awaitPreload(srv *forkserver.Server, addressSpaceMb int64) PreloadStatus {
+	select {
+	case <-srv.Ready():
+	case <-srv.Done():
+	}
+	p := srv.Preload()
+	st := PreloadStatus{Skipped: p.Skipped, VmSizeKb: p.VmSizeKb, VmRSSKb: p.VmRSSKb}
+	select {
+	case <-srv.Ready():
+	default:
+		if p.Failed != nil {
+			st.Err = p.Failed
+		} else {
+			st.Err = fmt.Errorf("the fork server ended while preloading: %w", srv.Err())
+		}
+		return st
+	}
+	if room := addressSpaceMb - p.VmSizeKb/1024; room < preloadRoomMb {
+		st.Err = fmt.Errorf("the preloaded fork server's address space is %d MiB, which leaves %d MiB of the %d MiB "+
+			"a run may have (at least %d MiB needed for a program)", p.VmSizeKb/1024, max(room, 0), addressSpaceMb, preloadRoomMb)
+	}
+	return st
+}
+
+// refuseServers stops the server and starts no other: a failed preload
+// fails again, so children start cold from then on.
+func (f *forker) refuseServers() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	f.stopLocked()
 }
 
 // fork asks srv for the child, contained in tier sandbox.
@@ -105,6 +247,9 @@ func (f *forker) startLocked() error {
 	if f.sb != nil {
 		files, args = append(files, stagedFile{"sandboxfork.py", py.SandboxFork}), append(args, "--sandbox")
 	}
+	if len(f.preload) > 0 {
+		args = append(args, "--preload", strings.Join(f.preload, ","))
+	}
 	wd, err := stageDir(func() (*rundir.Dir, error) { return rundir.Make(f.tempDir) }, files...)
 	if err != nil {
 		return err
@@ -114,7 +259,7 @@ func (f *forker) startLocked() error {
 	srv, err := forkserver.Start(child.Spec{
 		Path: f.python,
 		Args: args,
-		Env:  []string{"TMPDIR=" + dir},
+		Env:  slices.Concat([]string{"TMPDIR=" + dir}, serverThreadCaps, f.env),
 		Dir:  dir,
 	})
 	if err != nil {
@@ -124,6 +269,14 @@ func (f *forker) startLocked() error {
 	f.srv, f.dir = srv, wd
 	return nil
 }
+
+// serverThreadCaps cap the thread pools of the BLAS and OpenMP libraries a
+// preload may load (numpy's OpenBLAS starts one thread per CPU at import
+// without them): the server must be single-threaded when it forks, and
+// refuses to start otherwise. A forked run inherits pools of one thread;
+// its environment is its own and does not carry these.
+var serverThreadCaps = []string{"OPENBLAS_NUM_THREADS=1", "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1",
+	"BLIS_NUM_THREADS=1", "VECLIB_MAXIMUM_THREADS=1", "NUMEXPR_NUM_THREADS=1"}
 
 // stopLocked closes the server (its children die of their parent-death
 // signal; runs using them settle as worker-exit) and removes its directory.

@@ -28,6 +28,7 @@ type Manager struct {
 	sandbox  *sandbox.Config // tier sandbox, else nil
 	forker   *forker         // start mode fork (either tier), else nil
 	egress   *childEgress    // how children reach the egress proxy; nil: no proxy
+	mpl      *mplConfig      // matplotlib's directory (nil when it could not be made)
 	start    startFunc
 
 	sessions  map[string]*Session   // open sessions (booting ones included: they count against the cap)
@@ -62,12 +63,18 @@ func NewManager(cfg Config) *Manager {
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, runs: make(map[*Run]bool),
 		sessions: make(map[string]*Session), ended: make(map[string]sessionEnd)}
+	if cfg.MatplotlibDir {
+		m.mpl = newMplConfig(cfg.TempDir, cfg.Logger)
+	}
 	if cfg.Isolation == IsolationSandbox {
 		sb := sandboxFor(cfg.Python, cfg.TempDir, cfg.PythonTrees, packageTrees(cfg.Packages))
+		if m.mpl != nil {
+			sb.ReadOnly = append(sb.ReadOnly, m.mpl.path())
+		}
 		m.sandbox = &sb
 	}
 	if cfg.StartMode == StartFork {
-		m.forker = newForker(cfg.Python, cfg.TempDir, m.sandbox, cfg.Logger)
+		m.forker = newForker(cfg.Python, cfg.TempDir, m.sandbox, cfg.Logger, cfg.Preload, m.mpl)
 	}
 	if cfg.Egress != nil {
 		m.egress = &childEgress{proxy: cfg.Egress, netns: m.sandbox != nil, log: cfg.Logger}
@@ -75,6 +82,17 @@ func NewManager(cfg Config) *Manager {
 	m.start = m.startFunc()
 	m.idle = sync.NewCond(&m.mu)
 	m.warm = newWarmPool(m, cfg.WarmPool)
+	m.mpl.start(cfg.Python, m.log, m.warm.renew) // the waiting children were started without it
+	if m.forker != nil {
+		m.forker.preloadFirst(cfg.Limits.AddressSpaceMb, func(st PreloadStatus) {
+			if st.Err == nil {
+				m.warm.renew()
+			}
+			if cfg.PreloadDone != nil {
+				cfg.PreloadDone(st)
+			}
+		})
+	}
 	return m
 }
 
@@ -190,6 +208,9 @@ func (m *Manager) Shutdown() {
 	m.mu.Lock()
 	m.shutting = true
 	m.mu.Unlock()
+	if m.forker != nil {
+		m.forker.stopWaiting() // a session open waiting for the preload goes on (cold)
+	}
 	m.closeSessions(func(*Session) bool { return true }, protocol.MsgShuttingDown, "the daemon is shutting down")
 	m.mu.Lock()
 	queued := m.queue.drain()
@@ -223,6 +244,7 @@ func (m *Manager) Shutdown() {
 	if m.forker != nil {
 		m.forker.close()
 	}
+	m.mpl.close(m.log)
 }
 
 // takeWarm returns a warm worker, or nil.
@@ -235,17 +257,35 @@ func (m *Manager) takeWarm() *worker {
 
 // spawnWorker stages and starts a worker the way the configuration says.
 func (m *Manager) spawnWorker() (*worker, *protocol.RunError) {
-	return spawnWorker(m.cfg.Python, m.egress, func() (*rundir.Dir, error) { return rundir.Make(m.cfg.TempDir) }, m.start)
+	return spawnWorker(m.cfg.Python, m.mpl.env(), m.egress, func() (*rundir.Dir, error) { return rundir.Make(m.cfg.TempDir) }, m.start)
 }
 
 // startFunc picks how children start: sandboxed, forked or spawned.
 func (m *Manager) startFunc() startFunc {
-	switch {
-	case m.forker != nil:
+	if m.forker != nil {
 		return m.forker.spawn
-	case m.sandbox != nil:
+	}
+	return m.coldStart()
+}
+
+// coldStart starts a fresh interpreter: sandboxed in tier sandbox.
+func (m *Manager) coldStart() startFunc {
+	if m.sandbox != nil {
 		sb := *m.sandbox
 		return func(spec child.Spec) (*child.Process, error) { return sandbox.Start(spec, sb) }
 	}
 	return child.Start
+}
+
+// spawnCold stages and starts a child on a fresh interpreter, never a fork.
+func (m *Manager) spawnCold() (*worker, *protocol.RunError) {
+	return spawnWorker(m.cfg.Python, m.mpl.env(), m.egress, func() (*rundir.Dir, error) { return rundir.Make(m.cfg.TempDir) }, m.coldStart())
+}
+
+// fitsPreload reports whether a child whose address-space budget is mb may
+// be a fork of the preloaded server (or a warm child, which may be one):
+// the server's own size must leave it preloadRoomMb. Else it starts cold,
+// as it would without the preload (docs/containment-start-modes.md §4.4).
+func (m *Manager) fitsPreload(mb int64) bool {
+	return m.forker == nil || mb-m.forker.preloadedMb() >= preloadRoomMb
 }

@@ -134,7 +134,7 @@ func (m *Manager) openSession(owner *Lane, p protocol.SessionParams, onClosed fu
 	}
 	s.lease = lease
 	return m.startSession(s, func() (*worker, error) {
-		w, err := m.bootedWorker(m.sessionWorker, s.lim, leaseSysPath(lease))
+		w, err := m.bootedWorker(func() (*worker, *protocol.RunError) { return m.sessionWorker(s.lim) }, s.lim, leaseSysPath(lease))
 		if err != nil && w != nil && w.warm { // a warm child lost while waiting: once more, cold
 			m.log.Warn("a warm child failed its session boot; opening on a fresh child", "err", err)
 			w, err = m.bootedWorker(m.spawnWorker, s.lim, leaseSysPath(lease))
@@ -161,9 +161,17 @@ func (m *Manager) bootedWorker(get func() (*worker, *protocol.RunError), lim pro
 // sessionWorker gets a child for a new session: a warm one when ready. In
 // tier sandbox the child's init must know it serves a session (its CPU bound
 // is then the session's lifetime total, sandbox.Config.Session), so the
-// warm children, started for runs, do not serve.
-func (m *Manager) sessionWorker() (*worker, *protocol.RunError) {
+// warm children, started for runs, do not serve. In tier process a session
+// waits for the preloaded server (forker.awaitPreload); one whose address
+// space would not fit beside the preload starts cold (fitsPreload).
+func (m *Manager) sessionWorker(lim protocol.Limits) (*worker, *protocol.RunError) {
 	if m.sandbox == nil {
+		if m.forker != nil {
+			m.forker.awaitPreload()
+		}
+		if !m.fitsPreload(lim.AddressSpaceMb) {
+			return m.spawnCold()
+		}
 		if w := m.warm.take(false); w != nil {
 			return w, nil
 		}

@@ -209,6 +209,9 @@ func (r *Run) start() {
 		return
 	}
 	r.startOn(func() (*worker, *protocol.RunError) {
+		if !r.m.fitsPreload(r.sm.lim.AddressSpaceMb) {
+			return r.m.spawnCold()
+		}
 		if w := r.m.takeWarm(); w != nil {
 			return w, nil
 		}

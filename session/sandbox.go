@@ -111,7 +111,7 @@ func (m *Manager) sandboxSessionWorker(sb sandbox.Config) (*worker, *protocol.Ru
 		return nil, workerExit("failed to stage the session's home in the daemon's temporary directory: " + pathless(err))
 	}
 	sb.Session, sb.Writable = true, []string{hd.Path()}
-	w, fail := spawnWorker(m.cfg.Python, m.egress, hd.Make, func(spec child.Spec) (*child.Process, error) {
+	w, fail := spawnWorker(m.cfg.Python, m.mpl.env(), m.egress, hd.Make, func(spec child.Spec) (*child.Process, error) {
 		return sandbox.Start(spec, sb)
 	})
 	if fail != nil {

@@ -32,6 +32,7 @@ type warmPool struct {
 	lent     int           // taken children whose runs hold their places (see lendLocked)
 	lease    time.Duration // how long at most a run holds its child's place
 	stopped  bool
+	gen      int // renewals so far: a child started before the last one is not kept
 	stopCh   chan struct{}
 	wg       sync.WaitGroup
 }
@@ -66,6 +67,7 @@ func (p *warmPool) fill() {
 			return
 		}
 		p.spawning++
+		gen := p.gen
 		p.mu.Unlock()
 
 		w, fail := p.m.spawnWorker()
@@ -88,6 +90,10 @@ func (p *warmPool) fill() {
 			p.mu.Unlock()
 			p.discard(w)
 			return
+		case p.gen != gen:
+			p.mu.Unlock()
+			p.discard(w)
+			continue
 		}
 		backoff = warmBackoffMin
 		w.warm = true
@@ -219,6 +225,24 @@ func (p *warmPool) stop() {
 		p.wg.Add(1)
 		go func() { defer p.wg.Done(); p.discard(w) }()
 	}
+}
+
+// renew discards the children waiting now and refills the pool: once the
+// preloaded fork server is ready, the children started cold before it
+// (docs/containment-start-modes.md §4.4) give their places to forks of it.
+func (p *warmPool) renew() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return
+	}
+	for _, w := range p.ready {
+		p.wg.Add(1)
+		go func() { defer p.wg.Done(); p.discard(w) }()
+	}
+	p.ready = nil
+	p.gen++
+	p.cond.Broadcast()
 }
 
 // wait returns once every warm child is dead and its directory removed.

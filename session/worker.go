@@ -130,7 +130,9 @@ func pathless(err error) string {
 
 // spawnWorker stages and starts one child (docs/child-protocol-daemon.md §4.3 steps 1–3). Failures are the
 // run's worker-exit; nothing is left behind.
-func spawnWorker(python string, eg *childEgress, mk dirMaker, start startFunc) (*worker, *protocol.RunError) {
+// env is added to the child's environment (TMPDIR, its directory), and eg's
+// proxy settings when eg is set.
+func spawnWorker(python string, env []string, eg *childEgress, mk dirMaker, start startFunc) (*worker, *protocol.RunError) {
 	wd, err := stageDir(mk)
 	if err != nil {
 		return nil, workerExit(msgStaging + pathless(err))
@@ -139,7 +141,7 @@ func spawnWorker(python string, eg *childEgress, mk dirMaker, start startFunc) (
 	spec := child.Spec{
 		Path: python,
 		Args: []string{"-u", "-I", filepath.Join(dir, "bootstrap.py")},
-		Env:  []string{"TMPDIR=" + dir},
+		Env:  append([]string{"TMPDIR=" + dir}, env...),
 		Dir:  dir,
 	}
 	var token string

@@ -266,6 +266,7 @@ func measureGroups(o options, f floors) ([]row, error) {
 		{"egress", func() ([]row, error) { return egressRows(o) }},
 		{"workloads", func() ([]row, error) { return workloadsRows(o) }},
 		{"adapters", func() ([]row, error) { return adapterRows(o) }},
+		{"preload", func() ([]row, error) { return preloadRows(o) }},
 	}
 	for i, st := range steps {
 		if st.group != groupNames[i] {

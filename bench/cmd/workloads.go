@@ -20,9 +20,6 @@ import (
 // interpreter (-workload-python, the project's .venv) and must return the
 // same value; a host that does not fails the group.
 
-// preloadModules is the preload the group measures (issue 34's targets).
-const preloadModules = "numpy,pandas,matplotlib.pyplot"
-
 // workload is one program of the group, written as the daemon runs it: a
 // function body, where top-level await and return are allowed. The
 // references run it wrapped in a function (referenceSource).

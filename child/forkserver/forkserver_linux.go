@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +32,12 @@ import (
 //	server → daemon  "P <seq> <pid> <start-time>"      the child runs, set up (or is adopted)
 //	                 "E <seq> <errno> <message>"       no child
 //	                 "X <pid> <wait-status> <utime-µs> <stime-µs> <maxrss-kB>"
+//	                 "W <module> <why>"                an optional preload failed to import
+//	                 "F <module> <why>"                a required preload failed: the server exits
+//	                 "R <vmsize-kB> <vmrss-kB>"        set up and preloaded: it serves (once)
 //
+// Ready is closed on "R"; a spawn sent before it is answered once the server
+// has set up. Preload says what the server loaded.
 // A "P" reply promises that the child already leads its own session and has
 // its parent-death signal set (the chain daemon → server → child), so
 // SignalGroup and GroupEmpty work as for Start. The forked child is the
@@ -56,6 +62,8 @@ type Server struct {
 	exits     map[int]chan child.Exit // forked children not yet reported, by pid
 	err       error                   // why the server ended
 	tail      tailBuffer              // the server's last output, for the error
+	ready     chan struct{}           // closed on the server's R
+	preload   Preload                 // filled before ready is closed, then read-only
 	wg        sync.WaitGroup
 }
 
@@ -65,6 +73,25 @@ type spawnReply struct {
 	exit      chan child.Exit
 	err       error
 }
+
+// Preload is what a server reported of its set-up: the optional modules it
+// could not import, the required one that stopped it, and its size once
+// ready.
+type Preload struct {
+	Skipped   []ModuleError // optional modules not imported (W)
+	Failed    *ModuleError  // the required module that failed (F): the server exits
+	VmSizeKb  int64         // the server's address space once ready
+	VmRSSKb   int64         // and its resident memory
+	readySeen bool
+}
+
+// ModuleError is one preload module the server could not import, and why
+// (the server's one line, at most maxControlMessage bytes).
+type ModuleError struct {
+	Module, Why string
+}
+
+func (e *ModuleError) Error() string { return fmt.Sprintf("module %q: %s", e.Module, e.Why) }
 
 // Spec is what a forked child is given; its executable is the server's.
 type Spec struct {
@@ -116,6 +143,7 @@ func Start(spec child.Spec) (*Server, error) {
 		done:      make(chan struct{}),
 		tailsDone: make(chan struct{}),
 		exits:     make(map[int]chan child.Exit),
+		ready:     make(chan struct{}),
 	}
 	var tails sync.WaitGroup
 	tails.Add(2)
@@ -134,6 +162,20 @@ func (s *Server) Pid() int { return s.proc.Pid }
 // Done is closed once the server can no longer spawn (it exited, broke the
 // protocol, or Close was called); Err then says why.
 func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Ready is closed once the server has set up (its preload imported) and
+// serves.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Preload is what the server reported of its preload so far: complete once
+// Ready is closed, or once Done is closed (then Failed may say why).
+func (s *Server) Preload() Preload {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.preload
+	p.Skipped = slices.Clone(p.Skipped)
+	return p
+}
 
 // Err is the reason the server ended, or nil while it runs.
 func (s *Server) Err() error {
@@ -344,9 +386,70 @@ func (s *Server) handle(msg []byte) error {
 		return s.reply(n[0], spawnReply{err: fmt.Errorf("fork server: fork: %s", text)})
 	case 'X':
 		return s.onExit(f)
+	case 'W', 'F':
+		return s.onPreloadFailed(msg[0] == 'F', msg[2:])
+	case 'R':
+		return s.onReady(f)
 	}
 	return errForkProtocol
 }
+
+// onPreloadFailed records a W or F: "<module> <why>", the module a dotted
+// name, before the server is ready.
+func (s *Server) onPreloadFailed(required bool, rest []byte) error {
+	name, why, _ := bytes.Cut(rest, []byte{' '})
+	if !ModuleName(string(name)) {
+		return errForkProtocol
+	}
+	e := ModuleError{Module: string(name), Why: strings.ToValidUTF8(string(why), "?")}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.preload.readySeen || s.preload.Failed != nil {
+		return errForkProtocol
+	}
+	if required {
+		s.preload.Failed = &e
+	} else {
+		s.preload.Skipped = append(s.preload.Skipped, e)
+	}
+	return nil
+}
+
+// onReady records R "<vmsize-kB> <vmrss-kB>", once, and closes Ready.
+func (s *Server) onReady(f [][]byte) error {
+	v, ok := parseUints(f, 2)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !ok || s.preload.readySeen || s.preload.Failed != nil {
+		return errForkProtocol
+	}
+	s.preload.readySeen, s.preload.VmSizeKb, s.preload.VmRSSKb = true, int64(v[0]), int64(v[1])
+	close(s.ready)
+	return nil
+}
+
+// ModuleName reports whether name is a dotted Python module name of ASCII
+// identifiers (CODERUN_PRELOAD's rule, and what a server may name).
+func ModuleName(name string) bool {
+	if name == "" || len(name) > maxModuleName {
+		return false
+	}
+	for part := range strings.SplitSeq(name, ".") {
+		if part == "" || part[0] >= '0' && part[0] <= '9' {
+			return false
+		}
+		for _, c := range []byte(part) {
+			if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// maxModuleName bounds one module name (the server's message must fit
+// maxControlMessage with its reason).
+const maxModuleName = 200
 
 func (s *Server) onSpawned(f [][]byte) error {
 	v, ok := parseUints(f, 3)

@@ -101,7 +101,7 @@ func run(args []string) int {
 // stdio serves one client on stdin and the protocol stdout.
 func stdio(ctx context.Context, d *daemonEnv, out io.Writer) int {
 	growPipe(0)
-	opts := serverOptions(d.cfg, os.Stdin, out, d.log, d.proxy)
+	opts := serverOptions(d.cfg, os.Stdin, out, d.log, d.proxy, d.preloaded)
 	opts.MCP, opts.Runner = d.pool, rpc.WithMCP(tracing.Runner(opts.Runner, d.tr), d.pool, d.cfg.Limits)
 	srv := rpc.New(opts)
 	d.log.Info("serving", "python", d.cfg.Python, "pythonVersion", d.cfg.PythonVersion,
@@ -117,6 +117,9 @@ type daemonEnv struct {
 	tr   *tracing.Tracer // nil: no spans exported
 	// proxy is the egress proxy (nil: no CODERUN_EGRESS).
 	proxy *egress.Proxy
+	// preloaded is the session manager's PreloadDone: it logs the preload,
+	// and a failed one ends serving with a configuration error (exit 2).
+	preloaded func(session.PreloadStatus)
 }
 
 // daemon is what every serving mode shares: the configuration (mcpConfig,
@@ -140,6 +143,9 @@ func daemon(mcpConfig string, serveFn func(ctx context.Context, d *daemonEnv) in
 	for _, m := range cfg.Misspelled {
 		log.Warn("configuration: " + m.Line())
 	}
+	for _, name := range cfg.PreloadSkipped {
+		log.Warn("preload: optional module not installed; not preloaded", "module", name)
+	}
 	if cfg.IsolationFellBack {
 		log.Warn("isolation: tier sandbox is not available here; running tier process", "reason", cfg.IsolationReason)
 	}
@@ -161,6 +167,8 @@ func daemon(mcpConfig string, serveFn func(ctx context.Context, d *daemonEnv) in
 	go sweep(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	ctx, failed := context.WithCancelCause(ctx)
+	defer failed(nil)
 	tr, err := tracer(cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "coderun-rpc: OpenTelemetry exporter: %v\n", err)
@@ -178,7 +186,17 @@ func daemon(mcpConfig string, serveFn func(ctx context.Context, d *daemonEnv) in
 	if proxy != nil {
 		defer proxy.Close()
 	}
-	code := serveFn(ctx, &daemonEnv{cfg: cfg, log: log, pool: pool, tr: tr, proxy: proxy})
+	preloaded := func(st session.PreloadStatus) {
+		if err := logPreload(log, cfg, st); err != nil {
+			failed(err)
+		}
+	}
+	code := serveFn(ctx, &daemonEnv{cfg: cfg, log: log, pool: pool, tr: tr, proxy: proxy, preloaded: preloaded})
+	var ce *config.Error
+	if errors.As(context.Cause(ctx), &ce) {
+		fmt.Fprintln(os.Stderr, ce.Line())
+		code = 2
+	}
 	flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := tr.Shutdown(flush); err != nil {
@@ -198,6 +216,21 @@ func egressProxy(cfg *config.Config, log *slog.Logger) (*egress.Proxy, error) {
 		log.Info("egress proxy", "addr", p.Addr().String(), "allow", strings.Join(cfg.Egress.Entries(), ", "))
 	}
 	return p, err
+}
+
+// logPreload logs the first preloaded fork server's outcome; a failure is
+// returned as the configuration error it is (docs/configuration.md,
+// CODERUN_PRELOAD): the daemon stops serving and exits 2.
+func logPreload(log *slog.Logger, cfg *config.Config, st session.PreloadStatus) error {
+	for _, m := range st.Skipped {
+		log.Warn("preload: optional module failed to import; not preloaded", "module", m.Module, "err", m.Why)
+	}
+	if st.Err != nil {
+		return &config.Error{Var: config.VarPreload, Value: strings.Join(cfg.Preload, ","), Rule: st.Err.Error()}
+	}
+	log.Info("preload: the fork server is ready", "modules", cfg.Preload,
+		"vmSizeMb", st.VmSizeKb/1024, "vmRSSMb", st.VmRSSKb/1024)
+	return nil
 }
 
 // tracer exports spans over OTLP when an OTEL_EXPORTER_OTLP endpoint is
@@ -225,8 +258,9 @@ func sweep(log *slog.Logger) {
 
 // serverOptions are a server's over in/out: a session manager of its own
 // built from cfg, and what initialize reports.
-func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Logger, proxy *egress.Proxy) rpc.Options {
-	m := newManager(cfg, log, 0, proxy)
+func serverOptions(cfg *config.Config, in io.Reader, out io.Writer, log *slog.Logger, proxy *egress.Proxy,
+	preloaded func(session.PreloadStatus)) rpc.Options {
+	m := newManager(cfg, log, 0, proxy, preloaded)
 	o := rpcOptions(cfg, log)
 	o.In, o.Out, o.Runner, o.Sessions = in, out, rpc.NewRunner(m), rpc.NewSessions(m)
 	reportSessions(&o, cfg, m)
@@ -240,8 +274,10 @@ func reportSessions(o *rpc.Options, cfg *config.Config, m *session.Manager) {
 
 // newManager builds the session manager cfg describes, in which a lane (a
 // serve connection) holds at most sessionsPerLane sessions (0: no share),
-// whose children use proxy for egress (nil: none).
-func newManager(cfg *config.Config, log *slog.Logger, sessionsPerLane int, proxy *egress.Proxy) *session.Manager {
+// whose children use proxy for egress (nil: none); preloaded is called with
+// the preload's outcome (nil: not needed).
+func newManager(cfg *config.Config, log *slog.Logger, sessionsPerLane int, proxy *egress.Proxy,
+	preloaded func(session.PreloadStatus)) *session.Manager {
 	return session.NewManager(session.Config{
 		Python:        cfg.Python,
 		Limits:        cfg.Limits,
@@ -260,8 +296,11 @@ func newManager(cfg *config.Config, log *slog.Logger, sessionsPerLane int, proxy
 		SessionCPUSeconds:  cfg.SessionCPUSeconds,
 		Packages:           cfg.Packages.Cache,
 
-		Egress:       proxy,
-		EgressPolicy: cfg.Egress,
+		Egress:        proxy,
+		EgressPolicy:  cfg.Egress,
+		Preload:       cfg.Preload,
+		MatplotlibDir: true,
+		PreloadDone:   preloaded,
 	})
 }
 
@@ -279,7 +318,17 @@ func rpcOptions(cfg *config.Config, log *slog.Logger) rpc.Options {
 			PythonVersion:     cfg.PythonVersion,
 			Packages:          cfg.Packages.Allow,
 			Egress:            cfg.Egress,
+			Preload:           preloadNames(cfg.Preload),
 		}}
+}
+
+// preloadNames are the preload's module names without their "?" marks.
+func preloadNames(tokens []string) []string {
+	names := make([]string, len(tokens))
+	for i, t := range tokens {
+		names[i] = strings.TrimPrefix(t, "?")
+	}
+	return names
 }
 
 func configFailure(w io.Writer, err error) int {
@@ -396,6 +445,9 @@ func check() int {
 	if cfg.Egress != nil {
 		fmt.Printf("egress: allow %s; %s\n", strings.Join(cfg.Egress.Entries(), ", "), rpc.EgressNote(cfg.Isolation))
 	}
+	for _, name := range cfg.PreloadSkipped {
+		fmt.Printf("preload: optional module %q is not installed; not preloaded\n", name)
+	}
 	stopWatchdog, err := watchdog.Start(sandbox.HelperPath(), nil)
 	if err != nil {
 		fmt.Printf("watchdog: FAILED: %v\n", err)
@@ -413,10 +465,24 @@ func check() int {
 // smoke runs --check's smoke program and reports it. Exit 0 or 2.
 func smoke(cfg *config.Config) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	preload := make(chan session.PreloadStatus, 1)
 	serve := func(ctx context.Context, in io.Reader, out io.Writer) int {
-		return rpc.New(serverOptions(cfg, in, out, log, nil)).Serve(ctx)
+		opts := serverOptions(cfg, in, out, log, nil, func(st session.PreloadStatus) { preload <- st })
+		if len(cfg.Preload) > 0 {
+			select { // the preload is reported before the smoke run, which it then serves
+			case st := <-preload:
+				preload <- st
+			case <-ctx.Done():
+			}
+		}
+		return rpc.New(opts).Serve(ctx)
 	}
 	report, err := selfcheck.Run(context.Background(), serve)
+	if len(cfg.Preload) > 0 {
+		if !printPreload(log, cfg, <-preload) {
+			err = errors.Join(err, errors.New("the preload failed"))
+		}
+	}
 	fmt.Print(report)
 	if err != nil {
 		fmt.Printf("smoke run: FAILED: %v\n", err)
@@ -424,6 +490,20 @@ func smoke(cfg *config.Config) int {
 	}
 	fmt.Println("smoke run: ok")
 	return 0
+}
+
+// printPreload is --check's preload line; false when the preload failed.
+func printPreload(log *slog.Logger, cfg *config.Config, st session.PreloadStatus) bool {
+	for _, m := range st.Skipped {
+		fmt.Printf("preload: optional module %q not preloaded: %s\n", m.Module, m.Why)
+	}
+	if err := logPreload(log, cfg, st); err != nil {
+		fmt.Printf("preload: FAILED\n%s\n", err.(*config.Error).Line())
+		return false
+	}
+	fmt.Printf("preload: ok (%s; fork server %d MiB of address space, %d MiB resident)\n",
+		strings.Join(cfg.Preload, ","), st.VmSizeKb/1024, st.VmRSSKb/1024)
+	return true
 }
 
 func printSandboxFeatures(features []sandbox.Feature) {

@@ -33,7 +33,7 @@ func serveMCP(ctx context.Context, d *daemonEnv, out io.WriteCloser) int {
 			return 2
 		}
 	}
-	m := newManager(cfg, log, 0, d.proxy)
+	m := newManager(cfg, log, 0, d.proxy, d.preloaded)
 	defer m.Shutdown()
 	srv, err := mcp.New(mcp.Options{Manager: m, Pool: pool, Limits: cfg.Limits, Packages: cfg.Packages.Allow,
 		PythonVersion: cfg.PythonVersion, Version: buildinfo.Version(), Logger: log,

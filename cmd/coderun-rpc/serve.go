@@ -41,7 +41,7 @@ func serveMode(ctx context.Context, d *daemonEnv, listen, admin serve.Addr) int 
 	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
 	server := rpcOptions(cfg, d.log)
 	server.MCP = d.pool
-	m := newManager(cfg, d.log, cfg.MaxSessionsPerConnection, d.proxy)
+	m := newManager(cfg, d.log, cfg.MaxSessionsPerConnection, d.proxy, d.preloaded)
 	reportSessions(&server, cfg, m) // serve gives each connection its own Sessions
 	return serve.Run(ctx, serve.Options{
 		Listen: listen, Admin: admin, Token: cfg.AuthToken,

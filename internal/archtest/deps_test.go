@@ -40,7 +40,7 @@ var allowed = map[string][]string{
 	// Typed bindings: schemas compiled and cached, checks, stubs.
 	"typed":           {"protocol", "wireguard", "github.com/santhosh-tekuri/jsonschema/v6"},
 	"session":         {"wheelset", "child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed", "egress"},
-	"config":          {"wheelset", "child", "child/sandbox", "protocol", "egress", "github.com/kelseyhightower/envconfig"},
+	"config":          {"wheelset", "child", "child/forkserver", "child/sandbox", "protocol", "egress", "github.com/kelseyhightower/envconfig"},
 	"rpc":             {"wheelset", "session", "wireguard", "protocol", "typed", "mcp/upstream", "egress"},
 	"cmd/coderun-rpc": {"wheelset", "config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/sandbox", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "egress", "mcp", "mcp/upstream", "serve", "tracing"},
 	// MCP: upstream servers as bindings (a client of each), and the code-mode server.
