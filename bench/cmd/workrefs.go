@@ -182,9 +182,8 @@ type jupyterHost struct {
 // IPython directories under dir too) and defines tools there. It fails with
 // the reason when the interpreter lacks ipykernel or jupyter_client.
 func startJupyter(python, dir, socket, csv string) (*jupyterHost, error) {
-	if out, err := exec.Command(python, "-c", "import ipykernel, jupyter_client").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("%s has no ipykernel and jupyter_client (make bench installs bench/requirements.txt): %s",
-			python, lastLine(out))
+	if missing := lacks(python, "ipykernel", "jupyter_client"); missing != "" {
+		return nil, fmt.Errorf("%s lacks %s (make bench installs bench/requirements.txt)", python, missing)
 	}
 	h := &jupyterHost{dir: dir, socket: socket, csv: csv}
 	h.cmd = exec.Command(python, "-c", jupyterDriver, dir)
