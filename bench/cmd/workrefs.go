@@ -206,7 +206,7 @@ func startJupyter(python, dir, socket, csv string) (*jupyterHost, error) {
 		h.stop()
 		return nil, fmt.Errorf("the Jupyter driver did not start: %w", err)
 	}
-	if _, err := h.execute(fmt.Sprintf(toolsPrelude, socket)); err != nil {
+	if _, _, err := h.cell(fmt.Sprintf(toolsPrelude, socket)); err != nil {
 		h.stop()
 		return nil, err
 	}
@@ -235,12 +235,6 @@ func (h *jupyterHost) once(w workload) (outcome, time.Duration, error) {
 	o, err := referenceOutcome(stdout)
 	o.displays = append(o.displays, displays...)
 	return o, took, err
-}
-
-// execute runs code as a cell and returns what it printed.
-func (h *jupyterHost) execute(code string) (string, error) {
-	stdout, _, err := h.cell(code)
-	return stdout, err
 }
 
 // cell runs code and returns its printed text and its displays' MIME types.
