@@ -135,7 +135,8 @@ type workloadHosts struct {
 
 // startWorkloadHosts starts every daemon of workloadConfigs (a tier that
 // cannot start is left out, said on stderr), a session on each tier's
-// daemon without the preload, and the references.
+// daemon without the preload, and the references; in quick mode neither a
+// session nor the Jupyter reference.
 func startWorkloadHosts(o options, csv string) (hs *workloadHosts, err error) {
 	dir, err := os.MkdirTemp("", "bench-workloads-")
 	if err != nil {
@@ -166,6 +167,9 @@ func startWorkloadHosts(o options, csv string) (hs *workloadHosts, err error) {
 			}
 			continue
 		}
+		if o.quick { // the session groups' own smoke covers a session's runs
+			continue
+		}
 		id, err := d.openSession()
 		if err != nil {
 			return nil, err
@@ -177,6 +181,10 @@ func startWorkloadHosts(o options, csv string) (hs *workloadHosts, err error) {
 		return nil, err
 	}
 	hs.pythonC = &pythonCHost{python: o.python, dir: dir, socket: socket, csv: csv}
+	if o.quick { // a kernel's start and imports would double the smoke's time
+		fmt.Fprintln(os.Stderr, "bench: workloads: no Jupyter reference in -quick (make bench runs it)")
+		return hs, nil
+	}
 	if hs.jupyter, err = startJupyter(o.python, dir, socket, csv); err != nil {
 		fmt.Fprintln(os.Stderr, "bench: workloads: no Jupyter reference:", err)
 		hs.jupyter, err = nil, nil

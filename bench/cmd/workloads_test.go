@@ -101,6 +101,9 @@ func TestWorkloadsSkippedWithTheReasonC882(t *testing.T) {
 	if _, why := workloadPython("/nonexistent/python"); !strings.Contains(why, "no interpreter /nonexistent/python") {
 		t.Errorf("the reason is %q", why)
 	}
+	if got := lacks("python3", "json", "no_such_module_c882", "asyncio"); got != "no_such_module_c882" {
+		t.Errorf("lacks = %q, want the one module python3 cannot find", got)
+	}
 	noKernel := filepath.Join(t.TempDir(), "python")
 	script := "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'ipykernel'\" >&2\nexit 1\n"
 	if err := os.WriteFile(noKernel, []byte(script), 0o755); err != nil {

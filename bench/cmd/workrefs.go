@@ -182,9 +182,8 @@ type jupyterHost struct {
 // IPython directories under dir too) and defines tools there. It fails with
 // the reason when the interpreter lacks ipykernel or jupyter_client.
 func startJupyter(python, dir, socket, csv string) (*jupyterHost, error) {
-	if out, err := exec.Command(python, "-c", "import ipykernel, jupyter_client").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("%s has no ipykernel and jupyter_client (make bench installs bench/requirements.txt): %s",
-			python, lastLine(out))
+	if missing := lacks(python, "ipykernel", "jupyter_client"); missing != "" {
+		return nil, fmt.Errorf("%s lacks %s (make bench installs bench/requirements.txt)", python, missing)
 	}
 	h := &jupyterHost{dir: dir, socket: socket, csv: csv}
 	h.cmd = exec.Command(python, "-c", jupyterDriver, dir)
@@ -207,7 +206,7 @@ func startJupyter(python, dir, socket, csv string) (*jupyterHost, error) {
 		h.stop()
 		return nil, fmt.Errorf("the Jupyter driver did not start: %w", err)
 	}
-	if _, err := h.execute(fmt.Sprintf(toolsPrelude, socket)); err != nil {
+	if _, _, err := h.cell(fmt.Sprintf(toolsPrelude, socket)); err != nil {
 		h.stop()
 		return nil, err
 	}
@@ -236,12 +235,6 @@ func (h *jupyterHost) once(w workload) (outcome, time.Duration, error) {
 	o, err := referenceOutcome(stdout)
 	o.displays = append(o.displays, displays...)
 	return o, took, err
-}
-
-// execute runs code as a cell and returns what it printed.
-func (h *jupyterHost) execute(code string) (string, error) {
-	stdout, _, err := h.cell(code)
-	return stdout, err
 }
 
 // cell runs code and returns its printed text and its displays' MIME types.
