@@ -274,12 +274,12 @@ class CodeMode:
         stopped) before it propagates."""
         started = self._start(coro)
         try:
-            task = started.ended.result()
+            task = _result(started.ended)
         except BaseException:
             started.cancel()
             while True:
                 try:
-                    started.ended.result()
+                    _result(started.ended)
                     break
                 except BaseException:  # noqa: BLE001 - interrupted again: still wait for the end
                     continue
@@ -317,6 +317,21 @@ class _Started(Generic[T]):
     def cancel(self) -> None:
         # scheduled after begin on the same loop, so the task exists when this runs
         self._loop.call_soon_threadsafe(lambda: self._task is not None and self._task.cancel())
+
+
+_SIGNAL_CHECK = 0.05
+"""How often a blocked wait looks for a signal: Ctrl-C may be delivered to another thread (the
+private loop's), and the main thread runs its handler only when it next runs Python code."""
+
+
+def _result(future: "concurrent.futures.Future[T]") -> T:
+    """``future.result()``, waking every _SIGNAL_CHECK seconds so that a KeyboardInterrupt
+    reaches the waiting thread whichever thread took the signal."""
+    while True:
+        try:
+            return future.result(timeout=_SIGNAL_CHECK)
+        except concurrent.futures.TimeoutError:
+            continue
 
 
 def _object_schema(tool: HostTool) -> dict[str, Any]:
