@@ -33,10 +33,11 @@ def test_close_from_the_private_loop_does_not_wait_for_itself() -> None:
         return "closing"
 
     tool = HostTool("closer", "Close the code mode.", {"type": "object", "properties": {}}, closer)
-    try:
-        assert code.run_sync("return await tools.closer()", [tool]).text == 'value: "closing"'
+    try:  # the run ends whichever comes first: its value, the daemon's abort, the connection's end
+        text = code.run_sync("return await tools.closer()", [tool]).text
+        assert text in ('value: "closing"', "error (abort): server is shutting down")
     except ConnectionLost:
-        pass  # the shutdown may overtake the run's answer
+        pass
     threads[0].join(30)
     assert not threads[0].is_alive()
     assert code.run_sync("return 5", []).text == "value: 5"  # started again on use
