@@ -102,7 +102,7 @@ class CodeMode:
         self._session: Optional[Session] = None
         self._opening: Optional[asyncio.Lock] = None  # on the private loop: one daemon
         self._turns: Optional[asyncio.Lock] = None  # on the private loop: the session's runs in turn
-        self._stubs: dict[bytes, str] = {}
+        self._stubs: Optional[tuple[bytes, str]] = None  # the last declarations described
         self._users = 0  # open ``async with`` blocks: the last to leave closes
 
     # ------------------------------------------------------------------ what the model reads
@@ -120,11 +120,10 @@ class CodeMode:
     async def _describe(self, tools: Sequence[HostTool]) -> str:
         bindings = self._bindings(tools, None)
         key = _json.encode([[b.declaration(n) for n, b in bindings[self.namespace].items()], self.limits])
-        stubs = self._stubs.get(key)
-        if stubs is None:
+        if self._stubs is None or self._stubs[0] != key:  # frameworks list the tools every step
             client = await self._daemon()
-            stubs = await client.describe(bindings=bindings, limits=self.limits)
-            self._stubs[key] = stubs
+            self._stubs = (key, await client.describe(bindings=bindings, limits=self.limits))
+        stubs = self._stubs[1]
         state = _STATEFUL if self.stateful else _STATELESS
         return _INTRO.format(ns=self.namespace, state=state) + stubs
 
@@ -178,7 +177,7 @@ class CodeMode:
             return result
 
     async def _open_session(self, client: Client) -> Session:
-        """The conversation's session, opened when there is none (called in turn: see _run)."""
+        """The conversation's session, opened when there is none (called in turn: see _execute)."""
         if self._session is None or self._session.state != "open":
             self._session = await client.open_session(limits=self.limits)
         return self._session
@@ -238,6 +237,11 @@ class CodeMode:
             self._loop = self._thread = None
         if loop is None or thread is None:
             return
+        if threading.current_thread() is thread:
+            # on the private loop itself (a finalizer its garbage collection ran): it cannot
+            # wait for itself, so the loop shuts the client down and then stops
+            loop.create_task(self._shutdown()).add_done_callback(lambda _: loop.stop())
+            return
         try:
             asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result()
         finally:
@@ -248,7 +252,7 @@ class CodeMode:
     async def _shutdown(self) -> None:
         client, self._client, self._session = self._client, None, None
         self._opening = self._turns = None
-        self._stubs.clear()
+        self._stubs = None
         if client is not None:
             await client.close()
 
@@ -274,12 +278,12 @@ class CodeMode:
         stopped) before it propagates."""
         started = self._start(coro)
         try:
-            task = started.ended.result()
+            task = _result(started.ended)
         except BaseException:
             started.cancel()
             while True:
                 try:
-                    started.ended.result()
+                    _result(started.ended)
                     break
                 except BaseException:  # noqa: BLE001 - interrupted again: still wait for the end
                     continue
@@ -317,6 +321,21 @@ class _Started(Generic[T]):
     def cancel(self) -> None:
         # scheduled after begin on the same loop, so the task exists when this runs
         self._loop.call_soon_threadsafe(lambda: self._task is not None and self._task.cancel())
+
+
+_SIGNAL_CHECK = 0.05
+"""How often a blocked wait looks for a signal: Ctrl-C may be delivered to another thread (the
+private loop's), and the main thread runs its handler only when it next runs Python code."""
+
+
+def _result(future: "concurrent.futures.Future[T]") -> T:
+    """``future.result()``, waking every _SIGNAL_CHECK seconds so that a KeyboardInterrupt
+    reaches the waiting thread whichever thread took the signal."""
+    while True:
+        try:
+            return future.result(timeout=_SIGNAL_CHECK)
+        except concurrent.futures.TimeoutError:
+            continue
 
 
 def _object_schema(tool: HostTool) -> dict[str, Any]:

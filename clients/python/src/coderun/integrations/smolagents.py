@@ -36,22 +36,20 @@ __all__ = ["CoderunExecutor", "CodeExecutionError"]
 
 _JSON_TYPES = {"string", "boolean", "integer", "number", "array", "object", "null"}
 
-_STEP = """\
-import asyncio as _coderun_asyncio, ast as _coderun_ast, json as _coderun_json, sys as _coderun_sys
-_coderun_loop = _coderun_asyncio.get_running_loop()
+_HELPERS = """
+import asyncio as _coderun_asyncio, ast as _coderun_ast, concurrent.futures as _coderun_futures
+_coderun_pool = _coderun_futures.ThreadPoolExecutor(1, thread_name_prefix="coderun-step")
 class _CoderunFinal(BaseException):
     pass
-def final_answer(answer):
+def _coderun_final_answer(answer):
     raise _CoderunFinal(answer)
-def _coderun_sync(name):
+def _coderun_sync(name, loop):
     async def call(args, kwargs):
         return await _coderun_tools[name](*args, **kwargs)
     def tool(*args, **kwargs):
-        return _coderun_asyncio.run_coroutine_threadsafe(call(args, kwargs), _coderun_loop).result()
+        return _coderun_asyncio.run_coroutine_threadsafe(call(args, kwargs), loop).result()
     tool.__name__ = name
     return tool
-globals().update(_coderun_json.loads({variables}))
-globals().update({{name: _coderun_sync(name) for name in {names}}})
 def _coderun_step(code):
     tree = _coderun_ast.parse(code, "<code>")
     last = tree.body.pop() if tree.body and isinstance(tree.body[-1], _coderun_ast.Expr) else None
@@ -63,19 +61,32 @@ def _coderun_failure(e):
         if tb.tb_frame.f_code.co_filename == "<code>":
             line = tb.tb_lineno
         tb = tb.tb_next
-    where = "" if line is None else f" (line {{line}})"
-    return f"{{type(e).__name__}}: {{e}}{{where}}"
-try:
-    return {{"final": False, "value": await _coderun_asyncio.to_thread(_coderun_step, {code})}}
-except _CoderunFinal as e:
-    return {{"final": True, "value": e.args[0]}}
-except SyntaxError as e:
-    return {{"failure": f"SyntaxError: {{e.msg}} (line {{e.lineno}})"}}
-except Exception as e:
-    return {{"failure": _coderun_failure(e)}}
+    return f"{type(e).__name__}: {e}" + ("" if line is None else f" (line {line})")
+async def _coderun_run(names, variables, code):
+    loop = _coderun_asyncio.get_running_loop()
+    globals().update(variables)
+    globals().update({name: _coderun_sync(name, loop) for name in names})
+    globals()["final_answer"] = _coderun_final_answer
+    try:
+        return {"final": False, "value": await loop.run_in_executor(_coderun_pool, _coderun_step, code)}
+    except _CoderunFinal as e:
+        return {"final": True, "value": e.args[0]}
+    except SyntaxError as e:
+        return {"failure": f"SyntaxError: {e.msg} (line {e.lineno})"}
+    except Exception as e:
+        return {"failure": _coderun_failure(e)}
 """
-"""The program of one step: the tools as plain functions, ``final_answer``, the variables, then
-the agent's code in a worker thread; its value says how the step ended."""
+"""The step's helpers, defined once per interpreter: the tools as plain functions,
+``final_answer``, and the agent's code run in one worker thread kept for the session (a new
+thread per step costs milliseconds in the child)."""
+
+_STEP = """\
+if "_coderun_run" not in globals():
+    exec({helpers}, globals())
+return await _coderun_run({names}, {variables}, {code})
+"""
+"""The program of one step: the helpers when the interpreter lacks them (a literal parses at
+once), then the step; its value says how the step ended."""
 
 
 class CodeExecutionError(RuntimeError):
@@ -116,7 +127,8 @@ class CoderunExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents is un
     def __call__(self, code_action: str) -> CodeOutput:
         """Run one step; raises :class:`CodeExecutionError` when the code fails."""
         names = [t.name for t in self._tools if t.name.isidentifier()]
-        program = _STEP.format(names=repr(names), variables=repr(json.dumps(self._variables)),
+        program = _STEP.format(helpers=repr(_HELPERS), names=repr(names),
+                               variables=f"__import__('json').loads({json.dumps(self._variables)!r})",
                                code=repr(code_action))
         result = self.code.execute_sync(program, self._tools)
         view = model_text(result)
