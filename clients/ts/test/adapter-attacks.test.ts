@@ -11,7 +11,7 @@ import { jsonSchema, tool } from 'ai';
 import { z } from 'zod';
 import { codeTool } from '../src/adapters/ai.js';
 import type { CodeTool, ModelOutput } from '../src/adapters/ai.js';
-import { CodeRunClient, ClientClosedError } from '../src/node.js';
+import { CodeRunClient, ClientClosedError, ConnectionLostError } from '../src/node.js';
 import type { SessionClosedEvent } from '../src/node.js';
 import { daemonChildren, py, skip, start } from './adapter-support.js';
 
@@ -156,5 +156,22 @@ describe('adapters under attack', { skip }, () => {
     } finally {
       await client.close();
     }
+  });
+
+  test('C956 a daemon killed between calls is started again; the next call is told its session is gone', async () => {
+    await using python = await codeTool({ tools: {}, start });
+    assert.equal((await call(python, 'x = 1\nreturn x')).text, 'value: 1');
+    const [pid] = daemonChildren();
+    assert.ok(pid !== undefined);
+    process.kill(pid, 'SIGKILL');
+    // A call made before the client has seen the death fails with it (its program may have run).
+    const probe = py('try:', '    return x', 'except NameError:', '    return "gone"');
+    let next = await call(python, probe).catch((e: unknown) => {
+      assert.ok(e instanceof ConnectionLostError, String(e));
+      return undefined;
+    });
+    next ??= await call(python, probe);
+    assert.match(next.text, /^# the Python session ended \(.*\): its variables are gone; this call started a fresh one\nvalue: "gone"$/);
+    assert.equal(daemonChildren().length, 1);
   });
 });

@@ -177,9 +177,19 @@ export class CodeMode<C> implements AsyncDisposable {
     return this.close();
   }
 
-  private client(): Promise<CodeRunClient> {
-    if (this.closed) return Promise.reject(new ClientClosedError('this code tool was closed'));
-    if (this.options.client !== undefined) return Promise.resolve(this.options.client);
+  /**
+   * The client: the one given, else the daemon this CodeMode started — started again when the
+   * last one is gone (it died, or could not start), since the next call must not fail for it.
+   */
+  private async client(): Promise<CodeRunClient> {
+    if (this.closed) throw new ClientClosedError('this code tool was closed');
+    if (this.options.client !== undefined) return this.options.client;
+    const current = this.clientPromise;
+    if (current !== undefined && (await current.catch(() => undefined))?.isOpen !== true && this.clientPromise === current) {
+      this.clientPromise = undefined;
+      void current.then((c) => c.close()).catch(() => {});
+    }
+    if (this.closed) throw new ClientClosedError('this code tool was closed');
     this.clientPromise ??= CodeRunClient.start(this.options.start);
     return this.clientPromise;
   }
