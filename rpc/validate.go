@@ -18,62 +18,18 @@ func (e *paramsError) Error() string { return e.msg }
 
 func reject(msg string) error { return &paramsError{msg} }
 
-// validateRun checks run params in the order of docs/protocol.md §3.4 and
-// returns the first violation. raw is nil when params were absent.
+// validateRun checks run params in the order of docs/protocol.md §3.4 (the
+// rows of runParams) and returns the first violation. raw is nil when params
+// were absent.
 func validateRun(raw []byte, cfg protocol.Limits) (protocol.RunParams, error) {
-	var p protocol.RunParams
-	ms, err := wireguard.Members(raw, wireguard.Strict) // the one validating scan
-	if err != nil {
-		return p, reject("params must be an object")
-	}
-	prog, _ := wireguard.Last(ms, "program")
-	s, ok := wireguard.DecodeString(prog.Value)
-	if !ok {
-		return p, reject("program must be a string")
-	}
-	p.Program = s
-	if p.Bindings, err = validateBindings(ms); err != nil {
-		return p, err
-	}
-	if p.Limits, err = optionalLimits(ms, cfg); err != nil {
-		return p, err
-	}
-	if m, ok := wireguard.Last(ms, "stream"); ok {
-		switch wireguard.KindOf(m.Value) {
-		case wireguard.KindNull:
-		case wireguard.KindTrue:
-			p.Stream = true
-		case wireguard.KindFalse:
-		default:
-			return p, reject("stream must be a boolean")
-		}
-	}
-	if p.Files, err = validateFiles(ms, effective(p.Limits.MaxFileBytes, cfg.MaxFileBytes)); err != nil {
-		return p, err
-	}
-	if p.SessionID, err = sessionID(ms, false); err != nil {
-		return p, err
-	}
-	if p.SessionID != "" && p.Limits.AddressSpaceMb != 0 {
-		return p, reject("limits.addressSpaceMb is fixed for the session's lifetime")
-	}
-	p.Traceparent, err = optionalTraceparent(ms)
-	return p, err
+	return validateParams(raw, runParams, validation{limits: cfg})
 }
 
 // validateDescribe checks bindings/describe params: run's rules for
 // "bindings" and "limits", in run's order, with run's messages.
 func validateDescribe(raw []byte, cfg protocol.Limits) ([]protocol.Namespace, protocol.Limits, error) {
-	ms, err := wireguard.Members(raw, wireguard.Strict) // the one validating scan
-	if err != nil {
-		return nil, protocol.Limits{}, reject("params must be an object")
-	}
-	nss, err := validateBindings(ms)
-	if err != nil {
-		return nil, protocol.Limits{}, err
-	}
-	l, err := optionalLimits(ms, cfg)
-	return nss, l, err
+	p, err := validateParams(raw, describeParams, validation{limits: cfg})
+	return p.Bindings, p.Limits, err
 }
 
 // optionalLimits validates "limits" when present and not null.

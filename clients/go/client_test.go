@@ -2,6 +2,7 @@ package coderun_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -447,5 +448,55 @@ func TestC900Connect(t *testing.T) {
 	_, err := coderun.Connect(ctx, sock, coderun.Options{Token: "wrong"})
 	if !errors.Is(err, coderun.ErrConnectionLost) {
 		t.Fatalf("a wrong token: %v", err)
+	}
+}
+
+// C905: the running daemon's rpc.discover is docs/openrpc.json, and every
+// request the document says a client may send is served (never −32601) by a
+// real daemon.
+func TestC905DiscoverMatchesDaemon(t *testing.T) {
+	leakcheck.Check(t)
+	c := start(t)
+	ctx := context.Background()
+	doc, err := c.Discover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile("../../docs/openrpc.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	if err := json.Compact(&want, file); err != nil {
+		t.Fatal(err)
+	}
+	if string(doc) != want.String() {
+		t.Fatalf("rpc.discover is not docs/openrpc.json:\n%.300s…", doc)
+	}
+	var parsed struct {
+		Methods []struct {
+			Name         string `json:"name"`
+			From         string `json:"x-from"`
+			Notification bool   `json:"x-notification"`
+		} `json:"methods"`
+	}
+	if err := json.Unmarshal(doc, &parsed); err != nil {
+		t.Fatal(err)
+	}
+	served := 0
+	for _, m := range parsed.Methods {
+		if m.From != "client" || m.Notification || m.Name == "initialize" || m.Name == "shutdown" {
+			continue // initialize and shutdown are Start's and Close's
+		}
+		var raw json.RawMessage
+		err := c.Call(ctx, m.Name, map[string]any{}, &raw)
+		var rpcErr *jsonrpc2.Error
+		if errors.As(err, &rpcErr) && rpcErr.Code == -32601 {
+			t.Errorf("%s is documented and not served", m.Name)
+		}
+		served++
+	}
+	if served < 6 {
+		t.Fatalf("only %d documented requests tried", served)
 	}
 }

@@ -2,6 +2,7 @@ package coderun
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
@@ -79,4 +80,20 @@ func (c *Client) Describe(ctx context.Context, bindings []Binding, limits *Limit
 	}{decls, limits}
 	err = c.call(ctx, protocol.MethodDescribe, params, &out)
 	return out.Stubs, err
+}
+
+// Discover returns the daemon's OpenRPC 1.3 description of its JSON-RPC
+// surface (rpc.discover), as the daemon wrote it.
+func (c *Client) Discover(ctx context.Context) (json.RawMessage, error) {
+	var doc json.RawMessage
+	err := c.call(ctx, protocol.MethodDiscover, nil, &doc)
+	return doc, err
+}
+
+// Call sends any request of the daemon's surface (docs/openrpc.json) and
+// decodes its result into result (a *json.RawMessage keeps it exact). Run,
+// the sessions' methods and Describe are the typed forms; Call is for a
+// method they do not cover.
+func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+	return c.call(ctx, method, params, result)
 }
