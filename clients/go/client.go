@@ -59,6 +59,7 @@ type ServerInfo struct {
 // end it with Close.
 type Client struct {
 	conn   *jsonrpc2.Conn
+	stream *exactStream
 	ids    atomic.Uint64
 	opts   Options
 	daemon *daemon // nil for Connect
@@ -84,7 +85,8 @@ func newClient(ctx context.Context, stream jsonrpc2.ObjectStream, opts Options, 
 	c := &Client{opts: opts, daemon: d, runs: map[string]*runState{}, calls: map[string]context.CancelFunc{}}
 	var connEnded context.CancelFunc
 	c.connCtx, connEnded = context.WithCancel(context.Background())
-	c.conn = jsonrpc2.NewConn(context.Background(), stream, handler{c},
+	c.stream = &exactStream{ObjectStream: stream}
+	c.conn = jsonrpc2.NewConn(context.Background(), c.stream, handler{c},
 		jsonrpc2.SetLogger(log.New(io.Discard, "", 0)))
 	go func() {
 		<-c.conn.DisconnectNotify()

@@ -500,3 +500,31 @@ func TestC905DiscoverMatchesDaemon(t *testing.T) {
 		t.Fatalf("only %d documented requests tried", served)
 	}
 }
+
+// C907: a binding's argument reaches the Go function as the daemon sent it,
+// byte for byte: member order, a lone surrogate and characters
+// encoding/json would escape are kept (the library's Request decodes params
+// into a map and re-marshals them, which sorts keys and replaces a lone
+// surrogate with U+FFFD), and echoed back it is the program's value again.
+func TestC907BindingArgsExact(t *testing.T) {
+	leakcheck.Check(t)
+	c := start(t)
+	var got json.RawMessage
+	echo := coderun.Untyped("echo", func(_ context.Context, args json.RawMessage) (any, error) {
+		got = append(json.RawMessage(nil), args...)
+		return args, nil
+	})
+	res, err := c.Run(context.Background(), `v = {"z": 1, "a": "\ud800", "<&>": [2**60, 0.1]}
+back = await tools.echo(v)
+return [back == v, len(back["a"]), ord(back["a"])]`, &coderun.RunOptions{
+		Bindings: []coderun.Binding{{Global: "tools", Functions: []coderun.Function{echo}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"z":1,"a":"\ud800","<&>":[1152921504606846976,0.1]}`; string(got) != want {
+		t.Fatalf("the binding received %s, want %s", got, want)
+	}
+	if string(res.Value) != "[true,1,55296]" {
+		t.Fatalf("value %s", res.Value)
+	}
+}

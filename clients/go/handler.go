@@ -31,10 +31,7 @@ func rejection(message, pyType string) *hostRejection {
 }
 
 func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	var params json.RawMessage
-	if req.Params != nil {
-		params = *req.Params
-	}
+	params := h.c.stream.params // exact, unlike req.Params (exact.go)
 	switch req.Method {
 	case protocol.MethodBindingCall:
 		if !req.Notif {
@@ -117,7 +114,8 @@ func (h handler) bindingCall(conn *jsonrpc2.Conn, id jsonrpc2.ID, params json.Ra
 			_ = conn.ReplyWithError(context.Background(), id, rejected)
 			return
 		}
-		_ = conn.Reply(context.Background(), id, result)
+		// result is already JSON: SendResponse spares Reply's second marshal.
+		_ = conn.SendResponse(context.Background(), &jsonrpc2.Response{ID: id, Result: &result})
 	}()
 }
 
