@@ -256,6 +256,7 @@ func measureGroups(o options, f floors) ([]row, error) {
 		{"serve-fanout", func() ([]row, error) { return serveFanoutRows(o) }},
 		{"serve-idle", func() ([]row, error) { return serveIdleRows(o) }},
 		{"serve-load", func() ([]row, error) { return serveLoadRows(o) }},
+		{"go-client", on(func(d *daemon) ([]row, error) { return goClientRows(o, d) })},
 	}
 	for i, st := range steps {
 		if st.group != groupNames[i] {

@@ -11,7 +11,6 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
-	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
 // Binding is one global of the program (docs/protocol.md §3.2): either host
@@ -161,23 +160,27 @@ func declare(bindings []Binding) ([]bindingDecl, map[string]map[string]Function,
 	return decls, table, nil
 }
 
-// answer runs f and returns what the daemon is sent: a lossless result, or
-// the error object the program raises from.
+// answer runs f and returns what the daemon is sent: the result's JSON, or
+// the error object the program raises from. Whether the value is lossless
+// the daemon decides, on these exact bytes (a result that is not makes the
+// program raise "binding resolution must be lossless JSON", docs/protocol.md
+// §4.2); here the bytes are only known to be one JSON value, so the answer
+// is always a well-formed message.
 func answer(ctx context.Context, f Function, args json.RawMessage) (json.RawMessage, *hostRejection) {
 	v, err := f.call(ctx, args)
 	if err != nil {
 		return nil, rejection(err.Error(), pythonType(err))
 	}
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, rejection("binding resolution must be lossless JSON: "+err.Error(), "")
+	raw, isRaw := v.(json.RawMessage)
+	if !isRaw {
+		if raw, err = json.Marshal(v); err != nil {
+			return nil, rejection("binding resolution must be lossless JSON: "+err.Error(), "")
+		}
+	} else if !json.Valid(raw) {
+		return nil, rejection("binding resolution must be lossless JSON: the json.RawMessage is not one JSON value", "")
 	}
-	canonical, ok := wireguard.CheckClientResult(raw)
-	if !ok {
-		return nil, rejection("binding resolution must be lossless JSON", "")
+	if len(raw) > maxResultBytes {
+		return nil, rejection(fmt.Sprintf("binding resolution of %d bytes exceeds the daemon's %d-byte message limit", len(raw), protocol.InboundMessageCap), "")
 	}
-	if len(canonical) > maxResultBytes {
-		return nil, rejection(fmt.Sprintf("binding resolution of %d bytes exceeds the daemon's %d-byte message limit", len(canonical), protocol.InboundMessageCap), "")
-	}
-	return canonical, nil
+	return raw, nil
 }

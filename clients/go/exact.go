@@ -3,22 +3,35 @@ package coderun
 import (
 	"bytes"
 	"encoding/json"
+	"sync"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
 
-// exactStream is a jsonrpc2 ObjectStream that keeps the exact bytes of the
-// params of the request it read last. The library's Request decodes params
-// into a map[string]any and marshals them again, which sorts an object's
-// keys, replaces a lone surrogate with U+FFFD and escapes <, > and &: a
-// program's argument would reach a binding changed. The library calls the
-// handler on its read goroutine right after reading a request and before
-// reading the next message, so the handler takes the params from here
-// (TestC907BindingArgsExact fails if that stops holding). Responses need no
-// such care: their result is a json.RawMessage, copied as read.
+// exactStream is the jsonrpc2 ObjectStream under a Client. It changes two
+// things the library would do with what the daemon and the host exchange:
+//
+//   - A request's params stay exactly as read. The library's Request decodes
+//     params into a map[string]any and marshals them again, which sorts an
+//     object's keys, replaces a lone surrogate with U+FFFD and escapes <, >
+//     and &: a program's argument would reach a binding changed. So the
+//     library is handed the request without its params, and the handler,
+//     which the library calls on its read goroutine right after reading a
+//     request and before reading the next message, takes them from here
+//     (TestC907BindingArgsExact fails if that stops holding).
+//   - A binding's answer, already canonical JSON, is written as it is
+//     (writeResult) rather than through the library's Response, which
+//     marshals it three times over: it is the hot path of a program that
+//     calls its host in a loop.
+//
+// Responses to the client's own calls pass to the library unchanged: their
+// result is a json.RawMessage, copied as read.
 type exactStream struct {
 	jsonrpc2.ObjectStream
-	params json.RawMessage // the last request's params; used by the read goroutine only
+	params json.RawMessage // the last request's params; the read goroutine's only
+	// wmu serializes writeResult with the library's writes (its own lock
+	// is not reachable, and a WebSocket takes one writer at a time).
+	wmu sync.Mutex
 }
 
 func (s *exactStream) ReadObject(v any) error {
@@ -26,23 +39,48 @@ func (s *exactStream) ReadObject(v any) error {
 	if err := s.ObjectStream.ReadObject(&body); err != nil {
 		return err
 	}
-	s.params = requestParams(body)
+	s.params = nil
+	if slim, params, ok := withoutParams(body); ok {
+		body, s.params = slim, params
+	}
 	return json.Unmarshal(body, v)
 }
 
-// requestParams is the "params" member of a request body exactly as written,
-// or nil. The daemon writes a response's "result" before anything else of
-// it, so a body whose head holds no "method" member is a response and is not
-// decoded a second time.
-func requestParams(body []byte) json.RawMessage {
+func (s *exactStream) WriteObject(obj any) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.ObjectStream.WriteObject(obj)
+}
+
+// writeResult answers request id with result, a canonical JSON value.
+func (s *exactStream) writeResult(id jsonrpc2.ID, result json.RawMessage) error {
+	b := make([]byte, 0, len(result)+48)
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = append(b, idText(id)...)
+	b = append(append(append(b, `,"result":`...), result...), '}')
+	return s.WriteObject(json.RawMessage(b))
+}
+
+// withoutParams splits a request body into the request without its params
+// and the params exactly as written. The daemon writes a response's "result"
+// before anything else of it, so a body whose head holds no "method" member
+// is a response, ok is false, and it is not decoded a second time.
+func withoutParams(body []byte) (slim, params json.RawMessage, ok bool) {
 	if !bytes.Contains(body[:min(len(body), 64)], []byte(`"method"`)) {
-		return nil
+		return nil, nil, false
 	}
 	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method json.RawMessage `json:"method"`
 		Params json.RawMessage `json:"params"`
 	}
-	if json.Unmarshal(body, &m) != nil {
-		return nil
+	if json.Unmarshal(body, &m) != nil || m.Method == nil {
+		return nil, nil, false
 	}
-	return m.Params
+	slim = append(slim, `{"jsonrpc":"2.0",`...)
+	if m.ID != nil {
+		slim = append(append(append(slim, `"id":`...), m.ID...), ',')
+	}
+	slim = append(append(append(slim, `"method":`...), m.Method...), '}')
+	return slim, m.Params, true
 }

@@ -114,8 +114,7 @@ func (h handler) bindingCall(conn *jsonrpc2.Conn, id jsonrpc2.ID, params json.Ra
 			_ = conn.ReplyWithError(context.Background(), id, rejected)
 			return
 		}
-		// result is already JSON: SendResponse spares Reply's second marshal.
-		_ = conn.SendResponse(context.Background(), &jsonrpc2.Response{ID: id, Result: &result})
+		_ = h.c.stream.writeResult(id, result)
 	}()
 }
 

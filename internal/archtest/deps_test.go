@@ -34,10 +34,9 @@ var allowed = map[string][]string{
 	// never rpc or session (and rpc never imports it).
 	"internal/lspclient": {},
 	"internal/selfcheck": {"internal/lspclient"},
-	// The public Go client: jsonrpc2 for the conversation, the protocol's
-	// constants and the lossless check of a binding's result, never the
-	// daemon's rpc or session.
-	"clients/go": {"protocol", "wireguard", "github.com/sourcegraph/jsonrpc2", "github.com/gorilla/websocket", "github.com/google/jsonschema-go/jsonschema"},
+	// The public Go client: jsonrpc2 for the conversation and the
+	// protocol's constants, never the daemon's rpc or session.
+	"clients/go": {"protocol", "github.com/sourcegraph/jsonrpc2", "github.com/gorilla/websocket", "github.com/google/jsonschema-go/jsonschema"},
 	// Typed bindings: schemas compiled and cached, checks, stubs.
 	"typed":           {"protocol", "wireguard", "github.com/santhosh-tekuri/jsonschema/v6"},
 	"session":         {"child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed"},
