@@ -116,11 +116,15 @@ func (c *Client) call(ctx context.Context, method string, params, result any) er
 	return c.lost(err)
 }
 
-// lost turns the library's ErrClosed into ErrConnectionLost with the tail
-// of the daemon's log, and leaves every other error as it is.
+// lost turns the library's ErrClosed into ErrConnectionLost with the
+// daemon's refusal, or else the tail of its log, and leaves every other
+// error as it is.
 func (c *Client) lost(err error) error {
 	if !errors.Is(err, jsonrpc2.ErrClosed) && !errors.Is(err, io.ErrClosedPipe) {
 		return err
+	}
+	if refusal := c.stream.refusal.Load(); refusal != nil {
+		return fmt.Errorf("%w: the daemon refused the connection: %s", ErrConnectionLost, *refusal)
 	}
 	if c.daemon != nil && !c.closing.Load() {
 		<-c.daemon.exited // the daemon's output ended: it is exiting

@@ -414,7 +414,7 @@ func serve(t *testing.T, listen string, env ...string) string {
 
 // C900: Connect speaks to `serve` on a unix socket with a token and on a
 // WebSocket, with Start's API (a binding and a session); a wrong token is
-// refused.
+// ErrConnectionLost with the daemon's reason.
 func TestC900Connect(t *testing.T) {
 	leakcheck.Check(t)
 	ctx := context.Background()
@@ -446,7 +446,7 @@ func TestC900Connect(t *testing.T) {
 		}
 	}
 	_, err := coderun.Connect(ctx, sock, coderun.Options{Token: "wrong"})
-	if !errors.Is(err, coderun.ErrConnectionLost) {
+	if !errors.Is(err, coderun.ErrConnectionLost) || !strings.HasSuffix(err.Error(), "the daemon refused the connection: authentication failed: wrong bearer token") {
 		t.Fatalf("a wrong token: %v", err)
 	}
 }

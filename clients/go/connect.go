@@ -40,6 +40,7 @@ func dial(ctx context.Context, address, token string) (jsonrpc2.ObjectStream, er
 		if err != nil {
 			return nil, fmt.Errorf("coderun: connecting to %s: %w", address, err)
 		}
+		conn.SetReadLimit(maxMessageBytes)
 		return jsonrpc2ws.NewObjectStream(conn), nil
 	}
 	network, where, ok := strings.Cut(address, ":")
@@ -57,5 +58,5 @@ func dial(ctx context.Context, address, token string) (jsonrpc2.ObjectStream, er
 			return nil, fmt.Errorf("coderun: connecting to %s: %w", address, err)
 		}
 	}
-	return jsonrpc2.NewBufferedStream(conn, jsonrpc2.VSCodeObjectCodec{}), nil
+	return jsonrpc2.NewBufferedStream(conn, cappedCodec{}), nil
 }

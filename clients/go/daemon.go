@@ -96,7 +96,7 @@ func startDaemon(argv []string, opts Options) (*daemon, jsonrpc2.ObjectStream, e
 	d.stdin = stdin
 	go func() { _ = d.wait() }()
 	rw := pipes{Reader: bufio.NewReaderSize(stdout, 64<<10), in: stdin}
-	return d, jsonrpc2.NewBufferedStream(rw, jsonrpc2.VSCodeObjectCodec{}), nil
+	return d, jsonrpc2.NewBufferedStream(rw, cappedCodec{}), nil
 }
 
 // pipes is the daemon's stdout and stdin as one stream; closing it closes

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sourcegraph/jsonrpc2"
 )
@@ -25,13 +26,18 @@ import (
 //     calls its host in a loop.
 //
 // Responses to the client's own calls pass to the library unchanged: their
-// result is a json.RawMessage, copied as read.
+// result is a json.RawMessage, copied as read. An error response with a null
+// id (a refused connection: a wrong token, too many connections; this client
+// sends nothing else the daemon answers that way) answers no call, so its
+// message is kept for the error of the calls the closing connection fails.
 type exactStream struct {
 	jsonrpc2.ObjectStream
 	params json.RawMessage // the last request's params; the read goroutine's only
 	// wmu serializes writeResult with the library's writes (its own lock
 	// is not reachable, and a WebSocket takes one writer at a time).
 	wmu sync.Mutex
+	// refusal is the message of the last error response with a null id.
+	refusal atomic.Pointer[string]
 }
 
 func (s *exactStream) ReadObject(v any) error {
@@ -42,6 +48,8 @@ func (s *exactStream) ReadObject(v any) error {
 	s.params = nil
 	if slim, params, ok := withoutParams(body); ok {
 		body, s.params = slim, params
+	} else if msg, ok := nullIDError(body); ok {
+		s.refusal.Store(&msg)
 	}
 	return json.Unmarshal(body, v)
 }
@@ -83,4 +91,20 @@ func withoutParams(body []byte) (slim, params json.RawMessage, ok bool) {
 	}
 	slim = append(append(append(slim, `"method":`...), m.Method...), '}')
 	return slim, m.Params, true
+}
+
+// nullIDError is the message of an error response whose id is null.
+func nullIDError(body []byte) (string, bool) {
+	if !bytes.Contains(body[:min(len(body), 64)], []byte(`"id":null`)) {
+		return "", false
+	}
+	var m struct {
+		Error *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Error == nil {
+		return "", false
+	}
+	return m.Error.Message, true
 }
