@@ -133,3 +133,54 @@ return "written"`, `"limits":{"maxDiskMb":8}`)
 	}
 	expectSessionErr(t, d.call("run", prog("return 1", `"sessionId":"`+sid+`"`)), -32004, "lost", "")
 }
+
+// hideFiles keeps n files of 6 MiB each that no directory lists: "open"
+// keeps each open after unlinking it, "mmap" maps each whole, closes it and
+// unlinks it (the mapping alone then holds its blocks). Each file is under
+// the 8 MiB budget (and RLIMIT_FSIZE); together they are over it. The
+// program then waits for the daemon to notice.
+const hideFiles = `import mmap, os, time
+kept = []
+for i in range(%d):
+    name = "hidden%%d" %% i
+    f = open(name, "w+b")
+    f.write(b"x" * (6 << 20))
+    f.flush()
+    os.unlink(name)
+    if %q == "mmap":
+        kept.append(mmap.mmap(f.fileno(), 0))
+        f.close()
+    else:
+        kept.append(f)
+time.sleep(15)
+return "unseen"`
+
+// TestDiskC767HiddenFiles: files a program holds but no directory lists —
+// unlinked while open, or mapped, closed and unlinked — count against the
+// disk budget like listed ones: three of 6 MiB under maxDiskMb 8 end the
+// run output-limit naming the budget, not by its wall clock.
+func TestDiskC767HiddenFiles(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, map[string]string{"CODERUN_MAX_DISK_MB": "64"})
+	for _, how := range []string{"open", "mmap"} {
+		r := d.run(prog(fmt.Sprintf(hideFiles, 3, how), `"limits":{"maxDiskMb":8,"maxWallMs":60000}`))
+		if r.Error == nil || r.Error.Kind != "output-limit" || !strings.Contains(r.Error.Message, "maxDiskMb=8") {
+			t.Errorf("%s: 18 MiB held unlisted under maxDiskMb 8: %s %+v, want output-limit naming maxDiskMb=8", how, r.Value, r.Error)
+		}
+	}
+}
+
+// TestDiskC768SessionHiddenFiles: a session whose run leaves a thread
+// holding unlisted files past the session's budget is lost naming it.
+func TestDiskC768SessionHiddenFiles(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, map[string]string{"CODERUN_MAX_DISK_MB": "64"})
+	sid := d.open(`{"limits":{"maxDiskMb":8}}`)
+	r := d.srun(sid, fmt.Sprintf(hideFiles, 3, "mmap"), `"limits":{"maxWallMs":60000}`)
+	if r.Error == nil || r.Error.Kind != "output-limit" || !strings.Contains(r.Error.Message, "maxDiskMb=8") {
+		t.Errorf("18 MiB mapped unlisted in a session under maxDiskMb 8: %s %+v, want output-limit naming maxDiskMb=8", r.Value, r.Error)
+	}
+	if reason, msg := d.closedNote(sid, 30*time.Second); reason != "lost" || !strings.Contains(msg, "maxDiskMb=8") {
+		t.Errorf("session/closed %q %q, want lost naming maxDiskMb=8", reason, msg)
+	}
+}

@@ -14,7 +14,9 @@ import (
 // or a session's for the session's whole life, is measured every
 // diskSampleEvery, and one found holding more than its budget ends the run
 // output-limit (a session run's outcome then loses its session; between
-// runs the session is lost). A crossing is therefore seen within one
+// runs the session is lost). Besides what the directory lists, the files
+// the run's processes keep open or mapped after unlinking them count
+// (rundir.Dir.Hidden). A crossing is therefore seen within one
 // period (longer for a directory of thousands of entries: diskWalkShare)
 // and a walk; what the program writes meanwhile is bounded by the
 // file system's own free space, which the kill gives back at once.
@@ -32,6 +34,16 @@ const (
 	diskWalkShare = 4
 )
 
+// maxHeldEntries bounds the open descriptors and mappings of a run's
+// processes that a measurement looks at for files no directory lists
+// (rundir.Dir.Hidden): hundreds for a Python process with pandas loaded.
+const maxHeldEntries = 100000
+
+// birthSlack is how much older than its watch a file may be and still
+// count: file times come from a coarse clock (a tick behind), and a
+// library replaced on disk in the second before a run is no loss.
+const birthSlack = time.Second
+
 // diskWatch measures one directory until stopped. Like cpuSampler it is a
 // timer, not a goroutine.
 type diskWatch struct {
@@ -40,18 +52,21 @@ type diskWatch struct {
 	stopped bool
 }
 
-// watchDisk measures dir every diskSampleEvery against budgetMb() MiB and
-// calls over, with the run's error, each time it finds the budget crossed
-// (over must be idempotent); it goes on until stop.
-func watchDisk(dir *rundir.Dir, budgetMb func() int64, over func(*protocol.RunError)) *diskWatch {
+// watchDisk measures dir, and the files no directory lists that the
+// processes family() returns hold on its file system, every
+// diskSampleEvery, and hands each measurement to judge, which compares it
+// with the budget in force when it judges (a session's changes as runs
+// attach and detach while a walk is under way); it goes on until stop.
+// Unlisted files made well before the watch started are not the program's
+// and do not count.
+func watchDisk(dir *rundir.Dir, family func() []int, judge func(diskUse)) *diskWatch {
+	since := time.Now().Add(-birthSlack)
 	d := &diskWatch{}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.t = time.AfterFunc(diskSampleEvery, func() {
 		began := time.Now()
-		if err := checkDisk(dir, budgetMb()); err != nil {
-			over(err)
-		}
+		judge(measureDisk(dir, family, since))
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		if !d.stopped {
@@ -73,15 +88,34 @@ func (d *diskWatch) stop() {
 	d.t.Stop()
 }
 
-// checkDisk is the run error for dir over a budget of mb MiB, or nil.
-func checkDisk(dir *rundir.Dir, mb int64) *protocol.RunError {
+// diskUse is one measurement of a watched directory: its bytes, or why
+// the daemon could not measure it.
+type diskUse struct {
+	bytes int64
+	err   error
+}
+
+// measureDisk measures dir with what family's processes hold unlisted on
+// its file system, made since then.
+func measureDisk(dir *rundir.Dir, family func() []int, since time.Time) diskUse {
 	u, err := dir.Measure(maxDirEntries)
+	if err != nil {
+		return diskUse{err: err}
+	}
+	h, err := dir.Hidden(family(), since, maxHeldEntries)
+	return diskUse{bytes: u.Bytes + h, err: err}
+}
+
+// over is the run error for a directory measured as u under a budget of mb
+// MiB, or nil.
+func (u diskUse) over(mb int64) *protocol.RunError {
 	switch {
-	case errors.Is(err, rundir.ErrTooLarge):
-		return diskError(mb, "more than "+strconv.Itoa(maxDirEntries)+" files and directories, or deeper than the daemon measures")
-	case err != nil:
+	case errors.Is(u.err, rundir.ErrTooLarge):
+		return diskError(mb, "more than "+strconv.Itoa(maxDirEntries)+" files and directories, more than "+
+			strconv.Itoa(maxHeldEntries)+" open descriptors and mappings, or deeper than the daemon measures")
+	case u.err != nil:
 		return diskError(mb, "entries the daemon cannot measure")
-	case u.Bytes > mb*protocol.MiB:
+	case u.bytes > mb*protocol.MiB:
 		return diskError(mb, "more than "+strconv.FormatInt(mb, 10)+" MiB")
 	}
 	return nil

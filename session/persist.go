@@ -290,7 +290,7 @@ func (s *Session) adopt(w *worker) bool {
 	go strayLoop(s, fdStdout, w.stdout)
 	go strayLoop(s, fdStderr, w.stderr)
 	go s.watch(w)
-	s.disk = watchDisk(sessionDir(w), s.diskBudget, s.overDisk)
+	s.disk = watchDisk(sessionDir(w), w.proc.Family, s.judgeDisk)
 	s.armIdleLocked()
 	return true
 }
@@ -305,27 +305,26 @@ func sessionDir(w *worker) *rundir.Dir {
 	return w.wd
 }
 
-// diskBudget is the attached run's disk budget, else the session's.
-func (s *Session) diskBudget() int64 {
+// judgeDisk compares a measurement of the session's directory with the
+// attached run's disk budget, else the session's, and ends that run with
+// the error (its outcome loses the session), or between runs loses the
+// session with the error's message. The budget and the run it is acted on
+// are read together: a run that attaches during a walk is judged by its own.
+func (s *Session) judgeDisk(u diskUse) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if r := s.attached; r != nil {
-		return r.sm.lim.MaxDiskMb // fixed when the run was made
-	}
-	return s.lim.MaxDiskMb
-}
-
-// overDisk ends the attached run with e (its outcome loses the session),
-// or between runs loses the session with e's message.
-func (s *Session) overDisk(e *protocol.RunError) {
-	s.mu.Lock()
-	r := s.attached
-	s.mu.Unlock()
+	r, mb := s.attached, s.lim.MaxDiskMb
 	if r != nil {
-		r.decide(decision{err: e})
-		return
+		mb = r.sm.lim.MaxDiskMb // fixed when the run was made
 	}
-	s.lose(e.Message)
+	s.mu.Unlock()
+	e := u.over(mb)
+	switch {
+	case e == nil:
+	case r != nil:
+		r.decide(decision{err: e})
+	default:
+		s.lose(e.Message)
+	}
 }
 
 // ---- the registry -----------------------------------------------------------

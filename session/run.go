@@ -230,7 +230,11 @@ func (r *Run) attach(w *worker) {
 	r.mu.Lock()
 	eff := r.sm.step(event{kind: evAttach, w: w, wr: wr, softCPU: child.EffectiveSoftCPU(r.sm.lim.CPUSeconds)})
 	r.disk.stop() // a restart's lost child's
-	r.disk = watchDisk(w.wd, func() int64 { return mb }, func(e *protocol.RunError) { r.decide(decision{err: e}) })
+	r.disk = watchDisk(w.wd, w.proc.Family, func(u diskUse) {
+		if e := u.over(mb); e != nil {
+			r.decide(decision{err: e})
+		}
+	})
 	r.mu.Unlock()
 	go r.writeLoop(w, wr, w.writerDone)
 	go readLoop(w, r)

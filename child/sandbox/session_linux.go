@@ -154,6 +154,7 @@ func (f *family) member(host int) (*child.Process, error) {
 	})
 	spawn.SetAdopter(p, f.adopt)
 	spawn.SetFreezeHook(p, func(frozen bool) { f.memberFrozen(host, frozen) })
+	spawn.SetFamily(p, func() []int { return spawn.Tree(f.holder.Pid) })
 	return p, nil
 }
 

@@ -52,6 +52,20 @@ type Frozen struct {
 // namespace, session_linux.go). Call it before p is shared.
 func SetFreezeHook(p *Process, hook func(frozen bool)) { p.freezeHook = hook }
 
+// SetFamily makes p's Family list's result: for a member of a family whose
+// processes share what p may write (a session's namespace,
+// session_linux.go). Call it before p is shared.
+func SetFamily(p *Process, list func() []int) { p.family = list }
+
+// Family lists the processes that may write where p writes: p's tree, or
+// what SetFamily gave. A sample: processes come and go meanwhile.
+func (p *Process) Family() []int {
+	if p.family != nil {
+		return p.family()
+	}
+	return Tree(p.Pid)
+}
+
 // Freeze stops p's process group and every descendant of p and returns once
 // each of them is seen stopped (or freezeWait has passed). nil when p is
 // gone or its pid was reused: there is nothing to thaw.

@@ -35,6 +35,7 @@ type Process struct {
 	reap       func() (Exit, error) // Wait's work when not wait4 (SetReap)
 	adopter    func(pid int) (*Process, error)
 	freezeHook func(frozen bool) // SetFreezeHook
+	family     func() []int      // SetFamily
 }
 
 // Exit is a reaped child's wait status and rusage.
