@@ -33,6 +33,9 @@ type Options struct {
 	Stderr io.Writer
 	// Token is the daemon's CODERUN_AUTH_TOKEN (Connect only).
 	Token string
+	// ClientName is initialize's clientInfo.name, for the daemon's log
+	// (default "coderun-go").
+	ClientName string
 	// OnSessionClosed, when set, is told of each session the daemon ended
 	// by itself (idle, lost, shutdown). It runs on the read goroutine.
 	OnSessionClosed func(SessionClosed)
@@ -62,7 +65,10 @@ type Client struct {
 	stream *exactStream
 	ids    atomic.Uint64
 	opts   Options
-	daemon *daemon // nil for Connect
+	daemon *daemon // nil for Connect and Attach
+	// ends: the conversation is the daemon's whole life (Start, Attach), so
+	// Close sends shutdown and exit; else (Connect) Close only disconnects.
+	ends bool
 	// closing is set by Close: a connection ended by the client is not a
 	// daemon that exited.
 	closing atomic.Bool
@@ -81,8 +87,8 @@ func (c *Client) Info() ServerInfo { return c.info }
 
 // newClient wraps stream in a jsonrpc2 connection and performs initialize
 // and initialized.
-func newClient(ctx context.Context, stream jsonrpc2.ObjectStream, opts Options, d *daemon) (*Client, error) {
-	c := &Client{opts: opts, daemon: d, runs: map[string]*runState{}, calls: map[string]context.CancelFunc{}}
+func newClient(ctx context.Context, stream jsonrpc2.ObjectStream, opts Options, d *daemon, ends bool) (*Client, error) {
+	c := &Client{opts: opts, daemon: d, ends: ends, runs: map[string]*runState{}, calls: map[string]context.CancelFunc{}}
 	var connEnded context.CancelFunc
 	c.connCtx, connEnded = context.WithCancel(context.Background())
 	c.stream = &exactStream{ObjectStream: stream}
@@ -92,7 +98,11 @@ func newClient(ctx context.Context, stream jsonrpc2.ObjectStream, opts Options, 
 		<-c.conn.DisconnectNotify()
 		connEnded()
 	}()
-	params := map[string]any{"clientInfo": map[string]string{"name": "coderun-go"}}
+	name := opts.ClientName
+	if name == "" {
+		name = "coderun-go"
+	}
+	params := map[string]any{"clientInfo": map[string]string{"name": name}}
 	if err := c.call(ctx, protocol.MethodInitialize, params, &c.info); err != nil {
 		c.shut()
 		return nil, err
@@ -135,14 +145,14 @@ func (c *Client) lost(err error) error {
 	return ErrConnectionLost
 }
 
-// Close ends the connection. For a daemon Start began, it sends shutdown
-// (the daemon ends every run and session and answers once every child is
-// gone) and exit, then waits for the process. For Connect it closes the
-// connection, which ends this connection's runs and sessions, not the
-// daemon.
+// Close ends the connection. For Start and Attach it sends shutdown (the
+// daemon ends every run and session and answers once every child is gone)
+// and exit, then closes the connection and, for Start, waits for the
+// process. For Connect it closes the connection, which ends this
+// connection's runs and sessions, not the daemon.
 func (c *Client) Close() error {
 	c.closing.Store(true)
-	if c.daemon == nil {
+	if !c.ends {
 		c.shut()
 		return nil
 	}
@@ -151,6 +161,9 @@ func (c *Client) Close() error {
 		err = c.lost(c.conn.Notify(context.Background(), protocol.MethodExit, nil))
 	}
 	c.shut()
+	if c.daemon == nil {
+		return err
+	}
 	if werr := c.daemon.wait(); err == nil {
 		err = werr
 	}

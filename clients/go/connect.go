@@ -23,7 +23,15 @@ func Connect(ctx context.Context, address string, opts Options) (*Client, error)
 	if err != nil {
 		return nil, err
 	}
-	return newClient(ctx, stream, opts, nil)
+	return newClient(ctx, stream, opts, nil, false)
+}
+
+// Attach speaks to a daemon over streams the caller already has, typically
+// its stdio: rwc reads the daemon's output and writes its input, and its
+// Close ends the daemon's input. It performs initialize; Close sends
+// shutdown and exit, as for Start.
+func Attach(ctx context.Context, rwc io.ReadWriteCloser, opts Options) (*Client, error) {
+	return newClient(ctx, jsonrpc2.NewBufferedStream(rwc, cappedCodec{}), opts, nil, true)
 }
 
 // dial opens the transport of address and authenticates on it.

@@ -53,7 +53,7 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := newClient(ctx, stream, opts, d)
+	c, err := newClient(ctx, stream, opts, d, true)
 	if err != nil {
 		_ = d.wait()
 		return nil, err
