@@ -14,7 +14,10 @@
 // json.RawMessage: the bytes the daemon sent, never decoded through float64,
 // so an integer beyond 2^53 stays exact. A typed binding's arguments are
 // decoded into its Go type by encoding/json, which reads integers into int64
-// or uint64 fields exactly; a value of type any receives json.Number.
+// or uint64 fields exactly; a value of type any receives json.Number. Text
+// the client decodes into Go strings (Result.Logs, LogEvent.Text, an
+// Output's data) holds a lone surrogate a program printed as U+FFFD, as
+// encoding/json decodes it.
 //
 // # Errors
 //
