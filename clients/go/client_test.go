@@ -6,12 +6,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -526,5 +528,51 @@ return [back == v, len(back["a"]), ord(back["a"])]`, &coderun.RunOptions{
 	}
 	if string(res.Value) != "[true,1,55296]" {
 		t.Fatalf("value %s", res.Value)
+	}
+}
+
+// C911: concurrency: four runs side by side, each gathering 100 binding
+// calls the host answers out of order; every answer reaches its own call
+// (the answers are written beside the library's own writes, the params are
+// taken by the right call).
+func TestC911ConcurrentRunsAndCalls(t *testing.T) {
+	leakcheck.Check(t)
+	c := start(t, "CODERUN_MAX_CONCURRENT_RUNS=4")
+	release := make(chan struct{})
+	var mu sync.Mutex
+	pending := 0
+	echo := coderun.Untyped("echo", func(_ context.Context, args json.RawMessage) (any, error) {
+		mu.Lock()
+		pending++
+		if pending == 400 {
+			close(release) // every call of every run is in flight: answer them all at once
+		}
+		mu.Unlock()
+		<-release
+		return args, nil
+	})
+	program := `import asyncio
+got = await asyncio.gather(*(tools.echo({"run": R, "i": i}) for i in range(100)))
+return all(g == {"run": R, "i": i} for i, g in enumerate(got))`
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for r := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.Run(context.Background(), strings.ReplaceAll(program, "R", strconv.Itoa(r)), &coderun.RunOptions{
+				Bindings: []coderun.Binding{{Global: "tools", Functions: []coderun.Function{echo}}}})
+			if err == nil && string(res.Value) != "true" {
+				err = fmt.Errorf("run %d: %s", r, res.Value)
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
