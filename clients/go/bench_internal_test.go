@@ -29,7 +29,7 @@ func BenchmarkBindingCall(b *testing.B) {
 	defer fromClient.Close()
 	defer toClient.Close()
 	stream := jsonrpc2.NewBufferedStream(pipeRW{fromDaemon, toDaemon}, jsonrpc2.VSCodeObjectCodec{})
-	c := &Client{runs: map[string]*runState{}, calls: map[string]context.CancelFunc{}}
+	c := &Client{runs: map[jsonrpc2.ID]*runState{}, calls: map[jsonrpc2.ID]context.CancelFunc{}}
 	var cancel context.CancelFunc
 	c.connCtx, cancel = context.WithCancel(context.Background())
 	defer cancel()
@@ -37,7 +37,7 @@ func BenchmarkBindingCall(b *testing.B) {
 	c.conn = jsonrpc2.NewConn(context.Background(), c.stream, handler{c})
 	defer c.conn.Close()
 	echo := Untyped("echo", func(_ context.Context, a json.RawMessage) (any, error) { return a, nil })
-	c.runs["1"] = &runState{functions: map[string]map[string]Function{"tools": {"echo": echo}}}
+	c.runs[jsonrpc2.ID{Num: 1}] = &runState{functions: map[string]map[string]Function{"tools": {"echo": echo}}}
 	answers := bufio.NewReader(fromClient)
 	b.ResetTimer()
 	for i := range b.N {

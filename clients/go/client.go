@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -78,8 +77,8 @@ type Client struct {
 	connCtx context.Context
 
 	mu    sync.Mutex
-	runs  map[string]*runState          // live runs, by request id text
-	calls map[string]context.CancelFunc // binding calls being served, by the daemon's request id text
+	runs  map[jsonrpc2.ID]*runState          // live runs, by request id
+	calls map[jsonrpc2.ID]context.CancelFunc // binding calls being served, by the daemon's request id
 }
 
 // Info is the daemon's answer to initialize.
@@ -88,7 +87,7 @@ func (c *Client) Info() ServerInfo { return c.info }
 // newClient wraps stream in a jsonrpc2 connection and performs initialize
 // and initialized.
 func newClient(ctx context.Context, stream jsonrpc2.ObjectStream, opts Options, d *daemon, ends bool) (*Client, error) {
-	c := &Client{opts: opts, daemon: d, ends: ends, runs: map[string]*runState{}, calls: map[string]context.CancelFunc{}}
+	c := &Client{opts: opts, daemon: d, ends: ends, runs: map[jsonrpc2.ID]*runState{}, calls: map[jsonrpc2.ID]context.CancelFunc{}}
 	var connEnded context.CancelFunc
 	c.connCtx, connEnded = context.WithCancel(context.Background())
 	c.stream = &exactStream{ObjectStream: stream}
@@ -180,11 +179,3 @@ func (c *Client) shut() {
 
 // Done is closed when the connection has ended.
 func (c *Client) Done() <-chan struct{} { return c.conn.DisconnectNotify() }
-
-// idText is the text of a JSON id as the daemon writes it.
-func idText(id jsonrpc2.ID) string {
-	if id.IsString {
-		return strconv.Quote(id.Str)
-	}
-	return strconv.FormatUint(id.Num, 10)
-}

@@ -62,9 +62,13 @@ func (s *exactStream) WriteObject(obj any) error {
 
 // writeResult answers request id with result, a canonical JSON value.
 func (s *exactStream) writeResult(id jsonrpc2.ID, result json.RawMessage) error {
+	idJSON, err := id.MarshalJSON()
+	if err != nil {
+		return err
+	}
 	b := make([]byte, 0, len(result)+48)
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, idText(id)...)
+	b = append(b, idJSON...)
 	b = append(append(append(b, `,"result":`...), result...), '}')
 	return s.WriteObject(json.RawMessage(b))
 }

@@ -95,7 +95,7 @@ func (h handler) bindingCall(conn *jsonrpc2.Conn, id jsonrpc2.ID, params json.Ra
 	if p.Args == nil {
 		p.Args = json.RawMessage("null")
 	}
-	key := idText(id)
+	key := id
 	ctx, cancel := context.WithCancel(h.c.connCtx)
 	h.c.mu.Lock()
 	h.c.calls[key] = cancel
@@ -121,14 +121,14 @@ func (h handler) bindingCall(conn *jsonrpc2.Conn, id jsonrpc2.ID, params json.Ra
 // cancelCall withdraws a binding call the daemon no longer needs.
 func (h handler) cancelCall(params json.RawMessage) {
 	var p struct {
-		ID json.RawMessage `json:"id"`
+		ID jsonrpc2.ID `json:"id"`
 	}
 	if json.Unmarshal(params, &p) != nil {
 		return
 	}
 	h.c.mu.Lock()
-	cancel, ok := h.c.calls[string(p.ID)]
-	delete(h.c.calls, string(p.ID))
+	cancel, ok := h.c.calls[p.ID]
+	delete(h.c.calls, p.ID)
 	h.c.mu.Unlock()
 	if ok {
 		cancel()

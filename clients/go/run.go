@@ -171,7 +171,7 @@ func (c *Client) run(ctx context.Context, program, sessionID string, opts *RunOp
 	params := runParams{Program: program, Bindings: decls, Limits: opts.Limits, Files: opts.Files,
 		Stream: opts.OnLog != nil || opts.OnOutput != nil, Traceparent: opts.Traceparent, SessionID: sessionID}
 	id := c.nextID()
-	key := idText(id)
+	key := id
 	c.mu.Lock()
 	c.runs[key] = &runState{functions: functions, onLog: opts.OnLog, onOutput: opts.OnOutput}
 	c.mu.Unlock()
@@ -206,9 +206,13 @@ func (c *Client) run(ctx context.Context, program, sessionID string, opts *RunOp
 	return &res, nil
 }
 
-// run looks up a live run by the text of its id.
+// liveRun looks up a live run by its id as the daemon wrote it.
 func (c *Client) liveRun(runID json.RawMessage) *runState {
+	var id jsonrpc2.ID
+	if json.Unmarshal(runID, &id) != nil {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.runs[string(runID)]
+	return c.runs[id]
 }
