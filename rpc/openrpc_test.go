@@ -259,3 +259,30 @@ func TestC904ServedMethodsAreDescribed(t *testing.T) {
 		h.expect(errResp(fmt.Sprint(id), protocol.CodeMethodNotFound, "method not found: "+name))
 	}
 }
+
+// C913: docs/protocol.md names what the tables hold: every method in §2.4's
+// table, every member of run's params in §3.1 (sessionId in §11.1), every
+// member of session/open's in §11.1. A row added to a table without its
+// line in the protocol's docs fails here.
+func TestC913ProtocolDocsNameTheTables(t *testing.T) {
+	b, err := os.ReadFile("../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, m := range methods {
+		if !strings.Contains(doc, "| `"+m.name+"` |") {
+			t.Errorf("method %s is not in docs/protocol.md §2.4", m.name)
+		}
+	}
+	for _, r := range runParams {
+		if !strings.Contains(doc, `"`+r.name+`":`) && !strings.Contains(doc, "`"+r.name+"?") && !strings.Contains(doc, " "+r.name+"?:") {
+			t.Errorf("run member %s is not in docs/protocol.md §3.1 or §11.1", r.name)
+		}
+	}
+	for _, r := range sessionOpenParams {
+		if !strings.Contains(doc, r.name+"?") {
+			t.Errorf("session/open member %s is not in docs/protocol.md §11.1", r.name)
+		}
+	}
+}
