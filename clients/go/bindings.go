@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -55,14 +56,14 @@ func Untyped(name string, fn func(ctx context.Context, args json.RawMessage) (an
 // stub. In must be a struct. The arguments are decoded into In with
 // encoding/json (integers into integer fields exactly; json.Number for any).
 func Typed[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) (Function, error) {
-	params, err := jsonschema.For[In](nil)
+	params, err := jsonschema.For[In](schemaOptions)
 	if err != nil {
 		return Function{}, fmt.Errorf("coderun: function %q: parameters: %w", name, err)
 	}
 	if params.Type != "object" {
 		return Function{}, fmt.Errorf("coderun: function %q: parameters must be a struct, not %T", name, *new(In))
 	}
-	returns, err := jsonschema.For[Out](nil)
+	returns, err := jsonschema.For[Out](schemaOptions)
 	if err != nil {
 		return Function{}, fmt.Errorf("coderun: function %q: returns: %w", name, err)
 	}
@@ -77,6 +78,15 @@ func Typed[In, Out any](name, description string, fn func(ctx context.Context, i
 	}
 	return Function{name: name, description: description, parameters: params, returns: returns, call: call}, nil
 }
+
+// schemaOptions gives the JSON types jsonschema-go would take for their Go
+// representation the schemas of the values they hold: a json.RawMessage is
+// any JSON value (not an array of bytes), a json.Number a number (not a
+// string).
+var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[json.RawMessage](): {},
+	reflect.TypeFor[json.Number]():     {Type: "number"},
+}}
 
 // HostError lets a binding function choose the Python exception the program
 // receives: Type is one of the built-in types of docs/protocol.md §4.2
