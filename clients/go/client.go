@@ -70,8 +70,10 @@ type Client struct {
 	ends bool
 	// closing is set by Close: a connection ended by the client is not a
 	// daemon that exited.
-	closing atomic.Bool
-	info    ServerInfo
+	closing   atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+	info      ServerInfo
 
 	// connCtx ends with the connection; binding calls run under it.
 	connCtx context.Context
@@ -148,8 +150,14 @@ func (c *Client) lost(err error) error {
 // daemon ends every run and session and answers once every child is gone)
 // and exit, then closes the connection and, for Start, waits for the
 // process. For Connect it closes the connection, which ends this
-// connection's runs and sessions, not the daemon.
+// connection's runs and sessions, not the daemon. A second Close returns
+// the first one's error.
 func (c *Client) Close() error {
+	c.closeOnce.Do(func() { c.closeErr = c.close() })
+	return c.closeErr
+}
+
+func (c *Client) close() error {
 	c.closing.Store(true)
 	if !c.ends {
 		c.shut()

@@ -41,7 +41,8 @@ func start(t *testing.T, env ...string) *coderun.Client {
 
 // C890: a program's value reaches the caller as the daemon's bytes: an
 // integer beyond 2^53 that a double holds stays exact, and so do a nested
-// object's member order and a string's escapes.
+// object's member order and a string's escapes. Close is idempotent and a
+// run after it is ErrConnectionLost.
 func TestC890ValueLossless(t *testing.T) {
 	leakcheck.Check(t)
 	c := start(t)
@@ -55,6 +56,12 @@ func TestC890ValueLossless(t *testing.T) {
 	}
 	if res.Stats.WallMs < 0 || res.Logs == nil {
 		t.Fatalf("result %+v", res)
+	}
+	if err := c.Close(); err != nil { // and again at the test's end: Close is idempotent
+		t.Fatal(err)
+	}
+	if _, err := c.Run(context.Background(), "return 1", nil); !errors.Is(err, coderun.ErrConnectionLost) {
+		t.Fatalf("a run after Close: %v", err)
 	}
 }
 
