@@ -27,6 +27,9 @@ const (
 	MethodSessionFork   = "session/fork"
 	MethodSessionClose  = "session/close"
 	MethodSessionClosed = "session/closed" // daemon → client notification
+
+	// MethodDiscover answers the OpenRPC description of this surface.
+	MethodDiscover = "rpc.discover"
 )
 
 // JSON-RPC error codes used by the daemon.

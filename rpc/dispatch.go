@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"encoding/json"
 	"errors"
 	"strconv"
 
@@ -113,7 +114,8 @@ func usableID(m wireguard.Member, present bool) *reqID {
 	return nil
 }
 
-// request dispatches a request with a usable id.
+// request dispatches a request with a usable id: the lifecycle's rules
+// first, then the methods table (methods.go), the one list of what is served.
 func (s *Server) request(id reqID, method string, params []byte) {
 	s.mu.Lock()
 	st, inUse := s.state, s.pending[id.text]
@@ -128,19 +130,13 @@ func (s *Server) request(id reqID, method string, params []byte) {
 		s.w.replyError(&id, protocol.CodeNotInitialized, "server not initialized")
 	case method == protocol.MethodInitialize:
 		s.initialize(id, st, params)
-	case method == protocol.MethodShutdown:
-		s.shutdown(id)
-	case method == protocol.MethodRun:
-		s.run(id, params)
-	case method == protocol.MethodDescribe:
-		s.describe(id, params)
-	case method == protocol.MethodSessionOpen && s.sessionsOn():
-		s.sessionOpen(id, params)
-	case method == protocol.MethodSessionFork && s.sessionsOn():
-		s.sessionFork(id, params)
-	case method == protocol.MethodSessionClose && s.sessionsOn():
-		s.sessionClose(id, params)
+	case method == protocol.MethodDiscover:
+		s.w.reply(id, json.RawMessage(OpenRPC()))
 	default:
+		if m := servedRequest(method); m != nil && (!m.sessions || s.sessionsOn()) {
+			m.serve(s, id, params)
+			return
+		}
 		s.w.replyError(&id, protocol.CodeMethodNotFound, "method not found: "+method)
 	}
 }

@@ -139,46 +139,36 @@ func (s *Server) notifyClosed(sid, reason, message string) {
 	s.w.frame(encodeSessionClosed(sid, reason, message))
 }
 
-// validateSessionOpen checks session/open params: "limits" by run's rules,
-// "idleTimeoutMs" a positive integer no larger than the configured one.
+// validateSessionOpen checks session/open params (the rows of
+// sessionOpenParams); absent params are no params.
 func validateSessionOpen(raw []byte, cfg protocol.Limits, idleMax int64, allow wheelset.AllowList) (protocol.SessionParams, error) {
-	var p protocol.SessionParams
 	if raw == nil {
-		return p, nil
+		return protocol.SessionParams{}, nil
 	}
-	ms, err := wireguard.Members(raw, wireguard.Strict)
-	if err != nil {
-		return p, reject("params must be an object")
-	}
-	if p.Limits, err = optionalLimits(ms, cfg); err != nil {
-		return p, err
-	}
-	if p.Packages, err = validatePackages(ms, allow); err != nil {
-		return p, err
-	}
+	return validateParams(raw, sessionOpenParams, validation{limits: cfg, idleMax: idleMax, packages: allow})
+}
+
+// idleTimeout reads "idleTimeoutMs": absent or null (0), else a positive
+// integer no larger than the configured idleMax.
+func idleTimeout(ms []wireguard.Member, idleMax int64) (int64, error) {
 	m, ok := wireguard.Last(ms, "idleTimeoutMs")
 	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
-		return p, nil
+		return 0, nil
 	}
 	n, err := strconv.ParseInt(string(m.Value), 10, 64)
 	switch {
 	case wireguard.KindOf(m.Value) != wireguard.KindNumber || err != nil || n <= 0:
-		return p, reject("idleTimeoutMs must be a positive integer, got " + string(m.Value))
+		return 0, reject("idleTimeoutMs must be a positive integer, got " + string(m.Value))
 	case n > idleMax:
-		return p, reject("idleTimeoutMs must not exceed the daemon's configured " +
+		return 0, reject("idleTimeoutMs must not exceed the daemon's configured " +
 			strconv.FormatInt(idleMax, 10) + ", got " + string(m.Value))
 	}
-	p.IdleTimeoutMs = n
-	return p, nil
+	return n, nil
 }
 
 // validateSessionRef checks {sessionId} params (session/fork, session/close).
 func validateSessionRef(raw []byte) (string, error) {
-	ms, err := wireguard.Members(raw, wireguard.Strict)
-	if err != nil {
-		return "", reject("params must be an object")
-	}
-	return sessionID(ms, true)
+	return validateParams(raw, sessionRefParams, validation{})
 }
 
 // sessionID reads "sessionId": a string; required or optional (run).

@@ -20,9 +20,10 @@ func (e *paramsError) Error() string { return e.msg }
 
 func reject(msg string) error { return &paramsError{msg} }
 
-// validateRun checks run params in the order of docs/protocol.md §3.4 and
-// returns the first violation. raw is nil when params were absent. A run's
-// "egress" is refused: validateRunEgress knows the daemon's policy.
+// validateRun checks run params in the order of docs/protocol.md §3.4 (the
+// rows of runParams) and returns the first violation. raw is nil when params
+// were absent. A run's "egress" is refused: validateRunEgress knows the
+// daemon's policy.
 func validateRun(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (protocol.RunParams, error) {
 	return validateRunEgress(raw, cfg, allow, nil)
 }
@@ -30,53 +31,7 @@ func validateRun(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (pro
 // validateRunEgress is validateRun with the daemon's egress policy (nil:
 // none), which the run's "egress" member may only narrow.
 func validateRunEgress(raw []byte, cfg protocol.Limits, allow wheelset.AllowList, daemon *egress.Policy) (protocol.RunParams, error) {
-	var p protocol.RunParams
-	ms, err := wireguard.Members(raw, wireguard.Strict) // the one validating scan
-	if err != nil {
-		return p, reject("params must be an object")
-	}
-	prog, _ := wireguard.Last(ms, "program")
-	s, ok := wireguard.DecodeString(prog.Value)
-	if !ok {
-		return p, reject("program must be a string")
-	}
-	p.Program = s
-	if p.Bindings, err = validateBindings(ms); err != nil {
-		return p, err
-	}
-	if p.Limits, err = optionalLimits(ms, cfg); err != nil {
-		return p, err
-	}
-	if p.Egress, err = optionalEgress(ms, daemon); err != nil {
-		return p, err
-	}
-	if m, ok := wireguard.Last(ms, "stream"); ok {
-		switch wireguard.KindOf(m.Value) {
-		case wireguard.KindNull:
-		case wireguard.KindTrue:
-			p.Stream = true
-		case wireguard.KindFalse:
-		default:
-			return p, reject("stream must be a boolean")
-		}
-	}
-	if p.Files, err = validateFiles(ms, effective(p.Limits.MaxFileBytes, cfg.MaxFileBytes)); err != nil {
-		return p, err
-	}
-	if p.SessionID, err = sessionID(ms, false); err != nil {
-		return p, err
-	}
-	if p.SessionID != "" && p.Limits.AddressSpaceMb != 0 {
-		return p, reject("limits.addressSpaceMb is fixed for the session's lifetime")
-	}
-	if p.Packages, err = validatePackages(ms, allow); err != nil {
-		return p, err
-	}
-	if p.SessionID != "" && p.Packages != nil {
-		return p, reject("packages are given to session/open for every run of the session")
-	}
-	p.Traceparent, err = optionalTraceparent(ms)
-	return p, err
+	return validateParams(raw, runParams, validation{limits: cfg, packages: allow, egress: daemon})
 }
 
 // describeParams are validated bindings/describe params.
@@ -89,19 +44,8 @@ type describeParams struct {
 // validateDescribe checks bindings/describe params: run's rules for
 // "bindings", "limits" and "packages", in run's order, with run's messages.
 func validateDescribe(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (describeParams, error) {
-	var p describeParams
-	ms, err := wireguard.Members(raw, wireguard.Strict) // the one validating scan
-	if err != nil {
-		return p, reject("params must be an object")
-	}
-	if p.nss, err = validateBindings(ms); err != nil {
-		return p, err
-	}
-	if p.limits, err = optionalLimits(ms, cfg); err != nil {
-		return p, err
-	}
-	p.packages, err = validatePackages(ms, allow)
-	return p, err
+	p, err := validateParams(raw, describeRows, validation{limits: cfg, packages: allow})
+	return describeParams{nss: p.Bindings, limits: p.Limits, packages: p.Packages}, err
 }
 
 // optionalLimits validates "limits" when present and not null.

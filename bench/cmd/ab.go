@@ -9,7 +9,7 @@ import (
 var groupNames = []string{"cold", "cold-spawn", "warm", "paced", "paced-tmpfs", "bindings", "logs",
 	"throughput", "throughput-spawn", "typed-bindings", "describe", "typed-declare", "outputs",
 	"mcp-calls", "mcp-list", "session", "session-state", "session-fork", "session-idle", "tiers",
-	"serve-unix", "serve-fanout", "serve-idle", "serve-load", "packages", "egress", "workloads", "adapters", "preload"}
+	"serve-unix", "serve-fanout", "serve-idle", "serve-load", "packages", "egress", "workloads", "adapters", "preload", "go-client"}
 
 // abRow is one metric measured on the baseline daemon and on o.daemon.
 type abRow struct {

@@ -267,6 +267,7 @@ func measureGroups(o options, f floors) ([]row, error) {
 		{"workloads", func() ([]row, error) { return workloadsRows(o) }},
 		{"adapters", func() ([]row, error) { return adapterRows(o) }},
 		{"preload", func() ([]row, error) { return preloadRows(o) }},
+		{"go-client", on(func(d *daemon) ([]row, error) { return goClientRows(o, d) })},
 	}
 	for i, st := range steps {
 		if st.group != groupNames[i] {

@@ -33,10 +33,14 @@ var allowed = map[string][]string{
 	"internal/buildinfo":       {},
 	"internal/wheeltest":       {},
 	"wheelset":                 {},
-	// The client drives the daemon from outside: standard library only,
-	// never rpc or session (and rpc never imports it).
+	// The test client drives the daemon from outside: standard library
+	// only, never rpc or session (and rpc never imports it); --check uses
+	// the public client.
 	"internal/lspclient": {},
-	"internal/selfcheck": {"internal/lspclient"},
+	"internal/selfcheck": {"clients/go", "github.com/sourcegraph/jsonrpc2"},
+	// The public Go client: jsonrpc2 for the conversation and the
+	// protocol's constants, never the daemon's rpc or session.
+	"clients/go": {"protocol", "github.com/sourcegraph/jsonrpc2", "github.com/gorilla/websocket", "github.com/google/jsonschema-go/jsonschema"},
 	// Typed bindings: schemas compiled and cached, checks, stubs.
 	"typed":           {"protocol", "wireguard", "github.com/santhosh-tekuri/jsonschema/v6"},
 	"session":         {"wheelset", "child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed", "egress"},

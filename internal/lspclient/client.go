@@ -1,7 +1,9 @@
-// Package lspclient is the module's one JSON-RPC 2.0 client with LSP framing
-// (Content-Length headers), the client side of the daemon's stdio protocol.
-// The --check self check, the end-to-end tests and the benchmark drive the
-// daemon through it; it imports nothing of the daemon.
+// Package lspclient is the hand-written JSON-RPC 2.0 test client with LSP
+// framing (Content-Length headers), the client side of the daemon's stdio
+// protocol. The end-to-end tests and the benchmark drive the daemon through
+// it, because they write malformed frames and time arrivals, which the
+// public client (clients/go, on a JSON-RPC library) does not let them do; it
+// imports nothing of the daemon.
 //
 // It owns the framing both ways, request ids, the dispatch of what the peer
 // sends (responses by id, requests and notifications to handlers) and the

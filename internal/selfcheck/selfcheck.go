@@ -1,5 +1,5 @@
 // Package selfcheck is the smoke conversation of `coderun-rpc --check`: it
-// drives a server, through the module's JSON-RPC client over in-memory pipes,
+// drives a server, through the public Go client (clients/go) over in-memory pipes,
 // exactly as a client would over stdio (initialize, a run that prints and
 // awaits a binding, the result verified, shutdown, exit) and reports it.
 //
@@ -17,7 +17,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coderun-rpc/coderun-rpc/internal/lspclient"
+	"github.com/sourcegraph/jsonrpc2"
+
+	coderun "github.com/coderun-rpc/coderun-rpc/clients/go"
 )
 
 // Serve serves one connection reading in and writing out until the client
@@ -79,9 +81,8 @@ func Run(ctx context.Context, serve Serve) (string, error) {
 		srvIn.Close()  // and cannot write to a server that is gone
 	}()
 	rep := &report{}
-	c := lspclient.New(clientW, clientR, lspclient.Options{OnRequest: rep.echo})
 	errc := make(chan error, 1)
-	go func() { errc <- converse(ctx, c, rep) }()
+	go func() { errc <- converse(ctx, pipes{clientR, clientW}, rep) }()
 	var err error
 	select {
 	case err = <-errc:
@@ -123,50 +124,61 @@ func (r *report) String() string {
 	return r.b.String()
 }
 
-// echo answers a binding/call with its arguments.
-func (r *report) echo(m *lspclient.Message, reply lspclient.Reply) {
-	var p struct{ Args json.RawMessage }
-	_ = json.Unmarshal(m.Params, &p)
-	_ = reply.Result(p.Args)
-	r.printf("binding/call: answered %s\n", p.Args)
+// pipes is the client's side of the server's stdio; closing it ends the
+// server's input.
+type pipes struct {
+	*io.PipeReader
+	*io.PipeWriter
 }
 
-func converse(ctx context.Context, c *lspclient.Client, rep *report) error {
-	if _, err := call(ctx, c, "initialize", `{"clientInfo":{"name":"coderun-rpc --check"}}`); err != nil {
-		return fmt.Errorf("initialize: %w", err)
+func (p pipes) Close() error { return p.PipeWriter.Close() }
+
+// echo answers a binding/call with its arguments.
+func (r *report) echo(_ context.Context, args json.RawMessage) (any, error) {
+	r.printf("binding/call: answered %s\n", args)
+	return args, nil
+}
+
+func converse(ctx context.Context, conn io.ReadWriteCloser, rep *report) error {
+	c, err := coderun.Attach(ctx, conn, coderun.Options{ClientName: "coderun-rpc --check"})
+	if err != nil {
+		return fmt.Errorf("initialize: %w", refusal(err))
 	}
 	rep.printf("initialize: ok\n")
 	if err := smokeRun(ctx, c, rep); err != nil {
+		_ = conn.Close()
 		return err
 	}
-	if _, err := call(ctx, c, "shutdown", ""); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
+	if err := c.Close(); err != nil { // shutdown, then exit
+		return fmt.Errorf("shutdown: %w", refusal(err))
 	}
 	rep.printf("shutdown: ok\n")
-	return c.Notify("exit", nil)
+	return nil
 }
 
 // smokeRun runs the program and checks its value and logs.
-func smokeRun(ctx context.Context, c *lspclient.Client, rep *report) error {
-	quoted, _ := json.Marshal(program)
-	params := `{"program":` + string(quoted) + `,"bindings":[{"global":"check","functions":["echo"]}],"limits":{"maxWallMs":30000}}`
+func smokeRun(ctx context.Context, c *coderun.Client, rep *report) error {
 	start := time.Now()
-	res, err := call(ctx, c, "run", params)
-	if err != nil {
-		return fmt.Errorf("run: %w", err)
+	res, err := c.Run(ctx, program, &coderun.RunOptions{
+		Bindings: []coderun.Binding{{Global: "check", Functions: []coderun.Function{coderun.Untyped("echo", rep.echo)}}},
+		Limits:   &coderun.Limits{MaxWallMs: 30000}})
+	var runErr *coderun.RunError
+	if err != nil && !errors.As(err, &runErr) {
+		return fmt.Errorf("run: %w", refusal(err))
 	}
-	var r struct{ Value, Logs, Stats, Error json.RawMessage }
-	_ = json.Unmarshal(res, &r)
-	rep.printf("run: value %s, logs %s, %v\n", r.Value, r.Logs, time.Since(start).Round(time.Millisecond))
-	rep.printf("run stats: %s\n", r.Stats)
-	if r.Error != nil {
-		return fmt.Errorf("the smoke program failed: %s", r.Error)
+	logs, _ := json.Marshal(res.Logs)
+	stats, _ := json.Marshal(res.Stats)
+	rep.printf("run: value %s, logs %s, %dms\n", res.Value, logs, time.Since(start).Milliseconds())
+	rep.printf("run stats: %s\n", stats)
+	if runErr != nil {
+		e, _ := json.Marshal(runErr)
+		return fmt.Errorf("the smoke program failed: %s", e)
 	}
 	var v struct {
 		N                        int
 		SitePackages, Unreadable *string
 	}
-	if json.Unmarshal(r.Value, &v) != nil || v.N != 42 || string(r.Logs) != `["hello from the smoke run"]` {
+	if json.Unmarshal(res.Value, &v) != nil || v.N != 42 || string(logs) != `["hello from the smoke run"]` {
 		return errors.New("unexpected smoke result")
 	}
 	switch {
@@ -180,15 +192,12 @@ func smokeRun(ctx context.Context, c *lspclient.Client, rep *report) error {
 	return nil
 }
 
-// call returns a request's result; an error response is an error.
-func call(ctx context.Context, c *lspclient.Client, method, params string) (json.RawMessage, error) {
-	m, err := c.Call(ctx, method, json.RawMessage(params))
-	if err != nil {
-		return nil, err
+// refusal spells the server's error response as it was sent.
+func refusal(err error) error {
+	var e *jsonrpc2.Error
+	if errors.As(err, &e) {
+		b, _ := json.Marshal(e)
+		return fmt.Errorf("error response %s", b)
 	}
-	if m.Error != nil {
-		e, _ := json.Marshal(m.Error)
-		return nil, fmt.Errorf("error response %s", e)
-	}
-	return m.Result, nil
+	return err
 }
