@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -110,15 +111,16 @@ func TestC802ForwardAndTunnel(t *testing.T) {
 	}
 }
 
-// waitEntries waits for the grant's audit to hold n entries (a tunnel is
-// recorded when both its directions have ended).
+// waitEntries waits for the grant's audit to hold n finished entries (a
+// tunnel's is finished when both its directions have ended).
 func waitEntries(t *testing.T, g *Grant, n int) []protocolEntry {
 	t.Helper()
 	for {
 		g.mu.Lock()
 		got := append([]protocolEntry(nil), g.entries...)
 		g.mu.Unlock()
-		if len(got) >= n {
+		unfinished := func(e protocolEntry) bool { return e.Status == 0 || e.Method == "CONNECT" && e.Bytes == 0 }
+		if len(got) >= n && !slices.ContainsFunc(got[:n], unfinished) {
 			return got
 		}
 		select {
