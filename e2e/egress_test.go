@@ -379,3 +379,39 @@ return [r.status_code, r.text]`)
 		t.Fatalf("httpx through the proxy: %s", raw)
 	}
 }
+
+// TestC819EgressMCP: `coderun-rpc mcp` names the policy in run_python's
+// description, and its runs go through the proxy with result.egress in the
+// structured result.
+func TestC819EgressMCP(t *testing.T) {
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	cs := mcpServeEnv(t, nil, u.env)
+	var desc string
+	for range 2 { // the first listing may still carry the initial description
+		tools, err := cs.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range tools.Tools {
+			if tool.Name == "run_python" {
+				desc = tool.Description
+			}
+		}
+		if strings.Contains(desc, "# Egress:") {
+			break
+		}
+		runPython(t, cs, map[string]any{"program": "return 1"}, nil) // a run waits for the listing
+	}
+	if !strings.Contains(desc, "# Egress: HTTP(S) through HTTP_PROXY/HTTPS_PROXY to plain.test:"+portOf(u.plain.URL)+" (private) only") {
+		t.Errorf("run_python's description lacks the egress line:\n%s", desc)
+	}
+	prog := `import urllib.request
+return urllib.request.urlopen("http://plain.test:` + portOf(u.plain.URL) + `/", timeout=30).read().decode()`
+	res := runPython(t, cs, map[string]any{"program": prog}, nil)
+	b, _ := json.Marshal(res.StructuredContent)
+	if res.IsError || !strings.Contains(string(b), `"value":"upstream-ok GET"`) || !strings.Contains(string(b), `"host":"plain.test"`) || !strings.Contains(string(b), `"egress":[`) {
+		t.Errorf("run_python through the proxy: isError %v, %s", res.IsError, b)
+	}
+}

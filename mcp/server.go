@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
@@ -31,6 +32,9 @@ type Options struct {
 	PythonVersion string
 	Version       string
 	Logger        *slog.Logger
+	// Egress is the daemon's egress policy (nil: none), named in run_python's
+	// description; runs follow it through the Manager.
+	Egress *egress.Policy
 }
 
 // Server is one code-mode MCP server.
@@ -99,7 +103,7 @@ func (s *Server) refresh(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.opts.Limits.MaxWallMs)*time.Millisecond)
 	defer cancel()
 	nss, _, notes := s.resolve(ctx)
-	desc := describe(rpc.Stubs(s.opts.Limits, s.opts.PythonVersion, nss) + notes)
+	desc := describe(rpc.WithEgressLine(rpc.Stubs(s.opts.Limits, s.opts.PythonVersion, nss), s.opts.Egress) + notes)
 	s.mu.Lock()
 	changed := desc != s.desc
 	s.desc = desc

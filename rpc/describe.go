@@ -30,12 +30,12 @@ func (s *Server) describe(id reqID, params []byte) {
 		return
 	}
 	text := renderedStubs.text(session.EffectiveLimits(cfg.Limits, limits), cfg.PythonVersion, stubNamespaces(nss))
-	s.w.frame(encodeDescribe(id.text, withEgressLine(text, cfg.Egress)))
+	s.w.frame(encodeDescribe(id.text, WithEgressLine(text, cfg.Egress)))
 }
 
-// withEgressLine adds to the stubs' header the hosts a run may reach
+// WithEgressLine adds to the stubs' header the hosts a run may reach
 // through the egress proxy (the daemon's policy; nil: none, no line).
-func withEgressLine(stubs string, policy *egress.Policy) string {
+func WithEgressLine(stubs string, policy *egress.Policy) string {
 	if policy == nil {
 		return stubs
 	}

@@ -114,7 +114,7 @@ func (s *Server) describeMCP(id reqID, nss []protocol.Namespace, limits protocol
 		s.w.replyError(&id, protocol.CodeInternalError, err.Error())
 		return
 	}
-	s.w.frame(encodeDescribe(id.text, withEgressLine(Stubs(eff, s.opts.Daemon.PythonVersion, nss), s.opts.Daemon.Egress)+cuts))
+	s.w.frame(encodeDescribe(id.text, WithEgressLine(Stubs(eff, s.opts.Daemon.PythonVersion, nss), s.opts.Daemon.Egress)+cuts))
 }
 
 // stubView is nss as the stubs show them: in an mcp namespace a tool whose

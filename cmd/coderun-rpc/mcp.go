@@ -28,7 +28,7 @@ func serveMCP(ctx context.Context, d *daemonEnv, out io.WriteCloser) int {
 	m := newManager(cfg, log, 0, d.proxy)
 	defer m.Shutdown()
 	srv, err := mcp.New(mcp.Options{Manager: m, Pool: pool, Limits: cfg.Limits,
-		PythonVersion: cfg.PythonVersion, Version: buildinfo.Version(), Logger: log})
+		PythonVersion: cfg.PythonVersion, Version: buildinfo.Version(), Logger: log, Egress: cfg.Egress})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "coderun-rpc: %v\n", err)
 		return 2
