@@ -3,7 +3,6 @@ package egress
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -204,11 +203,7 @@ func (p *Proxy) grantOf(r *http.Request) *Grant {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	g := p.grants[token]
-	if g == nil || subtle.ConstantTimeCompare([]byte(g.token), []byte(token)) != 1 {
-		return nil
-	}
-	return g
+	return p.grants[token]
 }
 
 // ServeHTTP serves one proxy request: CONNECT opens a tunnel, an absolute
