@@ -446,23 +446,29 @@ func (g *Grant) tunnel(w http.ResponseWriter, t target, entry int, start time.Ti
 	var wg sync.WaitGroup
 	var n [2]int64
 	wg.Add(2)
-	go func() { defer wg.Done(); n[0] = g.relay(up, rw.Reader, down, up) }()
-	go func() { defer wg.Done(); n[1] = g.relay(down, up, up, down) }()
+	go func() { defer wg.Done(); n[0] = g.relay(up, down, rw.Reader) }() // the program's bytes, buffered ones first
+	go func() { defer wg.Done(); n[1] = g.relay(down, up, up) }()
 	wg.Wait()
 	g.untrack(up, down)
 	g.finish(entry, http.StatusOK, n[0]+n[1], start)
 }
 
-// relay copies src to dst within the budget; when it ends it closes both
-// directions (from is closed for reading, to for writing).
-func (g *Grant) relay(dst io.Writer, src io.Reader, to, from net.Conn) int64 {
-	n, _ := io.Copy(dst, &meteredReader{r: src, g: g})
-	if c, ok := to.(*net.TCPConn); ok {
+// relay copies r (what src sends) to dst within the budget. When src ends,
+// dst is closed for writing and src for reading, so the other direction
+// goes on; when the budget is spent, both connections are closed.
+func (g *Grant) relay(dst, src net.Conn, r io.Reader) int64 {
+	n, err := io.Copy(dst, &meteredReader{r: r, g: g})
+	if errors.Is(err, errBudget) {
+		dst.Close()
+		src.Close()
+		return n
+	}
+	if c, ok := dst.(*net.TCPConn); ok {
 		_ = c.CloseWrite()
 	} else {
-		to.Close()
+		dst.Close()
 	}
-	if c, ok := from.(*net.TCPConn); ok {
+	if c, ok := src.(*net.TCPConn); ok {
 		_ = c.CloseRead()
 	}
 	return n

@@ -185,6 +185,13 @@ func TestC804Budgets(t *testing.T) {
 	if code, body := h.get(t, "http://127.0.0.1:"+p+"/"); code != http.StatusForbidden || !strings.Contains(body, "maxEgressRequests") {
 		t.Fatalf("fourth request: %d %q", code, body)
 	}
+	// A tunnel is cut past maxEgressBytes too.
+	secure := upstream(t, true, strings.Repeat("y", 1<<20))
+	roots := &tls.Config{RootCAs: secure.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+	ht := newHarness(t, `{"allow": ["127.0.0.1:`+port(secure)+`"]}`, Budget{MaxBytes: 64 << 10}, nil, roots)
+	if code, body := ht.get(t, secure.URL+"/"); code == http.StatusOK && len(body) == 1<<20 {
+		t.Fatalf("the whole 1 MiB passed a 64 KiB budget through a tunnel")
+	}
 }
 
 // TestC805NoToken: a request without a run's credentials, or after its
