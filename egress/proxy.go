@@ -397,16 +397,17 @@ func (p *Proxy) forbidden(ap netip.AddrPort, rule Rule) string {
 		return "not the rule's address"
 	case a.IsLinkLocalUnicast():
 		return "a link-local address (name it in the policy by address)"
-	case (a.IsLoopback() || a.IsPrivate() || sharedSpace.Contains(a) || nat64.Contains(a)) && !rule.Private:
+	case (a.IsLoopback() || a.IsPrivate() || slices.ContainsFunc(embedsIPv4, func(p netip.Prefix) bool { return p.Contains(a) })) && !rule.Private:
 		return "a loopback or private address (name it in the policy, or mark the rule \"private\")"
 	}
 	return ""
 }
 
-var (
-	sharedSpace = netip.MustParsePrefix("100.64.0.0/10") // carrier-grade NAT
-	nat64       = netip.MustParsePrefix("64:ff9b::/96")  // may embed any IPv4 address
-)
+// embedsIPv4 are ranges treated like private addresses: carrier-grade NAT,
+// and IPv6 forms that carry an IPv4 address a gateway may reach (NAT64,
+// local-use NAT64, the deprecated IPv4-compatible form).
+var embedsIPv4 = []netip.Prefix{netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("64:ff9b:1::/48"), netip.MustParsePrefix("::/96")}
 
 func contains(list []netip.AddrPort, ap netip.AddrPort) bool {
 	for _, f := range list {

@@ -140,10 +140,11 @@ func TestC803Refusals(t *testing.T) {
 	plain := upstream(t, false, "reached")
 	p := port(plain)
 	lo := netip.MustParseAddr("127.0.0.1")
-	h := newHarness(t, `{"allow": ["plain.test:`+p+`", "meta.test:`+p+`", "v6.test:`+p+`", "mapped.test:`+p+`", {"host": "ok.test", "ports": [`+p+`], "private": true, "methods": ["GET"]}]}`,
+	h := newHarness(t, `{"allow": ["plain.test:`+p+`", "meta.test:`+p+`", "v6.test:`+p+`", "mapped.test:`+p+`", "compat.test:`+p+`", "nat64.test:`+p+`", "cgnat.test:`+p+`", {"host": "ok.test", "ports": [`+p+`], "private": true, "methods": ["GET"]}]}`,
 		Budget{}, map[string]netip.Addr{"plain.test": lo, "ok.test": lo, "refused.test": lo,
 			"meta.test": netip.MustParseAddr("169.254.169.254"), "v6.test": netip.MustParseAddr("::1"),
-			"mapped.test": netip.MustParseAddr("::ffff:127.0.0.1")}, nil)
+			"mapped.test": netip.MustParseAddr("::ffff:127.0.0.1"), "compat.test": netip.MustParseAddr("::7f00:1"),
+			"nat64.test": netip.MustParseAddr("64:ff9b::7f00:1"), "cgnat.test": netip.MustParseAddr("100.64.0.1")}, nil)
 	for _, c := range []struct{ url, want string }{
 		{"http://refused.test:" + p + "/", "not allowed by the egress policy"},
 		{"http://127.0.0.1:" + p + "/", "not allowed by the egress policy"},
@@ -154,6 +155,9 @@ func TestC803Refusals(t *testing.T) {
 		{"http://meta.test:" + p + "/", "link-local"},
 		{"http://v6.test:" + p + "/", "loopback or private"},
 		{"http://mapped.test:" + p + "/", "loopback or private"},
+		{"http://compat.test:" + p + "/", "loopback or private"},
+		{"http://nat64.test:" + p + "/", "loopback or private"},
+		{"http://cgnat.test:" + p + "/", "loopback or private"},
 		{"http://" + h.p.Addr().String() + "/", "not allowed"},
 		{"https://ok.test:" + p + "/", "Forbidden"}, // Go's client keeps only the status of a refused CONNECT
 	} {
