@@ -111,7 +111,12 @@ func fetchParams(t *testing.T, caPEM string, urls ...string) string {
 // policy; result.egress lists each request without its path or query.
 func TestC808Egress(t *testing.T) {
 	for _, mode := range []string{"fork", "spawn"} {
-		t.Run(mode, func(t *testing.T) { testEgress(t, mode) })
+		t.Run(mode, func(t *testing.T) {
+			if mode == "spawn" {
+				onlyInTier(t, "sandbox") // the other way into a run's namespace; tier process has one path
+			}
+			testEgress(t, mode)
+		})
 	}
 }
 
@@ -330,6 +335,7 @@ func toyWheel(t *testing.T) []byte {
 // chmod, docs/containment.md §3), and httpx (the project venv's interpreter) makes an
 // HTTPS request through it, unchanged.
 func TestC816EgressPipAndHttpx(t *testing.T) {
+	onlyInTier(t, "sandbox") // where pip meets Landlock too; the proxy path is the same in tier process
 	leakcheck.Check(t)
 	wheel := toyWheel(t)
 	index := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -377,5 +383,41 @@ return [r.status_code, r.text]`)
 	r, raw = d.egressRun(t, `{"program":`+string(httpxProg)+`,"files":[{"path":"ca.pem","text":`+string(ca)+`}]}`)
 	if string(r.Value) != `[200,"upstream-ok GET"]` {
 		t.Fatalf("httpx through the proxy: %s", raw)
+	}
+}
+
+// TestC819EgressMCP: `coderun-rpc mcp` names the policy in run_python's
+// description, and its runs go through the proxy with result.egress in the
+// structured result.
+func TestC819EgressMCP(t *testing.T) {
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	cs := mcpServeEnv(t, nil, u.env)
+	var desc string
+	for range 2 { // the first listing may still carry the initial description
+		tools, err := cs.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range tools.Tools {
+			if tool.Name == "run_python" {
+				desc = tool.Description
+			}
+		}
+		if strings.Contains(desc, "# Egress:") {
+			break
+		}
+		runPython(t, cs, map[string]any{"program": "return 1"}, nil) // a run waits for the listing
+	}
+	if !strings.Contains(desc, "# Egress: HTTP(S) through HTTP_PROXY/HTTPS_PROXY to plain.test:"+portOf(u.plain.URL)+" (private) only") {
+		t.Errorf("run_python's description lacks the egress line:\n%s", desc)
+	}
+	prog := `import urllib.request
+return urllib.request.urlopen("http://plain.test:` + portOf(u.plain.URL) + `/", timeout=30).read().decode()`
+	res := runPython(t, cs, map[string]any{"program": prog}, nil)
+	b, _ := json.Marshal(res.StructuredContent)
+	if res.IsError || !strings.Contains(string(b), `"value":"upstream-ok GET"`) || !strings.Contains(string(b), `"host":"plain.test"`) || !strings.Contains(string(b), `"egress":[`) {
+		t.Errorf("run_python through the proxy: isError %v, %s", res.IsError, b)
 	}
 }

@@ -3,7 +3,6 @@ package egress
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -204,11 +203,7 @@ func (p *Proxy) grantOf(r *http.Request) *Grant {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	g := p.grants[token]
-	if g == nil || subtle.ConstantTimeCompare([]byte(g.token), []byte(token)) != 1 {
-		return nil
-	}
-	return g
+	return p.grants[token]
 }
 
 // ServeHTTP serves one proxy request: CONNECT opens a tunnel, an absolute
@@ -221,13 +216,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	start := time.Now()
 	t, msg := g.admit(r)
+	entry := g.begin(t, recordedMethod(r.Method))
 	if msg != "" {
-		g.record(t, recordedMethod(r.Method), http.StatusForbidden, 0, start)
+		g.finish(entry, http.StatusForbidden, 0, start)
 		refuse(w, http.StatusForbidden, msg)
 		return
 	}
 	if r.Method == http.MethodConnect {
-		g.tunnel(w, t, start)
+		g.tunnel(w, t, entry, start)
 		return
 	}
 	sw := &statusWriter{ResponseWriter: w}
@@ -241,7 +237,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		stop()
 		cancel()
-		g.record(t, r.Method, sw.status(), sw.n, start)
+		g.finish(entry, sw.status(), sw.n, start)
 	}()
 	g.rp.ServeHTTP(sw, r.WithContext(ctx))
 }
@@ -401,16 +397,17 @@ func (p *Proxy) forbidden(ap netip.AddrPort, rule Rule) string {
 		return "not the rule's address"
 	case a.IsLinkLocalUnicast():
 		return "a link-local address (name it in the policy by address)"
-	case (a.IsLoopback() || a.IsPrivate() || sharedSpace.Contains(a) || nat64.Contains(a)) && !rule.Private:
+	case (a.IsLoopback() || a.IsPrivate() || slices.ContainsFunc(embedsIPv4, func(p netip.Prefix) bool { return p.Contains(a) })) && !rule.Private:
 		return "a loopback or private address (name it in the policy, or mark the rule \"private\")"
 	}
 	return ""
 }
 
-var (
-	sharedSpace = netip.MustParsePrefix("100.64.0.0/10") // carrier-grade NAT
-	nat64       = netip.MustParsePrefix("64:ff9b::/96")  // may embed any IPv4 address
-)
+// embedsIPv4 are ranges treated like private addresses: carrier-grade NAT,
+// and IPv6 forms that carry an IPv4 address a gateway may reach (NAT64,
+// local-use NAT64, the deprecated IPv4-compatible form).
+var embedsIPv4 = []netip.Prefix{netip.MustParsePrefix("100.64.0.0/10"), netip.MustParsePrefix("64:ff9b::/96"),
+	netip.MustParsePrefix("64:ff9b:1::/48"), netip.MustParsePrefix("::/96")}
 
 func contains(list []netip.AddrPort, ap netip.AddrPort) bool {
 	for _, f := range list {
@@ -423,10 +420,10 @@ func contains(list []netip.AddrPort, ap netip.AddrPort) bool {
 
 // tunnel answers CONNECT: it dials t, then relays bytes both ways within
 // the budget until either side closes or the grant is revoked.
-func (g *Grant) tunnel(w http.ResponseWriter, t target, start time.Time) {
+func (g *Grant) tunnel(w http.ResponseWriter, t target, entry int, start time.Time) {
 	up, err := g.dial(g.ctx, t)
 	if err != nil {
-		g.record(t, http.MethodConnect, http.StatusBadGateway, 0, start)
+		g.finish(entry, http.StatusBadGateway, 0, start)
 		refuse(w, http.StatusBadGateway, "egress refused: "+err.Error())
 		return
 	}
@@ -446,26 +443,33 @@ func (g *Grant) tunnel(w http.ResponseWriter, t target, start time.Time) {
 		return
 	}
 	_, _ = down.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n"))
+	g.established(entry) // its bytes and time when it ends, if before the run's settlement
 	var wg sync.WaitGroup
 	var n [2]int64
 	wg.Add(2)
-	go func() { defer wg.Done(); n[0] = g.relay(up, rw.Reader, down, up) }()
-	go func() { defer wg.Done(); n[1] = g.relay(down, up, up, down) }()
+	go func() { defer wg.Done(); n[0] = g.relay(up, down, rw.Reader) }() // the program's bytes, buffered ones first
+	go func() { defer wg.Done(); n[1] = g.relay(down, up, up) }()
 	wg.Wait()
 	g.untrack(up, down)
-	g.record(t, http.MethodConnect, http.StatusOK, n[0]+n[1], start)
+	g.finish(entry, http.StatusOK, n[0]+n[1], start)
 }
 
-// relay copies src to dst within the budget; when it ends it closes both
-// directions (from is closed for reading, to for writing).
-func (g *Grant) relay(dst io.Writer, src io.Reader, to, from net.Conn) int64 {
-	n, _ := io.Copy(dst, &meteredReader{r: src, g: g})
-	if c, ok := to.(*net.TCPConn); ok {
+// relay copies r (what src sends) to dst within the budget. When src ends,
+// dst is closed for writing and src for reading, so the other direction
+// goes on; when the budget is spent, both connections are closed.
+func (g *Grant) relay(dst, src net.Conn, r io.Reader) int64 {
+	n, err := io.Copy(dst, &meteredReader{r: r, g: g})
+	if errors.Is(err, errBudget) {
+		dst.Close()
+		src.Close()
+		return n
+	}
+	if c, ok := dst.(*net.TCPConn); ok {
 		_ = c.CloseWrite()
 	} else {
-		to.Close()
+		dst.Close()
 	}
-	if c, ok := from.(*net.TCPConn); ok {
+	if c, ok := src.(*net.TCPConn); ok {
 		_ = c.CloseRead()
 	}
 	return n
@@ -556,24 +560,46 @@ func recordedMethod(m string) string {
 // the budget are not recorded).
 const maxEntries = 10000
 
-// record adds a request to the run's audit and the log: host, port,
-// method, status, bytes and milliseconds; never the path, query or headers.
-// Past the request budget (one refusal past it is kept) nothing more is
-// recorded or logged, so a program cannot flood the daemon's log.
-func (g *Grant) record(t target, method string, status int, n int64, start time.Time) {
-	ms := time.Since(start).Milliseconds()
+// begin reserves a request's audit entry, in the order requests arrive:
+// its index, or -1 past the request budget (one refusal past it is kept),
+// so a program can flood neither the audit nor the log.
+func (g *Grant) begin(t target, method string) int {
 	g.mu.Lock()
-	keep := !g.closed && len(g.entries) < maxEntries &&
-		(g.budget.MaxRequests <= 0 || int64(len(g.entries)) <= g.budget.MaxRequests)
-	if keep {
-		g.entries = append(g.entries, protocol.EgressEntry{Host: t.host, Port: int(t.port), Method: method,
-			Status: status, Bytes: n, Ms: ms})
+	defer g.mu.Unlock()
+	if g.closed || len(g.entries) >= maxEntries ||
+		(g.budget.MaxRequests > 0 && int64(len(g.entries)) > g.budget.MaxRequests) {
+		return -1
+	}
+	g.entries = append(g.entries, protocol.EgressEntry{Host: t.host, Port: int(t.port), Method: method})
+	return len(g.entries) - 1
+}
+
+// established records a tunnel's status once it is open.
+func (g *Grant) established(i int) {
+	g.mu.Lock()
+	if i >= 0 && !g.closed {
+		g.entries[i].Status = http.StatusOK
 	}
 	g.mu.Unlock()
-	if keep {
-		g.p.log.Info("egress", "run", g.run, "host", t.host, "port", t.port, "method", method,
-			"status", status, "bytes", n, "ms", ms)
+}
+
+// finish completes entry i (status, bytes, milliseconds) and logs it:
+// host, port, method, status, bytes, ms; never the path, query or headers.
+// An entry the run's settlement closed first keeps status 0 (a tunnel:
+// 200 and bytes 0).
+func (g *Grant) finish(i int, status int, n int64, start time.Time) {
+	if i < 0 {
+		return
 	}
+	ms := time.Since(start).Milliseconds()
+	g.mu.Lock()
+	e := g.entries[i]
+	if !g.closed {
+		g.entries[i].Status, g.entries[i].Bytes, g.entries[i].Ms = status, n, ms
+	}
+	g.mu.Unlock()
+	g.p.log.Info("egress", "run", g.run, "host", e.Host, "port", e.Port, "method", e.Method,
+		"status", status, "bytes", n, "ms", ms)
 }
 
 // refuse answers with status and a plain-text body a program (and the

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -110,15 +111,16 @@ func TestC802ForwardAndTunnel(t *testing.T) {
 	}
 }
 
-// waitEntries waits for the grant's audit to hold n entries (a tunnel is
-// recorded when both its directions have ended).
+// waitEntries waits for the grant's audit to hold n finished entries (a
+// tunnel's is finished when both its directions have ended).
 func waitEntries(t *testing.T, g *Grant, n int) []protocolEntry {
 	t.Helper()
 	for {
 		g.mu.Lock()
 		got := append([]protocolEntry(nil), g.entries...)
 		g.mu.Unlock()
-		if len(got) >= n {
+		unfinished := func(e protocolEntry) bool { return e.Status == 0 || e.Method == "CONNECT" && e.Bytes == 0 }
+		if len(got) >= n && !slices.ContainsFunc(got[:n], unfinished) {
 			return got
 		}
 		select {
@@ -138,10 +140,11 @@ func TestC803Refusals(t *testing.T) {
 	plain := upstream(t, false, "reached")
 	p := port(plain)
 	lo := netip.MustParseAddr("127.0.0.1")
-	h := newHarness(t, `{"allow": ["plain.test:`+p+`", "meta.test:`+p+`", "v6.test:`+p+`", "mapped.test:`+p+`", {"host": "ok.test", "ports": [`+p+`], "private": true, "methods": ["GET"]}]}`,
+	h := newHarness(t, `{"allow": ["plain.test:`+p+`", "meta.test:`+p+`", "v6.test:`+p+`", "mapped.test:`+p+`", "compat.test:`+p+`", "nat64.test:`+p+`", "cgnat.test:`+p+`", {"host": "ok.test", "ports": [`+p+`], "private": true, "methods": ["GET"]}]}`,
 		Budget{}, map[string]netip.Addr{"plain.test": lo, "ok.test": lo, "refused.test": lo,
 			"meta.test": netip.MustParseAddr("169.254.169.254"), "v6.test": netip.MustParseAddr("::1"),
-			"mapped.test": netip.MustParseAddr("::ffff:127.0.0.1")}, nil)
+			"mapped.test": netip.MustParseAddr("::ffff:127.0.0.1"), "compat.test": netip.MustParseAddr("::7f00:1"),
+			"nat64.test": netip.MustParseAddr("64:ff9b::7f00:1"), "cgnat.test": netip.MustParseAddr("100.64.0.1")}, nil)
 	for _, c := range []struct{ url, want string }{
 		{"http://refused.test:" + p + "/", "not allowed by the egress policy"},
 		{"http://127.0.0.1:" + p + "/", "not allowed by the egress policy"},
@@ -152,6 +155,9 @@ func TestC803Refusals(t *testing.T) {
 		{"http://meta.test:" + p + "/", "link-local"},
 		{"http://v6.test:" + p + "/", "loopback or private"},
 		{"http://mapped.test:" + p + "/", "loopback or private"},
+		{"http://compat.test:" + p + "/", "loopback or private"},
+		{"http://nat64.test:" + p + "/", "loopback or private"},
+		{"http://cgnat.test:" + p + "/", "loopback or private"},
 		{"http://" + h.p.Addr().String() + "/", "not allowed"},
 		{"https://ok.test:" + p + "/", "Forbidden"}, // Go's client keeps only the status of a refused CONNECT
 	} {
@@ -182,6 +188,13 @@ func TestC804Budgets(t *testing.T) {
 	h.get(t, "http://127.0.0.1:"+p+"/")
 	if code, body := h.get(t, "http://127.0.0.1:"+p+"/"); code != http.StatusForbidden || !strings.Contains(body, "maxEgressRequests") {
 		t.Fatalf("fourth request: %d %q", code, body)
+	}
+	// A tunnel is cut past maxEgressBytes too.
+	secure := upstream(t, true, strings.Repeat("y", 1<<20))
+	roots := &tls.Config{RootCAs: secure.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs}
+	ht := newHarness(t, `{"allow": ["127.0.0.1:`+port(secure)+`"]}`, Budget{MaxBytes: 64 << 10}, nil, roots)
+	if code, body := ht.get(t, secure.URL+"/"); code == http.StatusOK && len(body) == 1<<20 {
+		t.Fatalf("the whole 1 MiB passed a 64 KiB budget through a tunnel")
 	}
 }
 

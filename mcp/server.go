@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
@@ -39,6 +40,9 @@ type Options struct {
 	// standard-library modules (config.ProbeNames): a server whose global is
 	// one of them is refused.
 	Builtins, Modules map[string]bool
+	// Egress is the daemon's egress policy (nil: none), named in run_python's
+	// description; runs follow it through the Manager.
+	Egress *egress.Policy
 }
 
 // Server is one code-mode MCP server.
@@ -76,7 +80,7 @@ func New(opts Options) (*Server, error) {
 	s.sdk.AddTool(closeTool, s.closeSession)
 	s.desc = runIntro // with upstreams, replaced before any tools/list is answered (refreshOnList)
 	if !s.configured() {
-		s.desc = describe(opts.Limits, opts.PythonVersion, false, nil, "")
+		s.desc = describe(opts.Limits, opts.PythonVersion, false, nil, "", opts.Egress)
 	}
 	s.sdk.AddTool(runTool(s.desc), s.runPython)
 	s.sdk.AddReceivingMiddleware(s.refreshOnList)
@@ -114,7 +118,7 @@ func (s *Server) refresh(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.opts.Limits.MaxWallMs)*time.Millisecond)
 	defer cancel()
 	nss, _, notes := s.resolve(ctx)
-	desc := describe(s.opts.Limits, s.opts.PythonVersion, s.configured(), nss, notes)
+	desc := describe(s.opts.Limits, s.opts.PythonVersion, s.configured(), nss, notes, s.opts.Egress)
 	s.mu.Lock()
 	changed := desc != s.desc
 	s.desc = desc

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"strconv"
 	"strings"
 	"time"
@@ -40,15 +41,15 @@ tries the servers again. Why:
 // upstream servers reached (nss) followed by a note per server left out or
 // cut, or, when there is nothing to call, that there is not and why.
 // configured: the daemon has upstream servers at all.
-func describe(limits protocol.Limits, python string, configured bool, nss []protocol.Namespace, notes string) string {
-	budgets := rpc.Budgets(limits) + " Python " + python + ".\n"
+func describe(limits protocol.Limits, python string, configured bool, nss []protocol.Namespace, notes string, policy *egress.Policy) string {
+	budgets := rpc.Budgets(limits) + " Python " + python + ".\n" + rpc.EgressLine(policy)
 	switch {
 	case !configured:
 		return runIntro + budgets + noServers
 	case len(nss) == 0:
 		return runIntro + budgets + noneReached + strings.TrimPrefix(notes, "\n") + "\n"
 	}
-	return runIntro + toolsIntro(nss) + "The API:\n\n" + rpc.Stubs(limits, python, nss) + notes
+	return runIntro + toolsIntro(nss) + "The API:\n\n" + rpc.WithEgressLine(rpc.Stubs(limits, python, nss), policy) + notes
 }
 
 // toolsIntro says how a program calls the servers' tools, with examples

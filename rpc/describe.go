@@ -31,7 +31,7 @@ func (s *Server) describe(id reqID, params []byte) {
 		return
 	}
 	text := renderedStubs.text(session.EffectiveLimits(cfg.Limits, p.limits), cfg.PythonVersion, stubNamespaces(p.nss))
-	s.w.frame(encodeDescribe(id.text, withEgressLine(withPackages(text, p.packages, cfg.Packages), cfg.Egress)))
+	s.w.frame(encodeDescribe(id.text, WithEgressLine(withPackages(text, p.packages, cfg.Packages), cfg.Egress)))
 }
 
 // withPackages adds to the stubs' header what the run may import besides
@@ -56,22 +56,31 @@ func withPackages(stubs string, asked []string, allow wheelset.AllowList) string
 	return stubs[:end] + b.String() + stubs[end:]
 }
 
-// withEgressLine adds to the stubs' header the hosts a run may reach
+// WithEgressLine adds to the stubs' header the hosts a run may reach
 // through the egress proxy (the daemon's policy; nil: none, no line).
-func withEgressLine(stubs string, policy *egress.Policy) string {
+func WithEgressLine(stubs string, policy *egress.Policy) string {
 	if policy == nil {
 		return stubs
 	}
-	line := "# Egress: HTTP(S) through HTTP_PROXY/HTTPS_PROXY to " + strings.Join(policy.Entries(), ", ") +
-		" only (a refused host answers 403).\n"
-	if policy.Empty() {
-		line = "# Egress: none (the egress policy allows no host).\n"
-	}
+	line := "# " + EgressLine(policy)
 	end := strings.Index(stubs, "\n\n") // the header's end
 	if end < 0 {
 		return stubs + line
 	}
 	return stubs[:end+1] + line + stubs[end+1:]
+}
+
+// EgressLine is the sentence that tells a model which hosts a run may
+// reach through the egress proxy, with its line break; "" for no policy.
+func EgressLine(policy *egress.Policy) string {
+	switch {
+	case policy == nil:
+		return ""
+	case policy.Empty():
+		return "Egress: none (the egress policy allows no host).\n"
+	}
+	return "Egress: HTTP(S) through HTTP_PROXY/HTTPS_PROXY to " + strings.Join(policy.Entries(), ", ") +
+		" only (a refused host answers 403).\n"
 }
 
 // renderedStubs remembers the stubs of the last few distinct describe

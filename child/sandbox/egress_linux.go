@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -67,7 +68,10 @@ func ListenInNetwork(pid int) (*os.File, error) {
 			done <- result{-1, fmt.Errorf("entering the run's network namespace: %w", err)}
 			return
 		}
-		fd, err := listenLoopback()
+		fd, err := -1, errSameNamespace
+		if !sameNamespace(own) { // a pid recycled by a host process: never listen on the host
+			fd, err = listenLoopback()
+		}
 		if unix.Setns(own, unix.CLONE_NEWNET) == nil {
 			runtime.UnlockOSThread() // else the locked thread exits with the goroutine
 		}
@@ -78,6 +82,19 @@ func ListenInNetwork(pid int) (*os.File, error) {
 		return nil, r.err
 	}
 	return os.NewFile(uintptr(r.fd), "egress-proxy"), nil
+}
+
+// errSameNamespace: the process's network namespace is the daemon's.
+var errSameNamespace = errors.New("the process shares the daemon's network namespace")
+
+// sameNamespace reports whether the calling thread's network namespace is
+// the one own refers to.
+func sameNamespace(own int) bool {
+	var a, b unix.Stat_t
+	if unix.Fstat(own, &a) != nil || unix.Stat("/proc/thread-self/ns/net", &b) != nil {
+		return true // unknown: treat as the daemon's
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino
 }
 
 // listenLoopback, inside the run's network namespace: lo up, then a

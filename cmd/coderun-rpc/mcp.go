@@ -37,7 +37,7 @@ func serveMCP(ctx context.Context, d *daemonEnv, out io.WriteCloser) int {
 	defer m.Shutdown()
 	srv, err := mcp.New(mcp.Options{Manager: m, Pool: pool, Limits: cfg.Limits, Packages: cfg.Packages.Allow,
 		PythonVersion: cfg.PythonVersion, Version: buildinfo.Version(), Logger: log,
-		Builtins: names.Builtins, Modules: names.Modules})
+		Builtins: names.Builtins, Modules: names.Modules, Egress: cfg.Egress})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "coderun-rpc: %v\n", err)
 		return 2

@@ -49,7 +49,7 @@ var allowed = map[string][]string{
 	"cmd/coderun-rpc": {"wheelset", "config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/sandbox", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "egress", "mcp", "mcp/upstream", "serve", "tracing"},
 	// MCP: upstream servers as bindings (a client of each), and the code-mode server.
 	"mcp/upstream":     {"session", "protocol", "typed", "wireguard", sdk, sdkJSONRPC},
-	"mcp":              {"wheelset", "rpc", "session", "protocol", "mcp/upstream", sdk, sdkJSONRPC},
+	"mcp":              {"wheelset", "rpc", "session", "protocol", "mcp/upstream", "egress", sdk, sdkJSONRPC},
 	"internal/mcptest": {sdk},
 	// Service mode: listeners (capped by x/net's limit listener), auth, per-connection servers, admin, metrics.
 	"serve": {"rpc", "session", "protocol", "tracing", "github.com/gorilla/websocket", "github.com/prometheus/client_golang", "golang.org/x/net/netutil"},
