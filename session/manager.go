@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -28,6 +29,11 @@ type Manager struct {
 	sandbox  *sandbox.Config // tier sandbox, else nil
 	forker   *forker         // start mode fork (either tier), else nil
 	start    startFunc
+
+	// stopping ends at Shutdown: what waits on it (a session's package
+	// installation) stops.
+	stopping     context.Context
+	stopStopping context.CancelFunc
 
 	sessions  map[string]*Session   // open sessions (booting ones included: they count against the cap)
 	ended     map[string]sessionEnd // ended sessions: −32004's state and reason
@@ -61,6 +67,7 @@ func NewManager(cfg Config) *Manager {
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, runs: make(map[*Run]bool),
 		sessions: make(map[string]*Session), ended: make(map[string]sessionEnd)}
+	m.stopping, m.stopStopping = context.WithCancel(context.Background())
 	if cfg.Isolation == IsolationSandbox {
 		sb := sandboxFor(cfg.Python, cfg.TempDir, cfg.PythonTrees, packageTrees(cfg.Packages))
 		m.sandbox = &sb
@@ -186,6 +193,7 @@ func (m *Manager) Shutdown() {
 	m.mu.Lock()
 	m.shutting = true
 	m.mu.Unlock()
+	m.stopStopping()
 	m.closeSessions(func(*Session) bool { return true }, protocol.MsgShuttingDown, "the daemon is shutting down")
 	m.mu.Lock()
 	queued := m.queue.drain()
