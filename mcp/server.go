@@ -64,7 +64,7 @@ func New(opts Options) (*Server, error) {
 	s.sdk = sdk.NewServer(&sdk.Implementation{Name: "coderun-rpc", Version: opts.Version},
 		&sdk.ServerOptions{Logger: opts.Logger})
 	s.sdk.AddTool(closeTool, s.closeSession)
-	s.desc = describe("")
+	s.desc = s.describe("")
 	s.sdk.AddTool(runTool(s.desc), s.runPython)
 	s.sdk.AddReceivingMiddleware(s.refreshOnList)
 	// An upstream's new tool list reaches the host at once: the description is
@@ -101,7 +101,7 @@ func (s *Server) refresh(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.opts.Limits.MaxWallMs)*time.Millisecond)
 	defer cancel()
 	nss, _, notes := s.resolve(ctx)
-	desc := describe(rpc.Stubs(s.opts.Limits, s.opts.PythonVersion, nss) + notes)
+	desc := s.describe(rpc.Stubs(s.opts.Limits, s.opts.PythonVersion, nss) + notes)
 	s.mu.Lock()
 	changed := desc != s.desc
 	s.desc = desc

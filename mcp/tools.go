@@ -27,12 +27,14 @@ runs share one interpreter: variables, imports and files stay for the next call 
 
 `
 
-// describe is run_python's description: the intro, then the stubs.
-func describe(stubs string) string {
+// describe is run_python's description: the intro, what packages a call
+// may name (rpc.PackagesNote), then the stubs.
+func (s *Server) describe(stubs string) string {
+	note := rpc.PackagesNote(nil, s.opts.Packages)
 	if stubs == "" {
-		return runIntro + "(no MCP servers are configured)"
+		return runIntro + note + "(no MCP servers are configured)"
 	}
-	return runIntro + stubs
+	return runIntro + note + stubs
 }
 
 var runSchema = json.RawMessage(`{"type":"object","properties":{
