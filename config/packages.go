@@ -38,6 +38,9 @@ func openPackageCache(c *Config) error {
 	if !p.Allow.Enabled() {
 		return nil
 	}
+	if p.CacheDir == "" {
+		return &Error{Var: VarPackageCacheDir, Value: "", Rule: "must be set (" + VarPackages + " is set, and neither $XDG_CACHE_HOME nor $HOME gives a default)"}
+	}
 	cache, err := wheelset.Open(wheelset.Options{UV: p.UV, Python: c.Python, Root: p.CacheDir, Index: p.Index,
 		FindLinks: p.FindLinks, MaxBytes: p.CacheMB << 20, Allow: p.Allow, Timeout: installTimeout})
 	if err != nil {
@@ -133,8 +136,10 @@ func (findLinksRule) summary() string { return "comma-separated paths or URLs" }
 
 type cacheDirRule struct{}
 
+// parse admits "" (no $XDG_CACHE_HOME nor $HOME to default to): only a
+// daemon with packages on needs the directory (openPackageCache).
 func (cacheDirRule) parse(text string) (int64, error) {
-	if !filepath.IsAbs(text) {
+	if text != "" && !filepath.IsAbs(text) {
 		return 0, errors.New("must be an absolute path")
 	}
 	return 0, nil

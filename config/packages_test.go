@@ -39,3 +39,19 @@ func TestPackagesConfigC836(t *testing.T) {
 		t.Errorf("on: %+v", p)
 	}
 }
+
+// C854: without $HOME and $XDG_CACHE_HOME (a bare service environment) the
+// cache directory has no default: a daemon with packages off starts, one
+// with packages on is refused naming CODERUN_PACKAGE_CACHE_DIR.
+func TestPackageCacheDirWithoutHomeC854(t *testing.T) {
+	t.Setenv("HOME", "")
+	t.Setenv("XDG_CACHE_HOME", "")
+	if _, err := load(t, nil); err != nil {
+		t.Errorf("packages off, no HOME: %v", err)
+	}
+	_, err := load(t, map[string]string{VarPackages: "tiny", VarUVBin: "sh"})
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Var != VarPackageCacheDir || !strings.Contains(ce.Rule, "must be set") {
+		t.Errorf("packages on, no HOME: %v", err)
+	}
+}

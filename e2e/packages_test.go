@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -183,6 +184,15 @@ func TestPackagesSessionC842(t *testing.T) {
 func TestPackagesMCPRunPythonC846(t *testing.T) {
 	leakcheck.Check(t)
 	cs := mcpServeEnv(t, nil, packagesEnv(t, wheeltest.UV(t)))
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if tool.Name == "run_python" && !strings.Contains(tool.Description, `to import them): tinya, tinyb.`) {
+			t.Errorf("run_python's description does not list the packages:\n%s", tool.Description)
+		}
+	}
 	res := runPython(t, cs, map[string]any{"program": "import tinya\nreturn tinya.A", "packages": []string{"tinya"}}, nil)
 	if res.IsError || !strings.Contains(text(res), `value: "a1b2.0"`) {
 		t.Errorf("fresh run: isError %v, %q", res.IsError, text(res))

@@ -80,7 +80,7 @@ func New(opts Options) (*Server, error) {
 	s.sdk.AddTool(closeTool, s.closeSession)
 	s.desc = runIntro // with upstreams, replaced before any tools/list is answered (refreshOnList)
 	if !s.configured() {
-		s.desc = describe(opts.Limits, opts.PythonVersion, false, nil, "", opts.Egress)
+		s.desc = s.describe(nil, "")
 	}
 	s.sdk.AddTool(runTool(s.desc), s.runPython)
 	s.sdk.AddReceivingMiddleware(s.refreshOnList)
@@ -118,7 +118,7 @@ func (s *Server) refresh(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.opts.Limits.MaxWallMs)*time.Millisecond)
 	defer cancel()
 	nss, _, notes := s.resolve(ctx)
-	desc := describe(s.opts.Limits, s.opts.PythonVersion, s.configured(), nss, notes, s.opts.Egress)
+	desc := s.describe(nss, notes)
 	s.mu.Lock()
 	changed := desc != s.desc
 	s.desc = desc

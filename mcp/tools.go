@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/coderun-rpc/coderun-rpc/egress"
 	"strconv"
 	"strings"
 	"time"
@@ -37,19 +36,22 @@ const noneReached = `No configured MCP server could be reached: there are no hos
 tries the servers again. Why:
 `
 
-// describe is run_python's description: the intro, then the stubs of the
-// upstream servers reached (nss) followed by a note per server left out or
-// cut, or, when there is nothing to call, that there is not and why.
-// configured: the daemon has upstream servers at all.
-func describe(limits protocol.Limits, python string, configured bool, nss []protocol.Namespace, notes string, policy *egress.Policy) string {
+// describe is run_python's description: the intro and what packages a call
+// may name (rpc.PackagesNote), then the stubs of the upstream servers
+// reached (nss) followed by a note per server left out or cut, or, when
+// there is nothing to call, that there is not and why. The budgets and the
+// egress policy are said in every case.
+func (s *Server) describe(nss []protocol.Namespace, notes string) string {
+	limits, python, policy := s.opts.Limits, s.opts.PythonVersion, s.opts.Egress
+	intro := runIntro + rpc.PackagesNote(nil, s.opts.Packages)
 	budgets := rpc.Budgets(limits) + " Python " + python + ".\n" + rpc.EgressLine(policy)
 	switch {
-	case !configured:
-		return runIntro + budgets + noServers
+	case !s.configured():
+		return intro + budgets + noServers
 	case len(nss) == 0:
-		return runIntro + budgets + noneReached + strings.TrimPrefix(notes, "\n") + "\n"
+		return intro + budgets + noneReached + strings.TrimPrefix(notes, "\n") + "\n"
 	}
-	return runIntro + toolsIntro(nss) + "The API:\n\n" + rpc.WithEgressLine(rpc.Stubs(limits, python, nss), policy) + notes
+	return intro + toolsIntro(nss) + "The API:\n\n" + rpc.WithEgressLine(rpc.Stubs(limits, python, nss), policy) + notes
 }
 
 // toolsIntro says how a program calls the servers' tools, with examples

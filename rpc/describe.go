@@ -39,8 +39,20 @@ func (s *Server) describe(id reqID, params []byte) {
 // names, installed for it, and those the allow-list lets it name. Stubs of
 // a daemon without packages on demand are unchanged.
 func withPackages(stubs string, asked []string, allow wheelset.AllowList) string {
-	if !allow.Enabled() {
+	note := PackagesNote(asked, allow)
+	if note == "" {
 		return stubs
+	}
+	end := strings.Index(stubs, "\n\n") + 1 // the header is the first paragraph
+	return stubs[:end] + note + stubs[end:]
+}
+
+// PackagesNote is the comment lines that say what a run may import besides
+// the interpreter's own packages: those asked for (installed for it) and
+// those the allow-list lets it name; "" when packages on demand are off.
+func PackagesNote(asked []string, allow wheelset.AllowList) string {
+	if !allow.Enabled() {
+		return ""
 	}
 	var b strings.Builder
 	if len(asked) > 0 {
@@ -52,8 +64,7 @@ func withPackages(stubs string, asked []string, allow wheelset.AllowList) string
 	} else {
 		b.WriteString(`# Packages installable on demand (name them in the run's "packages" to import them): ` + strings.Join(allowed, ", ") + ".\n")
 	}
-	end := strings.Index(stubs, "\n\n") + 1 // the header is the first paragraph
-	return stubs[:end] + b.String() + stubs[end:]
+	return b.String()
 }
 
 // WithEgressLine adds to the stubs' header the hosts a run may reach

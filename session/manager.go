@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -30,6 +31,11 @@ type Manager struct {
 	egress   *childEgress    // how children reach the egress proxy; nil: no proxy
 	mpl      *mplConfig      // matplotlib's directory (nil when it could not be made)
 	start    startFunc
+
+	// stopping ends at Shutdown: what waits on it (a session's package
+	// installation) stops.
+	stopping     context.Context
+	stopStopping context.CancelFunc
 
 	sessions  map[string]*Session   // open sessions (booting ones included: they count against the cap)
 	ended     map[string]sessionEnd // ended sessions: −32004's state and reason
@@ -66,6 +72,7 @@ func NewManager(cfg Config) *Manager {
 	if cfg.MatplotlibDir {
 		m.mpl = newMplConfig(cfg.TempDir, cfg.Logger)
 	}
+	m.stopping, m.stopStopping = context.WithCancel(context.Background())
 	if cfg.Isolation == IsolationSandbox {
 		sb := sandboxFor(cfg.Python, cfg.TempDir, cfg.PythonTrees, packageTrees(cfg.Packages))
 		if m.mpl != nil {
@@ -211,6 +218,7 @@ func (m *Manager) Shutdown() {
 	if m.forker != nil {
 		m.forker.stopWaiting() // a session open waiting for the preload goes on (cold)
 	}
+	m.stopStopping()
 	m.closeSessions(func(*Session) bool { return true }, protocol.MsgShuttingDown, "the daemon is shutting down")
 	m.mu.Lock()
 	queued := m.queue.drain()

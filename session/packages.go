@@ -84,8 +84,8 @@ func leaseSysPath(l *wheelset.Lease) []string {
 }
 
 // sessionPackages leases the set of a session's packages (nil, nil for
-// none), installing it if need be. A failure to resolve or install is the
-// *wheelset.InstallError, refusing the open.
+// none), installing it if need be, until Shutdown. A failure to resolve or
+// install is the *wheelset.InstallError, refusing the open.
 func (m *Manager) sessionPackages(texts []string) (*wheelset.Lease, error) {
 	reqs := requirements(texts)
 	if len(reqs) == 0 {
@@ -94,5 +94,5 @@ func (m *Manager) sessionPackages(texts []string) (*wheelset.Lease, error) {
 	if m.cfg.Packages == nil {
 		return nil, errors.New("packages were asked for but this daemon installs none")
 	}
-	return m.cfg.Packages.Acquire(context.Background(), reqs)
+	return m.cfg.Packages.Acquire(m.stopping, reqs)
 }

@@ -123,17 +123,18 @@ func (m *Manager) OpenSession(p protocol.SessionParams, onClosed func(id, reason
 
 // openSession is OpenSession for owner.
 func (m *Manager) openSession(owner *Lane, p protocol.SessionParams, onClosed func(id, reason, message string)) (string, error) {
-	lease, err := m.sessionPackages(p.Packages)
-	if err != nil {
-		return "", err
-	}
 	s, err := m.register(owner, EffectiveLimits(m.cfg.Limits, p.Limits), p.IdleTimeoutMs, onClosed)
 	if err != nil {
-		lease.Release()
 		return "", err
 	}
-	s.lease = lease
 	return m.startSession(s, func() (*worker, error) {
+		// Its packages first: the session counts against the cap meanwhile,
+		// and Shutdown stops the installation.
+		lease, err := m.sessionPackages(p.Packages)
+		if err != nil {
+			return nil, err
+		}
+		s.lease = lease // before adopt, which publishes s
 		w, err := m.bootedWorker(func() (*worker, *protocol.RunError) { return m.sessionWorker(s.lim) }, s.lim, leaseSysPath(lease))
 		if err != nil && w != nil && w.warm { // a warm child lost while waiting: once more, cold
 			m.log.Warn("a warm child failed its session boot; opening on a fresh child", "err", err)

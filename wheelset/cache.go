@@ -149,9 +149,6 @@ func interpreterID(python string) (string, error) {
 // read-only to every run.
 func (c *Cache) SetsDir() string { return filepath.Join(c.o.Root, dirSets) }
 
-// Allow is the allow-list the cache was opened with.
-func (c *Cache) Allow() AllowList { return c.o.Allow }
-
 // Lease is a run's hold on an installed set: eviction leaves the set alone
 // until Release.
 type Lease struct {

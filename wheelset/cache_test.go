@@ -375,13 +375,7 @@ func TestRealIndexC850(t *testing.T) {
 // timeout).
 func TestAbandonedInstallStoppedC851(t *testing.T) {
 	leakcheck.Check(t)
-	dir := t.TempDir()
-	started := filepath.Join(dir, "started")
-	uv := filepath.Join(dir, "uv")
-	script := "#!/bin/sh\nif [ \"$2\" = install ]; then echo x > '" + started + "'; exec sleep 600; fi\nexec '" + wheeltest.UV(t) + "' \"$@\"\n"
-	if err := os.WriteFile(uv, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	uv, started := wheeltest.HangingUV(t)
 	c := openCache(t, t.TempDir(), uv, wheeltest.Tiny(t), 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -389,16 +383,7 @@ func TestAbandonedInstallStoppedC851(t *testing.T) {
 		_, err := c.Acquire(ctx, reqs(t, "tinya"))
 		done <- err
 	}()
-	for {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("Acquire returned before the installation started: %v", err)
-		case <-time.After(10 * time.Millisecond): // polling for the wrapper's mark
-		}
-	}
+	wheeltest.AwaitFile(t, started, done)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Acquire after cancel: %v", err)

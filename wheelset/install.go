@@ -21,7 +21,6 @@ import (
 
 // Bounds on what uv says back.
 const (
-	maxUVOutput    = 1 << 20  // bytes of uv's standard output read
 	maxUVError     = 64 << 10 // bytes of uv's standard error read
 	maxMessageLine = 1000     // bytes of uv's reason in an InstallError
 )
@@ -43,7 +42,7 @@ func (c *Cache) install(ctx context.Context, reqs []Requirement, rkey string) (s
 		return "", err
 	}
 	target := filepath.Join(stage, "set")
-	if _, err := c.uv(ctx, reqs, append(args, "--target", target)...); err != nil {
+	if err := c.uv(ctx, reqs, append(args, "--target", target)...); err != nil {
 		return "", err
 	}
 	sealed, err := seal(target)
@@ -104,10 +103,10 @@ func (c *Cache) record(rkey, key, stage string) {
 }
 
 // uv runs uv with the cache's sources and the arguments after them, in a
-// process group of its own that ctx's end kills whole, and returns its
-// standard output. A failure is an *InstallError naming reqs and the first
-// lines of uv's reason.
-func (c *Cache) uv(ctx context.Context, reqs []Requirement, args ...string) ([]byte, error) {
+// process group of its own that ctx's end kills whole; its standard output
+// is dropped. A failure is an *InstallError naming reqs and the first lines
+// of uv's reason.
+func (c *Cache) uv(ctx context.Context, reqs []Requirement, args ...string) error {
 	args = append(args, "--no-config", "--no-progress", "--color", "never", "--only-binary", ":all:",
 		"--python", c.o.Python, "--no-cache")
 	if c.o.Index == "" {
@@ -124,19 +123,19 @@ func (c *Cache) uv(ctx context.Context, reqs []Requirement, args ...string) ([]b
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
-	stdout, stderr := &capped{n: maxUVOutput}, &capped{n: maxUVError}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	stderr := &capped{n: maxUVError}
+	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	err := cmd.Run()
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return nil, &InstallError{Msg: "packages " + listOf(reqs) + ": installation timed out after " + c.o.Timeout.String()}
+		return &InstallError{Msg: "packages " + listOf(reqs) + ": installation timed out after " + c.o.Timeout.String()}
 	}
 	if ctx.Err() != nil {
-		return nil, ctx.Err() // stopped: nobody waits for it
+		return ctx.Err() // stopped: nobody waits for it
 	}
 	if err != nil {
-		return nil, &InstallError{Msg: "packages " + listOf(reqs) + ": " + reason(stderr.b.Bytes(), err)}
+		return &InstallError{Msg: "packages " + listOf(reqs) + ": " + reason(stderr.b.Bytes(), err)}
 	}
-	return stdout.b.Bytes(), nil
+	return nil
 }
 
 // uvEnv is the daemon's environment without what would steer uv away from

@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Wheel describes one pure-Python wheel.
@@ -184,4 +185,35 @@ func Unseal(dir string) {
 		}
 		return nil
 	})
+}
+
+// HangingUV is a uv wrapper whose installations never end: each writes a
+// mark at started, then sleeps; anything else runs the real uv. A test
+// waits for started, then checks what stops the installation.
+func HangingUV(t testing.TB) (uv, started string) {
+	t.Helper()
+	dir := t.TempDir()
+	started = filepath.Join(dir, "started")
+	uv = filepath.Join(dir, "uv")
+	script := "#!/bin/sh\nif [ \"$2\" = install ]; then echo x > '" + started + "'; exec sleep 600; fi\nexec '" + UV(t) + "' \"$@\"\n"
+	if err := os.WriteFile(uv, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return uv, started
+}
+
+// AwaitFile returns once path exists, or with done's error if done yields
+// first (what was to start it ended instead).
+func AwaitFile(t testing.TB, path string, done <-chan error) {
+	t.Helper()
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("ended before %s appeared: %v", path, err)
+		case <-time.After(10 * time.Millisecond): // polling for a mark another process writes
+		}
+	}
 }
