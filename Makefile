@@ -44,7 +44,7 @@ test: build test-go test-e2e-sandbox test-fuzz test-py test-clients test-mcp tes
 # daemons run tier process here (E2E_ISOLATION unset), whatever the default finds.
 test-go: $(VENV_STAMP)
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 # The end-to-end suite again with every daemon in tier sandbox (a test that holds in one tier only
 # says so and skips); without -race, which test-go's pass covers. Skipped where the kernel lacks a
@@ -52,7 +52,7 @@ test-go: $(VENV_STAMP)
 # the uv that requirements-test.txt installs, hence the venv (so do the bench targets).
 test-e2e-sandbox: build $(VENV_STAMP)
 	@if CODERUN_ISOLATION=sandbox $(BIN) --check >/dev/null 2>&1; then \
-		E2E_ISOLATION=sandbox $(GO) test -count=1 ./e2e/; \
+		E2E_ISOLATION=sandbox $(GO) test -count=1 -timeout 30m ./e2e/; \
 	else echo "test-e2e-sandbox: tier sandbox is not available here; skipped"; fi
 
 # A short run of every fuzz target (FUZZTIME each). `make fuzz FUZZTIME=60s` for a long one.
