@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -182,5 +183,52 @@ func TestDiskC768SessionHiddenFiles(t *testing.T) {
 	}
 	if reason, msg := d.closedNote(sid, 30*time.Second); reason != "lost" || !strings.Contains(msg, "maxDiskMb=8") {
 		t.Errorf("session/closed %q %q, want lost naming maxDiskMb=8", reason, msg)
+	}
+}
+
+// threadHides has a thread keep three unlinked files of 6 MiB open (under
+// the 8 MiB budget each, over it together) where /proc/<pid>/fd does not
+// show them: "unshare" gives the thread a descriptor table of its own
+// (unshare(CLONE_FILES)); "exit" ends the first thread alone (SYS_exit, not
+// exit_group), after which /proc/<pid> shows no descriptors and no
+// mappings while the process lives on in the other thread.
+const threadHides = `import ctypes, os, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+ready = threading.Event()
+def hold():
+    if %[1]q == "unshare" and libc.unshare(0x400) != 0:  # CLONE_FILES
+        raise OSError(ctypes.get_errno(), "unshare")
+    kept = []
+    for i in range(3):
+        f = open("hidden%%d" %% i, "w+b")
+        f.write(b"x" * (6 << 20))
+        f.flush()
+        os.unlink(f.name)
+        kept.append(f)
+    ready.set()
+    time.sleep(15)
+t = threading.Thread(target=hold)
+t.start()
+ready.wait()
+if %[1]q == "exit":
+    libc.syscall(60, 0)  # SYS_exit on amd64: this thread only
+t.join()
+return "unseen"`
+
+// TestDiskC770ThreadHeldFiles: unlinked files a thread holds count against
+// the disk budget when the thread has a descriptor table of its own and
+// when the process's first thread has ended: 18 MiB under maxDiskMb 8 end
+// the run output-limit naming the budget, not by the program's own end.
+func TestDiskC770ThreadHeldFiles(t *testing.T) {
+	leakcheck.Check(t)
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the program calls SYS_exit by its amd64 number")
+	}
+	d := started(t, map[string]string{"CODERUN_MAX_DISK_MB": "64"})
+	for _, how := range []string{"unshare", "exit"} {
+		r := d.run(prog(fmt.Sprintf(threadHides, how), `"limits":{"maxDiskMb":8,"maxWallMs":60000}`))
+		if r.Error == nil || r.Error.Kind != "output-limit" || !strings.Contains(r.Error.Message, "maxDiskMb=8") {
+			t.Errorf("%s: 18 MiB held by a thread under maxDiskMb 8: %s %+v, want output-limit naming maxDiskMb=8", how, r.Value, r.Error)
+		}
 	}
 }

@@ -34,7 +34,7 @@ const (
 	diskWalkShare = 4
 )
 
-// maxHeldEntries bounds the open descriptors and mappings of a run's
+// maxHeldEntries bounds the threads, open descriptors and mappings of a run's
 // processes that a measurement looks at for files no directory lists
 // (rundir.Dir.Hidden): hundreds for a Python process with pandas loaded.
 const maxHeldEntries = 100000
@@ -112,7 +112,7 @@ func (u diskUse) over(mb int64) *protocol.RunError {
 	switch {
 	case errors.Is(u.err, rundir.ErrTooLarge):
 		return diskError(mb, "more than "+strconv.Itoa(maxDirEntries)+" files and directories, more than "+
-			strconv.Itoa(maxHeldEntries)+" open descriptors and mappings, or deeper than the daemon measures")
+			strconv.Itoa(maxHeldEntries)+" threads, open descriptors and mappings, or deeper than the daemon measures")
 	case u.err != nil:
 		return diskError(mb, "entries the daemon cannot measure")
 	case u.bytes > mb*protocol.MiB:
