@@ -232,3 +232,44 @@ func TestDiskC770ThreadHeldFiles(t *testing.T) {
 		}
 	}
 }
+
+// stagedHides makes the two files the daemon staged into the working
+// directory (bootstrap.py and protocol.py, written when the warm child was
+// prepared, long before the run when the child waited in the pool) hold 6
+// MiB each, unlinked while open: files made before the run's watch began.
+// It reports "young" without doing so when the directory is too recent for
+// the trick (the pool's child was prepared less than 1.5 s ago).
+const stagedHides = `import os, time
+if time.time() - os.stat("bootstrap.py").st_ctime < 1.5:
+    return "young"
+kept = []
+for name in ("bootstrap.py", "protocol.py"):
+    f = open(name, "r+b")
+    os.unlink(name)
+    for _ in range(6):
+        f.write(b"x" * (1 << 20))
+    f.flush()
+    kept.append(f)
+time.sleep(15)
+return "unseen"`
+
+// TestDiskC771StagedFiles: the files the daemon staged for a warm child
+// count when the program unlinks them and keeps them open, however long
+// the child waited in the pool: 12 MiB in them under maxDiskMb 8 end the
+// run output-limit naming the budget. The test waits, between tries, for a
+// pool child prepared at least 1.5 s before its run.
+func TestDiskC771StagedFiles(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, map[string]string{"CODERUN_MAX_DISK_MB": "64"})
+	for try := 0; ; try++ {
+		r := d.run(prog(stagedHides, `"limits":{"maxDiskMb":8,"maxWallMs":60000}`))
+		if string(r.Value) == `"young"` && try < 20 {
+			time.Sleep(time.Second) // the pool prepares the next child meanwhile
+			continue
+		}
+		if r.Error == nil || r.Error.Kind != "output-limit" || !strings.Contains(r.Error.Message, "maxDiskMb=8") {
+			t.Errorf("12 MiB in the staged files under maxDiskMb 8: %s %+v, want output-limit naming maxDiskMb=8", r.Value, r.Error)
+		}
+		return
+	}
+}

@@ -248,3 +248,16 @@ func parseMapsLine(line []byte) (mapping, bool) {
 	m.deleted = m.ino != 0 && bytes.HasSuffix(line, deletedSuffix)
 	return m, true
 }
+
+// Born is when d's directory was made, and false where its file system
+// keeps no birth times (or d is closed). Everything the daemon stages into
+// d, and everything a program makes there, is born after it.
+func (d *Dir) Born() (time.Time, bool) {
+	var x unix.Statx_t
+	if d.closed() || d.Do(func(fd int) error {
+		return unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BTIME, &x)
+	}) != nil || x.Mask&unix.STATX_BTIME == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(x.Btime.Sec, int64(x.Btime.Nsec)), true
+}
