@@ -273,3 +273,27 @@ func TestDiskC771StagedFiles(t *testing.T) {
 		return
 	}
 }
+
+// TestDiskC772FallocateKeepSize: in tier sandbox no file holds more blocks
+// than RLIMIT_FSIZE (the disk budget), which the kernel does not check for
+// fallocate(FALLOC_FL_KEEP_SIZE): blocks past the end of a file. Such a
+// fallocate of 16 MiB under maxDiskMb 8 is refused EOPNOTSUPP (what a file
+// system without it answers); a plain one past RLIMIT_FSIZE fails EFBIG.
+// (The file is emptied at once, before the budget's walk would end the run.)
+func TestDiskC772FallocateKeepSize(t *testing.T) {
+	leakcheck.Check(t)
+	onlyInTier(t, "sandbox")
+	d := started(t, map[string]string{"CODERUN_MAX_DISK_MB": "64"})
+	r := d.run(prog(`import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+out = []
+with open("big", "w+b") as f:
+    for mode in (1, 0):  # FALLOC_FL_KEEP_SIZE, plain
+        rc = libc.fallocate(f.fileno(), mode, 0, 16 << 20)
+        held = os.fstat(f.fileno()).st_blocks * 512
+        f.truncate(0)
+        out.append(errno.errorcode[ctypes.get_errno()] if rc else "held %d MiB" % (held >> 20))
+return out`, `"limits":{"maxDiskMb":8}`))
+	expectOK(t, r, `["ENOTSUP","EFBIG"]`) // Python names EOPNOTSUPP (95) ENOTSUP
+}
