@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -183,4 +184,116 @@ func TestDiskC768SessionHiddenFiles(t *testing.T) {
 	if reason, msg := d.closedNote(sid, 30*time.Second); reason != "lost" || !strings.Contains(msg, "maxDiskMb=8") {
 		t.Errorf("session/closed %q %q, want lost naming maxDiskMb=8", reason, msg)
 	}
+}
+
+// threadHides has a thread keep three unlinked files of 6 MiB open (under
+// the 8 MiB budget each, over it together) where /proc/<pid>/fd does not
+// show them: "unshare" gives the thread a descriptor table of its own
+// (unshare(CLONE_FILES)); "exit" ends the first thread alone (SYS_exit, not
+// exit_group), after which /proc/<pid> shows no descriptors and no
+// mappings while the process lives on in the other thread.
+const threadHides = `import ctypes, os, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+ready = threading.Event()
+def hold():
+    if %[1]q == "unshare" and libc.unshare(0x400) != 0:  # CLONE_FILES
+        raise OSError(ctypes.get_errno(), "unshare")
+    kept = []
+    for i in range(3):
+        f = open("hidden%%d" %% i, "w+b")
+        f.write(b"x" * (6 << 20))
+        f.flush()
+        os.unlink(f.name)
+        kept.append(f)
+    ready.set()
+    time.sleep(15)
+t = threading.Thread(target=hold)
+t.start()
+ready.wait()
+if %[1]q == "exit":
+    libc.syscall(60, 0)  # SYS_exit on amd64: this thread only
+t.join()
+return "unseen"`
+
+// TestDiskC770ThreadHeldFiles: unlinked files a thread holds count against
+// the disk budget when the thread has a descriptor table of its own and
+// when the process's first thread has ended: 18 MiB under maxDiskMb 8 end
+// the run output-limit naming the budget, not by the program's own end.
+func TestDiskC770ThreadHeldFiles(t *testing.T) {
+	leakcheck.Check(t)
+	if runtime.GOARCH != "amd64" {
+		t.Skip("the program calls SYS_exit by its amd64 number")
+	}
+	d := started(t, map[string]string{"CODERUN_MAX_DISK_MB": "64"})
+	for _, how := range []string{"unshare", "exit"} {
+		r := d.run(prog(fmt.Sprintf(threadHides, how), `"limits":{"maxDiskMb":8,"maxWallMs":60000}`))
+		if r.Error == nil || r.Error.Kind != "output-limit" || !strings.Contains(r.Error.Message, "maxDiskMb=8") {
+			t.Errorf("%s: 18 MiB held by a thread under maxDiskMb 8: %s %+v, want output-limit naming maxDiskMb=8", how, r.Value, r.Error)
+		}
+	}
+}
+
+// stagedHides makes the two files the daemon staged into the working
+// directory (bootstrap.py and protocol.py, written when the warm child was
+// prepared, long before the run when the child waited in the pool) hold 6
+// MiB each, unlinked while open: files made before the run's watch began.
+// It reports "young" without doing so when the directory is too recent for
+// the trick (the pool's child was prepared less than 1.5 s ago).
+const stagedHides = `import os, time
+if time.time() - os.stat("bootstrap.py").st_ctime < 1.5:
+    return "young"
+kept = []
+for name in ("bootstrap.py", "protocol.py"):
+    f = open(name, "r+b")
+    os.unlink(name)
+    for _ in range(6):
+        f.write(b"x" * (1 << 20))
+    f.flush()
+    kept.append(f)
+time.sleep(15)
+return "unseen"`
+
+// TestDiskC771StagedFiles: the files the daemon staged for a warm child
+// count when the program unlinks them and keeps them open, however long
+// the child waited in the pool: 12 MiB in them under maxDiskMb 8 end the
+// run output-limit naming the budget. The test waits, between tries, for a
+// pool child prepared at least 1.5 s before its run.
+func TestDiskC771StagedFiles(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, map[string]string{"CODERUN_MAX_DISK_MB": "64"})
+	for try := 0; ; try++ {
+		r := d.run(prog(stagedHides, `"limits":{"maxDiskMb":8,"maxWallMs":60000}`))
+		if string(r.Value) == `"young"` && try < 20 {
+			time.Sleep(time.Second) // the pool prepares the next child meanwhile
+			continue
+		}
+		if r.Error == nil || r.Error.Kind != "output-limit" || !strings.Contains(r.Error.Message, "maxDiskMb=8") {
+			t.Errorf("12 MiB in the staged files under maxDiskMb 8: %s %+v, want output-limit naming maxDiskMb=8", r.Value, r.Error)
+		}
+		return
+	}
+}
+
+// TestDiskC772FallocateKeepSize: in tier sandbox no file holds more blocks
+// than RLIMIT_FSIZE (the disk budget), which the kernel does not check for
+// fallocate(FALLOC_FL_KEEP_SIZE): blocks past the end of a file. Such a
+// fallocate of 16 MiB under maxDiskMb 8 is refused EOPNOTSUPP (what a file
+// system without it answers); a plain one past RLIMIT_FSIZE fails EFBIG.
+// (The file is emptied at once, before the budget's walk would end the run.)
+func TestDiskC772FallocateKeepSize(t *testing.T) {
+	leakcheck.Check(t)
+	onlyInTier(t, "sandbox")
+	d := started(t, map[string]string{"CODERUN_MAX_DISK_MB": "64"})
+	r := d.run(prog(`import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+out = []
+with open("big", "w+b") as f:
+    for mode in (1, 0):  # FALLOC_FL_KEEP_SIZE, plain
+        rc = libc.fallocate(f.fileno(), mode, 0, 16 << 20)
+        held = os.fstat(f.fileno()).st_blocks * 512
+        f.truncate(0)
+        out.append(errno.errorcode[ctypes.get_errno()] if rc else "held %d MiB" % (held >> 20))
+return out`, `"limits":{"maxDiskMb":8}`))
+	expectOK(t, r, `["ENOTSUP","EFBIG"]`) // Python names EOPNOTSUPP (95) ENOTSUP
 }

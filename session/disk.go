@@ -34,14 +34,14 @@ const (
 	diskWalkShare = 4
 )
 
-// maxHeldEntries bounds the open descriptors and mappings of a run's
+// maxHeldEntries bounds the threads, open descriptors and mappings of a run's
 // processes that a measurement looks at for files no directory lists
 // (rundir.Dir.Hidden): hundreds for a Python process with pandas loaded.
 const maxHeldEntries = 100000
 
-// birthSlack is how much older than its watch a file may be and still
-// count: file times come from a coarse clock (a tick behind), and a
-// library replaced on disk in the second before a run is no loss.
+// birthSlack is how much older than its directory (or its watch) a file
+// may be and still count: file times come from a coarse clock (a tick
+// behind), and a library replaced on disk in the second before is no loss.
 const birthSlack = time.Second
 
 // diskWatch measures one directory until stopped. Like cpuSampler it is a
@@ -57,10 +57,17 @@ type diskWatch struct {
 // diskSampleEvery, and hands each measurement to judge, which compares it
 // with the budget in force when it judges (a session's changes as runs
 // attach and detach while a walk is under way); it goes on until stop.
-// Unlisted files made well before the watch started are not the program's
-// and do not count.
+// Unlisted files made well before dir (or, where the file system keeps no
+// birth times, before the watch started) are not the program's and do not
+// count; those made since do, the files the daemon staged into dir for a
+// warm child that waited in the pool included: a program may unlink and
+// grow them.
 func watchDisk(dir *rundir.Dir, family func() []int, judge func(diskUse)) *diskWatch {
-	since := time.Now().Add(-birthSlack)
+	since := time.Now()
+	if born, ok := dir.Born(); ok && born.Before(since) {
+		since = born
+	}
+	since = since.Add(-birthSlack)
 	d := &diskWatch{}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -112,7 +119,7 @@ func (u diskUse) over(mb int64) *protocol.RunError {
 	switch {
 	case errors.Is(u.err, rundir.ErrTooLarge):
 		return diskError(mb, "more than "+strconv.Itoa(maxDirEntries)+" files and directories, more than "+
-			strconv.Itoa(maxHeldEntries)+" open descriptors and mappings, or deeper than the daemon measures")
+			strconv.Itoa(maxHeldEntries)+" threads, open descriptors and mappings, or deeper than the daemon measures")
 	case u.err != nil:
 		return diskError(mb, "entries the daemon cannot measure")
 	case u.bytes > mb*protocol.MiB:

@@ -14,23 +14,28 @@ import (
 
 // A file a program unlinks while it keeps it open, makes with O_TMPFILE, or
 // maps, closes and unlinks still holds its blocks, but no directory lists
-// it: Measure cannot see it. Hidden finds such files through the processes
-// that hold them, in /proc: their descriptors (/proc/<pid>/fd) and their
-// mappings (/proc/<pid>/maps, sized through /proc/<pid>/map_files, which
+// it: Measure cannot see it. Hidden finds such files through the tasks
+// that hold them, in /proc: their descriptors (/proc/<tid>/fd) and their
+// mappings (/proc/<tid>/maps, sized through /proc/<tid>/map_files, which
 // the kernel shows to a root daemon only; otherwise a mapping counts the
-// bytes it maps, a lower bound of its file's size). A file's birth time
-// tells the run's files from those an interpreter brought along, so that
-// no scan is needed before the program starts.
+// bytes it maps, a lower bound of its file's size). Every task (thread) is
+// looked at, not only a process's first: a thread may have a descriptor
+// table of its own (unshare(CLONE_FILES)), and once a process's first
+// thread has ended, /proc/<pid> shows neither the descriptors nor the
+// mappings its other threads still hold. Tasks that share a table or an
+// address space (kcmp) are read once. A file's birth time tells the run's
+// files from those an interpreter brought along, so that no scan is needed
+// before the program starts.
 
 // Hidden adds up the files on d's file system that no directory links,
-// that one of pids holds open or mapped, and that were made at or after
-// since (a file the file system gives no birth time counts whenever it was
-// made): a library replaced on disk while an interpreter from before the
-// run still maps it is not the run's. Each file counts once. It stops
-// with ErrTooLarge past maxEntries descriptors and mappings looked at, so
-// that a program cannot make the daemon's sampling arbitrarily long. A
-// process that is gone, or whose entries the daemon may not read, counts
-// nothing.
+// that a task of one of pids holds open or mapped, and that were made at
+// or after since (a file the file system gives no birth time counts
+// whenever it was made): a library replaced on disk while an interpreter
+// from before the run still maps it is not the run's. Each file counts
+// once. It stops with ErrTooLarge past maxEntries tasks, descriptors,
+// mappings and comparisons looked at, so that a program cannot make the
+// daemon's sampling arbitrarily long. A process that is gone, or whose
+// entries the daemon may not read, counts nothing.
 func (d *Dir) Hidden(pids []int, since time.Time, maxEntries int64) (int64, error) {
 	var st unix.Stat_t
 	if d.closed() || d.Do(func(fd int) error { return unix.Fstat(fd, &st) }) != nil {
@@ -38,15 +43,80 @@ func (d *Dir) Hidden(pids []int, since time.Time, maxEntries int64) (int64, erro
 	}
 	h := hiddenScan{dev: st.Dev, since: since, seen: map[uint64]bool{}, budget: maxEntries}
 	for _, pid := range pids {
-		proc := "/proc/" + strconv.Itoa(pid)
-		if err := h.descriptors(proc); err != nil {
-			return h.bytes, err
-		}
-		if err := h.mappings(proc); err != nil {
+		if err := h.process("/proc/" + strconv.Itoa(pid)); err != nil {
 			return h.bytes, err
 		}
 	}
 	return h.bytes, nil
+}
+
+// process counts what the tasks of the process at proc hold. Tasks are
+// compared within their process only (its threads; processes that share
+// a table through clone(CLONE_FILES) are read once each), so comparing
+// costs no more than the square of one process's threads.
+func (h *hiddenScan) process(proc string) error {
+	dir, err := os.Open(proc + "/task")
+	if err != nil {
+		return nil
+	}
+	tids, _ := dir.Readdirnames(-1)
+	dir.Close()
+	if err := h.spend(int64(len(tids))); err != nil {
+		return err
+	}
+	tables, spaces := sharing{kind: kcmpFiles}, sharing{kind: kcmpVM}
+	for _, name := range tids {
+		tid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		task := "/proc/" + name // a thread's own /proc entry: map_files is there, not under task/
+		if first, err := tables.first(h, tid); err != nil {
+			return err
+		} else if first {
+			if err := h.descriptors(task); err != nil {
+				return err
+			}
+		}
+		if first, err := spaces.first(h, tid); err != nil {
+			return err
+		} else if first {
+			if err := h.mappings(task); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// kcmp's types (linux/kcmp.h): what two tasks are compared by.
+const (
+	kcmpVM    = 1 // the address space
+	kcmpFiles = 2 // the descriptor table
+)
+
+// sharing is the tasks a scan read one kind of resource of, one task per
+// distinct table or address space.
+type sharing struct {
+	kind int
+	tids []int
+}
+
+// first reports whether tid's resource is none that s has read yet, and
+// records tid if so. Each comparison is spent from h's budget; a kernel
+// without kcmp makes every task first (read again, never skipped).
+func (s *sharing) first(h *hiddenScan, tid int) (bool, error) {
+	for _, known := range s.tids {
+		if err := h.spend(1); err != nil {
+			return false, err
+		}
+		r, _, errno := unix.Syscall6(unix.SYS_KCMP, uintptr(known), uintptr(tid), uintptr(s.kind), 0, 0, 0)
+		if errno == 0 && r == 0 {
+			return false, nil
+		}
+	}
+	s.tids = append(s.tids, tid)
+	return true, nil
 }
 
 // hiddenScan is one Hidden pass: what it seeks, what it found and the
@@ -88,7 +158,7 @@ func (h *hiddenScan) count(dirfd int, name string) bool {
 	return true
 }
 
-// descriptors counts what proc's open descriptors hold.
+// descriptors counts what the open descriptors of the task at proc hold.
 func (h *hiddenScan) descriptors(proc string) error {
 	dir, err := os.Open(proc + "/fd")
 	if err != nil {
@@ -105,7 +175,8 @@ func (h *hiddenScan) descriptors(proc string) error {
 	return nil
 }
 
-// mappings counts what proc's mappings of deleted files hold.
+// mappings counts what the mappings of deleted files of the task at proc
+// hold.
 func (h *hiddenScan) mappings(proc string) error {
 	f, err := os.Open(proc + "/maps")
 	if err != nil {
@@ -176,4 +247,17 @@ func parseMapsLine(line []byte) (mapping, bool) {
 	}
 	m.deleted = m.ino != 0 && bytes.HasSuffix(line, deletedSuffix)
 	return m, true
+}
+
+// Born is when d's directory was made, and false where its file system
+// keeps no birth times (or d is closed). Everything the daemon stages into
+// d, and everything a program makes there, is born after it.
+func (d *Dir) Born() (time.Time, bool) {
+	var x unix.Statx_t
+	if d.closed() || d.Do(func(fd int) error {
+		return unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BTIME, &x)
+	}) != nil || x.Mask&unix.STATX_BTIME == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(x.Btime.Sec, int64(x.Btime.Nsec)), true
 }

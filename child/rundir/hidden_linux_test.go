@@ -74,3 +74,25 @@ func FuzzParseMapsLine(f *testing.F) {
 		}
 	})
 }
+
+// TestBorn: a directory's birth time is when Make made it (file times lag
+// the clock by up to a tick), and a closed Dir has none.
+func TestBorn(t *testing.T) {
+	leakcheck.Check(t)
+	before := time.Now().Add(-time.Second)
+	d, err := Make(t.TempDir())
+	must(t, err)
+	defer d.Remove()
+	born, ok := d.Born()
+	if !ok {
+		d.Close()
+		t.Skip("this file system keeps no birth times")
+	}
+	if born.Before(before) || born.After(time.Now()) {
+		t.Errorf("Born = %v, want between %v and now", born, before)
+	}
+	d.Close()
+	if _, ok := d.Born(); ok {
+		t.Error("a closed Dir has a birth time")
+	}
+}

@@ -69,6 +69,11 @@ import (
 //     session leaves a traced zombie nobody reaps (session/close never
 //     returned), or cancel every stop of the idle freeze (docs/containment.md
 //     §4.3); nothing a program needs does it (a debugger runs outside).
+//   - fallocate() with any mode but 0 → EOPNOTSUPP, what a file system
+//     without the mode answers (posix_fallocate then writes zeros):
+//     FALLOC_FL_KEEP_SIZE allocates blocks past a file's end, which
+//     RLIMIT_FSIZE, the bound of each file the disk budget relies on, does
+//     not check. Mode 0 extends the file, within RLIMIT_FSIZE.
 //   - any other architecture or ABI (x32, int 0x80 on amd64) → ENOSYS, so
 //     the filter cannot be sidestepped through another system call table.
 //
@@ -158,6 +163,8 @@ const (
 	toSocketpair // the socketpair() type check
 	toIoctl      // the ioctl() request check
 	toNamespaces // the clone() and unshare() flags check
+	toFallocate  // the fallocate() mode check
+	toEOPNOTSUPP
 	labels
 )
 
@@ -195,7 +202,7 @@ func seccompFilter() ([]unix.SockFilter, error) {
 	p = append(p, load(4), bpfInsn{unix.SockFilter{Code: jeq, K: arch}, nextInsn, toENOSYS}, load(0),
 		bpfInsn{unix.SockFilter{Code: jge, K: x32}, toENOSYS, nextInsn},
 		is(unix.SYS_SOCKET, toSocket), is(unix.SYS_SOCKETPAIR, toSocketpair), is(unix.SYS_IOCTL, toIoctl),
-		is(unix.SYS_CLONE, toNamespaces), is(unix.SYS_UNSHARE, toNamespaces))
+		is(unix.SYS_CLONE, toNamespaces), is(unix.SYS_UNSHARE, toNamespaces), is(unix.SYS_FALLOCATE, toFallocate))
 	for _, nr := range enosysSyscalls {
 		p = append(p, is(nr, toENOSYS))
 	}
@@ -211,6 +218,8 @@ func seccompFilter() ([]unix.SockFilter, error) {
 	p = append(p, jump(toAllow))
 	mark(toNamespaces)
 	p = append(p, load(16), bpfInsn{unix.SockFilter{Code: jset, K: namespaceFlags}, toEPERM, toAllow})
+	mark(toFallocate)
+	p = append(p, load(24), is(0, toAllow), jump(toEOPNOTSUPP))
 	mark(toSocket)
 	p = append(p, load(16), is(unix.AF_INET, toAllow), is(unix.AF_INET6, toAllow), is(unix.AF_NETLINK, toAllow), jump(toEACCES))
 	mark(toSocketpair)
@@ -224,6 +233,7 @@ func seccompFilter() ([]unix.SockFilter, error) {
 		{toEACCES, unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)},
 		{toEPERM, unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
 		{toENOSYS, unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)},
+		{toEOPNOTSUPP, unix.SECCOMP_RET_ERRNO | uint32(unix.EOPNOTSUPP)},
 	}
 	for _, r := range returns {
 		mark(r.l)
@@ -295,6 +305,6 @@ func seccompFeature() Feature {
 		return f
 	}
 	f.OK, f.Detail = true, "only inet and netlink sockets, stream socket pairs, no file metadata or attribute flag changes, "+
-		"no inotify or fanotify, no keyrings, no memfd or SysV shared memory, no execveat, no io_uring, no new namespaces, no mount API"
+		"no fallocate past a file's end, no inotify or fanotify, no keyrings, no memfd or SysV shared memory, no execveat, no io_uring, no new namespaces, no mount API"
 	return f
 }
