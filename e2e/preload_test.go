@@ -197,6 +197,20 @@ func TestPreloadFailures(t *testing.T) {
 		}
 		expectOK(t, d.run(prog("import sys\nreturn ['coderun_gated' in sys.modules, 'coderun_boom' in sys.modules]")), "[true,false]")
 	})
+	// After C870: the smoke run of --check imports the first module of site-packages that imports
+	// (coderun_gated, which waits for its gate until then).
+	t.Run("C878/check", func(t *testing.T) {
+		out, err := runCheck(t, map[string]string{"CODERUN_PYTHON_BIN": py, "CODERUN_PRELOAD": "json,?coderun_nope"})
+		if err != nil || !strings.Contains(string(out), "\npreload: ok (json; fork server ") ||
+			!strings.Contains(string(out), `preload: optional module "coderun_nope" is not installed; not preloaded`) {
+			t.Errorf("--check with a preload: %v\n%s", err, out)
+		}
+		out, err = runCheck(t, map[string]string{"CODERUN_PYTHON_BIN": py, "CODERUN_PRELOAD": "coderun_boom"})
+		want := "preload: FAILED\ncoderun-rpc: configuration error: CODERUN_PRELOAD=\"coderun_boom\": module \"coderun_boom\": RuntimeError: boom at import\n"
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), want) {
+			t.Errorf("--check with a failing preload: %v\n%s", err, out)
+		}
+	})
 }
 
 func jsonQuote(s string) string {
