@@ -24,6 +24,9 @@ func runsForkServer(pid int) bool {
 	if err != nil || len(args) == 0 {
 		return false
 	}
+	if n := len(args); n > 2 && bytes.Equal(args[n-2], []byte("--preload")) { // CODERUN_PRELOAD
+		args = args[:n-2]
+	}
 	if bytes.Equal(args[len(args)-1], []byte("--sandbox")) { // tier sandbox's server
 		args = args[:len(args)-1]
 	}

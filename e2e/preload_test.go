@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -196,9 +197,63 @@ func TestPreloadFailures(t *testing.T) {
 		}
 		expectOK(t, d.run(prog("import sys\nreturn ['coderun_gated' in sys.modules, 'coderun_boom' in sys.modules]")), "[true,false]")
 	})
+	// After C870: the smoke run of --check imports the first module of site-packages that imports
+	// (coderun_gated, which waits for its gate until then).
+	t.Run("C878/check", func(t *testing.T) {
+		out, err := runCheck(t, map[string]string{"CODERUN_PYTHON_BIN": py, "CODERUN_PRELOAD": "json,?coderun_nope"})
+		if err != nil || !strings.Contains(string(out), "\npreload: ok (json; fork server ") ||
+			!strings.Contains(string(out), `preload: optional module "coderun_nope" is not installed; not preloaded`) {
+			t.Errorf("--check with a preload: %v\n%s", err, out)
+		}
+		out, err = runCheck(t, map[string]string{"CODERUN_PYTHON_BIN": py, "CODERUN_PRELOAD": "coderun_boom"})
+		want := "preload: FAILED\ncoderun-rpc: configuration error: CODERUN_PRELOAD=\"coderun_boom\": module \"coderun_boom\": RuntimeError: boom at import\n"
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), want) {
+			t.Errorf("--check with a failing preload: %v\n%s", err, out)
+		}
+	})
 }
 
 func jsonQuote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// C877: a fork server restarted after its death whose preload now fails is
+// not started again (each attempt would import the preload anew): the daemon
+// logs it once, and runs go on, cold.
+func TestPreloadFailsOnRestart(t *testing.T) {
+	t.Parallel()
+	poison := filepath.Join(t.TempDir(), "poison")
+	py := preloadVenv(t, map[string]string{
+		"coderun_flaky": "import os\nif os.path.exists(" + jsonQuote(poison) + "):\n    raise RuntimeError('now broken')\n",
+	})
+	tmp := t.TempDir()
+	d := started(t, map[string]string{"CODERUN_PYTHON_BIN": py, "CODERUN_PRELOAD": "coderun_flaky", "TMPDIR": tmp})
+	preloadReady(t, d)
+	if err := os.WriteFile(poison, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	killForkServer(t, tmp)
+	waitFor(t, func() bool {
+		d.run(prog("return 1")) // a spawn finds the server gone, or failed, and starts another
+		return strings.Contains(d.stderr.String(), `the preload failed; children start cold from now on`)
+	}, "the restarted server's failure")
+	expectOK(t, d.run(prog("import sys\nreturn 'coderun_flaky' in sys.modules")), "false")
+	if n := strings.Count(d.stderr.String(), "RuntimeError: now broken"); n != 1 {
+		t.Errorf("the failing preload was tried %d times, want 1; stderr:\n%s", n, d.stderr)
+	}
+}
+
+// killForkServer SIGKILLs the fork server of the daemon staging in tmp.
+func killForkServer(t *testing.T, tmp string) {
+	t.Helper()
+	for _, pid := range tmpdirProcs(tmp) {
+		if isForkServer(pid) {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no fork server staged in %s", tmp)
 }

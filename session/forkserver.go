@@ -217,8 +217,13 @@ func (f *forker) server() *forkserver.Server {
 		select {
 		case <-f.srv.Done():
 			f.log.Warn("fork server: ended", "err", f.srv.Err())
+			failed := f.srv.Preload().Failed
 			f.stopLocked()
 			f.backOffLocked()
+			if failed != nil { // it would fail again: no import of the preload every back-off
+				f.log.Error("fork server: the preload failed; children start cold from now on", "err", failed)
+				f.closed = true
+			}
 		default:
 			return f.srv
 		}

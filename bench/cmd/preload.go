@@ -52,9 +52,13 @@ func preloadRows(o options) ([]row, error) {
 		fmt.Fprintln(os.Stderr, "bench: preload: no interpreter with numpy, pandas and matplotlib (BENCH_HEAVY_PYTHON, .venv): no rows")
 		return nil, nil
 	}
+	tiers, preloads := []string{"process", "sandbox"}, []string{preloadModules, ""}
+	if o.quick { // make test-bench: the harness, not the figures (each import without the preload takes seconds)
+		tiers, preloads = tiers[:1], preloads[:1]
+	}
 	var rows []row
-	for _, tier := range []string{"process", "sandbox"} {
-		for _, preload := range []string{preloadModules, ""} {
+	for _, tier := range tiers {
+		for _, preload := range preloads {
 			r, err := preloadTierRows(o, py, tier, preload)
 			if err != nil {
 				return nil, fmt.Errorf("tier %s, preload %q: %w", tier, preload, err)
