@@ -48,6 +48,11 @@ func TestPreload(t *testing.T) {
 		if !d.stderr.logged(`msg="preload: optional module not installed; not preloaded" module=coderun_no_such_module`) {
 			t.Errorf("no warning for the optional module; stderr:\n%s", d.stderr)
 		}
+		// The model reads the same in the stubs' header.
+		if m := d.call("bindings/describe", `{}`); m.Error != nil ||
+			!strings.Contains(string(m.Result), "Preloaded, so importing them costs nothing: numpy, pandas, matplotlib.pyplot.") {
+			t.Errorf("bindings/describe: %+v %s", m.Error, m.Result)
+		}
 	})
 	preloadReady(t, d)
 	t.Run("C861/imported", func(t *testing.T) {

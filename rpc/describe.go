@@ -31,20 +31,31 @@ func (s *Server) describe(id reqID, params []byte) {
 		return
 	}
 	text := renderedStubs.text(session.EffectiveLimits(cfg.Limits, p.limits), cfg.PythonVersion, stubNamespaces(p.nss))
-	s.w.frame(encodeDescribe(id.text, WithEgressLine(withPackages(text, p.packages, cfg.Packages), cfg.Egress)))
+	s.w.frame(encodeDescribe(id.text, WithEgressLine(withImports(text, cfg.Preload, p.packages, cfg.Packages), cfg.Egress)))
 }
 
-// withPackages adds to the stubs' header what the run may import besides
-// the interpreter's own packages (docs/packages.md §4): the packages it
-// names, installed for it, and those the allow-list lets it name. Stubs of
-// a daemon without packages on demand are unchanged.
-func withPackages(stubs string, asked []string, allow wheelset.AllowList) string {
-	note := PackagesNote(asked, allow)
+// withImports adds to the stubs' header what the run may import besides
+// the interpreter's own packages (docs/packages.md §4): the modules the fork
+// server preloaded, the packages it names, installed for it, and those the
+// allow-list lets it name. Stubs of a daemon with neither a preload nor
+// packages on demand are unchanged.
+func withImports(stubs string, preload, asked []string, allow wheelset.AllowList) string {
+	note := PreloadNote(preload) + PackagesNote(asked, allow)
 	if note == "" {
 		return stubs
 	}
 	end := strings.Index(stubs, "\n\n") + 1 // the header is the first paragraph
 	return stubs[:end] + note + stubs[end:]
+}
+
+// PreloadNote is the comment line naming the modules the fork server
+// imported before it served (CODERUN_PRELOAD): a run imports them for free.
+// "" for none.
+func PreloadNote(modules []string) string {
+	if len(modules) == 0 {
+		return ""
+	}
+	return "# Preloaded, so importing them costs nothing: " + strings.Join(modules, ", ") + ".\n"
 }
 
 // PackagesNote is the comment lines that say what a run may import besides

@@ -55,12 +55,13 @@ func TestValidatePackagesC837(t *testing.T) {
 }
 
 // C843: the bindings/describe header says what a run may import: the
-// packages the request names and what the allow-list offers; a daemon
-// without packages on demand renders the header unchanged.
+// modules the fork server preloaded, the packages the request names and
+// what the allow-list offers; a daemon with neither renders the header
+// unchanged.
 func TestDescribeListsPackagesC843(t *testing.T) {
 	stubs := "# coderun-rpc: the functions …\n# Python 3.11.7. Every function is async: await it.\n\nclass Tools:\n"
 	allow, _ := wheelset.ParseAllowList("tinyb<2,tinya")
-	got := withPackages(stubs, []string{"tinya"}, allow)
+	got := withImports(stubs, nil, []string{"tinya"}, allow)
 	want := "# coderun-rpc: the functions …\n# Python 3.11.7. Every function is async: await it.\n" +
 		"# Packages installed for this run: tinya.\n" +
 		`# Packages installable on demand (name them in the run's "packages" to import them): tinya, tinyb<2.` + "\n\nclass Tools:\n"
@@ -68,11 +69,15 @@ func TestDescribeListsPackagesC843(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 	anyName, _ := wheelset.ParseAllowList("*")
-	if got := withPackages(stubs, nil, anyName); !strings.Contains(got, `# Any package of the index can be installed: name it in the run's "packages" before importing it.`+"\n\n") {
+	if got := withImports(stubs, nil, nil, anyName); !strings.Contains(got, `# Any package of the index can be installed: name it in the run's "packages" before importing it.`+"\n\n") {
 		t.Errorf("*: %s", got)
 	}
-	if got := withPackages(stubs, nil, noPackages); got != stubs {
+	if got := withImports(stubs, nil, nil, noPackages); got != stubs {
 		t.Errorf("feature off: %s", got)
+	}
+	preloaded := withImports(stubs, []string{"numpy", "pandas"}, nil, noPackages)
+	if want := "# Python 3.11.7. Every function is async: await it.\n# Preloaded, so importing them costs nothing: numpy, pandas.\n\nclass"; !strings.Contains(preloaded, want) {
+		t.Errorf("a preload: %s", preloaded)
 	}
 	if _, err := validateDescribe([]byte(`{"packages":["numpy"]}`), cfgLimits, allow); err == nil ||
 		err.Error() != "packages[0] names numpy, which CODERUN_PACKAGES does not allow" {
