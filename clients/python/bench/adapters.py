@@ -124,7 +124,7 @@ async def framework_rows(start: Callable[[], Awaitable[Client]], samples: int) -
     from coderun.integrations import langchain
     lc = langchain.code_tool([lc_tool(echo)], daemon=start)
     adapter = timed(lambda: lc.ainvoke({"program": "return 1"}))
-    o, a = await pair(await own_clock(langchain._MODES[id(lc)], "return 1"), adapter, samples)
+    o, a = await pair(await own_clock(langchain._MODES.of(lc), "return 1"), adapter, samples)
     rows.append(row("code tool call: LangChain ainvoke vs Session.run (return 1)", o, a, "LangChain"))
     noop = StructuredTool(name="noop", description="d", args_schema=langchain._Program, coroutine=_noop)
     f = statistics.median([await timed(lambda: noop.ainvoke({"program": "return 1"}))() for _ in range(samples)])
@@ -140,7 +140,7 @@ async def framework_rows(start: Callable[[], Awaitable[Client]], samples: int) -
     args = json.dumps({"program": "return 1"})
     tctx = ToolContext(None, tool_name="run_python", tool_call_id="bench", tool_arguments=args)
     adapter = timed(lambda: oa.on_invoke_tool(tctx, args))
-    o, a = await pair(await own_clock(openai_agents._MODES[id(oa)], "return 1"), adapter, samples)
+    o, a = await pair(await own_clock(openai_agents._MODES.of(oa), "return 1"), adapter, samples)
     rows.append(row("code tool call: Agents SDK on_invoke_tool vs Session.run (return 1)", o, a, "OpenAI Agents SDK"))
     openai_agents.close_code_tool(oa)
 

@@ -118,7 +118,7 @@ async def test_cancelling_ainvoke_cancels_the_program() -> None:
         with pytest.raises(asyncio.CancelledError):
             await task
         from coderun.integrations.langchain import _MODES
-        client = _MODES[id(run_python)]._client
+        client = _MODES.of(run_python)._client
         assert client is not None and client._runs == {}  # the daemon answered: the child is stopped
     finally:
         close_code_tool(run_python)

@@ -16,6 +16,7 @@ import asyncio
 import concurrent.futures
 import keyword
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Coroutine, Generic, Mapping, Optional, Sequence, TypeVar
 
@@ -375,3 +376,41 @@ async def _uninterrupted(fut: "asyncio.Future[Any]") -> None:
             cancelled = True
     if cancelled:
         raise asyncio.CancelledError
+
+
+class ToolModes:
+    """The :class:`CodeMode` behind each tool an adapter made, by the tool's identity: the
+    tool's daemon is closed by :meth:`close`, or when the tool itself is collected."""
+
+    def __init__(self) -> None:
+        self._modes: dict[int, CodeMode] = {}
+
+    def describe(self, code: CodeMode, hosts: Sequence[HostTool]) -> str:
+        """The tool's description (the stubs of ``hosts``); ``code`` is closed when it fails."""
+        try:
+            return code.describe_sync(hosts)
+        except BaseException:
+            code.close()
+            raise
+
+    def adopt(self, tool: object, code: CodeMode) -> None:
+        """Keep ``code`` as ``tool``'s until :meth:`close` or the tool's collection."""
+        self._modes[id(tool)] = code
+        weakref.finalize(tool, self._forget, id(tool))
+
+    def of(self, tool: object) -> CodeMode:
+        """The CodeMode of ``tool`` (KeyError for a tool this registry did not make)."""
+        return self._modes[id(tool)]
+
+    def close(self, tool: object) -> None:
+        """Close the session and the daemon of ``tool`` (idempotent; the next call starts them
+        again)."""
+        code = self._modes.get(id(tool))
+        if code is not None:
+            code.close()
+
+    def _forget(self, key: int) -> None:
+        """The tool is gone: close its CodeMode."""
+        code = self._modes.pop(key, None)
+        if code is not None:
+            code.close()

@@ -19,7 +19,6 @@ the tool is garbage collected. ``ainvoke`` cancelled cancels the program; so doe
 from __future__ import annotations
 
 import base64
-import weakref
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from langchain_core.tools import BaseTool, StructuredTool
@@ -29,7 +28,7 @@ from pydantic_core import to_jsonable_python
 
 from ..modeltext import ModelText
 from ..types import Limits
-from ._core import CodeMode, DaemonFactory, HostTool
+from ._core import CodeMode, DaemonFactory, HostTool, ToolModes
 
 __all__ = ["code_tool", "close_code_tool"]
 
@@ -39,8 +38,8 @@ class _Program(BaseModel):
     program: str = Field(description="the Python program")
 
 
-_MODES: dict[int, CodeMode] = {}
-"""The CodeMode of each live tool made by code_tool, by id (tools are not hashable)."""
+_MODES = ToolModes()
+"""The CodeMode of each live tool made by code_tool."""
 
 
 def code_tool(
@@ -64,31 +63,18 @@ def code_tool(
     async def arun(program: str) -> Any:
         return _content(await code.run(program, host))
 
-    try:
-        description = code.describe_sync(host)
-    except BaseException:
-        code.close()
-        raise
+    description = _MODES.describe(code, host)
     tool = StructuredTool(name=name, description=description, args_schema=_Program, func=run, coroutine=arun,
                           handle_validation_error=f'{name}: arguments must be {{"program": "<python>"}}')
-    _MODES[id(tool)] = code
-    weakref.finalize(tool, _forget, id(tool))
+    _MODES.adopt(tool, code)
     return tool
 
 
 def close_code_tool(tool: BaseTool) -> None:
     """Close the session and the daemon of a tool made by :func:`code_tool` (idempotent; the
     next call starts them again)."""
-    code = _MODES.get(id(tool))
-    if code is not None:
-        code.close()
+    _MODES.close(tool)
 
-
-def _forget(key: int) -> None:
-    """The tool is gone: close its CodeMode."""
-    code = _MODES.pop(key, None)
-    if code is not None:
-        code.close()
 
 
 def _host_tool(tool: BaseTool) -> HostTool:

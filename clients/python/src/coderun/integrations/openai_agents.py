@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-import weakref
 from typing import Any, Mapping, Optional, Sequence, Union
 
 from agents import FunctionTool, ToolOutputImage, ToolOutputText
@@ -28,12 +27,12 @@ from pydantic_core import to_jsonable_python
 
 from ..modeltext import ModelText
 from ..types import Limits
-from ._core import PROGRAM_SCHEMA, CodeMode, DaemonFactory, HostTool
+from ._core import PROGRAM_SCHEMA, CodeMode, DaemonFactory, HostTool, ToolModes
 
 __all__ = ["code_tool", "close_code_tool"]
 
-_MODES: dict[int, CodeMode] = {}
-"""The CodeMode of each live tool made by code_tool, by id."""
+_MODES = ToolModes()
+"""The CodeMode of each live tool made by code_tool."""
 
 
 def code_tool(
@@ -60,31 +59,18 @@ def code_tool(
             return str(e)  # the model's mistake, for the model to fix
         return _output(await code.run(program, [_host_tool(t, ctx) for t in tools]))
 
-    try:
-        description = code.describe_sync([_host_tool(t, None) for t in tools])
-    except BaseException:
-        code.close()
-        raise
+    description = _MODES.describe(code, [_host_tool(t, None) for t in tools])
     tool = FunctionTool(name=name, description=description, params_json_schema=dict(PROGRAM_SCHEMA),
                         on_invoke_tool=invoke, strict_json_schema=True)
-    _MODES[id(tool)] = code
-    weakref.finalize(tool, _forget, id(tool))
+    _MODES.adopt(tool, code)
     return tool
 
 
 def close_code_tool(tool: FunctionTool) -> None:
     """Close the session and the daemon of a tool made by :func:`code_tool` (idempotent; the
     next call starts them again)."""
-    code = _MODES.get(id(tool))
-    if code is not None:
-        code.close()
+    _MODES.close(tool)
 
-
-def _forget(key: int) -> None:
-    """The tool is gone: close its CodeMode."""
-    code = _MODES.pop(key, None)
-    if code is not None:
-        code.close()
 
 
 def _program(arguments: str) -> str:
