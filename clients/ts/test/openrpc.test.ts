@@ -28,10 +28,10 @@ const keys = (o: object): string[] => Object.keys(o).sort();
 
 const limits = {
   cpuSeconds: true, maxWallMs: true, addressSpaceMb: true, maxLogBytes: true, maxValueBytes: true,
-  maxFileBytes: true, maxOutputBytes: true, maxDiskMb: true,
+  maxFileBytes: true, maxOutputBytes: true, maxDiskMb: true, maxEgressRequests: true, maxEgressBytes: true,
 } satisfies Record<keyof RunLimits, true>;
 const stats = {
-  wallMs: true, cpuMs: true, maxRssKb: true, queueMs: true, bindingCalls: true, logBytes: true,
+  wallMs: true, cpuMs: true, maxRssKb: true, queueMs: true, bindingCalls: true, logBytes: true, installMs: true,
 } satisfies Record<keyof RunStats, true>;
 const failure = {
   kind: true, message: true, exceptionType: true, line: true, budget: true, exitCode: true, signal: true,

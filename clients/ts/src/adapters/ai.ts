@@ -10,7 +10,7 @@
  */
 import { asSchema, jsonSchema, tool } from 'ai';
 import type { Tool, ToolExecutionOptions, ToolSet } from 'ai';
-import { CodeMode } from './codemode.js';
+import { describedMode } from './codemode.js';
 import type { CodeModeOptions, HostFunction } from './codemode.js';
 import { lastOf, objectSchema, PROGRAM_SCHEMA, programOf } from './common.js';
 import type { ModelOutput } from '../format.js';
@@ -75,14 +75,7 @@ export function toModelOutput(output: ModelOutput): ToolResultOutput {
  */
 export async function codeTool(options: CodeToolOptions): Promise<CodeTool> {
   const functions = await Promise.all(Object.entries(options.tools).map(([name, t]) => hostFunction(name, t)));
-  const mode = new CodeMode<ToolExecutionOptions>(functions, options);
-  let description: string;
-  try {
-    description = await mode.description();
-  } catch (err) {
-    await mode.close();
-    throw err;
-  }
+  const { mode, description } = await describedMode<ToolExecutionOptions>(functions, options);
   const code = tool({
     description,
     inputSchema: jsonSchema<{ program: string }>(PROGRAM_SCHEMA),

@@ -111,6 +111,23 @@ export interface CodeRun {
   result: RunResult;
 }
 
+/**
+ * A CodeMode for `functions` with its description rendered; a mode whose description fails is
+ * closed before the error is thrown, so no daemon is left behind.
+ */
+export async function describedMode<C>(
+  functions: HostFunction<C>[],
+  options: CodeModeOptions,
+): Promise<{ mode: CodeMode<C>; description: string }> {
+  const mode = new CodeMode<C>(functions, options);
+  try {
+    return { mode, description: await mode.description() };
+  } catch (err) {
+    await mode.close();
+    throw err;
+  }
+}
+
 /** The engine of the adapters: the description, the runs, the session and the daemon's life. */
 export class CodeMode<C> implements AsyncDisposable {
   readonly global: string;

@@ -13,7 +13,7 @@ import { isDirectToolOutput } from '@langchain/core/messages';
 import { tool } from '@langchain/core/tools';
 import type { DynamicStructuredTool, StructuredToolInterface, ToolRunnableConfig } from '@langchain/core/tools';
 import { toJsonSchema } from '@langchain/core/utils/json_schema';
-import { CodeMode } from './codemode.js';
+import { describedMode } from './codemode.js';
 import type { CodeModeOptions, HostFunction } from './codemode.js';
 import { CODE_TOOL_NAME, objectSchema, PROGRAM_SCHEMA, programOf } from './common.js';
 import type { ModelOutput } from '../format.js';
@@ -71,14 +71,7 @@ function hostFunction(t: StructuredToolInterface): HostFunction<ToolRunnableConf
  * `close()` (or `await using`) when the agent is done.
  */
 export async function codeTool(options: CodeToolOptions): Promise<CodeTool> {
-  const mode = new CodeMode<ToolRunnableConfig>(options.tools.map(hostFunction), options);
-  let description: string;
-  try {
-    description = await mode.description();
-  } catch (err) {
-    await mode.close();
-    throw err;
-  }
+  const { mode, description } = await describedMode<ToolRunnableConfig>(options.tools.map(hostFunction), options);
   const code = tool(
     async (input: unknown, config: ToolRunnableConfig): Promise<[Block[], RunResult]> => {
       const { output, result } = await mode.run(programOf(input), config, config.signal);

@@ -12,7 +12,7 @@
  */
 import { tool } from '@openai/agents';
 import type { FunctionTool, RunContext, Tool } from '@openai/agents';
-import { CodeMode } from './codemode.js';
+import { describedMode } from './codemode.js';
 import type { CodeModeOptions, HostFunction } from './codemode.js';
 import { CODE_TOOL_NAME, objectSchema, PROGRAM_SCHEMA, programOf } from './common.js';
 import type { ModelOutput } from '../format.js';
@@ -70,14 +70,7 @@ function hostFunction(t: Tool): HostFunction<CallContext> {
  * with `close()` (or `await using`) when the agent is done.
  */
 export async function codeTool(options: CodeToolOptions): Promise<CodeTool> {
-  const mode = new CodeMode<CallContext>(options.tools.map(hostFunction), options);
-  let description: string;
-  try {
-    description = await mode.description();
-  } catch (err) {
-    await mode.close();
-    throw err;
-  }
+  const { mode, description } = await describedMode<CallContext>(options.tools.map(hostFunction), options);
   const code = tool({
     name: options.name ?? CODE_TOOL_NAME,
     description,
