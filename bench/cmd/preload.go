@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// preloadModules is the preload the targets of issue 34 are stated for.
+// preloadModules is the preload the workload targets are stated for.
 const preloadModules = "numpy,pandas,matplotlib.pyplot"
 
 // heavyPython is the interpreter with numpy, pandas and matplotlib the

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The workloads group (issue 34): what agents actually run — pandas reading
+// The workloads group: what agents actually run — pandas reading
 // a CSV, a matplotlib figure, gathered binding calls, pure-Python compute —
 // in fresh runs (both tiers, with and without CODERUN_PRELOAD) and in a
 // session, side by side with two references measured in the same run: a
@@ -31,7 +31,7 @@ type workload struct {
 	want     string // the value every host returns, as compact JSON
 	perRound int    // timed samples per round and host
 	probe    bool   // the preload target's probes: fresh daemon runs only
-	// jupyterTarget: issue 34's targets hold fresh runs of w to the warm
+	// jupyterTarget: the targets hold fresh runs of w to the warm
 	// kernel (≤ 1.5×, with the preload) and to python -c (≥ 20× faster).
 	jupyterTarget bool
 }
@@ -52,7 +52,7 @@ func workloadCSV() (csv string, rows int) {
 	return b.String(), rows
 }
 
-// workloads are the probes of the preload target, then W1–W4 (issue 34).
+// workloads are the probes of the preload target, then W1–W4.
 func workloads(csvRows int) []workload {
 	return []workload{
 		{name: "return 1", program: "return 1", want: "1", perRound: 5, probe: true},
