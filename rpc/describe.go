@@ -40,12 +40,17 @@ func (s *Server) describe(id reqID, params []byte) {
 // allow-list lets it name. Stubs of a daemon with neither a preload nor
 // packages on demand are unchanged.
 func withImports(stubs string, preload, asked []string, allow wheelset.AllowList) string {
-	note := PreloadNote(preload) + PackagesNote(asked, allow)
-	if note == "" {
-		return stubs
+	return intoHeader(stubs, PreloadNote(preload)+PackagesNote(asked, allow))
+}
+
+// intoHeader adds lines, each ending in a line break, at the end of the
+// stubs' header (their first paragraph; all of stubs when it has one only).
+func intoHeader(stubs, lines string) string {
+	end := strings.Index(stubs, "\n\n")
+	if lines == "" || end < 0 {
+		return stubs + lines
 	}
-	end := strings.Index(stubs, "\n\n") + 1 // the header is the first paragraph
-	return stubs[:end] + note + stubs[end:]
+	return stubs[:end+1] + lines + stubs[end+1:]
 }
 
 // PreloadNote is the comment line naming the modules the fork server
@@ -84,12 +89,7 @@ func WithEgressLine(stubs string, policy *egress.Policy) string {
 	if policy == nil {
 		return stubs
 	}
-	line := "# " + EgressLine(policy)
-	end := strings.Index(stubs, "\n\n") // the header's end
-	if end < 0 {
-		return stubs + line
-	}
-	return stubs[:end+1] + line + stubs[end+1:]
+	return intoHeader(stubs, "# "+EgressLine(policy))
 }
 
 // EgressLine is the sentence that tells a model which hosts a run may
