@@ -58,6 +58,7 @@ type Session struct {
 	writerDone chan struct{} // closed when the last run's fd-3 writer has returned
 	sampler    *cpuSampler   // the attached run's CPU check, stopped when it settles
 	disk       *diskWatch    // its directory measured (disk.go), from adopt to its end
+	diskOrigin time.Time     // a fork's: its source's disk watch start (watchDisk's origin); set before start
 	// lease holds its packages' set (nil: none), from open to teardown;
 	// set before the session is started, never changed.
 	lease *wheelset.Lease
@@ -310,7 +311,7 @@ func (s *Session) adopt(w *worker) bool {
 	go strayLoop(s, fdStdout, w.stdout)
 	go strayLoop(s, fdStderr, w.stderr)
 	go s.watch(w)
-	s.disk = watchDisk(sessionDir(w), w.proc.Family, s.judgeDisk)
+	s.disk = watchDisk(sessionDir(w), w.proc.Family, s.judgeDisk, s.diskOrigin)
 	s.armIdleLocked()
 	return true
 }
@@ -984,6 +985,13 @@ func (m *Manager) forkSession(owner *Lane, id string, onClosed func(id, reason, 
 		return failed(err)
 	}
 	s.lease = lease
+	src.mu.Lock()
+	if src.disk != nil {
+		s.diskOrigin = src.disk.since
+	} else {
+		s.diskOrigin = src.diskOrigin
+	}
+	src.mu.Unlock()
 	turn := src.queueFork()
 	return func() (string, error) {
 		return m.startSession(s, func() (*worker, error) { return src.fork(turn, m.cfg.TempDir) })

@@ -1,0 +1,78 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
+)
+
+// inFlightHides keeps three unlinked 6 MiB files alive only as descriptors
+// in flight in a unix socket's queue (sendmsg SCM_RIGHTS, never received),
+// every other descriptor of them closed: no /proc/<pid>/fd entry and no
+// mapping shows them, yet their blocks stay held.
+const inFlightHides = `import os, socket, time
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+for i in range(3):
+    name = "hidden%d" % i
+    fd = os.open(name, os.O_RDWR | os.O_CREAT, 0o600)
+    os.write(fd, b"x" * (6 << 20))
+    os.unlink(name)
+    socket.send_fds(a, [b"f"], [fd])
+    os.close(fd)
+time.sleep(15)
+return "unseen"`
+
+// TestDiskInFlightDescriptors: files held only by descriptors in flight in
+// a socket count against the disk budget like other unlisted files.
+func TestDiskInFlightDescriptors(t *testing.T) {
+	t.Skip("finding: tier process: unlinked files held only as SCM_RIGHTS descriptors in flight in a socket escape Hidden (18 MiB under maxDiskMb 8 unseen); tier sandbox refuses socketpair")
+	leakcheck.Check(t)
+	d := started(t, map[string]string{"CODERUN_MAX_DISK_MB": "64"})
+	r := d.run(prog(inFlightHides, `"limits":{"maxDiskMb":8,"maxWallMs":60000}`))
+	if r.Error == nil || r.Error.Kind != "output-limit" || !strings.Contains(r.Error.Message, "maxDiskMb=8") {
+		t.Errorf("18 MiB held in flight under maxDiskMb 8: %s %+v, want output-limit naming maxDiskMb=8", r.Value, r.Error)
+	}
+}
+
+// TestDiskForkInheritedOldFiles: a session opens three unlinked files
+// (sparse, mapped, closed), waits past the birth slack and forks; the parent closes them,
+// and the fork fills them through the mappings it inherited. The files
+// are older than the fork's directory, so the fork's scan skips them, and
+// the parent holds them no longer: 18 MiB under maxDiskMb 8 unseen.
+func TestDiskForkInheritedOldFiles(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, map[string]string{"CODERUN_MAX_DISK_MB": "64"})
+	sid := d.open(`{"limits":{"maxDiskMb":8}}`)
+	r := d.srun(sid, `import mmap, os, time
+global held
+held = []
+for i in range(3):
+    fd = os.open("h%d" % i, os.O_RDWR | os.O_CREAT, 0o600)
+    os.ftruncate(fd, 6 << 20)
+    held.append(mmap.mmap(fd, 6 << 20))
+    os.close(fd)
+    os.unlink("h%d" % i)
+time.sleep(2.5)
+return len(held)`, `"limits":{"maxWallMs":60000}`)
+	if r.Error != nil {
+		t.Fatalf("opening: %+v", r.Error)
+	}
+	fork := d.fork(sid)
+	if r := d.srun(sid, `import os
+global held
+for m in held:
+    m.close()
+held = []
+return 0`); r.Error != nil {
+		t.Fatalf("closing in the parent: %+v", r.Error)
+	}
+	r = d.srun(fork, `import os, time
+for m in held:
+    m[:] = b"x" * (6 << 20)
+time.sleep(15)
+return "unseen"`, `"limits":{"maxWallMs":60000}`)
+	if r.Error == nil || r.Error.Kind != "output-limit" || !strings.Contains(r.Error.Message, "maxDiskMb=8") {
+		t.Errorf("18 MiB written by a fork into files born before it, under maxDiskMb 8: %s %+v, want output-limit naming maxDiskMb=8", r.Value, r.Error)
+	}
+}
