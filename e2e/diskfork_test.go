@@ -48,3 +48,25 @@ return "unseen"`, `"limits":{"maxWallMs":60000}`)
 		t.Errorf("18 MiB written by a fork into files born before it, under maxDiskMb 8: %s %+v, want output-limit naming maxDiskMb=8", r.Value, r.Error)
 	}
 }
+
+// TestDiskForkSparseCopy: a session under maxDiskMb 8 holds seven sparse
+// files of 8 MiB each (no blocks: under its budget); a fork copies files
+// dense, so session/fork would make the daemon write 56 MiB, seven times
+// the budget, for every fork. The copy is bounded by the budget: the fork
+// is refused.
+func TestDiskForkSparseCopy(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, map[string]string{"CODERUN_MAX_DISK_MB": "64"})
+	sid := d.open(`{"limits":{"maxDiskMb":8}}`)
+	if r := d.srun(sid, `import os
+for i in range(7):
+    with open("sparse%d" % i, "wb") as f:
+        f.truncate(8 << 20)
+return 7`); r.Error != nil {
+		t.Fatalf("making sparse files: %+v", r.Error)
+	}
+	m := d.call("session/fork", `{"sessionId":"`+sid+`"}`)
+	if m.Error == nil {
+		t.Errorf("a fork copying 56 MiB of sparse files under maxDiskMb 8 was made: %s", m.raw)
+	}
+}

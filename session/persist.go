@@ -1034,13 +1034,13 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 	}
 	s.syncFreeze() // the child reads the fork frame and forks: thawed while forking
 	if src.home != nil {
-		return s.m.forkSandboxed(src)
+		return s.m.forkSandboxed(src, forkCopyBudget(s.lim.MaxDiskMb))
 	}
 	wd, err := rundir.Make(tempDir) // forkWorker copies src's working directory into it
 	if err != nil {
 		return nil, errors.New("session/fork: " + pathless(err))
 	}
-	w, err := forkWorker(src, wd)
+	w, err := forkWorkerMax(src, wd, forkCopyBudget(s.lim.MaxDiskMb))
 	if err != nil {
 		dropDir(wd, s.log)
 		return nil, err
@@ -1050,12 +1050,12 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 
 // forkSandboxed forks src, a sandboxed session's child, into a home of its
 // own under src's (sandbox.go).
-func (m *Manager) forkSandboxed(src *worker) (*worker, error) {
+func (m *Manager) forkSandboxed(src *worker, maxCopy int64) (*worker, error) {
 	h, wd, rules, err := m.forkHome(src)
 	if err != nil {
 		return nil, errors.New("session/fork: " + pathless(err))
 	}
-	w, err := forkWorker(src, wd, rules)
+	w, err := forkWorkerMax(src, wd, maxCopy, rules)
 	rules.Close()
 	if err != nil {
 		dropDir(wd, m.log)
