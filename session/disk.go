@@ -50,6 +50,7 @@ type diskWatch struct {
 	mu      sync.Mutex
 	t       *time.Timer
 	stopped bool
+	since   time.Time // files made before are not counted; fixed at start
 }
 
 // watchDisk measures dir, and the files no directory lists that the
@@ -62,13 +63,20 @@ type diskWatch struct {
 // count; those made since do, the files the daemon staged into dir for a
 // warm child that waited in the pool included: a program may unlink and
 // grow them.
-func watchDisk(dir *rundir.Dir, family func() []int, judge func(diskUse)) *diskWatch {
+//
+// origin, when not zero, is an earlier start to count from: a fork's
+// (session/fork) is its source's, since the fork inherits the source's
+// mappings of files made before its own directory.
+func watchDisk(dir *rundir.Dir, family func() []int, judge func(diskUse), origin time.Time) *diskWatch {
 	since := time.Now()
 	if born, ok := dir.Born(); ok && born.Before(since) {
 		since = born
 	}
 	since = since.Add(-birthSlack)
-	d := &diskWatch{}
+	if !origin.IsZero() && origin.Before(since) {
+		since = origin
+	}
+	d := &diskWatch{since: since}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.t = time.AfterFunc(diskSampleEvery, func() {

@@ -38,11 +38,27 @@ var errForkFailed = errors.New("session fork failed")
 // Errors wrap errForkFailed; nothing of the fork is left open, and a fork
 // that was not adopted exits when its channel closes.
 func forkWorker(src *worker, wd *rundir.Dir, extra ...*os.File) (*worker, error) {
+	return forkWorkerMax(src, wd, forkCopyMax, extra...)
+}
+
+// forkCopyBudget is what a fork of a session under a disk budget of mb MiB
+// may copy: no more than the budget (the fork holds the same one, and a
+// sparse file copies dense: a source could otherwise make the daemon write
+// forkCopyMax bytes per fork under a budget of a few MiB).
+func forkCopyBudget(mb int64) int64 {
+	if mb > 0 && mb*protocol.MiB < forkCopyMax {
+		return mb * protocol.MiB
+	}
+	return forkCopyMax
+}
+
+// forkWorkerMax is forkWorker copying at most maxCopy bytes.
+func forkWorkerMax(src *worker, wd *rundir.Dir, maxCopy int64, extra ...*os.File) (*worker, error) {
 	if !src.proc.Adoptable() {
 		return nil, fmt.Errorf("%w: %w", errForkFailed, child.ErrNotAdoptable)
 	}
 	err := src.wd.Do(func(sfd int) error {
-		return wd.Do(func(dfd int) error { return rundir.CopyFD(sfd, dfd, forkCopyMax) })
+		return wd.Do(func(dfd int) error { return rundir.CopyFD(sfd, dfd, maxCopy) })
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: copying the working directory: %w", errForkFailed, err)

@@ -58,6 +58,7 @@ type Session struct {
 	writerDone chan struct{} // closed when the last run's fd-3 writer has returned
 	sampler    *cpuSampler   // the attached run's CPU check, stopped when it settles
 	disk       *diskWatch    // its directory measured (disk.go), from adopt to its end
+	diskOrigin time.Time     // a fork's: its source's disk watch start (watchDisk's origin); set before start
 	// lease holds its packages' set (nil: none), from open to teardown;
 	// set before the session is started, never changed.
 	lease *wheelset.Lease
@@ -310,7 +311,7 @@ func (s *Session) adopt(w *worker) bool {
 	go strayLoop(s, fdStdout, w.stdout)
 	go strayLoop(s, fdStderr, w.stderr)
 	go s.watch(w)
-	s.disk = watchDisk(sessionDir(w), w.proc.Family, s.judgeDisk)
+	s.disk = watchDisk(sessionDir(w), w.proc.Family, s.judgeDisk, s.diskOrigin)
 	s.armIdleLocked()
 	return true
 }
@@ -984,6 +985,13 @@ func (m *Manager) forkSession(owner *Lane, id string, onClosed func(id, reason, 
 		return failed(err)
 	}
 	s.lease = lease
+	src.mu.Lock()
+	if src.disk != nil {
+		s.diskOrigin = src.disk.since
+	} else {
+		s.diskOrigin = src.diskOrigin
+	}
+	src.mu.Unlock()
 	turn := src.queueFork()
 	return func() (string, error) {
 		return m.startSession(s, func() (*worker, error) { return src.fork(turn, m.cfg.TempDir) })
@@ -1026,13 +1034,13 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 	}
 	s.syncFreeze() // the child reads the fork frame and forks: thawed while forking
 	if src.home != nil {
-		return s.m.forkSandboxed(src)
+		return s.m.forkSandboxed(src, forkCopyBudget(s.lim.MaxDiskMb))
 	}
 	wd, err := rundir.Make(tempDir) // forkWorker copies src's working directory into it
 	if err != nil {
 		return nil, errors.New("session/fork: " + pathless(err))
 	}
-	w, err := forkWorker(src, wd)
+	w, err := forkWorkerMax(src, wd, forkCopyBudget(s.lim.MaxDiskMb))
 	if err != nil {
 		dropDir(wd, s.log)
 		return nil, err
@@ -1042,12 +1050,12 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 
 // forkSandboxed forks src, a sandboxed session's child, into a home of its
 // own under src's (sandbox.go).
-func (m *Manager) forkSandboxed(src *worker) (*worker, error) {
+func (m *Manager) forkSandboxed(src *worker, maxCopy int64) (*worker, error) {
 	h, wd, rules, err := m.forkHome(src)
 	if err != nil {
 		return nil, errors.New("session/fork: " + pathless(err))
 	}
-	w, err := forkWorker(src, wd, rules)
+	w, err := forkWorkerMax(src, wd, maxCopy, rules)
 	rules.Close()
 	if err != nil {
 		dropDir(wd, m.log)

@@ -262,7 +262,7 @@ func (r *Run) attach(w *worker) {
 		if e := u.over(mb); e != nil {
 			r.decide(decision{err: e})
 		}
-	})
+	}, time.Time{})
 	r.mu.Unlock()
 	go r.writeLoop(w, wr, w.writerDone)
 	go readLoop(w, r)

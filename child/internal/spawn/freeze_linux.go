@@ -83,14 +83,33 @@ func (p *Process) Freeze() *Frozen {
 }
 
 // FreezeAll stops every process list returns, calling list again until a
-// pass finds every one of them stopped (or freezeWait has passed).
+// pass finds every one of them stopped and a listing taken after it shows
+// no process the freeze has not stopped (or freezeWait has passed): a
+// member may fork between a listing and its own stop, and the child, not
+// listed, would run on; once every member is stopped none can fork, so
+// the listing after is complete.
 func FreezeAll(list func() []int) *Frozen {
 	f := &Frozen{members: map[int]uint64{}}
 	deadline := time.Now().Add(freezeWait)
-	for pause := freezePoll; !f.stopPass(list()) && time.Now().Before(deadline); pause = min(2*pause, freezePollMax) {
+	for pause := freezePoll; !(f.stopPass(list()) && f.covers(list())) && time.Now().Before(deadline); pause = min(2*pause, freezePollMax) {
 		time.Sleep(pause)
 	}
 	return f
+}
+
+// covers reports whether every live process of pids is a member f has
+// recorded (same start time) and found stopped.
+func (f *Frozen) covers(pids []int) bool {
+	for _, pid := range pids {
+		start, ok := StartTime(pid)
+		if !ok {
+			continue // gone meanwhile
+		}
+		if known, seen := f.members[pid]; !seen || known != start || !stopped(pid) {
+			return false
+		}
+	}
+	return true
 }
 
 // stopPass stops every process of pids that is new to f (a task in an
