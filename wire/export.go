@@ -1,23 +1,50 @@
-package rpc
+package wire
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/typed"
-	"github.com/coderun-rpc/coderun-rpc/wheelset"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
-// What the MCP code-mode server (package mcp) shares with this server, so a
-// run reads, is checked and is reported the same way on both surfaces.
+// What the front ends (rpc, mcp, serve) share, so a run reads, is checked
+// and is reported the same way on every surface.
 
-// ValidateRunParams checks params as a run request's (docs/protocol.md §3.4);
-// the error's text is the −32602 message.
-func ValidateRunParams(params []byte, cfg protocol.Limits, allow wheelset.AllowList) (protocol.RunParams, error) {
-	return validateRun(params, cfg, allow)
+// Param is one member of a method's params as rpc.discover and the protocol
+// docs show it.
+type Param struct {
+	Name, Summary string
+	Schema        string // JSON Schema, as text
+	Required      bool
 }
+
+// Params is, per client → daemon method, the members of its params, from
+// the rows it is validated with, in their order.
+var Params = map[string][]Param{
+	protocol.MethodInitialize:    publicParams(initializeParams),
+	protocol.MethodRun:           publicParams(runParams),
+	protocol.MethodDescribe:      publicParams(describeRows),
+	protocol.MethodCancelRequest: publicParams(cancelParams),
+	protocol.MethodSessionOpen:   publicParams(sessionOpenParams),
+	protocol.MethodSessionFork:   publicParams(sessionRefParams),
+	protocol.MethodSessionClose:  publicParams(sessionRefParams),
+}
+
+// publicParams turns a validation table into its Params.
+func publicParams[P any](rows []param[P]) []Param {
+	out := make([]Param, len(rows))
+	for i, r := range rows {
+		out[i] = Param{Name: r.name, Summary: r.summary, Schema: r.schema, Required: r.required}
+	}
+	return out
+}
+
+// LimitNames is the members of a run's "limits", in the order of
+// docs/configuration.md §4.
+func LimitNames() []string { return slices.Clone(limitNames) }
 
 // MCPNamespaces is one mcp binding per configured server, global named after
 // its key, checked by run's binding rules (a key whose identifier form is a
@@ -59,6 +86,6 @@ func IsStubMethod(name string) bool { return typed.IsMethodName(name) }
 // RunResultJSON is the run result object as a run response carries it.
 func RunResultJSON(r protocol.Result) []byte {
 	var b []byte
-	emitRunResult(r, func(p []byte) { b = append(b, p...) })
+	EmitRunResult(r, func(p []byte) { b = append(b, p...) })
 	return b
 }

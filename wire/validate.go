@@ -1,4 +1,4 @@
-package rpc
+package wire
 
 import (
 	"math"
@@ -20,32 +20,32 @@ func (e *paramsError) Error() string { return e.msg }
 
 func reject(msg string) error { return &paramsError{msg} }
 
-// validateRun checks run params in the order of docs/protocol.md §3.4 (the
+// ValidateRun checks run params in the order of docs/protocol.md §3.4 (the
 // rows of runParams) and returns the first violation. raw is nil when params
-// were absent. A run's "egress" is refused: validateRunEgress knows the
+// were absent. A run's "egress" is refused: ValidateRunEgress knows the
 // daemon's policy.
-func validateRun(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (protocol.RunParams, error) {
-	return validateRunEgress(raw, cfg, allow, nil)
+func ValidateRun(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (protocol.RunParams, error) {
+	return ValidateRunEgress(raw, cfg, allow, nil)
 }
 
-// validateRunEgress is validateRun with the daemon's egress policy (nil:
+// ValidateRunEgress is ValidateRun with the daemon's egress policy (nil:
 // none), which the run's "egress" member may only narrow.
-func validateRunEgress(raw []byte, cfg protocol.Limits, allow wheelset.AllowList, daemon *egress.Policy) (protocol.RunParams, error) {
+func ValidateRunEgress(raw []byte, cfg protocol.Limits, allow wheelset.AllowList, daemon *egress.Policy) (protocol.RunParams, error) {
 	return validateParams(raw, runParams, validation{limits: cfg, packages: allow, egress: daemon})
 }
 
-// describeParams are validated bindings/describe params.
-type describeParams struct {
-	nss      []protocol.Namespace
-	limits   protocol.Limits
-	packages []string
+// DescribeParams are validated bindings/describe params.
+type DescribeParams struct {
+	Bindings []protocol.Namespace
+	Limits   protocol.Limits
+	Packages []string
 }
 
-// validateDescribe checks bindings/describe params: run's rules for
+// ValidateDescribe checks bindings/describe params: run's rules for
 // "bindings", "limits" and "packages", in run's order, with run's messages.
-func validateDescribe(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (describeParams, error) {
+func ValidateDescribe(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (DescribeParams, error) {
 	p, err := validateParams(raw, describeRows, validation{limits: cfg, packages: allow})
-	return describeParams{nss: p.Bindings, limits: p.Limits, packages: p.Packages}, err
+	return DescribeParams{Bindings: p.Bindings, Limits: p.Limits, Packages: p.Packages}, err
 }
 
 // optionalLimits validates "limits" when present and not null.
