@@ -58,15 +58,11 @@ func MCPNamespaces(pool *upstream.Pool) ([]protocol.Namespace, error) {
 	for _, s := range pool.Servers() {
 		bs = append(bs, binding{s.Spec().Global, s.Spec().Key})
 	}
-	raw, err := json.Marshal(map[string]any{"bindings": bs})
+	raw, err := json.Marshal(bs) // valid JSON, as the validating scan leaves a run's
 	if err != nil {
 		return nil, err
 	}
-	ms, err := wireguard.Members(raw, wireguard.Strict)
-	if err != nil {
-		return nil, err
-	}
-	return validateBindings(ms)
+	return validateBindings(&wireguard.Member{Name: "bindings", Value: raw})
 }
 
 // Stubs renders the stubs of namespaces (resolved by ResolveMCP) as

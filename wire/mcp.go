@@ -17,18 +17,17 @@ func mcpErrorClass(server string) *protocol.ErrorClass {
 		Attributes: map[string]string{"server": server}}
 }
 
-// validateMCPMember reads a binding's "mcp" member when it is present: a
-// non-empty server key, and then no "functions".
-func validateMCPMember(at string, ms []wireguard.Member, ns *protocol.Namespace) (bool, error) {
-	m, ok := wireguard.Last(ms, "mcp")
-	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
+// validateMCPMember reads a binding's "mcp" member m when it is present: a
+// non-empty server key, and then no "functions" (hasFunctions).
+func validateMCPMember(at string, m *wireguard.Member, hasFunctions bool, ns *protocol.Namespace) (bool, error) {
+	if !given(m) {
 		return false, nil
 	}
 	key, ok := wireguard.DecodeString(m.Value)
 	if !ok || key == "" {
 		return true, reject(at + ".mcp must be the name of a configured MCP server")
 	}
-	if _, has := wireguard.Last(ms, "functions"); has {
+	if hasFunctions {
 		return true, reject(at + " has both \"mcp\" and \"functions\"; an mcp binding takes its functions from the server")
 	}
 	if ns.Global == upstream.ErrorClassName && ns.ErrorClass == nil {

@@ -19,9 +19,8 @@ func ValidateSessionOpen(raw []byte, cfg protocol.Limits, idleMax int64, allow w
 
 // idleTimeout reads "idleTimeoutMs": absent or null (0), else a positive
 // integer no larger than the configured idleMax.
-func idleTimeout(ms []wireguard.Member, idleMax int64) (int64, error) {
-	m, ok := wireguard.Last(ms, "idleTimeoutMs")
-	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
+func idleTimeout(m *wireguard.Member, idleMax int64) (int64, error) {
+	if !given(m) {
 		return 0, nil
 	}
 	n, err := strconv.ParseInt(string(m.Value), 10, 64)
@@ -41,9 +40,8 @@ func ValidateSessionRef(raw []byte) (string, error) {
 }
 
 // sessionID reads "sessionId": a string; required or optional (run).
-func sessionID(ms []wireguard.Member, required bool) (string, error) {
-	m, ok := wireguard.Last(ms, "sessionId")
-	if !ok || !required && wireguard.KindOf(m.Value) == wireguard.KindNull {
+func sessionID(m *wireguard.Member, required bool) (string, error) {
+	if m == nil || !required && !given(m) {
 		if required {
 			return "", reject("sessionId must be a string")
 		}
