@@ -117,7 +117,7 @@ func tokenEqual(got, want string) bool {
 // take it: a refused connection holds its descriptor no longer.
 const refuseTimeout = 2 * time.Second
 
-// refuse answers a connection no rpc.Server serves with one −32600 error
+// refuse answers a connection no server serves with one −32600 error
 // (id null) and closes it.
 func refuse(c net.Conn, msg string) {
 	body := wire.ErrorBody(protocol.CodeInvalidRequest, msg)

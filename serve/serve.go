@@ -2,8 +2,9 @@
 // ADDR]` (docs/service.md). It owns the listener (unix:, tcp: or ws://) and
 // its door (door.go: the descriptor bound, the cap on connections not yet
 // authenticated, the loopback-only Host of a token-less WebSocket),
-// bearer-token authentication, the connection cap, one rpc.Server per
-// connection on a session.Lane of the one shared session.Manager (so a
+// bearer-token authentication, the connection cap, each connection served
+// (by the JSON-RPC server main injects: Options.ServeConn) on a
+// session.Lane of the one shared session.Manager (so a
 // closed connection ends its own runs and sessions only, a connection names
 // only the sessions it opened, and run slots are shared fairly between
 // connections), the bound on a connection's unsent output and the per-write
@@ -12,10 +13,11 @@
 // which ends within its time whatever the clients do.
 //
 // Each connection speaks exactly the stdio protocol. Streams (unix, tcp)
-// carry it in LSP framing, read and written by package rpc itself. On
-// WebSocket each text message is one JSON-RPC message (ws.go): the adapter
-// adds and strips the Content-Length framing around rpc, so rpc stays the
-// one reader and encoder. The issue named sourcegraph/jsonrpc2's WebSocket
+// carry it in LSP framing, read and written by the injected server itself
+// (package rpc, which serve does not import: the front ends are siblings).
+// On WebSocket each text message is one JSON-RPC message (ws.go): the
+// adapter adds and strips the Content-Length framing around the server, so
+// it stays the one reader and encoder. The issue named sourcegraph/jsonrpc2's WebSocket
 // stream; the daemon does not use jsonrpc2 at all (docs/child-protocol.md
 // Appendix B item 5), so the WebSocket layer is github.com/gorilla/websocket
 // under that small adapter instead.
@@ -285,9 +287,9 @@ func (s *service) tooMany() string {
 	return fmt.Sprintf("too many connections: this daemon serves at most %d at once", s.opts.MaxConnections)
 }
 
-// serveConn serves one admitted connection's rpc.Server over in/out until
+// serveConn serves one admitted connection with ServeConn over in/out until
 // the client goes away or the service ends it, then closes it. Either way
-// rpc sees the end of its input, exactly as a stdio daemon sees stdin's:
+// the server sees the end of its input, exactly as a stdio daemon sees stdin's:
 // it aborts the connection's runs (their lane), answers them and returns.
 func (s *service) serveConn(id uint64, in endingReader, out writerOnly) {
 	defer s.release()
@@ -319,7 +321,7 @@ type endingReader interface {
 
 type writerOnly interface{ Write([]byte) (int, error) }
 
-// laneRunner is rpc's Runner and Sessions for one connection: its lane of
+// laneRunner is the Runner and Sessions of one connection: its lane of
 // the shared Manager, which owns the sessions the connection opens (only
 // it can name them; they close with it). New runs and sessions are refused
 // while the service drains.
@@ -344,7 +346,7 @@ func (r *laneRunner) Submit(runID string, p protocol.RunParams, c session.Client
 	return run, nil
 }
 
-// Shutdown ends the connection's sessions and runs (rpc's teardown: end of
+// Shutdown ends the connection's sessions and runs (the server's teardown: end of
 // input, shutdown, exit, or the drain ending the connection).
 func (r *laneRunner) Shutdown() { r.lane.Close(protocol.MsgShuttingDown) }
 

@@ -115,10 +115,10 @@ func TestConfigOnlyInMain(t *testing.T) {
 	}
 }
 
-// TestFrontEndsAreSiblings: no front end depends on another, directly or
+// C1113: no front end depends on another, directly or
 // through any package between them (the table alone would let one reach
 // another through a third).
-func TestFrontEndsAreSiblings(t *testing.T) {
+func TestC1113FrontEndsAreSiblings(t *testing.T) {
 	for _, fe := range frontEnds {
 		out, err := exec.Command("go", "list", "-deps", module+fe).Output()
 		if err != nil {
