@@ -9,11 +9,12 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
-// Every message the daemon writes is encoded here, with one member order: "jsonrpc",
-// then "id" when the message has one, then "method" and "params" (requests and
-// notifications) or "result" or "error" (responses). Program values arrive as
-// canonical JSON already and are copied, never re-scanned (Appendix B item 16);
-// strings are WTF-8, written with appendString.
+// Every message the daemon writes is encoded here, on package wire's envelope
+// (AppendHead, EncodeError) and run result (EmitRunResult), with one member order:
+// "jsonrpc", then "id" when the message has one, then "method" and "params"
+// (requests and notifications) or "result" or "error" (responses). Program values
+// arrive as canonical JSON already and are copied, never re-scanned (Appendix B item
+// 16); strings are WTF-8, written with wireguard.AppendString.
 
 // encodeResult is a response whose result holds no program value (initialize's
 // description, shutdown's null): encoding/json writes it.

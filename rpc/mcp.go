@@ -13,10 +13,10 @@ import (
 )
 
 // Bindings backed by upstream MCP servers (docs/mcp.md): { "global": "gh",
-// "mcp": "<server key>" } instead of "functions". Validation reads the form;
-// the server's tools become the namespace's functions only once the server
-// is reached, which happens off the read loop (habit 1): runs in the Runner
-// WithMCP returns, describe on a goroutine of its own.
+// "mcp": "<server key>" } instead of "functions". Validation (package wire)
+// reads the form; the server's tools become the namespace's functions only
+// once the server is reached, which happens off the read loop (habit 1):
+// runs in the Runner WithMCP returns, describe on a goroutine of its own.
 
 // describeMCP answers a describe whose bindings name MCP servers once they
 // are reached, within the configured wall clock.

@@ -26,6 +26,6 @@ func EncodeError(id string, code int64, msg string) []byte {
 }
 
 // ErrorBody is the body of an error response with "id": null, encoded like
-// every other message (encode.go): what a listener answers a connection it
-// refuses before any Server serves it (docs/service.md §2).
+// every other message (rpc/encode.go): what a listener answers a connection it
+// refuses before a server serves it (docs/service.md §2).
 func ErrorBody(code int64, msg string) []byte { return EncodeError("null", code, msg) }

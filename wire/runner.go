@@ -5,7 +5,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/session"
 )
 
-// Runner is what the server needs from session.Manager (NewRunner adapts
+// Runner is what a front end needs from session.Manager (rpc.NewRunner adapts
 // one; tests use fakes). Submit queues a run; onResult is called exactly
 // once. Submit's errors are session.ErrQueueFull and session.ErrShuttingDown.
 type Runner interface {
@@ -27,9 +27,9 @@ type TracedCaller interface {
 	CallBindingTraced(runID, namespace, function string, args []byte, traceparent string, answer func(session.Answer)) func()
 }
 
-// Sessions is what the server needs for persistent sessions
-// (docs/protocol-sessions.md §11); NewRunner's value implements it. With
-// Options.Sessions nil (or Daemon.MaxSessions 0) session/* are unknown
+// Sessions is what a front end needs for persistent sessions
+// (docs/protocol-sessions.md §11); rpc.NewRunner's value implements it. With
+// rpc.Options.Sessions nil (or Daemon.MaxSessions 0) session/* are unknown
 // methods. OpenSession blocks until the child is ready; ForkSession takes
 // the fork's place in its source's queue at once and returns the call,
 // made exactly once, that blocks until the fork is ready;
