@@ -188,7 +188,11 @@ func schemaBounds(s map[string]any) []string {
 		n, _ := s[k].(float64)
 		switch k {
 		case "minLength":
-			out = append(out, fmt.Sprintf("at least %g character(s)", n))
+			if n == 1 {
+				out = append(out, "non-empty")
+			} else {
+				out = append(out, fmt.Sprintf("at least %g characters", n))
+			}
 		case "maxItems":
 			out = append(out, fmt.Sprintf("at most %g entries", n))
 		case "minimum":
