@@ -21,9 +21,9 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
-	"github.com/coderun-rpc/coderun-rpc/rpc"
 	"github.com/coderun-rpc/coderun-rpc/session"
 	"github.com/coderun-rpc/coderun-rpc/wheelset"
+	"github.com/coderun-rpc/coderun-rpc/wire"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -70,7 +70,7 @@ func New(opts Options) (*Server, error) {
 	if err := checkGlobals(opts.Pool, opts.Builtins, opts.Modules); err != nil {
 		return nil, err
 	}
-	nss, err := rpc.MCPNamespaces(opts.Pool)
+	nss, err := wire.MCPNamespaces(opts.Pool)
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func (s *Server) resolve(ctx context.Context) ([]protocol.Namespace, map[string]
 	notes := ""
 	for _, ns := range s.nss {
 		one := []protocol.Namespace{ns}
-		r, cuts, err := rpc.ResolveMCP(ctx, s.opts.Pool, one)
+		r, cuts, err := wire.ResolveMCP(ctx, s.opts.Pool, one)
 		if err != nil {
 			notes += "\n# unavailable: " + commentLine(err.Error())
 			continue

@@ -12,8 +12,8 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
-	"github.com/coderun-rpc/coderun-rpc/rpc"
 	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/wire"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -37,21 +37,21 @@ tries the servers again. Why:
 `
 
 // describe is run_python's description: the intro and what packages a call
-// may name (rpc.PackagesNote), then the stubs of the upstream servers
+// may name (wire.PackagesNote), then the stubs of the upstream servers
 // reached (nss) followed by a note per server left out or cut, or, when
 // there is nothing to call, that there is not and why. The budgets and the
 // egress policy are said in every case.
 func (s *Server) describe(nss []protocol.Namespace, notes string) string {
 	limits, python, policy := s.opts.Limits, s.opts.PythonVersion, s.opts.Egress
-	intro := runIntro + rpc.PackagesNote(nil, s.opts.Packages)
-	budgets := rpc.Budgets(limits) + " Python " + python + ".\n" + rpc.EgressLine(policy)
+	intro := runIntro + wire.PackagesNote(nil, s.opts.Packages)
+	budgets := wire.Budgets(limits) + " Python " + python + ".\n" + wire.EgressLine(policy)
 	switch {
 	case !s.configured():
 		return intro + budgets + noServers
 	case len(nss) == 0:
 		return intro + budgets + noneReached + strings.TrimPrefix(notes, "\n") + "\n"
 	}
-	return intro + toolsIntro(nss) + "The API:\n\n" + rpc.WithEgressLine(rpc.Stubs(limits, python, nss), policy) + notes
+	return intro + toolsIntro(nss) + "The API:\n\n" + wire.WithEgressLine(wire.Stubs(limits, python, nss), policy) + notes
 }
 
 // toolsIntro says how a program calls the servers' tools, with examples
@@ -59,7 +59,7 @@ func (s *Server) describe(nss []protocol.Namespace, notes string) string {
 func toolsIntro(nss []protocol.Namespace) string {
 	b := "Every tool of the MCP servers below is an async method of a global named after its server:\n" +
 		"call it with await and the arguments its stub declares"
-	if global, name, ok := firstTool(nss, rpc.IsStubMethod); ok {
+	if global, name, ok := firstTool(nss, wire.IsStubMethod); ok {
 		b += " (for example: r = await " + global + "." + name + "(...))"
 	}
 	b += ".\n"
@@ -137,7 +137,7 @@ func (s *Server) runPython(ctx context.Context, req *sdk.CallToolRequest) (*sdk.
 		return toolError("run_python: program is required (a string)"), nil
 	}
 	raw, _ := json.Marshal(map[string]any{"program": *in.Program, "limits": in.Limits, "files": in.Files, "packages": in.Packages})
-	p, err := rpc.ValidateRunParams(raw, s.opts.Limits, s.opts.Packages)
+	p, err := wire.ValidateRun(raw, s.opts.Limits, s.opts.Packages)
 	if err != nil {
 		return toolError("run_python: %v", err), nil
 	}
@@ -288,7 +288,7 @@ func render(r protocol.Result, notes string) *sdk.CallToolResult {
 	return &sdk.CallToolResult{
 		IsError:           r.Error != nil,
 		Content:           append([]sdk.Content{&sdk.TextContent{Text: b.String()}}, images(r.Outputs)...),
-		StructuredContent: json.RawMessage(rpc.RunResultJSON(r)),
+		StructuredContent: json.RawMessage(wire.RunResultJSON(r)),
 	}
 }
 

@@ -33,13 +33,6 @@ func (c *runClient) CallBinding(runID, namespace, function string, args []byte, 
 	return c.CallBindingTraced(runID, namespace, function, args, "", answer)
 }
 
-// TracedCaller is implemented by the session.Client rpc gives each run: a
-// binding call that carries a W3C traceparent in its params ("" for none),
-// so the host's span for the call nests under the daemon's (docs/service.md §7).
-type TracedCaller interface {
-	CallBindingTraced(runID, namespace, function string, args []byte, traceparent string, answer func(session.Answer)) func()
-}
-
 // CallBindingTraced is CallBinding with a traceparent (TracedCaller).
 func (c *runClient) CallBindingTraced(runID, namespace, function string, args []byte, traceparent string, answer func(session.Answer)) func() {
 	s := c.s

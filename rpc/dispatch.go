@@ -100,7 +100,7 @@ func usableID(m wireguard.Member, present bool) *reqID {
 		if !ok {
 			return nil
 		}
-		return &reqID{text: quote(str)}
+		return &reqID{text: string(wireguard.AppendString(nil, str))}
 	case wireguard.KindNumber:
 		if !allDigits(string(m.Value)) {
 			return nil

@@ -7,12 +7,13 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/wire"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
 type nullRunner struct{}
 
-func (nullRunner) Submit(string, protocol.RunParams, session.Client, func(protocol.Result)) (Canceler, error) {
+func (nullRunner) Submit(string, protocol.RunParams, session.Client, func(protocol.Result)) (wire.Canceler, error) {
 	return nopCanceler{}, nil
 }
 func (nullRunner) Shutdown()       {}

@@ -3,160 +3,46 @@ package rpc
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
-	"github.com/coderun-rpc/coderun-rpc/wireguard"
+	"github.com/coderun-rpc/coderun-rpc/wire"
 )
 
 // Bindings backed by upstream MCP servers (docs/mcp.md): { "global": "gh",
-// "mcp": "<server key>" } instead of "functions". Validation reads the form;
-// the server's tools become the namespace's functions only once the server
-// is reached, which happens off the read loop (habit 1): runs in the Runner
-// WithMCP returns, describe on a goroutine of its own.
-
-// mcpErrorClass is what an mcp binding raises a tool's failure as unless it
-// declares its own errorClass: one class every mcp binding shares, its
-// instances naming the tool and the server.
-func mcpErrorClass(server string) *protocol.ErrorClass {
-	return &protocol.ErrorClass{Name: upstream.ErrorClassName, MemberNameProperty: "tool",
-		Attributes: map[string]string{"server": server}}
-}
-
-// validateMCPMember reads a binding's "mcp" member when it is present: a
-// non-empty server key, and then no "functions".
-func validateMCPMember(at string, ms []wireguard.Member, ns *protocol.Namespace) (bool, error) {
-	m, ok := wireguard.Last(ms, "mcp")
-	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
-		return false, nil
-	}
-	key, ok := wireguard.DecodeString(m.Value)
-	if !ok || key == "" {
-		return true, reject(at + ".mcp must be the name of a configured MCP server")
-	}
-	if _, has := wireguard.Last(ms, "functions"); has {
-		return true, reject(at + " has both \"mcp\" and \"functions\"; an mcp binding takes its functions from the server")
-	}
-	if ns.Global == upstream.ErrorClassName && ns.ErrorClass == nil {
-		// the shared class would take the binding's own name
-		return true, reject(at + ".global " + quote(ns.Global) + " is the name of the error class MCP bindings share; choose another global")
-	}
-	ns.MCP = key
-	ns.Names = []string{}
-	return true, nil
-}
-
-// sharesMCPClass reports whether an mcp binding without its own errorClass
-// may inject the shared class: no other kind of global took its name.
-func sharesMCPClass(ns *protocol.Namespace, injected, errorClasses map[string]bool) bool {
-	n := upstream.ErrorClassName
-	return ns.MCP != "" && ns.ErrorClass == nil && (!injected[n] || errorClasses[n])
-}
-
-// checkMCPServers refuses an mcp binding naming a server the daemon was not
-// configured with (−32602).
-func (s *Server) checkMCPServers(nss []protocol.Namespace) error {
-	for i, ns := range nss {
-		if ns.MCP != "" && s.opts.MCP.Server(ns.MCP) == nil {
-			return reject("bindings[" + strconv.Itoa(i) + "].mcp " + quote(ns.MCP) + " is not a configured MCP server")
-		}
-	}
-	return nil
-}
-
-func hasMCP(nss []protocol.Namespace) bool {
-	for _, ns := range nss {
-		if ns.MCP != "" {
-			return true
-		}
-	}
-	return false
-}
-
-// ResolveMCP fills every mcp namespace of nss from its server's tools,
-// connecting to the server when needed, and returns the routes (global →
-// server) for upstream.Client and a comment line per server whose tools a
-// cap cut ("\n# mcp server …: tools omitted: …"). An error names the server.
-func ResolveMCP(ctx context.Context, pool *upstream.Pool, nss []protocol.Namespace) (map[string]*upstream.Server, string, error) {
-	routes := map[string]*upstream.Server{}
-	cuts := ""
-	for i := range nss {
-		ns := &nss[i]
-		if ns.MCP == "" {
-			continue
-		}
-		srv := pool.Server(ns.MCP)
-		tools, err := srv.Tools(ctx)
-		if err != nil {
-			return nil, "", err
-		}
-		if tools.Cut != "" {
-			cuts += "\n# " + tools.Cut
-		}
-		ns.Names = make([]string, len(tools.Functions))
-		for j, fn := range tools.Functions {
-			ns.Names[j] = fn.Name
-		}
-		addTyped(ns, tools.Functions)
-		routes[ns.Global] = srv
-	}
-	return routes, cuts, nil
-}
+// "mcp": "<server key>" } instead of "functions". Validation (package wire)
+// reads the form; the server's tools become the namespace's functions only
+// once the server is reached, which happens off the read loop (habit 1):
+// runs in the Runner WithMCP returns, describe on a goroutine of its own.
 
 // describeMCP answers a describe whose bindings name MCP servers once they
 // are reached, within the configured wall clock.
-func (s *Server) describeMCP(id reqID, p describeParams) {
-	nss := p.nss
-	eff := session.EffectiveLimits(s.opts.Daemon.Limits, p.limits)
+func (s *Server) describeMCP(id reqID, p wire.DescribeParams) {
+	nss := p.Bindings
+	eff := session.EffectiveLimits(s.opts.Daemon.Limits, p.Limits)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(eff.MaxWallMs)*time.Millisecond)
 	defer cancel()
-	_, cuts, err := ResolveMCP(ctx, s.opts.MCP, nss)
+	_, cuts, err := wire.ResolveMCP(ctx, s.opts.MCP, nss)
 	if err != nil {
 		s.w.replyError(&id, protocol.CodeInternalError, err.Error())
 		return
 	}
-	s.w.frame(encodeDescribe(id.text, WithEgressLine(withImports(Stubs(eff, s.opts.Daemon.PythonVersion, nss), s.opts.Daemon.Preload, p.packages, s.opts.Daemon.Packages), s.opts.Daemon.Egress)+cuts))
-}
-
-// stubView is nss as the stubs show them: in an mcp namespace a tool whose
-// name is not an identifier appears once, as the method of its identifier
-// form, when it has one (docs/mcp.md); the program can use both.
-func stubView(nss []protocol.Namespace) []protocol.Namespace {
-	out := make([]protocol.Namespace, len(nss))
-	for i, ns := range nss {
-		out[i] = ns
-		if ns.MCP == "" {
-			continue
-		}
-		has := make(map[string]bool, len(ns.Names))
-		for _, n := range ns.Names {
-			has[n] = true
-		}
-		out[i].Names, out[i].Checks = nil, nil
-		for j, n := range ns.Names {
-			if alias := upstream.Identifier(n); alias == n || !has[alias] {
-				out[i].Names = append(out[i].Names, n)
-				out[i].Checks = append(out[i].Checks, ns.Checks[j])
-			}
-		}
-	}
-	return out
+	s.w.frame(encodeDescribe(id.text, wire.WithEgressLine(wire.WithImports(wire.Stubs(eff, s.opts.Daemon.PythonVersion, nss), s.opts.Daemon.Preload, p.Packages, s.opts.Daemon.Packages), s.opts.Daemon.Egress)+cuts))
 }
 
 // WithMCP returns a Runner that reaches the MCP servers a run's bindings name
 // before handing the run to inner, and routes the run's calls to them. The
 // time spent reaching a server counts against the run's wall clock; a server
 // that cannot be reached ends the run with an error naming it.
-func WithMCP(inner Runner, pool *upstream.Pool, cfg protocol.Limits) Runner {
+func WithMCP(inner wire.Runner, pool *upstream.Pool, cfg protocol.Limits) wire.Runner {
 	return &mcpRunner{Runner: inner, pool: pool, cfg: cfg, pending: map[*pendingRun]bool{}}
 }
 
 type mcpRunner struct {
-	Runner
+	wire.Runner
 	pool *upstream.Pool
 	cfg  protocol.Limits
 
@@ -171,7 +57,7 @@ type mcpRunner struct {
 type pendingRun struct {
 	stop context.CancelCauseFunc
 	mu   sync.Mutex
-	run  Canceler // once handed on
+	run  wire.Canceler // once handed on
 }
 
 var errCancelled = errors.New(protocol.MsgCancelled)
@@ -186,8 +72,8 @@ func (p *pendingRun) Cancel() {
 	}
 }
 
-func (m *mcpRunner) Submit(runID string, p protocol.RunParams, c session.Client, onResult func(protocol.Result)) (Canceler, error) {
-	if !hasMCP(p.Bindings) {
+func (m *mcpRunner) Submit(runID string, p protocol.RunParams, c session.Client, onResult func(protocol.Result)) (wire.Canceler, error) {
+	if !wire.HasMCP(p.Bindings) {
 		return m.Runner.Submit(runID, p, c, onResult)
 	}
 	ctx, stop := context.WithCancelCause(context.Background())
@@ -212,7 +98,7 @@ func (m *mcpRunner) resolve(ctx context.Context, pr *pendingRun, runID string, p
 	rctx, cancel := context.WithTimeout(ctx, wall)
 	defer cancel()
 	p.Bindings = append([]protocol.Namespace(nil), p.Bindings...) // validation's copy stays as it was
-	routes, _, err := ResolveMCP(rctx, m.pool, p.Bindings)
+	routes, _, err := wire.ResolveMCP(rctx, m.pool, p.Bindings)
 	elapsed := time.Since(start)
 	if err == nil && ctx.Err() != nil {
 		err = context.Cause(ctx)

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wire"
 )
 
 // method is one method of the JSON-RPC surface (docs/protocol.md §2.4), in
@@ -16,9 +17,9 @@ type method struct {
 	from string
 	// notification: no id and no answer; result is "".
 	notification bool
-	params       []descriptor
-	result       string // JSON Schema text of the result
-	errors       []int  // the codes it may be answered with (errorMessages)
+	params       []wire.Param // wire.Params for a client → daemon method
+	result       string       // JSON Schema text of the result
+	errors       []int        // the codes it may be answered with (errorMessages)
 	// sessions: served only while sessions are on (docs/protocol.md §11).
 	sessions bool
 	// serve answers a client → daemon request from the read loop. nil for
@@ -26,21 +27,6 @@ type method struct {
 	// needs the lifecycle state; the second reads this table, which may not
 	// refer to it).
 	serve func(s *Server, id reqID, params []byte)
-}
-
-// descriptor is one member of a method's params, as rpc.discover shows it.
-type descriptor struct {
-	name, summary, schema string
-	required              bool
-}
-
-// describeParams turns a validation table into its descriptors.
-func descriptors[P any](rows []param[P]) []descriptor {
-	out := make([]descriptor, len(rows))
-	for i, r := range rows {
-		out[i] = descriptor{name: r.name, summary: r.summary, schema: r.schema, required: r.required}
-	}
-	return out
 }
 
 // Who sends a method, as rpc.discover's x-from says.
@@ -56,66 +42,66 @@ var lifecycleErrors = []int{protocol.CodeInvalidRequest, protocol.CodeNotInitial
 // methods is the surface. Its order is the document's.
 var methods = []method{
 	{name: protocol.MethodInitialize, from: fromClient, summary: "must come first; returns the server's capabilities",
-		params: descriptors(initializeParams), result: `{"$ref":"#/components/schemas/InitializeResult"}`,
+		params: wire.Params[protocol.MethodInitialize], result: `{"$ref":"#/components/schemas/InitializeResult"}`,
 		errors: []int{protocol.CodeInvalidRequest, protocol.CodeInvalidParams}},
 	{name: protocol.MethodInitialized, from: fromClient, summary: "accepted; no effect", notification: true},
 	{name: protocol.MethodRun, from: fromClient, summary: "runs one program; a failing program is a result with error, never a JSON-RPC error",
-		params: descriptors(runParams), result: `{"$ref":"#/components/schemas/RunResult"}`,
+		params: wire.Params[protocol.MethodRun], result: `{"$ref":"#/components/schemas/RunResult"}`,
 		errors: append([]int{protocol.CodeInvalidParams, protocol.CodeQueueFull, protocol.CodeUnknownSession}, lifecycleErrors...),
 		serve:  (*Server).run},
 	{name: protocol.MethodDescribe, from: fromClient, summary: "the Python stubs of a run's bindings, for a model's prompt",
-		params: descriptors(describeRows), result: `{"type":"object","required":["stubs"],"properties":{"stubs":{"type":"string"}}}`,
+		params: wire.Params[protocol.MethodDescribe], result: `{"type":"object","required":["stubs"],"properties":{"stubs":{"type":"string"}}}`,
 		errors: append([]int{protocol.CodeInvalidParams, protocol.CodeInternalError}, lifecycleErrors...),
 		serve:  (*Server).describe},
 	{name: protocol.MethodCancelRequest, from: fromEither, notification: true,
 		summary: "client → daemon: cancels the run with that request id; daemon → client: a binding/call whose answer is no longer needed",
-		params:  descriptors(cancelParams)},
+		params:  wire.Params[protocol.MethodCancelRequest]},
 	{name: protocol.MethodShutdown, from: fromClient, summary: "stops accepting runs, ends every run and session, answers null when every child is gone",
 		result: `{"type":"null"}`, errors: lifecycleErrors,
 		serve: func(s *Server, id reqID, _ []byte) { s.shutdown(id) }},
 	{name: protocol.MethodExit, from: fromClient, summary: "exits the process: status 0 after shutdown, else 1", notification: true},
 	{name: protocol.MethodSessionOpen, from: fromClient, summary: "opens a persistent session", sessions: true,
-		params: descriptors(sessionOpenParams), result: `{"$ref":"#/components/schemas/SessionRef"}`,
+		params: wire.Params[protocol.MethodSessionOpen], result: `{"$ref":"#/components/schemas/SessionRef"}`,
 		errors: append([]int{protocol.CodeInvalidParams, protocol.CodeSessionCap, protocol.CodeInternalError}, lifecycleErrors...),
 		serve:  (*Server).sessionOpen},
 	{name: protocol.MethodSessionFork, from: fromClient, summary: "copies an idle session into a new one, after the source's earlier runs", sessions: true,
-		params: descriptors(sessionRefParams), result: `{"$ref":"#/components/schemas/SessionRef"}`,
+		params: wire.Params[protocol.MethodSessionFork], result: `{"$ref":"#/components/schemas/SessionRef"}`,
 		errors: append([]int{protocol.CodeInvalidParams, protocol.CodeSessionCap, protocol.CodeUnknownSession, protocol.CodeInternalError}, lifecycleErrors...),
 		serve:  (*Server).sessionFork},
 	{name: protocol.MethodSessionClose, from: fromClient, summary: "ends a session; answers null once its child is gone", sessions: true,
-		params: descriptors(sessionRefParams), result: `{"type":"null"}`,
+		params: wire.Params[protocol.MethodSessionClose], result: `{"type":"null"}`,
 		errors: append([]int{protocol.CodeInvalidParams, protocol.CodeUnknownSession}, lifecycleErrors...),
 		serve:  (*Server).sessionClose},
 	{name: protocol.MethodDiscover, from: fromClient, summary: "this document (OpenRPC 1.3)",
 		result: `{"type":"object","required":["openrpc","info","methods"]}`, errors: lifecycleErrors},
 
 	{name: protocol.MethodBindingCall, summary: "the program awaits a binding; answer with its value or an error whose message the program raises", from: fromDaemon,
-		params: []descriptor{
-			{name: "runId", required: true, summary: "the id of the run request", schema: `{"type":["integer","string"]}`},
-			{name: "namespace", required: true, summary: "the binding's global", schema: `{"type":"string"}`},
-			{name: "function", required: true, summary: "the function's name", schema: `{"type":"string"}`},
-			{name: "args", required: true, summary: "the program's argument, lossless JSON", schema: `true`},
-			{name: "traceparent", summary: "the W3C trace context of the daemon's span for the call", schema: `{"type":"string"}`},
+		params: []wire.Param{
+			{Name: "runId", Required: true, Summary: "the id of the run request", Schema: `{"type":["integer","string"]}`},
+			{Name: "namespace", Required: true, Summary: "the binding's global", Schema: `{"type":"string"}`},
+			{Name: "function", Required: true, Summary: "the function's name", Schema: `{"type":"string"}`},
+			{Name: "args", Required: true, Summary: "the program's argument, lossless JSON", Schema: `true`},
+			{Name: "traceparent", Summary: "the W3C trace context of the daemon's span for the call", Schema: `{"type":"string"}`},
 		},
 		result: `true`},
 	{name: protocol.MethodRunLog, summary: "a change to a streaming run's log", from: fromDaemon, notification: true,
-		params: []descriptor{
-			{name: "runId", required: true, summary: "the id of the run request", schema: `{"type":["integer","string"]}`},
-			{name: "index", required: true, summary: "the entry's index in the result's logs", schema: `{"type":"integer","minimum":0}`},
-			{name: "text", required: true, summary: "the entry's text, or the fragment added to it", schema: `{"type":"string"}`},
-			{name: "continued", required: true, summary: "true: text continues the entry at index", schema: `{"type":"boolean"}`},
+		params: []wire.Param{
+			{Name: "runId", Required: true, Summary: "the id of the run request", Schema: `{"type":["integer","string"]}`},
+			{Name: "index", Required: true, Summary: "the entry's index in the result's logs", Schema: `{"type":"integer","minimum":0}`},
+			{Name: "text", Required: true, Summary: "the entry's text, or the fragment added to it", Schema: `{"type":"string"}`},
+			{Name: "continued", Required: true, Summary: "true: text continues the entry at index", Schema: `{"type":"boolean"}`},
 		}},
 	{name: protocol.MethodRunOutput, summary: "an object a streaming run displayed", from: fromDaemon, notification: true,
-		params: []descriptor{
-			{name: "runId", required: true, summary: "the id of the run request", schema: `{"type":["integer","string"]}`},
-			{name: "index", required: true, summary: "its index in the result's outputs", schema: `{"type":"integer","minimum":0}`},
-			{name: "data", required: true, summary: "MIME type to data: base64 for binary types, text for text types", schema: `{"$ref":"#/components/schemas/MimeBundle"}`},
+		params: []wire.Param{
+			{Name: "runId", Required: true, Summary: "the id of the run request", Schema: `{"type":["integer","string"]}`},
+			{Name: "index", Required: true, Summary: "its index in the result's outputs", Schema: `{"type":"integer","minimum":0}`},
+			{Name: "data", Required: true, Summary: "MIME type to data: base64 for binary types, text for text types", Schema: `{"$ref":"#/components/schemas/MimeBundle"}`},
 		}},
 	{name: protocol.MethodSessionClosed, summary: "a session the daemon ended by itself", from: fromDaemon, notification: true,
-		params: []descriptor{
-			{name: "sessionId", required: true, summary: "the session", schema: `{"type":"string"}`},
-			{name: "reason", required: true, summary: "why it ended", schema: `{"enum":["idle","lost","shutdown"]}`},
-			{name: "message", required: true, summary: "what happened, for people", schema: `{"type":"string"}`},
+		params: []wire.Param{
+			{Name: "sessionId", Required: true, Summary: "the session", Schema: `{"type":"string"}`},
+			{Name: "reason", Required: true, Summary: "why it ended", Schema: `{"enum":["idle","lost","shutdown"]}`},
+			{Name: "message", Required: true, Summary: "what happened, for people", Schema: `{"type":"string"}`},
 		}},
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
+	"github.com/coderun-rpc/coderun-rpc/wire"
 )
 
 // openRPCVersion is the version of the OpenRPC specification the document
@@ -103,7 +104,7 @@ func openRPCSchemas() map[string]json.RawMessage {
 func limitsSchema() string {
 	var b strings.Builder
 	b.WriteString(`{"type":"object","additionalProperties":false,"properties":{`)
-	for i, name := range limitNames {
+	for i, name := range wire.LimitNames() {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -178,7 +179,7 @@ func buildOpenRPC() []byte {
 		om := openRPCMethod{Name: m.name, Summary: m.summary, ParamStructure: "by-name", Params: []openRPCDescriptor{},
 			From: m.from, Notification: m.notification, Sessions: m.sessions}
 		for _, d := range m.params {
-			om.Params = append(om.Params, openRPCDescriptor{Name: d.name, Summary: d.summary, Required: d.required, Schema: json.RawMessage(d.schema)})
+			om.Params = append(om.Params, openRPCDescriptor{Name: d.Name, Summary: d.Summary, Required: d.Required, Schema: json.RawMessage(d.Schema)})
 		}
 		if m.result != "" {
 			om.Result = &openRPCDescriptor{Name: m.name + " result", Schema: json.RawMessage(m.result)}

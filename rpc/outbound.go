@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/wire"
 )
 
 // writer serialises every outbound message under one lock: each is a body
@@ -151,5 +153,5 @@ func (w *writer) replyError(id *reqID, code int64, msg string) {
 	if id != nil {
 		text = id.text
 	}
-	w.frame(encodeError(text, code, msg))
+	w.frame(wire.EncodeError(text, code, msg))
 }

@@ -91,7 +91,7 @@ func TestRunResponsePieces(t *testing.T) {
 	res := protocol.Result{Value: []byte(`[1]`), Logs: []string{"a", big, ""},
 		Stats: protocol.Stats{WallMs: 5, LogBytes: 9}}
 	w.pieces(func(put func([]byte)) { emitRunResponse("7", res, put) })
-	want := `{"jsonrpc":"2.0","id":7,"result":{"value":[1],"logs":["a",` + string(appendString(nil, big)) +
+	want := `{"jsonrpc":"2.0","id":7,"result":{"value":[1],"logs":["a",` + string(wireguard.AppendString(nil, big)) +
 		`,""],"stats":{"wallMs":5,"cpuMs":0,"maxRssKb":0,"queueMs":0,"bindingCalls":0,"logBytes":9}}}`
 	r := newFrameReader(&out)
 	body, err := r.next()

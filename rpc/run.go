@@ -6,6 +6,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/wire"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
@@ -14,7 +15,7 @@ import (
 // sends its one response (CONTRIBUTING.md habit 2).
 type runEntry struct {
 	id       string
-	run      Canceler // set once Submit returns (read loop only)
+	run      wire.Canceler // set once Submit returns (read loop only)
 	answered atomic.Bool
 }
 
@@ -24,9 +25,9 @@ func (s *Server) run(id reqID, params []byte) {
 		s.w.replyError(&id, protocol.CodeQueueFull, protocol.MsgQueueFull)
 		return
 	}
-	p, err := validateRunEgress(params, s.opts.Daemon.Limits, s.opts.Daemon.Packages, s.opts.Daemon.Egress)
+	p, err := wire.ValidateRunEgress(params, s.opts.Daemon.Limits, s.opts.Daemon.Packages, s.opts.Daemon.Egress)
 	if err == nil {
-		err = s.checkMCPServers(p.Bindings)
+		err = wire.CheckMCPServers(s.opts.MCP, p.Bindings)
 	}
 	if err != nil {
 		s.w.replyError(&id, protocol.CodeInvalidParams, err.Error())

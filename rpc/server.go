@@ -26,16 +26,17 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wheelset"
+	"github.com/coderun-rpc/coderun-rpc/wire"
 )
 
 // Options configure a Server. The caller builds everything from the
 // daemon's configuration; rpc itself never reads it.
 type Options struct {
-	In     io.Reader // the client's requests (stdin)
-	Out    io.Writer // protocol frames only (the duplicated fd 1)
-	Runner Runner    // executes runs (NewRunner adapts a session.Manager)
+	In     io.Reader   // the client's requests (stdin)
+	Out    io.Writer   // protocol frames only (the duplicated fd 1)
+	Runner wire.Runner // executes runs (NewRunner adapts a session.Manager)
 	// Sessions serves session/* (NewRunner's value); nil: no sessions.
-	Sessions Sessions
+	Sessions wire.Sessions
 	Daemon   Daemon // what initialize reports; its Limits cap every run's
 	Logger   *slog.Logger
 	Version  string // serverInfo.version

@@ -13,6 +13,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/wire"
 )
 
 // fakeRunner records submitted runs; tests settle them by hand.
@@ -44,7 +45,7 @@ func newFakeRunner() *fakeRunner {
 	return &fakeRunner{runs: map[string]*fakeRun{}, submits: make(chan *fakeRun, 100), shutdown: make(chan struct{})}
 }
 
-func (f *fakeRunner) Submit(id string, p protocol.RunParams, c session.Client, on func(protocol.Result)) (Canceler, error) {
+func (f *fakeRunner) Submit(id string, p protocol.RunParams, c session.Client, on func(protocol.Result)) (wire.Canceler, error) {
 	if f.full.Load() {
 		return nil, session.ErrQueueFull
 	}

@@ -2,28 +2,13 @@ package rpc
 
 import (
 	"errors"
-	"strconv"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
 	"github.com/coderun-rpc/coderun-rpc/wheelset"
+	"github.com/coderun-rpc/coderun-rpc/wire"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
-
-// Sessions is what the server needs for persistent sessions
-// (docs/protocol-sessions.md §11); NewRunner's value implements it. With
-// Options.Sessions nil (or Daemon.MaxSessions 0) session/* are unknown
-// methods. OpenSession blocks until the child is ready; ForkSession takes
-// the fork's place in its source's queue at once and returns the call,
-// made exactly once, that blocks until the fork is ready;
-// CloseSession ends the session at once (later requests on its id are
-// refused) and its wait blocks until the child is gone. Refusals are
-// *session.SessionError, session.ErrShuttingDown or an internal failure.
-type Sessions interface {
-	OpenSession(p protocol.SessionParams, onClosed func(id, reason, message string)) (string, error)
-	ForkSession(id string, onClosed func(id, reason, message string)) (fork func() (string, error))
-	CloseSession(id string) (wait func(), err error)
-}
 
 // sessionsOn reports whether session/* are served.
 func (s *Server) sessionsOn() bool {
@@ -37,7 +22,7 @@ type sessionIDResult struct {
 // sessionOpen validates session/open and opens the session from a
 // goroutine (booting a child takes milliseconds; the read loop goes on).
 func (s *Server) sessionOpen(id reqID, params []byte) {
-	p, err := validateSessionOpen(params, s.opts.Daemon.Limits, s.opts.Daemon.SessionIdleMs, s.opts.Daemon.Packages)
+	p, err := wire.ValidateSessionOpen(params, s.opts.Daemon.Limits, s.opts.Daemon.SessionIdleMs, s.opts.Daemon.Packages)
 	s.newSession(id, "", err, func() (string, error) { return s.opts.Sessions.OpenSession(p, s.notifyClosed) })
 }
 
@@ -45,7 +30,7 @@ func (s *Server) sessionOpen(id reqID, params []byte) {
 // source's queue in arrival order, and forks from a goroutine (the fork
 // waits for the runs queued before it).
 func (s *Server) sessionFork(id reqID, params []byte) {
-	src, err := validateSessionRef(params)
+	src, err := wire.ValidateSessionRef(params)
 	if err != nil {
 		s.newSession(id, src, err, nil)
 		return
@@ -74,7 +59,7 @@ func (s *Server) newSession(id reqID, ref string, invalid error, create func() (
 // sessionClose ends the session now, in arrival order, and answers null
 // once its child is gone.
 func (s *Server) sessionClose(id reqID, params []byte) {
-	sid, err := validateSessionRef(params)
+	sid, err := wire.ValidateSessionRef(params)
 	if err != nil {
 		s.w.replyError(&id, protocol.CodeInvalidParams, err.Error())
 		return
@@ -126,10 +111,10 @@ func (s *Server) sessionError(id reqID, sid string, err error) {
 
 // sessionErrorData is −32004's data member.
 func sessionErrorData(sid string, se *session.SessionError) []byte {
-	b := appendString([]byte(`{"sessionId":`), sid)
-	b = appendString(append(b, `,"state":`...), se.State)
+	b := wireguard.AppendString([]byte(`{"sessionId":`), sid)
+	b = wireguard.AppendString(append(b, `,"state":`...), se.State)
 	if se.Reason != "" {
-		b = appendString(append(b, `,"reason":`...), se.Reason)
+		b = wireguard.AppendString(append(b, `,"reason":`...), se.Reason)
 	}
 	return append(b, '}')
 }
@@ -137,55 +122,4 @@ func sessionErrorData(sid string, se *session.SessionError) []byte {
 // notifyClosed sends session/closed.
 func (s *Server) notifyClosed(sid, reason, message string) {
 	s.w.frame(encodeSessionClosed(sid, reason, message))
-}
-
-// validateSessionOpen checks session/open params (the rows of
-// sessionOpenParams); absent params are no params.
-func validateSessionOpen(raw []byte, cfg protocol.Limits, idleMax int64, allow wheelset.AllowList) (protocol.SessionParams, error) {
-	if raw == nil {
-		return protocol.SessionParams{}, nil
-	}
-	return validateParams(raw, sessionOpenParams, validation{limits: cfg, idleMax: idleMax, packages: allow})
-}
-
-// idleTimeout reads "idleTimeoutMs": absent or null (0), else a positive
-// integer no larger than the configured idleMax.
-func idleTimeout(ms []wireguard.Member, idleMax int64) (int64, error) {
-	m, ok := wireguard.Last(ms, "idleTimeoutMs")
-	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(string(m.Value), 10, 64)
-	switch {
-	case wireguard.KindOf(m.Value) != wireguard.KindNumber || err != nil || n <= 0:
-		return 0, reject("idleTimeoutMs must be a positive integer, got " + string(m.Value))
-	case n > idleMax:
-		return 0, reject("idleTimeoutMs must not exceed the daemon's configured " +
-			strconv.FormatInt(idleMax, 10) + ", got " + string(m.Value))
-	}
-	return n, nil
-}
-
-// validateSessionRef checks {sessionId} params (session/fork, session/close).
-func validateSessionRef(raw []byte) (string, error) {
-	return validateParams(raw, sessionRefParams, validation{})
-}
-
-// sessionID reads "sessionId": a string; required or optional (run).
-func sessionID(ms []wireguard.Member, required bool) (string, error) {
-	m, ok := wireguard.Last(ms, "sessionId")
-	if !ok || !required && wireguard.KindOf(m.Value) == wireguard.KindNull {
-		if required {
-			return "", reject("sessionId must be a string")
-		}
-		return "", nil
-	}
-	id, ok := wireguard.DecodeString(m.Value)
-	switch {
-	case !ok:
-		return "", reject("sessionId must be a string")
-	case id == "":
-		return "", reject("sessionId must be a non-empty string")
-	}
-	return id, nil
 }

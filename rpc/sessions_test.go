@@ -8,6 +8,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/wire"
 )
 
 // session/open's params: run's limits rules, idleTimeoutMs positive and at
@@ -21,15 +22,15 @@ func TestValidateSessionOpen(t *testing.T) {
 		{`{"idleTimeoutMs":1001}`, "idleTimeoutMs must not exceed the daemon's configured 1000, got 1001"},
 		{`{"limits":{"maxWallMs":0}}`, "limits.maxWallMs must be a positive integer, got 0"},
 	} {
-		if _, err := validateSessionOpen([]byte(c.params), cfgLimits, 1000, noPackages); err == nil || err.Error() != c.msg {
+		if _, err := wire.ValidateSessionOpen([]byte(c.params), cfgLimits, 1000, noPackages); err == nil || err.Error() != c.msg {
 			t.Errorf("%s: %v, want %q", c.params, err, c.msg)
 		}
 	}
-	p, err := validateSessionOpen([]byte(`{"limits":{"addressSpaceMb":256},"idleTimeoutMs":1000}`), cfgLimits, 1000, noPackages)
+	p, err := wire.ValidateSessionOpen([]byte(`{"limits":{"addressSpaceMb":256},"idleTimeoutMs":1000}`), cfgLimits, 1000, noPackages)
 	if err != nil || p.Limits.AddressSpaceMb != 256 || p.IdleTimeoutMs != 1000 {
 		t.Errorf("valid params: %+v %v", p, err)
 	}
-	if p, err := validateSessionOpen(nil, cfgLimits, 1000, noPackages); err != nil || !reflect.DeepEqual(p, protocol.SessionParams{}) {
+	if p, err := wire.ValidateSessionOpen(nil, cfgLimits, 1000, noPackages); err != nil || !reflect.DeepEqual(p, protocol.SessionParams{}) {
 		t.Errorf("absent params: %+v %v", p, err)
 	}
 }
@@ -41,12 +42,12 @@ func TestValidateRunSessionID(t *testing.T) {
 		{`{"program":"","sessionId":""}`, "sessionId must be a non-empty string"},
 		{`{"program":"","sessionId":"s","limits":{"addressSpaceMb":256}}`, "limits.addressSpaceMb is fixed for the session's lifetime"},
 	} {
-		if _, err := validateRun([]byte(c.params), cfgLimits, noPackages); err == nil || err.Error() != c.msg {
+		if _, err := wire.ValidateRun([]byte(c.params), cfgLimits, noPackages); err == nil || err.Error() != c.msg {
 			t.Errorf("%s: %v, want %q", c.params, err, c.msg)
 		}
 	}
 	for params, want := range map[string]string{`{"program":"","sessionId":null}`: "", `{"program":"","sessionId":"s-1"}`: "s-1"} {
-		if p, err := validateRun([]byte(params), cfgLimits, noPackages); err != nil || p.SessionID != want {
+		if p, err := wire.ValidateRun([]byte(params), cfgLimits, noPackages); err != nil || p.SessionID != want {
 			t.Errorf("%s: %q %v", params, p.SessionID, err)
 		}
 	}

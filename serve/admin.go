@@ -65,7 +65,7 @@ func newMetrics(s *service) *metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		gauge("coderun_connections", "Connections being served.", func() float64 { return float64(s.live.Load()) }),
 		gauge("coderun_unsent_bytes", "Output queued for clients and not yet taken, every connection's.",
-			func() float64 { return float64(s.unsent.Used()) }),
+			func() float64 { return float64(s.opts.Unsent()) }),
 		gauge("coderun_connections_unauthenticated", "Connections accepted and not yet authenticated (ws: not yet upgraded).",
 			func() float64 { return float64(s.pending.Load()) }),
 		gauge("coderun_runs_running", "Runs holding a run slot.", load(loadView.running)),

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
-	"github.com/coderun-rpc/coderun-rpc/rpc"
+	"github.com/coderun-rpc/coderun-rpc/wire"
 )
 
 // serveStream serves one accepted unix or tcp connection: the token (when
@@ -117,10 +117,10 @@ func tokenEqual(got, want string) bool {
 // take it: a refused connection holds its descriptor no longer.
 const refuseTimeout = 2 * time.Second
 
-// refuse answers a connection no rpc.Server serves with one −32600 error
+// refuse answers a connection no server serves with one −32600 error
 // (id null) and closes it.
 func refuse(c net.Conn, msg string) {
-	body := rpc.ErrorBody(protocol.CodeInvalidRequest, msg)
+	body := wire.ErrorBody(protocol.CodeInvalidRequest, msg)
 	_ = c.SetWriteDeadline(time.Now().Add(refuseTimeout))
 	_, _ = c.Write(append([]byte("Content-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"), body...))
 	closeAfterWrite(c)

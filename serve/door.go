@@ -72,7 +72,7 @@ func checkDescriptors(o Options) error {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		return err
 	}
-	runs := o.Server.Daemon.MaxConcurrentRuns + o.Server.Daemon.MaxSessions
+	runs := o.RunSlots
 	need := uint64(o.MaxConnections) + uint64(o.MaxUnauthenticated) + uint64(runs)*descriptorsPerRun + descriptorsOwn
 	if need > lim.Cur {
 		return fmt.Errorf("CODERUN_MAX_CONNECTIONS (%d) + CODERUN_MAX_UNAUTHENTICATED (%d) + %d for each run slot and session (%d) + %d of the daemon's own = %d; RLIMIT_NOFILE is %d",

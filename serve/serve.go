@@ -2,8 +2,9 @@
 // ADDR]` (docs/service.md). It owns the listener (unix:, tcp: or ws://) and
 // its door (door.go: the descriptor bound, the cap on connections not yet
 // authenticated, the loopback-only Host of a token-less WebSocket),
-// bearer-token authentication, the connection cap, one rpc.Server per
-// connection on a session.Lane of the one shared session.Manager (so a
+// bearer-token authentication, the connection cap, each connection served
+// (by the JSON-RPC server main injects: Options.ServeConn) on a
+// session.Lane of the one shared session.Manager (so a
 // closed connection ends its own runs and sessions only, a connection names
 // only the sessions it opened, and run slots are shared fairly between
 // connections), the bound on a connection's unsent output and the per-write
@@ -12,10 +13,11 @@
 // which ends within its time whatever the clients do.
 //
 // Each connection speaks exactly the stdio protocol. Streams (unix, tcp)
-// carry it in LSP framing, read and written by package rpc itself. On
-// WebSocket each text message is one JSON-RPC message (ws.go): the adapter
-// adds and strips the Content-Length framing around rpc, so rpc stays the
-// one reader and encoder. The issue named sourcegraph/jsonrpc2's WebSocket
+// carry it in LSP framing, read and written by the injected server itself
+// (package rpc, which serve does not import: the front ends are siblings).
+// On WebSocket each text message is one JSON-RPC message (ws.go): the
+// adapter adds and strips the Content-Length framing around the server, so
+// it stays the one reader and encoder. The issue named sourcegraph/jsonrpc2's WebSocket
 // stream; the daemon does not use jsonrpc2 at all (docs/child-protocol.md
 // Appendix B item 5), so the WebSocket layer is github.com/gorilla/websocket
 // under that small adapter instead.
@@ -25,6 +27,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -35,9 +38,9 @@ import (
 	"golang.org/x/net/netutil"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
-	"github.com/coderun-rpc/coderun-rpc/rpc"
 	"github.com/coderun-rpc/coderun-rpc/session"
 	"github.com/coderun-rpc/coderun-rpc/tracing"
+	"github.com/coderun-rpc/coderun-rpc/wire"
 )
 
 // Options configure service mode; main builds them from the configuration.
@@ -59,21 +62,32 @@ type Options struct {
 	// may take to present its token (ws: its upgrade request's headers).
 	MaxUnauthenticated int
 	AuthTimeout        time.Duration
-	// MaxUnsent bounds a connection's output queued and not yet taken by
-	// its client, MaxUnsentTotal every connection's together; past either
-	// the connection is closed (rpc.Options.MaxUnsent, Unsent).
-	MaxUnsent      int64
-	MaxUnsentTotal int64
-	Manager        *session.Manager
-	Tracer         *tracing.Tracer // nil: no spans (traceparents still passed on)
-	// Server is every connection's rpc.Options but In, Out, Runner and
-	// Sessions, which serve fills in (Daemon's session members say what
-	// initialize reports; MaxSessions 0 serves no sessions).
-	Server rpc.Options
-	// WrapRunner, when set, wraps each connection's Runner (main: the
-	// routing of MCP bindings, rpc.WithMCP).
-	WrapRunner func(rpc.Runner) rpc.Runner
-	Logger     *slog.Logger
+	Manager            *session.Manager
+	Tracer             *tracing.Tracer // nil: no spans (traceparents still passed on)
+	// RunSlots is how many runs and sessions the Manager holds at once,
+	// each of which takes descriptors (door.go).
+	RunSlots int
+	// ServeConn serves one admitted connection with the JSON-RPC server
+	// (main injects package rpc's, which bounds the connection's unsent
+	// output and calls c.FellBehind past the bound) until c.In ends, and
+	// returns its exit code.
+	ServeConn func(c Conn) int
+	// Unsent is every connection's output queued and not yet taken by its
+	// client, for the coderun_unsent_bytes gauge.
+	Unsent func() int64
+	Logger *slog.Logger
+}
+
+// Conn is one admitted connection as ServeConn serves it.
+type Conn struct {
+	In  io.Reader // ends (io.EOF) when the client goes or the service ends the connection
+	Out io.Writer
+	Log *slog.Logger
+	// FellBehind ends the connection: its client stopped taking output.
+	FellBehind func()
+	// Runner and Sessions are the connection's lane of the shared Manager.
+	Runner   wire.Runner
+	Sessions wire.Sessions
 }
 
 // service is one running serve.
@@ -86,7 +100,6 @@ type service struct {
 	connSeq  atomic.Uint64
 	live     atomic.Int64 // connections being served
 	pending  atomic.Int64 // connections not yet authenticated (ws: not yet upgraded)
-	unsent   *rpc.UnsentBudget
 
 	mu    sync.Mutex
 	conns map[uint64]endingReader // the input of each connection served
@@ -114,7 +127,7 @@ func Run(ctx context.Context, opts Options) int {
 		log.Error("not enough file descriptors", "err", err)
 		return 2
 	}
-	s := &service{opts: opts, log: log, conns: map[uint64]endingReader{}, unsent: rpc.NewUnsentBudget(opts.MaxUnsentTotal)}
+	s := &service{opts: opts, log: log, conns: map[uint64]endingReader{}}
 	s.metrics = newMetrics(s)
 	stop, err := s.start()
 	if err != nil {
@@ -274,9 +287,9 @@ func (s *service) tooMany() string {
 	return fmt.Sprintf("too many connections: this daemon serves at most %d at once", s.opts.MaxConnections)
 }
 
-// serveConn serves one admitted connection's rpc.Server over in/out until
+// serveConn serves one admitted connection with ServeConn over in/out until
 // the client goes away or the service ends it, then closes it. Either way
-// rpc sees the end of its input, exactly as a stdio daemon sees stdin's:
+// the server sees the end of its input, exactly as a stdio daemon sees stdin's:
 // it aborts the connection's runs (their lane), answers them and returns.
 func (s *service) serveConn(id uint64, in endingReader, out writerOnly) {
 	defer s.release()
@@ -285,19 +298,12 @@ func (s *service) serveConn(id uint64, in endingReader, out writerOnly) {
 	s.mu.Unlock()
 	log := s.log.With("conn", id)
 	log.Debug("connection opened")
-	opts := s.opts.Server
-	opts.In, opts.Out, opts.Logger = in, out, log
-	opts.MaxUnsent, opts.Unsent, opts.FellBehind = s.opts.MaxUnsent, s.unsent, func() {
+	lr := &laneRunner{lane: s.opts.Manager.NewLane(s.opts.MaxRunsPerConnection, log), s: s}
+	code := s.opts.ServeConn(Conn{In: in, Out: out, Log: log, Runner: lr, Sessions: lr, FellBehind: func() {
 		s.metrics.closed.WithLabelValues("fell-behind").Inc()
 		_ = in.end()
 		_ = in.Close() // a write the client does not take ends now
-	}
-	lr := &laneRunner{lane: s.opts.Manager.NewLane(s.opts.MaxRunsPerConnection, log), s: s}
-	opts.Runner, opts.Sessions = lr, lr
-	if s.opts.WrapRunner != nil {
-		opts.Runner = s.opts.WrapRunner(opts.Runner)
-	}
-	code := rpc.New(opts).Serve(context.Background())
+	}})
 	_ = in.Close()
 	s.mu.Lock()
 	delete(s.conns, id)
@@ -315,7 +321,7 @@ type endingReader interface {
 
 type writerOnly interface{ Write([]byte) (int, error) }
 
-// laneRunner is rpc's Runner and Sessions for one connection: its lane of
+// laneRunner is the Runner and Sessions of one connection: its lane of
 // the shared Manager, which owns the sessions the connection opens (only
 // it can name them; they close with it). New runs and sessions are refused
 // while the service drains.
@@ -324,7 +330,7 @@ type laneRunner struct {
 	s    *service
 }
 
-func (r *laneRunner) Submit(runID string, p protocol.RunParams, c session.Client, onResult func(protocol.Result)) (rpc.Canceler, error) {
+func (r *laneRunner) Submit(runID string, p protocol.RunParams, c session.Client, onResult func(protocol.Result)) (wire.Canceler, error) {
 	if r.s.draining.Load() {
 		return nil, session.ErrShuttingDown
 	}
@@ -340,7 +346,7 @@ func (r *laneRunner) Submit(runID string, p protocol.RunParams, c session.Client
 	return run, nil
 }
 
-// Shutdown ends the connection's sessions and runs (rpc's teardown: end of
+// Shutdown ends the connection's sessions and runs (the server's teardown: end of
 // input, shutdown, exit, or the drain ending the connection).
 func (r *laneRunner) Shutdown() { r.lane.Close(protocol.MsgShuttingDown) }
 

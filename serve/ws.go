@@ -12,7 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
-	"github.com/coderun-rpc/coderun-rpc/rpc"
+	"github.com/coderun-rpc/coderun-rpc/wire"
 )
 
 // wsServer serves the ws:// listener at addr: the upgrade at the
@@ -82,7 +82,7 @@ func (s *service) countUpgrading(_ net.Conn, st http.ConnState) {
 func refuseWS(c *websocket.Conn, code int, msg string) {
 	deadline := time.Now().Add(refuseTimeout)
 	_ = c.SetWriteDeadline(deadline)
-	_ = c.WriteMessage(websocket.TextMessage, rpc.ErrorBody(protocol.CodeInvalidRequest, msg))
+	_ = c.WriteMessage(websocket.TextMessage, wire.ErrorBody(protocol.CodeInvalidRequest, msg))
 	_ = c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, truncate(msg, 120)), deadline)
 	_ = c.Close()
 }

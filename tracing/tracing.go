@@ -26,8 +26,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
-	"github.com/coderun-rpc/coderun-rpc/rpc"
 	"github.com/coderun-rpc/coderun-rpc/session"
+	"github.com/coderun-rpc/coderun-rpc/wire"
 )
 
 // Tracer traces runs. The nil *Tracer traces nothing and passes
@@ -145,7 +145,7 @@ func (c *tracedClient) CallBinding(runID, namespace, function string, args []byt
 	traceContext.Inject(ctx, carrier)
 	answered := func(a session.Answer) { end(a); answer(a) }
 	var cancel func()
-	if tc, ok := c.Client.(rpc.TracedCaller); ok {
+	if tc, ok := c.Client.(wire.TracedCaller); ok {
 		cancel = tc.CallBindingTraced(runID, namespace, function, args, carrier["traceparent"], answered)
 	} else {
 		cancel = c.Client.CallBinding(runID, namespace, function, args, answered)
@@ -174,14 +174,14 @@ func (c *tracedClient) ChildStarted(began, ready time.Time) {
 }
 
 // Runner wraps a Runner so that every run it submits is traced by t.
-func Runner(inner rpc.Runner, t *Tracer) rpc.Runner { return tracedRunner{inner, t} }
+func Runner(inner wire.Runner, t *Tracer) wire.Runner { return tracedRunner{inner, t} }
 
 type tracedRunner struct {
-	rpc.Runner
+	wire.Runner
 	t *Tracer
 }
 
-func (r tracedRunner) Submit(runID string, p protocol.RunParams, c session.Client, onResult func(protocol.Result)) (rpc.Canceler, error) {
+func (r tracedRunner) Submit(runID string, p protocol.RunParams, c session.Client, onResult func(protocol.Result)) (wire.Canceler, error) {
 	c, onResult, refused := r.t.Start(runID, p, c, onResult)
 	run, err := r.Runner.Submit(runID, p, c, onResult)
 	if err != nil {

@@ -43,12 +43,29 @@ func serveMode(ctx context.Context, d *daemonEnv, listen, admin serve.Addr) int 
 	server.MCP = d.pool
 	m := newManager(cfg, d.log, cfg.MaxSessionsPerConnection, d.proxy, d.preloaded)
 	reportSessions(&server, cfg, m) // serve gives each connection its own Sessions
+	unsent := rpc.NewUnsentBudget(cfg.MaxUnsentTotal)
 	return serve.Run(ctx, serve.Options{
 		Listen: listen, Admin: admin, Token: cfg.AuthToken,
 		MaxConnections: cfg.MaxConnections, MaxRunsPerConnection: cfg.MaxRunsPerConnection,
 		Drain: ms(cfg.DrainMs), WriteStall: ms(cfg.WriteStallMs),
-		MaxUnauthenticated: cfg.MaxUnauthenticated, AuthTimeout: ms(cfg.AuthTimeoutMs), MaxUnsent: cfg.MaxUnsentBytes, MaxUnsentTotal: cfg.MaxUnsentTotal,
-		Manager: m, Tracer: d.tr, Server: server, Logger: d.log,
-		WrapRunner: func(r rpc.Runner) rpc.Runner { return rpc.WithMCP(r, d.pool, cfg.Limits) },
+		MaxUnauthenticated: cfg.MaxUnauthenticated, AuthTimeout: ms(cfg.AuthTimeoutMs),
+		Manager: m, Tracer: d.tr, Logger: d.log,
+		RunSlots: server.Daemon.MaxConcurrentRuns + server.Daemon.MaxSessions,
+		Unsent:   unsent.Used,
+		ServeConn: func(c serve.Conn) int {
+			return rpc.New(connOptions(server, c, unsent, cfg.MaxUnsentBytes, d)).Serve(context.Background())
+		},
 	})
+}
+
+// connOptions is one serve connection's rpc.Options: server's, on the
+// connection's streams and lane, its unsent output bounded by maxUnsent and
+// by the budget every connection shares, its runs routed to the upstream MCP
+// servers as a stdio client's are.
+func connOptions(server rpc.Options, c serve.Conn, unsent *rpc.UnsentBudget, maxUnsent int64, d *daemonEnv) rpc.Options {
+	o := server
+	o.In, o.Out, o.Logger, o.FellBehind = c.In, c.Out, c.Log, c.FellBehind
+	o.MaxUnsent, o.Unsent = maxUnsent, unsent
+	o.Runner, o.Sessions = rpc.WithMCP(c.Runner, d.pool, d.cfg.Limits), c.Sessions
+	return o
 }

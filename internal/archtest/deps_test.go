@@ -42,22 +42,30 @@ var allowed = map[string][]string{
 	// protocol's constants, never the daemon's rpc or session.
 	"clients/go": {"protocol", "github.com/sourcegraph/jsonrpc2", "github.com/gorilla/websocket", "github.com/google/jsonschema-go/jsonschema"},
 	// Typed bindings: schemas compiled and cached, checks, stubs.
-	"typed":           {"protocol", "wireguard", "github.com/santhosh-tekuri/jsonschema/v6"},
-	"session":         {"wheelset", "child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed", "egress"},
-	"config":          {"wheelset", "child", "child/forkserver", "child/sandbox", "protocol", "egress", "github.com/kelseyhightower/envconfig"},
-	"rpc":             {"wheelset", "session", "wireguard", "protocol", "typed", "mcp/upstream", "egress"},
-	"cmd/coderun-rpc": {"wheelset", "config", "rpc", "session", "protocol", "child/reexec", "child/rundir", "child/sandbox", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "egress", "mcp", "mcp/upstream", "serve", "tracing"},
+	"typed":   {"protocol", "wireguard", "github.com/santhosh-tekuri/jsonschema/v6"},
+	"session": {"wheelset", "child", "child/sandbox", "child/forkserver", "child/rundir", "wireguard", "py", "protocol", "typed", "egress"},
+	"config":  {"wheelset", "child", "child/forkserver", "child/sandbox", "protocol", "egress", "github.com/kelseyhightower/envconfig"},
+	// What the front ends share: params tables and validation, stubs, the
+	// result encoder and the JSON-RPC envelope, the Runner they drive.
+	"wire":            {"wheelset", "session", "wireguard", "protocol", "typed", "mcp/upstream", "egress"},
+	"rpc":             {"wire", "wheelset", "session", "wireguard", "protocol", "typed", "mcp/upstream", "egress"},
+	"cmd/coderun-rpc": {"wheelset", "config", "rpc", "wire", "session", "protocol", "child/reexec", "child/rundir", "child/sandbox", "child/watchdog", "internal/selfcheck", "internal/buildinfo", "egress", "mcp", "mcp/upstream", "serve", "tracing"},
 	// MCP: upstream servers as bindings (a client of each), and the code-mode server.
 	"mcp/upstream":     {"session", "protocol", "typed", "wireguard", sdk, sdkJSONRPC},
-	"mcp":              {"wheelset", "rpc", "session", "protocol", "mcp/upstream", "egress", sdk, sdkJSONRPC},
+	"mcp":              {"wheelset", "wire", "session", "protocol", "mcp/upstream", "egress", sdk, sdkJSONRPC},
 	"internal/mcptest": {sdk},
 	// Service mode: listeners (capped by x/net's limit listener), auth, per-connection servers, admin, metrics.
-	"serve": {"rpc", "session", "protocol", "tracing", "github.com/gorilla/websocket", "github.com/prometheus/client_golang", "golang.org/x/net/netutil"},
+	"serve": {"wire", "session", "protocol", "tracing", "github.com/gorilla/websocket", "github.com/prometheus/client_golang", "golang.org/x/net/netutil"},
 	// Egress: the policy and the forward proxy that enforces it.
 	"egress": {"protocol", "golang.org/x/net/netutil"},
 	// OpenTelemetry spans for runs, child starts and binding calls.
-	"tracing": {"rpc", "session", "protocol", "go.opentelemetry.io/otel"},
+	"tracing": {"wire", "session", "protocol", "go.opentelemetry.io/otel"},
 }
+
+// frontEnds are the daemon's surfaces: JSON-RPC on stdio (rpc), the MCP
+// code-mode server (mcp) and service mode (serve). They are siblings over
+// package wire; only main puts them together.
+var frontEnds = []string{"rpc", "mcp", "serve"}
 
 // xsys is imported under child/ only: the process supervisor is the one
 // place that talks to the kernel below the standard library.
@@ -103,6 +111,25 @@ func TestConfigOnlyInMain(t *testing.T) {
 	for pkg, rules := range allowed {
 		if pkg != "cmd/coderun-rpc" && permitted(rules, module+"config") {
 			t.Errorf("%s may import config; only cmd/coderun-rpc may", pkg)
+		}
+	}
+}
+
+// C1113: no front end depends on another, directly or
+// through any package between them (the table alone would let one reach
+// another through a third).
+func TestC1113FrontEndsAreSiblings(t *testing.T) {
+	for _, fe := range frontEnds {
+		out, err := exec.Command("go", "list", "-deps", module+fe).Output()
+		if err != nil {
+			t.Fatalf("go list: %v", err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, other := range frontEnds {
+				if other != fe && dep == module+other {
+					t.Errorf("front end %s depends on front end %s; share through package wire instead", fe, other)
+				}
+			}
 		}
 	}
 }

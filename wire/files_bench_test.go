@@ -1,4 +1,4 @@
-package rpc
+package wire
 
 import (
 	"encoding/base64"
@@ -17,9 +17,9 @@ func BenchmarkValidateFilesMiB(b *testing.B) {
 		base64.StdEncoding.EncodeToString([]byte(csv)) + `"}]}`)
 	b.SetBytes(int64(len(raw)))
 	for b.Loop() {
-		p, err := validateRun(raw, protocol.Limits{MaxFileBytes: 16 << 20}, noPackages)
+		p, err := ValidateRun(raw, protocol.Limits{MaxFileBytes: 16 << 20}, noPackages)
 		if err != nil || len(p.Files) != 1 || len(p.Files[0].Data) != 1<<20 {
-			b.Fatalf("validateRun: %v", err)
+			b.Fatalf("ValidateRun: %v", err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package rpc
+package wire
 
 import (
 	"strings"
@@ -47,20 +47,20 @@ var fileCases = []struct{ params, msg string }{
 
 func TestValidateFiles(t *testing.T) {
 	for _, c := range fileCases {
-		_, err := validateRun([]byte(c.params), filesLimits, noPackages)
+		_, err := ValidateRun([]byte(c.params), filesLimits, noPackages)
 		if err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%.80s: got %v, want %q", c.params, err, c.msg)
 		}
 	}
 	many := "[" + strings.Repeat(`{"path":"a","text":""},`, 10000) + `{"path":"b","text":""}]`
-	if _, err := validateRun([]byte(run(many)), filesLimits, noPackages); err == nil ||
+	if _, err := ValidateRun([]byte(run(many)), filesLimits, noPackages); err == nil ||
 		err.Error() != "files has 10001 entries; at most 10000 are allowed" {
 		t.Errorf("10001 files: %v", err)
 	}
 }
 
 func TestValidateFilesAccepted(t *testing.T) {
-	p, err := validateRun([]byte(run(`[{"path":"./data//in.csv","text":"a,b\n"},{"path":"bin/x","base64":"AAE="},{"path":"e","text":""}]`)), filesLimits, noPackages)
+	p, err := ValidateRun([]byte(run(`[{"path":"./data//in.csv","text":"a,b\n"},{"path":"bin/x","base64":"AAE="},{"path":"e","text":""}]`)), filesLimits, noPackages)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestValidateFilesAccepted(t *testing.T) {
 		}
 	}
 	for _, none := range []string{`{"program":""}`, run(`null`), run(`[]`)} {
-		if p, err := validateRun([]byte(none), filesLimits, noPackages); err != nil || len(p.Files) != 0 {
+		if p, err := ValidateRun([]byte(none), filesLimits, noPackages); err != nil || len(p.Files) != 0 {
 			t.Errorf("%s: %v %v", none, p.Files, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package rpc
+package wire
 
 import (
 	"strings"
@@ -30,25 +30,25 @@ func TestValidatePackagesC837(t *testing.T) {
 		{`[` + many + `]`, "packages must have at most 64 entries"},
 	} {
 		params := `{"program":"","packages":` + c.packages + `}`
-		if _, err := validateRun([]byte(params), cfgLimits, allow); err == nil || err.Error() != c.msg {
+		if _, err := ValidateRun([]byte(params), cfgLimits, allow); err == nil || err.Error() != c.msg {
 			t.Errorf("run %s: %v, want %q", c.packages, err, c.msg)
 		}
-		if _, err := validateSessionOpen([]byte(`{`+params[len(`{"program":"",`):]), cfgLimits, 1000, allow); err == nil || err.Error() != c.msg {
+		if _, err := ValidateSessionOpen([]byte(`{`+params[len(`{"program":"",`):]), cfgLimits, 1000, allow); err == nil || err.Error() != c.msg {
 			t.Errorf("session/open %s: %v, want %q", c.packages, err, c.msg)
 		}
 	}
-	p, err := validateRun([]byte(`{"program":"","packages":["Tiny_B >= 1.0","tinya"]}`), cfgLimits, allow)
+	p, err := ValidateRun([]byte(`{"program":"","packages":["Tiny_B >= 1.0","tinya"]}`), cfgLimits, allow)
 	if err != nil || strings.Join(p.Packages, " ") != "tiny-b>=1.0 tinya" {
 		t.Errorf("valid packages: %v %q", err, p.Packages)
 	}
-	if _, err := validateRun([]byte(`{"program":"","packages":["tinya"]}`), cfgLimits, noPackages); err == nil ||
+	if _, err := ValidateRun([]byte(`{"program":"","packages":["tinya"]}`), cfgLimits, noPackages); err == nil ||
 		err.Error() != "packages[0] names tinya, but this daemon installs no packages (CODERUN_PACKAGES is empty)" {
 		t.Errorf("feature off: %v", err)
 	}
-	if p, err := validateRun([]byte(`{"program":"","packages":null}`), cfgLimits, noPackages); err != nil || p.Packages != nil {
+	if p, err := ValidateRun([]byte(`{"program":"","packages":null}`), cfgLimits, noPackages); err != nil || p.Packages != nil {
 		t.Errorf("null packages: %v %q", err, p.Packages)
 	}
-	if _, err := validateRun([]byte(`{"program":"","sessionId":"s","packages":["tinya"]}`), cfgLimits, allow); err == nil ||
+	if _, err := ValidateRun([]byte(`{"program":"","sessionId":"s","packages":["tinya"]}`), cfgLimits, allow); err == nil ||
 		err.Error() != "packages are given to session/open for every run of the session" {
 		t.Errorf("session run: %v", err)
 	}
@@ -61,7 +61,7 @@ func TestValidatePackagesC837(t *testing.T) {
 func TestDescribeListsPackagesC843(t *testing.T) {
 	stubs := "# coderun-rpc: the functions …\n# Python 3.11.7. Every function is async: await it.\n\nclass Tools:\n"
 	allow, _ := wheelset.ParseAllowList("tinyb<2,tinya")
-	got := withImports(stubs, nil, []string{"tinya"}, allow)
+	got := WithImports(stubs, nil, []string{"tinya"}, allow)
 	want := "# coderun-rpc: the functions …\n# Python 3.11.7. Every function is async: await it.\n" +
 		"# Packages installed for this run: tinya.\n" +
 		`# Packages installable on demand (name them in the run's "packages" to import them): tinya, tinyb<2.` + "\n\nclass Tools:\n"
@@ -69,17 +69,17 @@ func TestDescribeListsPackagesC843(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 	anyName, _ := wheelset.ParseAllowList("*")
-	if got := withImports(stubs, nil, nil, anyName); !strings.Contains(got, `# Any package of the index can be installed: name it in the run's "packages" before importing it.`+"\n\n") {
+	if got := WithImports(stubs, nil, nil, anyName); !strings.Contains(got, `# Any package of the index can be installed: name it in the run's "packages" before importing it.`+"\n\n") {
 		t.Errorf("*: %s", got)
 	}
-	if got := withImports(stubs, nil, nil, noPackages); got != stubs {
+	if got := WithImports(stubs, nil, nil, noPackages); got != stubs {
 		t.Errorf("feature off: %s", got)
 	}
-	preloaded := withImports(stubs, []string{"numpy", "pandas"}, nil, noPackages)
+	preloaded := WithImports(stubs, []string{"numpy", "pandas"}, nil, noPackages)
 	if want := "# Python 3.11.7. Every function is async: await it.\n# Preloaded, so importing them costs nothing: numpy, pandas.\n\nclass"; !strings.Contains(preloaded, want) {
 		t.Errorf("a preload: %s", preloaded)
 	}
-	if _, err := validateDescribe([]byte(`{"packages":["numpy"]}`), cfgLimits, allow); err == nil ||
+	if _, err := ValidateDescribe([]byte(`{"packages":["numpy"]}`), cfgLimits, allow); err == nil ||
 		err.Error() != "packages[0] names numpy, which CODERUN_PACKAGES does not allow" {
 		t.Errorf("describe's packages: %v", err)
 	}

@@ -1,4 +1,4 @@
-package rpc
+package wire
 
 import (
 	"strings"
@@ -95,7 +95,7 @@ var validationCases = []struct{ params, msg string }{
 
 func TestValidationMessages(t *testing.T) {
 	for _, c := range validationCases {
-		_, err := validateRun([]byte(c.params), cfgLimits, noPackages)
+		_, err := ValidateRun([]byte(c.params), cfgLimits, noPackages)
 		if err == nil || err.Error() != c.msg {
 			t.Errorf("%s:\n got %v\nwant %s", c.params, err, c.msg)
 		}
@@ -110,12 +110,12 @@ func TestValidationRoom(t *testing.T) {
 		{`{"program":"","limits":{"addressSpaceMb":100,"maxLogBytes":64}}`, "limits: maxValueBytes 20000000 times the 12x worst-case Unicode expansion must fit within the 37748736 bytes left after the 67108864-byte interpreter baseline of addressSpaceMb 100; the most it may be is 3145727"},
 		{`{"program":"","limits":{"addressSpaceMb":1e2,"maxLogBytes":64,"maxValueBytes":3145728}}`, "limits: maxValueBytes 3145728 times the 12x worst-case Unicode expansion must fit within the 37748736 bytes left after the 67108864-byte interpreter baseline of addressSpaceMb 100; the most it may be is 3145727"},
 	} {
-		_, err := validateRun([]byte(c.params), big, noPackages)
+		_, err := ValidateRun([]byte(c.params), big, noPackages)
 		if err == nil || err.Error() != c.msg {
 			t.Errorf("%s:\n got %v\nwant %s", c.params, err, c.msg)
 		}
 	}
-	if _, err := validateRun([]byte(`{"program":"","limits":{"addressSpaceMb":100,"maxLogBytes":64,"maxValueBytes":3145727}}`), big, noPackages); err != nil {
+	if _, err := ValidateRun([]byte(`{"program":"","limits":{"addressSpaceMb":100,"maxLogBytes":64,"maxValueBytes":3145727}}`), big, noPackages); err != nil {
 		t.Error(err)
 	}
 }
@@ -131,11 +131,11 @@ func TestValidationAccepts(t *testing.T) {
 		`{"program":"","bindings":` + tools(`[{"name":"my-tool","description":"d","parameters":{"type":"object"},"returns":true},"b"]`) + `}`,
 		`{"program":"","limits":{"maxWallMs":1000,"cpuSeconds":1e1,"maxValueBytes":1000.0,"maxLogBytes":64,"addressSpaceMb":512}}`,
 	} {
-		if _, err := validateRun([]byte(p), cfgLimits, noPackages); err != nil {
+		if _, err := ValidateRun([]byte(p), cfgLimits, noPackages); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
 	}
-	p, _ := validateRun([]byte(`{"program":"a\ud800","limits":{"maxWallMs":1e3}}`), cfgLimits, noPackages)
+	p, _ := ValidateRun([]byte(`{"program":"a\ud800","limits":{"maxWallMs":1e3}}`), cfgLimits, noPackages)
 	if p.Program != "a\xed\xa0\x80" || p.Limits.MaxWallMs != 1000 || p.Bindings == nil {
 		t.Errorf("%+v", p)
 	}

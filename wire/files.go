@@ -1,4 +1,4 @@
-package rpc
+package wire
 
 import (
 	"strconv"
@@ -20,9 +20,8 @@ const (
 // validateFiles checks run.files (docs/protocol-files.md §12.1) against the
 // effective maxFileBytes: each entry's path and its one payload, then the
 // total decoded size, counted as it goes so a large request stops early.
-func validateFiles(ms []wireguard.Member, maxFileBytes int64) ([]protocol.InputFile, error) {
-	m, ok := wireguard.Last(ms, "files")
-	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
+func validateFiles(m *wireguard.Member, maxFileBytes int64) ([]protocol.InputFile, error) {
+	if !given(m) {
 		return nil, nil
 	}
 	elems, ok := wireguard.ValidElements(m.Value)
@@ -60,8 +59,8 @@ func inputFile(at string, raw []byte) (protocol.InputFile, string, error) {
 	if !ok {
 		return f, "", reject(at + " must be an object {path, text | base64}")
 	}
-	pm, _ := wireguard.Last(ms, "path")
-	p, ok := wireguard.DecodeString(pm.Value)
+	given := lastOf(ms, "path", "text", "base64")
+	p, ok := wireguard.DecodeString(value(given[0]))
 	if !ok {
 		return f, "", reject(at + ".path must be a string")
 	}
@@ -69,14 +68,15 @@ func inputFile(at string, raw []byte) (protocol.InputFile, string, error) {
 		return f, p, reject(at + ".path " + quote(p) + " " + pathProblem(p))
 	}
 	var err error
-	f.Data, err = payload(at, ms)
+	f.Data, err = payload(at, given[1], given[2])
 	return f, p, err
 }
 
-// payload decodes an entry's one payload: text as UTF-8, or strict base64.
-func payload(at string, ms []wireguard.Member) ([]byte, error) {
-	text, hasText := present(ms, "text")
-	b64, hasB64 := present(ms, "base64")
+// payload decodes an entry's one payload: its text as UTF-8, or its base64,
+// strict.
+func payload(at string, textm, b64m *wireguard.Member) ([]byte, error) {
+	hasText, hasB64 := given(textm), given(b64m)
+	text, b64 := value(textm), value(b64m)
 	switch {
 	case hasText == hasB64:
 		return nil, reject(at + " must have exactly one of text and base64")
@@ -95,15 +95,6 @@ func payload(at string, ms []wireguard.Member) ([]byte, error) {
 		return nil, reject(at + ".base64 is not valid base64 (" + err.Error() + ")")
 	}
 	return data, nil
-}
-
-// present is a member's value when it is there and not null.
-func present(ms []wireguard.Member, name string) ([]byte, bool) {
-	m, ok := wireguard.Last(ms, name)
-	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
-		return nil, false
-	}
-	return m.Value, true
 }
 
 // cleanPath returns p without empty and "." segments, or false when p is not

@@ -1,4 +1,4 @@
-package rpc
+package wire
 
 import (
 	"github.com/coderun-rpc/coderun-rpc/wireguard"

@@ -1,7 +1,8 @@
-package rpc
+package wire
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -20,38 +21,63 @@ func (e *paramsError) Error() string { return e.msg }
 
 func reject(msg string) error { return &paramsError{msg} }
 
-// validateRun checks run params in the order of docs/protocol.md §3.4 (the
+// ValidateRun checks run params in the order of docs/protocol.md §3.4 (the
 // rows of runParams) and returns the first violation. raw is nil when params
-// were absent. A run's "egress" is refused: validateRunEgress knows the
+// were absent. A run's "egress" is refused: ValidateRunEgress knows the
 // daemon's policy.
-func validateRun(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (protocol.RunParams, error) {
-	return validateRunEgress(raw, cfg, allow, nil)
+func ValidateRun(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (protocol.RunParams, error) {
+	return ValidateRunEgress(raw, cfg, allow, nil)
 }
 
-// validateRunEgress is validateRun with the daemon's egress policy (nil:
+// ValidateRunEgress is ValidateRun with the daemon's egress policy (nil:
 // none), which the run's "egress" member may only narrow.
-func validateRunEgress(raw []byte, cfg protocol.Limits, allow wheelset.AllowList, daemon *egress.Policy) (protocol.RunParams, error) {
+func ValidateRunEgress(raw []byte, cfg protocol.Limits, allow wheelset.AllowList, daemon *egress.Policy) (protocol.RunParams, error) {
 	return validateParams(raw, runParams, validation{limits: cfg, packages: allow, egress: daemon})
 }
 
-// describeParams are validated bindings/describe params.
-type describeParams struct {
-	nss      []protocol.Namespace
-	limits   protocol.Limits
-	packages []string
+// DescribeParams are validated bindings/describe params.
+type DescribeParams struct {
+	Bindings []protocol.Namespace
+	Limits   protocol.Limits
+	Packages []string
 }
 
-// validateDescribe checks bindings/describe params: run's rules for
+// ValidateDescribe checks bindings/describe params: run's rules for
 // "bindings", "limits" and "packages", in run's order, with run's messages.
-func validateDescribe(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (describeParams, error) {
+func ValidateDescribe(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (DescribeParams, error) {
 	p, err := validateParams(raw, describeRows, validation{limits: cfg, packages: allow})
-	return describeParams{nss: p.Bindings, limits: p.Limits, packages: p.Packages}, err
+	return DescribeParams{Bindings: p.Bindings, Limits: p.Limits, Packages: p.Packages}, err
+}
+
+// lastOf is, for each of names, the member of ms called that (the last one
+// when the name repeats, as JSON.parse keeps), nil when there is none: one
+// pass over ms.
+func lastOf(ms []wireguard.Member, names ...string) []*wireguard.Member {
+	out := make([]*wireguard.Member, len(names))
+	for i := range ms {
+		if k := slices.Index(names, ms[i].Name); k >= 0 {
+			out[k] = &ms[i]
+		}
+	}
+	return out
+}
+
+// given reports whether m is present and not null.
+func given(m *wireguard.Member) bool {
+	return m != nil && wireguard.KindOf(m.Value) != wireguard.KindNull
+}
+
+// value is m's raw value, nil when m is absent (no decoder accepts nil).
+func value(m *wireguard.Member) []byte {
+	if m == nil {
+		return nil
+	}
+	return m.Value
 }
 
 // optionalLimits validates "limits" when present and not null.
-func optionalLimits(ms []wireguard.Member, cfg protocol.Limits) (protocol.Limits, error) {
-	m, ok := wireguard.Last(ms, "limits")
-	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
+func optionalLimits(m *wireguard.Member, cfg protocol.Limits) (protocol.Limits, error) {
+	if !given(m) {
 		return protocol.Limits{}, nil
 	}
 	return validateLimits(m.Value, cfg)
@@ -60,9 +86,8 @@ func optionalLimits(ms []wireguard.Member, cfg protocol.Limits) (protocol.Limits
 // optionalEgress validates "egress" when present and not null: a narrowing
 // of the daemon's policy (docs/containment.md §6). Its result is nil or a
 // *egress.Policy.
-func optionalEgress(ms []wireguard.Member, daemon *egress.Policy) (protocol.EgressPolicy, error) {
-	m, ok := wireguard.Last(ms, "egress")
-	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
+func optionalEgress(m *wireguard.Member, daemon *egress.Policy) (protocol.EgressPolicy, error) {
+	if !given(m) {
 		return nil, nil
 	}
 	if daemon == nil {
@@ -75,10 +100,9 @@ func optionalEgress(ms []wireguard.Member, daemon *egress.Policy) (protocol.Egre
 	return own, nil
 }
 
-func validateBindings(ms []wireguard.Member) ([]protocol.Namespace, error) {
+func validateBindings(m *wireguard.Member) ([]protocol.Namespace, error) {
 	out := []protocol.Namespace{}
-	m, ok := wireguard.Last(ms, "bindings")
-	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
+	if !given(m) {
 		return out, nil
 	}
 	elems, ok := wireguard.ValidElements(m.Value)
@@ -105,8 +129,8 @@ func validateBinding(i int, raw []byte, injected, globals, errorClasses map[stri
 	if !ok {
 		return ns, reject(at + " must be an object")
 	}
-	gm, _ := wireguard.Last(ms, "global")
-	g, ok := wireguard.DecodeString(gm.Value)
+	f := lastOf(ms, "global", "errorClass", "mcp", "functions")
+	g, ok := wireguard.DecodeString(value(f[0]))
 	if !ok {
 		return ns, reject(at + ".global must be a string")
 	}
@@ -122,16 +146,16 @@ func validateBinding(i int, raw []byte, injected, globals, errorClasses map[stri
 		return ns, reject(at + ".global " + q + " collides with another injected global")
 	}
 	ns.Global = g
-	if em, ok := wireguard.Last(ms, "errorClass"); ok && wireguard.KindOf(em.Value) != wireguard.KindNull {
-		ec, err := validateErrorClass(at, em.Value, g, injected)
+	if given(f[1]) {
+		ec, err := validateErrorClass(at, f[1].Value, g, injected)
 		if err != nil {
 			return ns, err
 		}
 		ns.ErrorClass = ec
 	}
-	isMCP, err := validateMCPMember(at, ms, &ns)
+	isMCP, err := validateMCPMember(at, f[2], f[3] != nil, &ns)
 	if !isMCP {
-		err = validateFunctions(at, ms, &ns)
+		err = validateFunctions(at, f[3], &ns)
 	}
 	if err != nil {
 		return ns, err
@@ -152,8 +176,8 @@ func validateErrorClass(at string, raw []byte, global string, injected map[strin
 	if !ok {
 		return nil, reject(at + " must be an object")
 	}
-	nm, _ := wireguard.Last(ms, "name")
-	name, ok := wireguard.DecodeString(nm.Value)
+	f := lastOf(ms, "name", "memberNameProperty")
+	name, ok := wireguard.DecodeString(value(f[0]))
 	if !ok {
 		return nil, reject(at + ".name must be a string")
 	}
@@ -161,8 +185,7 @@ func validateErrorClass(at string, raw []byte, global string, injected map[strin
 	if !usableIdentifier(name) {
 		return nil, reject(at + ".name " + qn + " is not a usable Python identifier")
 	}
-	pm, _ := wireguard.Last(ms, "memberNameProperty")
-	prop, ok := wireguard.DecodeString(pm.Value)
+	prop, ok := wireguard.DecodeString(value(f[1]))
 	switch {
 	case !ok:
 		return nil, reject(at + ".memberNameProperty must be a string")
@@ -181,9 +204,9 @@ func validateErrorClass(at string, raw []byte, global string, injected map[strin
 // validateFunctions fills ns.Names and, when a function is typed (an object
 // entry, docs/protocol-typed.md §10.1), ns.Signatures and ns.Checks. A string entry keeps the
 // old path: an untyped run never reaches the typed package.
-func validateFunctions(at string, ms []wireguard.Member, ns *protocol.Namespace) error {
-	fm, ok := wireguard.Last(ms, "functions")
+func validateFunctions(at string, fm *wireguard.Member, ns *protocol.Namespace) error {
 	var elems [][]byte
+	ok := fm != nil
 	if ok {
 		elems, ok = wireguard.ValidElements(fm.Value)
 	}
@@ -266,10 +289,13 @@ func validateLimits(raw []byte, cfg protocol.Limits) (protocol.Limits, error) {
 	if !ok {
 		return l, reject("limits must be an object")
 	}
+	given := make([]*wireguard.Member, len(limitNames)) // one pass: each limit's member, the last of its name
 	var unknown []string
-	for _, m := range ms {
-		if !isLimitName(m.Name) {
-			unknown = append(unknown, m.Name)
+	for i := range ms {
+		if k := slices.Index(limitNames, ms[i].Name); k >= 0 {
+			given[k] = &ms[i]
+		} else {
+			unknown = append(unknown, ms[i].Name)
 		}
 	}
 	if len(unknown) > 0 {
@@ -283,8 +309,8 @@ func validateLimits(raw []byte, cfg protocol.Limits) (protocol.Limits, error) {
 		&l.MaxFileBytes, &l.MaxOutputBytes, &l.MaxDiskMb, &l.MaxUpstreamBytes,
 		&l.MaxEgressRequests, &l.MaxEgressBytes}
 	for k, name := range limitNames {
-		m, ok := wireguard.Last(ms, name)
-		if !ok {
+		m := given[k]
+		if m == nil {
 			continue
 		}
 		v, err := limitValue(name, m.Value, caps[k])
@@ -294,15 +320,6 @@ func validateLimits(raw []byte, cfg protocol.Limits) (protocol.Limits, error) {
 		*dst[k] = v
 	}
 	return l, crossCheck(l, cfg)
-}
-
-func isLimitName(s string) bool {
-	for _, n := range limitNames {
-		if s == n {
-			return true
-		}
-	}
-	return false
 }
 
 // limitValue reads one limit: a JSON number with a positive integral value

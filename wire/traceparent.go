@@ -1,4 +1,4 @@
-package rpc
+package wire
 
 import (
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
@@ -7,9 +7,8 @@ import (
 // optionalTraceparent validates run's "traceparent" when present and not
 // null: a W3C trace context traceparent, version 00 form
 // (docs/service.md §7).
-func optionalTraceparent(ms []wireguard.Member) (string, error) {
-	m, ok := wireguard.Last(ms, "traceparent")
-	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
+func optionalTraceparent(m *wireguard.Member) (string, error) {
+	if !given(m) {
 		return "", nil
 	}
 	s, ok := wireguard.DecodeString(m.Value)

@@ -1,4 +1,4 @@
-package rpc
+package wire
 
 import (
 	"github.com/coderun-rpc/coderun-rpc/egress"
@@ -9,10 +9,13 @@ import (
 
 // param is one member of a method's params: its name, whether it must be
 // present, a summary and a JSON Schema for rpc.discover, and the check that
-// reads it into the method's decoded params P. A method's checks run in
-// table order and stop at the first failure, so the order of the rows is the
-// order of docs/protocol.md §3.4; a row sees what the rows above it decoded
-// (files reads the run's maxFileBytes). Adding a member is adding a row.
+// reads it into the method's decoded params P. validateParams finds every
+// row's member in one pass over the params and hands each check its own: m
+// is the member called name (the last one when the name repeats, as
+// JSON.parse keeps), nil when absent. A method's checks run in table order
+// and stop at the first failure, so the order of the rows is the order of
+// docs/protocol.md §3.4; a row sees what the rows above it decoded (files
+// reads the run's maxFileBytes). Adding a member is adding a row.
 //
 // A row without a check documents a member the daemon accepts and does not
 // read (initialize's clientInfo).
@@ -21,7 +24,7 @@ type param[P any] struct {
 	required bool
 	summary  string
 	schema   string // JSON Schema, as text; "#/components/schemas/…" refers to openRPCSchemas
-	check    func(ms []wireguard.Member, p *P, v validation) error
+	check    func(m *wireguard.Member, p *P, v validation) error
 }
 
 // validation is what checks compare against: the daemon's configuration.
@@ -39,11 +42,16 @@ func validateParams[P any](raw []byte, rows []param[P], v validation) (P, error)
 	if err != nil {
 		return p, reject("params must be an object")
 	}
-	for _, row := range rows {
+	names := make([]string, len(rows))
+	for i, row := range rows {
+		names[i] = row.name
+	}
+	given := lastOf(ms, names...)
+	for i, row := range rows {
 		if row.check == nil {
 			continue
 		}
-		if err := row.check(ms, &p, v); err != nil {
+		if err := row.check(given[i], &p, v); err != nil {
 			return p, err
 		}
 	}
@@ -54,9 +62,8 @@ func validateParams[P any](raw []byte, rows []param[P], v validation) (P, error)
 var runParams = []param[protocol.RunParams]{
 	{name: "program", required: true, summary: "the body of an async Python function: top-level await and return work",
 		schema: `{"type":"string"}`,
-		check: func(ms []wireguard.Member, p *protocol.RunParams, _ validation) error {
-			m, _ := wireguard.Last(ms, "program")
-			s, ok := wireguard.DecodeString(m.Value)
+		check: func(m *wireguard.Member, p *protocol.RunParams, _ validation) error {
+			s, ok := wireguard.DecodeString(value(m))
 			if !ok {
 				return reject("program must be a string")
 			}
@@ -65,27 +72,26 @@ var runParams = []param[protocol.RunParams]{
 		}},
 	{name: "bindings", summary: "the program's globals, each host functions or an upstream MCP server; absent or null = []",
 		schema: `{"type":["array","null"],"items":{"$ref":"#/components/schemas/Binding"}}`,
-		check: func(ms []wireguard.Member, p *protocol.RunParams, _ validation) (err error) {
-			p.Bindings, err = validateBindings(ms)
+		check: func(m *wireguard.Member, p *protocol.RunParams, _ validation) (err error) {
+			p.Bindings, err = validateBindings(m)
 			return err
 		}},
 	{name: "limits", summary: "per-run budgets; each may only tighten the daemon's configuration",
 		schema: `{"oneOf":[{"$ref":"#/components/schemas/Limits"},{"type":"null"}]}`,
-		check: func(ms []wireguard.Member, p *protocol.RunParams, v validation) (err error) {
-			p.Limits, err = optionalLimits(ms, v.limits)
+		check: func(m *wireguard.Member, p *protocol.RunParams, v validation) (err error) {
+			p.Limits, err = optionalLimits(m, v.limits)
 			return err
 		}},
 	{name: "egress", summary: "the hosts this run may reach through the egress proxy: entries of the daemon's policy, which it may only narrow",
 		schema: `{"type":["array","null"],"items":{"type":"string"}}`,
-		check: func(ms []wireguard.Member, p *protocol.RunParams, v validation) (err error) {
-			p.Egress, err = optionalEgress(ms, v.egress)
+		check: func(m *wireguard.Member, p *protocol.RunParams, v validation) (err error) {
+			p.Egress, err = optionalEgress(m, v.egress)
 			return err
 		}},
 	{name: "stream", summary: "true: run/log and run/output notifications before the response",
 		schema: `{"type":["boolean","null"]}`,
-		check: func(ms []wireguard.Member, p *protocol.RunParams, _ validation) error {
-			m, ok := wireguard.Last(ms, "stream")
-			if !ok {
+		check: func(m *wireguard.Member, p *protocol.RunParams, _ validation) error {
+			if m == nil {
 				return nil
 			}
 			switch wireguard.KindOf(m.Value) {
@@ -99,14 +105,14 @@ var runParams = []param[protocol.RunParams]{
 		}},
 	{name: "files", summary: "files written into the working directory before the program starts",
 		schema: `{"type":["array","null"],"maxItems":10000,"items":{"$ref":"#/components/schemas/InputFile"}}`,
-		check: func(ms []wireguard.Member, p *protocol.RunParams, v validation) (err error) {
-			p.Files, err = validateFiles(ms, effective(p.Limits.MaxFileBytes, v.limits.MaxFileBytes))
+		check: func(m *wireguard.Member, p *protocol.RunParams, v validation) (err error) {
+			p.Files, err = validateFiles(m, effective(p.Limits.MaxFileBytes, v.limits.MaxFileBytes))
 			return err
 		}},
 	{name: "sessionId", summary: "run in this persistent session (limits.addressSpaceMb is then refused)",
 		schema: `{"type":["string","null"],"minLength":1}`,
-		check: func(ms []wireguard.Member, p *protocol.RunParams, _ validation) (err error) {
-			if p.SessionID, err = sessionID(ms, false); err != nil {
+		check: func(m *wireguard.Member, p *protocol.RunParams, _ validation) (err error) {
+			if p.SessionID, err = sessionID(m, false); err != nil {
 				return err
 			}
 			if p.SessionID != "" && p.Limits.AddressSpaceMb != 0 {
@@ -116,8 +122,8 @@ var runParams = []param[protocol.RunParams]{
 		}},
 	{name: "packages", summary: "packages the daemon installs before the program starts, within CODERUN_PACKAGES (docs/packages.md); a session takes them at session/open",
 		schema: packagesSchema,
-		check: func(ms []wireguard.Member, p *protocol.RunParams, v validation) (err error) {
-			if p.Packages, err = validatePackages(ms, v.packages); err != nil {
+		check: func(m *wireguard.Member, p *protocol.RunParams, v validation) (err error) {
+			if p.Packages, err = validatePackages(m, v.packages); err != nil {
 				return err
 			}
 			if p.SessionID != "" && p.Packages != nil {
@@ -127,8 +133,8 @@ var runParams = []param[protocol.RunParams]{
 		}},
 	{name: "traceparent", summary: "the W3C trace context of the caller's span",
 		schema: `{"type":["string","null"],"pattern":"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"}`,
-		check: func(ms []wireguard.Member, p *protocol.RunParams, _ validation) (err error) {
-			p.Traceparent, err = optionalTraceparent(ms)
+		check: func(m *wireguard.Member, p *protocol.RunParams, _ validation) (err error) {
+			p.Traceparent, err = optionalTraceparent(m)
 			return err
 		}},
 }
@@ -145,20 +151,20 @@ const packagesSchema = `{"type":["array","null"],"maxItems":64,"items":{"type":"
 var sessionOpenParams = []param[protocol.SessionParams]{
 	{name: "limits", summary: "the defaults of the session's runs; addressSpaceMb is fixed for the session's life",
 		schema: `{"oneOf":[{"$ref":"#/components/schemas/Limits"},{"type":"null"}]}`,
-		check: func(ms []wireguard.Member, p *protocol.SessionParams, v validation) (err error) {
-			p.Limits, err = optionalLimits(ms, v.limits)
+		check: func(m *wireguard.Member, p *protocol.SessionParams, v validation) (err error) {
+			p.Limits, err = optionalLimits(m, v.limits)
 			return err
 		}},
 	{name: "packages", summary: "packages installed before the session's child boots, for every run of the session and its forks (docs/packages.md)",
 		schema: packagesSchema,
-		check: func(ms []wireguard.Member, p *protocol.SessionParams, v validation) (err error) {
-			p.Packages, err = validatePackages(ms, v.packages)
+		check: func(m *wireguard.Member, p *protocol.SessionParams, v validation) (err error) {
+			p.Packages, err = validatePackages(m, v.packages)
 			return err
 		}},
 	{name: "idleTimeoutMs", summary: "end the session after this long without a run; at most CODERUN_SESSION_IDLE_MS",
 		schema: `{"type":["integer","null"],"minimum":1}`,
-		check: func(ms []wireguard.Member, p *protocol.SessionParams, v validation) (err error) {
-			p.IdleTimeoutMs, err = idleTimeout(ms, v.idleMax)
+		check: func(m *wireguard.Member, p *protocol.SessionParams, v validation) (err error) {
+			p.IdleTimeoutMs, err = idleTimeout(m, v.idleMax)
 			return err
 		}},
 }
@@ -167,8 +173,8 @@ var sessionOpenParams = []param[protocol.SessionParams]{
 var sessionRefParams = []param[string]{
 	{name: "sessionId", required: true, summary: "a session id issued by session/open or session/fork",
 		schema: `{"type":"string","minLength":1}`,
-		check: func(ms []wireguard.Member, id *string, _ validation) (err error) {
-			*id, err = sessionID(ms, true)
+		check: func(m *wireguard.Member, id *string, _ validation) (err error) {
+			*id, err = sessionID(m, true)
 			return err
 		}},
 }

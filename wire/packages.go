@@ -1,4 +1,4 @@
-package rpc
+package wire
 
 import (
 	"strconv"
@@ -14,9 +14,8 @@ const packagesVar = "CODERUN_PACKAGES"
 // docs/packages.md §2): absent, null or an array of at most
 // wheelset.MaxRequirements strings, each a requirement the allow-list
 // admits, no name twice. It returns them in normal form.
-func validatePackages(ms []wireguard.Member, allow wheelset.AllowList) ([]string, error) {
-	m, ok := wireguard.Last(ms, "packages")
-	if !ok || wireguard.KindOf(m.Value) == wireguard.KindNull {
+func validatePackages(m *wireguard.Member, allow wheelset.AllowList) ([]string, error) {
+	if !given(m) {
 		return nil, nil
 	}
 	elems, ok := wireguard.ValidElements(m.Value)
