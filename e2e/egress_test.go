@@ -421,3 +421,26 @@ return urllib.request.urlopen("http://plain.test:` + portOf(u.plain.URL) + `/", 
 		t.Errorf("run_python through the proxy: isError %v, %s", res.IsError, b)
 	}
 }
+
+// TestC1040EgressDescribeNarrowed: bindings/describe given a run's egress
+// names that narrowed policy in its header (the hosts the run may reach), not
+// the daemon's; a widening is −32602 naming the entry, as in run.
+func TestC1040EgressDescribeNarrowed(t *testing.T) {
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": ["api.example.com", {"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	d := started(t, u.env)
+	desc := d.call("bindings/describe", `{"bindings":[],"egress":["api.example.com"]}`)
+	if desc.Error != nil || !strings.Contains(string(desc.Result), "# Egress: HTTP(S) through HTTP_PROXY/HTTPS_PROXY to api.example.com only") {
+		t.Errorf("describe with a narrowed egress: %s %+v", desc.Result, desc.Error)
+	}
+	none := d.call("bindings/describe", `{"bindings":[],"egress":[]}`)
+	if none.Error != nil || !strings.Contains(string(none.Result), "# Egress: none") {
+		t.Errorf("describe with egress []: %s %+v", none.Result, none.Error)
+	}
+	wide := d.call("bindings/describe", `{"bindings":[],"egress":["other.example.com"]}`)
+	if wide.Error == nil || wide.Error.Code != -32602 || wide.Error.Message != "egress[0] (other.example.com) is not within the daemon's egress policy" {
+		t.Errorf("describe with a widening egress: %s %+v", wide.Result, wide.Error)
+	}
+}

@@ -18,7 +18,7 @@ import (
 // answered in arrival order from the read loop.
 func (s *Server) describe(id reqID, params []byte) {
 	cfg := s.opts.Daemon
-	p, err := validateDescribe(params, cfg.Limits, cfg.Packages)
+	p, err := validateDescribe(params, cfg.Limits, cfg.Packages, cfg.Egress)
 	if err == nil {
 		err = s.checkMCPServers(p.nss)
 	}
@@ -31,7 +31,7 @@ func (s *Server) describe(id reqID, params []byte) {
 		return
 	}
 	text := renderedStubs.text(session.EffectiveLimits(cfg.Limits, p.limits), cfg.PythonVersion, stubNamespaces(p.nss))
-	s.w.frame(encodeDescribe(id.text, WithEgressLine(withImports(text, cfg.Preload, p.packages, cfg.Packages), cfg.Egress)))
+	s.w.frame(encodeDescribe(id.text, WithEgressLine(withImports(text, cfg.Preload, p.packages, cfg.Packages), p.egress)))
 }
 
 // withImports adds to the stubs' header what the run may import besides
@@ -84,7 +84,7 @@ func PackagesNote(asked []string, allow wheelset.AllowList) string {
 }
 
 // WithEgressLine adds to the stubs' header the hosts a run may reach
-// through the egress proxy (the daemon's policy; nil: none, no line).
+// through the egress proxy (the run's policy; nil: no proxy, no line).
 func WithEgressLine(stubs string, policy *egress.Policy) string {
 	if policy == nil {
 		return stubs

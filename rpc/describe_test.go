@@ -112,7 +112,7 @@ func BenchmarkDescribe50(b *testing.B) {
 	params := []byte(`{"bindings":` + fiftyTyped() + `}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		p, err := validateDescribe(params, cfgLimits, noPackages)
+		p, err := validateDescribe(params, cfgLimits, noPackages, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestRememberedStubsMatchTheirBindings(t *testing.T) {
 	seen := map[string]bool{}
 	for round := range 2 {
 		for _, c := range cases {
-			p, err := validateDescribe([]byte(`{"bindings":`+c.bindings+`}`), cfgLimits, noPackages)
+			p, err := validateDescribe([]byte(`{"bindings":`+c.bindings+`}`), cfgLimits, noPackages, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

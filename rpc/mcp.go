@@ -119,7 +119,7 @@ func (s *Server) describeMCP(id reqID, p describeParams) {
 		s.w.replyError(&id, protocol.CodeInternalError, err.Error())
 		return
 	}
-	s.w.frame(encodeDescribe(id.text, WithEgressLine(withImports(Stubs(eff, s.opts.Daemon.PythonVersion, nss), s.opts.Daemon.Preload, p.packages, s.opts.Daemon.Packages), s.opts.Daemon.Egress)+cuts))
+	s.w.frame(encodeDescribe(id.text, WithEgressLine(withImports(Stubs(eff, s.opts.Daemon.PythonVersion, nss), s.opts.Daemon.Preload, p.packages, s.opts.Daemon.Packages), p.egress)+cuts))
 }
 
 // stubView is nss as the stubs show them: in an mcp namespace a tool whose

@@ -39,13 +39,19 @@ type describeParams struct {
 	nss      []protocol.Namespace
 	limits   protocol.Limits
 	packages []string
+	egress   *egress.Policy // the run's egress policy: its narrowing, else the daemon's (nil: none)
 }
 
 // validateDescribe checks bindings/describe params: run's rules for
-// "bindings", "limits" and "packages", in run's order, with run's messages.
-func validateDescribe(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (describeParams, error) {
-	p, err := validateParams(raw, describeRows, validation{limits: cfg, packages: allow})
-	return describeParams{nss: p.Bindings, limits: p.Limits, packages: p.Packages}, err
+// "bindings", "limits", "egress" and "packages", in run's order, with run's
+// messages; daemon is the daemon's egress policy (nil: none).
+func validateDescribe(raw []byte, cfg protocol.Limits, allow wheelset.AllowList, daemon *egress.Policy) (describeParams, error) {
+	p, err := validateParams(raw, describeRows, validation{limits: cfg, packages: allow, egress: daemon})
+	d := describeParams{nss: p.Bindings, limits: p.Limits, packages: p.Packages, egress: daemon}
+	if own, ok := p.Egress.(*egress.Policy); ok && own != nil {
+		d.egress = own
+	}
+	return d, err
 }
 
 // optionalLimits validates "limits" when present and not null.
