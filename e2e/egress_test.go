@@ -444,3 +444,44 @@ func TestC1040EgressDescribeNarrowed(t *testing.T) {
 		t.Errorf("describe with a widening egress: %s %+v", wide.Result, wide.Error)
 	}
 }
+
+// TestC1041EgressRequests: requests (in the project venv's interpreter,
+// which requirements-test.txt gives it) makes an HTTPS and a plain HTTP
+// request through the proxy unchanged, and a refused host answers 403
+// naming the policy.
+func TestC1041EgressRequests(t *testing.T) {
+	leakcheck.Check(t)
+	venvPython, err := filepath.Abs("../.venv/bin/python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(venvPython, "-c", "import requests").CombinedOutput(); err != nil {
+		t.Fatalf("the project's venv has no requests (make venv installs requirements-test.txt): %v %s", err, out)
+	}
+	u := newEgressUpstreams(t, func(plain, secure string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true},
+			{"host": "example.com", "ports": [` + secure + `], "private": true}]}`
+	})
+	u.env["CODERUN_PYTHON_BIN"] = venvPython
+	d := started(t, u.env)
+	prog, _ := json.Marshal(`import requests
+a = requests.get("https://example.com:` + portOf(u.secure.URL) + `/r", verify="ca.pem", timeout=30)
+b = requests.post("http://plain.test:` + portOf(u.plain.URL) + `/r", data=b"x", timeout=30)
+c = requests.get("http://refused.test:` + portOf(u.plain.URL) + `/", timeout=30)
+return [a.status_code, a.text, b.status_code, b.text, c.status_code, c.text]`)
+	ca, _ := json.Marshal(u.caPEM)
+	r, raw := d.egressRun(t, `{"program":`+string(prog)+`,"files":[{"path":"ca.pem","text":`+string(ca)+`}]}`)
+	var got []any
+	if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 6 {
+		t.Fatalf("requests through the proxy: %s", raw)
+	}
+	if got[0] != 200.0 || got[1] != "upstream-ok GET" || got[2] != 200.0 || got[3] != "upstream-ok POST" {
+		t.Errorf("allowed requests: %v", got)
+	}
+	if got[4] != 403.0 || !strings.Contains(got[5].(string), "not allowed by the egress policy") {
+		t.Errorf("refused host: %v", got[4:])
+	}
+	if len(r.Egress) != 3 || r.Egress[0].Method != "CONNECT" || r.Egress[1].Method != "POST" {
+		t.Errorf("result.egress: %s", raw)
+	}
+}
