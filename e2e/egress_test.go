@@ -485,3 +485,135 @@ return [a.status_code, a.text, b.status_code, b.text, c.status_code, c.text]`)
 		t.Errorf("result.egress: %s", raw)
 	}
 }
+
+// bypassProgram connects around the proxy (an IP literal, then a name) and
+// fetches through it, returning each outcome: the exception's class and
+// text, or "connected"/the body.
+const bypassProgram = `import socket, urllib.request
+out = []
+for target in [("127.0.0.1", PORT), ("upstream.invalid", 80)]:
+    try:
+        socket.create_connection(target, timeout=5).close()
+        out.append("connected")
+    except OSError as e:
+        out.append(type(e).__name__ + ": " + str(e))
+try:
+    out.append(urllib.request.urlopen("http://plain.test:%d/" % PORT, timeout=30).read().decode())
+except Exception as e:
+    out.append(type(e).__name__ + ": " + str(e))
+return out`
+
+// TestC1042EgressBypassMessage: in tier sandbox a program's direct
+// connection and name lookup fail with a message naming the egress policy
+// and the way out (the proxy, the allowed hosts), in both start modes (the
+// socket module imported before the program or by it), while HTTP through
+// the proxy still works; a run narrowed to no host, and a daemon without a
+// policy, say the run has no network access.
+func TestC1042EgressBypassMessage(t *testing.T) {
+	onlyInTier(t, "sandbox")
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	port := portOf(u.plain.URL)
+	prog, _ := json.Marshal(strings.ReplaceAll(bypassProgram, "PORT", port))
+	entry := "plain.test:" + port + " (private)"
+	for _, mode := range []string{"fork", "spawn"} {
+		t.Run(mode, func(t *testing.T) {
+			u.env["CODERUN_START_MODE"] = mode
+			d := started(t, u.env)
+			r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
+			var got []string
+			if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 3 {
+				t.Fatalf("result %s", raw)
+			}
+			want := "coderun: direct connections and name lookups are blocked; HTTP(S) goes through the egress proxy (HTTPS_PROXY) to: " + entry
+			if !strings.HasSuffix(got[0], "] "+want) || !strings.HasPrefix(got[1], "gaierror: [Errno ") || !strings.HasSuffix(got[1], "] "+want) {
+				t.Errorf("direct connection and lookup: %q, want each to end in %q", got[:2], want)
+			}
+			if got[2] != "upstream-ok GET" {
+				t.Errorf("through the proxy: %q", got[2])
+			}
+			r, raw = d.egressRun(t, `{"program":`+string(prog)+`,"egress":[]}`)
+			if !strings.Contains(string(r.Value), "coderun: this run has no network access (egress policy: none)") {
+				t.Errorf("a run with egress []: %s", raw)
+			}
+		})
+	}
+	d := started(t, map[string]string{})
+	r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
+	if !strings.Contains(string(r.Value), "coderun: this run has no network access (egress policy: none)") {
+		t.Errorf("a daemon without a policy: %s", raw)
+	}
+}
+
+// forkTokenProgram fetches URL through the run's proxy and, when OLD is set,
+// once more with OLD as the proxy URL; it returns the statuses and the proxy
+// URL of its environment.
+const forkTokenProgram = `import os, urllib.request, urllib.error
+def get(proxy=None):
+    handlers = [urllib.request.ProxyHandler({"http": proxy})] if proxy else []
+    try:
+        return urllib.request.build_opener(*handlers).open(URL, timeout=30).status
+    except urllib.error.HTTPError as e:
+        return e.code
+out = [get()]
+if OLD:
+    out.append(get(OLD))
+return [out, os.environ["HTTP_PROXY"]]`
+
+// TestC1043EgressForkToken: a session/fork gets proxy credentials of its
+// own: its requests are forwarded, billed and audited as the fork's runs',
+// the source's credentials are dead in the fork (407), and the source keeps
+// its egress under new ones; in tier sandbox, where the fork shares its
+// source's network namespace, the fork keeps its egress once its source is
+// closed.
+func TestC1043EgressForkToken(t *testing.T) {
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	d := started(t, u.env)
+	url, _ := json.Marshal("http://plain.test:" + portOf(u.plain.URL) + "/")
+	fetch := func(sid, old string) ([]int, string, egressResult) {
+		t.Helper()
+		o, _ := json.Marshal(old)
+		prog, _ := json.Marshal("URL = " + string(url) + "\nOLD = " + string(o) + "\n" + forkTokenProgram)
+		r, raw := d.egressRun(t, `{"sessionId":"`+sid+`","program":`+string(prog)+`}`)
+		var got struct {
+			Statuses []int
+			Proxy    string
+		}
+		var pair []json.RawMessage
+		if json.Unmarshal(r.Value, &pair) != nil || len(pair) != 2 || json.Unmarshal(pair[0], &got.Statuses) != nil || json.Unmarshal(pair[1], &got.Proxy) != nil {
+			t.Fatalf("result %s", raw)
+		}
+		return got.Statuses, got.Proxy, r
+	}
+	src := d.open(`{}`)
+	st, srcProxy, _ := fetch(src, "")
+	if len(st) != 1 || st[0] != 200 {
+		t.Fatalf("the source's request: %v", st)
+	}
+	fork := d.fork(src)
+	st, forkProxy, r := fetch(fork, srcProxy)
+	if len(st) != 2 || st[0] != 200 || len(r.Egress) != 1 || r.Egress[0].Status != 200 {
+		t.Errorf("the fork's own request: statuses %v, result.egress %+v", st, r.Egress)
+	}
+	if len(st) == 2 && st[1] != 407 {
+		t.Errorf("the source's credentials in the fork: %d, want 407", st[1])
+	}
+	if forkProxy == srcProxy {
+		t.Errorf("the fork kept its source's proxy credentials")
+	}
+	st, srcProxy2, r := fetch(src, "")
+	if len(st) != 1 || st[0] != 200 || len(r.Egress) != 1 || srcProxy2 == srcProxy || srcProxy2 == forkProxy {
+		t.Errorf("the source after the fork: statuses %v, egress %+v, new credentials %v", st, r.Egress, srcProxy2 != srcProxy)
+	}
+	if m := d.call("session/close", `{"sessionId":"`+src+`"}`); m.Error != nil {
+		t.Fatalf("session/close: %+v", m.Error)
+	}
+	if st, _, _ := fetch(fork, ""); len(st) != 1 || st[0] != 200 {
+		t.Errorf("the fork once its source is closed: %v", st)
+	}
+}

@@ -21,7 +21,7 @@ type fieldSet struct {
 
 // roster is docs/child-protocol-wire.md §2.2's field-set roster, the reference both sides must match.
 var roster = map[string]fieldSet{
-	"BootMessage":       {Required: []string{"addressSpaceBytes", "cpuSeconds", "maxLogBytes", "maxOutputBytes", "maxValueBytes", "namespaces", "type"}, Optional: []string{"fileSizeBytes", "session", "sysPath"}},
+	"BootMessage":       {Required: []string{"addressSpaceBytes", "cpuSeconds", "maxLogBytes", "maxOutputBytes", "maxValueBytes", "namespaces", "type"}, Optional: []string{"egressNote", "fileSizeBytes", "session", "sysPath"}},
 	"Namespace":         {Required: []string{"global", "names"}, Optional: []string{"errorClass", "signatures"}},
 	"ErrorClass":        {Required: []string{"memberNameProperty", "name"}, Optional: []string{"attributes"}},
 	"Signature":         {Required: []string{"doc", "params", "stub"}, Optional: []string{"kwargs"}},
@@ -35,7 +35,7 @@ var roster = map[string]fieldSet{
 	"ReplyOk":           {Required: []string{"id", "ok", "type", "value"}},
 	"ReplyErr":          {Required: []string{"id", "message", "ok", "type"}, Optional: []string{"exceptionType", "typeError"}},
 	"OutputMessage":     {Required: []string{"type"}, Optional: []string{"data", "truncated"}},
-	"ForkMessage":       {Required: []string{"dir", "type"}},
+	"ForkMessage":       {Required: []string{"dir", "type"}, Optional: []string{"proxy", "sourceProxy"}},
 	"ForkedMessage":     {Required: []string{"pid", "type"}},
 	"ForkFailedMessage": {Required: []string{"message", "type"}},
 }

@@ -1270,6 +1270,7 @@ if TYPE_CHECKING:
         session: Literal[True]
         fileSizeBytes: int
         sysPath: List[str]
+        egressNote: str
 
     class BootMessage(_BootOptional):
         type: Literal["boot"]
@@ -1291,7 +1292,11 @@ if TYPE_CHECKING:
         type: Literal["run"]
         program: str
 
-    class ForkMessage(TypedDict):
+    class _ForkOptional(TypedDict, total=False):
+        proxy: str
+        sourceProxy: str
+
+    class ForkMessage(_ForkOptional):
         type: Literal["fork"]
         dir: str
 

@@ -152,7 +152,10 @@ func (m *Manager) bootedWorker(get func() (*worker, *protocol.RunError), lim pro
 	if fail != nil {
 		return nil, errors.New(fail.Message)
 	}
-	if err := bootSession(w, lim, m.cfg.SessionCPUSeconds, sysPath); err != nil {
+	// A session's note names the daemon's policy: its runs may narrow it
+	// one by one, and the child boots once.
+	note := m.bypassNote(runEgressPolicy(m.cfg, protocol.RunParams{}), w)
+	if err := bootSession(w, withBypassNote(sessionBootFrame(lim, m.cfg.SessionCPUSeconds, sysPath), note)); err != nil {
 		killWorker(w, m.log)
 		return w, err
 	}
@@ -259,11 +262,11 @@ func capErr(variable string, n int) *SessionError {
 func newSessionID() string { return "session-" + rand.Text() }
 
 // bootSession sends a session boot frame and waits for its boot-ack.
-func bootSession(w *worker, lim protocol.Limits, lifetimeCPU int64, sysPath []string) error {
+func bootSession(w *worker, frame []byte) error {
 	deadline := time.Now().Add(sessionBootTimeout)
 	w.conn.SetDeadline(deadline)
 	defer w.conn.SetDeadline(time.Time{})
-	if _, err := w.conn.Write(sessionBootFrame(lim, lifetimeCPU, sysPath)); err != nil {
+	if _, err := w.conn.Write(frame); err != nil {
 		return errors.New("failed to boot the session's python process: " + err.Error())
 	}
 	framer := wireguard.NewFramer(protocol.FrameCap)
@@ -1040,7 +1043,7 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 	if err != nil {
 		return nil, errors.New("session/fork: " + pathless(err))
 	}
-	w, err := forkWorkerMax(src, wd, forkCopyBudget(s.lim.MaxDiskMb))
+	w, err := forkWorkerMax(src, wd, forkCopyBudget(s.lim.MaxDiskMb), s.m.egress)
 	if err != nil {
 		dropDir(wd, s.log)
 		return nil, err
@@ -1055,7 +1058,7 @@ func (m *Manager) forkSandboxed(src *worker, maxCopy int64) (*worker, error) {
 	if err != nil {
 		return nil, errors.New("session/fork: " + pathless(err))
 	}
-	w, err := forkWorkerMax(src, wd, maxCopy, rules)
+	w, err := forkWorkerMax(src, wd, maxCopy, m.egress, rules)
 	rules.Close()
 	if err != nil {
 		dropDir(wd, m.log)
