@@ -487,7 +487,8 @@ return [a.status_code, a.text, b.status_code, b.text, c.status_code, c.text]`)
 }
 
 // bypassProgram connects around the proxy (an IP literal, then a name) and
-// fetches through it, returning each outcome: the exception's class and
+// fetches through it, then asks for an unknown service (an error that is
+// not the network's), returning each outcome: the exception's class and
 // text, or "connected"/the body.
 const bypassProgram = `import socket, urllib.request
 out = []
@@ -501,6 +502,10 @@ try:
     out.append(urllib.request.urlopen("http://plain.test:%d/" % PORT, timeout=30).read().decode())
 except Exception as e:
     out.append(type(e).__name__ + ": " + str(e))
+try:
+    socket.getaddrinfo("127.0.0.1", "no-such-service")
+except OSError as e:
+    out.append(type(e).__name__ + ": " + str(e))
 return out`
 
 // TestC1042EgressBypassMessage: in tier sandbox a program's direct
@@ -508,7 +513,9 @@ return out`
 // and the way out (the proxy, the allowed hosts), in both start modes (the
 // socket module imported before the program or by it), while HTTP through
 // the proxy still works; a run narrowed to no host, and a daemon without a
-// policy, say the run has no network access.
+// policy, say the run has no network access; a session's runs each name
+// their own policy; a lookup error that is not about the network (an
+// unknown service) keeps its own text.
 func TestC1042EgressBypassMessage(t *testing.T) {
 	onlyInTier(t, "sandbox")
 	leakcheck.Check(t)
@@ -524,8 +531,11 @@ func TestC1042EgressBypassMessage(t *testing.T) {
 			d := started(t, u.env)
 			r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
 			var got []string
-			if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 3 {
+			if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 4 {
 				t.Fatalf("result %s", raw)
+			}
+			if !strings.HasPrefix(got[3], "gaierror: ") || strings.Contains(got[3], "coderun") {
+				t.Errorf("an unknown service's error is reworded: %q", got[3])
 			}
 			want := "coderun: direct connections and name lookups are blocked; HTTP(S) goes through the egress proxy (HTTPS_PROXY) to: " + entry
 			if !strings.HasSuffix(got[0], "] "+want) || !strings.HasPrefix(got[1], "gaierror: [Errno ") || !strings.HasSuffix(got[1], "] "+want) {
@@ -537,6 +547,16 @@ func TestC1042EgressBypassMessage(t *testing.T) {
 			r, raw = d.egressRun(t, `{"program":`+string(prog)+`,"egress":[]}`)
 			if !strings.Contains(string(r.Value), "coderun: this run has no network access (egress policy: none)") {
 				t.Errorf("a run with egress []: %s", raw)
+			}
+			// A session's runs each carry their own policy's note.
+			sid := d.open(`{}`)
+			r, raw = d.egressRun(t, `{"sessionId":"`+sid+`","program":`+string(prog)+`,"egress":[]}`)
+			if !strings.Contains(string(r.Value), "coderun: this run has no network access (egress policy: none)") {
+				t.Errorf("a session run with egress []: %s", raw)
+			}
+			r, raw = d.egressRun(t, `{"sessionId":"`+sid+`","program":`+string(prog)+`}`)
+			if !strings.Contains(string(r.Value), want) || !strings.Contains(string(r.Value), "upstream-ok GET") {
+				t.Errorf("the session's next run: %s", raw)
 			}
 		})
 	}

@@ -60,6 +60,9 @@ type RunMessage struct {
 	MaxValueBytes  int64       `json:"maxValueBytes,omitempty"`
 	MaxOutputBytes int64       `json:"maxOutputBytes,omitempty"`
 	Namespaces     []Namespace `json:"namespaces,omitempty"`
+	// EgressNote is the boot frame's, for this run of a session (its
+	// policy may narrow the daemon's run by run). Last on the wire.
+	EgressNote string `json:"egressNote,omitempty"`
 }
 
 // ForkMessage asks an idle session child to fork (docs/child-protocol.md

@@ -318,8 +318,9 @@ def _coderun_child():
     install(boot["namespaces"], program_globals)
     program_globals["display"] = B.display = display
     install_matplotlib(os.environ)
+    bypass_note = make_bypass_note() if boot.get("egressNote") or boot.get("session") else None
     if boot.get("egressNote"):
-        make_bypass_note()(boot["egressNote"])
+        bypass_note(boot["egressNote"])
     send(b'{"type":"boot-ack"}')
 
     # ---- settlement --------------------------------------------------------------------
@@ -456,6 +457,8 @@ def _coderun_child():
         set_output_budget(msg.get("maxOutputBytes", boot["maxOutputBytes"]))
         install(msg.get("namespaces") or [], program_globals)
         program_globals["display"] = B.display = display
+        if msg.get("egressNote"):
+            bypass_note(msg["egressNote"])
         loop = run_program(program, bound_names)
         if loop is not None:
             try:
@@ -913,14 +916,15 @@ def _make_log_streams(send, codec, P, TextIOBase):
 def _make_bypass_note():
     """install(note): word the OSError of a blocked direct connection with note (tier sandbox).
 
-    The daemon's boot frame carries `egressNote` in tier sandbox only: the run's egress policy
-    and the way out (docs/containment.md §6). A failed `socket.socket.connect` of an AF_INET or
-    AF_INET6 socket with an errno a blocked connection fails with, and a failed
-    `socket.getaddrinfo` (names resolve only at the proxy), raise the same class and errno with
-    note as their text. The kernel refuses the connection (the network namespace, Landlock);
-    this only words the error, and a program that undoes it changes nothing else. `socket` is
-    patched now when imported already (a forked child), else as it is first imported: nothing
-    more is imported at boot.
+    The daemon's boot frame (a session's: each run frame) carries `egressNote` in tier sandbox
+    only: the run's egress policy and the way out (docs/containment.md §6). A failed
+    `socket.socket.connect` of an AF_INET or AF_INET6 socket with an errno a blocked connection
+    fails with, and a `socket.getaddrinfo` that finds no address (names resolve only at the
+    proxy), raise the same class and errno with the note as their text. The kernel refuses the
+    connection (the network namespace, Landlock); this only words the error, and a program that
+    undoes it changes nothing else. `socket` is patched once: now when imported already (a
+    forked child), else as it is first imported (nothing more is imported at boot); a later
+    install (a session's next run) only changes the note.
     """
     import builtins as B
     import sys
@@ -928,10 +932,13 @@ def _make_bypass_note():
     blocked = (EPERM, EACCES, ENETUNREACH, EHOSTUNREACH, ECONNREFUSED)
     type_, str_, getattr_, OSError_ = B.type, B.str, B.getattr, B.OSError
     sys_modules, meta_path = sys.modules, sys.meta_path
+    current = [None]                                  # the note; None until the first install
 
-    def patch(socket, note):
+    def patch(socket):
         cls, inet = socket.socket, (socket.AF_INET, socket.AF_INET6)
         connect, getaddrinfo, gaierror = cls.connect, socket.getaddrinfo, socket.gaierror
+        no_address = [getattr_(socket, n, None) for n in ("EAI_NONAME", "EAI_AGAIN", "EAI_FAIL",
+                                                           "EAI_NODATA")]
 
         def connect_(self, address):
             try:
@@ -939,13 +946,15 @@ def _make_bypass_note():
             except OSError_ as e:
                 if self.family not in inet or e.errno not in blocked:
                     raise
-                raise type_(e)(e.errno, note) from None
+                raise type_(e)(e.errno, current[0]) from None
 
         def getaddrinfo_(*args, **kwargs):
             try:
                 return getaddrinfo(*args, **kwargs)
             except gaierror as e:
-                raise gaierror(e.errno, note) from None
+                if e.errno not in no_address:
+                    raise
+                raise gaierror(e.errno, current[0]) from None
 
         connect_.__name__, connect_.__qualname__ = "connect", "socket.connect"
         getaddrinfo_.__name__ = getaddrinfo_.__qualname__ = "getaddrinfo"
@@ -954,9 +963,13 @@ def _make_bypass_note():
     def install(note):
         if type_(note) is not str_ or not note:
             return
+        first = current[0] is None
+        current[0] = note
+        if not first:
+            return
         socket = sys_modules.get("socket")
         if socket is not None:
-            patch(socket, note)
+            patch(socket)
             return
         finder = type_(sys)("coderun_socket_hook")    # a finder, functions only
         path_finder = sys_modules["_frozen_importlib_external"].PathFinder
@@ -973,7 +986,7 @@ def _make_bypass_note():
 
             def exec_module(module):
                 real.exec_module(module)
-                patch(module, note)
+                patch(module)
             loader.exec_module, loader.create_module = exec_module, real.create_module
             loader.__getattr__ = lambda attr: getattr_(real, attr)   # get_source and the rest
             spec.loader = loader

@@ -26,7 +26,7 @@ var roster = map[string]fieldSet{
 	"ErrorClass":        {Required: []string{"memberNameProperty", "name"}, Optional: []string{"attributes"}},
 	"Signature":         {Required: []string{"doc", "params", "stub"}, Optional: []string{"kwargs"}},
 	"Param":             {Required: []string{"name", "required"}, Optional: []string{"default"}},
-	"RunMessage":        {Required: []string{"program", "type"}, Optional: []string{"cpuSeconds", "maxLogBytes", "maxOutputBytes", "maxValueBytes", "namespaces"}},
+	"RunMessage":        {Required: []string{"program", "type"}, Optional: []string{"cpuSeconds", "egressNote", "maxLogBytes", "maxOutputBytes", "maxValueBytes", "namespaces"}},
 	"BootAckMessage":    {Required: []string{"type"}},
 	"CallMessage":       {Required: []string{"args", "global", "id", "name", "type"}},
 	"LogMessage":        {Required: []string{"text", "type"}, Optional: []string{"open", "truncated"}},

@@ -1287,6 +1287,7 @@ if TYPE_CHECKING:
         maxValueBytes: int
         maxOutputBytes: int
         namespaces: List[Namespace]
+        egressNote: str
 
     class RunMessage(_RunOptional):
         type: Literal["run"]

@@ -180,8 +180,9 @@ func appendSignature(b []byte, sig *protocol.Signature) []byte {
 	return append(b, '}')
 }
 
-// withBypassNote adds "egressNote" to a boot frame b: the text of a
-// blocked direct connection (Manager.bypassNote); b unchanged for "".
+// withBypassNote adds "egressNote", last, to b, a boot frame or a session's
+// run frame: the text of a blocked direct connection (Manager.bypassNote);
+// b unchanged for "".
 func withBypassNote(b []byte, note string) []byte {
 	if note == "" {
 		return b

@@ -152,10 +152,7 @@ func (m *Manager) bootedWorker(get func() (*worker, *protocol.RunError), lim pro
 	if fail != nil {
 		return nil, errors.New(fail.Message)
 	}
-	// A session's note names the daemon's policy: its runs may narrow it
-	// one by one, and the child boots once.
-	note := m.bypassNote(runEgressPolicy(m.cfg, protocol.RunParams{}), w)
-	if err := bootSession(w, withBypassNote(sessionBootFrame(lim, m.cfg.SessionCPUSeconds, sysPath), note)); err != nil {
+	if err := bootSession(w, sessionBootFrame(lim, m.cfg.SessionCPUSeconds, sysPath)); err != nil {
 		killWorker(w, m.log)
 		return w, err
 	}
@@ -638,7 +635,7 @@ func (s *Session) attach(r *Run) {
 	r.mu.Unlock()
 	// Written here when fd 3 is idle (no hand-off to the writer goroutine), and
 	// only now: the run is the current one, so its done frame finds it.
-	wr.sendRun(sessionRunFrame(r.sm.program, r.sm.lim, r.bindings))
+	wr.sendRun(withBypassNote(sessionRunFrame(r.sm.program, r.sm.lim, r.bindings), r.m.bypassNote(r.egressPolicy, w)))
 	go r.writeLoop(w, wr, done)
 	sampler.start(s, w, base, time.Duration(r.sm.lim.CPUSeconds)*time.Second)
 	r.perform(eff)
