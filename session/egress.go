@@ -104,7 +104,7 @@ func (e *childEgress) forkCredentials(src *worker) forkCredentials {
 	return c
 }
 
-// rotateSource gives src its new credentials once the fork frame is sent:
+// rotateSource gives src its new credentials after the fork frame is offered:
 // the source takes them from the frame whether or not it can fork. (A
 // frame that was not delivered leaves the source with credentials no
 // grant will name: its requests are refused, never billed to another.)
