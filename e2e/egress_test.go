@@ -585,7 +585,7 @@ return [out, os.environ["HTTP_PROXY"]]`
 // TestC1043EgressForkToken: a session/fork gets proxy credentials of its
 // own: its requests are forwarded, billed and audited as the fork's runs',
 // the source's credentials are dead in the fork (407), and the source keeps
-// its egress under new ones; in tier sandbox, where the fork shares its
+// its egress under new ones, also after two forks asked for at once; in tier sandbox, where the fork shares its
 // source's network namespace, the fork keeps its egress once its source is
 // closed.
 func TestC1043EgressForkToken(t *testing.T) {
@@ -629,6 +629,25 @@ func TestC1043EgressForkToken(t *testing.T) {
 	st, srcProxy2, r := fetch(src, "")
 	if len(st) != 1 || st[0] != 200 || len(r.Egress) != 1 || srcProxy2 == srcProxy || srcProxy2 == forkProxy {
 		t.Errorf("the source after the fork: statuses %v, egress %+v, new credentials %v", st, r.Egress, srcProxy2 != srcProxy)
+	}
+	// Two forks asked for at once take their turns: each, and the source,
+	// ends with credentials of its own that work.
+	ids := []string{d.request("session/fork", `{"sessionId":"`+src+`"}`), d.request("session/fork", `{"sessionId":"`+src+`"}`)}
+	seen := map[string]bool{srcProxy: true, forkProxy: true, srcProxy2: true}
+	for i, id := range append(ids, "") {
+		sid := src
+		if id != "" {
+			var f struct{ SessionID string }
+			if m := d.wait(id); m.Error != nil || json.Unmarshal(m.Result, &f) != nil {
+				t.Fatalf("session/fork %d: %+v", i, m.Error)
+			}
+			sid = f.SessionID
+		}
+		st, proxy, _ := fetch(sid, "")
+		if len(st) != 1 || st[0] != 200 || seen[proxy] {
+			t.Errorf("after two forks at once, session %d: statuses %v, credentials seen before %v", i, st, seen[proxy])
+		}
+		seen[proxy] = true
 	}
 	if m := d.call("session/close", `{"sessionId":"`+src+`"}`); m.Error != nil {
 		t.Fatalf("session/close: %+v", m.Error)
