@@ -372,7 +372,7 @@ return egresstoy.VALUE`)
 	}
 	venvPython, err := filepath.Abs("../.venv/bin/python")
 	if err != nil || exec.Command(venvPython, "-c", "import httpx").Run() != nil {
-		t.Skipf("no httpx in the project's venv (%s)", venvPython)
+		t.Fatalf("no httpx in the project's venv (%s; make venv installs requirements-test.txt)", venvPython)
 	}
 	u.env["CODERUN_PYTHON_BIN"] = venvPython
 	d = started(t, u.env)
