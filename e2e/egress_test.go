@@ -372,7 +372,7 @@ return egresstoy.VALUE`)
 	}
 	venvPython, err := filepath.Abs("../.venv/bin/python")
 	if err != nil || exec.Command(venvPython, "-c", "import httpx").Run() != nil {
-		t.Skipf("no httpx in the project's venv (%s)", venvPython)
+		t.Fatalf("no httpx in the project's venv (%s; make venv installs requirements-test.txt)", venvPython)
 	}
 	u.env["CODERUN_PYTHON_BIN"] = venvPython
 	d = started(t, u.env)
@@ -419,5 +419,240 @@ return urllib.request.urlopen("http://plain.test:` + portOf(u.plain.URL) + `/", 
 	b, _ := json.Marshal(res.StructuredContent)
 	if res.IsError || !strings.Contains(string(b), `"value":"upstream-ok GET"`) || !strings.Contains(string(b), `"host":"plain.test"`) || !strings.Contains(string(b), `"egress":[`) {
 		t.Errorf("run_python through the proxy: isError %v, %s", res.IsError, b)
+	}
+}
+
+// TestC1040EgressDescribeNarrowed: bindings/describe given a run's egress
+// names that narrowed policy in its header (the hosts the run may reach), not
+// the daemon's; a widening is −32602 naming the entry, as in run.
+func TestC1040EgressDescribeNarrowed(t *testing.T) {
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": ["api.example.com", {"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	d := started(t, u.env)
+	desc := d.call("bindings/describe", `{"bindings":[],"egress":["api.example.com"]}`)
+	if desc.Error != nil || !strings.Contains(string(desc.Result), "# Egress: HTTP(S) through HTTP_PROXY/HTTPS_PROXY to api.example.com only") {
+		t.Errorf("describe with a narrowed egress: %s %+v", desc.Result, desc.Error)
+	}
+	none := d.call("bindings/describe", `{"bindings":[],"egress":[]}`)
+	if none.Error != nil || !strings.Contains(string(none.Result), "# Egress: none") {
+		t.Errorf("describe with egress []: %s %+v", none.Result, none.Error)
+	}
+	wide := d.call("bindings/describe", `{"bindings":[],"egress":["other.example.com"]}`)
+	if wide.Error == nil || wide.Error.Code != -32602 || wide.Error.Message != "egress[0] (other.example.com) is not within the daemon's egress policy" {
+		t.Errorf("describe with a widening egress: %s %+v", wide.Result, wide.Error)
+	}
+}
+
+// TestC1041EgressRequests: requests (in the project venv's interpreter,
+// which requirements-test.txt gives it) makes an HTTPS and a plain HTTP
+// request through the proxy unchanged, and a refused host answers 403
+// naming the policy.
+func TestC1041EgressRequests(t *testing.T) {
+	leakcheck.Check(t)
+	venvPython, err := filepath.Abs("../.venv/bin/python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(venvPython, "-c", "import requests").CombinedOutput(); err != nil {
+		t.Fatalf("the project's venv has no requests (make venv installs requirements-test.txt): %v %s", err, out)
+	}
+	u := newEgressUpstreams(t, func(plain, secure string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true},
+			{"host": "example.com", "ports": [` + secure + `], "private": true}]}`
+	})
+	u.env["CODERUN_PYTHON_BIN"] = venvPython
+	d := started(t, u.env)
+	prog, _ := json.Marshal(`import requests
+a = requests.get("https://example.com:` + portOf(u.secure.URL) + `/r", verify="ca.pem", timeout=30)
+b = requests.post("http://plain.test:` + portOf(u.plain.URL) + `/r", data=b"x", timeout=30)
+c = requests.get("http://refused.test:` + portOf(u.plain.URL) + `/", timeout=30)
+return [a.status_code, a.text, b.status_code, b.text, c.status_code, c.text]`)
+	ca, _ := json.Marshal(u.caPEM)
+	r, raw := d.egressRun(t, `{"program":`+string(prog)+`,"files":[{"path":"ca.pem","text":`+string(ca)+`}]}`)
+	var got []any
+	if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 6 {
+		t.Fatalf("requests through the proxy: %s", raw)
+	}
+	if got[0] != 200.0 || got[1] != "upstream-ok GET" || got[2] != 200.0 || got[3] != "upstream-ok POST" {
+		t.Errorf("allowed requests: %v", got)
+	}
+	if got[4] != 403.0 || !strings.Contains(got[5].(string), "not allowed by the egress policy") {
+		t.Errorf("refused host: %v", got[4:])
+	}
+	if len(r.Egress) != 3 || r.Egress[0].Method != "CONNECT" || r.Egress[1].Method != "POST" {
+		t.Errorf("result.egress: %s", raw)
+	}
+}
+
+// bypassProgram connects around the proxy (an IP literal, then a name) and
+// fetches through it, then asks for an unknown service (an error that is
+// not the network's), returning each outcome: the exception's class and
+// text, or "connected"/the body.
+const bypassProgram = `import socket, urllib.request
+out = []
+for target in [("127.0.0.1", PORT), ("upstream.invalid", 80)]:
+    try:
+        socket.create_connection(target, timeout=5).close()
+        out.append("connected")
+    except OSError as e:
+        out.append(type(e).__name__ + ": " + str(e))
+try:
+    out.append(urllib.request.urlopen("http://plain.test:%d/" % PORT, timeout=30).read().decode())
+except Exception as e:
+    out.append(type(e).__name__ + ": " + str(e))
+try:
+    socket.getaddrinfo("127.0.0.1", "no-such-service")
+except OSError as e:
+    out.append(type(e).__name__ + ": " + str(e))
+return out`
+
+// TestC1042EgressBypassMessage: in tier sandbox a program's direct
+// connection and name lookup fail with a message naming the egress policy
+// and the way out (the proxy, the allowed hosts), in both start modes (the
+// socket module imported before the program or by it), while HTTP through
+// the proxy still works; a run narrowed to no host, and a daemon without a
+// policy, say the run has no network access; a session's runs each name
+// their own policy; a lookup error that is not about the network (an
+// unknown service) keeps its own text.
+func TestC1042EgressBypassMessage(t *testing.T) {
+	onlyInTier(t, "sandbox")
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	port := portOf(u.plain.URL)
+	prog, _ := json.Marshal(strings.ReplaceAll(bypassProgram, "PORT", port))
+	entry := "plain.test:" + port + " (private)"
+	for _, mode := range []string{"fork", "spawn"} {
+		t.Run(mode, func(t *testing.T) {
+			u.env["CODERUN_START_MODE"] = mode
+			d := started(t, u.env)
+			r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
+			var got []string
+			if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 4 {
+				t.Fatalf("result %s", raw)
+			}
+			if !strings.HasPrefix(got[3], "gaierror: ") || strings.Contains(got[3], "coderun") {
+				t.Errorf("an unknown service's error is reworded: %q", got[3])
+			}
+			want := "coderun: direct connections and name lookups are blocked; HTTP(S) goes through the egress proxy (HTTPS_PROXY) to: " + entry
+			if !strings.HasSuffix(got[0], "] "+want) || !strings.HasPrefix(got[1], "gaierror: [Errno ") || !strings.HasSuffix(got[1], "] "+want) {
+				t.Errorf("direct connection and lookup: %q, want each to end in %q", got[:2], want)
+			}
+			if got[2] != "upstream-ok GET" {
+				t.Errorf("through the proxy: %q", got[2])
+			}
+			r, raw = d.egressRun(t, `{"program":`+string(prog)+`,"egress":[]}`)
+			if !strings.Contains(string(r.Value), "coderun: this run has no network access (egress policy: none)") {
+				t.Errorf("a run with egress []: %s", raw)
+			}
+			// A session's runs each carry their own policy's note.
+			sid := d.open(`{}`)
+			r, raw = d.egressRun(t, `{"sessionId":"`+sid+`","program":`+string(prog)+`,"egress":[]}`)
+			if !strings.Contains(string(r.Value), "coderun: this run has no network access (egress policy: none)") {
+				t.Errorf("a session run with egress []: %s", raw)
+			}
+			r, raw = d.egressRun(t, `{"sessionId":"`+sid+`","program":`+string(prog)+`}`)
+			if !strings.Contains(string(r.Value), want) || !strings.Contains(string(r.Value), "upstream-ok GET") {
+				t.Errorf("the session's next run: %s", raw)
+			}
+		})
+	}
+	d := started(t, map[string]string{})
+	r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
+	if !strings.Contains(string(r.Value), "coderun: this run has no network access (egress policy: none)") {
+		t.Errorf("a daemon without a policy: %s", raw)
+	}
+}
+
+// forkTokenProgram fetches URL through the run's proxy and, when OLD is set,
+// once more with OLD as the proxy URL; it returns the statuses and the proxy
+// URL of its environment.
+const forkTokenProgram = `import os, urllib.request, urllib.error
+def get(proxy=None):
+    handlers = [urllib.request.ProxyHandler({"http": proxy})] if proxy else []
+    try:
+        return urllib.request.build_opener(*handlers).open(URL, timeout=30).status
+    except urllib.error.HTTPError as e:
+        return e.code
+out = [get()]
+if OLD:
+    out.append(get(OLD))
+return [out, os.environ["HTTP_PROXY"]]`
+
+// TestC1043EgressForkToken: a session/fork gets proxy credentials of its
+// own: its requests are forwarded, billed and audited as the fork's runs',
+// the source's credentials are dead in the fork (407), and the source keeps
+// its egress under new ones, also after two forks asked for at once; in tier sandbox, where the fork shares its
+// source's network namespace, the fork keeps its egress once its source is
+// closed.
+func TestC1043EgressForkToken(t *testing.T) {
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	d := started(t, u.env)
+	url, _ := json.Marshal("http://plain.test:" + portOf(u.plain.URL) + "/")
+	fetch := func(sid, old string) ([]int, string, egressResult) {
+		t.Helper()
+		o, _ := json.Marshal(old)
+		prog, _ := json.Marshal("URL = " + string(url) + "\nOLD = " + string(o) + "\n" + forkTokenProgram)
+		r, raw := d.egressRun(t, `{"sessionId":"`+sid+`","program":`+string(prog)+`}`)
+		var got struct {
+			Statuses []int
+			Proxy    string
+		}
+		var pair []json.RawMessage
+		if json.Unmarshal(r.Value, &pair) != nil || len(pair) != 2 || json.Unmarshal(pair[0], &got.Statuses) != nil || json.Unmarshal(pair[1], &got.Proxy) != nil {
+			t.Fatalf("result %s", raw)
+		}
+		return got.Statuses, got.Proxy, r
+	}
+	src := d.open(`{}`)
+	st, srcProxy, _ := fetch(src, "")
+	if len(st) != 1 || st[0] != 200 {
+		t.Fatalf("the source's request: %v", st)
+	}
+	fork := d.fork(src)
+	st, forkProxy, r := fetch(fork, srcProxy)
+	if len(st) != 2 || st[0] != 200 || len(r.Egress) != 1 || r.Egress[0].Status != 200 {
+		t.Errorf("the fork's own request: statuses %v, result.egress %+v", st, r.Egress)
+	}
+	if len(st) == 2 && st[1] != 407 {
+		t.Errorf("the source's credentials in the fork: %d, want 407", st[1])
+	}
+	if forkProxy == srcProxy {
+		t.Errorf("the fork kept its source's proxy credentials")
+	}
+	st, srcProxy2, r := fetch(src, "")
+	if len(st) != 1 || st[0] != 200 || len(r.Egress) != 1 || srcProxy2 == srcProxy || srcProxy2 == forkProxy {
+		t.Errorf("the source after the fork: statuses %v, egress %+v, new credentials %v", st, r.Egress, srcProxy2 != srcProxy)
+	}
+	// Two forks asked for at once take their turns: each, and the source,
+	// ends with credentials of its own that work.
+	ids := []string{d.request("session/fork", `{"sessionId":"`+src+`"}`), d.request("session/fork", `{"sessionId":"`+src+`"}`)}
+	seen := map[string]bool{srcProxy: true, forkProxy: true, srcProxy2: true}
+	for i, id := range append(ids, "") {
+		sid := src
+		if id != "" {
+			var f struct{ SessionID string }
+			if m := d.wait(id); m.Error != nil || json.Unmarshal(m.Result, &f) != nil {
+				t.Fatalf("session/fork %d: %+v", i, m.Error)
+			}
+			sid = f.SessionID
+		}
+		st, proxy, _ := fetch(sid, "")
+		if len(st) != 1 || st[0] != 200 || seen[proxy] {
+			t.Errorf("after two forks at once, session %d: statuses %v, credentials seen before %v", i, st, seen[proxy])
+		}
+		seen[proxy] = true
+	}
+	if m := d.call("session/close", `{"sessionId":"`+src+`"}`); m.Error != nil {
+		t.Fatalf("session/close: %+v", m.Error)
+	}
+	if st, _, _ := fetch(fork, ""); len(st) != 1 || st[0] != 200 {
+		t.Errorf("the fork once its source is closed: %v", st)
 	}
 }

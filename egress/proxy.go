@@ -110,11 +110,16 @@ func NewToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// ProxyURL is the proxy's URL with token as its credentials, reached at at.
+func ProxyURL(token string, at netip.AddrPort) string {
+	return "http://" + user + ":" + token + "@" + at.String()
+}
+
 // Env is the environment that points a child's HTTP clients (urllib,
 // requests, httpx, pip) at the proxy, reached at at (Addr, or a listener
 // of Serve as the child sees it), with token as its credentials.
 func Env(token string, at netip.AddrPort) []string {
-	u := "http://" + user + ":" + token + "@" + at.String()
+	u := ProxyURL(token, at)
 	return []string{"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "http_proxy=" + u, "https_proxy=" + u,
 		"NO_PROXY=", "no_proxy="}
 }

@@ -43,6 +43,10 @@ type BootMessage struct {
 	// SysPath are the directories of the run's installed packages
 	// (docs/packages.md), put on sys.path before the program runs.
 	SysPath []string `json:"sysPath,omitempty"`
+	// EgressNote (tier sandbox only) is the text of a program's failed
+	// direct connection or name lookup: the run's egress policy and the way
+	// out (docs/containment.md §6). Last on the wire.
+	EgressNote string `json:"egressNote,omitempty"`
 }
 
 // RunMessage carries the program, sent on the first boot-ack. In a session
@@ -56,6 +60,9 @@ type RunMessage struct {
 	MaxValueBytes  int64       `json:"maxValueBytes,omitempty"`
 	MaxOutputBytes int64       `json:"maxOutputBytes,omitempty"`
 	Namespaces     []Namespace `json:"namespaces,omitempty"`
+	// EgressNote is the boot frame's, for this run of a session (its
+	// policy may narrow the daemon's run by run). Last on the wire.
+	EgressNote string `json:"egressNote,omitempty"`
 }
 
 // ForkMessage asks an idle session child to fork (docs/child-protocol.md
@@ -64,6 +71,13 @@ type RunMessage struct {
 type ForkMessage struct {
 	Type string `json:"type"`
 	Dir  string `json:"dir"`
+	// Proxy and SourceProxy, sent when the source has egress, are the
+	// proxy URLs with the fork's and the source's new credentials
+	// (docs/containment.md §6): the fork sets its proxy variables to the
+	// first, the source to the second once it has forked, so the
+	// credentials both knew are dead and neither knows the other's.
+	Proxy       string `json:"proxy,omitempty"`
+	SourceProxy string `json:"sourceProxy,omitempty"`
 }
 
 // ForkedMessage is the fork's first frame on its new channel: Pid is the

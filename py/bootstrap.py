@@ -41,7 +41,7 @@ def _coderun_child():
         B.len, B.type, B.bytes, B.bytearray, B.memoryview, B.min, B.dict, B.BaseException,
         B.RuntimeError, B.ValueError, B.MemoryError, B.isinstance, B.int, B.range, B.str)
     compile_, exec_, open_ = B.compile, B.exec, B.open
-    make_session_fork = _make_session_fork
+    make_session_fork, make_bypass_note = _make_session_fork, _make_bypass_note
     os_read, os_write, os_kill, os_getpid, os_exit = os.read, os.write, os.kill, os.getpid, \
         os._exit
     os_writev = os.writev
@@ -318,6 +318,9 @@ def _coderun_child():
     install(boot["namespaces"], program_globals)
     program_globals["display"] = B.display = display
     install_matplotlib(os.environ)
+    bypass_note = make_bypass_note() if boot.get("egressNote") or boot.get("session") else None
+    if boot.get("egressNote"):
+        bypass_note(boot["egressNote"])
     send(b'{"type":"boot-ack"}')
 
     # ---- settlement --------------------------------------------------------------------
@@ -454,6 +457,8 @@ def _coderun_child():
         set_output_budget(msg.get("maxOutputBytes", boot["maxOutputBytes"]))
         install(msg.get("namespaces") or [], program_globals)
         program_globals["display"] = B.display = display
+        if msg.get("egressNote"):
+            bypass_note(msg["egressNote"])
         loop = run_program(program, bound_names)
         if loop is not None:
             try:
@@ -538,6 +543,11 @@ def _make_session_fork(send, string, fdq, rbuf, away):
     the reaper, announces itself with `forked` on the new channel, and returns into the
     idle loop, now serving that channel. Any failure is reported as `fork-failed` on the
     new channel.
+
+    With egress, the frame's `proxy` and `sourceProxy` are the proxy URLs of F's credentials and
+    the source's new ones: F sets its proxy variables to the first, the source to the second
+    once F is made (or at once when it cannot fork), so the credentials both held are dead and
+    neither process ever holds the other's (docs/containment.md §6).
     """
     import builtins as B
     import os
@@ -612,7 +622,7 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         except BaseException:
             pass
 
-    def become_fork(fds, dir_, middle):
+    def become_fork(fds, dir_, middle, proxy):
         """In F: take the new descriptors, then set up as the class says (or raise)."""
         prctl, fcntl, dupfd, _, syscall = helpers
         high = [fcntl(fd, dupfd, 10) for fd in fds]   # above 0-3, whatever fds are
@@ -625,6 +635,7 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         setsid()
         chdir(dir_)
         move_tmpdir(dir_)
+        set_proxy(proxy)
         deadline = monotonic() + 5
         while middle is not None and getppid() == middle:   # the middle process is exiting
             if monotonic() > deadline:
@@ -638,6 +649,18 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         away[0] = False
         send(b'{"type":"forked","pid":%d}' % getpid())
 
+    def set_proxy(url):
+        # The proxy variables the daemon set (none without egress) now carry url; urllib's
+        # installed opener, which read the old ones, is dropped.
+        if type(url) is not str:
+            return
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+            if name in environ:
+                environ[name] = url
+        request = modules.get("urllib.request")
+        if request is not None:
+            request._opener = None
+
     def move_tmpdir(dir_):
         # The run directory is also TMPDIR (docs/child-protocol-daemon.md §4.3): the fork's is
         # its own directory, and tempfile's cached choice is dropped.
@@ -647,14 +670,14 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         if tempfile is not None:
             tempfile.tempdir = None
 
-    def in_fork(fds, dir_, middle):
+    def in_fork(fds, dir_, middle, proxy):
         try:
-            become_fork(fds, dir_, middle)
+            become_fork(fds, dir_, middle, proxy)
         except BaseException as e:
             fork_failed(fds[2], e)
             exit_(1)
 
-    def in_middle(fds, dir_):
+    def in_middle(fds, dir_, proxy):
         """In the middle process: fork F and exit at once, so F is orphaned."""
         middle = getpid()
         try:
@@ -663,11 +686,13 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         except BaseException as e:
             fork_failed(fds[2], e)
             exit_(1)
-        in_fork(fds, dir_, middle)
+        in_fork(fds, dir_, middle, proxy)
 
     def fork(msg, fds):
+        proxy, source_proxy = msg.get("proxy"), msg.get("sourceProxy")
         if len(fds) not in (3, 4):
             close_all(fds)
+            set_proxy(source_proxy)
             return
         dir_ = msg.get("dir")
         try:
@@ -681,13 +706,15 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         except BaseException as e:
             fork_failed(fds[2], e)
             close_all(fds)
+            set_proxy(source_proxy)
             return
         if pid == 0:
             if middle:
-                in_middle(fds, dir_)
+                in_middle(fds, dir_, proxy)
             else:
-                in_fork(fds, dir_, None)
+                in_fork(fds, dir_, None, proxy)
             return                              # F: back to the idle loop, on the new fd 3
+        set_proxy(source_proxy)                 # F is made: it never holds these
         close_all(fds)
         if middle:
             try:
@@ -884,6 +911,91 @@ def _make_log_streams(send, codec, P, TextIOBase):
         return LogStream(), st
 
     return make_stream("<stdout>"), make_stream("<stderr>"), s_flush, set_budget, seal
+
+
+def _make_bypass_note():
+    """install(note): word the OSError of a blocked direct connection with note (tier sandbox).
+
+    The daemon's boot frame (a session's: each run frame) carries `egressNote` in tier sandbox
+    only: the run's egress policy and the way out (docs/containment.md §6). A failed
+    `socket.socket.connect` of an AF_INET or AF_INET6 socket with an errno a blocked connection
+    fails with, and a `socket.getaddrinfo` that finds no address (names resolve only at the
+    proxy), raise the same class and errno with the note as their text. The kernel refuses the
+    connection (the network namespace, Landlock); this only words the error, and a program that
+    undoes it changes nothing else. `socket` is patched once: now when imported already (a
+    forked child), else as it is first imported (nothing more is imported at boot); a later
+    install (a session's next run) only changes the note.
+    """
+    import builtins as B
+    import sys
+    from errno import EPERM, EACCES, ENETUNREACH, EHOSTUNREACH, ECONNREFUSED
+    blocked = (EPERM, EACCES, ENETUNREACH, EHOSTUNREACH, ECONNREFUSED)
+    type_, str_, getattr_, OSError_ = B.type, B.str, B.getattr, B.OSError
+    sys_modules, meta_path = sys.modules, sys.meta_path
+    current = [None]                                  # the note; None until the first install
+
+    def patch(socket):
+        cls, inet = socket.socket, (socket.AF_INET, socket.AF_INET6)
+        connect, getaddrinfo, gaierror = cls.connect, socket.getaddrinfo, socket.gaierror
+        no_address = [getattr_(socket, n, None) for n in ("EAI_NONAME", "EAI_AGAIN", "EAI_FAIL",
+                                                           "EAI_NODATA")]
+
+        def connect_(self, address):
+            try:
+                return connect(self, address)
+            except OSError_ as e:
+                if self.family not in inet or e.errno not in blocked:
+                    raise
+                raise type_(e)(e.errno, current[0]) from None
+
+        def getaddrinfo_(*args, **kwargs):
+            try:
+                return getaddrinfo(*args, **kwargs)
+            except gaierror as e:
+                if e.errno not in no_address:
+                    raise
+                raise gaierror(e.errno, current[0]) from None
+
+        connect_.__name__, connect_.__qualname__ = "connect", "socket.connect"
+        getaddrinfo_.__name__ = getaddrinfo_.__qualname__ = "getaddrinfo"
+        cls.connect, socket.getaddrinfo = connect_, getaddrinfo_
+
+    def install(note):
+        if type_(note) is not str_ or not note:
+            return
+        first = current[0] is None
+        current[0] = note
+        if not first:
+            return
+        socket = sys_modules.get("socket")
+        if socket is not None:
+            patch(socket)
+            return
+        finder = type_(sys)("coderun_socket_hook")    # a finder, functions only
+        path_finder = sys_modules["_frozen_importlib_external"].PathFinder
+
+        def find_spec(name, path=None, target=None):
+            if name != "socket" or finder not in meta_path:
+                return None
+            meta_path.remove(finder)                  # the first import only
+            spec = path_finder.find_spec(name, path)
+            if spec is None:
+                return None
+            real = spec.loader
+            loader = type_(sys)("coderun_socket_loader")
+
+            def exec_module(module):
+                real.exec_module(module)
+                patch(module)
+            loader.exec_module, loader.create_module = exec_module, real.create_module
+            loader.__getattr__ = lambda attr: getattr_(real, attr)   # get_source and the rest
+            spec.loader = loader
+            return spec
+
+        finder.find_spec = find_spec
+        meta_path.insert(0, finder)
+
+    return install
 
 
 def _make_refusal_where(load_cold):

@@ -21,12 +21,12 @@ type fieldSet struct {
 
 // roster is docs/child-protocol-wire.md §2.2's field-set roster, the reference both sides must match.
 var roster = map[string]fieldSet{
-	"BootMessage":       {Required: []string{"addressSpaceBytes", "cpuSeconds", "maxLogBytes", "maxOutputBytes", "maxValueBytes", "namespaces", "type"}, Optional: []string{"fileSizeBytes", "session", "sysPath"}},
+	"BootMessage":       {Required: []string{"addressSpaceBytes", "cpuSeconds", "maxLogBytes", "maxOutputBytes", "maxValueBytes", "namespaces", "type"}, Optional: []string{"egressNote", "fileSizeBytes", "session", "sysPath"}},
 	"Namespace":         {Required: []string{"global", "names"}, Optional: []string{"errorClass", "signatures"}},
 	"ErrorClass":        {Required: []string{"memberNameProperty", "name"}, Optional: []string{"attributes"}},
 	"Signature":         {Required: []string{"doc", "params", "stub"}, Optional: []string{"kwargs"}},
 	"Param":             {Required: []string{"name", "required"}, Optional: []string{"default"}},
-	"RunMessage":        {Required: []string{"program", "type"}, Optional: []string{"cpuSeconds", "maxLogBytes", "maxOutputBytes", "maxValueBytes", "namespaces"}},
+	"RunMessage":        {Required: []string{"program", "type"}, Optional: []string{"cpuSeconds", "egressNote", "maxLogBytes", "maxOutputBytes", "maxValueBytes", "namespaces"}},
 	"BootAckMessage":    {Required: []string{"type"}},
 	"CallMessage":       {Required: []string{"args", "global", "id", "name", "type"}},
 	"LogMessage":        {Required: []string{"text", "type"}, Optional: []string{"open", "truncated"}},
@@ -35,7 +35,7 @@ var roster = map[string]fieldSet{
 	"ReplyOk":           {Required: []string{"id", "ok", "type", "value"}},
 	"ReplyErr":          {Required: []string{"id", "message", "ok", "type"}, Optional: []string{"exceptionType", "typeError"}},
 	"OutputMessage":     {Required: []string{"type"}, Optional: []string{"data", "truncated"}},
-	"ForkMessage":       {Required: []string{"dir", "type"}},
+	"ForkMessage":       {Required: []string{"dir", "type"}, Optional: []string{"proxy", "sourceProxy"}},
 	"ForkedMessage":     {Required: []string{"pid", "type"}},
 	"ForkFailedMessage": {Required: []string{"message", "type"}},
 }

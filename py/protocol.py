@@ -1270,6 +1270,7 @@ if TYPE_CHECKING:
         session: Literal[True]
         fileSizeBytes: int
         sysPath: List[str]
+        egressNote: str
 
     class BootMessage(_BootOptional):
         type: Literal["boot"]
@@ -1286,12 +1287,17 @@ if TYPE_CHECKING:
         maxValueBytes: int
         maxOutputBytes: int
         namespaces: List[Namespace]
+        egressNote: str
 
     class RunMessage(_RunOptional):
         type: Literal["run"]
         program: str
 
-    class ForkMessage(TypedDict):
+    class _ForkOptional(TypedDict, total=False):
+        proxy: str
+        sourceProxy: str
+
+    class ForkMessage(_ForkOptional):
         type: Literal["fork"]
         dir: str
 

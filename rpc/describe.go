@@ -13,7 +13,7 @@ import (
 // answered in arrival order from the read loop.
 func (s *Server) describe(id reqID, params []byte) {
 	cfg := s.opts.Daemon
-	p, err := wire.ValidateDescribe(params, cfg.Limits, cfg.Packages)
+	p, err := wire.ValidateDescribe(params, cfg.Limits, cfg.Packages, cfg.Egress)
 	if err == nil {
 		err = wire.CheckMCPServers(s.opts.MCP, p.Bindings)
 	}
@@ -26,7 +26,7 @@ func (s *Server) describe(id reqID, params []byte) {
 		return
 	}
 	text := wire.Stubs(session.EffectiveLimits(cfg.Limits, p.Limits), cfg.PythonVersion, p.Bindings)
-	s.w.frame(encodeDescribe(id.text, wire.WithEgressLine(wire.WithImports(text, cfg.Preload, p.Packages, cfg.Packages), cfg.Egress)))
+	s.w.frame(encodeDescribe(id.text, wire.WithEgressLine(wire.WithImports(text, cfg.Preload, p.Packages, cfg.Packages), p.Egress)))
 }
 
 // encodeDescribe is describe's response: {"stubs": text}, the text written

@@ -4,6 +4,9 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
 
 	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/egress"
@@ -25,10 +28,15 @@ var inNamespace = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), san
 
 // env is a child's proxy environment for token.
 func (e *childEgress) env(token string) []string {
+	return egress.Env(token, e.at())
+}
+
+// at is the proxy's address as a child sees it.
+func (e *childEgress) at() netip.AddrPort {
 	if e.netns {
-		return egress.Env(token, inNamespace)
+		return inNamespace
 	}
-	return egress.Env(token, e.proxy.Addr())
+	return e.proxy.Addr()
 }
 
 // reach, in tier sandbox, makes the proxy's listener inside w's network
@@ -49,8 +57,70 @@ func (e *childEgress) reach(w *worker) {
 		e.log.Warn("egress: the proxy cannot listen in the run's network namespace; the run has no egress", "err", err)
 		return
 	}
-	w.egressLn = ln
+	w.egressLn = &nsListener{ln: ln}
+	w.egressLn.refs.Add(1)
 	e.proxy.Serve(ln)
+}
+
+// nsListener is the proxy's listener in a child's network namespace, held
+// by the child and by its session forks (tier sandbox: a fork is a sibling
+// in the same namespaces): closed when the last holder releases it.
+type nsListener struct {
+	ln   net.Listener
+	refs atomic.Int64
+}
+
+// hold is l held once more (nil for nil).
+func (l *nsListener) hold() *nsListener {
+	if l != nil {
+		l.refs.Add(1)
+	}
+	return l
+}
+
+// release drops one hold; the last closes the listener.
+func (l *nsListener) release() {
+	if l != nil && l.refs.Add(-1) == 0 {
+		l.ln.Close()
+	}
+}
+
+// forkCredentials are a session fork's egress credentials and its source's
+// new ones, with their proxy URLs as each child sees the proxy. The zero
+// value (no egress) changes nothing.
+type forkCredentials struct {
+	fork, source       string
+	forkURL, sourceURL string
+}
+
+// forkCredentials draws them for a fork of src; none when e is nil or src
+// has no credentials.
+func (e *childEgress) forkCredentials(src *worker) forkCredentials {
+	if e == nil || src.egressToken == "" {
+		return forkCredentials{}
+	}
+	c := forkCredentials{fork: egress.NewToken(), source: egress.NewToken()}
+	c.forkURL, c.sourceURL = egress.ProxyURL(c.fork, e.at()), egress.ProxyURL(c.source, e.at())
+	return c
+}
+
+// rotateSource gives src its new credentials after the fork frame is offered:
+// the source takes them from the frame whether or not it can fork. (A
+// frame that was not delivered leaves the source with credentials no
+// grant will name: its requests are refused, never billed to another.)
+// src is idle, between runs: its next run opens its grant with them.
+func (c forkCredentials) rotateSource(src *worker) {
+	if c.source != "" {
+		src.egressToken = c.source
+	}
+}
+
+// give makes w, src's adopted fork, the fork's credentials' holder, and in
+// tier sandbox a holder of src's listener, which their shared namespace
+// reaches.
+func (c forkCredentials) give(w, src *worker) {
+	w.egressToken = c.fork
+	w.egressLn = src.egressLn.hold()
 }
 
 // runEgressPolicy is a run's egress policy: its own narrowing (validated by
@@ -104,4 +174,31 @@ func (r *Run) closeEgress(res *protocol.Result) {
 	if g != nil {
 		res.Egress = g.Close()
 	}
+}
+
+// maxNoteEntries bounds the policy entries a bypass note lists.
+const maxNoteEntries = 20
+
+// bypassNote is the text a program's failed direct connection or name
+// lookup carries in tier sandbox (the child's bootstrap puts it in the
+// OSError, docs/containment.md §6): the run's egress policy and the way
+// out. "" in tier process, where nothing is blocked. A Python hook only
+// words the error: the namespace and Landlock refuse the connection.
+func (m *Manager) bypassNote(policy *egress.Policy, w *worker) string {
+	switch {
+	case m.sandbox == nil:
+		return ""
+	case policy.Empty():
+		return "coderun: this run has no network access (egress policy: none)"
+	case w.egressLn == nil:
+		return "coderun: this run has no network access (the egress proxy cannot listen in this sandbox)"
+	}
+	entries := policy.Entries()
+	more := ""
+	if len(entries) > maxNoteEntries {
+		more = " and " + strconv.Itoa(len(entries)-maxNoteEntries) + " more"
+		entries = entries[:maxNoteEntries]
+	}
+	return "coderun: direct connections and name lookups are blocked; HTTP(S) goes through the egress proxy (HTTPS_PROXY) to: " +
+		strings.Join(entries, ", ") + more
 }

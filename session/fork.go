@@ -38,7 +38,7 @@ var errForkFailed = errors.New("session fork failed")
 // Errors wrap errForkFailed; nothing of the fork is left open, and a fork
 // that was not adopted exits when its channel closes.
 func forkWorker(src *worker, wd *rundir.Dir, extra ...*os.File) (*worker, error) {
-	return forkWorkerMax(src, wd, forkCopyMax, extra...)
+	return forkWorkerMax(src, wd, forkCopyMax, nil, extra...)
 }
 
 // forkCopyBudget is what a fork of a session under a disk budget of mb MiB
@@ -52,8 +52,10 @@ func forkCopyBudget(mb int64) int64 {
 	return forkCopyMax
 }
 
-// forkWorkerMax is forkWorker copying at most maxCopy bytes.
-func forkWorkerMax(src *worker, wd *rundir.Dir, maxCopy int64, extra ...*os.File) (*worker, error) {
+// forkWorkerMax is forkWorker copying at most maxCopy bytes. With eg (the
+// Manager's egress) and a source that has egress credentials, the fork gets
+// credentials of its own and the source new ones (forkCredentials).
+func forkWorkerMax(src *worker, wd *rundir.Dir, maxCopy int64, eg *childEgress, extra ...*os.File) (*worker, error) {
 	if !src.proc.Adoptable() {
 		return nil, fmt.Errorf("%w: %w", errForkFailed, child.ErrNotAdoptable)
 	}
@@ -68,7 +70,9 @@ func forkWorkerMax(src *worker, wd *rundir.Dir, maxCopy int64, extra ...*os.File
 		return nil, fmt.Errorf("%w: %w", errForkFailed, err)
 	}
 	deadline := time.Now().Add(forkReplyTimeout)
-	proc, err := offerFork(src, ch, wd.Path(), deadline, extra)
+	cred := eg.forkCredentials(src)
+	proc, err := offerFork(src, ch, forkFrame(wd.Path(), cred), deadline, extra)
+	cred.rotateSource(src)
 	if err != nil {
 		ch.Close()
 		return nil, fmt.Errorf("%w: %w", errForkFailed, err)
@@ -76,14 +80,15 @@ func forkWorkerMax(src *worker, wd *rundir.Dir, maxCopy int64, extra ...*os.File
 	ch.Conn.SetReadDeadline(time.Time{})
 	w := newWorker(wd, proc)
 	w.conn, w.stdout, w.stderr = ch.Conn, ch.Stdout, ch.Stderr
+	cred.give(w, src)
 	go w.reap()
 	return w, nil
 }
 
 // offerFork sends the fork frame, reads the fork's reply and adopts it.
-func offerFork(src *worker, ch *child.ForkChannel, dir string, deadline time.Time, extra []*os.File) (*child.Process, error) {
+func offerFork(src *worker, ch *child.ForkChannel, frame []byte, deadline time.Time, extra []*os.File) (*child.Process, error) {
 	src.conn.SetWriteDeadline(deadline)
-	err := ch.Offer(src.conn, forkFrame(dir), extra...)
+	err := ch.Offer(src.conn, frame, extra...)
 	src.conn.SetWriteDeadline(time.Time{})
 	if err != nil {
 		return nil, fmt.Errorf("sending the fork frame: %w", err)
@@ -105,10 +110,17 @@ func offerFork(src *worker, ch *child.ForkChannel, dir string, deadline time.Tim
 	return src.proc.Adopt(reply.Pid)
 }
 
-// forkFrame encodes {"type":"fork","dir":…}.
-func forkFrame(dir string) []byte {
+// forkFrame encodes {"type":"fork","dir":…}, with the proxy URLs of
+// cred's credentials when it has them.
+func forkFrame(dir string, cred forkCredentials) []byte {
 	b := append([]byte(nil), `{"type":"`+protocol.FrameFork+`","dir":`...)
 	b = wireguard.AppendString(b, dir)
+	if cred.fork != "" {
+		b = append(b, `,"proxy":`...)
+		b = wireguard.AppendString(b, cred.forkURL)
+		b = append(b, `,"sourceProxy":`...)
+		b = wireguard.AppendString(b, cred.sourceURL)
+	}
 	return append(b, "}\n"...)
 }
 

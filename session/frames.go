@@ -180,6 +180,17 @@ func appendSignature(b []byte, sig *protocol.Signature) []byte {
 	return append(b, '}')
 }
 
+// withBypassNote adds "egressNote", last, to b, a boot frame or a session's
+// run frame: the text of a blocked direct connection (Manager.bypassNote);
+// b unchanged for "".
+func withBypassNote(b []byte, note string) []byte {
+	if note == "" {
+		return b
+	}
+	b = append(b[:len(b)-2], `,"egressNote":`...)
+	return append(wireguard.AppendString(b, note), "}\n"...)
+}
+
 // sessionBootFrame is the boot frame of a session child (docs/child-protocol.md
 // §6.1): the session's budgets, its lifetime CPU total as cpuSeconds, no
 // namespaces, and "session":true last.

@@ -152,7 +152,7 @@ func (m *Manager) bootedWorker(get func() (*worker, *protocol.RunError), lim pro
 	if fail != nil {
 		return nil, errors.New(fail.Message)
 	}
-	if err := bootSession(w, lim, m.cfg.SessionCPUSeconds, sysPath); err != nil {
+	if err := bootSession(w, sessionBootFrame(lim, m.cfg.SessionCPUSeconds, sysPath)); err != nil {
 		killWorker(w, m.log)
 		return w, err
 	}
@@ -259,11 +259,11 @@ func capErr(variable string, n int) *SessionError {
 func newSessionID() string { return "session-" + rand.Text() }
 
 // bootSession sends a session boot frame and waits for its boot-ack.
-func bootSession(w *worker, lim protocol.Limits, lifetimeCPU int64, sysPath []string) error {
+func bootSession(w *worker, frame []byte) error {
 	deadline := time.Now().Add(sessionBootTimeout)
 	w.conn.SetDeadline(deadline)
 	defer w.conn.SetDeadline(time.Time{})
-	if _, err := w.conn.Write(sessionBootFrame(lim, lifetimeCPU, sysPath)); err != nil {
+	if _, err := w.conn.Write(frame); err != nil {
 		return errors.New("failed to boot the session's python process: " + err.Error())
 	}
 	framer := wireguard.NewFramer(protocol.FrameCap)
@@ -635,7 +635,7 @@ func (s *Session) attach(r *Run) {
 	r.mu.Unlock()
 	// Written here when fd 3 is idle (no hand-off to the writer goroutine), and
 	// only now: the run is the current one, so its done frame finds it.
-	wr.sendRun(sessionRunFrame(r.sm.program, r.sm.lim, r.bindings))
+	wr.sendRun(withBypassNote(sessionRunFrame(r.sm.program, r.sm.lim, r.bindings), r.m.bypassNote(r.egressPolicy, w)))
 	go r.writeLoop(w, wr, done)
 	sampler.start(s, w, base, time.Duration(r.sm.lim.CPUSeconds)*time.Second)
 	r.perform(eff)
@@ -1040,7 +1040,7 @@ func (s *Session) fork(turn *forkTurn, tempDir string) (*worker, error) {
 	if err != nil {
 		return nil, errors.New("session/fork: " + pathless(err))
 	}
-	w, err := forkWorkerMax(src, wd, forkCopyBudget(s.lim.MaxDiskMb))
+	w, err := forkWorkerMax(src, wd, forkCopyBudget(s.lim.MaxDiskMb), s.m.egress)
 	if err != nil {
 		dropDir(wd, s.log)
 		return nil, err
@@ -1055,7 +1055,7 @@ func (m *Manager) forkSandboxed(src *worker, maxCopy int64) (*worker, error) {
 	if err != nil {
 		return nil, errors.New("session/fork: " + pathless(err))
 	}
-	w, err := forkWorkerMax(src, wd, maxCopy, rules)
+	w, err := forkWorkerMax(src, wd, maxCopy, m.egress, rules)
 	rules.Close()
 	if err != nil {
 		dropDir(wd, m.log)

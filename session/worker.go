@@ -3,7 +3,6 @@ package session
 import (
 	"errors"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -35,8 +34,8 @@ type worker struct {
 	// requests are refused): each run on it opens a grant with it.
 	egressToken string
 	// egressLn is the proxy's listener inside the child's network namespace
-	// (tier sandbox), closed with the child's descriptors.
-	egressLn net.Listener
+	// (tier sandbox), released with the child's descriptors.
+	egressLn *nsListener
 
 	exited     chan struct{} // closed once reaped
 	writerDone chan struct{} // closed once the run's fd-3 writer for this child has returned
@@ -202,9 +201,7 @@ func (w *worker) closeFiles() {
 				f.Close()
 			}
 		}
-		if w.egressLn != nil {
-			w.egressLn.Close()
-		}
+		w.egressLn.release()
 	})
 }
 

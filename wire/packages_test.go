@@ -79,7 +79,7 @@ func TestDescribeListsPackagesC843(t *testing.T) {
 	if want := "# Python 3.11.7. Every function is async: await it.\n# Preloaded, so importing them costs nothing: numpy, pandas.\n\nclass"; !strings.Contains(preloaded, want) {
 		t.Errorf("a preload: %s", preloaded)
 	}
-	if _, err := ValidateDescribe([]byte(`{"packages":["numpy"]}`), cfgLimits, allow); err == nil ||
+	if _, err := ValidateDescribe([]byte(`{"packages":["numpy"]}`), cfgLimits, allow, nil); err == nil ||
 		err.Error() != "packages[0] names numpy, which CODERUN_PACKAGES does not allow" {
 		t.Errorf("describe's packages: %v", err)
 	}

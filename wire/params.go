@@ -139,10 +139,10 @@ var runParams = []param[protocol.RunParams]{
 		}},
 }
 
-// describeRows are bindings/describe's: run's rows for bindings, limits
-// and packages, in run's order, with run's messages (docs/protocol-typed.md
-// §10.4).
-var describeRows = pickParams(runParams, "bindings", "limits", "packages")
+// describeRows are bindings/describe's: run's rows for bindings, limits,
+// egress and packages, in run's order, with run's messages
+// (docs/protocol-typed.md §10.4).
+var describeRows = pickParams(runParams, "bindings", "limits", "egress", "packages")
 
 // packagesSchema is the schema of a "packages" member (docs/packages.md).
 const packagesSchema = `{"type":["array","null"],"maxItems":64,"items":{"type":"string"}}`

@@ -61,7 +61,7 @@ func PackagesNote(asked []string, allow wheelset.AllowList) string {
 }
 
 // WithEgressLine adds to the stubs' header the hosts a run may reach
-// through the egress proxy (the daemon's policy; nil: none, no line).
+// through the egress proxy (the run's policy; nil: no proxy, no line).
 func WithEgressLine(stubs string, policy *egress.Policy) string {
 	if policy == nil {
 		return stubs

@@ -61,7 +61,7 @@ func BenchmarkDescribe50(b *testing.B) {
 	params := []byte(`{"bindings":` + fiftyTyped() + `}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		p, err := ValidateDescribe(params, cfgLimits, noPackages)
+		p, err := ValidateDescribe(params, cfgLimits, noPackages, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -101,7 +101,7 @@ func TestRememberedStubsMatchTheirBindings(t *testing.T) {
 	seen := map[string]bool{}
 	for round := range 2 {
 		for _, c := range cases {
-			p, err := ValidateDescribe([]byte(`{"bindings":`+c.bindings+`}`), cfgLimits, noPackages)
+			p, err := ValidateDescribe([]byte(`{"bindings":`+c.bindings+`}`), cfgLimits, noPackages, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -40,13 +40,19 @@ type DescribeParams struct {
 	Bindings []protocol.Namespace
 	Limits   protocol.Limits
 	Packages []string
+	Egress   *egress.Policy // the run's egress policy: its narrowing, else the daemon's (nil: none)
 }
 
 // ValidateDescribe checks bindings/describe params: run's rules for
-// "bindings", "limits" and "packages", in run's order, with run's messages.
-func ValidateDescribe(raw []byte, cfg protocol.Limits, allow wheelset.AllowList) (DescribeParams, error) {
-	p, err := validateParams(raw, describeRows, validation{limits: cfg, packages: allow})
-	return DescribeParams{Bindings: p.Bindings, Limits: p.Limits, Packages: p.Packages}, err
+// "bindings", "limits", "egress" and "packages", in run's order, with run's
+// messages; daemon is the daemon's egress policy (nil: none).
+func ValidateDescribe(raw []byte, cfg protocol.Limits, allow wheelset.AllowList, daemon *egress.Policy) (DescribeParams, error) {
+	p, err := validateParams(raw, describeRows, validation{limits: cfg, packages: allow, egress: daemon})
+	d := DescribeParams{Bindings: p.Bindings, Limits: p.Limits, Packages: p.Packages, Egress: daemon}
+	if own, ok := p.Egress.(*egress.Policy); ok && own != nil {
+		d.Egress = own
+	}
+	return d, err
 }
 
 // lastOf is, for each of names, the member of ms called that (the last one
