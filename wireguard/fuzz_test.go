@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
 // Fuzz properties, stated once for every target: nothing panics; nothing exceeds its
@@ -108,10 +110,16 @@ func FuzzDecodeFrame(f *testing.F) {
 		if !utf8.Valid(line) {
 			t.Fatal("accepted invalid UTF-8")
 		}
+		if fr.Type == protocol.FrameOutput && fr.Data == nil && !fr.Truncated {
+			if len(fr.Mislabeled) == 0 {
+				t.Fatal("an output with neither data nor mislabeled images")
+			}
+			return // nothing kept: nothing to encode again
+		}
 		if fr.Data != nil {
-			// An output's canonical copy is valid JSON, the fast copy agrees with it, and it
-			// is what the round trip compares.
-			data := OutputData(fr.Data)
+			// An output's canonical copy (without its mislabeled images) is valid JSON,
+			// the fast copy agrees with it, and it is what the round trip compares.
+			data := outputData(fr.Data, fr.Mislabeled)
 			if !Valid(data, Strict) || !bytes.Equal(fr.OutputCopy(), data) {
 				t.Fatalf("output data: %q → %q, fast copy %q", fr.Data, data, fr.OutputCopy())
 			}
@@ -120,7 +128,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			if held := int64(len(data)); held > fr.DataSize+(fr.DataSize+2)/3 {
 				t.Fatalf("output data of %d bytes billed %d: %q", held, fr.DataSize, data)
 			}
-			fr.Data, fr.dataCanonical = data, false
+			fr.Data, fr.dataCanonical, fr.Mislabeled = data, false, nil
 		}
 		if fr.Args != nil {
 			if again, v := CheckValue(fr.Args, noBudget); v != VerdictOK || !bytes.Equal(again, fr.Args) {
