@@ -293,8 +293,9 @@ func render(r protocol.Result, notes string) *sdk.CallToolResult {
 }
 
 // images are the displayed images of a run (display(), matplotlib figures)
-// as MCP image content, in display order; every output, whatever its type,
-// is also in structuredContent.
+// as MCP image content, in display order (per output, the first raster type
+// whose bytes are of that type); every output, whatever its type, is also in
+// structuredContent.
 func images(outputs []protocol.Output) []sdk.Content {
 	var out []sdk.Content
 	for _, o := range outputs {
@@ -307,7 +308,9 @@ func images(outputs []protocol.Output) []sdk.Content {
 			if json.Unmarshal(data[mime], &b64) != nil {
 				continue
 			}
-			if raw, err := base64.StdEncoding.DecodeString(b64); err == nil {
+			// the daemon dropped images whose bytes are not of their type; checked again
+			// here, where they become image content, at the cost of a prefix compare
+			if raw, err := base64.StdEncoding.DecodeString(b64); err == nil && protocol.ImageBytesMatch(mime, raw) {
 				out = append(out, &sdk.ImageContent{Data: raw, MIMEType: mime})
 				break
 			}

@@ -100,7 +100,7 @@ func (m *machine) output(f *wireguard.Frame) {
 	}
 	m.capture.CloseHold()
 	for _, img := range f.Mislabeled {
-		m.capture.Log(protocol.MislabeledImageNote(img.Mime, wireguard.RasterName(img.Mime), img.Head), false, false)
+		m.capture.Log(protocol.MislabeledImageNote(img.Mime, img.Head), false, false)
 	}
 	if kept := m.outs.add(f); kept != nil && m.onOutput != nil {
 		m.onOutput(protocol.OutputEvent{Index: len(m.outs.list) - 1, Data: kept.Data})

@@ -45,7 +45,7 @@ func rebuildOutput(f Frame, m *[mCount]rawMember) (Frame, bool) {
 }
 
 // MislabeledImage is a raster image member of an output whose bytes are not
-// of its declared type (RasterName): it is not billed, and OutputCopy leaves
+// of its declared type (protocol.RasterFormat): it is not billed, and OutputCopy leaves
 // it out.
 type MislabeledImage struct {
 	Mime string
