@@ -119,3 +119,24 @@ def test_keyboard_interrupt_stops_the_step() -> None:
         assert executor("40 + 2").output == 42
     finally:
         executor.cleanup()
+
+
+def test_step_images_reach_the_model_as_observation_images() -> None:
+    """C1163: with the executor's step callback, the images a step displayed are the step's
+    ``observations_images`` (PIL images), which smolagents shows the model at its next step;
+    a step that displayed none (or whose image cannot be read) attaches none."""
+    from PIL import Image as PILImage
+
+    executor = CoderunExecutor(daemon=code_daemon(), limits={"maxWallMs": 20000})
+    broken = "class Broken:\n    def _repr_png_(self):\n        return b'\\x89PNG\\r\\n\\x1a\\n broken'\ndisplay(Broken())"
+    model = Scripted([STEP_ONE, broken, STEP_TWO])
+    with CodeAgent(tools=[get_temperature, get_humidity], model=model, executor=executor,
+                   step_callbacks=[executor.step_callback], max_steps=4) as agent:
+        agent.run("chart it")
+        chart_step, plain_step = agent.memory.steps[1], agent.memory.steps[2]
+        assert [im.size for im in chart_step.observations_images or []] == [(640, 480)]
+        assert isinstance(chart_step.observations_images[0], PILImage.Image)
+        assert not plain_step.observations_images
+        # the model's second call carries the chart as an image block
+        blocks = [b for m in model.seen[1] for b in (m.content if isinstance(m.content, list) else [])]
+        assert any(b.get("type") == "image" and isinstance(b.get("image"), PILImage.Image) for b in blocks)
