@@ -294,7 +294,7 @@ func render(r protocol.Result, notes string) *sdk.CallToolResult {
 
 // images are the displayed images of a run (display(), matplotlib figures)
 // as MCP image content, in display order (per output, the first raster type
-// whose bytes are of that type); every output, whatever its type, is also in
+// that protocol.ImageProblem accepts); every output, whatever its type, is also in
 // structuredContent.
 func images(outputs []protocol.Output) []sdk.Content {
 	var out []sdk.Content
@@ -308,9 +308,9 @@ func images(outputs []protocol.Output) []sdk.Content {
 			if json.Unmarshal(data[mime], &b64) != nil {
 				continue
 			}
-			// the daemon dropped images whose bytes are not of their type; checked again
-			// here, where they become image content, at the cost of a prefix compare
-			if raw, err := base64.StdEncoding.DecodeString(b64); err == nil && protocol.ImageBytesMatch(mime, raw) {
+			// the daemon dropped the images protocol.ImageProblem refuses; checked again
+			// here, where they become image content, at the cost of reading a header
+			if raw, err := base64.StdEncoding.DecodeString(b64); err == nil && protocol.ImageProblem(mime, raw) == "" {
 				out = append(out, &sdk.ImageContent{Data: raw, MIMEType: mime})
 				break
 			}

@@ -51,18 +51,6 @@ func OutputsCountMarker() string {
 	return OutputsMarkerPrefix + strconv.Itoa(MaxOutputs) + " outputs"
 }
 
-// MislabeledImageNote is the log line of a displayed image of the raster
-// image type mime whose bytes, starting with head, are not of its format
-// (ImageBytesMatch): the image is dropped from its output.
-func MislabeledImageNote(mime string, head []byte) string {
-	const hex = "0123456789abcdef"
-	start := make([]byte, 0, 16)
-	for _, b := range head[:min(len(head), 8)] {
-		start = append(start, hex[b>>4], hex[b&15])
-	}
-	return "[coderun] display: dropped " + mime + ": its bytes are not " + RasterFormat(mime) + " (they start " + string(start) + ")\n"
-}
-
 // OutputMessage is one displayed object from the child: MIME type → content,
 // base64 for binary types and text otherwise (IsTextMime). Truncated says the
 // child's own count of the budget ran out: this object and every later one are

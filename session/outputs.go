@@ -59,7 +59,7 @@ func (o *outputs) add(f *wireguard.Frame) *protocol.Output {
 	case f.Truncated:
 		o.budget.truncate()
 		return nil
-	case f.Data == nil: // nothing but mislabeled images
+	case f.Data == nil: // nothing but refused images
 		return nil
 	case len(o.list) == protocol.MaxOutputs:
 		o.counted = true
@@ -92,15 +92,15 @@ func (o *outputs) mark() *protocol.OutputEvent {
 // output handles an output frame (docs/child-protocol-wire.md §2.2): a displayed
 // object ends any open log entry (it sits between log lines), is billed, and
 // is streamed in order with run/log; the marker follows the first that does
-// not fit. Each mislabeled image is dropped with a log line, before the
-// output it was part of.
+// not fit. Each refused image (protocol.ImageProblem) is dropped with a log
+// line, before the output it was part of.
 func (m *machine) output(f *wireguard.Frame) {
 	if m.decided() {
 		return
 	}
 	m.capture.CloseHold()
-	for _, img := range f.Mislabeled {
-		m.capture.Log(protocol.MislabeledImageNote(img.Mime, img.Head), false, false)
+	for _, img := range f.Refused {
+		m.capture.Log(protocol.RefusedImageNote(img.Mime, img.Problem), false, false)
 	}
 	if kept := m.outs.add(f); kept != nil && m.onOutput != nil {
 		m.onOutput(protocol.OutputEvent{Index: len(m.outs.list) - 1, Data: kept.Data})

@@ -111,15 +111,15 @@ func FuzzDecodeFrame(f *testing.F) {
 			t.Fatal("accepted invalid UTF-8")
 		}
 		if fr.Type == protocol.FrameOutput && fr.Data == nil && !fr.Truncated {
-			if len(fr.Mislabeled) == 0 {
-				t.Fatal("an output with neither data nor mislabeled images")
+			if len(fr.Refused) == 0 {
+				t.Fatal("an output with neither data nor refused images")
 			}
 			return // nothing kept: nothing to encode again
 		}
 		if fr.Data != nil {
-			// An output's canonical copy (without its mislabeled images) is valid JSON,
+			// An output's canonical copy (without its refused images) is valid JSON,
 			// the fast copy agrees with it, and it is what the round trip compares.
-			data := outputData(fr.Data, fr.Mislabeled)
+			data := outputData(fr.Data, fr.Refused)
 			if !Valid(data, Strict) || !bytes.Equal(fr.OutputCopy(), data) {
 				t.Fatalf("output data: %q → %q, fast copy %q", fr.Data, data, fr.OutputCopy())
 			}
@@ -128,7 +128,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			if held := int64(len(data)); held > fr.DataSize+(fr.DataSize+2)/3 {
 				t.Fatalf("output data of %d bytes billed %d: %q", held, fr.DataSize, data)
 			}
-			fr.Data, fr.dataCanonical, fr.Mislabeled = data, false, nil
+			fr.Data, fr.dataCanonical, fr.Refused = data, false, nil
 		}
 		if fr.Args != nil {
 			if again, v := CheckValue(fr.Args, noBudget); v != VerdictOK || !bytes.Equal(again, fr.Args) {

@@ -106,7 +106,7 @@ func TestOutputMislabeledImages(t *testing.T) {
 			t.Fatalf("%s: ok %v truncated %v", c.data, ok, f.Truncated)
 		}
 		var got []string
-		for _, m := range f.Mislabeled {
+		for _, m := range f.Refused {
 			got = append(got, m.Mime)
 		}
 		if strings.Join(got, ",") != strings.Join(c.mislabeled, ",") {
