@@ -140,3 +140,26 @@ def test_step_images_reach_the_model_as_observation_images() -> None:
         # the model's second call carries the chart as an image block
         blocks = [b for m in model.seen[1] for b in (m.content if isinstance(m.content, list) else [])]
         assert any(b.get("type") == "image" and isinstance(b.get("image"), PILImage.Image) for b in blocks)
+
+
+def _child_pids() -> set[str]:
+    """The pids of this process's children (every thread's)."""
+    import os
+    pids: set[str] = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            pids.update(f.read().split())
+    return pids
+
+
+def test_making_the_agent_starts_no_process() -> None:
+    """C1167: the executor and its agent made (tools sent, as CodeAgent does when it runs)
+    start no daemon and no thread; the first step starts them."""
+    before = _child_pids()
+    executor = CoderunExecutor(daemon=code_daemon())
+    with CodeAgent(tools=[get_temperature], model=Scripted(["final_answer(1)"]), executor=executor,
+                   step_callbacks=[executor.step_callback], max_steps=2) as agent:
+        executor.send_tools({**agent.tools})
+        assert _child_pids() == before and executor.code._thread is None
+        assert agent.run("go") == 1
+        assert _child_pids() != before  # the daemon, started by the step
