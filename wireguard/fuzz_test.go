@@ -99,6 +99,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		"{\"type\":\"log\",\"text\":\"\xed\xa0\x80\"}", `null`, `[]`, `{}`,
 		`{"type":"output","data":{"text/plain":"a\u00e9\ud800","image/png":"AAE="}}`, `{"type":"output","truncated":true}`,
 		`{"type":"output","data":{ "text/plain" : "\u00e9" }}`, `{"type":"output","data":{"text/html":"<b>é</b>"}}`,
+		`{"type":"output","data":{"image/png":"R0lGODlh","text/plain":"x"}}`, `{"type":"output","data":{"image/gif":"PHN2Zy8+"}}`,
 	} {
 		f.Add([]byte(line))
 	}
