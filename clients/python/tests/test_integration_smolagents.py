@@ -12,7 +12,9 @@ import pytest
 pytest.importorskip("smolagents")
 
 from smolagents import CodeAgent, Tool, tool  # noqa: E402
+from smolagents.memory import ActionStep  # noqa: E402
 from smolagents.models import ChatMessage, MessageRole, Model  # noqa: E402
+from smolagents.monitoring import Timing  # noqa: E402
 
 from coderun.integrations.smolagents import CodeExecutionError, CoderunExecutor  # noqa: E402
 
@@ -163,3 +165,35 @@ def test_making_the_agent_starts_no_process() -> None:
         assert _child_pids() == before and executor.code._thread is None
         assert agent.run("go") == 1
         assert _child_pids() != before  # the daemon, started by the step
+
+
+def test_step_images_are_bounded_in_pixels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """C1168: the images one step attaches hold at most the step's pixel bound in all (PIL
+    decodes each, four bytes a pixel, and an outputs budget holds dozens of compressed canvases
+    of the daemon's per-image bound): those past it are left out. The bound is made small here."""
+    from coderun.integrations import smolagents as adapter
+
+    monkeypatch.setattr(adapter, "_MAX_STEP_PIXELS", 5000)
+    executor = CoderunExecutor(daemon=code_daemon(), session=False)
+    try:
+        executor.send_tools({})
+        executor("""
+import zlib, struct
+def png(w, h):
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    raw = zlib.compress(b"".join(b"\\x00" + bytes(w) for _ in range(h)))
+    return (b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", raw) + chunk(b"IEND", b""))
+class P:
+    def __init__(self, w, h): self.w, self.h = w, h
+    def _repr_png_(self): return png(self.w, self.h)
+for size in ((50, 50), (60, 60), (40, 40)):
+    display(P(*size))
+""")
+        assert len(executor.images) == 3
+        step = ActionStep(step_number=1, timing=Timing(start_time=0.0))
+        executor.step_callback(step)
+        assert [im.size for im in step.observations_images or []] == [(50, 50), (40, 40)]
+    finally:
+        executor.cleanup()

@@ -155,24 +155,38 @@ class CoderunExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents is un
     def step_callback(self, memory_step: Any, agent: Any = None) -> None:
         """A smolagents step callback: the images the step's code displayed become the step's
         ``observations_images`` (each at most once: a step that ran no code gets none). An
-        image PIL cannot read is left out."""
+        image PIL cannot read is left out, and so is one past _MAX_STEP_PIXELS in all."""
         images, self._unshown = self._unshown, []
         if isinstance(memory_step, ActionStep) and images:
-            memory_step.observations_images = [im for im in map(_pil_image, images) if im is not None] or None
+            memory_step.observations_images = _pil_images(images) or None
 
     def cleanup(self) -> None:
         """Close the session and the daemon (``agent.cleanup()`` calls it)."""
         self.code.close()
 
 
-def _pil_image(image: Image) -> Optional[PILImage.Image]:
-    """``image`` decoded by PIL (whose own bound on pixels refuses a decompression bomb), or
-    None when PIL cannot read it."""
-    try:
-        decoded = PILImage.open(io.BytesIO(image.data))
-        decoded.load()
-    except (OSError, ValueError, PILImage.DecompressionBombError):
-        return None
+_MAX_STEP_PIXELS = 1 << 26
+"""The pixels of the images one step attaches, in all: PIL decodes each at up to four bytes a
+pixel, and an outputs budget holds dozens of compressed canvases of the daemon's bound on one
+image (also 2^26 pixels)."""
+
+
+def _pil_images(images: list[Image]) -> list[PILImage.Image]:
+    """``images`` decoded by PIL, in order, leaving out those PIL cannot read and those that
+    would take the step past _MAX_STEP_PIXELS (the size is read from the header first)."""
+    decoded: list[PILImage.Image] = []
+    left = _MAX_STEP_PIXELS
+    for image in images:
+        try:
+            im = PILImage.open(io.BytesIO(image.data))
+            pixels = im.size[0] * im.size[1]
+            if pixels > left:
+                continue
+            im.load()
+        except (OSError, ValueError, PILImage.DecompressionBombError):
+            continue
+        left -= pixels
+        decoded.append(im)
     return decoded
 
 
