@@ -14,7 +14,8 @@ import (
 
 // mislabeledProgram displays a GIF claiming PNG, SVG text claiming JPEG
 // (a raw frame on fd 3), a WAV claiming WebP, a PNG header declaring 10^10
-// pixels, an SVG with a script, and one real PNG signature.
+// pixels, a JPEG frame header declaring 65535×65535, an SVG with a script,
+// and one real PNG signature.
 const mislabeledProgram = `import os
 class Liar:
     def _repr_png_(self):
@@ -28,6 +29,10 @@ class Bomb:
     def _repr_png_(self):
         return b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR" + (100000).to_bytes(4, "big") * 2 + bytes(64)
 display(Bomb())
+class JpegBomb:
+    def _repr_jpeg_(self):
+        return b"\xff\xd8\xff\xe1\x00\x04ab\xff\xc0\x00\x0b\x08\xff\xff\xff\xff\x01\x01\x11\x00\xff\xd9"
+display(JpegBomb())
 class Scripted:
     def _repr_svg_(self):
         return "<svg xmlns='http://www.w3.org/2000/svg'><script>alert(1)</script></svg>"
@@ -40,7 +45,8 @@ return 1`
 
 // C1160: an image whose bytes are not of its declared type (a GIF as
 // image/png, SVG as image/jpeg, a WAV as image/webp) or whose header declares
-// a decompression bomb (a PNG of 100000×100000 pixels in a hundred bytes) is
+// a decompression bomb (a PNG of 100000×100000 pixels in a hundred bytes, a
+// JPEG of 65535×65535 in thirty) is
 // dropped from its output with a log note naming the type and the reason; the
 // output's other types stay, an output left empty is dropped; an SVG with a
 // script stays text; a real PNG passes.
@@ -50,7 +56,7 @@ func TestDisplayMislabeledImage(t *testing.T) {
 	r := d.filesRun(prog(mislabeledProgram))
 	expectOK(t, r.runResult, `1`)
 	png := base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\n"))
-	want := [][]string{{"text/plain"}, {"text/plain"}, {"text/plain"}, {"image/svg+xml", "text/plain"}, {"image/png", "text/plain"}}
+	want := [][]string{{"text/plain"}, {"text/plain"}, {"text/plain"}, {"text/plain"}, {"image/svg+xml", "text/plain"}, {"image/png", "text/plain"}}
 	if len(r.Outputs) != len(want) {
 		t.Fatalf("outputs %+v, want %d", r.Outputs, len(want))
 	}
@@ -59,7 +65,7 @@ func TestDisplayMislabeledImage(t *testing.T) {
 			t.Errorf("output %d: %v, want the types %v", i, o.Data, want[i])
 		}
 	}
-	if got := r.Outputs[4].Data["image/png"]; got != png {
+	if got := r.Outputs[5].Data["image/png"]; got != png {
 		t.Errorf("the real PNG came back as %q", got)
 	}
 	logs := strings.Join(r.Logs, "")
@@ -68,6 +74,7 @@ func TestDisplayMislabeledImage(t *testing.T) {
 		"[coderun] display: dropped image/jpeg: its bytes are not JPEG (they start 3c737667206f6e6c)",
 		"[coderun] display: dropped image/webp: its bytes are not WebP (they start 5249464600000000)",
 		"[coderun] display: dropped image/png: its header declares 100000×100000 pixels (at most 67108864 in all)",
+		"[coderun] display: dropped image/jpeg: its header declares 65535×65535 pixels",
 	} {
 		if !strings.Contains(logs, note) {
 			t.Errorf("logs %q lack %q", r.Logs, note)

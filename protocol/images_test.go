@@ -48,6 +48,19 @@ func TestImageProblem(t *testing.T) {
 		binary.LittleEndian.PutUint16(body[8:], h)
 		return webpHead("VP8 ", body)
 	}
+	// jpeg is SOI, an APP0 segment and then APP1 segments of pad bytes in all, then a
+	// baseline frame header of w×h and an end of image.
+	jpeg := func(w, h uint16, pad int) []byte {
+		b := []byte("\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00")
+		for pad > 0 {
+			n := min(pad, 65533)
+			b = append(b, 0xff, 0xe1, byte((n+2)>>8), byte(n+2))
+			b = append(b, make([]byte, n)...)
+			pad -= n
+		}
+		b = append(b, 0xff, 0xc0, 0, 11, 8, byte(h>>8), byte(h), byte(w>>8), byte(w), 1, 1, 0x11, 0)
+		return append(b, 0xff, 0xd9)
+	}
 	cases := []struct {
 		mime    string
 		head    []byte
@@ -62,6 +75,11 @@ func TestImageProblem(t *testing.T) {
 		{"image/png", []byte("GIF89a"), "its bytes are not PNG (they start 474946383961)"},
 		{"image/png", nil, "its bytes are not PNG (they start )"},
 		{"image/jpeg", []byte("\xff\xd8\xff\xe0"), ""},
+		{"image/jpeg", jpeg(640, 480, 100), ""},
+		{"image/jpeg", jpeg(65535, 65535, 100), "declares 65535×65535 pixels"},
+		{"image/jpeg", jpeg(100, 100, 70000), ""},
+		{"image/jpeg", jpeg(65535, 65535, 70000), "declares 65535×65535"},
+		{"image/jpeg", jpeg(10, 10, JPEGScanBytes), "its frame header is not within its first 262144 bytes"},
 		{"image/jpeg", []byte("<svg onload='x'/>"), "its bytes are not JPEG (they start 3c737667206f6e6c)"},
 		{"image/gif", gif(1, 1), ""},
 		{"image/gif", gif(65535, 65535), "declares 65535×65535"},
@@ -79,7 +97,7 @@ func TestImageProblem(t *testing.T) {
 	for _, c := range cases {
 		got := ImageProblem(c.mime, c.head)
 		if (c.problem == "") != (got == "") || !strings.Contains(got, c.problem) {
-			t.Errorf("%s %q: problem %q, want %q", c.mime, c.head, got, c.problem)
+			t.Errorf("%s %.40q: problem %q, want %q", c.mime, c.head, got, c.problem)
 		}
 	}
 }

@@ -8,16 +8,13 @@ import "github.com/coderun-rpc/coderun-rpc/protocol"
 // document, a GIF, anything a program chose) must not arrive under that name,
 // nor a header that makes a decoder allocate gigabytes.
 
-// imageHeadChars is how much of a base64 payload ImageHead decodes: whole
-// quanta, protocol.ImageHeadBytes decoded.
-const imageHeadChars = protocol.ImageHeadBytes / 3 * 4
-
-// ImageHead is the first decoded bytes (at most protocol.ImageHeadBytes)
-// of b, a payload payloadSize accepted: strict base64, so its first
-// imageHeadChars characters are whole quanta (or all of it).
-func ImageHead(b []byte) []byte {
-	var head [protocol.ImageHeadBytes]byte
-	n, err := strictBase64.Decode(head[:], b[:min(len(b), imageHeadChars)])
+// imageHead is the first decoded bytes of b, a payload payloadSize accepted,
+// that protocol.ImageProblem reads for type mime (whole base64 quanta: its
+// first characters are those of a strict encoding, or all of it).
+func imageHead(mime string, b []byte) []byte {
+	src := b[:min(len(b), (protocol.ImageHeadLen(mime)+2)/3*4)]
+	head := make([]byte, len(src)/4*3) // a small image's, not the whole window
+	n, err := strictBase64.Decode(head, src)
 	if err != nil {
 		return nil
 	}
@@ -29,5 +26,5 @@ func imageProblem(mime string, b []byte) string {
 	if protocol.RasterFormat(mime) == "" {
 		return ""
 	}
-	return protocol.ImageProblem(mime, ImageHead(b))
+	return protocol.ImageProblem(mime, imageHead(mime, b))
 }
