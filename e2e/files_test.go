@@ -99,7 +99,7 @@ func TestDisplayProtocol(t *testing.T) {
     def _repr_mimebundle_(self, include=None, exclude=None):
         return {"text/markdown": "**b**"}
     def _repr_png_(self):
-        return b"\x89PNG"
+        return b"\x89PNG\r\n\x1a\n"
     def _repr_svg_(self):
         return "<svg/>"
     def _repr_json_(self):
@@ -112,7 +112,7 @@ func TestDisplayProtocol(t *testing.T) {
         return "Rich()"
 display(Rich())`))
 	expectOK(t, r.runResult, `null`)
-	want := map[string]string{"text/markdown": "**b**", "image/png": base64.StdEncoding.EncodeToString([]byte("\x89PNG")),
+	want := map[string]string{"text/markdown": "**b**", "image/png": base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\n")),
 		"image/svg+xml": "<svg/>", "application/json": `{"x":[1,2]}`, "text/plain": "Rich()"}
 	if len(r.Outputs) != 1 || !equalMaps(r.Outputs[0].Data, want) {
 		t.Fatalf("outputs %+v", r.Outputs)

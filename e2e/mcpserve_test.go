@@ -177,7 +177,7 @@ func TestMCPServeFilesAndImages(t *testing.T) {
 	t.Parallel()
 	cs := mcpServe(t, nil)
 	res := runPython(t, cs, map[string]any{
-		"program": "class P:\n    def _repr_png_(self):\n        return b'\\x89PNG fake'\ndisplay(P())\nreturn open('in/data.txt').read()",
+		"program": "class P:\n    def _repr_png_(self):\n        return b'\\x89PNG\\r\\n\\x1a\\n fake'\ndisplay(P())\nreturn open('in/data.txt').read()",
 		"files":   []any{map[string]any{"path": "in/data.txt", "text": "hello"}},
 	}, nil)
 	if res.IsError || !strings.Contains(text(res), `value: "hello"`) {
@@ -189,7 +189,7 @@ func TestMCPServeFilesAndImages(t *testing.T) {
 			img = ic
 		}
 	}
-	if img == nil || img.MIMEType != "image/png" || string(img.Data) != "\x89PNG fake" {
+	if img == nil || img.MIMEType != "image/png" || string(img.Data) != "\x89PNG\r\n\x1a\n fake" {
 		t.Errorf("image content %+v, want the displayed PNG", img)
 	}
 	res = runPython(t, cs, map[string]any{"program": "return 1", "files": []any{map[string]any{"path": "../x", "text": ""}}}, nil)

@@ -293,8 +293,9 @@ func render(r protocol.Result, notes string) *sdk.CallToolResult {
 }
 
 // images are the displayed images of a run (display(), matplotlib figures)
-// as MCP image content, in display order; every output, whatever its type,
-// is also in structuredContent.
+// as MCP image content, in display order (per output, the first raster type
+// that protocol.ImageProblem accepts); every output, whatever its type, is also in
+// structuredContent.
 func images(outputs []protocol.Output) []sdk.Content {
 	var out []sdk.Content
 	for _, o := range outputs {
@@ -307,7 +308,9 @@ func images(outputs []protocol.Output) []sdk.Content {
 			if json.Unmarshal(data[mime], &b64) != nil {
 				continue
 			}
-			if raw, err := base64.StdEncoding.DecodeString(b64); err == nil {
+			// the daemon dropped the images protocol.ImageProblem refuses; checked again
+			// here, where they become image content, at the cost of reading a header
+			if raw, err := base64.StdEncoding.DecodeString(b64); err == nil && protocol.ImageProblem(mime, raw) == "" {
 				out = append(out, &sdk.ImageContent{Data: raw, MIMEType: mime})
 				break
 			}

@@ -59,6 +59,8 @@ func (o *outputs) add(f *wireguard.Frame) *protocol.Output {
 	case f.Truncated:
 		o.budget.truncate()
 		return nil
+	case f.Data == nil: // nothing but refused images
+		return nil
 	case len(o.list) == protocol.MaxOutputs:
 		o.counted = true
 		o.budget.truncate()
@@ -90,12 +92,16 @@ func (o *outputs) mark() *protocol.OutputEvent {
 // output handles an output frame (docs/child-protocol-wire.md §2.2): a displayed
 // object ends any open log entry (it sits between log lines), is billed, and
 // is streamed in order with run/log; the marker follows the first that does
-// not fit.
+// not fit. Each refused image (protocol.ImageProblem) is dropped with a log
+// line, before the output it was part of.
 func (m *machine) output(f *wireguard.Frame) {
 	if m.decided() {
 		return
 	}
 	m.capture.CloseHold()
+	for _, img := range f.Refused {
+		m.capture.Log(protocol.RefusedImageNote(img.Mime, img.Problem), false, false)
+	}
 	if kept := m.outs.add(f); kept != nil && m.onOutput != nil {
 		m.onOutput(protocol.OutputEvent{Index: len(m.outs.list) - 1, Data: kept.Data})
 	}

@@ -24,6 +24,7 @@ type Frame struct {
 	Data            []byte                   // output: the checked data object as received (aliases line)
 	DataSize        int64                    // output: its decoded size (see OutputData)
 	dataCanonical   bool                     // output: Data is already canonical (OutputCopy)
+	Refused         []RefusedImage           // output: images left out of Data's copy; Data is nil when nothing else is left
 }
 
 // Members of a frame the rebuild reads, index-aligned with frameNames.

@@ -8,7 +8,7 @@ import (
 )
 
 // imageFrame is the frame of a 1 MiB image, as the child writes it.
-var imageFrame = []byte(`{"type":"output","data":{"image/png":"` + base64.StdEncoding.EncodeToString(make([]byte, 1<<20)) + `","text/plain":"x"}}` + "\n")
+var imageFrame = []byte(`{"type":"output","data":{"image/png":"` + base64.StdEncoding.EncodeToString(append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 1<<20-8)...)) + `","text/plain":"x"}}` + "\n")
 
 // feedReads feeds frame to f in reads of the daemon's 256 KiB, n times.
 func feedReads(b *testing.B, feed func([]byte) error) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/coderun-rpc/coderun-rpc/protocol"
 )
 
 // Fuzz properties, stated once for every target: nothing panics; nothing exceeds its
@@ -97,6 +99,7 @@ func FuzzDecodeFrame(f *testing.F) {
 		"{\"type\":\"log\",\"text\":\"\xed\xa0\x80\"}", `null`, `[]`, `{}`,
 		`{"type":"output","data":{"text/plain":"a\u00e9\ud800","image/png":"AAE="}}`, `{"type":"output","truncated":true}`,
 		`{"type":"output","data":{ "text/plain" : "\u00e9" }}`, `{"type":"output","data":{"text/html":"<b>é</b>"}}`,
+		`{"type":"output","data":{"image/png":"R0lGODlh","text/plain":"x"}}`, `{"type":"output","data":{"image/gif":"PHN2Zy8+"}}`,
 	} {
 		f.Add([]byte(line))
 	}
@@ -108,10 +111,16 @@ func FuzzDecodeFrame(f *testing.F) {
 		if !utf8.Valid(line) {
 			t.Fatal("accepted invalid UTF-8")
 		}
+		if fr.Type == protocol.FrameOutput && fr.Data == nil && !fr.Truncated {
+			if len(fr.Refused) == 0 {
+				t.Fatal("an output with neither data nor refused images")
+			}
+			return // nothing kept: nothing to encode again
+		}
 		if fr.Data != nil {
-			// An output's canonical copy is valid JSON, the fast copy agrees with it, and it
-			// is what the round trip compares.
-			data := OutputData(fr.Data)
+			// An output's canonical copy (without its refused images) is valid JSON,
+			// the fast copy agrees with it, and it is what the round trip compares.
+			data := outputData(fr.Data, fr.Refused)
 			if !Valid(data, Strict) || !bytes.Equal(fr.OutputCopy(), data) {
 				t.Fatalf("output data: %q → %q, fast copy %q", fr.Data, data, fr.OutputCopy())
 			}
@@ -120,7 +129,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			if held := int64(len(data)); held > fr.DataSize+(fr.DataSize+2)/3 {
 				t.Fatalf("output data of %d bytes billed %d: %q", held, fr.DataSize, data)
 			}
-			fr.Data, fr.dataCanonical = data, false
+			fr.Data, fr.dataCanonical, fr.Refused = data, false, nil
 		}
 		if fr.Args != nil {
 			if again, v := CheckValue(fr.Args, noBudget); v != VerdictOK || !bytes.Equal(again, fr.Args) {

@@ -81,3 +81,48 @@ func keyBytes(n int) (total int64) {
 	}
 	return total
 }
+
+// C1162: a raster image whose bytes do not begin as its type's format does is
+// set apart (not billed, left out of the copy); an output with nothing else
+// keeps no data; text types and other binary types are not judged.
+func TestOutputMislabeledImages(t *testing.T) {
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	cases := []struct {
+		data       string
+		mislabeled []string
+		kept       string
+	}{
+		{`{"image/png":"` + b64("\x89PNG\r\n\x1a\n") + `"}`, nil, `{"image/png":"` + b64("\x89PNG\r\n\x1a\n") + `"}`},
+		{`{"image/jpeg":"` + b64("\xff\xd8\xff\xe0") + `","image/gif":"` + b64("GIF87a") + `","image/webp":"` + b64("RIFF\x01\x00\x00\x00WEBPVP8 ") + `"}`, nil, ""},
+		{`{"image/png":"` + b64("GIF89a") + `","text/plain":"x"}`, []string{"image/png"}, `{"text/plain":"x"}`},
+		{`{"image/png":"` + b64("\x89PNG") + `","image/jpeg":"` + b64("<svg/>") + `"}`, []string{"image/png", "image/jpeg"}, ""},
+		{`{"image/webp":"` + b64("RIFF\x01\x00\x00\x00WAVE") + `","application/pdf":"` + b64("x") + `"}`, []string{"image/webp"}, `{"application/pdf":"eA=="}`},
+		{`{"image/gif":""}`, []string{"image/gif"}, ""},
+		{`{"image/svg+xml":"<svg onload='x'/>"}`, nil, `{"image/svg+xml":"<svg onload='x'/>"}`},
+	}
+	for _, c := range cases {
+		f, ok := DecodeFrame([]byte(`{"type":"output","data":` + c.data + `}`))
+		if !ok || f.Truncated {
+			t.Fatalf("%s: ok %v truncated %v", c.data, ok, f.Truncated)
+		}
+		var got []string
+		for _, m := range f.Refused {
+			got = append(got, m.Mime)
+		}
+		if strings.Join(got, ",") != strings.Join(c.mislabeled, ",") {
+			t.Errorf("%s: mislabeled %v, want %v", c.data, got, c.mislabeled)
+		}
+		if len(c.mislabeled) == 0 {
+			continue
+		}
+		if kept := string(f.OutputCopy()); c.kept != "" && kept != c.kept {
+			t.Errorf("%s: kept %s, want %s", c.data, kept, c.kept)
+		}
+		if c.kept == "" && f.Data != nil {
+			t.Errorf("%s: data %s, want none", c.data, f.Data)
+		}
+		if c.kept == `{"text/plain":"x"}` && f.DataSize != 32+8+10+1 {
+			t.Errorf("%s: billed %d, want 51 (the kept member only)", c.data, f.DataSize)
+		}
+	}
+}

@@ -15,7 +15,7 @@ import (
 const mib1Program = `data = open("in.csv", "rb").read()
 class Png:
     def _repr_png_(self):
-        return b"\x89PNG" + bytes(1048576 - 4)
+        return b"\x89PNG\r\n\x1a\n" + bytes(1048576 - 8)
 display(Png())
 return len(data)`
 
@@ -61,7 +61,7 @@ func outputsRSSRow(o options) (row, error) {
 	base := d.peakRSSKb()
 	r, err := d.run(`class Png:
     def _repr_png_(self):
-        return bytes(1048576 - 256)
+        return b"\x89PNG\r\n\x1a\n" + bytes(1048576 - 264)
     def __repr__(self):
         return "png"
 for _ in range(8):

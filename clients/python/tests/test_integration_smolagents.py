@@ -12,7 +12,9 @@ import pytest
 pytest.importorskip("smolagents")
 
 from smolagents import CodeAgent, Tool, tool  # noqa: E402
+from smolagents.memory import ActionStep  # noqa: E402
 from smolagents.models import ChatMessage, MessageRole, Model  # noqa: E402
+from smolagents.monitoring import Timing  # noqa: E402
 
 from coderun.integrations.smolagents import CodeExecutionError, CoderunExecutor  # noqa: E402
 
@@ -117,5 +119,81 @@ def test_keyboard_interrupt_stops_the_step() -> None:
             executor("started()\nimport time\nwhile True: time.sleep(0.01)")
         # the interrupted step's session is gone with it; the next step opens another
         assert executor("40 + 2").output == 42
+    finally:
+        executor.cleanup()
+
+
+def test_step_images_reach_the_model_as_observation_images() -> None:
+    """C1163: with the executor's step callback, the images a step displayed are the step's
+    ``observations_images`` (PIL images), which smolagents shows the model at its next step;
+    a step that displayed none (or whose image cannot be read) attaches none."""
+    from PIL import Image as PILImage
+
+    executor = CoderunExecutor(daemon=code_daemon(), limits={"maxWallMs": 20000})
+    broken = "class Broken:\n    def _repr_png_(self):\n        return b'\\x89PNG\\r\\n\\x1a\\n broken'\ndisplay(Broken())"
+    model = Scripted([STEP_ONE, broken, STEP_TWO])
+    with CodeAgent(tools=[get_temperature, get_humidity], model=model, executor=executor,
+                   step_callbacks=[executor.step_callback], max_steps=4) as agent:
+        agent.run("chart it")
+        chart_step, plain_step = agent.memory.steps[1], agent.memory.steps[2]
+        assert [im.size for im in chart_step.observations_images or []] == [(640, 480)]
+        assert isinstance(chart_step.observations_images[0], PILImage.Image)
+        assert not plain_step.observations_images
+        # the model's second call carries the chart as an image block
+        blocks = [b for m in model.seen[1] for b in (m.content if isinstance(m.content, list) else [])]
+        assert any(b.get("type") == "image" and isinstance(b.get("image"), PILImage.Image) for b in blocks)
+
+
+def _child_pids() -> set[str]:
+    """The pids of this process's children (every thread's)."""
+    import os
+    pids: set[str] = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            pids.update(f.read().split())
+    return pids
+
+
+def test_making_the_agent_starts_no_process() -> None:
+    """C1167: the executor and its agent made (tools sent, as CodeAgent does when it runs)
+    start no daemon and no thread; the first step starts them."""
+    before = _child_pids()
+    executor = CoderunExecutor(daemon=code_daemon())
+    with CodeAgent(tools=[get_temperature], model=Scripted(["final_answer(1)"]), executor=executor,
+                   step_callbacks=[executor.step_callback], max_steps=2) as agent:
+        executor.send_tools({**agent.tools})
+        assert _child_pids() == before and executor.code._thread is None
+        assert agent.run("go") == 1
+        assert _child_pids() != before  # the daemon, started by the step
+
+
+def test_step_images_are_bounded_in_pixels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """C1168: the images one step attaches hold at most the step's pixel bound in all (PIL
+    decodes each, four bytes a pixel, and an outputs budget holds dozens of compressed canvases
+    of the daemon's per-image bound): those past it are left out. The bound is made small here."""
+    from coderun.integrations import smolagents as adapter
+
+    monkeypatch.setattr(adapter, "_MAX_STEP_PIXELS", 5000)
+    executor = CoderunExecutor(daemon=code_daemon(), session=False)
+    try:
+        executor.send_tools({})
+        executor("""
+import zlib, struct
+def png(w, h):
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    raw = zlib.compress(b"".join(b"\\x00" + bytes(w) for _ in range(h)))
+    return (b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", raw) + chunk(b"IEND", b""))
+class P:
+    def __init__(self, w, h): self.w, self.h = w, h
+    def _repr_png_(self): return png(self.w, self.h)
+for size in ((50, 50), (60, 60), (40, 40)):
+    display(P(*size))
+""")
+        assert len(executor.images) == 3
+        step = ActionStep(step_number=1, timing=Timing(start_time=0.0))
+        executor.step_callback(step)
+        assert [im.size for im in step.observations_images or []] == [(50, 50), (40, 40)]
     finally:
         executor.cleanup()

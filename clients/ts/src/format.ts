@@ -27,6 +27,18 @@ export interface ModelOutput {
 /** The image types a model can be given, in the order a displayed object's types are tried. */
 const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif', 'image/webp'] as const;
 
+/**
+ * Whether the first bytes of an image (a binary string) begin as its type's format does: the
+ * daemon drops an image whose bytes do not (protocol/images.go holds the same table), and a
+ * model is shown none either.
+ */
+const SIGNATURES: Record<(typeof IMAGE_TYPES)[number], (head: string) => boolean> = {
+  'image/png': (h) => h.startsWith('\x89PNG\r\n\x1a\n'),
+  'image/jpeg': (h) => h.startsWith('\xff\xd8\xff'),
+  'image/gif': (h) => h.startsWith('GIF87a') || h.startsWith('GIF89a'),
+  'image/webp': (h) => h.startsWith('RIFF') && h.slice(8, 12) === 'WEBP',
+};
+
 /** Strict base64 (standard alphabet, padded), as the daemon writes it. */
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
@@ -61,7 +73,8 @@ function outcome(result: RunResult): string {
 
 /**
  * The images among `outputs`: per displayed object, the first of PNG, JPEG, GIF, WebP whose
- * content is well-formed base64 (anything else the program displayed is left out).
+ * content is well-formed base64 of bytes that begin as that format does (anything else the
+ * program displayed is left out).
  */
 export function modelImages(outputs: readonly DisplayOutput[] | undefined): ModelImage[] {
   const images: ModelImage[] = [];
@@ -70,7 +83,7 @@ export function modelImages(outputs: readonly DisplayOutput[] | undefined): Mode
     if (data === null || typeof data !== 'object') continue;
     for (const mediaType of IMAGE_TYPES) {
       const content: unknown = Object.hasOwn(data, mediaType) ? (data as Record<string, unknown>)[mediaType] : undefined;
-      if (typeof content === 'string' && BASE64.test(content)) {
+      if (typeof content === 'string' && BASE64.test(content) && SIGNATURES[mediaType](atob(content.slice(0, 16)))) {
         images.push({ mediaType, data: content });
         break;
       }

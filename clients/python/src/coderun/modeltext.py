@@ -24,6 +24,15 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 """The image types a model is shown, in order of preference within one output."""
 
+_SIGNATURES = {
+    "image/png": re.compile(rb"\x89PNG\r\n\x1a\n"),
+    "image/jpeg": re.compile(rb"\xff\xd8\xff"),
+    "image/gif": re.compile(rb"GIF8[79]a"),
+    "image/webp": re.compile(rb"RIFF....WEBP", re.DOTALL),
+}
+"""How the bytes of each image type begin: the daemon drops an image whose bytes do not, and
+the model is shown none that does not either (protocol/images.go holds the same table)."""
+
 
 @dataclass(frozen=True)
 class Image:
@@ -67,13 +76,15 @@ def model_text(result: RunResult) -> ModelText:
 
 
 def _image(output: Output) -> Image | None:
-    """The first image type of ``output`` whose content decodes, if any."""
+    """The first image type of ``output`` whose content decodes and begins as its format does."""
     for mime in IMAGE_TYPES:
         b64 = output.data.get(mime)
         if b64 is None:
             continue
         try:
-            return Image(mime, base64.b64decode(b64, validate=True))
+            data = base64.b64decode(b64, validate=True)
         except (binascii.Error, ValueError):
             continue
+        if _SIGNATURES[mime].match(data):
+            return Image(mime, data)
     return None

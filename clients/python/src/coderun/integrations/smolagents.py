@@ -13,18 +13,28 @@ The daemon checks each call against the tool's ``inputs`` (smolagents names are 
 By default the agent's steps share one session (variables stay from one step to the next, as
 with the local executor); ``session=False`` gives every step a fresh interpreter. The daemon
 starts on the first step and closes with ``agent.cleanup()`` (``with agent:``). Ctrl-C during a
-step (``KeyboardInterrupt``) stops the program before it propagates. A step's displayed images
-are in :attr:`CoderunExecutor.images`; the step's text output is the last expression's value (or
-the final answer) and its logs.
+step (``KeyboardInterrupt``) stops the program before it propagates. The step's text output is
+the last expression's value (or the final answer) and its logs.
+
+A step's displayed images (matplotlib figures among them) are in :attr:`CoderunExecutor.images`.
+smolagents shows a model images through a step's ``observations_images``, which only a step
+callback can set (an executor never sees the step): pass the executor's
+:meth:`~CoderunExecutor.step_callback`, as in
+``CodeAgent(..., executor=ex, step_callbacks=[ex.step_callback])``, and the model reads each
+step's images with its observation at the next step.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from typing import Any, Mapping, Optional, Union
 
+from PIL import Image as PILImage
+
 from smolagents.local_python_executor import CodeOutput, PythonExecutor  # type: ignore[import-untyped]
+from smolagents.memory import ActionStep  # type: ignore[import-untyped]
 from smolagents.tools import Tool  # type: ignore[import-untyped]
 
 from .. import _json
@@ -111,6 +121,7 @@ class CoderunExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents is un
         self._variables: dict[str, Any] = {}
         self.images: list[Image] = []
         """The images the last step displayed, in order."""
+        self._unshown: list[Image] = []  # the last step's images until step_callback takes them
 
     def send_tools(self, tools: dict[str, Tool]) -> None:
         """Bind ``tools`` (``final_answer`` is the step's own) for the next steps."""
@@ -132,7 +143,7 @@ class CoderunExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents is un
                                code=repr(code_action))
         result = self.code.execute_sync(program, self._tools)
         view = model_text(result)
-        self.images = view.images
+        self.images = self._unshown = view.images
         logs = "".join(result.logs)
         if result.error is not None:
             raise CodeExecutionError(view.text)
@@ -141,9 +152,42 @@ class CoderunExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents is un
             raise CodeExecutionError(f"{logs}{outcome['failure']}")
         return CodeOutput(output=outcome.get("value"), logs=logs, is_final_answer=outcome.get("final") is True)
 
+    def step_callback(self, memory_step: Any, agent: Any = None) -> None:
+        """A smolagents step callback: the images the step's code displayed become the step's
+        ``observations_images`` (each at most once: a step that ran no code gets none). An
+        image PIL cannot read is left out, and so is one past _MAX_STEP_PIXELS in all."""
+        images, self._unshown = self._unshown, []
+        if isinstance(memory_step, ActionStep) and images:
+            memory_step.observations_images = _pil_images(images) or None
+
     def cleanup(self) -> None:
         """Close the session and the daemon (``agent.cleanup()`` calls it)."""
         self.code.close()
+
+
+_MAX_STEP_PIXELS = 1 << 26
+"""The pixels of the images one step attaches, in all: PIL decodes each at up to four bytes a
+pixel, and an outputs budget holds dozens of compressed canvases of the daemon's bound on one
+image (also 2^26 pixels)."""
+
+
+def _pil_images(images: list[Image]) -> list[PILImage.Image]:
+    """``images`` decoded by PIL, in order, leaving out those PIL cannot read and those that
+    would take the step past _MAX_STEP_PIXELS (the size is read from the header first)."""
+    decoded: list[PILImage.Image] = []
+    left = _MAX_STEP_PIXELS
+    for image in images:
+        try:
+            im = PILImage.open(io.BytesIO(image.data))
+            pixels = im.size[0] * im.size[1]
+            if pixels > left:
+                continue
+            im.load()
+        except (OSError, ValueError, PILImage.DecompressionBombError):
+            continue
+        left -= pixels
+        decoded.append(im)
+    return decoded
 
 
 def _host_tool(name: str, tool: Tool) -> HostTool:

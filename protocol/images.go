@@ -1,0 +1,163 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strconv"
+)
+
+// The raster image types a client shows a model as images (docs/protocol-files.md
+// §12.3), checked by their first bytes: the daemon drops a displayed image of
+// one of these types whose bytes do not begin as its format does, or whose
+// header declares more than MaxImagePixels (JPEG's within its first
+// JPEGScanBytes); clients check the format again
+// where they build image parts. SVG is text: no client shows it as an image.
+
+// ImageHeadBytes is how many leading bytes of a PNG, GIF or WebP image
+// ImageProblem reads at most: the signature and the declared dimensions.
+const ImageHeadBytes = 30
+
+// JPEGScanBytes is how far into a JPEG ImageProblem looks for its frame
+// header, which follows a variable run of segments (EXIF, ICC profiles).
+const JPEGScanBytes = 1 << 18
+
+// MaxImagePixels bounds the pixels an image's header may declare (8192×8192):
+// a few kilobytes of PNG can declare a canvas that takes a decoder gigabytes.
+const MaxImagePixels = 1 << 26
+
+// rasterFormat is one raster image type: its format's name, how its bytes
+// begin, and where its header holds the canvas's dimensions.
+type rasterFormat struct {
+	name  string
+	match func(head []byte) bool
+	size  func(head []byte) (w, h uint64, ok bool) // ok=false: not within head
+	scan  int                                      // JPEG: the bytes size searches, else 0
+}
+
+var rasterFormats = map[string]rasterFormat{
+	"image/png":  {"PNG", func(h []byte) bool { return bytes.HasPrefix(h, []byte("\x89PNG\r\n\x1a\n")) }, pngSize, 0},
+	"image/jpeg": {"JPEG", func(h []byte) bool { return bytes.HasPrefix(h, []byte{0xff, 0xd8, 0xff}) }, jpegSize, JPEGScanBytes},
+	"image/gif": {"GIF", func(h []byte) bool {
+		return bytes.HasPrefix(h, []byte("GIF87a")) || bytes.HasPrefix(h, []byte("GIF89a"))
+	}, gifSize, 0},
+	"image/webp": {"WebP", func(h []byte) bool {
+		return len(h) >= 12 && bytes.HasPrefix(h, []byte("RIFF")) && string(h[8:12]) == "WEBP"
+	}, webpSize, 0},
+}
+
+// RasterFormat is the format name of a raster image type ("PNG" for
+// image/png), or "" for any other type.
+func RasterFormat(mime string) string { return rasterFormats[mime].name }
+
+// ImageHeadLen is how many leading bytes of an image of type mime
+// ImageProblem reads at most.
+func ImageHeadLen(mime string) int { return max(ImageHeadBytes, rasterFormats[mime].scan) }
+
+// ImageProblem says why an image of type mime whose bytes begin with head (at
+// least its first ImageHeadLen(mime), or all of it) is not shown to a model:
+// its bytes are not of its format, its header declares an empty canvas or more
+// than MaxImagePixels, or a JPEG's frame header is not within JPEGScanBytes.
+// "" when it may be shown, and for every type that is not a raster image type.
+func ImageProblem(mime string, head []byte) string {
+	f, ok := rasterFormats[mime]
+	switch {
+	case !ok:
+		return ""
+	case !f.match(head):
+		return "its bytes are not " + f.name + " (they start " + hexPrefix(head, 8) + ")"
+	}
+	if f.scan > 0 && len(head) > f.scan {
+		head = head[:f.scan] // the same verdict whoever passes more
+	}
+	w, h, found := f.size(head)
+	switch {
+	case found && (w == 0 || h == 0 || w*h > MaxImagePixels):
+		return "its header declares " + strconv.FormatUint(w, 10) + "×" + strconv.FormatUint(h, 10) +
+			" pixels (at most " + strconv.Itoa(MaxImagePixels) + " in all)"
+	case !found && f.scan > 0 && len(head) >= f.scan:
+		return "its frame header is not within its first " + strconv.Itoa(f.scan) + " bytes"
+	}
+	return ""
+}
+
+// RefusedImageNote is the log line of a displayed image dropped for problem
+// (ImageProblem).
+func RefusedImageNote(mime, problem string) string {
+	return "[coderun] display: dropped " + mime + ": " + problem + "\n"
+}
+
+func hexPrefix(b []byte, n int) string {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 0, 2*n)
+	for _, c := range b[:min(len(b), n)] {
+		out = append(out, digits[c>>4], digits[c&15])
+	}
+	return string(out)
+}
+
+// jpegSize walks the segments after the start of image to the first frame
+// header (SOF0–SOF15 but DHT, JPG and DAC). ok=false when head ends first, or
+// holds no well-formed segment run up to a frame header (no decoder gets
+// further either).
+func jpegSize(h []byte) (uint64, uint64, bool) {
+	for i := 2; i+3 < len(h); {
+		if h[i] != 0xff {
+			return 0, 0, false
+		}
+		switch m := h[i+1]; {
+		case m == 0xff: // a fill byte
+			i++
+		case m == 0x01 || m == 0xd8 || m >= 0xd0 && m <= 0xd7: // markers without a length
+			i += 2
+		case m == 0xd9 || m == 0xda: // the end, or a scan before any frame
+			return 0, 0, false
+		case m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc:
+			if i+9 > len(h) {
+				return 0, 0, false
+			}
+			return uint64(binary.BigEndian.Uint16(h[i+7:])), uint64(binary.BigEndian.Uint16(h[i+5:])), true
+		default:
+			n := int(binary.BigEndian.Uint16(h[i+2:]))
+			if n < 2 {
+				return 0, 0, false
+			}
+			i += 2 + n
+		}
+	}
+	return 0, 0, false
+}
+
+// pngSize reads the IHDR chunk, which a PNG has first.
+func pngSize(h []byte) (uint64, uint64, bool) {
+	if len(h) < 24 || string(h[12:16]) != "IHDR" {
+		return 0, 0, false
+	}
+	return uint64(binary.BigEndian.Uint32(h[16:])), uint64(binary.BigEndian.Uint32(h[20:])), true
+}
+
+// gifSize reads the logical screen descriptor.
+func gifSize(h []byte) (uint64, uint64, bool) {
+	if len(h) < 10 {
+		return 0, 0, false
+	}
+	return uint64(binary.LittleEndian.Uint16(h[6:])), uint64(binary.LittleEndian.Uint16(h[8:])), true
+}
+
+// webpSize reads the first chunk: the extended format's canvas (VP8X), or the
+// lossless (VP8L) or lossy (VP8) bitstream's header.
+func webpSize(h []byte) (uint64, uint64, bool) {
+	if len(h) < 30 {
+		return 0, 0, false
+	}
+	u24 := func(b []byte) uint64 { return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 }
+	switch string(h[12:16]) {
+	case "VP8X":
+		return u24(h[24:]) + 1, u24(h[27:]) + 1, true
+	case "VP8L":
+		bits := uint64(binary.LittleEndian.Uint32(h[21:]))
+		return bits&0x3fff + 1, bits>>14&0x3fff + 1, true
+	case "VP8 ":
+		return uint64(binary.LittleEndian.Uint16(h[26:]) & 0x3fff), uint64(binary.LittleEndian.Uint16(h[28:]) & 0x3fff), true
+	}
+	return 0, 0, false
+}
