@@ -28,7 +28,7 @@ func BenchmarkBindingCall(b *testing.B) {
 	fromDaemon, toClient := io.Pipe()
 	defer fromClient.Close()
 	defer toClient.Close()
-	stream := jsonrpc2.NewBufferedStream(pipeRW{fromDaemon, toDaemon}, jsonrpc2.VSCodeObjectCodec{})
+	stream := NewObjectStream(pipeRW{fromDaemon, toDaemon})
 	c := &Client{runs: map[jsonrpc2.ID]*runState{}, calls: map[jsonrpc2.ID]context.CancelFunc{}}
 	var cancel context.CancelFunc
 	c.connCtx, cancel = context.WithCancel(context.Background())
