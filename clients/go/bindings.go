@@ -39,20 +39,6 @@ type Function struct {
 	parameters  *jsonschema.Schema // nil: untyped
 	returns     *jsonschema.Schema
 	call        func(ctx context.Context, args json.RawMessage) (any, error)
-	inline      bool // called on the read goroutine (Inline)
-}
-
-// Inline marks f as a function that returns at once without blocking: no
-// I/O, no lock held long, no waiting for another binding call. The client
-// then calls it on the connection's read goroutine instead of a goroutine
-// of its own, which saves a goroutine start and a scheduler hop per call
-// (a sequential binding round trip is dominated by such hops). While it
-// runs the client reads nothing, so a function that blocks stalls every run
-// on the connection, one that waits for another call deadlocks it, and its
-// context is not cancelled by the daemon withdrawing the call.
-func (f Function) Inline() Function {
-	f.inline = true
-	return f
 }
 
 // Untyped is a function whose one argument reaches fn as the program passed

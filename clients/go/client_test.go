@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -582,29 +581,5 @@ return all(g == {"run": R, "i": i} for i, g in enumerate(got))`
 		if err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-// C1092: an Inline function answers on the read goroutine: a program's
-// sequential and gathered calls each get their own argument back, and a log
-// line the program printed before its first call has reached OnLog, which
-// runs on the same goroutine, before that call is made.
-func TestC1092InlineBinding(t *testing.T) {
-	leakcheck.Check(t)
-	c := start(t)
-	var logged, calls atomic.Int64
-	echo := coderun.Untyped("echo", func(_ context.Context, a json.RawMessage) (any, error) {
-		if calls.Add(1) == 1 && logged.Load() == 0 {
-			return nil, errors.New("called before the log line was delivered")
-		}
-		return a, nil
-	}).Inline()
-	program := "print('first')\nfor i in range(50):\n    assert await tools.echo(i) == i\n" +
-		"import asyncio\nreturn await asyncio.gather(*(tools.echo([i]) for i in range(3)))"
-	res, err := c.Run(context.Background(), program, &coderun.RunOptions{
-		Bindings: []coderun.Binding{{Global: "tools", Functions: []coderun.Function{echo}}},
-		OnLog:    func(coderun.LogEvent) { logged.Add(1) }})
-	if err != nil || string(res.Value) != "[[0],[1],[2]]" || calls.Load() != 53 {
-		t.Fatalf("%v %+v, %d calls", err, res, calls.Load())
 	}
 }

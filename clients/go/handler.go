@@ -11,9 +11,8 @@ import (
 
 // handler serves what the daemon sends: binding/call requests (each on a
 // goroutine of its own, so the read goroutine never waits for a host
-// function, CONTRIBUTING.md habit 1, unless the function is Inline),
-// $/cancelRequest for them, and the run/log, run/output and session/closed
-// notifications (inline, in order).
+// function, CONTRIBUTING.md habit 1), $/cancelRequest for them, and the
+// run/log, run/output and session/closed notifications (inline, in order).
 type handler struct{ c *Client }
 
 // hostRejection is the error object of a binding call the host rejected.
@@ -96,11 +95,6 @@ func (h handler) bindingCall(conn *jsonrpc2.Conn, id jsonrpc2.ID, params json.Ra
 	if p.Args == nil {
 		p.Args = json.RawMessage("null")
 	}
-	if f.inline {
-		result, rejected := answer(h.c.connCtx, f, p.Args)
-		h.answered(conn, id, result, rejected)
-		return
-	}
 	key := id
 	ctx, cancel := context.WithCancel(h.c.connCtx)
 	h.c.mu.Lock()
@@ -113,19 +107,15 @@ func (h handler) bindingCall(conn *jsonrpc2.Conn, id jsonrpc2.ID, params json.Ra
 		_, live := h.c.calls[key]
 		delete(h.c.calls, key)
 		h.c.mu.Unlock()
-		if live {
-			h.answered(conn, id, result, rejected)
+		if !live {
+			return
 		}
+		if rejected != nil {
+			_ = conn.ReplyWithError(context.Background(), id, rejected)
+			return
+		}
+		_ = h.c.stream.writeResult(id, result)
 	}()
-}
-
-// answered writes a binding call's answer: its result, or the rejection.
-func (h handler) answered(conn *jsonrpc2.Conn, id jsonrpc2.ID, result json.RawMessage, rejected *hostRejection) {
-	if rejected != nil {
-		_ = conn.ReplyWithError(context.Background(), id, rejected)
-		return
-	}
-	_ = h.c.stream.writeResult(id, result)
 }
 
 // cancelCall withdraws a binding call the daemon no longer needs.
