@@ -48,8 +48,8 @@ func newHostileDaemon(t *testing.T) *hostileDaemon {
 	return h
 }
 
-// next reads the client's next message and returns its id ("" once the
-// client has closed its end).
+// next reads the client's next message and returns its id ("" for a
+// notification, or once the client has closed its end).
 func (h *hostileDaemon) next() string {
 	var m struct {
 		ID json.RawMessage `json:"id"`
@@ -115,5 +115,42 @@ func TestC1091BodyReadWhole(t *testing.T) {
 	var got json.RawMessage
 	if err := c.Call(ctx, "rpc.discover", nil, &got); err != nil || string(got) != `{"ok":true}` {
 		t.Fatalf("call after the padded frame: %s %v", got, err)
+	}
+}
+
+// C1093: a daemon that never answers a cancelled run does not hold Run: once
+// the daemon's grace (capabilities.limits.graceMs, here 0) and a margin have
+// passed without the abort result, Run returns the context's error (it
+// waited for the answer without end).
+func TestC1093CancelledRunUnanswered(t *testing.T) {
+	leakcheck.Check(t)
+	h := newHostileDaemon(t)
+	go func() {
+		h.write(frameOf(`{"jsonrpc":"2.0","id":` + h.next() + `,"result":{"capabilities":{"limits":{"graceMs":0}}}}`))
+		var m json.RawMessage
+		for h.in.ReadObject(&m) == nil { // initialized, the run, its cancel, shutdown: none answered
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := coderun.Attach(ctx, h.client, coderun.Options{})
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	defer func() { h.out.Close(); c.Close() }() // the daemon's end of the stream ends the client's shutdown call
+	runCtx, stop := context.WithCancel(ctx)
+	stop()
+	returned := make(chan error, 1)
+	go func() {
+		_, err := c.Run(runCtx, "return 1", nil)
+		returned <- err
+	}()
+	select {
+	case err := <-returned:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run: %v, want context.Canceled", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("Run still waits for the answer of a cancelled run the daemon never answers")
 	}
 }
