@@ -154,3 +154,61 @@ func TestC1093CancelledRunUnanswered(t *testing.T) {
 		t.Fatal("Run still waits for the answer of a cancelled run the daemon never answers")
 	}
 }
+
+// C1094: a daemon that floods binding/call for a live run (10 001 calls of
+// a function that waits for its withdrawal, none withdrawn) cannot make the
+// client hold more than 10 000 of them: the call past the bound is answered
+// at once with a rejection (each call started a goroutine of its own
+// without bound).
+func TestC1094CallsInFlightBounded(t *testing.T) {
+	leakcheck.Check(t)
+	h := newHostileDaemon(t)
+	const bound = 10000
+	rejected := make(chan string, 1)
+	go func() {
+		h.write(frameOf(`{"jsonrpc":"2.0","id":` + h.next() + `,"result":{"capabilities":{}}}`))
+		h.next() // initialized
+		run := h.next()
+		var calls strings.Builder
+		for i := range bound + 1 {
+			calls.WriteString(frameOf(`{"jsonrpc":"2.0","id":"c` + itoa(i) + `","method":"binding/call","params":{"runId":` + run +
+				`,"namespace":"tools","function":"wait","args":null}}`))
+		}
+		go h.write(calls.String())
+		var answer struct {
+			ID    string
+			Error *struct{ Message string }
+		}
+		if h.in.ReadObject(&answer) == nil && answer.Error != nil {
+			rejected <- answer.ID + ": " + answer.Error.Message
+		}
+		close(rejected)
+		var m json.RawMessage
+		for h.in.ReadObject(&m) == nil { // the run's cancel, shutdown
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := coderun.Attach(ctx, h.client, coderun.Options{})
+	if err != nil {
+		t.Fatalf("Attach: %v", err)
+	}
+	defer func() { h.out.Close(); c.Close() }()
+	wait := coderun.Untyped("wait", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		_, _ = c.Run(runCtx, "unused", &coderun.RunOptions{Bindings: []coderun.Binding{{Global: "tools", Functions: []coderun.Function{wait}}}})
+	}()
+	select {
+	case got := <-rejected:
+		if !strings.HasPrefix(got, "c10000: ") || !strings.Contains(got, "10000 binding calls") {
+			t.Fatalf("first answer %q, want the rejection of c10000", got)
+		}
+	case <-ctx.Done():
+		t.Fatal("no call was refused: every one of 10 001 waits on a goroutine of its own")
+	}
+}
