@@ -206,8 +206,12 @@ func (c *rpcConn) Wait(ctx context.Context, id string) (*msg, error) {
 			delete(c.waiting, id)
 		}
 		c.mu.Unlock()
-		if m, ok := <-ch; ok && m != nil {
-			return m, nil
+		select { // delivered between ctx's end and the withdrawal
+		case m, ok := <-ch:
+			if ok {
+				return m, nil
+			}
+		default:
 		}
 		return nil, ctx.Err()
 	}
