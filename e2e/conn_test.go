@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"testing"
 
 	coderun "github.com/coderun-rpc/coderun-rpc/clients/go"
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
 // rpcConn is the tests' end of one JSON-RPC connection to the daemon, at the
@@ -248,4 +250,28 @@ func rawBody(id, method string, params json.RawMessage) []byte {
 		b = append(append(b, `,"params":`...), params...)
 	}
 	return append(b, '}')
+}
+
+// TestConnWaitEnds: the harness's own wait: a response that never comes
+// fails the wait at its context's end (it hung there), one that came first
+// is taken, and the end of the stream fails later waits with errClosed.
+func TestConnWaitEnds(t *testing.T) {
+	leakcheck.Check(t)
+	fromDaemon, toClient := io.Pipe()
+	c := newConn(io.Discard, 1).start(fromDaemon)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Wait(ctx, "1"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("wait for a response that never comes: %v", err)
+	}
+	if _, err := toClient.Write(frame(`{"jsonrpc":"2.0","id":2,"result":7}`)); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.Wait(context.Background(), "2"); err != nil || string(m.Result) != "7" {
+		t.Fatalf("%v %v", m, err)
+	}
+	toClient.Close()
+	if _, err := c.Wait(context.Background(), "3"); !errors.Is(err, errClosed) {
+		t.Fatalf("wait after the end: %v", err)
+	}
 }
