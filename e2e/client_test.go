@@ -11,22 +11,16 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/coderun-rpc/coderun-rpc/internal/lspclient"
 )
 
 // msg is one message from the daemon, decoded loosely (the test trusts it).
 type msg struct {
-	ID     json.RawMessage
-	Method string
-	Params json.RawMessage
-	Result json.RawMessage
-	Error  *lspclient.Error
-	raw    []byte // exactly as received
-}
-
-func fromClient(m *lspclient.Message) *msg {
-	return &msg{ID: m.ID, Method: m.Method, Params: m.Params, Result: m.Result, Error: m.Error, raw: m.Raw}
+	ID     json.RawMessage `json:"id,omitempty"` // as written ("null" for a null id); nil when absent
+	Method string          `json:"method,omitempty"`
+	Params json.RawMessage `json:"params,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *rpcError       `json:"error,omitempty"`
+	raw    []byte          // exactly as received
 }
 
 // runResult is a run response's result.
@@ -74,14 +68,14 @@ type event struct {
 }
 
 // daemon is a running coderun-rpc and the test's client of it: a thin layer
-// over internal/lspclient that records every message, answers binding/call
-// by behaviour and turns failures into test failures.
+// over rpcConn that records every message, answers binding/call by
+// behaviour and turns failures into test failures.
 type daemon struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stderr *lockedBuffer
-	conn   *lspclient.Client
+	conn   *rpcConn
 
 	mu       sync.Mutex
 	events   []event
@@ -148,8 +142,9 @@ func start(t *testing.T, env map[string]string) *daemon {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	d.conn = lspclient.New(d.stdin, gatedReader{d.gate, out}, lspclient.Options{FirstID: 1001,
-		OnMessage: d.record, OnRequest: d.called, OnNotification: d.notified})
+	d.conn = newConn(d.stdin, 1001)
+	d.conn.onMessage, d.conn.onRequest, d.conn.onNote = d.record, d.called, d.notified
+	d.conn.start(gatedReader{d.gate, out})
 	go d.reap()
 	t.Cleanup(func() {
 		d.gate.resume()
@@ -181,7 +176,7 @@ func started(t *testing.T, env map[string]string) *daemon {
 // reap waits, once the daemon's stdout has ended, for its exit.
 func (d *daemon) reap() {
 	<-d.conn.Done()
-	if err := d.conn.Err(); errors.Is(err, lspclient.ErrMalformed) {
+	if err := d.conn.Err(); !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 		d.t.Errorf("the daemon wrote a malformed message: %v", err)
 	}
 	d.cmd.Wait()
@@ -190,21 +185,21 @@ func (d *daemon) reap() {
 }
 
 // record keeps every message, in order (on the read goroutine).
-func (d *daemon) record(m *lspclient.Message) {
+func (d *daemon) record(m *msg) {
 	d.mu.Lock()
-	d.events = append(d.events, event{fromClient(m)})
+	d.events = append(d.events, event{m})
 	d.mu.Unlock()
 }
 
 // called answers a binding/call off the read goroutine (behaviours sleep
 // or never answer); other requests go unanswered.
-func (d *daemon) called(m *lspclient.Message, _ lspclient.Reply) {
+func (d *daemon) called(m *msg) {
 	if m.Method == "binding/call" {
-		go d.answer(fromClient(m))
+		go d.answer(m)
 	}
 }
 
-func (d *daemon) notified(m *lspclient.Message) {
+func (d *daemon) notified(m *msg) {
 	if m.Method != "run/log" {
 		return
 	}
@@ -229,7 +224,7 @@ func (d *daemon) answer(m *msg) {
 		b = echo
 	}
 	if tail := b(p); tail != "" {
-		d.send(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,` + tail + `}`)
+		d.conn.reply(m, tail)
 	}
 }
 
@@ -242,8 +237,6 @@ func (d *daemon) behave(function string, b behaviour) {
 // writeRaw writes bytes to the daemon's stdin as they are.
 func (d *daemon) writeRaw(b []byte) { d.conn.WriteRaw(b) }
 
-func frame(body string) []byte { return lspclient.Frame([]byte(body)) }
-
 func (d *daemon) send(body string) { d.conn.Send([]byte(body)) }
 
 // request sends a request (ids from 1001 up) and returns its id text.
@@ -253,7 +246,7 @@ func (d *daemon) request(method, params string) string {
 }
 
 func (d *daemon) requestBody(id, method, params string) string {
-	return string(lspclient.Body(id, method, json.RawMessage(params)))
+	return string(rawBody(id, method, json.RawMessage(params)))
 }
 
 func (d *daemon) notify(method, params string) { d.conn.Notify(method, json.RawMessage(params)) }
@@ -270,9 +263,9 @@ func (d *daemon) waitFor(id string, timeout time.Duration) *msg {
 	defer cancel()
 	m, err := d.conn.Wait(ctx, id)
 	if err == nil {
-		return fromClient(m)
+		return m
 	}
-	if errors.Is(err, lspclient.ErrClosed) {
+	if errors.Is(err, errClosed) {
 		select {
 		case <-d.exited:
 			d.t.Fatalf("daemon exited (code %d) while waiting for %s; stderr:\n%s", d.exitCode, id, d.stderr)

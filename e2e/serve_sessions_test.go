@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/coderun-rpc/coderun-rpc/internal/lspclient"
 )
 
 // Persistent sessions over `serve` connections (docs/service.md §3): each
@@ -24,23 +22,23 @@ func (p *peer) open() string {
 	m := p.call("session/open", `{}`)
 	var r struct{ SessionID string }
 	if m.Error != nil || json.Unmarshal(m.Result, &r) != nil || r.SessionID == "" {
-		p.t.Fatalf("session/open: %s", m.Raw)
+		p.t.Fatalf("session/open: %s", m.raw)
 	}
 	return r.SessionID
 }
 
 // srun runs program in session sid and returns the response.
-func (p *peer) srun(sid, program string) *lspclient.Message {
+func (p *peer) srun(sid, program string) *msg {
 	p.t.Helper()
 	return p.call("run", `{"program":`+strconv.Quote(program)+`,"sessionId":`+strconv.Quote(sid)+`}`)
 }
 
 // wantCode fails unless m is an error with code whose data, for −32004,
 // has state.
-func wantCode(t *testing.T, what string, m *lspclient.Message, code int, state string) {
+func wantCode(t *testing.T, what string, m *msg, code int, state string) {
 	t.Helper()
 	if m.Error == nil || m.Error.Code != code {
-		t.Errorf("%s: %s, want error %d", what, m.Raw, code)
+		t.Errorf("%s: %s, want error %d", what, m.raw, code)
 		return
 	}
 	var data struct{ State string }
@@ -85,21 +83,21 @@ func TestServeSessionsIsolated(t *testing.T) {
 	}
 	sa := a.open()
 	if m := a.srun(sa, "x = 41\nreturn x + 1"); !strings.Contains(string(m.Result), `"value":42`) {
-		t.Fatalf("a's run: %s", m.Raw)
+		t.Fatalf("a's run: %s", m.raw)
 	}
 	wantCode(t, "b runs on a's session", b.srun(sa, "return x"), -32004, "unknown")
 	wantCode(t, "b forks a's session", b.call("session/fork", `{"sessionId":`+strconv.Quote(sa)+`}`), -32004, "unknown")
 	wantCode(t, "b closes a's session", b.call("session/close", `{"sessionId":`+strconv.Quote(sa)+`}`), -32004, "unknown")
 	sb := b.open()
 	if m := b.srun(sb, "return globals().get('x')"); !strings.Contains(string(m.Result), `"value":null`) {
-		t.Errorf("b's own session sees a's state: %s", m.Raw)
+		t.Errorf("b's own session sees a's state: %s", m.raw)
 	}
 	s.waitMetric("coderun_sessions", 2)
 	if m := a.srun(sa, "return x"); !strings.Contains(string(m.Result), `"value":41`) {
-		t.Errorf("a's session after b's requests: %s", m.Raw)
+		t.Errorf("a's session after b's requests: %s", m.raw)
 	}
 	if m := a.call("session/close", `{"sessionId":`+strconv.Quote(sa)+`}`); m.Error != nil {
-		t.Fatalf("a closes its session: %s", m.Raw)
+		t.Fatalf("a closes its session: %s", m.raw)
 	}
 	wantCode(t, "b runs on a's closed session", b.srun(sa, "return 1"), -32004, "unknown")
 	wantCode(t, "a runs on its closed session", a.srun(sa, "return 1"), -32004, "closed")
@@ -148,7 +146,7 @@ func TestServeSessionsCloseWithConnection(t *testing.T) {
 	waitProcs(t, tmp, base)
 	s.waitMetric("coderun_connections", 1)
 	if m := b.srun(other, "return 9"); !strings.Contains(string(m.Result), `"value":9`) {
-		t.Errorf("the other connection's session: %s", m.Raw)
+		t.Errorf("the other connection's session: %s", m.raw)
 	}
 }
 
@@ -166,7 +164,7 @@ func TestServeSessionsDrain(t *testing.T) {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	s.waitMetric("coderun_draining", 1)
 	if m := a.call("session/open", `{}`); m.Error == nil || m.Error.Message != "server is shutting down" {
-		t.Errorf("session/open while draining: %s, want refused", m.Raw)
+		t.Errorf("session/open while draining: %s, want refused", m.raw)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -183,7 +181,7 @@ func TestServeSessionsDrain(t *testing.T) {
 }
 
 // waitNote waits for the peer's next notification of method.
-func waitNote(t *testing.T, p *peer, method string) *lspclient.Message {
+func waitNote(t *testing.T, p *peer, method string) *msg {
 	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {
@@ -213,7 +211,7 @@ func TestServeSessionsWriteStall(t *testing.T) {
 	defer c.Close()
 	g := newGate()
 	defer g.resume() // the reader then sees the connection closed
-	p := &peer{t: t, c: c, conn: lspclient.New(c, gatedReader{g: g, r: c}, lspclient.Options{})}
+	p := &peer{t: t, c: c, conn: newConn(c, 1).start(gatedReader{g: g, r: c})}
 	sid := p.initialize().open()
 	s.waitMetric("coderun_sessions", 1)
 	g.pause() // from now on the client reads nothing

@@ -17,8 +17,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/coderun-rpc/coderun-rpc/internal/lspclient"
 )
 
 // Service mode (docs/service.md) against the built binary: `coderun-rpc
@@ -144,13 +142,13 @@ func (s *service) waitMetric(sample string, want float64) {
 	s.t.Fatalf("%s stayed %v, want %v; stderr:\n%s", sample, s.metric(sample), want, s.stderr)
 }
 
-// peer is one client connection: an lspclient over a net.Conn that answers
+// peer is one client connection: an rpcConn over a net.Conn that answers
 // every binding/call with its arguments.
 type peer struct {
 	t     *testing.T
 	c     net.Conn
-	conn  *lspclient.Client
-	notes chan *lspclient.Message // the notifications it received (the first 64)
+	conn  *rpcConn
+	notes chan *msg // the notifications it received (the first 64)
 }
 
 // conn opens a raw connection to the service (unix or tcp, as it listens),
@@ -179,22 +177,24 @@ func (s *service) dial(first string) *peer {
 			s.t.Fatal(err)
 		}
 	}
-	p := &peer{t: s.t, c: c, notes: make(chan *lspclient.Message, 64)}
-	p.conn = lspclient.New(c, c, lspclient.Options{OnRequest: func(m *lspclient.Message, r lspclient.Reply) {
+	p := &peer{t: s.t, c: c, notes: make(chan *msg, 64), conn: newConn(c, 1)}
+	p.conn.onRequest = func(m *msg) {
 		var params struct{ Args json.RawMessage }
 		_ = json.Unmarshal(m.Params, &params)
-		go r.Result(params.Args)
-	}, OnNotification: func(m *lspclient.Message) {
+		go p.conn.reply(m, `"result":`+string(params.Args))
+	}
+	p.conn.onNote = func(m *msg) {
 		select {
 		case p.notes <- m:
 		default:
 		}
-	}})
+	}
+	p.conn.start(c)
 	return p
 }
 
 // call sends a request and waits for its response.
-func (p *peer) call(method, params string) *lspclient.Message {
+func (p *peer) call(method, params string) *msg {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -377,7 +377,7 @@ func TestServeMaxRunsPerConnection(t *testing.T) {
 	a, b := s.dial("").initialize(), s.dial("").initialize()
 	id, _ := a.conn.Request("run", json.RawMessage(`{"program":"import time\ntime.sleep(1)\nreturn 1"}`))
 	if m := a.call("run", `{"program":"return 2"}`); m.Error == nil || m.Error.Code != -32001 {
-		t.Errorf("second run on a connection of 1: %s, want -32001", m.Raw)
+		t.Errorf("second run on a connection of 1: %s, want -32001", m.raw)
 	}
 	if r := b.run("return 3"); string(r.Value) != "3" {
 		t.Errorf("other connection: %s", r.Value)
@@ -456,7 +456,7 @@ func TestServeDrain(t *testing.T) {
 		t.Errorf("/readyz while draining: %d, want 503", code)
 	}
 	if m := a.call("run", `{"program":"return 6"}`); m.Error == nil || m.Error.Message != "server is shutting down" {
-		t.Errorf("a run while draining: %s, want refused", m.Raw)
+		t.Errorf("a run while draining: %s, want refused", m.raw)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -16,8 +16,6 @@ import (
 	collector "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/coderun-rpc/coderun-rpc/internal/lspclient"
 )
 
 // otlpSink is an OTLP/HTTP trace receiver: it keeps every span it is sent.
@@ -71,10 +69,12 @@ func TestServeTracing(t *testing.T) {
 	}
 	defer c.Close()
 	callParams := make(chan json.RawMessage, 1)
-	conn := lspclient.New(c, c, lspclient.Options{OnRequest: func(m *lspclient.Message, r lspclient.Reply) {
+	conn := newConn(c, 1)
+	conn.onRequest = func(m *msg) {
 		callParams <- m.Params
-		go r.Result(json.RawMessage(`1`))
-	}})
+		go conn.reply(m, `"result":1`)
+	}
+	conn.start(c)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if _, err := conn.Call(ctx, "initialize", json.RawMessage(`{}`)); err != nil {

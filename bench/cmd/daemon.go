@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,14 +10,12 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/coderun-rpc/coderun-rpc/internal/lspclient"
 )
 
 // daemon is a running coderun-rpc driven through its real stdio JSON-RPC.
 type daemon struct {
 	cmd  *exec.Cmd
-	conn *lspclient.Client
+	conn *peer
 	// sessions is the daemon's session cap (capabilities.sessions.max); 0
 	// for a build without sessions, whose session groups give no rows.
 	sessions int
@@ -41,14 +40,7 @@ func startDaemon(o options, env ...string) (*daemon, error) {
 	}
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
-	echo := func(m *lspclient.Message, reply lspclient.Reply) {
-		var p struct {
-			Args json.RawMessage `json:"args"`
-		}
-		_ = json.Unmarshal(m.Params, &p)
-		_ = reply.Result(p.Args)
-	}
-	conn, err := startPeer(cmd, echo)
+	conn, err := startPeer(cmd, true)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +93,7 @@ func (d *daemon) runRaw(program string, extra map[string]any) (json.RawMessage, 
 }
 
 // runTimed is runRaw, also returning when the response had arrived (At).
-func (d *daemon) runTimed(program string, extra map[string]any) (*lspclient.Message, error) {
+func (d *daemon) runTimed(program string, extra map[string]any) (*reply, error) {
 	params, err := runParams(program, extra)
 	if err != nil {
 		return nil, err
@@ -155,7 +147,7 @@ func (d *daemon) stop() {
 	done := make(chan struct{})
 	go func() {
 		_, _ = call(d.conn, "shutdown", nil)
-		_ = d.conn.Notify("exit", nil)
+		_ = d.conn.conn.Notify(context.Background(), "exit", nil)
 		close(done)
 	}()
 	select {
@@ -373,7 +365,7 @@ const refillPause = 300 * time.Millisecond
 
 // pacedRun times one run of program (with the extra params) after a pause
 // that lets the pool refill: from before the request is written to when the
-// response's last byte was read (lspclient's Message.At), so the harness's
+// response's frame was read (reply.At), so the harness's
 // own decoding of a large response (encoding/json scans a 1.4 MB result in
 // 10 ms and more) is not counted as the daemon's.
 func pacedRun(d *daemon, program string, extra map[string]any) (time.Duration, error) {

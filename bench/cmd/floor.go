@@ -2,13 +2,9 @@ package main
 
 import (
 	"bufio"
-	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"time"
-
-	"github.com/coderun-rpc/coderun-rpc/internal/lspclient"
 )
 
 // floors are the costs no daemon can avoid, measured in the same run.
@@ -98,7 +94,7 @@ func rpcRoundTrip(o options) (time.Duration, error) {
 		return 0, err
 	}
 	cmd := exec.Command(self, "-echo-server")
-	conn, err := startPeer(cmd, nil)
+	conn, err := startPeer(cmd, false)
 	if err != nil {
 		return 0, err
 	}
@@ -115,11 +111,6 @@ func rpcRoundTrip(o options) (time.Duration, error) {
 // echoServer answers every request with its params (the -echo-server mode),
 // on the read goroutine, one write per response.
 func echoServer() {
-	c := lspclient.New(os.Stdout, os.Stdin, lspclient.Options{
-		OnRequest: func(m *lspclient.Message, reply lspclient.Reply) { _ = reply.Result(m.Params) },
-	})
-	<-c.Done()
-	if err := c.Err(); err != io.EOF {
-		fmt.Fprintln(os.Stderr, "echo-server:", err)
-	}
+	p := newPeer(stdio{os.Stdin, os.Stdout}, false)
+	<-p.conn.DisconnectNotify()
 }

@@ -3,9 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/coderun-rpc/coderun-rpc/internal/lspclient"
+	"github.com/sourcegraph/jsonrpc2"
 )
 
 // Service mode (docs/service.md, docs/capacity.md): the same runs over a
@@ -75,20 +75,12 @@ func (s *server) dial() (*daemon, net.Conn, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	conn := lspclient.New(c, c, lspclient.Options{OnRequest: echoBinding})
+	conn := newPeer(c, true)
 	if _, err := call(conn, "initialize", map[string]any{}); err != nil {
 		c.Close()
 		return nil, nil, err
 	}
 	return &daemon{cmd: s.cmd, conn: conn}, c, nil
-}
-
-func echoBinding(m *lspclient.Message, reply lspclient.Reply) {
-	var p struct {
-		Args json.RawMessage `json:"args"`
-	}
-	_ = json.Unmarshal(m.Params, &p)
-	_ = reply.Result(p.Args)
 }
 
 // stop is SIGTERM (the drain) and the exit.
@@ -364,20 +356,19 @@ func loadClient(servers []*server, i int, deadline time.Time, ok, clear, hung *a
 // response), "closed" (the connection ended) or "hung".
 func loadRun(d *daemon) string {
 	params, _ := runParams("import time\ntime.sleep(0.05)\nreturn 1", nil)
-	id, err := d.conn.Request("run", params)
-	if err != nil {
-		return "closed"
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	m, err := d.conn.Wait(ctx, id)
+	m, err := callCtx(ctx, d.conn, "run", params)
+	var refused *jsonrpc2.Error
 	switch {
-	case errors.Is(err, lspclient.ErrClosed):
+	case errors.Is(err, jsonrpc2.ErrClosed) || errors.Is(err, io.ErrClosedPipe):
 		return "closed"
+	case errors.As(err, &refused):
+		return "failed"
 	case err != nil:
 		return "hung"
 	}
-	if _, err := decodeRun(m.Result, nil); err != nil || m.Error != nil {
+	if _, err := decodeRun(m.Result, nil); err != nil {
 		return "failed"
 	}
 	return "ok"

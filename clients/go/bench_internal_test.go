@@ -20,15 +20,14 @@ type pipeRW struct {
 
 // BenchmarkBindingCall is the client's own cost of one binding call: a fake
 // daemon on pipes sends binding/call and reads the answer, one at a time
-// (internal/lspclient's BenchmarkBindingCall is the same loop on the
-// hand-written client, for comparison; make bench's go-client group
-// measures the two against a real daemon).
+// (make bench's go-client group measures the round trip against a real
+// daemon).
 func BenchmarkBindingCall(b *testing.B) {
 	fromClient, toDaemon := io.Pipe()
 	fromDaemon, toClient := io.Pipe()
 	defer fromClient.Close()
 	defer toClient.Close()
-	stream := jsonrpc2.NewBufferedStream(pipeRW{fromDaemon, toDaemon}, jsonrpc2.VSCodeObjectCodec{})
+	stream := NewObjectStream(pipeRW{fromDaemon, toDaemon})
 	c := &Client{runs: map[jsonrpc2.ID]*runState{}, calls: map[jsonrpc2.ID]context.CancelFunc{}}
 	var cancel context.CancelFunc
 	c.connCtx, cancel = context.WithCancel(context.Background())

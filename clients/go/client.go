@@ -9,6 +9,7 @@ import (
 	"log"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -74,6 +75,9 @@ type Client struct {
 	closeOnce sync.Once
 	closeErr  error
 	info      ServerInfo
+	// grace is the daemon's capabilities.limits.graceMs, bounded: how long
+	// a cancelled program may take to end before the daemon kills it.
+	grace time.Duration
 
 	// connCtx ends with the connection; binding calls run under it.
 	connCtx context.Context
@@ -108,11 +112,27 @@ func newClient(ctx context.Context, stream jsonrpc2.ObjectStream, opts Options, 
 		c.shut()
 		return nil, err
 	}
+	c.grace = graceOf(c.info.Capabilities)
 	if err := c.conn.Notify(ctx, protocol.MethodInitialized, map[string]any{}); err != nil {
 		c.shut()
 		return nil, c.lost(err)
 	}
 	return c, nil
+}
+
+// maxGrace bounds the grace a daemon advertises (the client waits that long
+// for a cancelled run's answer).
+const maxGrace = time.Minute
+
+// graceOf reads capabilities.limits.graceMs, clamped to [0, maxGrace].
+func graceOf(capabilities json.RawMessage) time.Duration {
+	var c struct {
+		Limits struct {
+			GraceMs float64 `json:"graceMs"`
+		} `json:"limits"`
+	}
+	_ = json.Unmarshal(capabilities, &c)
+	return time.Duration(min(max(c.Limits.GraceMs, 0), float64(maxGrace/time.Millisecond))) * time.Millisecond
 }
 
 // nextID is a fresh request id. Every request names its id (PickID), so the

@@ -2,7 +2,6 @@ package coderun
 
 import (
 	"bufio"
-	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -12,14 +11,13 @@ import (
 // up to 4 GiB), and a frame within the bound, its header arriving in
 // pieces, decodes as before.
 func TestC908MessageBound(t *testing.T) {
-	r := bufio.NewReaderSize(strings.NewReader("Content-Length: 268435457\r\n\r\n{"), 4096) // the size NewBufferedStream gives it
-	var v json.RawMessage
-	if err := (cappedCodec{}).ReadObject(r, &v); err == nil || !strings.Contains(err.Error(), "exceeds the client's 268435456-byte bound") {
+	r := bufio.NewReader(strings.NewReader("Content-Length: 268435457\r\n\r\n{"))
+	if _, err := readFrame(r); err == nil || !strings.Contains(err.Error(), "exceeds the client's 268435456-byte bound") {
 		t.Fatalf("err %v", err)
 	}
 	body := `{"jsonrpc":"2.0","id":1,"result":[1,2]}`
-	r = bufio.NewReaderSize(&slowReader{s: "Content-Type: x\r\nContent-Length: 39\r\n\r\n" + body}, 4096) // the size NewBufferedStream gives it
-	if err := (cappedCodec{}).ReadObject(r, &v); err != nil || string(v) != body {
+	r = bufio.NewReaderSize(&slowReader{s: "Content-Type: x\r\nContent-Length: 39\r\n\r\n" + body}, 16)
+	if v, err := readFrame(r); err != nil || string(v) != body {
 		t.Fatalf("%s %v", v, err)
 	}
 }

@@ -31,7 +31,7 @@ func Connect(ctx context.Context, address string, opts Options) (*Client, error)
 // Close ends the daemon's input. It performs initialize; Close sends
 // shutdown and exit, as for Start.
 func Attach(ctx context.Context, rwc io.ReadWriteCloser, opts Options) (*Client, error) {
-	return newClient(ctx, jsonrpc2.NewBufferedStream(rwc, cappedCodec{}), opts, nil, true)
+	return newClient(ctx, NewObjectStream(rwc), opts, nil, true)
 }
 
 // dial opens the transport of address and authenticates on it.
@@ -66,5 +66,5 @@ func dial(ctx context.Context, address, token string) (jsonrpc2.ObjectStream, er
 			return nil, fmt.Errorf("coderun: connecting to %s: %w", address, err)
 		}
 	}
-	return jsonrpc2.NewBufferedStream(conn, cappedCodec{}), nil
+	return NewObjectStream(conn), nil
 }

@@ -1,7 +1,6 @@
 package coderun
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -95,8 +94,8 @@ func startDaemon(argv []string, opts Options) (*daemon, jsonrpc2.ObjectStream, e
 	}
 	d.stdin = stdin
 	go func() { _ = d.wait() }()
-	rw := pipes{Reader: bufio.NewReaderSize(stdout, 64<<10), in: stdin}
-	return d, jsonrpc2.NewBufferedStream(rw, cappedCodec{}), nil
+	rw := pipes{Reader: stdout, in: stdin}
+	return d, NewObjectStream(rw), nil
 }
 
 // pipes is the daemon's stdout and stdin as one stream; closing it closes

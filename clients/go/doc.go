@@ -4,9 +4,10 @@
 // returns each run's result with its value kept exactly as the daemon sent it.
 //
 // It speaks JSON-RPC 2.0 through github.com/sourcegraph/jsonrpc2: the
-// library's VSCodeObjectCodec (Content-Length framing) over the daemon's
-// stdio, a unix socket or a TCP connection of `coderun-rpc serve`, and its
-// websocket ObjectStream over a WebSocket of `serve`.
+// library's Conn over NewObjectStream (Content-Length framing, bounded) on
+// the daemon's stdio, a unix socket or a TCP connection of `coderun-rpc
+// serve`, and over the library's websocket ObjectStream on a WebSocket of
+// `serve`.
 //
 // # Values
 //
@@ -34,6 +35,8 @@
 // Cancelling the context of Run sends $/cancelRequest for the run; Run then
 // waits for the daemon's answer (the run settles "abort" and is answered
 // exactly once) and returns a *RunError whose Unwrap is the context's error.
+// A daemon that has not answered once its grace (capabilities.limits.graceMs)
+// and 5 s have passed is not waited for: Run returns the context's error.
 // A binding function's context is cancelled when the daemon withdraws the
 // call ($/cancelRequest) or the connection ends.
 //

@@ -3,6 +3,7 @@ package coderun
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -62,15 +63,21 @@ func (s *exactStream) WriteObject(obj any) error {
 
 // writeResult answers request id with result, a canonical JSON value.
 func (s *exactStream) writeResult(id jsonrpc2.ID, result json.RawMessage) error {
-	idJSON, err := id.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	b := make([]byte, 0, len(result)+48)
-	b = append(b, `{"jsonrpc":"2.0","id":`...)
-	b = append(b, idJSON...)
+	b := make([]byte, 0, len(result)+64)
+	b = appendID(append(b, `{"jsonrpc":"2.0","id":`...), id)
 	b = append(append(append(b, `,"result":`...), result...), '}')
 	return s.WriteObject(json.RawMessage(b))
+}
+
+// appendID appends id as JSON: a number's digits directly (the library's
+// ID.MarshalJSON goes through encoding/json's reflection for each answer),
+// a string through encoding/json, which escapes it as JSON.
+func appendID(b []byte, id jsonrpc2.ID) []byte {
+	if !id.IsString {
+		return strconv.AppendUint(b, id.Num, 10)
+	}
+	quoted, _ := json.Marshal(id.Str) // a string always marshals
+	return append(b, quoted...)
 }
 
 // withoutParams splits a request body into the request without its params

@@ -3,6 +3,7 @@ package coderun
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -71,6 +72,11 @@ func (h handler) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.
 	}
 }
 
+// maxCallsInFlight bounds the binding calls a connection serves at once, each
+// on a goroutine of its own, so a daemon that floods binding/call cannot make
+// the host start goroutines without end; a call past it is rejected at once.
+const maxCallsInFlight = 10000
+
 // bindingCall starts serving one binding/call. Its context ends when the
 // daemon withdraws the call or the connection ends; a withdrawn call is not
 // answered (the daemon would ignore the answer).
@@ -98,8 +104,16 @@ func (h handler) bindingCall(conn *jsonrpc2.Conn, id jsonrpc2.ID, params json.Ra
 	key := id
 	ctx, cancel := context.WithCancel(h.c.connCtx)
 	h.c.mu.Lock()
-	h.c.calls[key] = cancel
+	full := len(h.c.calls) >= maxCallsInFlight
+	if !full {
+		h.c.calls[key] = cancel
+	}
 	h.c.mu.Unlock()
+	if full {
+		cancel()
+		_ = conn.ReplyWithError(context.Background(), id, rejection(fmt.Sprintf("coderun: more than %d binding calls in flight on this connection", maxCallsInFlight), ""))
+		return
+	}
 	go func() {
 		defer cancel()
 		result, rejected := answer(ctx, f, p.Args)

@@ -1,7 +1,6 @@
 package coderun
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,7 +20,7 @@ func TestC912StringIDs(t *testing.T) {
 	leakcheck.Check(t)
 	fromClient, toDaemon := io.Pipe()
 	fromDaemon, toClient := io.Pipe()
-	stream := jsonrpc2.NewBufferedStream(pipeRW{fromDaemon, toDaemon}, cappedCodec{})
+	stream := NewObjectStream(pipeRW{fromDaemon, toDaemon})
 	c := &Client{runs: map[jsonrpc2.ID]*runState{}, calls: map[jsonrpc2.ID]context.CancelFunc{}}
 	var cancel context.CancelFunc
 	c.connCtx, cancel = context.WithCancel(context.Background())
@@ -51,7 +50,7 @@ func TestC912StringIDs(t *testing.T) {
 	}
 	send(`{"jsonrpc":"2.0","id":"a\u0000b","method":"binding/call","params":{"runId":1,"namespace":"tools","function":"echo","args":[1]}}`)
 	var answer json.RawMessage
-	if err := (cappedCodec{}).ReadObject(bufio.NewReader(fromClient), &answer); err != nil {
+	if err := NewObjectStream(pipeRW{fromClient, toDaemon}).ReadObject(&answer); err != nil {
 		t.Fatal(err)
 	}
 	var got struct {

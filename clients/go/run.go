@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/sourcegraph/jsonrpc2"
 
@@ -194,7 +196,7 @@ func (c *Client) run(ctx context.Context, program, sessionID string, opts *RunOp
 		if nerr := c.conn.Notify(context.Background(), protocol.MethodCancelRequest, map[string]any{"id": id}); nerr != nil {
 			return nil, c.lost(nerr)
 		}
-		err = w.Wait(context.Background(), &res)
+		err = c.waitAborted(w, &res, cancelled)
 	}
 	if err != nil {
 		return nil, c.lost(err)
@@ -204,6 +206,24 @@ func (c *Client) run(ctx context.Context, program, sessionID string, opts *RunOp
 		return &res, res.Error
 	}
 	return &res, nil
+}
+
+// abortMargin is how long past its grace the client waits for a cancelled
+// run's answer: the daemon kills the program at the grace's end, reaps it and
+// writes the result, a few milliseconds on an idle machine.
+const abortMargin = 5 * time.Second
+
+// waitAborted waits for a cancelled run's answer, for at most the daemon's
+// grace and abortMargin: a daemon that never answers does not hold the
+// caller past its cancellation. Then it returns cancelled.
+func (c *Client) waitAborted(w jsonrpc2.Waiter, res *Result, cancelled error) error {
+	ctx, stop := context.WithTimeout(context.Background(), c.grace+abortMargin)
+	defer stop()
+	err := w.Wait(ctx, res)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("coderun: the daemon did not answer the cancelled run within %v: %w", c.grace+abortMargin, cancelled)
+	}
+	return err
 }
 
 // liveRun looks up a live run by its id as the daemon wrote it.

@@ -33,10 +33,7 @@ var allowed = map[string][]string{
 	"internal/buildinfo":       {},
 	"internal/wheeltest":       {},
 	"wheelset":                 {},
-	// The test client drives the daemon from outside: standard library
-	// only, never rpc or session (and rpc never imports it); --check uses
-	// the public client.
-	"internal/lspclient": {},
+	// --check drives the daemon from outside through the public client.
 	"internal/selfcheck": {"clients/go", "github.com/sourcegraph/jsonrpc2"},
 	// The public Go client: jsonrpc2 for the conversation and the
 	// protocol's constants, never the daemon's rpc or session.
