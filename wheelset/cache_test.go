@@ -419,3 +419,129 @@ func TestStaleStagingSweptC852(t *testing.T) {
 		t.Errorf("a fresh staging entry was removed: %v", err)
 	}
 }
+
+// sourcelessPyc is bytecode that python's import loads from a .pyc file
+// beside the modules (no source needed): code compiled from src.
+func sourcelessPyc(t *testing.T, src string) string {
+	out, err := exec.Command(python(t), "-I", "-c", "import importlib.util, marshal, sys; "+
+		"sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(compile(sys.argv[1], 'planted', 'exec')))", src).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// C1070: the key covers every file the wheels install, bytecode included:
+// a wheel from another source that adds only a .pyc (a module its package
+// imports when present, as packages do for optional accelerators) is
+// another set, so a victim sharing the cache never imports it.
+func TestShippedBytecodeIsContentC1070(t *testing.T) {
+	leakcheck.Check(t)
+	root, good, evil := t.TempDir(), t.TempDir(), t.TempDir()
+	files := map[string]string{"accel/__init__.py": "try:\n    from accel._speedups import MODE\nexcept ImportError:\n    MODE = 'pure'\n"}
+	wheeltest.Write(t, good, wheeltest.Wheel{Name: "accel", Version: "1.0", Files: files})
+	files["accel/_speedups.pyc"] = sourcelessPyc(t, "MODE = 'planted'")
+	wheeltest.Write(t, evil, wheeltest.Wheel{Name: "accel", Version: "1.0", Files: files})
+	attacker := openCache(t, root, wheeltest.UV(t), evil, 0)
+	a, err := attacker.Acquire(context.Background(), reqs(t, "accel"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release()
+	if got := importFrom(t, a.Dir, "import accel; print(accel.MODE)"); got != "planted" {
+		t.Fatalf("the attacker's set imports %q: the planted bytecode is not installed, the test proves nothing", got)
+	}
+	victim := openCache(t, root, wheeltest.UV(t), good, 0)
+	v, err := victim.Acquire(context.Background(), reqs(t, "accel"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	if got := importFrom(t, v.Dir, "import accel; print(accel.MODE)"); got != "pure" || v.Dir == a.Dir {
+		t.Errorf("the victim's run imports %q from %s (the attacker's set: %s)", got, v.Dir, a.Dir)
+	}
+}
+
+// C1071: a published set carries the bytecode of its sources, which a run
+// imports as it is (read-only, nothing written or compiled at import), also
+// when the sources are many (compiled by several interpreters at once); a
+// source that does not compile does not fail the installation, and its
+// import reports the error as the interpreter would.
+func TestSetsCarryTheirBytecodeC1071(t *testing.T) {
+	leakcheck.Check(t)
+	links := t.TempDir()
+	files := map[string]string{"many/broken.py": "def f(:\n"}
+	var imports []string
+	for i := range 2*sourcesPerCompiler + 10 {
+		name := "m" + strconv.Itoa(i)
+		files["many/"+name+".py"] = "X = " + strconv.Itoa(i) + "\n"
+		imports = append(imports, "many."+name)
+	}
+	files["many/__init__.py"] = ""
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "many", Version: "1.0", Files: files})
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), links, 0)
+	l, err := c.Acquire(context.Background(), reqs(t, "many"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	cmd := exec.Command(python(t), "-I", "-v", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import "+strings.Join(imports, ", ")+"; print('X =', many.m7.X)", l.Dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "\nX = 7\n") {
+		t.Fatalf("import: %v: %.2000s", err, out)
+	}
+	fromBytecode := strings.Count(string(out), "# code object from '"+filepath.Join(l.Dir, "many", "__pycache__")+"/")
+	if fromBytecode != len(imports)+1 { // and __init__
+		t.Errorf("%d modules imported from the set's bytecode, want %d", fromBytecode, len(imports)+1)
+	}
+	for _, s := range []string{"# wrote", "# could not create", "# bytecode is stale"} {
+		if strings.Contains(string(out), s) {
+			t.Errorf("the import says %q", s)
+		}
+	}
+	if got := importFrom(t, l.Dir, `exec("try: import many.broken\nexcept SyntaxError as e: print(type(e).__name__)")`); got != "SyntaxError" {
+		t.Errorf("importing the broken module: %q", got)
+	}
+}
+
+// C1072: compiling a hostile wheel's sources runs none of its code: a
+// py_compile.py, sitecustomize.py or .pth file in the set does not shadow
+// or extend the compiler's interpreter; a __pycache__ that is a file, or a
+// .pyc path that is a folder, costs only that module's bytecode.
+func TestCompilingRunsNothingOfTheSetC1072(t *testing.T) {
+	leakcheck.Check(t)
+	links, outside := t.TempDir(), t.TempDir()
+	marker := "open(" + strconv.Quote(filepath.Join(outside, "ran")) + ", 'a').write(__name__)\n"
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "shadow", Version: "1.0", Files: map[string]string{
+		"py_compile.py":         marker,
+		"sitecustomize.py":      marker,
+		"importlib/__init__.py": marker,
+		"shadow.pth":            "import os; " + marker,
+		"shadow/__init__.py":    "S = 1\n",
+		"blocked/__init__.py":   "B = 3\n",
+		"blocked/__pycache__":   "a file where the folder goes\n",
+		"folded/__init__.py":    "F = 4\n",
+		"folded/__pycache__/__init__." + cacheTag(t) + ".pyc/x": "a folder where the bytecode goes\n",
+	}})
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), links, 0)
+	l, err := c.Acquire(context.Background(), reqs(t, "shadow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if b, err := os.ReadFile(filepath.Join(outside, "ran")); err == nil {
+		t.Errorf("the installation ran the set's code: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(l.Dir, "shadow", "__pycache__", "__init__."+cacheTag(t)+".pyc")); err != nil {
+		t.Errorf("the set's bytecode: %v", err)
+	}
+	got := importFrom(t, l.Dir, "import shadow, blocked, folded; print(shadow.S, blocked.B, folded.F)")
+	if got != "1 3 4" {
+		t.Errorf("import: %q", got)
+	}
+}
+
+// cacheTag is the interpreter's bytecode tag (cpython-311).
+func cacheTag(t *testing.T) string {
+	return importFrom(t, t.TempDir(), "print(sys.implementation.cache_tag)")
+}
