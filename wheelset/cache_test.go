@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -544,4 +545,64 @@ func TestCompilingRunsNothingOfTheSetC1072(t *testing.T) {
 // cacheTag is the interpreter's bytecode tag (cpython-311).
 func cacheTag(t *testing.T) string {
 	return importFrom(t, t.TempDir(), "print(sys.implementation.cache_tag)")
+}
+
+// C1073: an installation stopped while uv runs (its process group killed)
+// leaves nothing outside the cache's staging folder, which its end clears:
+// uv's working cache is not in the machine's temporary directory, where a
+// killed uv left it for good.
+func TestStoppedInstallLeavesNoTempC1073(t *testing.T) {
+	leakcheck.Check(t)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	asked, release := make(chan struct{}, 1), make(chan struct{})
+	links := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		select { // hold uv until it is killed
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer links.Close()
+	defer close(release)
+	root := t.TempDir()
+	c := openCache(t, root, wheeltest.UV(t), links.URL, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, reqs(t, "tinya"))
+		done <- err
+	}()
+	select {
+	case <-asked:
+	case err := <-done:
+		t.Fatalf("uv ended before asking its find-links: %v", err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire after cancel: %v", err)
+	}
+	awaitEmpty(t, filepath.Join(root, dirStaging)) // the installation's last step, after Acquire returned
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("a stopped installation left %d entries in the temporary directory: %s…", len(left), left[0].Name())
+	}
+}
+
+// awaitEmpty waits until dir holds nothing, failing the test after a minute.
+func awaitEmpty(t *testing.T, dir string) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		left, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still holds %s", dir, left[0].Name())
+		}
+	}
 }

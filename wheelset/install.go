@@ -26,7 +26,7 @@ const (
 )
 
 // install resolves and installs reqs into a staging directory in one uv
-// run, compiles their bytecode, seals the tree read-only, and publishes it
+// run, compiles their bytecode (compileBytecode), seals the tree read-only, and publishes it
 // as sets/<key> by one rename, key being the hash of what the wheels
 // installed; a set with that key (published by another daemon, or for
 // another request) is used instead. It runs once per request key at a time
@@ -42,14 +42,23 @@ func (c *Cache) install(ctx context.Context, reqs []Requirement, rkey string) (s
 		return "", err
 	}
 	target := filepath.Join(stage, "set")
-	if err := c.uv(ctx, reqs, append(args, "--target", target)...); err != nil {
+	if err := os.Mkdir(target, 0o755); err != nil {
+		return "", fmt.Errorf("package cache: %w", err)
+	}
+	// The first compiler starts now: the interpreter's start overlaps uv's run.
+	first, err := c.startCompiler(ctx, reqs, target)
+	if err != nil {
+		return "", err
+	}
+	defer first.finish(nil)
+	if err := c.uv(ctx, reqs, stage, append(args, "--target", target)...); err != nil {
 		return "", err
 	}
 	installed, err := scan(target)
 	if err != nil {
 		return "", refused(reqs, err)
 	}
-	if err := c.compileBytecode(ctx, reqs, target, installed.sources); err != nil {
+	if err := c.compileBytecode(ctx, reqs, target, installed.sources, first); err != nil {
 		return "", err
 	}
 	size, err := seal(target)
@@ -114,8 +123,10 @@ func (c *Cache) record(rkey, key, stage string) {
 }
 
 // uv runs uv with the cache's sources and the arguments after them
-// (runTool); a failure names reqs and the first lines of uv's reason.
-func (c *Cache) uv(ctx context.Context, reqs []Requirement, args ...string) error {
+// (runTool), its temporary files (its working cache among them) in stage,
+// which the installation's end removes even when uv was killed; a failure
+// names reqs and the first lines of uv's reason.
+func (c *Cache) uv(ctx context.Context, reqs []Requirement, stage string, args ...string) error {
 	args = append(args, "--no-config", "--no-progress", "--color", "never", "--only-binary", ":all:",
 		"--python", c.o.Python, "--no-cache")
 	if c.o.Index == "" {
@@ -127,23 +138,38 @@ func (c *Cache) uv(ctx context.Context, reqs []Requirement, args ...string) erro
 		args = append(args, "--find-links", f)
 	}
 	cmd := exec.CommandContext(ctx, c.o.UV, args...)
-	cmd.Dir = c.o.Root
+	cmd.Dir, cmd.Env = c.o.Root, []string{"TMPDIR=" + stage}
 	return c.runTool(ctx, reqs, "", cmd)
 }
 
-// runTool runs cmd (made with ctx, its Dir and Stdin set) for the
-// installation of reqs: with toolEnv's environment, in a process group of
-// its own that ctx's end kills whole, its standard output dropped. A
-// failure is an *InstallError naming reqs, then step and the first lines
-// of the tool's reason.
+// runTool runs cmd (startTool) and waits for it (toolError).
 func (c *Cache) runTool(ctx context.Context, reqs []Requirement, step string, cmd *exec.Cmd) error {
-	cmd.Env = toolEnv(os.Environ())
+	stderr, err := startTool(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	return c.toolError(ctx, reqs, step, stderr, err)
+}
+
+// startTool starts cmd (made with ctx, its Dir and Stdin set) for an
+// installation: with toolEnv's environment and the variables cmd.Env holds
+// (which win), in a process group of its own that ctx's end kills whole,
+// its standard output dropped and the head of its standard error kept.
+func startTool(cmd *exec.Cmd) (*capped, error) {
+	cmd.Env = append(toolEnv(os.Environ()), cmd.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
 	stderr := &capped{n: maxUVError}
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
-	err := cmd.Run()
+	return stderr, cmd.Start()
+}
+
+// toolError maps how a tool of the installation of reqs ended (err, from
+// its start or its wait): ctx's end first, else a failure is an
+// *InstallError naming reqs, then step and the first lines of the tool's
+// reason.
+func (c *Cache) toolError(ctx context.Context, reqs []Requirement, step string, stderr *capped, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return &InstallError{Msg: "packages " + listOf(reqs) + ": installation timed out after " + c.o.Timeout.String()}
 	}
