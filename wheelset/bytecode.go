@@ -57,10 +57,10 @@ func (c *Cache) startCompiler(ctx context.Context, reqs []Requirement, dir strin
 	in.Close() // the interpreter's now: a write after its end fails rather than blocks
 	if err != nil {
 		list.Close()
-		return nil, c.toolError(ctx, reqs, "compiling bytecode: ", stderr, err)
+		return nil, c.toolError(ctx, reqs, cmd, "compiling bytecode: ", stderr, err)
 	}
 	p := &compiler{list: list, ended: make(chan error, 1)}
-	go func() { p.ended <- c.toolError(ctx, reqs, "compiling bytecode: ", stderr, cmd.Wait()) }()
+	go func() { p.ended <- c.toolError(ctx, reqs, cmd, "compiling bytecode: ", stderr, cmd.Wait()) }()
 	return p, nil
 }
 

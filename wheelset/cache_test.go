@@ -606,3 +606,14 @@ func awaitEmpty(t *testing.T, dir string) {
 		}
 	}
 }
+
+// C1074: a tool that fails without a word is named in the message: the
+// bytecode compiler killed by a signal is not reported as uv's failure.
+func TestSilentToolFailureNamesTheToolC1074(t *testing.T) {
+	c := &Cache{}
+	cmd := exec.Command("/usr/bin/python3.11")
+	err := c.toolError(context.Background(), reqs(t, "tinya"), cmd, "compiling bytecode: ", &capped{}, errors.New("signal: killed"))
+	if want := "packages tinya: compiling bytecode: python3.11 failed: signal: killed"; err == nil || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
+	}
+}

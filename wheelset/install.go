@@ -148,7 +148,7 @@ func (c *Cache) runTool(ctx context.Context, reqs []Requirement, step string, cm
 	if err == nil {
 		err = cmd.Wait()
 	}
-	return c.toolError(ctx, reqs, step, stderr, err)
+	return c.toolError(ctx, reqs, cmd, step, stderr, err)
 }
 
 // startTool starts cmd (made with ctx, its Dir and Stdin set) for an
@@ -165,11 +165,11 @@ func startTool(cmd *exec.Cmd) (*capped, error) {
 	return stderr, cmd.Start()
 }
 
-// toolError maps how a tool of the installation of reqs ended (err, from
-// its start or its wait): ctx's end first, else a failure is an
+// toolError maps how cmd, a tool of the installation of reqs, ended (err,
+// from its start or its wait): ctx's end first, else a failure is an
 // *InstallError naming reqs, then step and the first lines of the tool's
-// reason.
-func (c *Cache) toolError(ctx context.Context, reqs []Requirement, step string, stderr *capped, err error) error {
+// reason (or, when it gave none, the tool's name and err).
+func (c *Cache) toolError(ctx context.Context, reqs []Requirement, cmd *exec.Cmd, step string, stderr *capped, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return &InstallError{Msg: "packages " + listOf(reqs) + ": installation timed out after " + c.o.Timeout.String()}
 	}
@@ -177,7 +177,7 @@ func (c *Cache) toolError(ctx context.Context, reqs []Requirement, step string, 
 		return ctx.Err() // stopped: nobody waits for it
 	}
 	if err != nil {
-		return &InstallError{Msg: "packages " + listOf(reqs) + ": " + step + reason(stderr.b.Bytes(), err)}
+		return &InstallError{Msg: "packages " + listOf(reqs) + ": " + step + reason(stderr.b.Bytes(), filepath.Base(cmd.Path), err)}
 	}
 	return nil
 }
@@ -199,10 +199,10 @@ func toolEnv(env []string) []string {
 	return out
 }
 
-// reason is uv's error output as one printable line: its lines joined,
-// "error: " and "cause: " prefixes dropped, bounded: the
-// headline, a colon, then the explanation.
-func reason(stderr []byte, err error) string {
+// reason is a tool's error output as one printable line: its lines
+// joined, "error: " and "cause: " prefixes dropped, bounded: the headline,
+// a colon, then the explanation; without output, the tool's name and err.
+func reason(stderr []byte, tool string, err error) string {
 	var parts []string
 	for _, line := range strings.Split(string(stderr), "\n") {
 		line = strings.TrimSpace(strings.Map(printable, line))
@@ -212,7 +212,7 @@ func reason(stderr []byte, err error) string {
 		}
 	}
 	if len(parts) == 0 {
-		return "uv failed: " + err.Error()
+		return tool + " failed: " + err.Error()
 	}
 	msg := parts[0]
 	if len(parts) > 1 {
