@@ -617,3 +617,52 @@ func TestSilentToolFailureNamesTheToolC1074(t *testing.T) {
 		t.Errorf("got %v, want %q", err, want)
 	}
 }
+
+// C1075: an installation stopped while its bytecode compiles (as when its
+// daemon dies) publishes nothing, leaves no process and clears its staging
+// folder; the next installation of the request publishes a complete set.
+func TestStoppedDuringCompileC1075(t *testing.T) {
+	leakcheck.Check(t)
+	real, err := filepath.EvalSymlinks(importFrom(t, t.TempDir(), "print(sys.executable)"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A python that, as the compiler (-I -S), takes its list of sources and then hangs.
+	dir := t.TempDir()
+	compiling, hanging := filepath.Join(dir, "compiling"), filepath.Join(dir, "python3")
+	script := "#!/bin/sh\nif [ \"$2\" = -S ]; then cat >/dev/null; touch '" + compiling + "'; exec sleep 600; fi\nexec '" + real + "' \"$@\"\n"
+	if err := os.WriteFile(hanging, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, links := t.TempDir(), wheeltest.Tiny(t)
+	allow, _ := ParseAllowList("*")
+	c, err := Open(Options{UV: wheeltest.UV(t), Python: hanging, Root: root, FindLinks: []string{links}, Allow: allow, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeTree(root) })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, reqs(t, "tinya"))
+		done <- err
+	}()
+	wheeltest.AwaitFile(t, compiling, done)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire after cancel: %v", err)
+	}
+	awaitEmpty(t, filepath.Join(root, dirStaging))
+	if sets, _ := os.ReadDir(c.SetsDir()); len(sets) > 0 {
+		t.Fatalf("a set was published mid-compile: %s", sets[0].Name())
+	}
+	again := openCache(t, root, wheeltest.UV(t), links, 0)
+	l, err := again.Acquire(context.Background(), reqs(t, "tinya"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if _, err := os.Stat(filepath.Join(l.Dir, "tinya", "__pycache__", "__init__."+cacheTag(t)+".pyc")); err != nil || !l.Installed {
+		t.Errorf("the next installation: installed %v, bytecode %v", l.Installed, err)
+	}
+}
