@@ -19,17 +19,17 @@ import (
 	"time"
 )
 
-// Bounds on what uv says back.
+// Bounds on what a tool (uv, the bytecode compiler) says back.
 const (
-	maxUVError     = 64 << 10 // bytes of uv's standard error read
-	maxMessageLine = 1000     // bytes of uv's reason in an InstallError
+	maxToolError   = 64 << 10 // bytes of its standard error read
+	maxMessageLine = 1000     // bytes of its reason in an InstallError
 )
 
 // install resolves and installs reqs into a staging directory in one uv
-// run, compiles their bytecode (compileBytecode), seals the tree read-only, and publishes it
-// as sets/<key> by one rename, key being the hash of what the wheels
-// installed; a set with that key (published by another daemon, or for
-// another request) is used instead. It runs once per request key at a time
+// run, compiles their bytecode (compileBytecode), seals the tree
+// read-only, and publishes it as sets/<key> by one rename, key being the
+// hash of what the wheels installed; a set with that key (published by
+// another daemon, or for another request) is used instead. It runs once per request key at a time
 // (Acquire's flights), until ctx ends.
 func (c *Cache) install(ctx context.Context, reqs []Requirement, rkey string) (string, error) {
 	stage, err := os.MkdirTemp(filepath.Join(c.o.Root, dirStaging), "install-")
@@ -160,7 +160,7 @@ func startTool(cmd *exec.Cmd) (*capped, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
-	stderr := &capped{n: maxUVError}
+	stderr := &capped{n: maxToolError}
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
 	return stderr, cmd.Start()
 }
