@@ -44,8 +44,9 @@ type Options struct {
 //	requests/<rkey>  the set key a request was resolved to
 //	staging/         installations in progress and sets being removed
 //
-// uv runs without a cache of its own (--no-cache): the sets are the cache,
-// and nothing else grows.
+// uv runs without a cache of its own (--no-cache), its temporary files in
+// the installation's staging folder: the sets are the cache, and nothing
+// else grows, even when an installation is killed.
 type Cache struct {
 	o       Options
 	pyID    string     // the interpreter's identity, hashed into every key

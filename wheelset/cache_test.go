@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -417,5 +418,251 @@ func TestStaleStagingSweptC852(t *testing.T) {
 	}
 	if _, err := os.Lstat(fresh); err != nil {
 		t.Errorf("a fresh staging entry was removed: %v", err)
+	}
+}
+
+// sourcelessPyc is bytecode that python's import loads from a .pyc file
+// beside the modules (no source needed): code compiled from src.
+func sourcelessPyc(t *testing.T, src string) string {
+	out, err := exec.Command(python(t), "-I", "-c", "import importlib.util, marshal, sys; "+
+		"sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(compile(sys.argv[1], 'planted', 'exec')))", src).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// C1070: the key covers every file the wheels install, bytecode included:
+// a wheel from another source that adds only a .pyc (a module its package
+// imports when present, as packages do for optional accelerators) is
+// another set, so a victim sharing the cache never imports it.
+func TestShippedBytecodeIsContentC1070(t *testing.T) {
+	leakcheck.Check(t)
+	root, good, evil := t.TempDir(), t.TempDir(), t.TempDir()
+	files := map[string]string{"accel/__init__.py": "try:\n    from accel._speedups import MODE\nexcept ImportError:\n    MODE = 'pure'\n"}
+	wheeltest.Write(t, good, wheeltest.Wheel{Name: "accel", Version: "1.0", Files: files})
+	files["accel/_speedups.pyc"] = sourcelessPyc(t, "MODE = 'planted'")
+	wheeltest.Write(t, evil, wheeltest.Wheel{Name: "accel", Version: "1.0", Files: files})
+	attacker := openCache(t, root, wheeltest.UV(t), evil, 0)
+	a, err := attacker.Acquire(context.Background(), reqs(t, "accel"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Release()
+	if got := importFrom(t, a.Dir, "import accel; print(accel.MODE)"); got != "planted" {
+		t.Fatalf("the attacker's set imports %q: the planted bytecode is not installed, the test proves nothing", got)
+	}
+	victim := openCache(t, root, wheeltest.UV(t), good, 0)
+	v, err := victim.Acquire(context.Background(), reqs(t, "accel"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	if got := importFrom(t, v.Dir, "import accel; print(accel.MODE)"); got != "pure" || v.Dir == a.Dir {
+		t.Errorf("the victim's run imports %q from %s (the attacker's set: %s)", got, v.Dir, a.Dir)
+	}
+}
+
+// C1071: a published set carries the bytecode of its sources, which a run
+// imports as it is (read-only, nothing written or compiled at import), also
+// when the sources are many (compiled by several interpreters at once); a
+// source that does not compile does not fail the installation, and its
+// import reports the error as the interpreter would.
+func TestSetsCarryTheirBytecodeC1071(t *testing.T) {
+	leakcheck.Check(t)
+	links := t.TempDir()
+	files := map[string]string{"many/broken.py": "def f(:\n"}
+	var imports []string
+	for i := range 2*sourcesPerCompiler + 10 {
+		name := "m" + strconv.Itoa(i)
+		files["many/"+name+".py"] = "X = " + strconv.Itoa(i) + "\n"
+		imports = append(imports, "many."+name)
+	}
+	files["many/__init__.py"] = ""
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "many", Version: "1.0", Files: files})
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), links, 0)
+	l, err := c.Acquire(context.Background(), reqs(t, "many"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	cmd := exec.Command(python(t), "-I", "-v", "-c", "import sys; sys.path.insert(0, sys.argv[1]); import "+strings.Join(imports, ", ")+"; print('X =', many.m7.X)", l.Dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "\nX = 7\n") {
+		t.Fatalf("import: %v: %.2000s", err, out)
+	}
+	fromBytecode := strings.Count(string(out), "# code object from '"+filepath.Join(l.Dir, "many", "__pycache__")+"/")
+	if fromBytecode != len(imports)+1 { // and __init__
+		t.Errorf("%d modules imported from the set's bytecode, want %d", fromBytecode, len(imports)+1)
+	}
+	for _, s := range []string{"# wrote", "# could not create", "# bytecode is stale"} {
+		if strings.Contains(string(out), s) {
+			t.Errorf("the import says %q", s)
+		}
+	}
+	if got := importFrom(t, l.Dir, `exec("try: import many.broken\nexcept SyntaxError as e: print(type(e).__name__)")`); got != "SyntaxError" {
+		t.Errorf("importing the broken module: %q", got)
+	}
+}
+
+// C1072: compiling a hostile wheel's sources runs none of its code: a
+// py_compile.py, sitecustomize.py or .pth file in the set does not shadow
+// or extend the compiler's interpreter; a __pycache__ that is a file, or a
+// .pyc path that is a folder, costs only that module's bytecode.
+func TestCompilingRunsNothingOfTheSetC1072(t *testing.T) {
+	leakcheck.Check(t)
+	links, outside := t.TempDir(), t.TempDir()
+	marker := "open(" + strconv.Quote(filepath.Join(outside, "ran")) + ", 'a').write(__name__)\n"
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "shadow", Version: "1.0", Files: map[string]string{
+		"py_compile.py":         marker,
+		"sitecustomize.py":      marker,
+		"importlib/__init__.py": marker,
+		"shadow.pth":            "import os; " + marker,
+		"shadow/__init__.py":    "S = 1\n",
+		"blocked/__init__.py":   "B = 3\n",
+		"blocked/__pycache__":   "a file where the folder goes\n",
+		"folded/__init__.py":    "F = 4\n",
+		"folded/__pycache__/__init__." + cacheTag(t) + ".pyc/x": "a folder where the bytecode goes\n",
+	}})
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), links, 0)
+	l, err := c.Acquire(context.Background(), reqs(t, "shadow"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if b, err := os.ReadFile(filepath.Join(outside, "ran")); err == nil {
+		t.Errorf("the installation ran the set's code: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(l.Dir, "shadow", "__pycache__", "__init__."+cacheTag(t)+".pyc")); err != nil {
+		t.Errorf("the set's bytecode: %v", err)
+	}
+	got := importFrom(t, l.Dir, "import shadow, blocked, folded; print(shadow.S, blocked.B, folded.F)")
+	if got != "1 3 4" {
+		t.Errorf("import: %q", got)
+	}
+}
+
+// cacheTag is the interpreter's bytecode tag (cpython-311).
+func cacheTag(t *testing.T) string {
+	return importFrom(t, t.TempDir(), "print(sys.implementation.cache_tag)")
+}
+
+// C1073: an installation stopped while uv runs (its process group killed)
+// leaves nothing outside the cache's staging folder, which its end clears:
+// uv's working cache is not in the machine's temporary directory, where a
+// killed uv left it for good.
+func TestStoppedInstallLeavesNoTempC1073(t *testing.T) {
+	leakcheck.Check(t)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	asked, release := make(chan struct{}, 1), make(chan struct{})
+	links := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		select { // hold uv until it is killed
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer links.Close()
+	defer close(release)
+	root := t.TempDir()
+	c := openCache(t, root, wheeltest.UV(t), links.URL, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, reqs(t, "tinya"))
+		done <- err
+	}()
+	select {
+	case <-asked:
+	case err := <-done:
+		t.Fatalf("uv ended before asking its find-links: %v", err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire after cancel: %v", err)
+	}
+	awaitEmpty(t, filepath.Join(root, dirStaging)) // the installation's last step, after Acquire returned
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Errorf("a stopped installation left %d entries in the temporary directory: %s…", len(left), left[0].Name())
+	}
+}
+
+// awaitEmpty waits until dir holds nothing, failing the test after a minute.
+func awaitEmpty(t *testing.T, dir string) {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		left, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still holds %s", dir, left[0].Name())
+		}
+	}
+}
+
+// C1074: a tool that fails without a word is named in the message: the
+// bytecode compiler killed by a signal is not reported as uv's failure.
+func TestSilentToolFailureNamesTheToolC1074(t *testing.T) {
+	c := &Cache{}
+	cmd := exec.Command("/usr/bin/python3.11")
+	err := c.toolError(context.Background(), reqs(t, "tinya"), cmd, "compiling bytecode: ", &capped{}, errors.New("signal: killed"))
+	if want := "packages tinya: compiling bytecode: python3.11 failed: signal: killed"; err == nil || err.Error() != want {
+		t.Errorf("got %v, want %q", err, want)
+	}
+}
+
+// C1075: an installation stopped while its bytecode compiles (as when its
+// daemon dies) publishes nothing, leaves no process and clears its staging
+// folder; the next installation of the request publishes a complete set.
+func TestStoppedDuringCompileC1075(t *testing.T) {
+	leakcheck.Check(t)
+	real, err := filepath.EvalSymlinks(importFrom(t, t.TempDir(), "print(sys.executable)"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A python that, as the compiler (-I -S), takes its list of sources and then hangs.
+	dir := t.TempDir()
+	compiling, hanging := filepath.Join(dir, "compiling"), filepath.Join(dir, "python3")
+	script := "#!/bin/sh\nif [ \"$2\" = -S ]; then cat >/dev/null; touch '" + compiling + "'; exec sleep 600; fi\nexec '" + real + "' \"$@\"\n"
+	if err := os.WriteFile(hanging, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, links := t.TempDir(), wheeltest.Tiny(t)
+	allow, _ := ParseAllowList("*")
+	c, err := Open(Options{UV: wheeltest.UV(t), Python: hanging, Root: root, FindLinks: []string{links}, Allow: allow, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeTree(root) })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, reqs(t, "tinya"))
+		done <- err
+	}()
+	wheeltest.AwaitFile(t, compiling, done)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire after cancel: %v", err)
+	}
+	awaitEmpty(t, filepath.Join(root, dirStaging))
+	if sets, _ := os.ReadDir(c.SetsDir()); len(sets) > 0 {
+		t.Fatalf("a set was published mid-compile: %s", sets[0].Name())
+	}
+	again := openCache(t, root, wheeltest.UV(t), links, 0)
+	l, err := again.Acquire(context.Background(), reqs(t, "tinya"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if _, err := os.Stat(filepath.Join(l.Dir, "tinya", "__pycache__", "__init__."+cacheTag(t)+".pyc")); err != nil || !l.Installed {
+		t.Errorf("the next installation: installed %v, bytecode %v", l.Installed, err)
 	}
 }

@@ -19,18 +19,18 @@ import (
 	"time"
 )
 
-// Bounds on what uv says back.
+// Bounds on what a tool (uv, the bytecode compiler) says back.
 const (
-	maxUVError     = 64 << 10 // bytes of uv's standard error read
-	maxMessageLine = 1000     // bytes of uv's reason in an InstallError
+	maxToolError   = 64 << 10 // bytes of its standard error read
+	maxMessageLine = 1000     // bytes of its reason in an InstallError
 )
 
 // install resolves and installs reqs into a staging directory in one uv
-// run, seals the tree read-only, and publishes it as sets/<key> by one
-// rename, key being the hash of the installed content; a set with that key
-// (published by another daemon, or for another request) is used instead.
-// It runs once per request key at a time (Acquire's flights), until ctx
-// ends.
+// run, compiles their bytecode (compileBytecode), seals the tree
+// read-only, and publishes it as sets/<key> by one rename, key being the
+// hash of what the wheels installed; a set with that key (published by
+// another daemon, or for another request) is used instead. It runs once per request key at a time
+// (Acquire's flights), until ctx ends.
 func (c *Cache) install(ctx context.Context, reqs []Requirement, rkey string) (string, error) {
 	stage, err := os.MkdirTemp(filepath.Join(c.o.Root, dirStaging), "install-")
 	if err != nil {
@@ -42,24 +42,44 @@ func (c *Cache) install(ctx context.Context, reqs []Requirement, rkey string) (s
 		return "", err
 	}
 	target := filepath.Join(stage, "set")
-	if err := c.uv(ctx, reqs, append(args, "--target", target)...); err != nil {
+	if err := os.Mkdir(target, 0o755); err != nil {
+		return "", fmt.Errorf("package cache: %w", err)
+	}
+	// The first compiler starts now: the interpreter's start overlaps uv's run.
+	first, err := c.startCompiler(ctx, reqs, target)
+	if err != nil {
 		return "", err
 	}
-	sealed, err := seal(target)
+	defer first.finish(nil)
+	if err := c.uv(ctx, reqs, stage, append(args, "--target", target)...); err != nil {
+		return "", err
+	}
+	installed, err := scan(target)
 	if err != nil {
-		return "", &InstallError{Msg: "packages " + listOf(reqs) + ": the installed set was refused: " + err.Error()}
+		return "", refused(reqs, err)
 	}
-	if c.o.MaxBytes > 0 && sealed.size > c.o.MaxBytes {
+	if err := c.compileBytecode(ctx, reqs, target, installed.sources, first); err != nil {
+		return "", err
+	}
+	size, err := seal(target)
+	if err != nil {
+		return "", refused(reqs, err)
+	}
+	if c.o.MaxBytes > 0 && size > c.o.MaxBytes {
 		return "", &InstallError{Msg: fmt.Sprintf("packages %s: the installed set takes %d bytes, more than the package cache may hold (%d)",
-			listOf(reqs), sealed.size, c.o.MaxBytes)}
+			listOf(reqs), size, c.o.MaxBytes)}
 	}
-	key := hashLines([]string{"set", c.pyID, sealed.digest})
-	if err := c.publish(target, key, sealed.size); err != nil {
+	key := hashLines([]string{"set", c.pyID, installed.digest})
+	if err := c.publish(target, key, size); err != nil {
 		return "", err
 	}
 	c.record(rkey, key, stage)
 	c.evict(key)
 	return key, nil
+}
+
+func refused(reqs []Requirement, err error) error {
+	return &InstallError{Msg: "packages " + listOf(reqs) + ": the installed set was refused: " + err.Error()}
 }
 
 // installArgs are uv's arguments for reqs, with the allow-list's
@@ -69,7 +89,7 @@ func (c *Cache) installArgs(reqs []Requirement, stage string) ([]string, error) 
 	if err := writeLines(in, reqs); err != nil {
 		return nil, err
 	}
-	args := []string{"pip", "install", "--quiet", "--link-mode", "copy", "--compile-bytecode", "-r", in}
+	args := []string{"pip", "install", "--quiet", "--link-mode", "copy", "-r", in}
 	if cs := c.o.Allow.Constraints(); len(cs) > 0 {
 		file := filepath.Join(stage, "constraints.txt")
 		if err := writeLines(file, cs); err != nil {
@@ -102,11 +122,11 @@ func (c *Cache) record(rkey, key, stage string) {
 	_ = writeAtomic(filepath.Join(c.o.Root, dirRequests, rkey), key, stage)
 }
 
-// uv runs uv with the cache's sources and the arguments after them, in a
-// process group of its own that ctx's end kills whole; its standard output
-// is dropped. A failure is an *InstallError naming reqs and the first lines
-// of uv's reason.
-func (c *Cache) uv(ctx context.Context, reqs []Requirement, args ...string) error {
+// uv runs uv with the cache's sources and the arguments after them
+// (runTool), its temporary files (its working cache among them) in stage,
+// which the installation's end removes even when uv was killed; a failure
+// names reqs and the first lines of uv's reason.
+func (c *Cache) uv(ctx context.Context, reqs []Requirement, stage string, args ...string) error {
 	args = append(args, "--no-config", "--no-progress", "--color", "never", "--only-binary", ":all:",
 		"--python", c.o.Python, "--no-cache")
 	if c.o.Index == "" {
@@ -118,14 +138,38 @@ func (c *Cache) uv(ctx context.Context, reqs []Requirement, args ...string) erro
 		args = append(args, "--find-links", f)
 	}
 	cmd := exec.CommandContext(ctx, c.o.UV, args...)
-	cmd.Env = uvEnv(os.Environ())
-	cmd.Dir = c.o.Root
+	cmd.Dir, cmd.Env = c.o.Root, []string{"TMPDIR=" + stage}
+	return c.runTool(ctx, reqs, "", cmd)
+}
+
+// runTool runs cmd (startTool) and waits for it (toolError).
+func (c *Cache) runTool(ctx context.Context, reqs []Requirement, step string, cmd *exec.Cmd) error {
+	stderr, err := startTool(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	return c.toolError(ctx, reqs, cmd, step, stderr, err)
+}
+
+// startTool starts cmd (made with ctx, its Dir and Stdin set) for an
+// installation: with toolEnv's environment and the variables cmd.Env holds
+// (which win), in a process group of its own that ctx's end kills whole,
+// its standard output dropped and the head of its standard error kept.
+func startTool(cmd *exec.Cmd) (*capped, error) {
+	cmd.Env = append(toolEnv(os.Environ()), cmd.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = time.Second
-	stderr := &capped{n: maxUVError}
+	stderr := &capped{n: maxToolError}
 	cmd.Stdout, cmd.Stderr = io.Discard, stderr
-	err := cmd.Run()
+	return stderr, cmd.Start()
+}
+
+// toolError maps how cmd, a tool of the installation of reqs, ended (err,
+// from its start or its wait): ctx's end first, else a failure is an
+// *InstallError naming reqs, then step and the first lines of the tool's
+// reason (or, when it gave none, the tool's name and err).
+func (c *Cache) toolError(ctx context.Context, reqs []Requirement, cmd *exec.Cmd, step string, stderr *capped, err error) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return &InstallError{Msg: "packages " + listOf(reqs) + ": installation timed out after " + c.o.Timeout.String()}
 	}
@@ -133,16 +177,16 @@ func (c *Cache) uv(ctx context.Context, reqs []Requirement, args ...string) erro
 		return ctx.Err() // stopped: nobody waits for it
 	}
 	if err != nil {
-		return &InstallError{Msg: "packages " + listOf(reqs) + ": " + reason(stderr.b.Bytes(), err)}
+		return &InstallError{Msg: "packages " + listOf(reqs) + ": " + step + reason(stderr.b.Bytes(), filepath.Base(cmd.Path), err)}
 	}
 	return nil
 }
 
-// uvEnv is the daemon's environment without what would steer uv away from
-// the options the cache gives it (UV_*, PIP_*, a virtual environment) and
-// without the daemon's own settings (CODERUN_*: the service token among
-// them), which uv has no use for.
-func uvEnv(env []string) []string {
+// toolEnv is the daemon's environment without what would steer uv away
+// from the options the cache gives it (UV_*, PIP_*, a virtual environment)
+// and without the daemon's own settings (CODERUN_*: the service token among
+// them), which neither uv nor the compiler has any use for.
+func toolEnv(env []string) []string {
 	out := []string{"NO_COLOR=1"}
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
@@ -155,10 +199,10 @@ func uvEnv(env []string) []string {
 	return out
 }
 
-// reason is uv's error output as one printable line: its lines joined,
-// "error: " and "cause: " prefixes dropped, bounded: the
-// headline, a colon, then the explanation.
-func reason(stderr []byte, err error) string {
+// reason is a tool's error output as one printable line: its lines
+// joined, "error: " and "cause: " prefixes dropped, bounded: the headline,
+// a colon, then the explanation; without output, the tool's name and err.
+func reason(stderr []byte, tool string, err error) string {
 	var parts []string
 	for _, line := range strings.Split(string(stderr), "\n") {
 		line = strings.TrimSpace(strings.Map(printable, line))
@@ -168,7 +212,7 @@ func reason(stderr []byte, err error) string {
 		}
 	}
 	if len(parts) == 0 {
-		return "uv failed: " + err.Error()
+		return tool + " failed: " + err.Error()
 	}
 	msg := parts[0]
 	if len(parts) > 1 {
@@ -200,67 +244,97 @@ func (w *capped) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// sealedTree is what seal learnt of a tree.
-type sealedTree struct {
-	size   int64
-	digest string // the installed content: each file's path and sha256
+// installedTree is what scan learnt of a tree uv installed.
+type installedTree struct {
+	digest  string   // the installed content: each file's path and sha256
+	sources []string // the Python sources (.py), relative to the tree
 }
 
-// seal makes an installed tree read-only (files 0444, directories 0555)
-// and returns its size and the digest of its content; a symbolic link or
-// any file that is neither a regular file nor a directory refuses the tree.
-// Compiled bytecode (which embeds times) and the installer's own notes
-// (RECORD, uv_cache.json) are sealed but left out of the digest: the same
-// wheels give the same digest. Folders are sealed after their entries.
-func seal(root string) (sealedTree, error) {
-	var t sealedTree
-	var dirs, lines []string
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+// scan reads a tree uv installed, before anything else writes into it: a
+// symbolic link or any file that is neither a regular file nor a directory
+// refuses the tree. Its digest covers every file, bytecode the wheels ship
+// included (an import may load it), but the installer's own notes (RECORD,
+// uv_cache.json, .lock): the same wheels give the same digest.
+func scan(root string) (installedTree, error) {
+	var t installedTree
+	var lines []string
+	err := walkRegular(root, func(path, rel string, d fs.DirEntry) error {
+		if d.IsDir() {
+			return nil
+		}
+		sum, err := hashFile(path)
+		if err != nil {
+			return err
+		}
+		if name := d.Name(); name != "RECORD" && name != "uv_cache.json" && name != ".lock" {
+			lines = append(lines, rel+"\x00"+sum)
+		}
+		if strings.HasSuffix(rel, ".py") {
+			t.sources = append(t.sources, rel)
+		}
+		return nil
+	})
+	slices.Sort(lines)
+	t.digest = hashLines(lines)
+	return t, err
+}
+
+// seal makes a tree read-only (files 0444, directories 0555, each folder
+// after its entries) and returns its size in bytes; like scan, it refuses
+// anything but regular files and directories.
+func seal(root string) (int64, error) {
+	var size int64
+	var dirs []string
+	err := walkRegular(root, func(path, _ string, d fs.DirEntry) error {
+		if d.IsDir() {
+			dirs = append(dirs, path)
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		size += info.Size()
+		return os.Chmod(path, 0o444)
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range slices.Backward(dirs) {
+		if err := os.Chmod(d, 0o555); err != nil {
+			return 0, err
+		}
+	}
+	return size, nil
+}
+
+// walkRegular calls visit for each directory and regular file under root
+// (with its path relative to root), without following links, and fails on
+// anything else.
+func walkRegular(root string, visit func(path, rel string, d fs.DirEntry) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(root, path)
-		switch {
-		case d.IsDir():
-			dirs = append(dirs, path)
-			return nil
-		case !d.Type().IsRegular():
+		if !d.IsDir() && !d.Type().IsRegular() {
 			return fmt.Errorf("%s is not a regular file", rel)
 		}
-		size, sum, err := hashFile(path)
-		if err != nil {
-			return err
-		}
-		t.size += size
-		if name := d.Name(); !strings.HasSuffix(name, ".pyc") && name != "RECORD" && name != "uv_cache.json" && name != ".lock" {
-			lines = append(lines, rel+"\x00"+sum)
-		}
-		return os.Chmod(path, 0o444)
+		return visit(path, rel, d)
 	})
-	if err != nil {
-		return t, err
-	}
-	for _, d := range slices.Backward(dirs) {
-		if err := os.Chmod(d, 0o555); err != nil {
-			return t, err
-		}
-	}
-	slices.Sort(lines)
-	t.digest = hashLines(lines)
-	return t, nil
 }
 
-// hashFile is a regular file's size and sha256, read through a descriptor
-// that does not follow a link.
-func hashFile(path string) (int64, string, error) {
+// hashFile is a regular file's sha256, read through a descriptor that does
+// not follow a link.
+func hashFile(path string) (string, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return 0, "", err
+		return "", err
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, f)
-	return n, hex.EncodeToString(h.Sum(nil)), err
+	_, err = io.Copy(h, f)
+	return hex.EncodeToString(h.Sum(nil)), err
 }
 
 // removeTree removes a staged or evicted tree, sealed or not: folders are

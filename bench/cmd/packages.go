@@ -17,7 +17,7 @@ import (
 // find-links directory of small pure-Python wheels the group writes.
 
 // benchSets is how many distinct sets the first-install rows install.
-const benchSets = 5
+const benchSets = 9
 
 // packageRows measures, in tier process: paced return 1 runs with and
 // without a cached package set, interleaved (target: the set adds ≤ 1 ms),
@@ -109,32 +109,45 @@ func cacheHitRows(o options, d *daemon) ([]row, error) {
 
 // firstInstallRows installs sets 1…n through the daemon (their installMs)
 // and each by hand into a directory of its own with a cold uv cache, plain
-// and with --compile-bytecode (which the daemon does: a set is read-only,
-// so an import could not cache what it compiles).
+// and with --compile-bytecode (the daemon compiles bytecode too: a set is
+// read-only, so an import could not cache what it compiles). The three
+// take turns at going first (the first installation of a set is the
+// slower, whichever it is); the notes give each column's range.
 func firstInstallRows(o options, d *daemon, uv, links, dir string, n int) ([]row, error) {
 	var daemonTook, byHand, byHandBytecode samples
 	for i := 1; i <= n; i++ {
-		name := "bench" + strconv.Itoa(i) + "-a"
-		took, err := installMsOf(d, name)
-		if err != nil {
-			return nil, err
+		name, at := "bench"+strconv.Itoa(i)+"-a", filepath.Join(dir, strconv.Itoa(i))
+		installs := []func() error{
+			func() error { took, err := installMsOf(d, name); daemonTook = append(daemonTook, took); return err },
+			func() error {
+				took, err := installByHand(o, uv, links, at+"-hand", name)
+				byHand = append(byHand, took)
+				return err
+			},
+			func() error {
+				took, err := installByHand(o, uv, links, at+"-hand-bc", name, "--compile-bytecode")
+				byHandBytecode = append(byHandBytecode, took)
+				return err
+			},
 		}
-		plain, err := installByHand(o, uv, links, filepath.Join(dir, "hand-"+strconv.Itoa(i)), name)
-		if err != nil {
-			return nil, err
+		for k := range installs {
+			if err := installs[(i+k)%len(installs)](); err != nil {
+				return nil, err
+			}
 		}
-		compiled, err := installByHand(o, uv, links, filepath.Join(dir, "hand-bc-"+strconv.Itoa(i)), name, "--compile-bytecode")
-		if err != nil {
-			return nil, err
-		}
-		daemonTook, byHand, byHandBytecode = append(daemonTook, took), append(byHand, plain), append(byHandBytecode, compiled)
 	}
-	note := "a set of 3 wheels; by hand: uv pip install --target with a cold cache; target ≤ 1.5×"
+	took := spreadOf("daemon", daemonTook)
+	note := "a set of 3 wheels; by hand: uv pip install --target with a cold cache; " + spreadOf("by hand", byHand) + "; " + took + "; target ≤ 1.5×"
 	return []row{
 		newRow("packages: first install (stats.installMs), p50", "ms", ms(byHand.pct(50)), ms(daemonTook.pct(50)), note),
 		newRow("packages: first install against by hand --compile-bytecode, p50", "ms", ms(byHandBytecode.pct(50)), ms(daemonTook.pct(50)),
-			"the same work as the daemon's"),
+			spreadOf("by hand", byHandBytecode)+"; "+took),
 	}, nil
+}
+
+// spreadOf names a column's samples: how many, the lowest and the highest.
+func spreadOf(column string, s samples) string {
+	return fmt.Sprintf("%s: %d sets, %.0f–%.0f ms", column, len(s), ms(s.pct(0)), ms(s.pct(100)))
 }
 
 // installByHand times `uv pip install --target dir name` (and extra) with a

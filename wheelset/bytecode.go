@@ -1,0 +1,112 @@
+package wheelset
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+)
+
+// compileScript compiles the source files named on its standard input
+// (NUL-separated paths, relative to its working directory) into
+// __pycache__, each .pyc written atomically by py_compile. A file that does
+// not compile, or whose bytecode cannot be written, is skipped: importing
+// it compiles it then, and reports its error as the interpreter would.
+// Timestamp validation is asked for explicitly, as SOURCE_DATE_EPOCH in the
+// environment would otherwise make py_compile write hash-checked files that
+// every import re-hashes.
+const compileScript = `import os, sys, py_compile
+mode = py_compile.PycInvalidationMode.TIMESTAMP
+for name in sys.stdin.buffer.read().split(b"\0"):
+    if name:
+        try:
+            py_compile.compile(os.fsdecode(name), doraise=True, invalidation_mode=mode)
+        except Exception:
+            pass
+`
+
+// sourcesPerCompiler is how many source files justify one more compiling
+// interpreter: starting one costs about as much as compiling a hundred
+// small modules, so a small set compiles in a single process.
+const sourcesPerCompiler = 100
+
+// compiler is one compiling interpreter, started before it is told what to
+// compile: the interpreter starts and imports py_compile while uv runs, and
+// compiles what it reads once its input is closed.
+type compiler struct {
+	list  *os.File   // the write end of its standard input
+	ended chan error // its end, mapped by toolError; received once
+	err   error
+	done  bool
+}
+
+// startCompiler starts a compiler in dir (the tree it compiles, written by
+// the daemon only) with the interpreter the set is for, isolated (-I: dir is
+// not on sys.path, so nothing in it shadows the standard library) and
+// without site (-S: nothing installed runs). Its process ends with ctx.
+func (c *Cache) startCompiler(ctx context.Context, reqs []Requirement, dir string) (*compiler, error) {
+	in, list, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, c.o.Python, "-I", "-S", "-c", compileScript)
+	cmd.Dir, cmd.Stdin = dir, in
+	stderr, err := startTool(cmd)
+	in.Close() // the interpreter's now: a write after its end fails rather than blocks
+	if err != nil {
+		list.Close()
+		return nil, c.toolError(ctx, reqs, cmd, "compiling bytecode: ", stderr, err)
+	}
+	p := &compiler{list: list, ended: make(chan error, 1)}
+	go func() { p.ended <- c.toolError(ctx, reqs, cmd, "compiling bytecode: ", stderr, cmd.Wait()) }()
+	return p, nil
+}
+
+// finish hands p its sources, closes its input and waits for its end; a
+// second call returns the first one's result. finish(nil) stops an idle
+// compiler.
+func (p *compiler) finish(sources []string) error {
+	if p.done {
+		return p.err
+	}
+	p.done = true
+	if len(sources) > 0 {
+		_, _ = p.list.WriteString(strings.Join(sources, "\x00")) // a failed write: it ended, as its end says
+	}
+	p.list.Close()
+	p.err = <-p.ended
+	return p.err
+}
+
+// compileBytecode compiles sources (paths relative to root) with first and,
+// for a large set, with up to GOMAXPROCS-1 more compilers at once, each
+// taking every n-th source.
+func (c *Cache) compileBytecode(ctx context.Context, reqs []Requirement, root string, sources []string, first *compiler) error {
+	n := max(1, min(runtime.GOMAXPROCS(0), (len(sources)+sourcesPerCompiler-1)/sourcesPerCompiler))
+	compilers := []*compiler{first}
+	for len(compilers) < n {
+		p, err := c.startCompiler(ctx, reqs, root)
+		if err != nil {
+			break // fewer compilers: the ones started take every source
+		}
+		compilers = append(compilers, p)
+	}
+	errs := make([]error, len(compilers))
+	var wg sync.WaitGroup
+	for i, p := range compilers {
+		var share []string
+		for j := i; j < len(sources); j += len(compilers) {
+			share = append(share, sources[j])
+		}
+		wg.Go(func() { errs[i] = p.finish(share) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
