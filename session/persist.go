@@ -12,6 +12,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wheelset"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
@@ -152,6 +153,9 @@ func (m *Manager) bootedWorker(get func() (*worker, *protocol.RunError), lim pro
 	if fail != nil {
 		return nil, errors.New(fail.Message)
 	}
+	if m.egress != nil && m.cfg.EgressPolicy != nil {
+		w.secrets = egress.Bind(m.cfg.EgressPolicy.Secrets) // the session's, for every run of it
+	}
 	if err := bootSession(w, lim, m.cfg.SessionCPUSeconds, sysPath); err != nil {
 		killWorker(w, m.log)
 		return w, err
@@ -263,7 +267,7 @@ func bootSession(w *worker, lim protocol.Limits, lifetimeCPU int64, sysPath []st
 	deadline := time.Now().Add(sessionBootTimeout)
 	w.conn.SetDeadline(deadline)
 	defer w.conn.SetDeadline(time.Time{})
-	if _, err := w.conn.Write(sessionBootFrame(lim, lifetimeCPU, sysPath)); err != nil {
+	if _, err := w.conn.Write(withEnv(sessionBootFrame(lim, lifetimeCPU, sysPath), w.secrets.Env())); err != nil {
 		return errors.New("failed to boot the session's python process: " + err.Error())
 	}
 	framer := wireguard.NewFramer(protocol.FrameCap)

@@ -252,7 +252,8 @@ func (r *Run) failStart(fail *protocol.RunError) {
 // and starts its fd-3 writer (boot first), the fd-3 reader, the stray
 // readers and the reaper watch.
 func (r *Run) attach(w *worker) {
-	wr := newFDWriter(w.conn, bootFrame(r.sm.lim, r.bindings, leaseSysPath(r.lease)), protocol.ReplyQueue)
+	r.runSecrets(w)
+	wr := newFDWriter(w.conn, withEnv(bootFrame(r.sm.lim, r.bindings, leaseSysPath(r.lease)), w.secrets.Env()), protocol.ReplyQueue)
 	r.openEgress(w)
 	mb := r.sm.lim.MaxDiskMb
 	r.mu.Lock()

@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
+)
+
+// seen is what a secrets upstream received: per request, its host, the
+// headers a secret may be in, and the raw query.
+type seen struct {
+	mu   sync.Mutex
+	reqs []string
+}
+
+func (s *seen) handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.reqs = append(s.reqs, strings.Join([]string{r.Host, r.URL.Path, "auth=" + r.Header.Get("Authorization"),
+			"token=" + r.Header.Get("X-Token"), "query=" + r.URL.RawQuery}, " "))
+		s.mu.Unlock()
+		_, _ = io.WriteString(w, "ok") // never echoes: the run's result must not hold a secret
+	})
+}
+
+func (s *seen) all() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.reqs, "\n")
+}
+
+// secretsProgram GETs each [url, with the placeholder in X-Token] with
+// urllib and the run's default trust (SSL_CERT_FILE, the daemon's bundle),
+// returning the statuses, the refusals' text, and whether the placeholder
+// looks like one.
+const secretsProgram = `import os, urllib.request, urllib.error
+ph = os.environ.get("SVC_TOKEN", "")
+out = [ph.startswith("coderun-placeholder-"), os.environ.get("SSL_CERT_FILE", "") != ""]
+for u, send in URLS:
+    req = urllib.request.Request(u, headers={"X-Token": "tok " + ph} if send else {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            out.append([r.status, r.read().decode()[:100]])
+    except urllib.error.HTTPError as e:
+        out.append([e.code, e.read().decode()[:300]])
+    except Exception as e:
+        out.append([0, type(e).__name__ + ": " + str(e)[:300]])
+return out
+`
+
+// TestC1010EgressSecrets: in either tier, with secrets in the daemon's
+// policy file, a run's urllib request to the bound host carries the header
+// and query secrets and the env secret in place of its placeholder, over
+// plain HTTP and over HTTPS (intercepted: the run trusts the daemon's CA
+// through SSL_CERT_FILE, the proxy verifies the upstream against the test
+// CA given to the daemon as SSL_CERT_FILE); an allowed host without
+// secrets gets none; the placeholder sent to it is refused with 403 and
+// audited. No secret value appears in the result, the daemon's log,
+// initialize or describe; the values are reported by name only.
+func TestC1010EgressSecrets(t *testing.T) {
+	leakcheck.Check(t)
+	var bound, other seen
+	plain := httptest.NewServer(bound.handler())
+	defer plain.Close()
+	secure := httptest.NewTLSServer(bound.handler()) // its certificate is for example.com
+	defer secure.Close()
+	unbound := httptest.NewServer(other.handler())
+	defer unbound.Close()
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "upstream-ca.pem")
+	u := newEgressUpstreams(t, func(string, string) string { return "{}" }) // for its PEM helper and resolver names
+	if err := os.WriteFile(caFile, []byte(u.caPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// httptest's TLS servers share one certificate: u.caPEM trusts secure's.
+	pp, sp, op := portOf(plain.URL), portOf(secure.URL), portOf(unbound.URL)
+	policy := `{"allow": [{"host": "plain.test", "ports": [` + pp + `], "private": true},
+		{"host": "example.com", "ports": [` + sp + `], "private": true},
+		{"host": "lo.test", "ports": [` + op + `], "private": true}],
+	  "secrets": [
+		{"hosts": ["plain.test", "example.com"], "header": "Authorization", "valueEnv": "C1010_HEADER"},
+		{"hosts": ["plain.test"], "query": "api_key", "value": "QRY-SECRET-C1010"},
+		{"hosts": ["plain.test", "example.com"], "env": "SVC_TOKEN", "value": "ENV-SECRET-C1010"}]}`
+	path := filepath.Join(dir, "egress.json")
+	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := u.env
+	env["CODERUN_EGRESS"] = path
+	env["SSL_CERT_FILE"] = caFile
+	env["C1010_HEADER"] = "Bearer HDR-SECRET-C1010"
+	env["CODERUN_LOG_LEVEL"] = "debug"
+	d := start(t, env)
+	init := d.call("initialize", `{}`)
+	if !strings.Contains(string(init.Result), `"secrets":["header Authorization for plain.test, example.com","query api_key for plain.test","env SVC_TOKEN for plain.test, example.com"]`) {
+		t.Errorf("initialize does not name the secrets: %s", init.Result)
+	}
+	desc := d.call("bindings/describe", `{"bindings":[]}`)
+	if !strings.Contains(string(desc.Result), "env SVC_TOKEN for plain.test, example.com") {
+		t.Errorf("describe does not name the env secret: %s", desc.Result)
+	}
+	urls, _ := json.Marshal([][]any{
+		{"http://plain.test:" + pp + "/p?x=1", 1},
+		{"https://example.com:" + sp + "/s", 1},
+		{"http://lo.test:" + op + "/clean", 0},
+		{"http://lo.test:" + op + "/leak", 1},
+	})
+	prog, _ := json.Marshal("URLS = " + string(urls) + "\n" + secretsProgram)
+	r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
+	var got []json.RawMessage
+	if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 6 {
+		t.Fatalf("run: %s", raw)
+	}
+	if string(got[0]) != "true" || string(got[1]) != "true" {
+		t.Errorf("the run's SVC_TOKEN is not a placeholder, or it has no SSL_CERT_FILE: %s", raw)
+	}
+	for i, want := range []string{`[200,"ok"]`, `[200,"ok"]`, `[200,"ok"]`} {
+		if string(got[i+2]) != want {
+			t.Errorf("request %d: %s, want %s (result %s)", i, got[i+2], want, raw)
+		}
+	}
+	if !strings.HasPrefix(string(got[5]), `[403,"egress refused: the request carries a secret's placeholder`) {
+		t.Errorf("the placeholder to another host: %s", got[5])
+	}
+	wantBound := []string{
+		"plain.test:" + pp + " /p auth=Bearer HDR-SECRET-C1010 token=tok ENV-SECRET-C1010 query=api_key=QRY-SECRET-C1010&x=1",
+		"example.com:" + sp + " /s auth=Bearer HDR-SECRET-C1010 token=tok ENV-SECRET-C1010 query=",
+	}
+	if b := bound.all(); b != strings.Join(wantBound, "\n") {
+		t.Errorf("the bound host received:\n%s\nwant:\n%s", b, strings.Join(wantBound, "\n"))
+	}
+	if o := other.all(); o != "lo.test:"+op+" /clean auth= token= query=" {
+		t.Errorf("the host without secrets received:\n%s", o)
+	}
+	if len(r.Egress) < 4 || r.Egress[len(r.Egress)-1].Host != "lo.test" || r.Egress[len(r.Egress)-1].Status != 403 {
+		t.Errorf("audit %+v", r.Egress)
+	}
+	for _, where := range []struct{ name, text string }{{"result", raw}, {"log", d.stderr.String()},
+		{"initialize", string(init.Result)}, {"describe", string(desc.Result)}} {
+		for _, v := range []string{"HDR-SECRET", "QRY-SECRET", "ENV-SECRET"} {
+			if strings.Contains(where.text, v) {
+				t.Errorf("the %s shows a secret value (%s)", where.name, v)
+			}
+		}
+	}
+}
