@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -150,5 +151,67 @@ func TestC1010EgressSecrets(t *testing.T) {
 				t.Errorf("the %s shows a secret value (%s)", where.name, v)
 			}
 		}
+	}
+}
+
+// TestC1011EgressRunSecrets: a client's per-run secrets (the daemon's policy
+// has none) are added to the run's requests to their host only, over HTTPS
+// through interception; one for a host outside the run's egress is
+// −32602 naming the entry, never the value.
+func TestC1011EgressRunSecrets(t *testing.T) {
+	leakcheck.Check(t)
+	var bound seen
+	secure := httptest.NewTLSServer(bound.handler())
+	defer secure.Close()
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "example.com", "ports": [` + portOf(secure.URL) + `], "private": true},
+			{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	caFile := filepath.Join(t.TempDir(), "upstream-ca.pem")
+	if err := os.WriteFile(caFile, []byte(u.caPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u.env["SSL_CERT_FILE"] = caFile
+	d := started(t, u.env)
+	refused := d.call("run", `{"program":"1","egress":["plain.test:`+portOf(u.plain.URL)+`"],
+		"secrets":[{"hosts":["example.com"],"header":"X-Key","value":"RUN-SECRET-C1011"}]}`)
+	if refused.Error == nil || refused.Error.Code != -32602 ||
+		refused.Error.Message != `secrets[0].hosts[0] "example.com" is not within the egress allow list` {
+		t.Errorf("a secret outside the run's egress: %+v", refused.Error)
+	}
+	urls, _ := json.Marshal([][]any{{"https://example.com:" + portOf(secure.URL) + "/r", 1}})
+	prog, _ := json.Marshal("URLS = " + string(urls) + "\n" + secretsProgram)
+	r, raw := d.egressRun(t, `{"program":`+string(prog)+`,
+		"secrets":[{"hosts":["example.com"],"header":"Authorization","value":"Bearer RUN-SECRET-C1011"},
+			{"hosts":["example.com"],"env":"SVC_TOKEN","value":"RUN-ENV-C1011"}]}`)
+	if !strings.HasPrefix(string(r.Value), `[true,true,[200,"ok"]]`) {
+		t.Fatalf("run: %s", raw)
+	}
+	want := "example.com:" + portOf(secure.URL) + " /r auth=Bearer RUN-SECRET-C1011 token=tok RUN-ENV-C1011 query="
+	if b := bound.all(); b != want {
+		t.Errorf("the upstream received %q, want %q", b, want)
+	}
+	for _, text := range []string{raw, d.stderr.String()} {
+		if strings.Contains(text, "RUN-SECRET") || strings.Contains(text, "RUN-ENV") {
+			t.Errorf("a secret value shows: %s", text)
+		}
+	}
+}
+
+// TestC1012EgressSecretsBadFile: an invalid secret in the policy file stops
+// the daemon at start-up (and --check) with exit 2 and one line naming
+// the file, the entry and the rule, never the value.
+func TestC1012EgressSecretsBadFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "egress.json")
+	policy := `{"allow": ["api.example.com"], "secrets": [{"hosts": ["api.example.com"], "header": "Authorization", "value": "Bearer FILE-SECRET\r\nX: y"}]}`
+	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(daemonBin, "--check")
+	cmd.Env = environ(t, map[string]string{"CODERUN_EGRESS": path})
+	out, _ := cmd.CombinedOutput()
+	want := `CODERUN_EGRESS="` + path + `": secrets[0].value: must not hold CR, LF, NUL`
+	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), want) || strings.Contains(string(out), "FILE-SECRET") {
+		t.Errorf("--check: exit %d, want 2 and %q without the value:\n%s", cmd.ProcessState.ExitCode(), want, out)
 	}
 }

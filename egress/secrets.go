@@ -103,10 +103,10 @@ var deniedHeaders = []string{"Host", "Content-Length", "Transfer-Encoding", "Con
 func checkEnvName(n string) error {
 	if n == "" || len(n) > maxSecretNameSize || n[0] >= '0' && n[0] <= '9' ||
 		strings.Trim(n, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != "" {
-		return fmt.Errorf("env %q must be 1 to %d of A-Z, 0-9 and _, not starting with a digit", n, maxSecretNameSize)
+		return fmt.Errorf("%q must be 1 to %d of A-Z, 0-9 and _, not starting with a digit", n, maxSecretNameSize)
 	}
 	if slices.Contains(deniedEnv, n) || slices.ContainsFunc(deniedEnvPrefixes, func(p string) bool { return strings.HasPrefix(n, p) }) {
-		return fmt.Errorf("env %q is reserved (PATH, HOME, TMPDIR, the proxy and certificate variables, PYTHON*, LD_*, SSL_*, PIP_*, UV_*, MPL*, CODERUN_*)", n)
+		return fmt.Errorf("%q is reserved (PATH, HOME, TMPDIR, the proxy and certificate variables, PYTHON*, LD_*, SSL_*, PIP_*, UV_*, MPL*, CODERUN_*)", n)
 	}
 	return nil
 }
@@ -115,11 +115,11 @@ func checkEnvName(n string) error {
 // routing or proxy header.
 func checkHeaderName(n string) error {
 	if len(n) > maxSecretNameSize || !httpguts.ValidHeaderFieldName(n) {
-		return fmt.Errorf("header %q must be an HTTP header name (token characters, 1 to %d bytes)", n, maxSecretNameSize)
+		return fmt.Errorf("%q must be an HTTP header name (token characters, 1 to %d bytes)", n, maxSecretNameSize)
 	}
 	c := strings.ToLower(n)
 	if strings.HasPrefix(c, "proxy-") || slices.ContainsFunc(deniedHeaders, func(d string) bool { return strings.EqualFold(d, n) }) {
-		return fmt.Errorf("header %q is reserved (Host, Content-Length, Transfer-Encoding, Connection, Upgrade, TE, Trailer, Keep-Alive, Expect, Proxy-*)", n)
+		return fmt.Errorf("%q is reserved (Host, Content-Length, Transfer-Encoding, Connection, Upgrade, TE, Trailer, Keep-Alive, Expect, Proxy-*)", n)
 	}
 	return nil
 }
@@ -128,7 +128,7 @@ func checkHeaderName(n string) error {
 func checkQueryName(n string) error {
 	if n == "" || len(n) > maxSecretNameSize ||
 		strings.Trim(n, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~") != "" {
-		return fmt.Errorf("query %q must be 1 to %d of letters, digits and -._~", n, maxSecretNameSize)
+		return fmt.Errorf("%q must be 1 to %d of letters, digits and -._~", n, maxSecretNameSize)
 	}
 	return nil
 }
@@ -137,10 +137,10 @@ func checkQueryName(n string) error {
 // CR, LF, NUL nor other controls but tab). The error never shows the value.
 func checkValue(v string) error {
 	if v == "" || len(v) > MaxSecretValue {
-		return fmt.Errorf("value must be 1 to %d bytes", MaxSecretValue)
+		return fmt.Errorf("must be 1 to %d bytes", MaxSecretValue)
 	}
 	if !httpguts.ValidHeaderFieldValue(v) || strings.TrimSpace(v) != v {
-		return errors.New("value must not hold CR, LF, NUL or other control characters, nor start or end with a space")
+		return errors.New("must not hold CR, LF, NUL or other control characters, nor start or end with a space")
 	}
 	return nil
 }
@@ -401,4 +401,22 @@ func setHeader(h http.Header, name, v string) {
 		}
 	}
 	h[http.CanonicalHeaderKey(name)] = []string{v}
+}
+
+// WithSecrets is p with a client's secrets added (raw: a JSON array of
+// entries, "secrets"): each host must lie within p's allow list, an env
+// name may not be one p's secrets set, and "valueEnv" is refused (the
+// daemon's environment is not the client's to read). A violation names
+// the entry, "secrets[i]", and never holds a value.
+func (p *Policy) WithSecrets(raw []byte) (*Policy, error) {
+	own, err := ParseSecrets(raw, "secrets", p, nil)
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range own {
+		if s.Env != "" && slices.ContainsFunc(p.secrets(), func(d Secret) bool { return d.Env == s.Env }) {
+			return nil, fmt.Errorf("secrets[%d].env %q is set by the daemon's egress policy", i, s.Env)
+		}
+	}
+	return &Policy{Rules: p.rules(), Secrets: append(slices.Clone(p.secrets()), own...)}, nil
 }

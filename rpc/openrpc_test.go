@@ -190,7 +190,7 @@ func TestC903OpenRPCMatchesValidation(t *testing.T) {
 	}
 	for _, row := range runParams {
 		bad := map[string]string{"program": `1`, "bindings": `{}`, "limits": `[]`, "stream": `"yes"`,
-			"files": `{}`, "sessionId": `7`, "traceparent": `"00-xyz"`, "egress": `{}`, "packages": `{}`}[row.name]
+			"files": `{}`, "sessionId": `7`, "traceparent": `"00-xyz"`, "egress": `{}`, "secrets": `{}`, "packages": `{}`}[row.name]
 		if bad == "" {
 			t.Errorf("run member %s has no refused example here: add one", row.name)
 			continue

@@ -81,6 +81,12 @@ var runParams = []param[protocol.RunParams]{
 			p.Egress, err = optionalEgress(ms, v.egress)
 			return err
 		}},
+	{name: "secrets", summary: "credentials the egress proxy adds to this run's requests to their hosts (within the run's egress); the program sees only placeholders",
+		schema: `{"type":["array","null"],"maxItems":64,"items":{"$ref":"#/components/schemas/Secret"}}`,
+		check: func(ms []wireguard.Member, p *protocol.RunParams, v validation) (err error) {
+			p.Egress, err = optionalSecrets(ms, p.Egress, v.egress)
+			return err
+		}},
 	{name: "stream", summary: "true: run/log and run/output notifications before the response",
 		schema: `{"type":["boolean","null"]}`,
 		check: func(ms []wireguard.Member, p *protocol.RunParams, _ validation) error {
@@ -111,6 +117,9 @@ var runParams = []param[protocol.RunParams]{
 			}
 			if p.SessionID != "" && p.Limits.AddressSpaceMb != 0 {
 				return reject("limits.addressSpaceMb is fixed for the session's lifetime")
+			}
+			if m, ok := wireguard.Last(ms, "secrets"); ok && p.SessionID != "" && wireguard.KindOf(m.Value) != wireguard.KindNull {
+				return reject("secrets are fixed for the session's lifetime: the daemon's policy's")
 			}
 			return nil
 		}},

@@ -211,16 +211,13 @@ func egressProxy(cfg *config.Config, log *slog.Logger) (*egress.Proxy, error) {
 	if cfg.Egress == nil {
 		return nil, nil
 	}
-	opts := egress.Options{Hosts: cfg.EgressHosts, Logger: log}
-	if len(cfg.Egress.Secrets) > 0 {
-		// Tunnels to the secrets' hosts are intercepted with this CA.
-		ca, err := egress.NewCA(cfg.Egress)
-		if err != nil {
-			return nil, fmt.Errorf("egress: cannot make the interception CA: %w", err)
-		}
-		opts.CA = ca
+	// Tunnels to the hosts of a run's secrets (the policy's or the run's
+	// own) are intercepted with this CA.
+	ca, err := egress.NewCA(cfg.Egress)
+	if err != nil {
+		return nil, fmt.Errorf("egress: cannot make the interception CA: %w", err)
 	}
-	p, err := egress.Listen(opts)
+	p, err := egress.Listen(egress.Options{Hosts: cfg.EgressHosts, Logger: log, CA: ca})
 	if err == nil {
 		log.Info("egress proxy", "addr", p.Addr().String(), "allow", strings.Join(cfg.Egress.Entries(), ", "),
 			"secrets", strings.Join(cfg.Egress.SecretsText(), "; "))
