@@ -215,3 +215,69 @@ func TestC1012EgressSecretsBadFile(t *testing.T) {
 		t.Errorf("--check: exit %d, want 2 and %q without the value:\n%s", cmd.ProcessState.ExitCode(), want, out)
 	}
 }
+
+// TestC1013EgressSecretsAttacks: a bound host that redirects to another
+// host: the follow-up carries no header secret, and the placeholder the
+// program re-sends is refused; a request smuggling the placeholder in the
+// path to another host is refused; the trust bundle holds no private key
+// and, in tier sandbox, a run cannot change it.
+func TestC1013EgressSecretsAttacks(t *testing.T) {
+	leakcheck.Check(t)
+	var other seen
+	unbound := httptest.NewServer(other.handler())
+	defer unbound.Close()
+	op := portOf(unbound.URL)
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://lo.test:"+op+"/after"+r.URL.Path, http.StatusFound)
+	}))
+	defer redirector.Close()
+	rp := portOf(redirector.URL)
+	u := newEgressUpstreams(t, func(string, string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + rp + `], "private": true},
+			{"host": "lo.test", "ports": [` + op + `], "private": true}],
+		  "secrets": [{"hosts": ["plain.test"], "header": "Authorization", "value": "Bearer ATTACK-SECRET"},
+			{"hosts": ["plain.test"], "env": "SVC_TOKEN", "value": "ATTACK-ENV"}]}`
+	})
+	d := started(t, u.env)
+	urls, _ := json.Marshal([][]any{{"http://plain.test:" + rp + "/a", 0}, {"http://plain.test:" + rp + "/b", 1}})
+	prog, _ := json.Marshal("URLS = " + string(urls) + "\n" + secretsProgram[:strings.Index(secretsProgram, "return out")] + `
+for u in ["http://lo.test:` + op + `/" + ph]:
+    try:
+        out.append(urllib.request.urlopen(u, timeout=30).status)
+    except urllib.error.HTTPError as e:
+        out.append([e.code, e.read().decode()[:80]])
+bundle = open(os.environ["SSL_CERT_FILE"]).read()
+out.append(["PRIVATE KEY" in bundle, "BEGIN CERTIFICATE" in bundle])
+try:
+    open(os.environ["SSL_CERT_FILE"], "a").close()
+    out.append("bundle writable")
+except OSError as e:
+    out.append(type(e).__name__)
+return out`)
+	r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
+	var got []json.RawMessage
+	if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 7 {
+		t.Fatalf("run: %s", raw)
+	}
+	if string(got[2]) != `[200,"ok"]` {
+		t.Errorf("the redirect without the placeholder: %s", got[2])
+	}
+	if !strings.HasPrefix(string(got[3]), `[403,"egress refused: the request carries a secret's placeholder`) {
+		t.Errorf("the redirect re-sending the placeholder: %s", got[3])
+	}
+	if !strings.HasPrefix(string(got[4]), `[403,"egress refused: the request carries a secret's placeholder`) {
+		t.Errorf("the placeholder in another host's path: %s", got[4])
+	}
+	if string(got[5]) != "[false,true]" {
+		t.Errorf("the bundle (private key, certificates): %s", got[5])
+	}
+	if suiteTier == "sandbox" && string(got[6]) != `"PermissionError"` {
+		t.Errorf("a run writing the trust bundle: %s", got[6])
+	}
+	if o := other.all(); o != "lo.test:"+op+" /after/a auth= token= query=" {
+		t.Errorf("the other host received:\n%s", o)
+	}
+	if strings.Contains(raw, "ATTACK-") || strings.Contains(d.stderr.String(), "ATTACK-") {
+		t.Errorf("a secret value shows in the result or the log")
+	}
+}
