@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"google.golang.org/protobuf/proto"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
@@ -279,5 +281,92 @@ return out`)
 	}
 	if strings.Contains(raw, "ATTACK-") || strings.Contains(d.stderr.String(), "ATTACK-") {
 		t.Errorf("a secret value shows in the result or the log")
+	}
+}
+
+// TestC1014EgressSecretsNotTraced: in service mode with tracing on, a run
+// with per-run secrets (header and env) reaches its host; no secret value
+// is in the exported spans, the metrics or the log.
+func TestC1014EgressSecretsNotTraced(t *testing.T) {
+	var bound seen
+	plain := httptest.NewServer(bound.handler())
+	defer plain.Close()
+	sink := &otlpSink{}
+	collectorSrv := httptest.NewServer(sink)
+	defer collectorSrv.Close()
+	u := newEgressUpstreams(t, func(string, string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + portOf(plain.URL) + `], "private": true}]}`
+	})
+	u.env["OTEL_EXPORTER_OTLP_ENDPOINT"] = collectorSrv.URL
+	u.env["OTEL_BSP_SCHEDULE_DELAY"] = "50"
+	s := startService(t, u.env, sockPath(t))
+	p := s.dial("").initialize()
+	urls, _ := json.Marshal([][]any{{"http://plain.test:" + portOf(plain.URL) + "/t?q=1", 1}})
+	prog, _ := json.Marshal("URLS = " + string(urls) + "\n" + secretsProgram)
+	m := p.call("run", `{"program":`+string(prog)+`,"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"secrets":[{"hosts":["plain.test"],"query":"key","value":"TRACE-SECRET-Q"},{"hosts":["plain.test"],"env":"SVC_TOKEN","value":"TRACE-SECRET-E"}]}`)
+	if m.Error != nil || !strings.Contains(string(m.Result), `[true,true,[200,"ok"]]`) {
+		t.Fatalf("run: %s %+v", m.Result, m.Error)
+	}
+	if b := bound.all(); !strings.Contains(b, "token=tok TRACE-SECRET-E query=key=TRACE-SECRET-Q&q=1") {
+		t.Errorf("the upstream received %q", b)
+	}
+	s.waitMetric(`coderun_egress_requests_total{result="forwarded"}`, 1)
+	_, metrics := s.get("/metrics")
+	if code := s.stop(20 * time.Second); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+	sink.mu.Lock()
+	var spans []byte
+	for _, sp := range sink.spans {
+		b, _ := proto.Marshal(sp)
+		spans = append(spans, b...)
+	}
+	n := len(sink.spans)
+	sink.mu.Unlock()
+	if n == 0 {
+		t.Errorf("no spans exported")
+	}
+	for _, where := range []struct{ name, text string }{{"result", string(m.Result)}, {"metrics", metrics},
+		{"spans", string(spans)}, {"log", s.stderr.String()}} {
+		if strings.Contains(where.text, "TRACE-SECRET") {
+			t.Errorf("the %s shows a secret value", where.name)
+		}
+	}
+}
+
+// TestC1015EgressSecretsSession: a session's child holds one placeholder
+// for its life: two runs of the session send it and the upstream receives
+// the value both times.
+func TestC1015EgressSecretsSession(t *testing.T) {
+	leakcheck.Check(t)
+	var bound seen
+	plain := httptest.NewServer(bound.handler())
+	defer plain.Close()
+	pp := portOf(plain.URL)
+	u := newEgressUpstreams(t, func(string, string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + pp + `], "private": true}],
+		  "secrets": [{"hosts": ["plain.test"], "env": "SVC_TOKEN", "value": "SESSION-SECRET"}]}`
+	})
+	d := started(t, u.env)
+	sid := d.open(`{}`)
+	urls, _ := json.Marshal([][]any{{"http://plain.test:" + pp + "/s", 1}})
+	prog, _ := json.Marshal("URLS = " + string(urls) + "\n" + secretsProgram + "\n")
+	var first string
+	for i := range 2 {
+		r, raw := d.egressRun(t, `{"sessionId":"`+sid+`","program":`+string(prog)+`}`)
+		if !strings.HasPrefix(string(r.Value), `[true,true,[200,"ok"]]`) {
+			t.Fatalf("session run %d: %s", i, raw)
+		}
+		ph, _ := d.egressRun(t, `{"sessionId":"`+sid+`","program":"import os\nreturn os.environ['SVC_TOKEN']"}`)
+		if i == 0 {
+			first = string(ph.Value)
+		} else if string(ph.Value) != first {
+			t.Errorf("the session's placeholder changed between runs: %s then %s", first, ph.Value)
+		}
+	}
+	want := "plain.test:" + pp + " /s auth= token=tok SESSION-SECRET query="
+	if b := bound.all(); b != want+"\n"+want {
+		t.Errorf("the upstream received:\n%s", b)
 	}
 }
