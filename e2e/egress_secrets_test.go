@@ -370,3 +370,59 @@ func TestC1015EgressSecretsSession(t *testing.T) {
 		t.Errorf("the upstream received:\n%s", b)
 	}
 }
+
+// TestC1016EgressSecretsHttpxRequests: httpx and requests in a run, with
+// their default trust (SSL_CERT_FILE, REQUESTS_CA_BUNDLE: the daemon's
+// bundle), reach an intercepted HTTPS host with the env secret in place of
+// the placeholder, and a host without secrets is tunnelled and verifies
+// against the bundle's roots.
+func TestC1016EgressSecretsHttpxRequests(t *testing.T) {
+	leakcheck.Check(t)
+	venvPython, err := filepath.Abs("../.venv/bin/python")
+	if err != nil || exec.Command(venvPython, "-c", "import httpx, requests").Run() != nil {
+		t.Skipf("no httpx or requests in the project's venv (%s)", venvPython)
+	}
+	var bound seen
+	secure := httptest.NewTLSServer(bound.handler())
+	defer secure.Close()
+	u := newEgressUpstreams(t, func(_, other string) string {
+		return `{"allow": [{"host": "example.com", "ports": [` + portOf(secure.URL) + `], "private": true},
+			{"host": "api.example.com", "ports": [` + other + `], "private": true}],
+		  "secrets": [{"hosts": ["example.com"], "env": "SVC_TOKEN", "value": "LIB-SECRET"}]}`
+	})
+	caFile := filepath.Join(t.TempDir(), "upstream-ca.pem")
+	if err := os.WriteFile(caFile, []byte(u.caPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u.env["SSL_CERT_FILE"] = caFile
+	u.env["CODERUN_PYTHON_BIN"] = venvPython
+	u.env["CODERUN_EGRESS_HOSTS"] += ",api.example.com=127.0.0.1"
+	d := started(t, u.env)
+	// api.example.com has no secret: its tunnel is not intercepted, and the
+	// bundle's roots (the daemon's: here the test CA) verify httptest's
+	// certificate (example.com, *.example.com) end to end.
+	prog, _ := json.Marshal(`import os, httpx, requests
+ph = os.environ["SVC_TOKEN"]
+url = "https://example.com:` + portOf(secure.URL) + `/lib"
+a = httpx.get(url, headers={"X-Token": "tok " + ph}, timeout=30)
+b = requests.get(url, headers={"X-Token": "tok " + ph}, timeout=30)
+c = httpx.get("https://api.example.com:` + portOf(u.secure.URL) + `/", timeout=30)
+return [a.status_code, a.text, b.status_code, b.text, c.status_code, c.text]`)
+	r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
+	if string(r.Value) != `[200,"ok",200,"ok",200,"upstream-ok GET"]` {
+		t.Fatalf("run: %s", raw)
+	}
+	var audit []string
+	for _, e := range r.Egress {
+		audit = append(audit, e.Method+" "+e.Host)
+	}
+	// Each intercepted tunnel is its CONNECT and its inner GET; the other
+	// tunnel is a CONNECT alone.
+	if got := strings.Join(audit, ","); got != "CONNECT example.com,GET example.com,CONNECT example.com,GET example.com,CONNECT api.example.com" {
+		t.Errorf("audit %s", got)
+	}
+	want := "example.com:" + portOf(secure.URL) + " /lib auth= token=tok LIB-SECRET query="
+	if b := bound.all(); b != want+"\n"+want {
+		t.Errorf("the upstream received:\n%s", b)
+	}
+}
