@@ -343,6 +343,7 @@ export class CodeRunClient {
     if (options.files !== undefined) params['files'] = fileEntries(options.files);
     if (options.traceparent !== undefined) params['traceparent'] = options.traceparent;
     if (options.egress !== undefined) params['egress'] = options.egress.map((e) => (typeof e === 'string' ? e : { ...e }));
+    if (options.secrets !== undefined) params['secrets'] = options.secrets.map((s) => ({ ...s, hosts: [...s.hosts] }));
     checkParams('run', params);
     const functions = handlerTable(bindings);
 

@@ -30,7 +30,7 @@ from .errors import (
 from ._outputs import Files, OutputEvent, build_files, parse_output
 from .session import Session, SessionClosedCallback, SessionOpener, fire, subscribe
 from .typed import Binding, resolve
-from .types import EgressRule, Limits, LogEvent, RunResult, SessionClosed, parse_run_result
+from .types import EgressRule, Limits, LogEvent, RunResult, Secret, SessionClosed, parse_run_result
 
 __all__ = [
     "Client", "RunHandle", "BindingFunction", "LogCallback", "OutputCallback", "Session",
@@ -459,6 +459,7 @@ class Client:
         session_id: Optional[str] = None,
         packages: Optional[Sequence[str]] = None,
         egress: Optional[Sequence[EgressRule]] = None,
+        secrets: Optional[Sequence[Secret]] = None,
     ) -> RunResult:
         """Run ``program`` and return its :class:`RunResult` (failures are results).
 
@@ -475,7 +476,9 @@ class Client:
         program starts, from what its ``CODERUN_PACKAGES`` allows; a set that cannot be installed
         is an ``exception`` result naming the package (a session takes them at open instead).
         ``egress`` narrows the daemon's egress policy for this run (entries within it; ``[]``:
-        none); the result's ``egress`` lists the requests made through the proxy.
+        none); the result's ``egress`` lists the requests made through the proxy. ``secrets``
+        are credentials the proxy adds to this run's requests to their hosts (not in a session,
+        which has the daemon's); the program never sees their values.
 
         Raises :class:`InvalidParams` (refused params), :class:`QueueFull`,
         :class:`ConnectionLost`, TypeError/ValueError for misuse, :class:`RequestTooLarge`,
@@ -494,6 +497,7 @@ class Client:
             traceparent=traceparent,
             packages=packages,
             egress=egress,
+            secrets=secrets,
         )
         try:
             return await handle.result()
@@ -525,6 +529,7 @@ class Client:
         session_id: Optional[str] = None,
         packages: Optional[Sequence[str]] = None,
         egress: Optional[Sequence[EgressRule]] = None,
+        secrets: Optional[Sequence[Secret]] = None,
     ) -> RunHandle:
         """Send a ``run`` request (in session ``session_id`` when given) and return its
         :class:`RunHandle` without waiting for it.
@@ -550,6 +555,10 @@ class Client:
             if isinstance(egress, (str, bytes)) or not isinstance(egress, Sequence):
                 raise TypeError("egress must be a list of entries")
             params["egress"] = [e if isinstance(e, str) else dict(e) for e in egress]
+        if secrets is not None:
+            if isinstance(secrets, (str, bytes, Mapping)) or not isinstance(secrets, Sequence):
+                raise TypeError("secrets must be a list of entries")
+            params["secrets"] = [dict(s) for s in secrets]
         body = P.build_request(rid, P.METHOD_RUN, params)  # LossyValueError / RequestTooLarge
         state = _RunState(rid, _handlers(table), on_log, on_output)
         self._runs[rid] = state
