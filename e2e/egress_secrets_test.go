@@ -426,3 +426,36 @@ return [a.status_code, a.text, b.status_code, b.text, c.status_code, c.text]`)
 		t.Errorf("the upstream received:\n%s", b)
 	}
 }
+
+// TestC1017EgressSecretsMCP: `coderun-rpc mcp` runs with the daemon
+// policy's secrets: run_python's description names the env secret, and a
+// run's request carries its value in place of the placeholder.
+func TestC1017EgressSecretsMCP(t *testing.T) {
+	var bound seen
+	plain := httptest.NewServer(bound.handler())
+	defer plain.Close()
+	pp := portOf(plain.URL)
+	u := newEgressUpstreams(t, func(string, string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + pp + `], "private": true}],
+		  "secrets": [{"hosts": ["plain.test"], "env": "SVC_TOKEN", "value": "MCP-SECRET"}]}`
+	})
+	cs := mcpServeEnv(t, nil, u.env)
+	urls, _ := json.Marshal([][]any{{"http://plain.test:" + pp + "/m", 1}})
+	res := runPython(t, cs, map[string]any{"program": "URLS = " + string(urls) + "\n" + secretsProgram}, nil)
+	b, _ := json.Marshal(res.StructuredContent)
+	if res.IsError || !strings.Contains(string(b), `[true,true,[200,"ok"]]`) || strings.Contains(string(b), "MCP-SECRET") {
+		t.Errorf("run_python: isError %v, %s", res.IsError, b)
+	}
+	if got := bound.all(); got != "plain.test:"+pp+" /m auth= token=tok MCP-SECRET query=" {
+		t.Errorf("the upstream received %q", got)
+	}
+	tools, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if tool.Name == "run_python" && (!strings.Contains(tool.Description, "env SVC_TOKEN for plain.test") || strings.Contains(tool.Description, "MCP-SECRET")) {
+			t.Errorf("run_python's description: %s", tool.Description)
+		}
+	}
+}
