@@ -302,3 +302,35 @@ func FuzzSecretsApply(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSecretEntries: for any text, ParseSecrets never panics and what it
+// accepts has exactly one kind, valid names and a valid value; an entry
+// whose value holds a DEL (so is refused) is refused without the value in
+// the error (no template holds a DEL).
+func FuzzSecretEntries(f *testing.F) {
+	f.Add([]byte(`[{"hosts": ["api.example.com"], "header": "Authorization", "value": "Bearer v"}]`), "Bearer v")
+	f.Add([]byte(`[{"hosts": ["*.example.org"], "env": "K", "value": "v\r\n"}]`), "x")
+	f.Add([]byte(`[{"hosts": ["10.0.0.1"], "query": "k", "value": " v"}]`), "")
+	allow := &Policy{Rules: []Rule{{Host: "api.example.com", Ports: defaultPorts}, {Host: "example.org", Wildcard: true, Ports: defaultPorts},
+		{Host: "10.0.0.1", Addr: netip.MustParseAddr("10.0.0.1"), Ports: defaultPorts}}}
+	f.Fuzz(func(t *testing.T, raw []byte, value string) {
+		secrets, err := ParseSecrets(raw, "secrets", allow, nil)
+		for _, s := range secrets {
+			kinds := 0
+			for _, n := range []string{s.Header, s.Query, s.Env} {
+				if n != "" {
+					kinds++
+				}
+			}
+			if err != nil || kinds != 1 || checkValue(s.Value) != nil || len(s.Hosts) == 0 ||
+				s.Header != "" && checkHeaderName(s.Header) != nil || s.Env != "" && checkEnvName(s.Env) != nil {
+				t.Fatalf("accepted an invalid secret %+v", s)
+			}
+		}
+		entry, _ := json.Marshal([]map[string]any{{"hosts": []string{"api.example.com"}, "header": "X", "value": value + "\x7f"}})
+		_, err = ParseSecrets(entry, "secrets", allow, nil)
+		if err == nil || strings.Contains(err.Error(), "\x7f") {
+			t.Fatalf("a value with DEL: %v", err)
+		}
+	})
+}
