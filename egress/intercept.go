@@ -116,6 +116,7 @@ func (g *Grant) forwardInner(tc *tls.Conn, req *http.Request, t target) (int64, 
 	}
 	defer resp.Body.Close()
 	removeHopHeaders(resp.Header)
+	g.bound.redact(t.host, resp.Header)
 	resp.Body = &meteredBody{ReadCloser: resp.Body, g: g}
 	cw := &countingWriter{w: tc}
 	err = resp.Write(cw)

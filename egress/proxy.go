@@ -565,9 +565,13 @@ type meteredBody struct {
 
 func (m *meteredBody) Read(b []byte) (int, error) { return m.g.charge(m.ReadCloser.Read(b)) }
 
-// meterResponse charges the response body to the budget.
+// meterResponse charges the response body to the budget and redacts the
+// run's secrets from its headers.
 func (g *Grant) meterResponse(resp *http.Response) error {
 	resp.Body = &meteredBody{ReadCloser: resp.Body, g: g}
+	if t, ok := resp.Request.Context().Value(targetKey{}).(target); ok {
+		g.bound.redact(t.host, resp.Header)
+	}
 	return nil
 }
 

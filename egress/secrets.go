@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -379,6 +380,33 @@ func (b *Bound) inject(host string, header http.Header, rawQuery *string) {
 				}
 			}
 			*rawQuery = strings.ReplaceAll(*rawQuery, ph, url.QueryEscape(s.Value))
+		}
+	}
+}
+
+// redactedValue stands for a header or query secret's value in a response.
+const redactedValue = "coderun-secret-redacted"
+
+// redact rewrites the headers of a response from host before the program
+// reads them: each value of a secret bound to host (as sent, and
+// query-escaped) becomes the secret's placeholder (an env secret: a
+// redirect followed with it works as before) or redactedValue. An upstream
+// that redirects keeping the query (Location: …?api_key=…) thus shows no
+// value; a body is not rewritten (containment-secrets.md §5).
+func (b *Bound) redact(host string, header http.Header) {
+	if b == nil {
+		return
+	}
+	for i, s := range b.secrets {
+		if !s.boundTo(host) {
+			continue
+		}
+		with := cmp.Or(b.placeholders[i], redactedValue)
+		r := strings.NewReplacer(s.Value, with, url.QueryEscape(s.Value), with, url.PathEscape(s.Value), with)
+		for k, vs := range header {
+			for j, v := range vs {
+				header[k][j] = r.Replace(v)
+			}
 		}
 	}
 }

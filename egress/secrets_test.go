@@ -334,3 +334,42 @@ func FuzzSecretEntries(f *testing.F) {
 		}
 	})
 }
+
+// TestC1007SecretsRedactedFromResponses: a bound upstream that redirects
+// keeping the query (the query secret in Location) and reflects headers in
+// its response headers: over plain HTTP and intercepted HTTPS the program
+// sees placeholders or the redaction mark, never a value.
+func TestC1007SecretsRedactedFromResponses(t *testing.T) {
+	leakcheck.Check(t)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Echo", r.Header.Get("Authorization")+"|"+r.Header.Get("X-Token"))
+		http.Redirect(w, r, "https://elsewhere.example/next?"+r.URL.RawQuery, http.StatusFound)
+	})
+	plain, secure := httptest.NewServer(h), httptest.NewTLSServer(h)
+	defer plain.Close()
+	defer secure.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(secure.Certificate())
+	lo := netip.MustParseAddr("127.0.0.1")
+	hc, bound := secretHarness(t, `{"allow": [{"host": "bound.test", "ports": [`+port(plain)+`], "private": true},
+		{"host": "example.com", "ports": [`+port(secure)+`], "private": true}], "secrets": [
+		{"hosts": ["bound.test", "example.com"], "header": "Authorization", "value": "Bearer HDR/SECRET"},
+		{"hosts": ["bound.test", "example.com"], "query": "key", "value": "QRY SECRET&"},
+		{"hosts": ["bound.test", "example.com"], "env": "TOKEN", "value": "ENV-SECRET"}]}`,
+		map[string]netip.Addr{"bound.test": lo, "example.com": lo}, roots)
+	ph := strings.TrimPrefix(bound.Env()[0], "TOKEN=")
+	for _, u := range []string{"http://bound.test:" + port(plain) + "/", "https://example.com:" + port(secure) + "/"} {
+		req, _ := http.NewRequest("GET", u+"?t="+ph, nil)
+		req.Header.Set("X-Token", ph)
+		resp, err := hc.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		got := resp.Header.Get("Location") + " " + resp.Header.Get("X-Echo")
+		if strings.Contains(got, "SECRET") || !strings.Contains(got, "t="+ph) || !strings.Contains(got, "|"+ph) ||
+			!strings.Contains(got, "key="+redactedValue) {
+			t.Errorf("%s: the program sees %q", u, got)
+		}
+	}
+}
