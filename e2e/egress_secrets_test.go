@@ -146,6 +146,10 @@ func TestC1010EgressSecrets(t *testing.T) {
 	if len(r.Egress) < 4 || r.Egress[len(r.Egress)-1].Host != "lo.test" || r.Egress[len(r.Egress)-1].Status != 403 {
 		t.Errorf("audit %+v", r.Egress)
 	}
+	// valueEnv's variable is the daemon's, never the run's.
+	if envRun, envRaw := d.egressRun(t, `{"program":"import os\nreturn [k for k, v in os.environ.items() if 'C1010' in k or 'SECRET' in v]"}`); string(envRun.Value) != "[]" {
+		t.Errorf("the run's environment holds a secret: %s", envRaw)
+	}
 	for _, where := range []struct{ name, text string }{{"result", raw}, {"log", d.stderr.String()},
 		{"initialize", string(init.Result)}, {"describe", string(desc.Result)}} {
 		for _, v := range []string{"HDR-SECRET", "QRY-SECRET", "ENV-SECRET"} {
