@@ -206,7 +206,8 @@ func TestC1011EgressRunSecrets(t *testing.T) {
 
 // TestC1012EgressSecretsBadFile: an invalid secret in the policy file stops
 // the daemon at start-up (and --check) with exit 2 and one line naming
-// the file, the entry and the rule, never the value.
+// the file, the entry and the rule, never the value; a valid one is named
+// by --check without its value.
 func TestC1012EgressSecretsBadFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "egress.json")
 	policy := `{"allow": ["api.example.com"], "secrets": [{"hosts": ["api.example.com"], "header": "Authorization", "value": "Bearer FILE-SECRET\r\nX: y"}]}`
@@ -219,6 +220,17 @@ func TestC1012EgressSecretsBadFile(t *testing.T) {
 	want := `CODERUN_EGRESS="` + path + `": secrets[0].value: must not hold CR, LF, NUL`
 	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), want) || strings.Contains(string(out), "FILE-SECRET") {
 		t.Errorf("--check: exit %d, want 2 and %q without the value:\n%s", cmd.ProcessState.ExitCode(), want, out)
+	}
+	// A valid file: --check names the secrets, not their values.
+	policy = `{"allow": ["api.example.com"], "secrets": [{"hosts": ["api.example.com"], "env": "API_KEY", "value": "FILE-SECRET"}]}`
+	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(daemonBin, "--check")
+	cmd.Env = environ(t, map[string]string{"CODERUN_EGRESS": path})
+	out, _ = cmd.CombinedOutput()
+	if !strings.Contains(string(out), "egress secrets (values never shown): env API_KEY for api.example.com") || strings.Contains(string(out), "FILE-SECRET") {
+		t.Errorf("--check with a valid file (exit %d):\n%s", cmd.ProcessState.ExitCode(), out)
 	}
 }
 

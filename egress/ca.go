@@ -159,8 +159,9 @@ const maxBundleBytes = 8 << 20
 
 // Bundle is the runs' trust bundle: the roots the daemon trusts (the file
 // SSL_CERT_FILE names, else the system's) followed by the CA, so tunnels
-// that are not intercepted verify as before.
-func (ca *CA) Bundle() []byte {
+// that are not intercepted verify as before. roots is false when no roots
+// were found: the bundle is then the CA alone.
+func (ca *CA) Bundle() (bundle []byte, roots bool) {
 	files := systemBundles
 	if f := os.Getenv("SSL_CERT_FILE"); f != "" {
 		files = []string{f}
@@ -170,10 +171,10 @@ func (ca *CA) Bundle() []byte {
 			if b[len(b)-1] != '\n' {
 				b = append(b, '\n')
 			}
-			return append(b, ca.PEM...)
+			return append(b, ca.PEM...), true
 		}
 	}
-	return ca.PEM
+	return ca.PEM, false
 }
 
 func readBounded(path string) ([]byte, error) {

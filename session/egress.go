@@ -38,9 +38,13 @@ func newChildEgress(proxy *egress.Proxy, netns bool, tempDir string, log *slog.L
 	if ca == nil {
 		return e
 	}
+	bundle, roots := ca.Bundle()
+	if !roots {
+		log.Warn("egress: no system roots found (nor SSL_CERT_FILE); the runs' bundle holds the interception CA only, so HTTPS to hosts without secrets will not verify")
+	}
 	dir, err := rundir.Make(tempDir)
 	if err == nil {
-		if err = dir.Do(func(fd int) error { return writeAt(fd, trustBundle, ca.Bundle()) }); err != nil {
+		if err = dir.Do(func(fd int) error { return writeAt(fd, trustBundle, bundle) }); err != nil {
 			dropDir(dir, log)
 		}
 	}
