@@ -353,7 +353,8 @@ func TestC1014EgressSecretsNotTraced(t *testing.T) {
 
 // TestC1015EgressSecretsSession: a session's child holds one placeholder
 // for its life: two runs of the session send it and the upstream receives
-// the value both times.
+// the value both times; session/open's own secrets join the policy's; a
+// session run's secrets are −32602.
 func TestC1015EgressSecretsSession(t *testing.T) {
 	leakcheck.Check(t)
 	var bound seen
@@ -384,6 +385,22 @@ func TestC1015EgressSecretsSession(t *testing.T) {
 	want := "plain.test:" + pp + " /s auth= token=tok SESSION-SECRET query="
 	if b := bound.all(); b != want+"\n"+want {
 		t.Errorf("the upstream received:\n%s", b)
+	}
+	// A session's own secrets join the policy's for its runs; a session
+	// run cannot add any.
+	own := d.open(`{"secrets":[{"hosts":["plain.test"],"header":"Authorization","value":"Bearer SESSION-OWN"}]}`)
+	if r, raw := d.egressRun(t, `{"sessionId":"`+own+`","program":`+string(prog)+`}`); !strings.HasPrefix(string(r.Value), `[true,true,[200,"ok"]]`) {
+		t.Fatalf("own-secrets session run: %s", raw)
+	}
+	if b := bound.all(); !strings.HasSuffix(b, "\nplain.test:"+pp+" /s auth=Bearer SESSION-OWN token=tok SESSION-SECRET query=") {
+		t.Errorf("the upstream received:\n%s", b)
+	}
+	refused := d.call("run", `{"sessionId":"`+own+`","program":"1","secrets":[{"hosts":["plain.test"],"env":"K","value":"v"}]}`)
+	if refused.Error == nil || refused.Error.Message != "secrets are given to session/open for every run of the session" {
+		t.Errorf("a session run's secrets: %+v", refused.Error)
+	}
+	if strings.Contains(d.stderr.String(), "SESSION-") {
+		t.Errorf("the log shows a session's secret")
 	}
 }
 

@@ -119,7 +119,7 @@ var runParams = []param[protocol.RunParams]{
 				return reject("limits.addressSpaceMb is fixed for the session's lifetime")
 			}
 			if m, ok := wireguard.Last(ms, "secrets"); ok && p.SessionID != "" && wireguard.KindOf(m.Value) != wireguard.KindNull {
-				return reject("secrets are fixed for the session's lifetime: the daemon's policy's")
+				return reject("secrets are given to session/open for every run of the session")
 			}
 			return nil
 		}},
@@ -162,6 +162,12 @@ var sessionOpenParams = []param[protocol.SessionParams]{
 		schema: packagesSchema,
 		check: func(ms []wireguard.Member, p *protocol.SessionParams, v validation) (err error) {
 			p.Packages, err = validatePackages(ms, v.packages)
+			return err
+		}},
+	{name: "secrets", summary: "credentials the egress proxy adds to every run of the session (within the daemon's egress), beside the daemon's; the program sees only placeholders",
+		schema: `{"type":["array","null"],"maxItems":64,"items":{"$ref":"#/components/schemas/Secret"}}`,
+		check: func(ms []wireguard.Member, p *protocol.SessionParams, v validation) (err error) {
+			p.Egress, err = optionalSecrets(ms, nil, v.egress)
 			return err
 		}},
 	{name: "idleTimeoutMs", summary: "end the session after this long without a run; at most CODERUN_SESSION_IDLE_MS",

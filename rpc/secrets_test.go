@@ -34,7 +34,7 @@ func TestC1004RunSecrets(t *testing.T) {
 		{`{"program":"1","secrets":[{"hosts":["api.example.com"],"env":"DAEMON_KEY","value":"RUNSECRET"}]}`, `secrets[0].env "DAEMON_KEY" is set by the daemon's egress policy`},
 		{`{"program":"1","secrets":[{"hosts":["api.example.com"],"env":"K","valueEnv":"HOME"}]}`, `secrets[0].valueEnv is read from the daemon's environment`},
 		{`{"program":"1","secrets":[{"hosts":["api.example.com"],"query":"k","value":"RUNSECRET\n"}]}`, `secrets[0].value must not hold CR, LF`},
-		{`{"program":"1","sessionId":"session-X","secrets":[{"hosts":["api.example.com"],"query":"k","value":"RUNSECRET"}]}`, "secrets are fixed for the session's lifetime"},
+		{`{"program":"1","sessionId":"session-X","secrets":[{"hosts":["api.example.com"],"query":"k","value":"RUNSECRET"}]}`, "secrets are given to session/open for every run of the session"},
 	} {
 		_, err := validateRunEgress([]byte(c.params), cfgLimits, noPackages, daemon)
 		if err == nil || !strings.HasPrefix(err.Error(), c.msg) || strings.Contains(err.Error(), "RUNSECRET") {
@@ -43,5 +43,14 @@ func TestC1004RunSecrets(t *testing.T) {
 	}
 	if _, err := validateRunEgress([]byte(ok), cfgLimits, noPackages, nil); err == nil || !strings.Contains(err.Error(), "no egress policy") {
 		t.Errorf("secrets without a daemon policy: %v", err)
+	}
+	// session/open: the same rules against the daemon's policy.
+	sp, err := validateSessionOpen([]byte(`{"secrets":[{"hosts":["other.example.com"],"query":"k","value":"RUNSECRET"}]}`), cfgLimits, 1000, noPackages, daemon)
+	if err != nil || len(sp.Egress.(*egress.Policy).Secrets) != 2 {
+		t.Errorf("session/open secrets: %+v %v", sp, err)
+	}
+	if _, err := validateSessionOpen([]byte(`{"secrets":[{"hosts":["x.example.net"],"query":"k","value":"RUNSECRET"}]}`), cfgLimits, 1000, noPackages, daemon); err == nil ||
+		err.Error() != `secrets[0].hosts[0] "x.example.net" is not within the egress allow list` {
+		t.Errorf("session/open secret outside the policy: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
 	"github.com/coderun-rpc/coderun-rpc/wheelset"
@@ -37,7 +38,7 @@ type sessionIDResult struct {
 // sessionOpen validates session/open and opens the session from a
 // goroutine (booting a child takes milliseconds; the read loop goes on).
 func (s *Server) sessionOpen(id reqID, params []byte) {
-	p, err := validateSessionOpen(params, s.opts.Daemon.Limits, s.opts.Daemon.SessionIdleMs, s.opts.Daemon.Packages)
+	p, err := validateSessionOpen(params, s.opts.Daemon.Limits, s.opts.Daemon.SessionIdleMs, s.opts.Daemon.Packages, s.opts.Daemon.Egress)
 	s.newSession(id, "", err, func() (string, error) { return s.opts.Sessions.OpenSession(p, s.notifyClosed) })
 }
 
@@ -141,11 +142,11 @@ func (s *Server) notifyClosed(sid, reason, message string) {
 
 // validateSessionOpen checks session/open params (the rows of
 // sessionOpenParams); absent params are no params.
-func validateSessionOpen(raw []byte, cfg protocol.Limits, idleMax int64, allow wheelset.AllowList) (protocol.SessionParams, error) {
+func validateSessionOpen(raw []byte, cfg protocol.Limits, idleMax int64, allow wheelset.AllowList, daemon *egress.Policy) (protocol.SessionParams, error) {
 	if raw == nil {
 		return protocol.SessionParams{}, nil
 	}
-	return validateParams(raw, sessionOpenParams, validation{limits: cfg, idleMax: idleMax, packages: allow})
+	return validateParams(raw, sessionOpenParams, validation{limits: cfg, idleMax: idleMax, packages: allow, egress: daemon})
 }
 
 // idleTimeout reads "idleTimeoutMs": absent or null (0), else a positive

@@ -128,6 +128,21 @@ func runEgressPolicy(cfg Config, p protocol.RunParams) *egress.Policy {
 	return cfg.EgressPolicy
 }
 
+// sessionSecrets are a session's secrets: the daemon policy's with the
+// session's own (validated by rpc), none without a proxy.
+func sessionSecrets(cfg Config, p protocol.SessionParams) []egress.Secret {
+	if cfg.Egress == nil {
+		return nil
+	}
+	if own, ok := p.Egress.(*egress.Policy); ok && own != nil {
+		return own.Secrets
+	}
+	if cfg.EgressPolicy == nil {
+		return nil
+	}
+	return cfg.EgressPolicy.Secrets
+}
+
 // runSecrets binds a one-shot run's secrets to w (fresh placeholders, for
 // its boot frame), before the run boots it.
 func (r *Run) runSecrets(w *worker) {

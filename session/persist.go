@@ -137,24 +137,26 @@ func (m *Manager) openSession(owner *Lane, p protocol.SessionParams, onClosed fu
 			return nil, err
 		}
 		s.lease = lease // before adopt, which publishes s
-		w, err := m.bootedWorker(func() (*worker, *protocol.RunError) { return m.sessionWorker(s.lim) }, s.lim, leaseSysPath(lease))
+		secrets := sessionSecrets(m.cfg, p)
+		w, err := m.bootedWorker(func() (*worker, *protocol.RunError) { return m.sessionWorker(s.lim) }, s.lim, leaseSysPath(lease), secrets)
 		if err != nil && w != nil && w.warm { // a warm child lost while waiting: once more, cold
 			m.log.Warn("a warm child failed its session boot; opening on a fresh child", "err", err)
-			w, err = m.bootedWorker(m.spawnWorker, s.lim, leaseSysPath(lease))
+			w, err = m.bootedWorker(m.spawnWorker, s.lim, leaseSysPath(lease), secrets)
 		}
 		return w, err
 	})
 }
 
-// bootedWorker boots the child get returns in session mode. On a failed
-// boot the child is gone and returned with the error (for its warm flag).
-func (m *Manager) bootedWorker(get func() (*worker, *protocol.RunError), lim protocol.Limits, sysPath []string) (*worker, error) {
+// bootedWorker boots the child get returns in session mode, with secrets
+// (nil: none) bound to it for every run of the session. On a failed boot
+// the child is gone and returned with the error (for its warm flag).
+func (m *Manager) bootedWorker(get func() (*worker, *protocol.RunError), lim protocol.Limits, sysPath []string, secrets []egress.Secret) (*worker, error) {
 	w, fail := get()
 	if fail != nil {
 		return nil, errors.New(fail.Message)
 	}
-	if m.egress != nil && m.cfg.EgressPolicy != nil {
-		w.secrets = egress.Bind(m.cfg.EgressPolicy.Secrets) // the session's, for every run of it
+	if m.egress != nil {
+		w.secrets = egress.Bind(secrets)
 	}
 	if err := bootSession(w, lim, m.cfg.SessionCPUSeconds, sysPath); err != nil {
 		killWorker(w, m.log)
