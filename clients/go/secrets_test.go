@@ -17,9 +17,9 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
-// C1022: RunOptions.Secrets reach the daemon: the header secret is added to
-// the run's request to its host only; an entry outside the egress is
-// −32602 naming it.
+// C1022: RunOptions.Secrets and SessionOptions.Secrets reach the daemon:
+// the header secret is added to the run's request to its host only; an
+// entry outside the egress is −32602 naming it.
 func TestC1022RunSecrets(t *testing.T) {
 	leakcheck.Check(t)
 	var mu sync.Mutex
@@ -49,6 +49,22 @@ return [urllib.request.urlopen(u, timeout=30).status for u in ["http://api.test:
 	mu.Unlock()
 	if got != "api.test=go-secret,other.test=" {
 		t.Errorf("the upstream received %s", got)
+	}
+	sess, err := c.OpenSession(context.Background(), &coderun.SessionOptions{
+		Secrets: []coderun.Secret{{Hosts: []string{"api.test"}, Header: "X-Key", Value: "go-session"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := sess.Run(context.Background(), `import urllib.request
+return urllib.request.urlopen("http://api.test:`+port+`/", timeout=30).status`, nil); err != nil || string(r.Value) != "200" {
+		t.Fatalf("session run: %v %+v", err, r)
+	}
+	_ = sess.Close(context.Background())
+	mu.Lock()
+	got = strings.Join(keys, ",")
+	mu.Unlock()
+	if !strings.HasSuffix(got, ",api.test=go-session") {
+		t.Errorf("the session's run sent %s", got)
 	}
 	_, err = c.Run(context.Background(), "return 1", &coderun.RunOptions{
 		Secrets: []coderun.Secret{{Hosts: []string{"elsewhere.test"}, Env: "KEY", Value: "v"}}})

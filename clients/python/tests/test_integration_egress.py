@@ -82,7 +82,7 @@ async def test_egress_through_the_client(upstream: int, tmp_path: Path) -> None:
 
 
 async def test_secrets_through_the_client(upstream: int, tmp_path: Path) -> None:
-    """C1021: a run's ``secrets`` reach their host only; a bad entry is InvalidParams."""
+    """C1021: a run's and a session's ``secrets`` reach their host only; a bad entry is InvalidParams."""
     policy = tmp_path / "egress.json"
     policy.write_text(json.dumps({"allow": [{"host": "api.test", "ports": [upstream], "private": True},
                                             {"host": "other.test", "ports": [upstream], "private": True}]}))
@@ -100,6 +100,11 @@ async def test_secrets_through_the_client(upstream: int, tmp_path: Path) -> None
             await c.run("return 1", secrets=[{"hosts": ["elsewhere.test"], "env": "KEY", "value": "v"}])
         with pytest.raises(TypeError):
             await c.run("return 1", secrets={"hosts": ["api.test"], "env": "KEY", "value": "v"})  # type: ignore[arg-type]
+        SEEN_KEYS.clear()
+        async with c.session(secrets=[{"hosts": ["api.test"], "header": "X-Key", "value": "py-session"}]) as s:
+            r = await s.run(f"URLS = {urls[:1]!r}\n" + FETCH)
+            assert r.ok, r.error
+        assert SEEN_KEYS == ["py-session"]
 
 
 async def test_no_egress_policy() -> None:

@@ -232,6 +232,8 @@ export interface SessionOptions {
   idleTimeoutMs?: number;
   /** Packages installed for every run of the session (as `RunOptions.packages`). */
   packages?: string[];
+  /** Credentials the egress proxy adds to every run of the session (as `RunOptions.secrets`). */
+  secrets?: Secret[];
 }
 
 /** Why the daemon ended a session on its own (`session/closed`). */

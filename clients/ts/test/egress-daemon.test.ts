@@ -60,7 +60,7 @@ describe('egress against the real daemon', { skip }, () => {
     );
   });
 
-  test('C1020: a run\'s secrets reach their host only', async () => {
+  test('C1020: a run\'s and a session\'s secrets reach their host only', async () => {
     seenKeys.length = 0;
     const r = await c.run({
       program: py(
@@ -75,6 +75,11 @@ describe('egress against the real daemon', { skip }, () => {
       c.run({ program: 'return 1', secrets: [{ hosts: ['elsewhere.test'], env: 'KEY', value: 'v' }] }),
       InvalidParamsError,
     );
+    seenKeys.length = 0;
+    const s = await c.openSession({ secrets: [{ hosts: ['api.test'], header: 'X-Key', value: 'ts-session' }] });
+    ok(await s.run({ program: py('import urllib.request', `return urllib.request.urlopen("http://api.test:${port}/", timeout=30).status`) }));
+    await s.close();
+    assert.deepEqual(seenKeys, ['ts-session']);
   });
 
   test('an entry beyond the policy is InvalidParams', async () => {

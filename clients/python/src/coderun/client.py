@@ -556,9 +556,7 @@ class Client:
                 raise TypeError("egress must be a list of entries")
             params["egress"] = [e if isinstance(e, str) else dict(e) for e in egress]
         if secrets is not None:
-            if isinstance(secrets, (str, bytes, Mapping)) or not isinstance(secrets, Sequence):
-                raise TypeError("secrets must be a list of entries")
-            params["secrets"] = [dict(s) for s in secrets]
+            params["secrets"] = _secret_entries(secrets)
         body = P.build_request(rid, P.METHOD_RUN, params)  # LossyValueError / RequestTooLarge
         state = _RunState(rid, _handlers(table), on_log, on_output)
         self._runs[rid] = state
@@ -612,13 +610,15 @@ class Client:
         limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
         idle_timeout_ms: Optional[int] = None,
         packages: Optional[Sequence[str]] = None,
+        secrets: Optional[Sequence[Secret]] = None,
     ) -> SessionOpener:
         """A persistent session: ``async with client.session(limits=...) as s:`` opens it
         (``session/open``) and closes it at the end of the block; ``s = await client.session()``
         opens it only. ``limits`` are the defaults of its runs (``addressSpaceMb`` is fixed for
         its lifetime); ``idle_timeout_ms``: no run for that long closes it; ``packages`` are
         installed for every run of the session (as :meth:`run`'s; one that cannot be installed
-        refuses the open with :class:`InvalidParams`).
+        refuses the open with :class:`InvalidParams`); ``secrets`` are credentials the egress
+        proxy adds to every run of the session (as :meth:`run`'s).
 
         Raises :class:`SessionLimitReached` at the daemon's cap, :class:`InvalidParams` for bad
         params, :class:`MethodNotFound` when the daemon has sessions disabled."""
@@ -633,6 +633,8 @@ class Client:
             params["idleTimeoutMs"] = idle_timeout_ms
         if packages is not None:
             params["packages"] = _check_packages(packages)
+        if secrets is not None:
+            params["secrets"] = _secret_entries(secrets)
         return SessionOpener(self, params)
 
     async def open_session(
@@ -641,9 +643,10 @@ class Client:
         limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
         idle_timeout_ms: Optional[int] = None,
         packages: Optional[Sequence[str]] = None,
+        secrets: Optional[Sequence[Secret]] = None,
     ) -> Session:
         """Open a session and return it (:meth:`session` without the ``async with``)."""
-        return await self.session(limits=limits, idle_timeout_ms=idle_timeout_ms, packages=packages)
+        return await self.session(limits=limits, idle_timeout_ms=idle_timeout_ms, packages=packages, secrets=secrets)
 
     def on_session_closed(self, callback: SessionClosedCallback) -> Callable[[], None]:
         """``callback`` runs for every ``session/closed`` notification (a session the daemon ended
@@ -1128,6 +1131,13 @@ async def _open_connection(address: str) -> tuple[asyncio.StreamReader, asyncio.
             return await asyncio.open_connection(host.strip("[]"), int(port))
         raise ValueError(f"address {address!r}: tcp: needs HOST:PORT")
     raise ValueError(f"address {address!r}: must be unix:PATH, tcp:HOST:PORT or ws://HOST:PORT/PATH")
+
+
+def _secret_entries(secrets: Sequence[Secret]) -> list[dict[str, Any]]:
+    """``secrets`` as the wire's list of entries (TypeError for anything but a list)."""
+    if isinstance(secrets, (str, bytes, Mapping)) or not isinstance(secrets, Sequence):
+        raise TypeError("secrets must be a list of entries")
+    return [dict(s) for s in secrets]
 
 
 def _check_packages(packages: Sequence[str]) -> list[str]:
