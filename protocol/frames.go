@@ -43,6 +43,10 @@ type BootMessage struct {
 	// SysPath are the directories of the run's installed packages
 	// (docs/packages.md), put on sys.path before the program runs.
 	SysPath []string `json:"sysPath,omitempty"`
+	// Env are variables the child sets in its environment before any
+	// program runs: the run's (a session's) egress secret placeholders
+	// (docs/containment-secrets.md). Written last.
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // RunMessage carries the program, sent on the first boot-ack. In a session

@@ -1270,6 +1270,7 @@ if TYPE_CHECKING:
         session: Literal[True]
         fileSizeBytes: int
         sysPath: List[str]
+        env: Dict[str, str]
 
     class BootMessage(_BootOptional):
         type: Literal["boot"]
