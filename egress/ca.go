@@ -123,6 +123,9 @@ func (ca *CA) leaf(host string) (*tls.Certificate, error) {
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
+		// No common name: OpenSSL checks a CN that looks like a host name
+		// (digits and dots do) against the CA's DNS constraints.
+		tmpl.Subject = pkix.Name{}
 		tmpl.IPAddresses = []net.IP{a.AsSlice()}
 	} else {
 		tmpl.DNSNames = []string{host}

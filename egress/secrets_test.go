@@ -5,10 +5,15 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -370,6 +375,60 @@ func TestC1007SecretsRedactedFromResponses(t *testing.T) {
 		if strings.Contains(got, "SECRET") || !strings.Contains(got, "t="+ph) || !strings.Contains(got, "|"+ph) ||
 			!strings.Contains(got, "key="+redactedValue) {
 			t.Errorf("%s: the program sees %q", u, got)
+		}
+	}
+}
+
+// TestC1009LeavesVerifyInPython: CPython's ssl (OpenSSL) accepts the
+// leaves the CA mints for a name and for an address of its allow list, and
+// refuses one for a name outside it (the CA's name constraints). The
+// address leaf carried its address as common name, which OpenSSL checked
+// against the DNS constraints: "permitted subtree violation".
+func TestC1009LeavesVerifyInPython(t *testing.T) {
+	leakcheck.Check(t)
+	pol, entry, rule := Parse([]byte(`{"allow": ["example.com", "127.0.0.1:9"]}`))
+	if rule != "" {
+		t.Fatalf("%s: %s", entry, rule)
+	}
+	ca, err := NewCA(pol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, ca.PEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		host string
+		ok   bool
+	}{{"example.com", true}, {"127.0.0.1", true}, {"evil.test", false}} {
+		leaf, err := ca.leaf(c.host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{*leaf}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if conn, err := ln.Accept(); err == nil {
+				_ = conn.(*tls.Conn).Handshake()
+				conn.Close()
+			}
+		}()
+		out, err := exec.Command("python3", "-c", `import ssl, socket, sys
+ctx = ssl.create_default_context(cafile=sys.argv[1])
+try:
+    ctx.wrap_socket(socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=30), server_hostname=sys.argv[3]).close()
+    print("verified")
+except ssl.SSLCertVerificationError as e:
+    print("refused:", e.verify_message)`, caFile, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), c.host).CombinedOutput()
+		ln.Close()
+		<-done
+		if err != nil || strings.HasPrefix(string(out), "verified") != c.ok {
+			t.Errorf("%s: %v %s", c.host, err, out)
 		}
 	}
 }
