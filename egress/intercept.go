@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
@@ -52,13 +53,18 @@ func (g *Grant) intercept(w http.ResponseWriter, t target, entry int, start time
 	}
 	_ = down.SetDeadline(time.Time{})
 	var n int64
-	br := bufio.NewReader(&meteredReader{r: tc, g: g})
+	// The request line and headers are read within maxHeaderBytes (what
+	// the proxy's own server allows), the body then without that bound.
+	head := &io.LimitedReader{R: &meteredReader{r: tc, g: g}}
+	br := bufio.NewReader(head)
 	for {
 		_ = down.SetReadDeadline(time.Now().Add(readHeaderTimeout))
+		head.N = maxHeaderBytes
 		req, err := http.ReadRequest(br)
 		if err != nil {
 			break
 		}
+		head.N = math.MaxInt64
 		_ = down.SetReadDeadline(time.Time{})
 		m, keep := g.forwardInner(tc, req, t)
 		n += m

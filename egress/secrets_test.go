@@ -3,6 +3,7 @@ package egress
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"net"
@@ -430,5 +431,51 @@ except ssl.SSLCertVerificationError as e:
 		if err != nil || strings.HasPrefix(string(out), "verified") != c.ok {
 			t.Errorf("%s: %v %s", c.host, err, out)
 		}
+	}
+}
+
+// TestC1019InterceptHeaderBound: inside an intercepted tunnel a request
+// whose headers never end is cut at the proxy's header bound: the tunnel
+// closes having read well under the 4 MiB sent (without the bound the
+// proxy read until the run's byte budget).
+func TestC1019InterceptHeaderBound(t *testing.T) {
+	leakcheck.Check(t)
+	up := echo(t, true)
+	roots := x509.NewCertPool()
+	roots.AddCert(up.Certificate())
+	h, _ := secretHarness(t, `{"allow": [{"host": "example.com", "ports": [`+port(up)+`], "private": true}], "secrets": [
+		{"hosts": ["example.com"], "header": "X-Api-Key", "value": "V"}]}`,
+		map[string]netip.Addr{"example.com": netip.MustParseAddr("127.0.0.1")}, roots)
+	conn, err := net.Dial("tcp", h.p.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + h.g.token))
+	_, _ = io.WriteString(conn, "CONNECT example.com:"+port(up)+" HTTP/1.1\r\nHost: example.com:"+port(up)+"\r\nProxy-Authorization: Basic "+auth+"\r\n\r\n")
+	status := make([]byte, len("HTTP/1.1 200"))
+	if _, err := io.ReadFull(conn, status); err != nil || string(status) != "HTTP/1.1 200" {
+		t.Fatalf("CONNECT: %q %v", status, err)
+	}
+	_, _ = io.ReadFull(conn, make([]byte, len(" Connection established\r\n\r\n")))
+	caPool := x509.NewCertPool()
+	caPool.AppendCertsFromPEM(h.p.CA().PEM)
+	tc := tls.Client(conn, &tls.Config{ServerName: "example.com", RootCAs: caPool})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(tc, "GET / HTTP/1.1\r\nHost: example.com:"+port(up)+"\r\nX-Long: ")
+	chunk := strings.Repeat("a", 64<<10)
+	for range 64 {
+		if _, err := io.WriteString(tc, chunk); err != nil {
+			break // the proxy closed the tunnel
+		}
+	}
+	_, _ = io.Copy(io.Discard, tc)
+	h.g.mu.Lock()
+	read := h.g.bytes
+	h.g.mu.Unlock()
+	if read > 1<<20 {
+		t.Errorf("the proxy read %d bytes of an endless header", read)
 	}
 }
