@@ -251,7 +251,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if err := g.bound.check(t.host, r.RequestURI, r.Header); err != nil {
+	if err := g.plainAllowed(t, r); err != nil {
 		g.finish(entry, http.StatusForbidden, 0, start)
 		refuse(w, http.StatusForbidden, err.Error())
 		return

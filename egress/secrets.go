@@ -353,6 +353,21 @@ func (b *Bound) check(host, target string, header http.Header) error {
 	return nil
 }
 
+// plainAllowed checks a plain-HTTP request r to t against the run's
+// secrets: no placeholder for another host (check), and no secret sent in
+// clear text across the internet: a host with secrets is reached over
+// plain HTTP only through a rule that names its address or says
+// "private" (a loopback or internal upstream the operator named).
+func (g *Grant) plainAllowed(t target, r *http.Request) error {
+	if err := g.bound.check(t.host, r.RequestURI, r.Header); err != nil {
+		return err
+	}
+	if g.bound.intercepts(t.host) && !t.rule.Private && !t.rule.Addr.IsValid() {
+		return fmt.Errorf("egress refused: %s has secrets, which the proxy sends over HTTPS only (use https://)", t.host)
+	}
+	return nil
+}
+
 // inject rewrites a checked request to host, just before it is sent:
 // header and query secrets bound to host set (replacing what the program
 // sent), their placeholders replaced by the values in header values and

@@ -479,3 +479,17 @@ func TestC1019InterceptHeaderBound(t *testing.T) {
 		t.Errorf("the proxy read %d bytes of an endless header", read)
 	}
 }
+
+// TestC1018SecretsNotInClearText: a public host with a secret is refused
+// over plain HTTP (the secret would cross the network in clear text) with
+// a 403 that says to use https://; before, the proxy sent it.
+func TestC1018SecretsNotInClearText(t *testing.T) {
+	leakcheck.Check(t)
+	h, _ := secretHarness(t, `{"allow": ["api.example.com"], "secrets": [
+		{"hosts": ["api.example.com"], "header": "Authorization", "value": "Bearer V"}]}`,
+		map[string]netip.Addr{"api.example.com": netip.MustParseAddr("192.0.2.1")}, nil)
+	code, body := h.do(t, "http://api.example.com/", http.Header{})
+	if code != 403 || !strings.Contains(body, "api.example.com has secrets, which the proxy sends over HTTPS only") {
+		t.Errorf("plain HTTP to a public host with a secret: %d %s", code, body)
+	}
+}
