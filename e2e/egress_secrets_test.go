@@ -492,3 +492,47 @@ func TestC1017EgressSecretsMCP(t *testing.T) {
 		}
 	}
 }
+
+// TestC1023EgressSecretsFork: a session/fork copy inherits its source's
+// placeholders in its environment but has no grant of its own: its request
+// with the placeholder is refused (407) and the upstream receives nothing;
+// the source's next run still reaches it with the value.
+func TestC1023EgressSecretsFork(t *testing.T) {
+	leakcheck.Check(t)
+	var bound seen
+	plain := httptest.NewServer(bound.handler())
+	defer plain.Close()
+	pp := portOf(plain.URL)
+	u := newEgressUpstreams(t, func(string, string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + pp + `], "private": true}],
+		  "secrets": [{"hosts": ["plain.test"], "env": "SVC_TOKEN", "value": "FORK-SECRET"}]}`
+	})
+	d := started(t, u.env)
+	sid := d.open(`{}`)
+	urls, _ := json.Marshal([][]any{{"http://plain.test:" + pp + "/f", 1}})
+	prog, _ := json.Marshal("URLS = " + string(urls) + "\n" + secretsProgram + "\n")
+	if r, raw := d.egressRun(t, `{"sessionId":"`+sid+`","program":"return 1"}`); string(r.Value) != "1" {
+		t.Fatalf("source run: %s", raw)
+	}
+	m := d.call("session/fork", `{"sessionId":"`+sid+`"}`)
+	if m.Error != nil {
+		t.Skipf("session/fork not served here: %+v", m.Error)
+	}
+	var f struct{ SessionID string }
+	if err := json.Unmarshal(m.Result, &f); err != nil || f.SessionID == "" {
+		t.Fatalf("session/fork result %s", m.Result)
+	}
+	r, raw := d.egressRun(t, `{"sessionId":"`+f.SessionID+`","program":`+string(prog)+`}`)
+	if !strings.HasPrefix(string(r.Value), `[true,true,[407,`) {
+		t.Errorf("the fork's request: %s", raw)
+	}
+	if b := bound.all(); b != "" {
+		t.Errorf("the upstream received from the fork:\n%s", b)
+	}
+	if r, raw := d.egressRun(t, `{"sessionId":"`+sid+`","program":`+string(prog)+`}`); !strings.HasPrefix(string(r.Value), `[true,true,[200,"ok"]]`) {
+		t.Errorf("the source's run after the fork: %s", raw)
+	}
+	if b := bound.all(); b != "plain.test:"+pp+" /f auth= token=tok FORK-SECRET query=" {
+		t.Errorf("the upstream received:\n%s", b)
+	}
+}
