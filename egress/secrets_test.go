@@ -237,15 +237,24 @@ func TestC1002SecretsIntercepted(t *testing.T) {
 		!strings.Contains(body, `t=ENV-SECRET`) {
 		t.Fatalf("intercepted: %d %s", code, body)
 	}
+	// A second request on the same (kept-alive) tunnel is forwarded too.
+	if code, body := h.do(t, "https://example.com:"+port(up)+"/again", http.Header{}); code != 200 || !strings.Contains(body, `"X-Api-Key":["TLS-SECRET"]`) {
+		t.Fatalf("second request in the tunnel: %d %s", code, body)
+	}
 	// The second upstream's certificate is another CA's.
 	code, body = h.do(t, "https://bad.example.com:"+port(untrusted)+"/", http.Header{})
 	if code != 502 || !strings.Contains(body, "certificate") {
 		t.Errorf("untrusted upstream: %d %s", code, body)
 	}
 	h.client.Transport.(*http.Transport).CloseIdleConnections()
-	entries := waitEntries(t, h.g, 2)
-	if e := entries[1]; e.Host != "example.com" || e.Method != "GET" || e.Status != 200 {
-		t.Errorf("inner request audited as %+v (all: %+v)", e, entries)
+	entries := waitEntries(t, h.g, 3)
+	var methods []string
+	for _, e := range entries[:3] {
+		methods = append(methods, e.Method+" "+e.Host+" "+strconv.Itoa(e.Status))
+	}
+	// One tunnel, two requests in it.
+	if got := strings.Join(methods, ","); got != "CONNECT example.com 200,GET example.com 200,GET example.com 200" {
+		t.Errorf("audit %s (all: %+v)", got, entries)
 	}
 }
 
