@@ -46,9 +46,9 @@ func (s Secret) boundTo(host string) bool {
 	return slices.ContainsFunc(s.Hosts, func(r Rule) bool { return r.matchesHost(host) })
 }
 
-// Describe is s without its value, for initialize, --check and describe:
+// describe is s without its value, for initialize, --check and describe:
 // "header Authorization for api.github.com" and the like.
-func (s Secret) Describe() string {
+func (s Secret) describe() string {
 	kind, name := "header", s.Header
 	switch {
 	case s.Query != "":
@@ -81,7 +81,7 @@ func (p *Policy) SecretsText() []string {
 		return out
 	}
 	for _, s := range p.Secrets {
-		out = append(out, s.Describe())
+		out = append(out, s.describe())
 	}
 	return out
 }
