@@ -50,9 +50,11 @@ type Rule struct {
 	Private bool
 }
 
-// Policy is an allow-list; the zero Policy allows nothing.
+// Policy is an allow-list and the secrets bound to its hosts; the zero
+// Policy allows nothing.
 type Policy struct {
-	Rules []Rule
+	Rules   []Rule
+	Secrets []Secret
 }
 
 // Empty reports whether p allows nothing.
@@ -157,7 +159,7 @@ func (p *Policy) Narrow(raw []byte) (*Policy, error) {
 	if len(entries) > MaxRules {
 		return nil, fmt.Errorf("egress has more than %d entries", MaxRules)
 	}
-	run := &Policy{Rules: make([]Rule, 0, len(entries))}
+	run := &Policy{Rules: make([]Rule, 0, len(entries)), Secrets: p.secrets()}
 	for i, e := range entries {
 		at := "egress[" + strconv.Itoa(i) + "]"
 		r, err := parseEntry(e)
@@ -177,6 +179,13 @@ func (p *Policy) rules() []Rule {
 		return nil
 	}
 	return p.Rules
+}
+
+func (p *Policy) secrets() []Secret {
+	if p == nil {
+		return nil
+	}
+	return p.Secrets
 }
 
 // FileError is an invalid policy file: the file, the entry ("" for the
@@ -214,7 +223,8 @@ func ParseFile(path string) (*Policy, error) {
 }
 
 // Parse validates a policy file's text: the policy, or the entry and the
-// rule it breaks.
+// rule it breaks. A secret's "valueEnv" is read from the daemon's
+// environment.
 func Parse(data []byte) (p *Policy, entry, rule string) {
 	var file struct {
 		Allow   []json.RawMessage `json:"allow"`
@@ -228,9 +238,6 @@ func Parse(data []byte) (p *Policy, entry, rule string) {
 	if dec.More() {
 		return nil, "", "must hold one JSON object"
 	}
-	if len(file.Secrets) > 0 && string(file.Secrets) != "null" {
-		return nil, "secrets", "secrets are not supported by this daemon yet; remove the member"
-	}
 	if len(file.Allow) > MaxRules {
 		return nil, "allow", fmt.Sprintf("must have at most %d entries", MaxRules)
 	}
@@ -241,6 +248,14 @@ func Parse(data []byte) (p *Policy, entry, rule string) {
 			return nil, "allow[" + strconv.Itoa(i) + "]", err.Error()
 		}
 		p.Rules = append(p.Rules, r)
+	}
+	if len(file.Secrets) > 0 && string(file.Secrets) != "null" {
+		secrets, err := ParseSecrets(file.Secrets, "secrets", p, os.LookupEnv)
+		if err != nil {
+			entry, rule, _ := strings.Cut(err.Error(), " ")
+			return nil, entry, rule
+		}
+		p.Secrets = secrets
 	}
 	return p, "", ""
 }

@@ -30,7 +30,7 @@ func TestC800PolicyFile(t *testing.T) {
 		{`{"allow": ["::1"]}`, "allow[0]", "in brackets"},
 		{`{"allow": [{"host": "x.example", "methods": ["TRACE"]}]}`, "allow[0]", "method \"TRACE\""},
 		{`{"allow": [{"host": "x.example", "bogus": 1}]}`, "allow[0]", "must be a string"},
-		{`{"allow": [], "secrets": [{"hosts": ["a.example"], "header": "A", "value": "v"}]}`, "secrets", "not supported"},
+		{`{"allow": [], "secrets": [{"hosts": ["a.example"], "header": "A", "value": "v"}]}`, "secrets[0].hosts[0]", "not within the egress allow list"},
 		{`{"allowed": []}`, "", "unknown field"},
 		{`[]`, "", "must be a JSON object"},
 	} {

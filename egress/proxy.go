@@ -3,6 +3,8 @@ package egress
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -37,7 +39,13 @@ type Options struct {
 	// Forbidden are addresses never dialled, whatever the policy (the
 	// service's admin address).
 	Forbidden []netip.AddrPort
-	Logger    *slog.Logger
+	// CA mints the certificates of intercepted tunnels (to hosts a run's
+	// secret is bound to); nil: no tunnel is intercepted.
+	CA *CA
+	// UpstreamRoots verify the upstreams of intercepted tunnels; nil: the
+	// daemon's roots (the system's, or SSL_CERT_FILE's).
+	UpstreamRoots *x509.CertPool
+	Logger        *slog.Logger
 }
 
 // Timeouts of the proxy's own connections. A slow upstream is otherwise
@@ -83,6 +91,9 @@ func Listen(opts Options) (*Proxy, error) {
 	p.Serve(ln)
 	return p, nil
 }
+
+// CA is the proxy's CA (nil: it intercepts nothing).
+func (p *Proxy) CA() *CA { return p.opts.CA }
 
 // Addr is the proxy's listening address.
 func (p *Proxy) Addr() netip.AddrPort { return p.self }
@@ -136,6 +147,7 @@ type Grant struct {
 	token  string
 	run    string
 	policy *Policy
+	bound  *Bound // the run's secrets; nil: none
 	budget Budget
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -150,16 +162,25 @@ type Grant struct {
 	tunnels  map[net.Conn]struct{}
 }
 
-// Open grants the child holding token the policy and budget of run runID
-// until the Grant is closed.
-func (p *Proxy) Open(token, runID string, policy *Policy, b Budget) *Grant {
+// Open grants the child holding token the policy, secrets (nil: none) and
+// budget of run runID until the Grant is closed.
+func (p *Proxy) Open(token, runID string, policy *Policy, secrets *Bound, b Budget) *Grant {
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &Grant{p: p, token: token, run: runID, policy: policy, budget: b, ctx: ctx, cancel: cancel,
+	g := &Grant{p: p, token: token, run: runID, policy: policy, bound: secrets, budget: b, ctx: ctx, cancel: cancel,
 		tunnels: map[net.Conn]struct{}{}}
+	// One transport for forwarded http:// and intercepted https://
+	// requests: HTTP/1.1 only (a custom dialer turns HTTP/2 off), the
+	// upstream verified against the daemon's roots.
 	g.tr = &http.Transport{DialContext: g.dialFor, MaxResponseHeaderBytes: maxHeaderBytes,
-		ResponseHeaderTimeout: time.Minute, ForceAttemptHTTP2: false}
+		ResponseHeaderTimeout: time.Minute, ForceAttemptHTTP2: false, TLSHandshakeTimeout: dialTimeout,
+		TLSClientConfig: &tls.Config{RootCAs: p.opts.UpstreamRoots, MinVersion: tls.VersionTLS12}}
 	g.rp = &httputil.ReverseProxy{
-		Rewrite:        func(pr *httputil.ProxyRequest) { pr.Out.Host = pr.In.Host },
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.Host = pr.In.Host
+			if t, ok := pr.Out.Context().Value(targetKey{}).(target); ok {
+				g.bound.inject(t.host, pr.Out.Header, &pr.Out.URL.RawQuery)
+			}
+		},
 		Transport:      g.tr,
 		ModifyResponse: g.meterResponse,
 		ErrorHandler:   upstreamError,
@@ -228,7 +249,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodConnect {
-		g.tunnel(w, t, entry, start)
+		if g.p.opts.CA != nil && g.bound.intercepts(t.host) {
+			g.intercept(w, t, entry, start)
+		} else {
+			g.tunnel(w, t, entry, start)
+		}
+		return
+	}
+	if err := g.plainAllowed(t, r); err != nil {
+		g.finish(entry, http.StatusForbidden, 0, start)
+		refuse(w, http.StatusForbidden, err.Error())
 		return
 	}
 	sw := &statusWriter{ResponseWriter: w}
@@ -278,6 +308,12 @@ func (g *Grant) admit(r *http.Request) (target, string) {
 		return t, fmt.Sprintf("egress refused: %q is not a host name nor an IP address with a port", hostport)
 	}
 	t.host, t.port = host, port
+	return g.allow(t, r.Method)
+}
+
+// allow charges a request to t to the budget and checks the policy: t
+// with its rule, or the refusal's text.
+func (g *Grant) allow(t target, method string) (target, string) {
 	g.mu.Lock()
 	g.requests++
 	over := g.budget.MaxRequests > 0 && g.requests > g.budget.MaxRequests
@@ -285,10 +321,10 @@ func (g *Grant) admit(r *http.Request) (target, string) {
 	if over {
 		return t, fmt.Sprintf("egress refused: the run's budget of %d requests (limits.maxEgressRequests) is spent", g.budget.MaxRequests)
 	}
-	rule, ok := g.policy.Match(host, port, r.Method)
+	rule, ok := g.policy.Match(t.host, t.port, method)
 	if !ok {
 		return t, fmt.Sprintf("egress refused: %s %s is not allowed by the egress policy (allowed: %s)",
-			r.Method, net.JoinHostPort(host, strconv.Itoa(int(port))), allowedText(g.policy))
+			method, net.JoinHostPort(t.host, strconv.Itoa(int(t.port))), allowedText(g.policy))
 	}
 	t.rule = rule
 	return t, ""
@@ -534,9 +570,13 @@ type meteredBody struct {
 
 func (m *meteredBody) Read(b []byte) (int, error) { return m.g.charge(m.ReadCloser.Read(b)) }
 
-// meterResponse charges the response body to the budget.
+// meterResponse charges the response body to the budget and redacts the
+// run's secrets from its headers.
 func (g *Grant) meterResponse(resp *http.Response) error {
 	resp.Body = &meteredBody{ReadCloser: resp.Body, g: g}
+	if t, ok := resp.Request.Context().Value(targetKey{}).(target); ok {
+		g.bound.redact(t.host, resp.Header)
+	}
 	return nil
 }
 

@@ -40,7 +40,7 @@ func newHarness(t *testing.T, policy string, b Budget, hosts map[string]netip.Ad
 	}
 	token := NewToken()
 	_ = Env(token, p.Addr())
-	g := p.Open(token, "r1", pol, b)
+	g := p.Open(token, "r1", pol, nil, b)
 	proxyURL := &url.URL{Scheme: "http", User: url.UserPassword(user, token), Host: p.Addr().String()}
 	tr := &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: roots}
 	h := &harness{p: p, g: g, client: &http.Client{Transport: tr,
@@ -305,7 +305,7 @@ func TestC817LogBounded(t *testing.T) {
 	}
 	defer p.Close()
 	token := NewToken()
-	g := p.Open(token, "r1", pol, Budget{MaxRequests: 2})
+	g := p.Open(token, "r1", pol, nil, Budget{MaxRequests: 2})
 	tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", User: url.UserPassword(user, token), Host: p.Addr().String()})}
 	defer tr.CloseIdleConnections()
 	for range 20 {

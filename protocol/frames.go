@@ -45,8 +45,12 @@ type BootMessage struct {
 	SysPath []string `json:"sysPath,omitempty"`
 	// EgressNote (tier sandbox only) is the text of a program's failed
 	// direct connection or name lookup: the run's egress policy and the way
-	// out (docs/containment.md §6). Last on the wire.
+	// out (docs/containment.md §6).
 	EgressNote string `json:"egressNote,omitempty"`
+	// Env are variables the child sets in its environment before any
+	// program runs: the run's (a session's) egress secret placeholders
+	// (docs/containment-secrets.md). Written last.
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // RunMessage carries the program, sent on the first boot-ack. In a session

@@ -117,6 +117,9 @@ type SessionParams struct {
 	Limits        Limits
 	IdleTimeoutMs int64
 	Packages      []string // as RunParams.Packages, for every run of the session
+	// Egress is the daemon's egress policy with the session's own secrets
+	// added (nil: the daemon's).
+	Egress EgressPolicy
 }
 
 // SessionInfo is the "session" member of a session run's result.

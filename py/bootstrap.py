@@ -313,6 +313,11 @@ def _coderun_child():
         at = next((i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))),
                   len(sys.path))
         sys.path[at:at] = [p for p in extra if type(p) is str]
+    env = boot.get("env")   # the run's secret placeholders (docs/containment.md §6)
+    if type(env) is dict:
+        for key, value in env.items():
+            if type(key) is str and type(value) is str:
+                os.environ[key] = value
     set_budget(max_log)
     set_output_budget(boot["maxOutputBytes"])
     install(boot["namespaces"], program_globals)

@@ -21,7 +21,7 @@ type fieldSet struct {
 
 // roster is docs/child-protocol-wire.md §2.2's field-set roster, the reference both sides must match.
 var roster = map[string]fieldSet{
-	"BootMessage":       {Required: []string{"addressSpaceBytes", "cpuSeconds", "maxLogBytes", "maxOutputBytes", "maxValueBytes", "namespaces", "type"}, Optional: []string{"egressNote", "fileSizeBytes", "session", "sysPath"}},
+	"BootMessage":       {Required: []string{"addressSpaceBytes", "cpuSeconds", "maxLogBytes", "maxOutputBytes", "maxValueBytes", "namespaces", "type"}, Optional: []string{"egressNote", "env", "fileSizeBytes", "session", "sysPath"}},
 	"Namespace":         {Required: []string{"global", "names"}, Optional: []string{"errorClass", "signatures"}},
 	"ErrorClass":        {Required: []string{"memberNameProperty", "name"}, Optional: []string{"attributes"}},
 	"Signature":         {Required: []string{"doc", "params", "stub"}, Optional: []string{"kwargs"}},

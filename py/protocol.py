@@ -1271,6 +1271,7 @@ if TYPE_CHECKING:
         fileSizeBytes: int
         sysPath: List[str]
         egressNote: str
+        env: Dict[str, str]
 
     class BootMessage(_BootOptional):
         type: Literal["boot"]

@@ -32,7 +32,9 @@ type capabilities struct {
 // may reach through the proxy, and whether the tier enforces that the
 // proxy is its only way out.
 type egressInfo struct {
-	Allow    []string `json:"allow"`
+	Allow []string `json:"allow"`
+	// Secrets name each secret's kind, name and hosts, never its value.
+	Secrets  []string `json:"secrets,omitempty"`
 	Enforced bool     `json:"enforced"`
 	Note     string   `json:"note"`
 }
@@ -115,7 +117,7 @@ func egressCapability(c Daemon) *egressInfo {
 	if c.Egress == nil {
 		return nil
 	}
-	info := &egressInfo{Allow: c.Egress.Entries(), Enforced: c.Isolation == "sandbox"}
+	info := &egressInfo{Allow: c.Egress.Entries(), Secrets: c.Egress.SecretsText(), Enforced: c.Isolation == "sandbox"}
 	info.Note = EgressNote(c.Isolation)
 	return info
 }

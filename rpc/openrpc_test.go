@@ -192,7 +192,7 @@ func TestC903OpenRPCMatchesValidation(t *testing.T) {
 	}
 	for _, row := range wire.Params[protocol.MethodRun] {
 		bad := map[string]string{"program": `1`, "bindings": `{}`, "limits": `[]`, "stream": `"yes"`,
-			"files": `{}`, "sessionId": `7`, "traceparent": `"00-xyz"`, "egress": `{}`, "packages": `{}`}[row.Name]
+			"files": `{}`, "sessionId": `7`, "traceparent": `"00-xyz"`, "egress": `{}`, "secrets": `{}`, "packages": `{}`}[row.Name]
 		if bad == "" {
 			t.Errorf("run member %s has no refused example here: add one", row.Name)
 			continue

@@ -22,7 +22,7 @@ type sessionIDResult struct {
 // sessionOpen validates session/open and opens the session from a
 // goroutine (booting a child takes milliseconds; the read loop goes on).
 func (s *Server) sessionOpen(id reqID, params []byte) {
-	p, err := wire.ValidateSessionOpen(params, s.opts.Daemon.Limits, s.opts.Daemon.SessionIdleMs, s.opts.Daemon.Packages)
+	p, err := wire.ValidateSessionOpen(params, s.opts.Daemon.Limits, s.opts.Daemon.SessionIdleMs, s.opts.Daemon.Packages, s.opts.Daemon.Egress)
 	s.newSession(id, "", err, func() (string, error) { return s.opts.Sessions.OpenSession(p, s.notifyClosed) })
 }
 

@@ -22,15 +22,15 @@ func TestValidateSessionOpen(t *testing.T) {
 		{`{"idleTimeoutMs":1001}`, "idleTimeoutMs must not exceed the daemon's configured 1000, got 1001"},
 		{`{"limits":{"maxWallMs":0}}`, "limits.maxWallMs must be a positive integer, got 0"},
 	} {
-		if _, err := wire.ValidateSessionOpen([]byte(c.params), cfgLimits, 1000, noPackages); err == nil || err.Error() != c.msg {
+		if _, err := wire.ValidateSessionOpen([]byte(c.params), cfgLimits, 1000, noPackages, nil); err == nil || err.Error() != c.msg {
 			t.Errorf("%s: %v, want %q", c.params, err, c.msg)
 		}
 	}
-	p, err := wire.ValidateSessionOpen([]byte(`{"limits":{"addressSpaceMb":256},"idleTimeoutMs":1000}`), cfgLimits, 1000, noPackages)
+	p, err := wire.ValidateSessionOpen([]byte(`{"limits":{"addressSpaceMb":256},"idleTimeoutMs":1000}`), cfgLimits, 1000, noPackages, nil)
 	if err != nil || p.Limits.AddressSpaceMb != 256 || p.IdleTimeoutMs != 1000 {
 		t.Errorf("valid params: %+v %v", p, err)
 	}
-	if p, err := wire.ValidateSessionOpen(nil, cfgLimits, 1000, noPackages); err != nil || !reflect.DeepEqual(p, protocol.SessionParams{}) {
+	if p, err := wire.ValidateSessionOpen(nil, cfgLimits, 1000, noPackages, nil); err != nil || !reflect.DeepEqual(p, protocol.SessionParams{}) {
 		t.Errorf("absent params: %+v %v", p, err)
 	}
 }

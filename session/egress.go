@@ -4,10 +4,12 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
 
+	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
 	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
@@ -21,14 +23,71 @@ type childEgress struct {
 	proxy *egress.Proxy
 	netns bool
 	log   *slog.Logger
+	// trust holds the runs' certificate bundle (the daemon's roots and the
+	// proxy's CA, trustBundle), read-only to runs; nil without a CA.
+	trust *rundir.Dir
+}
+
+// trustBundle is the bundle's name in childEgress.trust.
+const trustBundle = "ca-bundle.pem"
+
+// newChildEgress is how children reach proxy; with the proxy's CA it
+// writes the runs' trust bundle once, in a directory of tempDir (without
+// it, logged, runs go on without the bundle: an intercepted tunnel then
+// fails their verification, never passes unverified).
+func newChildEgress(proxy *egress.Proxy, netns bool, tempDir string, log *slog.Logger) *childEgress {
+	e := &childEgress{proxy: proxy, netns: netns, log: log}
+	ca := proxy.CA()
+	if ca == nil {
+		return e
+	}
+	bundle, roots := ca.Bundle()
+	if !roots {
+		log.Warn("egress: no system roots found (nor SSL_CERT_FILE); the runs' bundle holds the interception CA only, so HTTPS to hosts without secrets will not verify")
+	}
+	dir, err := rundir.Make(tempDir)
+	if err == nil {
+		if err = dir.Do(func(fd int) error { return writeAt(fd, trustBundle, bundle) }); err != nil {
+			dropDir(dir, log)
+		}
+	}
+	if err != nil {
+		log.Warn("egress: cannot write the runs' certificate bundle; intercepted tunnels will fail verification", "err", err)
+		return e
+	}
+	e.trust = dir
+	return e
+}
+
+// trustDir is the bundle's directory ("" without one), for the sandbox's
+// read-only grants.
+func (e *childEgress) trustDir() string {
+	if e == nil || e.trust == nil {
+		return ""
+	}
+	return e.trust.Path()
+}
+
+// close removes the bundle's directory (Manager.Shutdown).
+func (e *childEgress) close(log *slog.Logger) {
+	if e != nil && e.trust != nil {
+		dropDir(e.trust, log)
+	}
 }
 
 // inNamespace is the proxy's address as a sandboxed child sees it.
 var inNamespace = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), sandbox.ProxyPort)
 
-// env is a child's proxy environment for token.
+// env is a child's proxy environment for token, with the trust bundle
+// under every name the run's HTTP clients read (ssl, requests, curl, pip;
+// uv reads SSL_CERT_FILE).
 func (e *childEgress) env(token string) []string {
-	return egress.Env(token, e.at())
+	env := egress.Env(token, e.at())
+	if dir := e.trustDir(); dir != "" {
+		f := filepath.Join(dir, trustBundle)
+		env = append(env, "SSL_CERT_FILE="+f, "REQUESTS_CA_BUNDLE="+f, "CURL_CA_BUNDLE="+f, "PIP_CERT="+f)
+	}
+	return env
 }
 
 // at is the proxy's address as a child sees it.
@@ -117,10 +176,12 @@ func (c forkCredentials) rotateSource(src *worker) {
 
 // give makes w, src's adopted fork, the fork's credentials' holder, and in
 // tier sandbox a holder of src's listener, which their shared namespace
-// reaches.
+// reaches. The fork's environment is a copy of src's, so it keeps src's
+// secret placeholders, bound to the same values.
 func (c forkCredentials) give(w, src *worker) {
 	w.egressToken = c.fork
 	w.egressLn = src.egressLn.hold()
+	w.secrets = src.secrets
 }
 
 // runEgressPolicy is a run's egress policy: its own narrowing (validated by
@@ -138,10 +199,33 @@ func runEgressPolicy(cfg Config, p protocol.RunParams) *egress.Policy {
 	return cfg.EgressPolicy
 }
 
-// openEgress grants the run's policy and budgets to w's token before the
-// run's program can send a request; a grant of an earlier child (a warm
-// child lost before boot) is revoked first. A child without a token (a
-// session's fork) gets none: its requests are refused.
+// sessionSecrets are a session's secrets: the daemon policy's with the
+// session's own (validated by rpc), none without a proxy.
+func sessionSecrets(cfg Config, p protocol.SessionParams) []egress.Secret {
+	if cfg.Egress == nil {
+		return nil
+	}
+	if own, ok := p.Egress.(*egress.Policy); ok && own != nil {
+		return own.Secrets
+	}
+	if cfg.EgressPolicy == nil {
+		return nil
+	}
+	return cfg.EgressPolicy.Secrets
+}
+
+// runSecrets binds a one-shot run's secrets to w (fresh placeholders, for
+// its boot frame), before the run boots it.
+func (r *Run) runSecrets(w *worker) {
+	if r.egressPolicy != nil {
+		w.secrets = egress.Bind(r.egressPolicy.Secrets)
+	}
+}
+
+// openEgress grants the run's policy, its child's secrets and its budgets
+// to w's token before the run's program can send a request; a grant of an
+// earlier child (a warm child lost before boot) is revoked first. A child
+// without a token gets none: its requests are refused.
 func (r *Run) openEgress(w *worker) {
 	if r.egressPolicy == nil {
 		return
@@ -156,7 +240,7 @@ func (r *Run) openEgress(w *worker) {
 		return
 	}
 	lim := r.sm.lim
-	r.egress = r.m.cfg.Egress.Open(w.egressToken, r.id, r.egressPolicy,
+	r.egress = r.m.cfg.Egress.Open(w.egressToken, r.id, r.egressPolicy, w.secrets,
 		egress.Budget{MaxRequests: lim.MaxEgressRequests, MaxBytes: lim.MaxEgressBytes})
 }
 

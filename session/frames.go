@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/coderun-rpc/coderun-rpc/protocol"
@@ -189,6 +190,25 @@ func withBypassNote(b []byte, note string) []byte {
 	}
 	b = append(b[:len(b)-2], `,"egressNote":`...)
 	return append(wireguard.AppendString(b, note), "}\n"...)
+}
+
+// withEnv adds an "env" member to a boot frame b: the NAME=value entries
+// the child sets in its environment before any program runs (a run's
+// secret placeholders).
+func withEnv(b []byte, env []string) []byte {
+	if len(env) == 0 {
+		return b
+	}
+	b = append(b[:len(b)-2], `,"env":{`...)
+	for i, kv := range env {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		b = wireguard.AppendString(b, k)
+		b = wireguard.AppendString(append(b, ':'), v)
+	}
+	return append(b, "}}\n"...)
 }
 
 // sessionBootFrame is the boot frame of a session child (docs/child-protocol.md

@@ -160,3 +160,20 @@ func TestSessionFrames(t *testing.T) {
 		t.Errorf("run %s: %+v %v", run, r, err)
 	}
 }
+
+// C1008: withEnv adds the "env" member last, names and values escaped; no
+// entries leave the frame as it was.
+func TestC1008BootFrameEnv(t *testing.T) {
+	b := bootFrame(protocol.Limits{}, nil, nil)
+	if got := string(withEnv(b, nil)); got != string(b) {
+		t.Errorf("no env changed the frame: %s", got)
+	}
+	got := string(withEnv(b, []string{"API_KEY=coderun-placeholder-00", `Q="x=y`}))
+	if !strings.HasSuffix(got, `"namespaces":[],"env":{"API_KEY":"coderun-placeholder-00","Q":"\"x=y"}}`+"\n") {
+		t.Errorf("frame %s", got)
+	}
+	var m protocol.BootMessage
+	if err := json.Unmarshal([]byte(got), &m); err != nil || m.Env["Q"] != `"x=y` {
+		t.Errorf("decoded %+v %v", m, err)
+	}
+}

@@ -73,18 +73,21 @@ func NewManager(cfg Config) *Manager {
 		m.mpl = newMplConfig(cfg.TempDir, cfg.Logger)
 	}
 	m.stopping, m.stopStopping = context.WithCancel(context.Background())
+	if cfg.Egress != nil {
+		m.egress = newChildEgress(cfg.Egress, cfg.Isolation == IsolationSandbox, cfg.TempDir, cfg.Logger)
+	}
 	if cfg.Isolation == IsolationSandbox {
 		sb := sandboxFor(cfg.Python, cfg.TempDir, cfg.PythonTrees, packageTrees(cfg.Packages))
 		if m.mpl != nil {
 			sb.ReadOnly = append(sb.ReadOnly, m.mpl.path())
 		}
+		if dir := m.egress.trustDir(); dir != "" {
+			sb.ReadOnly = append(sb.ReadOnly, dir)
+		}
 		m.sandbox = &sb
 	}
 	if cfg.StartMode == StartFork {
 		m.forker = newForker(cfg.Python, cfg.TempDir, m.sandbox, cfg.Logger, cfg.Preload, m.mpl)
-	}
-	if cfg.Egress != nil {
-		m.egress = &childEgress{proxy: cfg.Egress, netns: m.sandbox != nil, log: cfg.Logger}
 	}
 	m.start = m.startFunc()
 	m.idle = sync.NewCond(&m.mu)
@@ -253,6 +256,7 @@ func (m *Manager) Shutdown() {
 		m.forker.close()
 	}
 	m.mpl.close(m.log)
+	m.egress.close(m.log)
 }
 
 // takeWarm returns a warm worker, or nil.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/coderun-rpc/coderun-rpc/child"
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wheelset"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
@@ -136,23 +137,28 @@ func (m *Manager) openSession(owner *Lane, p protocol.SessionParams, onClosed fu
 			return nil, err
 		}
 		s.lease = lease // before adopt, which publishes s
-		w, err := m.bootedWorker(func() (*worker, *protocol.RunError) { return m.sessionWorker(s.lim) }, s.lim, leaseSysPath(lease))
+		secrets := sessionSecrets(m.cfg, p)
+		w, err := m.bootedWorker(func() (*worker, *protocol.RunError) { return m.sessionWorker(s.lim) }, s.lim, leaseSysPath(lease), secrets)
 		if err != nil && w != nil && w.warm { // a warm child lost while waiting: once more, cold
 			m.log.Warn("a warm child failed its session boot; opening on a fresh child", "err", err)
-			w, err = m.bootedWorker(m.spawnWorker, s.lim, leaseSysPath(lease))
+			w, err = m.bootedWorker(m.spawnWorker, s.lim, leaseSysPath(lease), secrets)
 		}
 		return w, err
 	})
 }
 
-// bootedWorker boots the child get returns in session mode. On a failed
-// boot the child is gone and returned with the error (for its warm flag).
-func (m *Manager) bootedWorker(get func() (*worker, *protocol.RunError), lim protocol.Limits, sysPath []string) (*worker, error) {
+// bootedWorker boots the child get returns in session mode, with secrets
+// (nil: none) bound to it for every run of the session. On a failed boot
+// the child is gone and returned with the error (for its warm flag).
+func (m *Manager) bootedWorker(get func() (*worker, *protocol.RunError), lim protocol.Limits, sysPath []string, secrets []egress.Secret) (*worker, error) {
 	w, fail := get()
 	if fail != nil {
 		return nil, errors.New(fail.Message)
 	}
-	if err := bootSession(w, sessionBootFrame(lim, m.cfg.SessionCPUSeconds, sysPath)); err != nil {
+	if m.egress != nil {
+		w.secrets = egress.Bind(secrets)
+	}
+	if err := bootSession(w, withEnv(sessionBootFrame(lim, m.cfg.SessionCPUSeconds, sysPath), w.secrets.Env())); err != nil {
 		killWorker(w, m.log)
 		return w, err
 	}

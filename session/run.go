@@ -252,7 +252,8 @@ func (r *Run) failStart(fail *protocol.RunError) {
 // and starts its fd-3 writer (boot first), the fd-3 reader, the stray
 // readers and the reaper watch.
 func (r *Run) attach(w *worker) {
-	boot := withBypassNote(bootFrame(r.sm.lim, r.bindings, leaseSysPath(r.lease)), r.m.bypassNote(r.egressPolicy, w))
+	r.runSecrets(w)
+	boot := withEnv(withBypassNote(bootFrame(r.sm.lim, r.bindings, leaseSysPath(r.lease)), r.m.bypassNote(r.egressPolicy, w)), w.secrets.Env())
 	wr := newFDWriter(w.conn, boot, protocol.ReplyQueue)
 	r.openEgress(w)
 	mb := r.sm.lim.MaxDiskMb

@@ -33,6 +33,10 @@ type worker struct {
 	// egressToken is the child's egress proxy credentials ("": none, its
 	// requests are refused): each run on it opens a grant with it.
 	egressToken string
+	// secrets are the run's (a session's: its first run's) egress secrets
+	// with this child's placeholders, which its boot frame puts in its
+	// environment; nil: none.
+	secrets *egress.Bound
 	// egressLn is the proxy's listener inside the child's network namespace
 	// (tier sandbox), released with the child's descriptors.
 	egressLn *nsListener

@@ -33,7 +33,7 @@ func TestValidatePackagesC837(t *testing.T) {
 		if _, err := ValidateRun([]byte(params), cfgLimits, allow); err == nil || err.Error() != c.msg {
 			t.Errorf("run %s: %v, want %q", c.packages, err, c.msg)
 		}
-		if _, err := ValidateSessionOpen([]byte(`{`+params[len(`{"program":"",`):]), cfgLimits, 1000, allow); err == nil || err.Error() != c.msg {
+		if _, err := ValidateSessionOpen([]byte(`{`+params[len(`{"program":"",`):]), cfgLimits, 1000, allow, nil); err == nil || err.Error() != c.msg {
 			t.Errorf("session/open %s: %v, want %q", c.packages, err, c.msg)
 		}
 	}

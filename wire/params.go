@@ -120,6 +120,15 @@ var runParams = []param[protocol.RunParams]{
 			}
 			return nil
 		}},
+	{name: "secrets", summary: "credentials the egress proxy adds to this run's requests to their hosts (within the run's egress); the program sees only placeholders",
+		schema: `{"type":["array","null"],"maxItems":64,"items":{"$ref":"#/components/schemas/Secret"}}`,
+		check: func(m *wireguard.Member, p *protocol.RunParams, v validation) (err error) {
+			if given(m) && p.SessionID != "" {
+				return reject("secrets are given to session/open for every run of the session")
+			}
+			p.Egress, err = optionalSecrets(m, p.Egress, v.egress)
+			return err
+		}},
 	{name: "packages", summary: "packages the daemon installs before the program starts, within CODERUN_PACKAGES (docs/packages.md); a session takes them at session/open",
 		schema: packagesSchema,
 		check: func(m *wireguard.Member, p *protocol.RunParams, v validation) (err error) {
@@ -159,6 +168,12 @@ var sessionOpenParams = []param[protocol.SessionParams]{
 		schema: packagesSchema,
 		check: func(m *wireguard.Member, p *protocol.SessionParams, v validation) (err error) {
 			p.Packages, err = validatePackages(m, v.packages)
+			return err
+		}},
+	{name: "secrets", summary: "credentials the egress proxy adds to every run of the session (within the daemon's egress), beside the daemon's; the program sees only placeholders",
+		schema: `{"type":["array","null"],"maxItems":64,"items":{"$ref":"#/components/schemas/Secret"}}`,
+		check: func(m *wireguard.Member, p *protocol.SessionParams, v validation) (err error) {
+			p.Egress, err = optionalSecrets(m, nil, v.egress)
 			return err
 		}},
 	{name: "idleTimeoutMs", summary: "end the session after this long without a run; at most CODERUN_SESSION_IDLE_MS",

@@ -3,18 +3,20 @@ package wire
 import (
 	"strconv"
 
+	"github.com/coderun-rpc/coderun-rpc/egress"
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/wheelset"
 	"github.com/coderun-rpc/coderun-rpc/wireguard"
 )
 
 // ValidateSessionOpen checks session/open params (the rows of
-// sessionOpenParams); absent params are no params.
-func ValidateSessionOpen(raw []byte, cfg protocol.Limits, idleMax int64, allow wheelset.AllowList) (protocol.SessionParams, error) {
+// sessionOpenParams); absent params are no params. daemon is the daemon's
+// egress policy (nil: none), which the session's secrets must lie within.
+func ValidateSessionOpen(raw []byte, cfg protocol.Limits, idleMax int64, allow wheelset.AllowList, daemon *egress.Policy) (protocol.SessionParams, error) {
 	if raw == nil {
 		return protocol.SessionParams{}, nil
 	}
-	return validateParams(raw, sessionOpenParams, validation{limits: cfg, idleMax: idleMax, packages: allow})
+	return validateParams(raw, sessionOpenParams, validation{limits: cfg, idleMax: idleMax, packages: allow, egress: daemon})
 }
 
 // idleTimeout reads "idleTimeoutMs": absent or null (0), else a positive

@@ -78,8 +78,13 @@ func EgressLine(policy *egress.Policy) string {
 	case policy.Empty():
 		return "Egress: none (the egress policy allows no host).\n"
 	}
-	return "Egress: HTTP(S) through HTTP_PROXY/HTTPS_PROXY to " + strings.Join(policy.Entries(), ", ") +
-		" only (a refused host answers 403).\n"
+	line := "Egress: HTTP(S) through HTTP_PROXY/HTTPS_PROXY to " + strings.Join(policy.Entries(), ", ") +
+		" only (a refused host answers 403)."
+	if s := policy.SecretsText(); len(s) > 0 {
+		line += " The proxy adds credentials (an env variable holds a placeholder: use it as the credential): " +
+			strings.Join(s, "; ") + "."
+	}
+	return line + "\n"
 }
 
 // renderedStubs remembers the stubs of the last few distinct describe

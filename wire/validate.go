@@ -106,6 +106,28 @@ func optionalEgress(m *wireguard.Member, daemon *egress.Policy) (protocol.Egress
 	return own, nil
 }
 
+// optionalSecrets validates "secrets" when present and not null: the
+// client's secrets, bound to hosts within the run's effective allow list
+// (its own narrowing, else the daemon's). The result is that policy with
+// the secrets added, the run's egress policy.
+func optionalSecrets(m *wireguard.Member, run protocol.EgressPolicy, daemon *egress.Policy) (protocol.EgressPolicy, error) {
+	if !given(m) {
+		return run, nil
+	}
+	if daemon == nil {
+		return nil, reject("secrets: the daemon has no egress policy (CODERUN_EGRESS), so a run reaches no host")
+	}
+	base := daemon
+	if own, ok := run.(*egress.Policy); ok && own != nil {
+		base = own
+	}
+	withSecrets, err := base.WithSecrets(m.Value)
+	if err != nil {
+		return nil, reject(err.Error())
+	}
+	return withSecrets, nil
+}
+
 func validateBindings(m *wireguard.Member) ([]protocol.Namespace, error) {
 	out := []protocol.Namespace{}
 	if !given(m) {

@@ -29,6 +29,22 @@ type RunOptions struct {
 	OnOutput func(Output)
 	// Traceparent is the W3C trace context of the caller's span.
 	Traceparent string
+	// Secrets are credentials the daemon's egress proxy adds to this run's
+	// requests to their hosts (docs/containment-secrets.md); not in a
+	// session, which has the daemon's.
+	Secrets []Secret
+}
+
+// Secret is a credential bound to Hosts (patterns within the run's egress):
+// exactly one of Header, Query and Env (a variable the program sees
+// holding a placeholder, which the proxy replaces with Value). The program
+// never sees Value.
+type Secret struct {
+	Hosts  []string `json:"hosts"`
+	Header string   `json:"header,omitempty"`
+	Query  string   `json:"query,omitempty"`
+	Env    string   `json:"env,omitempty"`
+	Value  string   `json:"value"`
 }
 
 // Limits are per-run budgets (docs/configuration.md §4); zero leaves the
@@ -145,6 +161,7 @@ type runParams struct {
 	Files       []File        `json:"files,omitempty"`
 	Traceparent string        `json:"traceparent,omitempty"`
 	SessionID   string        `json:"sessionId,omitempty"`
+	Secrets     []Secret      `json:"secrets,omitempty"`
 }
 
 // runState is what the read goroutine needs of a live run.
@@ -171,7 +188,8 @@ func (c *Client) run(ctx context.Context, program, sessionID string, opts *RunOp
 		return nil, err
 	}
 	params := runParams{Program: program, Bindings: decls, Limits: opts.Limits, Files: opts.Files,
-		Stream: opts.OnLog != nil || opts.OnOutput != nil, Traceparent: opts.Traceparent, SessionID: sessionID}
+		Stream: opts.OnLog != nil || opts.OnOutput != nil, Traceparent: opts.Traceparent, SessionID: sessionID,
+		Secrets: opts.Secrets}
 	id := c.nextID()
 	key := id
 	c.mu.Lock()

@@ -23,6 +23,9 @@ type SessionOptions struct {
 	// IdleTimeoutMs ends the session after that long without a run (at most
 	// the daemon's CODERUN_SESSION_IDLE_MS; zero: that value).
 	IdleTimeoutMs int64 `json:"idleTimeoutMs,omitempty"`
+	// Secrets are credentials the egress proxy adds to every run of the
+	// session (as RunOptions.Secrets).
+	Secrets []Secret `json:"secrets,omitempty"`
 }
 
 type sessionRef struct {

@@ -211,9 +211,16 @@ func egressProxy(cfg *config.Config, log *slog.Logger) (*egress.Proxy, error) {
 	if cfg.Egress == nil {
 		return nil, nil
 	}
-	p, err := egress.Listen(egress.Options{Hosts: cfg.EgressHosts, Logger: log})
+	// Tunnels to the hosts of a run's secrets (the policy's or the run's
+	// own) are intercepted with this CA.
+	ca, err := egress.NewCA(cfg.Egress)
+	if err != nil {
+		return nil, fmt.Errorf("egress: cannot make the interception CA: %w", err)
+	}
+	p, err := egress.Listen(egress.Options{Hosts: cfg.EgressHosts, Logger: log, CA: ca})
 	if err == nil {
-		log.Info("egress proxy", "addr", p.Addr().String(), "allow", strings.Join(cfg.Egress.Entries(), ", "))
+		log.Info("egress proxy", "addr", p.Addr().String(), "allow", strings.Join(cfg.Egress.Entries(), ", "),
+			"secrets", strings.Join(cfg.Egress.SecretsText(), "; "))
 	}
 	return p, err
 }
@@ -444,6 +451,9 @@ func check() int {
 	}
 	if cfg.Egress != nil {
 		fmt.Printf("egress: allow %s; %s\n", strings.Join(cfg.Egress.Entries(), ", "), rpc.EgressNote(cfg.Isolation))
+		if s := cfg.Egress.SecretsText(); len(s) > 0 {
+			fmt.Printf("egress secrets (values never shown): %s\n", strings.Join(s, "; "))
+		}
 	}
 	for _, name := range cfg.PreloadSkipped {
 		fmt.Printf("preload: optional module %q is not installed; not preloaded\n", name)

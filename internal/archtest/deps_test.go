@@ -53,8 +53,9 @@ var allowed = map[string][]string{
 	"internal/mcptest": {sdk},
 	// Service mode: listeners (capped by x/net's limit listener), auth, per-connection servers, admin, metrics.
 	"serve": {"wire", "session", "protocol", "tracing", "github.com/gorilla/websocket", "github.com/prometheus/client_golang", "golang.org/x/net/netutil"},
-	// Egress: the policy and the forward proxy that enforces it.
-	"egress": {"protocol", "golang.org/x/net/netutil"},
+	// Egress: the policy and the forward proxy that enforces it (x/net's
+	// header-field rules check the secrets' names and values).
+	"egress": {"protocol", "golang.org/x/net/netutil", "golang.org/x/net/http/httpguts"},
 	// OpenTelemetry spans for runs, child starts and binding calls.
 	"tracing": {"wire", "session", "protocol", "go.opentelemetry.io/otel"},
 }

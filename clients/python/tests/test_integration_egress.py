@@ -1,4 +1,5 @@
-"""C814: egress from the Python client: a run's ``egress`` narrowing and ``result.egress``."""
+"""C814, C1021: egress from the Python client: a run's ``egress`` narrowing, ``result.egress``
+and a run's ``secrets``."""
 
 from __future__ import annotations
 
@@ -18,8 +19,12 @@ BIN = daemon_binary()
 pytestmark = pytest.mark.skipif(BIN is None, reason="daemon not built (make build)")
 
 
+SEEN_KEYS: list[str | None] = []
+
+
 class _Hello(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        SEEN_KEYS.append(self.headers.get("X-Key"))
         body = b"hello from upstream"
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -74,6 +79,32 @@ async def test_egress_through_the_client(upstream: int, tmp_path: Path) -> None:
             await c.run("return 1", egress=["elsewhere.test"])
         with pytest.raises(TypeError):
             await c.run("return 1", egress="api.test")  # type: ignore[arg-type]
+
+
+async def test_secrets_through_the_client(upstream: int, tmp_path: Path) -> None:
+    """C1021: a run's and a session's ``secrets`` reach their host only; a bad entry is InvalidParams."""
+    policy = tmp_path / "egress.json"
+    policy.write_text(json.dumps({"allow": [{"host": "api.test", "ports": [upstream], "private": True},
+                                            {"host": "other.test", "ports": [upstream], "private": True}]}))
+    env = {"CODERUN_LOG_LEVEL": "warn", "CODERUN_EGRESS": str(policy),
+           "CODERUN_EGRESS_HOSTS": "api.test=127.0.0.1,other.test=127.0.0.1"}
+    SEEN_KEYS.clear()
+    async with await Client.start(BIN, env=env) as c:
+        urls = [f"http://api.test:{upstream}/", f"http://other.test:{upstream}/"]
+        r = await c.run(f"URLS = {urls!r}\n" + FETCH,
+                        secrets=[{"hosts": ["api.test"], "header": "X-Key", "value": "py-secret"}])
+        assert r.ok, r.error
+        assert [v[0] for v in r.value] == [200, 200]
+        assert SEEN_KEYS == ["py-secret", None]
+        with pytest.raises(InvalidParams, match=r"secrets\[0\]\.hosts\[0\] \"elsewhere.test\" is not within"):
+            await c.run("return 1", secrets=[{"hosts": ["elsewhere.test"], "env": "KEY", "value": "v"}])
+        with pytest.raises(TypeError):
+            await c.run("return 1", secrets={"hosts": ["api.test"], "env": "KEY", "value": "v"})  # type: ignore[arg-type]
+        SEEN_KEYS.clear()
+        async with c.session(secrets=[{"hosts": ["api.test"], "header": "X-Key", "value": "py-session"}]) as s:
+            r = await s.run(f"URLS = {urls[:1]!r}\n" + FETCH)
+            assert r.ok, r.error
+        assert SEEN_KEYS == ["py-session"]
 
 
 async def test_no_egress_policy() -> None:

@@ -44,6 +44,7 @@ import type {
   RunLimits,
   RunOptions,
   RunResult,
+  Secret,
   SessionClosedEvent,
   SessionOptions,
 } from './types.js';
@@ -165,7 +166,13 @@ function sessionParams(options: SessionOptions): { [k: string]: unknown } {
   if (options.limits !== undefined) params['limits'] = { ...options.limits };
   if (options.idleTimeoutMs !== undefined) params['idleTimeoutMs'] = options.idleTimeoutMs;
   if (options.packages !== undefined) params['packages'] = [...options.packages];
+  if (options.secrets !== undefined) params['secrets'] = secretEntries(options.secrets);
   return params;
+}
+
+/** Copies of `secrets` for the wire. */
+function secretEntries(secrets: Secret[]): Secret[] {
+  return secrets.map((s) => ({ ...s, hosts: [...s.hosts] }));
 }
 
 function checkResult(raw: unknown): RunResult {
@@ -343,6 +350,7 @@ export class CodeRunClient {
     if (options.files !== undefined) params['files'] = fileEntries(options.files);
     if (options.traceparent !== undefined) params['traceparent'] = options.traceparent;
     if (options.egress !== undefined) params['egress'] = options.egress.map((e) => (typeof e === 'string' ? e : { ...e }));
+    if (options.secrets !== undefined) params['secrets'] = secretEntries(options.secrets);
     checkParams('run', params);
     const functions = handlerTable(bindings);
 

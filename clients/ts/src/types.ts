@@ -29,6 +29,13 @@ export type EgressRule =
   | string
   | { host: string; ports?: number[]; methods?: ('GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS')[]; private?: boolean };
 
+/**
+ * A credential the daemon's egress proxy adds to a run's requests to `hosts` (within the run's
+ * egress; docs/containment-secrets.md): a `header`, a `query` parameter, or an `env` variable the
+ * program sees as a placeholder the proxy replaces with `value`. The program never sees `value`.
+ */
+export type Secret = { hosts: string[]; value: string } & ({ header: string } | { query: string } | { env: string });
+
 /** One request a run made through the daemon's egress proxy (`result.egress`). */
 export interface EgressEntry {
   host: string;
@@ -149,6 +156,8 @@ export interface RunOptions {
   packages?: string[];
   /** Narrows the daemon's egress policy for this run (entries within it; `[]`: none). */
   egress?: EgressRule[];
+  /** Credentials the egress proxy adds for this run (not in a session: it has the daemon's). */
+  secrets?: Secret[];
 }
 
 /** `describe` options: the bindings and limits a `run` would take (handlers are not used). */
@@ -223,6 +232,8 @@ export interface SessionOptions {
   idleTimeoutMs?: number;
   /** Packages installed for every run of the session (as `RunOptions.packages`). */
   packages?: string[];
+  /** Credentials the egress proxy adds to every run of the session (as `RunOptions.secrets`). */
+  secrets?: Secret[];
 }
 
 /** Why the daemon ended a session on its own (`session/closed`). */

@@ -1,4 +1,4 @@
-/** C815: egress from the TypeScript client against the real daemon. */
+/** C815, C1020: egress and secrets from the TypeScript client against the real daemon. */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
@@ -13,8 +13,12 @@ describe('egress against the real daemon', { skip }, () => {
   let port = 0;
   let dir = '';
   let c: CodeRunClient;
+  const seenKeys: (string | undefined)[] = [];
   before(async () => {
-    server = createServer((_req, res) => res.end('hello from upstream'));
+    server = createServer((req, res) => {
+      seenKeys.push(req.headers['x-key'] as string | undefined);
+      res.end('hello from upstream');
+    });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     port = (server.address() as { port: number }).port;
     dir = mkdtempSync(join(tmpdir(), 'egress-test-'));
@@ -54,6 +58,28 @@ describe('egress against the real daemon', { skip }, () => {
         ['other.test', port, 'GET', 403],
       ],
     );
+  });
+
+  test('C1020: a run\'s and a session\'s secrets reach their host only', async () => {
+    seenKeys.length = 0;
+    const r = await c.run({
+      program: py(
+        'import urllib.request',
+        `return [urllib.request.urlopen(u, timeout=30).status for u in ${JSON.stringify([`http://api.test:${port}/`, `http://other.test:${port}/`])}]`,
+      ),
+      secrets: [{ hosts: ['api.test'], header: 'X-Key', value: 'ts-secret' }],
+    });
+    assert.deepEqual(ok(r), [200, 200]);
+    assert.deepEqual(seenKeys, ['ts-secret', undefined]);
+    await assert.rejects(
+      c.run({ program: 'return 1', secrets: [{ hosts: ['elsewhere.test'], env: 'KEY', value: 'v' }] }),
+      InvalidParamsError,
+    );
+    seenKeys.length = 0;
+    const s = await c.openSession({ secrets: [{ hosts: ['api.test'], header: 'X-Key', value: 'ts-session' }] });
+    ok(await s.run({ program: py('import urllib.request', `return urllib.request.urlopen("http://api.test:${port}/", timeout=30).status`) }));
+    await s.close();
+    assert.deepEqual(seenKeys, ['ts-session']);
   });
 
   test('an entry beyond the policy is InvalidParams', async () => {

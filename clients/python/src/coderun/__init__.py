@@ -31,7 +31,7 @@ from .errors import (
 from .modeltext import Image, ModelText, model_text
 from .session import Session, SessionOpener
 from .typed import Binding, binding
-from .types import EgressEntry, EgressRule, Limits, LogEvent, RunError, RunResult, RunStats, SessionClosed, SessionInfo
+from .types import EgressEntry, EgressRule, Limits, Secret, LogEvent, RunError, RunResult, RunStats, SessionClosed, SessionInfo
 
 __version__ = "0.1.0"
 
@@ -63,6 +63,7 @@ __all__ = [
     "LogEvent",
     "Limits",
     "EgressRule",
+    "Secret",
     "EgressEntry",
     "CodeRunError",
     "RpcError",

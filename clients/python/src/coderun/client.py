@@ -30,7 +30,7 @@ from .errors import (
 from ._outputs import Files, OutputEvent, build_files, parse_output
 from .session import Session, SessionClosedCallback, SessionOpener, fire, subscribe
 from .typed import Binding, resolve
-from .types import EgressRule, Limits, LogEvent, RunResult, SessionClosed, parse_run_result
+from .types import EgressRule, Limits, LogEvent, RunResult, Secret, SessionClosed, parse_run_result
 
 __all__ = [
     "Client", "RunHandle", "BindingFunction", "LogCallback", "OutputCallback", "Session",
@@ -459,6 +459,7 @@ class Client:
         session_id: Optional[str] = None,
         packages: Optional[Sequence[str]] = None,
         egress: Optional[Sequence[EgressRule]] = None,
+        secrets: Optional[Sequence[Secret]] = None,
     ) -> RunResult:
         """Run ``program`` and return its :class:`RunResult` (failures are results).
 
@@ -475,7 +476,9 @@ class Client:
         program starts, from what its ``CODERUN_PACKAGES`` allows; a set that cannot be installed
         is an ``exception`` result naming the package (a session takes them at open instead).
         ``egress`` narrows the daemon's egress policy for this run (entries within it; ``[]``:
-        none); the result's ``egress`` lists the requests made through the proxy.
+        none); the result's ``egress`` lists the requests made through the proxy. ``secrets``
+        are credentials the proxy adds to this run's requests to their hosts (not in a session,
+        which has the daemon's); the program never sees their values.
 
         Raises :class:`InvalidParams` (refused params), :class:`QueueFull`,
         :class:`ConnectionLost`, TypeError/ValueError for misuse, :class:`RequestTooLarge`,
@@ -494,6 +497,7 @@ class Client:
             traceparent=traceparent,
             packages=packages,
             egress=egress,
+            secrets=secrets,
         )
         try:
             return await handle.result()
@@ -525,6 +529,7 @@ class Client:
         session_id: Optional[str] = None,
         packages: Optional[Sequence[str]] = None,
         egress: Optional[Sequence[EgressRule]] = None,
+        secrets: Optional[Sequence[Secret]] = None,
     ) -> RunHandle:
         """Send a ``run`` request (in session ``session_id`` when given) and return its
         :class:`RunHandle` without waiting for it.
@@ -550,6 +555,8 @@ class Client:
             if isinstance(egress, (str, bytes)) or not isinstance(egress, Sequence):
                 raise TypeError("egress must be a list of entries")
             params["egress"] = [e if isinstance(e, str) else dict(e) for e in egress]
+        if secrets is not None:
+            params["secrets"] = _secret_entries(secrets)
         body = P.build_request(rid, P.METHOD_RUN, params)  # LossyValueError / RequestTooLarge
         state = _RunState(rid, _handlers(table), on_log, on_output)
         self._runs[rid] = state
@@ -603,13 +610,15 @@ class Client:
         limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
         idle_timeout_ms: Optional[int] = None,
         packages: Optional[Sequence[str]] = None,
+        secrets: Optional[Sequence[Secret]] = None,
     ) -> SessionOpener:
         """A persistent session: ``async with client.session(limits=...) as s:`` opens it
         (``session/open``) and closes it at the end of the block; ``s = await client.session()``
         opens it only. ``limits`` are the defaults of its runs (``addressSpaceMb`` is fixed for
         its lifetime); ``idle_timeout_ms``: no run for that long closes it; ``packages`` are
         installed for every run of the session (as :meth:`run`'s; one that cannot be installed
-        refuses the open with :class:`InvalidParams`).
+        refuses the open with :class:`InvalidParams`); ``secrets`` are credentials the egress
+        proxy adds to every run of the session (as :meth:`run`'s).
 
         Raises :class:`SessionLimitReached` at the daemon's cap, :class:`InvalidParams` for bad
         params, :class:`MethodNotFound` when the daemon has sessions disabled."""
@@ -624,6 +633,8 @@ class Client:
             params["idleTimeoutMs"] = idle_timeout_ms
         if packages is not None:
             params["packages"] = _check_packages(packages)
+        if secrets is not None:
+            params["secrets"] = _secret_entries(secrets)
         return SessionOpener(self, params)
 
     async def open_session(
@@ -632,9 +643,10 @@ class Client:
         limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
         idle_timeout_ms: Optional[int] = None,
         packages: Optional[Sequence[str]] = None,
+        secrets: Optional[Sequence[Secret]] = None,
     ) -> Session:
         """Open a session and return it (:meth:`session` without the ``async with``)."""
-        return await self.session(limits=limits, idle_timeout_ms=idle_timeout_ms, packages=packages)
+        return await self.session(limits=limits, idle_timeout_ms=idle_timeout_ms, packages=packages, secrets=secrets)
 
     def on_session_closed(self, callback: SessionClosedCallback) -> Callable[[], None]:
         """``callback`` runs for every ``session/closed`` notification (a session the daemon ended
@@ -1119,6 +1131,13 @@ async def _open_connection(address: str) -> tuple[asyncio.StreamReader, asyncio.
             return await asyncio.open_connection(host.strip("[]"), int(port))
         raise ValueError(f"address {address!r}: tcp: needs HOST:PORT")
     raise ValueError(f"address {address!r}: must be unix:PATH, tcp:HOST:PORT or ws://HOST:PORT/PATH")
+
+
+def _secret_entries(secrets: Sequence[Secret]) -> list[dict[str, Any]]:
+    """``secrets`` as the wire's list of entries (TypeError for anything but a list)."""
+    if isinstance(secrets, (str, bytes, Mapping)) or not isinstance(secrets, Sequence):
+        raise TypeError("secrets must be a list of entries")
+    return [dict(s) for s in secrets]
 
 
 def _check_packages(packages: Sequence[str]) -> list[str]:

@@ -10,6 +10,7 @@ from ._outputs import OutFile, Output, parse_files, parse_outputs
 __all__ = [
     "Limits",
     "EgressRule",
+    "Secret",
     "EgressEntry",
     "RunError",
     "RunStats",
@@ -48,6 +49,21 @@ class _EgressRuleObject(TypedDict, total=False):
 
 EgressRule = Union[str, _EgressRuleObject]
 """One entry of an egress policy (docs/containment.md §6): ``"host[:port]"`` or an object."""
+
+
+class _SecretBase(TypedDict):
+    hosts: list[str]  # host patterns within the run's egress, without ports
+    value: str  # never seen by the program
+
+
+class Secret(_SecretBase, total=False):
+    """A credential the egress proxy adds to a run's requests to ``hosts``
+    (docs/containment-secrets.md): exactly one of ``header``, ``query`` and ``env`` (a variable
+    the program sees holding a placeholder, which the proxy replaces with ``value``)."""
+
+    header: str
+    query: str
+    env: str
 
 
 @dataclass(frozen=True)
