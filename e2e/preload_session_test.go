@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
+)
+
+// A session opens on a fork of the preloaded fork server in both tiers
+// (docs/containment-start-modes.md §4.4); in tier sandbox the fork is
+// contained as a spawned session's child is (§4.2).
+
+// sessionPreload is a preload of standard-library modules the bootstrap
+// does not import itself: cheap to load, and absent from a session's
+// sys.modules unless it is a fork of the preloaded server.
+const sessionPreload = "statistics,csv,uuid"
+
+// containedProbe, in tier sandbox, reports what a session's program can
+// reach: its confinement flags, whether its parent is its namespace's init,
+// how many processes it sees besides the init and itself (the fork server,
+// outside its PID namespace, is not one), and whether it can write beside
+// its session's home.
+const containedProbe = `import os
+status = open("/proc/self/status").read()
+others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
+outside = os.path.dirname(os.path.dirname(os.getcwd()))
+try:
+    open(os.path.join(outside, "escaped"), "w").close()
+    wrote = True
+except OSError:
+    wrote = False
+return ["NoNewPrivs:\t1" in status, "Seccomp:\t2" in status, os.getppid() == 1,
+        len(others), wrote]`
+
+// TestPreloadSessionC1130: a session opened on a preloading daemon finds the
+// preload in sys.modules in either tier, keeps its state across runs, and a
+// fork of it starts from that state with the preload.
+func TestPreloadSessionC1130(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, map[string]string{"CODERUN_PRELOAD": sessionPreload})
+	preloadReady(t, d)
+	sid := d.open(`{}`)
+	r := d.srun(sid, "import sys\nkept = 41\nreturn [m in sys.modules for m in ('statistics', 'csv', 'uuid')]")
+	if r.Error != nil || compact(r.Value) != "[true,true,true]" {
+		t.Errorf("a session on a preloading daemon (tier %s): %s %+v, want the preload imported", suiteTier, r.Value, r.Error)
+	}
+	f := d.fork(sid)
+	if r := d.srun(f, "import sys\nreturn [kept + 1, 'statistics' in sys.modules]"); r.Error != nil || compact(r.Value) != "[42,true]" {
+		t.Errorf("a fork of a preloaded session: %s %+v", r.Value, r.Error)
+	}
+}
+
+// TestPreloadSessionC1131Contained: a sandboxed session opened on the
+// preloaded server, and a fork of it, are contained as a spawned session's
+// child is: no_new_privs, seccomp, a child of its namespace's init, the
+// server out of sight, nothing writable beside its home; a fork of it
+// cannot write its source's directory.
+func TestPreloadSessionC1131Contained(t *testing.T) {
+	onlyInTier(t, "sandbox")
+	leakcheck.Check(t)
+	d := started(t, map[string]string{"CODERUN_PRELOAD": sessionPreload})
+	preloadReady(t, d)
+	sid := d.open(`{}`)
+	if r := d.srun(sid, "import sys\nreturn 'statistics' in sys.modules"); compact(r.Value) != "true" {
+		t.Fatalf("the session is not a fork of the preloaded server: %s %+v", r.Value, r.Error)
+	}
+	if r := d.srun(sid, containedProbe); r.Error != nil || compact(r.Value) != "[true,true,true,0,false]" {
+		t.Errorf("the preloaded session's containment: %s %+v, want [true,true,true,0,false]", r.Value, r.Error)
+	}
+	srcDir := d.srun(sid, "import os\nreturn os.getcwd()").Value
+	f := d.fork(sid)
+	write := fmt.Sprintf("import os\ntry:\n    open(os.path.join(%s, 'x'), 'w').close()\n    return 'wrote'\nexcept OSError as e:\n    return type(e).__name__", srcDir)
+	if r := d.srun(f, write); r.Error != nil || compact(r.Value) != `"PermissionError"` {
+		t.Errorf("a fork writing its source's directory: %s %+v, want PermissionError", r.Value, r.Error)
+	}
+}
+
+// TestPreloadSessionC1132Budgets: a sandboxed session opened on the
+// preloaded server keeps a session's budgets: files it holds but no
+// directory lists count against its disk budget, and its interpreter's CPU
+// is bounded by the session's lifetime total.
+func TestPreloadSessionC1132Budgets(t *testing.T) {
+	leakcheck.Check(t)
+	d := started(t, map[string]string{"CODERUN_PRELOAD": sessionPreload, "CODERUN_MAX_DISK_MB": "64",
+		"CODERUN_SESSION_CPU_SECONDS": "1"})
+	preloadReady(t, d)
+	sid := d.open(`{"limits":{"maxDiskMb":8}}`)
+	if r := d.srun(sid, "import sys\nreturn 'statistics' in sys.modules"); compact(r.Value) != "true" {
+		t.Fatalf("the session is not a fork of the preloaded server: %s %+v", r.Value, r.Error)
+	}
+	r := d.srun(sid, fmt.Sprintf(hideFiles, 3, "mmap"), `"limits":{"maxWallMs":60000}`)
+	if r.Error == nil || r.Error.Kind != "output-limit" || !strings.Contains(r.Error.Message, "maxDiskMb=8") {
+		t.Errorf("18 MiB mapped unlisted in a preloaded session under maxDiskMb 8: %s %+v, want output-limit naming maxDiskMb=8", r.Value, r.Error)
+	}
+	if reason, msg := d.closedNote(sid, 30*time.Second); reason != "lost" || !strings.Contains(msg, "maxDiskMb=8") {
+		t.Errorf("session/closed %q %q, want lost naming maxDiskMb=8", reason, msg)
+	}
+	sid = d.open(`{}`)
+	spin := "import time\nt = time.process_time()\nwhile time.process_time() - t < 8:\n    pass"
+	r = d.srun(sid, spin, `"limits":{"cpuSeconds":20}`)
+	if r.Error == nil || r.Error.Kind != "timeout" || r.Error.Budget != "cpu" ||
+		!strings.Contains(r.Error.Message, "CODERUN_SESSION_CPU_SECONDS=1") || r.Session.Alive {
+		t.Errorf("a preloaded session's run past its lifetime CPU: %+v %+v", r.Error, r.Session)
+	}
+}
