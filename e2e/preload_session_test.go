@@ -56,8 +56,9 @@ func TestPreloadSessionC1130(t *testing.T) {
 // TestPreloadSessionC1131Contained: a sandboxed session opened on the
 // preloaded server, and a fork of it, are contained as a spawned session's
 // child is: no_new_privs, seccomp, a child of its namespace's init, the
-// server out of sight, nothing writable beside its home; a fork of it
-// cannot write its source's directory.
+// server out of sight, nothing writable beside its home; a fork of it is
+// contained the same way, reads its namespace's /proc and writes its
+// /dev/shm, and cannot write its source's directory.
 func TestPreloadSessionC1131Contained(t *testing.T) {
 	onlyInTier(t, "sandbox")
 	leakcheck.Check(t)
@@ -72,6 +73,14 @@ func TestPreloadSessionC1131Contained(t *testing.T) {
 	}
 	srcDir := d.srun(sid, "import os\nreturn os.getcwd()").Value
 	f := d.fork(sid)
+	// The fork sees its source besides the init and itself: they share the namespaces.
+	if r := d.srun(f, containedProbe); r.Error != nil || compact(r.Value) != "[true,true,true,1,false]" {
+		t.Errorf("its fork's containment: %s %+v, want [true,true,true,1,false]", r.Value, r.Error)
+	}
+	shm := "open('/dev/shm/fork-note', 'w').write('x')\nreturn open('/dev/shm/fork-note').read()"
+	if r := d.srun(f, shm); r.Error != nil || compact(r.Value) != `"x"` {
+		t.Errorf("the fork's /dev/shm (its namespace's own): %s %+v", r.Value, r.Error)
+	}
 	write := fmt.Sprintf("import os\ntry:\n    open(os.path.join(%s, 'x'), 'w').close()\n    return 'wrote'\nexcept OSError as e:\n    return type(e).__name__", srcDir)
 	if r := d.srun(f, write); r.Error != nil || compact(r.Value) != `"PermissionError"` {
 		t.Errorf("a fork writing its source's directory: %s %+v, want PermissionError", r.Value, r.Error)

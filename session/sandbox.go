@@ -136,7 +136,7 @@ func (m *Manager) forkHome(src *worker) (h *home, wd *rundir.Dir, rules *os.File
 		return nil, nil, nil, err
 	}
 	if wd, err = root.Make(); err == nil {
-		if rules, err = sandbox.ForkRuleset(*m.sandbox, m.cfg.Python, root.Path()); err == nil {
+		if rules, err = sandbox.ForkRuleset(*m.sandbox, m.cfg.Python, root.Path(), src.proc.Pid); err == nil {
 			src.home.refs.Add(1)
 			return &home{dir: src.home.dir, root: root, refs: src.home.refs}, wd, rules, nil
 		}
