@@ -115,3 +115,42 @@ func TestPreloadSessionC1132Budgets(t *testing.T) {
 		t.Errorf("a preloaded session's run past its lifetime CPU: %+v %+v", r.Error, r.Session)
 	}
 }
+
+// memoryScan reads every writable mapping of the program's own process (a
+// copy of the fork server's memory, in a forked child) and reports whether
+// it found its own proxy URL, with its egress token, and which other ones.
+const memoryScan = `import os, re
+mine = os.environ["HTTP_PROXY"].encode()
+found = set()
+with open("/proc/self/maps") as m:
+    regions = [line.split() for line in m]
+with open("/proc/self/mem", "rb", 0) as mem:
+    for r in regions:
+        a, b = (int(x, 16) for x in r[0].split("-"))
+        if not r[1].startswith("rw") or b - a > 512 << 20:
+            continue
+        try:
+            mem.seek(a)
+            data = mem.read(b - a)
+        except OSError:
+            continue
+        found.update(re.findall(rb"http://coderun:[\w-]{22}@[\x21-\x7e]+", data))
+return [mine in found, sorted(x.decode() for x in found - {mine})]`
+
+// TestPreloadSessionC1133ServerMemory: a fresh run is a copy of the fork
+// server's memory, which received every earlier spawn request: the
+// session's and the runs' environments, egress tokens included. None of
+// them is left there for a later run to read.
+func TestPreloadSessionC1133ServerMemory(t *testing.T) {
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string { return `{"allow":["plain.test:` + plain + `"]}` })
+	env := u.env
+	env["CODERUN_PRELOAD"] = sessionPreload
+	d := started(t, env)
+	preloadReady(t, d)
+	d.open(`{}`)
+	d.run(prog("return 1"))
+	if r := d.run(prog(memoryScan)); r.Error != nil || compact(r.Value) != "[true,[]]" {
+		t.Errorf("a run's memory after a session's and a run's spawns: %s %+v, want its own token only", r.Value, r.Error)
+	}
+}
