@@ -177,3 +177,24 @@ func TestPreloadC1134PackedAllocations(t *testing.T) {
 		t.Errorf("3 000 new 64-byte objects in a run forked from a server with scattered free blocks: %s %+v page faults, want under 600", r.Value, r.Error)
 	}
 }
+
+// TestPreloadSessionC1135ServerDeath: a session forked from the server lives
+// within the parent-death chain (daemon → server → child): the server's
+// death ends it, closed lost, in either tier; the next session opens.
+func TestPreloadSessionC1135ServerDeath(t *testing.T) {
+	leakcheck.Check(t)
+	tmp := t.TempDir()
+	d := started(t, map[string]string{"CODERUN_PRELOAD": sessionPreload, "TMPDIR": tmp})
+	preloadReady(t, d)
+	sid := d.open(`{}`)
+	if r := d.srun(sid, "import sys\nreturn 'statistics' in sys.modules"); compact(r.Value) != "true" {
+		t.Fatalf("the session is not a fork of the preloaded server: %s %+v", r.Value, r.Error)
+	}
+	killForkServer(t, tmp)
+	if reason, msg := d.closedNote(sid, 30*time.Second); reason != "lost" {
+		t.Errorf("session/closed %q %q after the fork server's death, want lost", reason, msg)
+	}
+	if r := d.srun(d.open(`{}`), "return 1"); r.Error != nil || compact(r.Value) != "1" {
+		t.Errorf("a session opened after the server's death: %s %+v", r.Value, r.Error)
+	}
+}
