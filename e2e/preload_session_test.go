@@ -198,3 +198,17 @@ func TestPreloadSessionC1135ServerDeath(t *testing.T) {
 		t.Errorf("a session opened after the server's death: %s %+v", r.Value, r.Error)
 	}
 }
+
+// TestPreloadC1136ShutdownWhileLoading: a daemon whose stdin closes while
+// its preload is still importing shuts down as any other (exit 0), without
+// reporting the server it stopped as a failed preload.
+func TestPreloadC1136ShutdownWhileLoading(t *testing.T) {
+	leakcheck.Check(t)
+	py := preloadVenv(t, map[string]string{"coderun_forever": "import time\nwhile True:\n    time.sleep(0.01)\n"})
+	d := started(t, map[string]string{"CODERUN_PYTHON_BIN": py, "CODERUN_PRELOAD": "coderun_forever"})
+	expectOK(t, d.run(prog("return 1")), "1") // served cold meanwhile
+	d.stdin.Close()
+	if code := d.waitExit(60 * time.Second); code != 0 || strings.Contains(d.stderr.String(), "configuration error") {
+		t.Errorf("exit %d, want 0 and no configuration error; stderr:\n%s", code, d.stderr)
+	}
+}

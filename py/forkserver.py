@@ -382,14 +382,14 @@ def _serve():
             if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
                 m = len(payload) - len(payload) % 4
                 fds += [int.from_bytes(payload[i:i + 4], sys.byteorder) for i in range(0, m, 4)]
-        kind = request[0]
-        if kind == ord("A"):
+        op = request[0]
+        if op == ord("A"):
             reply = adopt(bytes(request[2:n]).split(b" "))
         else:
             end = request.find(b"\0", 1, n)
             seq = bytes(request[1:end if end >= 0 else n])
             seq = seq if seq.isdigit() else b"0"
-            reply = spawn(seq, n, fds) if kind == ord("S") else b"E %s 22 unknown request" % seq
+            reply = spawn(seq, n, fds) if op == ord("S") else b"E %s 22 unknown request" % seq
         request[:n] = blank[:n]
         for fd in fds:
             os.close(fd)

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -164,10 +165,13 @@ func (f *forker) preloadFirst(addressSpaceMb int64, done func(PreloadStatus)) {
 	}
 	go func() {
 		st := awaitPreload(srv, addressSpaceMb)
+		// A server the daemon closed while it loaded (shutdown) did not fail its
+		// preload. Judged before refuseServers, which closes the server too.
+		stopped := st.Err != nil && errors.Is(srv.Err(), forkserver.ErrClosed)
 		if st.Err != nil {
 			f.refuseServers()
 		}
-		if done != nil {
+		if done != nil && !stopped {
 			done(st) // the warm pool renewed before a waiting session takes a child
 		}
 		close(f.settled)
