@@ -81,7 +81,6 @@ func TestPreload(t *testing.T) {
 		}
 	})
 	t.Run("C864/session", func(t *testing.T) {
-		onlyInTier(t, "process") // tier sandbox starts a session cold (sandboxSessionWorker)
 		sid := d.open("{}")
 		if r := d.srun(sid, "import sys\nreturn 'pandas' in sys.modules"); string(r.Value) != "true" {
 			t.Errorf("a session starts without the preload: %s", r.Value)
@@ -192,10 +191,8 @@ func TestPreloadFailures(t *testing.T) {
 		if m.Error != nil || json.Unmarshal(m.Result, &s) != nil {
 			t.Fatalf("session/open: %+v %s", m.Error, m.Result)
 		}
-		if suiteTier == "process" { // tier sandbox spawns a session's child
-			if r := d.srun(s.SessionID, "import sys\nreturn 'coderun_gated' in sys.modules"); string(r.Value) != "true" {
-				t.Errorf("a session opened while the server preloaded starts without the preload: %s", r.Value)
-			}
+		if r := d.srun(s.SessionID, "import sys\nreturn 'coderun_gated' in sys.modules"); string(r.Value) != "true" {
+			t.Errorf("a session opened while the server preloaded starts without the preload: %s", r.Value)
 		}
 		if !d.stderr.logged(`msg="preload: optional module failed to import; not preloaded" module=coderun_boom err="RuntimeError: boom at import"`) {
 			t.Errorf("no warning for the optional module; stderr:\n%s", d.stderr)

@@ -82,6 +82,42 @@ def preload_one(name, optional):
         sys.exit(1)
 
 
+def fill_pools():
+    """Fills the free blocks of the allocator's partly used pools with objects kept for good.
+
+    A child allocates its first objects into those blocks, which lie scattered over the pages
+    the server filled: each first write copies a page (a copy-on-write fault), so a child that
+    allocates a few hundred small objects would copy a few hundred pages, and more the larger
+    the server (a preload). Filled, they leave a child's objects to fresh pools, packed in few
+    pages. The counts per size class are the allocator's own (sys._debugmallocstats, one
+    table row per class: index, block size, pools, blocks in use, free blocks); an interpreter
+    without pymalloc prints no such table, and nothing is filled. Returns what it keeps.
+    """
+    import os
+    import sys
+    out = os.memfd_create("coderun-mallocstats")
+    saved = os.dup(2)
+    try:
+        os.dup2(out, 2)
+        sys._debugmallocstats()
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    os.lseek(out, 0, os.SEEK_SET)
+    with open(out, "rb") as f:
+        table = f.read()
+    kept = []
+    for row in table.partition(b"avail blocks")[2].split(b"\n")[2:]:
+        fields = row.split()
+        if len(fields) != 5 or not all(x.isdigit() for x in fields):
+            break
+        size, free = int(fields[1]), int(fields[4])
+        # object() is 16 bytes, a float 24 (the 32-byte class), bytes of length n 33 + n.
+        make = object if size == 16 else (float if size == 32 else (lambda n=size - 33: bytes(n)))
+        kept += [make() for _ in range(free)]
+    return kept
+
+
 def _serve():
     import builtins
     import os
@@ -145,6 +181,7 @@ def _serve():
     # them instead of touching (and so copying) every page the server filled.
     import gc
     gc.collect()
+    filled = fill_pools()  # noqa: F841 (kept: the blocks stay taken in every child)
     gc.freeze()
 
     # Tier sandbox (started with --sandbox): each child contains itself (sandboxfork.py).
@@ -256,13 +293,30 @@ def _serve():
     # pid to its sync pipe, so that a child that dies while setting up gets its P before its X.
     by_sync, setting_up = {}, {}
 
-    def spawn(seq, parts, fds):
-        """Fork for request seq; returns an E reply, or None once the child is forked."""
-        if len(fds) != (4 if sandbox is None else max(len(fds), 5)) or len(parts) < 3 or b"" not in parts[2:] or not parts[1]:
-            return b"E %s 22 malformed spawn request" % seq
-        sep = parts.index(b"", 2)
-        dir_, argv, env = parts[1], parts[2:sep], parts[sep + 1:]
-        if not argv:
+    # A spawn request carries a run's environment, its egress token included, and every later
+    # child is a copy of this process's memory. So a request is received into this one buffer
+    # and never copied here: the server checks its layout by offsets, the child parses its own
+    # copy, and the server zeroes the buffer once the child is forked (serve_request). Freed
+    # objects would keep their bytes for a later child to read.
+    request = bytearray(1 << 16)
+    blank = memoryview(bytes(len(request)))
+
+    def spawn_fields(n):
+        """The offsets of request[1:n]'s NUL-separated fields, without copying any."""
+        bounds, start = [], 1
+        while True:
+            end = request.find(b"\0", start, n)
+            if end < 0:
+                return bounds + [(start, n)]
+            bounds.append((start, end))
+            start = end + 1
+
+    def spawn(seq, n, fds):
+        """Fork for request seq (request[:n]); returns an E reply, or None once forked."""
+        fields = spawn_fields(n)
+        empty = [k for k in range(2, len(fields)) if fields[k][0] == fields[k][1]]
+        if len(fds) != (4 if sandbox is None else max(len(fds), 5)) or not empty \
+                or fields[1][0] == fields[1][1] or empty[0] == 2:
             return b"E %s 22 malformed spawn request" % seq
         sync_r, sync_w = os.pipe()
         try:
@@ -272,7 +326,9 @@ def _serve():
             os.close(sync_w)
             return b"E %s %d %s" % (seq, e.errno or 0, str(e).encode("utf-8", "replace"))
         if pid == 0:
-            child_main(dir_, argv, env, fds)
+            parts = bytes(request[1:n]).split(b"\0")  # the child's own copy of its request
+            sep = empty[0]
+            child_main(parts[1], parts[2:sep], parts[sep + 1:], fds)
         os.close(sync_w)
         known.add(pid)
         by_sync[sync_r] = (seq, pid, start_time(pid))  # not reaped before this loop turn ends
@@ -318,21 +374,23 @@ def _serve():
         return b"P %s %d %d" % (seq, pid, int(fields[19]))
 
     def serve_request():
-        data, anc, _, _ = ctl.recvmsg(1 << 16, fds_space)
-        if not data:
+        n, anc, _, _ = ctl.recvmsg_into([request], fds_space)
+        if not n:
             os._exit(0)  # the daemon closed the socket: every child dies with this process
         fds = []
         for level, kind, payload in anc:
             if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
-                n = len(payload) - len(payload) % 4
-                fds += [int.from_bytes(payload[i:i + 4], sys.byteorder) for i in range(0, n, 4)]
-        if data[:1] == b"A":
-            reply = adopt(data[2:].split(b" "))
+                m = len(payload) - len(payload) % 4
+                fds += [int.from_bytes(payload[i:i + 4], sys.byteorder) for i in range(0, m, 4)]
+        op = request[0]
+        if op == ord("A"):
+            reply = adopt(bytes(request[2:n]).split(b" "))
         else:
-            parts = data[1:].split(b"\0")
-            seq = parts[0] if parts[0].isdigit() else b"0"
-            reply = spawn(seq, parts, fds) if data[:1] == b"S" else \
-                b"E %s 22 unknown request" % seq
+            end = request.find(b"\0", 1, n)
+            seq = bytes(request[1:end if end >= 0 else n])
+            seq = seq if seq.isdigit() else b"0"
+            reply = spawn(seq, n, fds) if op == ord("S") else b"E %s 22 unknown request" % seq
+        request[:n] = blank[:n]
         for fd in fds:
             os.close(fd)
         if reply is not None:

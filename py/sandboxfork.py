@@ -15,7 +15,9 @@ in place, and returns only in the program's process:
             socket on fd 3: it prepares the namespaces, moves P into the run's cgroups, sets P's
             rlimits, builds P's Landlock ruleset, sends P the ruleset and the seccomp filter, then
             watches and relays as the init of every sandboxed run does; the server reaps it
-    P       unblocks its signals, closes the init's descriptors, waits for the init's word, then
+    P       unblocks its signals, leads a process group of its own when it is a session's
+            interpreter (`session=1` among the settings), closes the init's descriptors, waits
+            for the init's word, then
             sets no_new_privs and applies the ruleset and the filter it was given (three system
             calls: the rules and the filter are the daemon's Go code, not repeated here), and
             returns to run bootstrap.py
@@ -145,6 +147,11 @@ def contain(libc, argv, env, nfds):
     if pid == 0:
         _signal.pthread_sigmask(_signal.SIG_SETMASK, ())  # I's blocked signals are I's only
         mine.close()
+        if b"session=1" in argv[1:sep]:
+            # A session's interpreter leads its own process group (as the exec stage's setpgid
+            # does for a spawned one): its group kill spares the init, which outlives it while
+            # forks of it live, and the daemon takes it as the family's first member only then.
+            os.setpgid(0, 0)
         _confine(libc, theirs, nfds)
         return prog[1:]
     try:

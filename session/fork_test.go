@@ -255,7 +255,7 @@ func TestSandboxSession(t *testing.T) {
 		}
 	}
 	forkWD, forkDir := madeDir(t)
-	rules, err := sandbox.ForkRuleset(cfg, python, forkDir)
+	rules, err := sandbox.ForkRuleset(cfg, python, forkDir, src.w.proc.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}

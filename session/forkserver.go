@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -63,15 +64,22 @@ func newForker(python, tempDir string, sb *sandbox.Config, log *slog.Logger, pre
 // path, spec's last argument, becomes its argv), or starts it cold when the
 // server cannot serve it.
 func (f *forker) spawn(spec child.Spec) (*child.Process, error) {
+	return f.spawnContained(spec, f.sb)
+}
+
+// spawnContained is spawn with sb as the child's containment in tier
+// sandbox (a session's: sandbox.Config.Session and its home); sb is nil in
+// tier process.
+func (f *forker) spawnContained(spec child.Spec, sb *sandbox.Config) (*child.Process, error) {
 	if srv := f.server(); srv != nil && f.serving(srv) {
-		p, err := f.fork(srv, spec)
+		p, err := f.fork(srv, spec, sb)
 		if err == nil {
 			return p, nil
 		}
 		f.log.Warn("fork server: spawn failed; starting the child cold", "err", err)
 	}
-	if f.sb != nil {
-		return sandbox.Start(spec, *f.sb)
+	if sb != nil {
+		return sandbox.Start(spec, *sb)
 	}
 	return child.Start(spec)
 }
@@ -157,10 +165,13 @@ func (f *forker) preloadFirst(addressSpaceMb int64, done func(PreloadStatus)) {
 	}
 	go func() {
 		st := awaitPreload(srv, addressSpaceMb)
+		// A server the daemon closed while it loaded (shutdown) did not fail its
+		// preload. Judged before refuseServers, which closes the server too.
+		stopped := st.Err != nil && errors.Is(srv.Err(), forkserver.ErrClosed)
 		if st.Err != nil {
 			f.refuseServers()
 		}
-		if done != nil {
+		if done != nil && !stopped {
 			done(st) // the warm pool renewed before a waiting session takes a child
 		}
 		close(f.settled)
@@ -201,10 +212,10 @@ func (f *forker) refuseServers() {
 	f.stopLocked()
 }
 
-// fork asks srv for the child, contained in tier sandbox.
-func (f *forker) fork(srv *forkserver.Server, spec child.Spec) (*child.Process, error) {
-	if f.sb != nil {
-		return sandbox.SpawnForked(srv, spec, *f.sb)
+// fork asks srv for the child, contained by sb in tier sandbox.
+func (f *forker) fork(srv *forkserver.Server, spec child.Spec, sb *sandbox.Config) (*child.Process, error) {
+	if sb != nil {
+		return sandbox.SpawnForked(srv, spec, *sb)
 	}
 	return srv.Spawn(forkserver.Spec{Argv: spec.Args[len(spec.Args)-1:], Env: spec.Env, Dir: spec.Dir})
 }

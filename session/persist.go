@@ -166,26 +166,27 @@ func (m *Manager) bootedWorker(get func() (*worker, *protocol.RunError), lim pro
 	return w, nil
 }
 
-// sessionWorker gets a child for a new session: a warm one when ready. In
-// tier sandbox the child's init must know it serves a session (its CPU bound
-// is then the session's lifetime total, sandbox.Config.Session), so the
-// warm children, started for runs, do not serve. In tier process a session
-// waits for the preloaded server (forker.awaitPreload); one whose address
-// space would not fit beside the preload starts cold (fitsPreload).
+// sessionWorker gets a child for a new session. It waits for the preloaded
+// server (forker.awaitPreload); one whose address space would not fit
+// beside the preload starts cold (fitsPreload). In tier process a warm
+// child serves when ready. In tier sandbox the child's init must know it
+// serves a session (its CPU bound is then the session's lifetime total,
+// sandbox.Config.Session), so the warm children, started for runs, do not
+// serve: the child is forked (or started) for the session.
 func (m *Manager) sessionWorker(lim protocol.Limits) (*worker, *protocol.RunError) {
-	if m.sandbox == nil {
-		if m.forker != nil {
-			m.forker.awaitPreload()
-		}
-		if !m.fitsPreload(lim.AddressSpaceMb) {
-			return m.spawnCold()
-		}
-		if w := m.warm.take(false); w != nil {
-			return w, nil
-		}
-		return m.spawnWorker()
+	if m.forker != nil {
+		m.forker.awaitPreload()
 	}
-	return m.sandboxSessionWorker(*m.sandbox)
+	if m.sandbox != nil {
+		return m.sandboxSessionWorker(*m.sandbox, lim.AddressSpaceMb)
+	}
+	if !m.fitsPreload(lim.AddressSpaceMb) {
+		return m.spawnCold()
+	}
+	if w := m.warm.take(false); w != nil {
+		return w, nil
+	}
+	return m.spawnWorker()
 }
 
 // startSession gives the registered session s the booted child get

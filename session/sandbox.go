@@ -104,16 +104,20 @@ func (h *home) release(log *slog.Logger) {
 }
 
 // sandboxSessionWorker starts a session child in tier sandbox: in a new
-// home, the source's, writable by the child (sb.Writable).
-func (m *Manager) sandboxSessionWorker(sb sandbox.Config) (*worker, *protocol.RunError) {
+// home, the source's, writable by the child (sb.Writable). It is a fork of
+// the fork server when there is one and the session's address space fits
+// beside it (fitsPreload), else a fresh interpreter.
+func (m *Manager) sandboxSessionWorker(sb sandbox.Config, addressSpaceMb int64) (*worker, *protocol.RunError) {
 	hd, err := rundir.Make(m.cfg.TempDir)
 	if err != nil {
 		return nil, workerExit("failed to stage the session's home in the daemon's temporary directory: " + pathless(err))
 	}
 	sb.Session, sb.Writable = true, []string{hd.Path()}
-	w, fail := spawnWorker(m.cfg.Python, m.mpl.env(), m.egress, hd.Make, func(spec child.Spec) (*child.Process, error) {
-		return sandbox.Start(spec, sb)
-	})
+	start := func(spec child.Spec) (*child.Process, error) { return sandbox.Start(spec, sb) }
+	if m.forker != nil && m.fitsPreload(addressSpaceMb) {
+		start = func(spec child.Spec) (*child.Process, error) { return m.forker.spawnContained(spec, &sb) }
+	}
+	w, fail := spawnWorker(m.cfg.Python, m.mpl.env(), m.egress, hd.Make, start)
 	if fail != nil {
 		dropDir(hd, m.log)
 		return nil, fail
@@ -132,7 +136,7 @@ func (m *Manager) forkHome(src *worker) (h *home, wd *rundir.Dir, rules *os.File
 		return nil, nil, nil, err
 	}
 	if wd, err = root.Make(); err == nil {
-		if rules, err = sandbox.ForkRuleset(*m.sandbox, m.cfg.Python, root.Path()); err == nil {
+		if rules, err = sandbox.ForkRuleset(*m.sandbox, m.cfg.Python, root.Path(), src.proc.Pid); err == nil {
 			src.home.refs.Add(1)
 			return &home{dir: src.home.dir, root: root, refs: src.home.refs}, wd, rules, nil
 		}

@@ -309,11 +309,14 @@ func spawnRequest(seq uint64, spec Spec) ([]byte, error) {
 	return b, nil
 }
 
+// ErrClosed is why a server ended when Close ended it (Err).
+var ErrClosed = errors.New("fork server: closed")
+
 // Close stops the server: the control socket is closed (the server exits and
 // its children die of their parent-death signal), the server is killed if it
 // lingers, reaped, and every pending Wait returns an error.
 func (s *Server) Close() error {
-	s.fail(errors.New("fork server: closed"))
+	s.fail(ErrClosed)
 	stop := time.AfterFunc(2*time.Second, func() { s.proc.SignalGroup(syscall.SIGKILL) })
 	_, err := s.proc.Wait()
 	stop.Stop()

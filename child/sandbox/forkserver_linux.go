@@ -46,7 +46,9 @@ import (
 // server's), and the last of spec.Args the script the child runs. The
 // returned Process is the server's child, the run's init (PID 1, the leader
 // of the run's group); its Wait returns the program's relayed status, else
-// the init's own.
+// the init's own. With sb.Session it is the program's instead, as Start's
+// (session_linux.go): the init relays every member's end and the family's
+// forks can be adopted.
 func SpawnForked(srv *forkserver.Server, spec child.Spec, sb Config) (*child.Process, error) {
 	if err := checkSpec(spec, sb); err != nil {
 		return nil, err
@@ -54,8 +56,8 @@ func SpawnForked(srv *forkserver.Server, spec child.Spec, sb Config) (*child.Pro
 	if len(spec.Args) == 0 {
 		return nil, fmt.Errorf("child: a forked sandbox run needs a script")
 	}
-	c := sandboxConf{rw: []string{spec.Dir}, ro: sb.ReadOnly, list: sb.Listable, exec: sb.Executable, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
-		fsize: sb.MaxFileBytes, prog: []string{spec.Path, spec.Args[len(spec.Args)-1]}}
+	c := sandboxConf{rw: append([]string{spec.Dir}, sb.Writable...), ro: sb.ReadOnly, list: sb.Listable, exec: sb.Executable, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
+		fsize: sb.MaxFileBytes, session: sb.Session, prog: []string{spec.Path, spec.Args[len(spec.Args)-1]}}
 	// PID 1 execs the helper binary through a descriptor, so it runs the
 	// daemon's own helper (as Start does) even after an upgrade replaced the
 	// files on disk.
@@ -84,6 +86,9 @@ func SpawnForked(srv *forkserver.Server, spec child.Spec, sb Config) (*child.Pro
 		run.relay.Close()
 		run.cgroup.remove()
 		return nil, err
+	}
+	if sb.Session {
+		return startMembers(p, run)
 	}
 	spawn.WrapReap(p, run.settleEarly)
 	return p, nil
@@ -138,6 +143,9 @@ func sandboxForkInit(args []string) {
 	go watchRun(c.forked, memLimitFds(c), c.session)
 	for fd := 0; fd <= 2; fd++ {
 		unix.Dup2(devNull, fd)
+	}
+	if c.session {
+		relayMembers()
 	}
 	relayProgram(c.forked)
 }

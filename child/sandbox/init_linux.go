@@ -85,6 +85,11 @@ type sandboxConf struct {
 	session       bool     // the program is a session's child (cpu_linux.go)
 	forked        int      // the program, already forked (forkinit_linux.go): its pid
 	prog          []string // path, args; empty in probe mode
+	// nsRoot prefixes the paths of the namespace's own mounts (/proc,
+	// /dev/shm) in the rules: empty inside the namespace (the init, the
+	// exec stage), /proc/<member>/root for a ruleset the daemon builds
+	// (ForkRuleset). Never passed on the command line.
+	nsRoot string
 }
 
 func (c sandboxConf) argv(argv0 string) []string {
@@ -569,7 +574,7 @@ func sandboxRules(c sandboxConf) []llRule {
 	if len(c.prog) > 0 {
 		rules = append(rules, execRules(c.prog[0])...)
 	}
-	rules = append(rules, llRule{path: "/dev/shm", access: llReadWrite}) // the run's own tmpfs
+	rules = append(rules, llRule{path: c.nsRoot + "/dev/shm", access: llReadWrite}) // the run's own tmpfs
 	for _, p := range []string{"/dev/null", "/dev/zero", "/dev/full"} {
 		rules = append(rules, llRule{path: p, access: llDevice})
 	}
@@ -581,7 +586,7 @@ func sandboxRules(c sandboxConf) []llRule {
 	}
 	// This namespace's own /proc (mounted by the init): /proc/self and the
 	// run's own processes, nothing of the host's.
-	rules = append(rules, llRule{path: "/proc", access: unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR})
+	rules = append(rules, llRule{path: c.nsRoot + "/proc", access: unix.LANDLOCK_ACCESS_FS_READ_FILE | unix.LANDLOCK_ACCESS_FS_READ_DIR})
 	return rules
 }
 

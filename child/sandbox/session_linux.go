@@ -266,9 +266,16 @@ func (f *family) isEnded() bool {
 // stacks on its inherited domain (docs/containment-start-modes.md §4.2): the rules of
 // sb for the interpreter python with home, the fork's own tree, as the only
 // writable tree besides /dev/shm. Landlock domains only narrow, so the
-// fork keeps none of its source's write access beyond home.
-func ForkRuleset(sb Config, python, home string) (*os.File, error) {
-	c := sandboxConf{rw: []string{home}, ro: sb.ReadOnly, list: sb.Listable, exec: sb.Executable, prog: []string{python}}
+// fork keeps none of its source's write access beyond home. member is the
+// host pid of a member of the family (the fork's source): the rules for
+// the namespace's own /proc and /dev/shm, which are not the daemon's, are
+// made on those mounts as member sees them (/proc/<member>/root). A
+// program cannot change what those paths name (Landlock forbids it every
+// change of its mount tree); should member be gone and its pid reused, the
+// rules name another process's mounts, which the fork cannot reach.
+func ForkRuleset(sb Config, python, home string, member int) (*os.File, error) {
+	c := sandboxConf{rw: []string{home}, ro: sb.ReadOnly, list: sb.Listable, exec: sb.Executable, prog: []string{python},
+		nsRoot: "/proc/" + strconv.Itoa(member) + "/root"}
 	fd, err := landlockRuleset(sandboxRules(c))
 	if err != nil {
 		return nil, err
