@@ -35,6 +35,12 @@ def test_limits_are_documented_limits() -> None:
     assert set(typing.get_type_hints(types.Limits)) <= documented
 
 
+def test_secret_members() -> None:
+    schema = SCHEMAS["Secret"]
+    assert set(typing.get_type_hints(types.Secret)) == set(schema["properties"])
+    assert types.Secret.__required_keys__ == set(schema["required"])
+
+
 def test_error_kinds() -> None:
     assert set(typing.get_args(types.ErrorKind)) == set(SCHEMAS["RunError"]["properties"]["kind"]["enum"])
 

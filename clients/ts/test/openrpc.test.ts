@@ -11,6 +11,7 @@ import type {
   RunFailure,
   RunLimits,
   RunStats,
+  Secret,
   SessionClosedEvent,
   SessionClosedReason,
   SessionInfo,
@@ -25,6 +26,8 @@ const props = (schema: string): string[] => Object.keys(doc.components.schemas[s
 const params = (method: string): string[] =>
   doc.methods.find((m) => m.name === method && m['x-from'] === 'daemon')!.params.map((p) => p.name).sort();
 const keys = (o: object): string[] => Object.keys(o).sort();
+// AllKeys is every member of every arm of a union (keyof keeps only the common ones).
+type AllKeys<T> = T extends unknown ? keyof T : never;
 
 const limits = {
   cpuSeconds: true, maxWallMs: true, addressSpaceMb: true, maxLogBytes: true, maxValueBytes: true,
@@ -44,6 +47,7 @@ const session = { id: true, alive: true, runs: true, reason: true } satisfies Re
 const closed = { sessionId: true, reason: true, message: true } satisfies Record<keyof SessionClosedEvent, true>;
 const reasons = { idle: true, lost: true, shutdown: true } satisfies Record<SessionClosedReason, true>;
 const log = { index: true, text: true, continued: true } satisfies Record<keyof LogEvent, true>;
+const secret = { hosts: true, value: true, header: true, query: true, env: true } satisfies Record<AllKeys<Secret>, true>;
 
 test('limits are documented limits', () => {
   const documented = props('Limits');
@@ -55,6 +59,10 @@ test('result members match the document', () => {
   assert.deepEqual(keys(failure), props('RunError'));
   assert.deepEqual(keys(kinds), [...doc.components.schemas['RunError']!.properties['kind']!.enum!].sort());
   assert.deepEqual(keys(session), props('SessionInfo'));
+});
+
+test('secret members match the document', () => {
+  assert.deepEqual(keys(secret), props('Secret'));
 });
 
 test('notifications match the document', () => {
