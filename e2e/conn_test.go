@@ -39,7 +39,7 @@ type rpcConn struct {
 	closed    bool
 
 	done chan struct{}
-	err  error // why reading stopped; set before done is closed
+	err  error // why reading stopped; set before waiters are released and done is closed
 }
 
 // errClosed is returned to every waiter once the connection's reading has ended.
@@ -91,13 +91,13 @@ func (c *rpcConn) read(stream interface{ ReadObject(any) error }) {
 		}
 	}
 	c.mu.Lock()
+	c.err = err // before any waiter's channel closes: a waiter reads it then
 	c.closed = true
 	for id, ch := range c.waiting {
 		close(ch)
 		delete(c.waiting, id)
 	}
 	c.mu.Unlock()
-	c.err = err
 	close(c.done)
 }
 
