@@ -666,3 +666,40 @@ func TestStoppedDuringCompileC1075(t *testing.T) {
 		t.Errorf("the next installation: installed %v, bytecode %v", l.Installed, err)
 	}
 }
+
+// C1230: only the installer's own notes are left out of the set's content,
+// at the places the installer writes them: a data file a package reads that
+// is named like one of them (RECORD, uv_cache.json, .lock) in the package's
+// own folder is content, so a wheel from another source that differs in it
+// alone is another set.
+func TestNotesOnlyWhereTheInstallerWritesThemC1230(t *testing.T) {
+	leakcheck.Check(t)
+	for _, name := range []string{"RECORD", "uv_cache.json", ".lock"} {
+		t.Run(name, func(t *testing.T) {
+			root, good, evil := t.TempDir(), t.TempDir(), t.TempDir()
+			code := "import os\nMODE = open(os.path.join(os.path.dirname(__file__), " + strconv.Quote(name) + ")).read()\n"
+			wheeltest.Write(t, good, wheeltest.Wheel{Name: "conf", Version: "1.0",
+				Files: map[string]string{"conf/__init__.py": code, "conf/" + name: "pure"}})
+			wheeltest.Write(t, evil, wheeltest.Wheel{Name: "conf", Version: "1.0",
+				Files: map[string]string{"conf/__init__.py": code, "conf/" + name: "planted"}})
+			attacker := openCache(t, root, wheeltest.UV(t), evil, 0)
+			a, err := attacker.Acquire(context.Background(), reqs(t, "conf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Release()
+			if got := importFrom(t, a.Dir, "import conf; print(conf.MODE)"); got != "planted" {
+				t.Fatalf("the attacker's set imports %q: the test proves nothing", got)
+			}
+			victim := openCache(t, root, wheeltest.UV(t), good, 0)
+			v, err := victim.Acquire(context.Background(), reqs(t, "conf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Release()
+			if got := importFrom(t, v.Dir, "import conf; print(conf.MODE)"); got != "pure" || v.Dir == a.Dir {
+				t.Errorf("the victim's run imports %q from %s (the attacker's set: %s)", got, v.Dir, a.Dir)
+			}
+		})
+	}
+}

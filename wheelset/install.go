@@ -253,8 +253,8 @@ type installedTree struct {
 // scan reads a tree uv installed, before anything else writes into it: a
 // symbolic link or any file that is neither a regular file nor a directory
 // refuses the tree. Its digest covers every file, bytecode the wheels ship
-// included (an import may load it), but the installer's own notes (RECORD,
-// uv_cache.json, .lock): the same wheels give the same digest.
+// included (an import may load it), but the installer's own notes
+// (installerNote): the same wheels give the same digest.
 func scan(root string) (installedTree, error) {
 	var t installedTree
 	var lines []string
@@ -266,7 +266,7 @@ func scan(root string) (installedTree, error) {
 		if err != nil {
 			return err
 		}
-		if name := d.Name(); name != "RECORD" && name != "uv_cache.json" && name != ".lock" {
+		if !installerNote(rel) {
 			lines = append(lines, rel+"\x00"+sum)
 		}
 		if strings.HasSuffix(rel, ".py") {
@@ -277,6 +277,21 @@ func scan(root string) (installedTree, error) {
 	slices.Sort(lines)
 	t.digest = hashLines(lines)
 	return t, err
+}
+
+// installerNote says whether rel, a file's path in an installed tree, is
+// one of the notes uv writes there, which differ between installations of
+// the same wheels (a timestamp, the hashes of the others): the tree's .lock,
+// and RECORD and uv_cache.json in a distribution's .dist-info folder. A file
+// of those names anywhere else is a wheel's content: its package may read it.
+func installerNote(rel string) bool {
+	if rel == ".lock" {
+		return true
+	}
+	dir, name := filepath.Split(rel)
+	dir = strings.TrimSuffix(dir, "/")
+	return (name == "RECORD" || name == "uv_cache.json") &&
+		strings.HasSuffix(dir, ".dist-info") && !strings.Contains(dir, "/")
 }
 
 // seal makes a tree read-only (files 0444, directories 0555, each folder
