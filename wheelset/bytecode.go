@@ -12,19 +12,24 @@ import (
 // compileScript compiles the source files named on its standard input
 // (NUL-separated paths, relative to its working directory) into
 // __pycache__, each .pyc written atomically by py_compile. A file that does
-// not compile, or whose bytecode cannot be written, is skipped: importing
-// it compiles it then, and reports its error as the interpreter would.
+// not compile, or whose bytecode cannot be written, is left without
+// bytecode (a .pyc its wheel shipped in its place is removed: an unchecked
+// one would be imported instead of the source): importing it compiles it
+// then, and reports its error as the interpreter would.
 // Timestamp validation is asked for explicitly, as SOURCE_DATE_EPOCH in the
 // environment would otherwise make py_compile write hash-checked files that
 // every import re-hashes.
-const compileScript = `import os, sys, py_compile
+const compileScript = `import os, sys, importlib.util, py_compile
 mode = py_compile.PycInvalidationMode.TIMESTAMP
 for name in sys.stdin.buffer.read().split(b"\0"):
     if name:
         try:
             py_compile.compile(os.fsdecode(name), doraise=True, invalidation_mode=mode)
         except Exception:
-            pass
+            try:
+                os.remove(importlib.util.cache_from_source(os.fsdecode(name)))
+            except Exception:
+                pass
 `
 
 // sourcesPerCompiler is how many source files justify one more compiling

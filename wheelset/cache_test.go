@@ -703,3 +703,37 @@ func TestNotesOnlyWhereTheInstallerWritesThemC1230(t *testing.T) {
 		})
 	}
 }
+
+// C1231: a source that does not compile is left without bytecode, also when
+// its wheel ships some: bytecode that its import would load without looking
+// at the source (hash-based, unchecked) beside a source with a syntax error
+// is not what the import runs; it reports the source's error.
+func TestShippedBytecodeOfABrokenSourceIsNotImportedC1231(t *testing.T) {
+	leakcheck.Check(t)
+	links := t.TempDir()
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "stale", Version: "1.0", Files: map[string]string{
+		"stale/__init__.py": "def f(:\n",
+		"stale/__pycache__/__init__." + cacheTag(t) + ".pyc": uncheckedPyc(t, "X = 'shipped'"),
+	}})
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), links, 0)
+	l, err := c.Acquire(context.Background(), reqs(t, "stale"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	got := importFrom(t, l.Dir, `exec("try:\n import stale\n print(stale.X)\nexcept SyntaxError as e: print(type(e).__name__)")`)
+	if got != "SyntaxError" {
+		t.Errorf("importing the broken package: %q", got)
+	}
+}
+
+// uncheckedPyc is bytecode compiled from src in a .pyc whose import trusts
+// it without reading the source beside it (hash-based, check_source unset).
+func uncheckedPyc(t *testing.T, src string) string {
+	out, err := exec.Command(python(t), "-I", "-c", "import importlib.util, marshal, sys; "+
+		"sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER + (1).to_bytes(4, 'little') + bytes(8) + marshal.dumps(compile(sys.argv[1], 'planted', 'exec')))", src).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
