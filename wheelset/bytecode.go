@@ -5,12 +5,15 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 )
 
 // compileScript compiles the source files named on its standard input
-// (NUL-separated paths, relative to its working directory) into
+// (NUL-separated paths, relative to its working directory), within the
+// address space its argument gives in bytes (0: unbounded; a source that
+// needs more raises MemoryError and is skipped), into
 // __pycache__, each .pyc written atomically by py_compile. A file that does
 // not compile, or whose bytecode cannot be written, is left without
 // bytecode (a .pyc its wheel shipped in its place is removed: an unchecked
@@ -19,7 +22,10 @@ import (
 // Timestamp validation is asked for explicitly, as SOURCE_DATE_EPOCH in the
 // environment would otherwise make py_compile write hash-checked files that
 // every import re-hashes.
-const compileScript = `import os, sys, importlib.util, py_compile
+const compileScript = `import os, sys, importlib.util, py_compile, resource
+limit = int(sys.argv[1])
+if limit > 0:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 mode = py_compile.PycInvalidationMode.TIMESTAMP
 for name in sys.stdin.buffer.read().split(b"\0"):
     if name:
@@ -50,13 +56,14 @@ type compiler struct {
 // startCompiler starts a compiler in dir (the tree it compiles, written by
 // the daemon only) with the interpreter the set is for, isolated (-I: dir is
 // not on sys.path, so nothing in it shadows the standard library) and
-// without site (-S: nothing installed runs). Its process ends with ctx.
+// without site (-S: nothing installed runs), its address space bounded as
+// a run's is (Options.AddressSpace). Its process ends with ctx.
 func (c *Cache) startCompiler(ctx context.Context, reqs []Requirement, dir string) (*compiler, error) {
 	in, list, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, c.o.Python, "-I", "-S", "-c", compileScript)
+	cmd := exec.CommandContext(ctx, c.o.Python, "-I", "-S", "-c", compileScript, strconv.FormatInt(c.o.AddressSpace, 10))
 	cmd.Dir, cmd.Stdin = dir, in
 	stderr, err := startTool(cmd)
 	in.Close() // the interpreter's now: a write after its end fails rather than blocks

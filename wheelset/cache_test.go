@@ -737,3 +737,38 @@ func uncheckedPyc(t *testing.T, src string) string {
 	}
 	return string(out)
 }
+
+// C1233: a compiler gets no more memory than a run importing the set would:
+// a source whose compilation needs more than the bound (a one-megabyte list
+// literal takes the parser hundreds of megabytes) is left without bytecode,
+// the installation succeeds and the compiler goes on with the sources after it.
+func TestCompilerMemoryBoundC1233(t *testing.T) {
+	leakcheck.Check(t)
+	links, root := t.TempDir(), t.TempDir()
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "huge", Version: "1.0", Files: map[string]string{
+		"huge/__init__.py": "",
+		"huge/literal.py":  "X = [" + strings.Repeat("1,", 500_000) + "]\n",
+		"huge/small.py":    "S = 1\n",
+	}})
+	allow, _ := ParseAllowList("*")
+	c, err := Open(Options{UV: wheeltest.UV(t), Python: python(t), Root: root, FindLinks: []string{links},
+		Allow: allow, Timeout: 2 * time.Minute, AddressSpace: 128 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeTree(root) })
+	l, err := c.Acquire(context.Background(), reqs(t, "huge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	pyc := func(name string) string {
+		return filepath.Join(l.Dir, "huge", "__pycache__", name+"."+cacheTag(t)+".pyc")
+	}
+	if _, err := os.Stat(pyc("literal")); err == nil {
+		t.Errorf("the literal was compiled past the compiler's 128 MiB")
+	}
+	if _, err := os.Stat(pyc("small")); err != nil {
+		t.Errorf("the source after it: %v", err)
+	}
+}
