@@ -772,3 +772,35 @@ func TestCompilerMemoryBoundC1233(t *testing.T) {
 		t.Errorf("the source after it: %v", err)
 	}
 }
+
+// C1237: the compiler's list holds any name a wheel may carry: sources named
+// with a leading dash, a space, a backslash or non-ASCII letters are each
+// compiled; a name with a control character (a line end among them) is
+// refused by uv, and the installation fails with one line naming the set.
+func TestOddSourceNamesC1237(t *testing.T) {
+	leakcheck.Check(t)
+	links := t.TempDir()
+	names := []string{"-x", "sp ace", `a\b`, "ü"}
+	files := map[string]string{"odd/__init__.py": ""}
+	for _, n := range names {
+		files["odd/"+n+".py"] = "X = 1\n"
+	}
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "odd", Version: "1.0", Files: files})
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "linebreak", Version: "1.0", Files: map[string]string{"linebreak/a\nb.py": "X = 1\n"}})
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), links, 0)
+	l, err := c.Acquire(context.Background(), reqs(t, "odd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(l.Dir, "odd", "__pycache__", n+"."+cacheTag(t)+".pyc")); err != nil {
+			t.Errorf("%q: %v", n, err)
+		}
+	}
+	_, err = c.Acquire(context.Background(), reqs(t, "linebreak"))
+	var ie *InstallError
+	if !errors.As(err, &ie) || strings.Contains(ie.Msg, "\n") || !strings.Contains(ie.Msg, "linebreak") {
+		t.Errorf("a line end in a source's name: %v", err)
+	}
+}
