@@ -667,21 +667,22 @@ func TestStoppedDuringCompileC1075(t *testing.T) {
 	}
 }
 
-// C1230: only the installer's own notes are left out of the set's content,
-// at the places the installer writes them: a data file a package reads that
-// is named like one of them (RECORD, uv_cache.json, .lock) in the package's
-// own folder is content, so a wheel from another source that differs in it
-// alone is another set.
+// C1230: only the installer's own notes that differ between installations
+// are left out of the set's content, at the places the installer writes
+// them: a data file a package reads that is named like one of them (RECORD,
+// uv_cache.json, .lock) in the package's own folder, or a .lock at the set's
+// root (uv's own is empty), is content, so a wheel from another source that
+// differs in it alone is another set.
 func TestNotesOnlyWhereTheInstallerWritesThemC1230(t *testing.T) {
 	leakcheck.Check(t)
-	for _, name := range []string{"RECORD", "uv_cache.json", ".lock"} {
-		t.Run(name, func(t *testing.T) {
+	for _, path := range []string{"conf/RECORD", "conf/uv_cache.json", "conf/.lock", ".lock"} {
+		t.Run(path, func(t *testing.T) {
 			root, good, evil := t.TempDir(), t.TempDir(), t.TempDir()
-			code := "import os\nMODE = open(os.path.join(os.path.dirname(__file__), " + strconv.Quote(name) + ")).read()\n"
+			code := "import os\nMODE = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), " + strconv.Quote(path) + ")).read()\n"
 			wheeltest.Write(t, good, wheeltest.Wheel{Name: "conf", Version: "1.0",
-				Files: map[string]string{"conf/__init__.py": code, "conf/" + name: "pure"}})
+				Files: map[string]string{"conf/__init__.py": code, path: "pure"}})
 			wheeltest.Write(t, evil, wheeltest.Wheel{Name: "conf", Version: "1.0",
-				Files: map[string]string{"conf/__init__.py": code, "conf/" + name: "planted"}})
+				Files: map[string]string{"conf/__init__.py": code, path: "planted"}})
 			attacker := openCache(t, root, wheeltest.UV(t), evil, 0)
 			a, err := attacker.Acquire(context.Background(), reqs(t, "conf"))
 			if err != nil {

@@ -280,14 +280,12 @@ func scan(root string) (installedTree, error) {
 }
 
 // installerNote says whether rel, a file's path in an installed tree, is
-// one of the notes uv writes there, which differ between installations of
-// the same wheels (a timestamp, the hashes of the others): the tree's .lock,
-// and RECORD and uv_cache.json in a distribution's .dist-info folder. A file
-// of those names anywhere else is a wheel's content: its package may read it.
+// one of the notes uv writes there that differ between installations of the
+// same wheels (a timestamp, the hashes of the others): RECORD and
+// uv_cache.json in a distribution's .dist-info folder. A file of those names
+// anywhere else is a wheel's content (its package may read it), and so is the
+// tree's .lock, which uv leaves empty but a wheel may fill.
 func installerNote(rel string) bool {
-	if rel == ".lock" {
-		return true
-	}
 	dir, name := filepath.Split(rel)
 	dir = strings.TrimSuffix(dir, "/")
 	return (name == "RECORD" || name == "uv_cache.json") &&
