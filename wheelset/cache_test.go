@@ -671,18 +671,23 @@ func TestStoppedDuringCompileC1075(t *testing.T) {
 // are left out of the set's content, at the places the installer writes
 // them: a data file a package reads that is named like one of them (RECORD,
 // uv_cache.json, .lock) in the package's own folder, or a .lock at the set's
-// root (uv's own is empty), is content, so a wheel from another source that
-// differs in it alone is another set.
+// root (uv's own is empty), or a second .dist-info folder's RECORD (placed
+// through the wheel's .data/purelib) is content, so a wheel from another
+// source that differs in it alone is another set.
 func TestNotesOnlyWhereTheInstallerWritesThemC1230(t *testing.T) {
 	leakcheck.Check(t)
-	for _, path := range []string{"conf/RECORD", "conf/uv_cache.json", "conf/.lock", ".lock"} {
+	for _, path := range []string{"conf/RECORD", "conf/uv_cache.json", "conf/.lock", ".lock", "other-9.9.dist-info/RECORD"} {
 		t.Run(path, func(t *testing.T) {
 			root, good, evil := t.TempDir(), t.TempDir(), t.TempDir()
 			code := "import os\nMODE = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), " + strconv.Quote(path) + ")).read()\n"
+			inWheel := path
+			if strings.Contains(path, ".dist-info/") {
+				inWheel = "conf-1.0.data/purelib/" + path
+			}
 			wheeltest.Write(t, good, wheeltest.Wheel{Name: "conf", Version: "1.0",
-				Files: map[string]string{"conf/__init__.py": code, path: "pure"}})
+				Files: map[string]string{"conf/__init__.py": code, inWheel: "pure"}})
 			wheeltest.Write(t, evil, wheeltest.Wheel{Name: "conf", Version: "1.0",
-				Files: map[string]string{"conf/__init__.py": code, path: "planted"}})
+				Files: map[string]string{"conf/__init__.py": code, inWheel: "planted"}})
 			attacker := openCache(t, root, wheeltest.UV(t), evil, 0)
 			a, err := attacker.Acquire(context.Background(), reqs(t, "conf"))
 			if err != nil {

@@ -54,6 +54,9 @@ func (c *Cache) install(ctx context.Context, reqs []Requirement, rkey string) (s
 	if err := c.uv(ctx, reqs, stage, append(args, "--target", target)...); err != nil {
 		return "", err
 	}
+	if err := dropInstallerNotes(target); err != nil {
+		return "", refused(reqs, err)
+	}
 	installed, err := scan(target)
 	if err != nil {
 		return "", refused(reqs, err)
@@ -253,8 +256,9 @@ type installedTree struct {
 // scan reads a tree uv installed, before anything else writes into it: a
 // symbolic link or any file that is neither a regular file nor a directory
 // refuses the tree. Its digest covers every file, bytecode the wheels ship
-// included (an import may load it), but the installer's own notes
-// (installerNote): the same wheels give the same digest.
+// included (an import may load it); the installer's notes that differ
+// between installations are gone by then (dropInstallerNotes): the same
+// wheels give the same digest.
 func scan(root string) (installedTree, error) {
 	var t installedTree
 	var lines []string
@@ -266,9 +270,7 @@ func scan(root string) (installedTree, error) {
 		if err != nil {
 			return err
 		}
-		if !installerNote(rel) {
-			lines = append(lines, rel+"\x00"+sum)
-		}
+		lines = append(lines, rel+"\x00"+sum)
 		if strings.HasSuffix(rel, ".py") {
 			t.sources = append(t.sources, rel)
 		}
@@ -279,17 +281,48 @@ func scan(root string) (installedTree, error) {
 	return t, err
 }
 
-// installerNote says whether rel, a file's path in an installed tree, is
-// one of the notes uv writes there that differ between installations of the
-// same wheels (a timestamp, the hashes of the others): RECORD and
-// uv_cache.json in a distribution's .dist-info folder. A file of those names
-// anywhere else is a wheel's content (its package may read it), and so is the
-// tree's .lock, which uv leaves empty but a wheel may fill.
-func installerNote(rel string) bool {
-	dir, name := filepath.Split(rel)
-	dir = strings.TrimSuffix(dir, "/")
-	return (name == "RECORD" || name == "uv_cache.json") &&
-		strings.HasSuffix(dir, ".dist-info") && !strings.Contains(dir, "/")
+// dropInstallerNotes removes what uv writes into a tree that differs
+// between installations of the same wheels: each distribution's
+// uv_cache.json (a timestamp, for a uv that never touches a set again) and
+// its line in the distribution's RECORD, rewritten without it. Everything
+// else the tree holds is then content, whatever its name (a wheel may plant a
+// second .dist-info folder through its .data/purelib). The tree is uv's
+// output, not yet checked: a .dist-info that is not a folder is left to scan
+// to refuse, and no file is opened through a link.
+func dropInstallerNotes(root string) error {
+	dirs, err := filepath.Glob(filepath.Join(root, "*.dist-info"))
+	if err != nil {
+		return err
+	}
+	for _, dir := range dirs {
+		if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
+			continue
+		}
+		note := filepath.Base(dir) + "/uv_cache.json,"
+		if err := os.Remove(filepath.Join(dir, "uv_cache.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		record := filepath.Join(dir, "RECORD")
+		f, err := os.OpenFile(record, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		lines := strings.SplitAfter(string(b), "\n")
+		kept := slices.DeleteFunc(slices.Clone(lines), func(l string) bool { return strings.HasPrefix(l, note) })
+		if len(kept) != len(lines) {
+			if err := writeAtomic(record, strings.Join(kept, ""), dir); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // seal makes a tree read-only (files 0444, directories 0555, each folder
