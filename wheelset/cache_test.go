@@ -810,3 +810,22 @@ func TestOddSourceNamesC1237(t *testing.T) {
 		t.Errorf("a line end in a source's name: %v", err)
 	}
 }
+
+// C1238: the daemon reads a distribution's RECORD whole to drop uv's note
+// from it, within a bound: a wheel that plants a RECORD of more than
+// maxRecordBytes (through its .data/purelib, compressed to kilobytes) is
+// refused in one line instead of read into the daemon's memory.
+func TestPlantedHugeRecordRefusedC1238(t *testing.T) {
+	leakcheck.Check(t)
+	links := t.TempDir()
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "fat", Version: "1.0", Files: map[string]string{
+		"fat/__init__.py": "",
+		"fat-1.0.data/purelib/other-9.9.dist-info/RECORD": strings.Repeat("x", maxRecordBytes+1),
+	}})
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), links, 0)
+	_, err := c.Acquire(context.Background(), reqs(t, "fat"))
+	var ie *InstallError
+	if !errors.As(err, &ie) || !strings.Contains(ie.Msg, "other-9.9.dist-info/RECORD is larger than") {
+		t.Errorf("a planted RECORD of %d bytes: %v", maxRecordBytes+1, err)
+	}
+}

@@ -281,6 +281,11 @@ func scan(root string) (installedTree, error) {
 	return t, err
 }
 
+// maxRecordBytes bounds a distribution's RECORD, which the daemon reads
+// whole to rewrite it: a wheel may plant one of any size (a package of
+// fifty thousand files lists them in a few megabytes).
+const maxRecordBytes = 32 << 20
+
 // dropInstallerNotes removes what uv writes into a tree that differs
 // between installations of the same wheels: each distribution's
 // uv_cache.json (a timestamp, for a uv that never touches a set again) and
@@ -288,17 +293,18 @@ func scan(root string) (installedTree, error) {
 // else the tree holds is then content, whatever its name (a wheel may plant a
 // second .dist-info folder through its .data/purelib). The tree is uv's
 // output, not yet checked: a .dist-info that is not a folder is left to scan
-// to refuse, and no file is opened through a link.
+// to refuse, no file is opened through a link, and a RECORD past
+// maxRecordBytes refuses the tree.
 func dropInstallerNotes(root string) error {
-	dirs, err := filepath.Glob(filepath.Join(root, "*.dist-info"))
+	entries, err := os.ReadDir(root) // not a glob: root's own name may hold glob characters
 	if err != nil {
 		return err
 	}
-	for _, dir := range dirs {
-		if st, err := os.Lstat(dir); err != nil || !st.IsDir() {
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasSuffix(e.Name(), ".dist-info") { // a link is not a folder here
 			continue
 		}
-		note := filepath.Base(dir) + "/uv_cache.json,"
+		dir, note := filepath.Join(root, e.Name()), e.Name()+"/uv_cache.json,"
 		if err := os.Remove(filepath.Join(dir, "uv_cache.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -309,10 +315,13 @@ func dropInstallerNotes(root string) error {
 		} else if err != nil {
 			return err
 		}
-		b, err := io.ReadAll(f)
+		b, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
 		f.Close()
 		if err != nil {
 			return err
+		}
+		if len(b) > maxRecordBytes {
+			return fmt.Errorf("%s/RECORD is larger than %d bytes", e.Name(), maxRecordBytes)
 		}
 		lines := strings.SplitAfter(string(b), "\n")
 		kept := slices.DeleteFunc(slices.Clone(lines), func(l string) bool { return strings.HasPrefix(l, note) })
