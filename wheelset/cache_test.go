@@ -768,8 +768,9 @@ func TestCompilerMemoryBoundC1233(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release()
+	tag := cacheTag(t)
 	pyc := func(name string) string {
-		return filepath.Join(l.Dir, "huge", "__pycache__", name+"."+cacheTag(t)+".pyc")
+		return filepath.Join(l.Dir, "huge", "__pycache__", name+"."+tag+".pyc")
 	}
 	if _, err := os.Stat(pyc("literal")); err == nil {
 		t.Errorf("the literal was compiled past the compiler's 128 MiB")
@@ -799,8 +800,9 @@ func TestOddSourceNamesC1237(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release()
+	tag := cacheTag(t)
 	for _, n := range names {
-		if _, err := os.Stat(filepath.Join(l.Dir, "odd", "__pycache__", n+"."+cacheTag(t)+".pyc")); err != nil {
+		if _, err := os.Stat(filepath.Join(l.Dir, "odd", "__pycache__", n+"."+tag+".pyc")); err != nil {
 			t.Errorf("%q: %v", n, err)
 		}
 	}
