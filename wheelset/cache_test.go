@@ -3,6 +3,7 @@ package wheelset
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -829,5 +830,30 @@ func TestPlantedHugeRecordRefusedC1238(t *testing.T) {
 	var ie *InstallError
 	if !errors.As(err, &ie) || !strings.Contains(ie.Msg, "other-9.9.dist-info/RECORD is larger than") {
 		t.Errorf("a planted RECORD of %d bytes: %v", maxRecordBytes+1, err)
+	}
+}
+
+// C1240: bytecode cannot take the cache past its bound on the way: a source
+// whose constants fold into a .pyc three hundred times its size (4 000 lines
+// of x = "…" * n make 16 MB) stops the compilers once the set's bytecode
+// passes what the cache may hold, before the next such source is written,
+// and the installation is refused saying so.
+func TestBytecodeWithinTheCacheBoundC1240(t *testing.T) {
+	leakcheck.Check(t)
+	links := t.TempDir()
+	var src strings.Builder
+	for i := range 4000 {
+		fmt.Fprintf(&src, "x = %q * 2048\n", strconv.FormatInt(int64(i), 36))
+	}
+	files := map[string]string{"amp/__init__.py": ""}
+	for i := range 4 {
+		files["amp/m"+strconv.Itoa(i)+".py"] = src.String()
+	}
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "amp", Version: "1.0", Files: files})
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), links, 8<<20)
+	_, err := c.Acquire(context.Background(), reqs(t, "amp"))
+	var ie *InstallError
+	if !errors.As(err, &ie) || !strings.Contains(ie.Msg, "compiling bytecode: the bytecode passed the 8") {
+		t.Errorf("a set whose bytecode passes the cache's bound: %v", err)
 	}
 }

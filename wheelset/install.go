@@ -50,7 +50,7 @@ func (c *Cache) install(ctx context.Context, reqs []Requirement, rkey string) (s
 	if err != nil {
 		return "", err
 	}
-	defer first.finish(nil)
+	defer first.finish(0, nil)
 	if err := c.uv(ctx, reqs, stage, append(args, "--target", target)...); err != nil {
 		return "", err
 	}
@@ -61,16 +61,22 @@ func (c *Cache) install(ctx context.Context, reqs []Requirement, rkey string) (s
 	if err != nil {
 		return "", refused(reqs, err)
 	}
-	if err := c.compileBytecode(ctx, reqs, target, installed.sources, first); err != nil {
+	budget := int64(-1)
+	if c.o.MaxBytes > 0 {
+		if err := c.withinBound(reqs, installed.size); err != nil {
+			return "", err // before any bytecode is compiled
+		}
+		budget = c.o.MaxBytes - installed.size
+	}
+	if err := c.compileBytecode(ctx, reqs, target, installed.sources, first, budget); err != nil {
 		return "", err
 	}
 	size, err := seal(target)
 	if err != nil {
 		return "", refused(reqs, err)
 	}
-	if c.o.MaxBytes > 0 && size > c.o.MaxBytes {
-		return "", &InstallError{Msg: fmt.Sprintf("packages %s: the installed set takes %d bytes, more than the package cache may hold (%d)",
-			listOf(reqs), size, c.o.MaxBytes)}
+	if err := c.withinBound(reqs, size); err != nil {
+		return "", err
 	}
 	key := hashLines([]string{"set", c.pyID, installed.digest})
 	if err := c.publish(target, key, size); err != nil {
@@ -79,6 +85,15 @@ func (c *Cache) install(ctx context.Context, reqs []Requirement, rkey string) (s
 	c.record(rkey, key, stage)
 	c.evict(key)
 	return key, nil
+}
+
+// withinBound refuses a set of size bytes larger than the cache may hold.
+func (c *Cache) withinBound(reqs []Requirement, size int64) error {
+	if c.o.MaxBytes > 0 && size > c.o.MaxBytes {
+		return &InstallError{Msg: fmt.Sprintf("packages %s: the installed set takes %d bytes, more than the package cache may hold (%d)",
+			listOf(reqs), size, c.o.MaxBytes)}
+	}
+	return nil
 }
 
 func refused(reqs []Requirement, err error) error {
@@ -251,6 +266,7 @@ func (w *capped) Write(p []byte) (int, error) {
 type installedTree struct {
 	digest  string   // the installed content: each file's path and sha256
 	sources []string // the Python sources (.py), relative to the tree
+	size    int64    // the files' bytes
 }
 
 // scan reads a tree uv installed, before anything else writes into it: a
@@ -266,10 +282,11 @@ func scan(root string) (installedTree, error) {
 		if d.IsDir() {
 			return nil
 		}
-		sum, err := hashFile(path)
+		sum, n, err := hashFile(path)
 		if err != nil {
 			return err
 		}
+		t.size += n
 		lines = append(lines, rel+"\x00"+sum)
 		if strings.HasSuffix(rel, ".py") {
 			t.sources = append(t.sources, rel)
@@ -379,17 +396,17 @@ func walkRegular(root string, visit func(path, rel string, d fs.DirEntry) error)
 	})
 }
 
-// hashFile is a regular file's sha256, read through a descriptor that does
-// not follow a link.
-func hashFile(path string) (string, error) {
+// hashFile is a regular file's sha256 and size, read through a descriptor
+// that does not follow a link.
+func hashFile(path string) (string, int64, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer f.Close()
 	h := sha256.New()
-	_, err = io.Copy(h, f)
-	return hex.EncodeToString(h.Sum(nil)), err
+	n, err := io.Copy(h, f)
+	return hex.EncodeToString(h.Sum(nil)), n, err
 }
 
 // removeTree removes a staged or evicted tree, sealed or not: folders are
