@@ -42,7 +42,8 @@ func openPackageCache(c *Config) error {
 		return &Error{Var: VarPackageCacheDir, Value: "", Rule: "must be set (" + VarPackages + " is set, and neither $XDG_CACHE_HOME nor $HOME gives a default)"}
 	}
 	cache, err := wheelset.Open(wheelset.Options{UV: p.UV, Python: c.Python, Root: p.CacheDir, Index: p.Index,
-		FindLinks: p.FindLinks, MaxBytes: p.CacheMB << 20, Allow: p.Allow, Timeout: installTimeout})
+		FindLinks: p.FindLinks, MaxBytes: p.CacheMB << 20, Allow: p.Allow, Timeout: installTimeout,
+		AddressSpace: c.Limits.AddressSpaceMb << 20})
 	if err != nil {
 		return &Error{Var: VarPackageCacheDir, Value: p.CacheDir, Rule: err.Error()}
 	}

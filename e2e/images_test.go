@@ -15,7 +15,8 @@ import (
 // mislabeledProgram displays a GIF claiming PNG, SVG text claiming JPEG
 // (a raw frame on fd 3), a WAV claiming WebP, a PNG header declaring 10^10
 // pixels, a JPEG frame header declaring 65535×65535, an SVG with a script,
-// and one real PNG signature.
+// one real PNG signature, and a GIF whose 1×1 screen holds a 30000×30000
+// frame (a raw frame on fd 3).
 const mislabeledProgram = `import os
 class Liar:
     def _repr_png_(self):
@@ -41,12 +42,14 @@ class Honest:
     def _repr_png_(self):
         return b"\x89PNG\r\n\x1a\n"
 display(Honest())
+gif = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\xff\xff\xff,\x00\x00\x00\x00\x30\x75\x30\x75\x00\x02\x02\x4c\x01\x00;"
+os.write(3, b'{"type":"output","data":{"image/gif":"' + __import__("base64").b64encode(gif) + b'","text/plain":"gif"}}\n')
 return 1`
 
 // C1160: an image whose bytes are not of its declared type (a GIF as
 // image/png, SVG as image/jpeg, a WAV as image/webp) or whose header declares
 // a decompression bomb (a PNG of 100000×100000 pixels in a hundred bytes, a
-// JPEG of 65535×65535 in thirty) is
+// JPEG of 65535×65535 in thirty, a GIF whose first frame is 30000×30000) is
 // dropped from its output with a log note naming the type and the reason; the
 // output's other types stay, an output left empty is dropped; an SVG with a
 // script stays text; a real PNG passes.
@@ -56,7 +59,7 @@ func TestDisplayMislabeledImage(t *testing.T) {
 	r := d.filesRun(prog(mislabeledProgram))
 	expectOK(t, r.runResult, `1`)
 	png := base64.StdEncoding.EncodeToString([]byte("\x89PNG\r\n\x1a\n"))
-	want := [][]string{{"text/plain"}, {"text/plain"}, {"text/plain"}, {"text/plain"}, {"image/svg+xml", "text/plain"}, {"image/png", "text/plain"}}
+	want := [][]string{{"text/plain"}, {"text/plain"}, {"text/plain"}, {"text/plain"}, {"image/svg+xml", "text/plain"}, {"image/png", "text/plain"}, {"text/plain"}}
 	if len(r.Outputs) != len(want) {
 		t.Fatalf("outputs %+v, want %d", r.Outputs, len(want))
 	}
@@ -75,6 +78,7 @@ func TestDisplayMislabeledImage(t *testing.T) {
 		"[coderun] display: dropped image/webp: its bytes are not WebP (they start 5249464600000000)",
 		"[coderun] display: dropped image/png: its header declares 100000×100000 pixels (at most 67108864 in all)",
 		"[coderun] display: dropped image/jpeg: its header declares 65535×65535 pixels",
+		"[coderun] display: dropped image/gif: its header declares 30000×30000 pixels",
 	} {
 		if !strings.Contains(logs, note) {
 			t.Errorf("logs %q lack %q", r.Logs, note)

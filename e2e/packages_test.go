@@ -210,3 +210,35 @@ func TestPackagesMCPRunPythonC846(t *testing.T) {
 		t.Errorf("packages on an open session: isError %v, %q", res.IsError, text(res))
 	}
 }
+
+// C1234: in tier sandbox a run changes nothing of a set's bytecode or of
+// what validates it: writing or renaming in __pycache__, changing a source's
+// times (which would make its .pyc stale), modes, owner or extended
+// attributes, and hard-linking a .pyc out of the set all fail.
+func TestSetBytecodeUntouchableC1234(t *testing.T) {
+	leakcheck.Check(t)
+	if suiteTier != "sandbox" {
+		t.Skip("tier process: the program can do what the daemon's user can (docs/packages.md)")
+	}
+	d := started(t, packagesEnv(t, wheeltest.UV(t)))
+	m := d.call("run", prog(`import tinyb, os, glob
+pkg = os.path.dirname(tinyb.__file__)
+pyc = glob.glob(os.path.join(pkg, "__pycache__", "*.pyc"))[0]
+done = []
+for name, f in [
+    ("write", lambda: open(os.path.join(pkg, "__pycache__", "x.pyc"), "w").close()),
+    ("rename", lambda: os.rename(pyc, pyc + ".x")),
+    ("utime", lambda: os.utime(tinyb.__file__, (0, 0))),
+    ("chmod", lambda: os.chmod(pkg, 0o777)),
+    ("chown", lambda: os.chown(pyc, os.getuid(), os.getgid())),
+    ("setxattr", lambda: os.setxattr(pyc, "user.x", b"1")),
+    ("link", lambda: os.link(pyc, "/tmp/pyc")),
+]:
+    try:
+        f()
+        done.append(name)
+    except OSError:
+        pass
+return [len(glob.glob(os.path.join(pkg, "__pycache__", "*"))), done]`, `"packages":["tinyb"]`))
+	expectOK(t, d.result(m), `[1,[]]`)
+}

@@ -9,17 +9,18 @@ import (
 // The raster image types a client shows a model as images (docs/protocol-files.md
 // §12.3), checked by their first bytes: the daemon drops a displayed image of
 // one of these types whose bytes do not begin as its format does, or whose
-// header declares more than MaxImagePixels (JPEG's within its first
-// JPEGScanBytes); clients check the format again
+// header declares more than MaxImagePixels (a JPEG's frame headers and a
+// GIF's first frame within its first FrameScanBytes); clients check the format again
 // where they build image parts. SVG is text: no client shows it as an image.
 
-// ImageHeadBytes is how many leading bytes of a PNG, GIF or WebP image
+// ImageHeadBytes is how many leading bytes of a PNG or WebP image
 // ImageProblem reads at most: the signature and the declared dimensions.
 const ImageHeadBytes = 30
 
-// JPEGScanBytes is how far into a JPEG ImageProblem looks for its frame
-// header, which follows a variable run of segments (EXIF, ICC profiles).
-const JPEGScanBytes = 1 << 18
+// FrameScanBytes is how far into a JPEG or a GIF ImageProblem reads its
+// headers, which follow a variable run of segments (EXIF, ICC profiles) or
+// extension blocks (comments, application data).
+const FrameScanBytes = 1 << 18
 
 // MaxImagePixels bounds the pixels an image's header may declare (8192×8192):
 // a few kilobytes of PNG can declare a canvas that takes a decoder gigabytes.
@@ -36,10 +37,10 @@ type rasterFormat struct {
 
 var rasterFormats = map[string]rasterFormat{
 	"image/png":  {"PNG", func(h []byte) bool { return bytes.HasPrefix(h, []byte("\x89PNG\r\n\x1a\n")) }, pngSize, 0},
-	"image/jpeg": {"JPEG", func(h []byte) bool { return bytes.HasPrefix(h, []byte{0xff, 0xd8, 0xff}) }, jpegSize, JPEGScanBytes},
+	"image/jpeg": {"JPEG", func(h []byte) bool { return bytes.HasPrefix(h, []byte{0xff, 0xd8, 0xff}) }, jpegSize, FrameScanBytes},
 	"image/gif": {"GIF", func(h []byte) bool {
 		return bytes.HasPrefix(h, []byte("GIF87a")) || bytes.HasPrefix(h, []byte("GIF89a"))
-	}, gifSize, 0},
+	}, gifSize, FrameScanBytes},
 	"image/webp": {"WebP", func(h []byte) bool {
 		return len(h) >= 12 && bytes.HasPrefix(h, []byte("RIFF")) && string(h[8:12]) == "WEBP"
 	}, webpSize, 0},
@@ -56,7 +57,8 @@ func ImageHeadLen(mime string) int { return max(ImageHeadBytes, rasterFormats[mi
 // ImageProblem says why an image of type mime whose bytes begin with head (at
 // least its first ImageHeadLen(mime), or all of it) is not shown to a model:
 // its bytes are not of its format, its header declares an empty canvas or more
-// than MaxImagePixels, or a JPEG's frame header is not within JPEGScanBytes.
+// than MaxImagePixels, or the headers a JPEG or a GIF has before its image
+// data do not end within FrameScanBytes.
 // "" when it may be shown, and for every type that is not a raster image type.
 func ImageProblem(mime string, head []byte) string {
 	f, ok := rasterFormats[mime]
@@ -75,7 +77,7 @@ func ImageProblem(mime string, head []byte) string {
 		return "its header declares " + strconv.FormatUint(w, 10) + "×" + strconv.FormatUint(h, 10) +
 			" pixels (at most " + strconv.Itoa(MaxImagePixels) + " in all)"
 	case !found && f.scan > 0 && len(head) >= f.scan:
-		return "its frame header is not within its first " + strconv.Itoa(f.scan) + " bytes"
+		return "the headers before its image data do not end within its first " + strconv.Itoa(f.scan) + " bytes"
 	}
 	return ""
 }
@@ -95,36 +97,44 @@ func hexPrefix(b []byte, n int) string {
 	return string(out)
 }
 
-// jpegSize walks the segments after the start of image to the first frame
-// header (SOF0–SOF15 but DHT, JPG and DAC). ok=false when head ends first, or
-// holds no well-formed segment run up to a frame header (no decoder gets
-// further either).
-func jpegSize(h []byte) (uint64, uint64, bool) {
+// jpegSize walks the segments after the start of image up to its first
+// scan, and returns the largest frame header (SOF0–SOF15 but DHT, JPG and
+// DAC) among them, or an empty one: decoders differ on which frame header
+// they take when there are several (Pillow takes the last). ok=false when
+// there is none, or when the walk reaches the end of a head of
+// FrameScanBytes before the scan (a frame header may follow past the
+// window). A segment run that is not well formed ends the walk: no decoder
+// gets further either.
+func jpegSize(h []byte) (w, ht uint64, ok bool) {
 	for i := 2; i+3 < len(h); {
 		if h[i] != 0xff {
-			return 0, 0, false
+			return w, ht, ok
 		}
 		switch m := h[i+1]; {
 		case m == 0xff: // a fill byte
 			i++
 		case m == 0x01 || m == 0xd8 || m >= 0xd0 && m <= 0xd7: // markers without a length
 			i += 2
-		case m == 0xd9 || m == 0xda: // the end, or a scan before any frame
-			return 0, 0, false
+		case m == 0xd9 || m == 0xda: // the end, or the scan
+			return w, ht, ok
 		case m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc:
 			if i+9 > len(h) {
-				return 0, 0, false
+				return w, ht, ok && len(h) < FrameScanBytes
 			}
-			return uint64(binary.BigEndian.Uint16(h[i+7:])), uint64(binary.BigEndian.Uint16(h[i+5:])), true
+			fw, fh := uint64(binary.BigEndian.Uint16(h[i+7:])), uint64(binary.BigEndian.Uint16(h[i+5:]))
+			if !ok || w*ht > 0 && (fw*fh == 0 || fw*fh > w*ht) {
+				w, ht, ok = fw, fh, true
+			}
+			i += 2 + int(binary.BigEndian.Uint16(h[i+2:]))
 		default:
 			n := int(binary.BigEndian.Uint16(h[i+2:]))
 			if n < 2 {
-				return 0, 0, false
+				return w, ht, ok
 			}
 			i += 2 + n
 		}
 	}
-	return 0, 0, false
+	return w, ht, ok && len(h) < FrameScanBytes
 }
 
 // pngSize reads the IHDR chunk, which a PNG has first.
@@ -135,12 +145,41 @@ func pngSize(h []byte) (uint64, uint64, bool) {
 	return uint64(binary.BigEndian.Uint32(h[16:])), uint64(binary.BigEndian.Uint32(h[20:])), true
 }
 
-// gifSize reads the logical screen descriptor.
+// gifSize reads the logical screen descriptor and walks past the global
+// colour table and the extension blocks to the first frame's descriptor: a
+// decoder grows its canvas to a frame that reaches past the screen (Pillow
+// does), so the size is the screen's extended to that frame. ok=false when
+// the walk reaches the end of a head of FrameScanBytes first: the frame
+// header is past the window. A GIF whose bytes end before a frame, or that
+// holds none, has its screen's size.
 func gifSize(h []byte) (uint64, uint64, bool) {
 	if len(h) < 10 {
 		return 0, 0, false
 	}
-	return uint64(binary.LittleEndian.Uint16(h[6:])), uint64(binary.LittleEndian.Uint16(h[8:])), true
+	u16 := func(i int) uint64 { return uint64(binary.LittleEndian.Uint16(h[i:])) }
+	w, ht := u16(6), u16(8)
+	i := 13
+	if len(h) > 10 && h[10]&0x80 != 0 {
+		i += 3 << (h[10]&7 + 1)
+	}
+	for i < len(h) {
+		switch h[i] {
+		case 0x21: // an extension: its label, then sub-blocks up to an empty one
+			i += 2
+			for i < len(h) && h[i] != 0 {
+				i += 1 + int(h[i])
+			}
+			i++
+		case 0x2c: // an image descriptor: left, top, width, height
+			if i+9 > len(h) {
+				return w, ht, len(h) < FrameScanBytes
+			}
+			return max(w, u16(i+1)+u16(i+5)), max(ht, u16(i+3)+u16(i+7)), true
+		default: // the trailer, or bytes no decoder reads as a frame
+			return w, ht, true
+		}
+	}
+	return w, ht, len(h) < FrameScanBytes
 }
 
 // webpSize reads the first chunk: the extended format's canvas (VP8X), or the

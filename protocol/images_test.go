@@ -61,6 +61,27 @@ func TestImageProblem(t *testing.T) {
 		b = append(b, 0xff, 0xc0, 0, 11, 8, byte(h>>8), byte(h), byte(w>>8), byte(w), 1, 1, 0x11, 0)
 		return append(b, 0xff, 0xd9)
 	}
+	// twoFrames is a JPEG with two frame headers before its scan: decoders
+	// differ on which one they take (Pillow takes the last).
+	twoFrames := func(w1, h1, w2, h2 uint16) []byte {
+		b := jpeg(w1, h1, 0)
+		b = b[:len(b)-2]
+		b = append(b, 0xff, 0xc0, 0, 11, 8, byte(h2>>8), byte(h2), byte(w2>>8), byte(w2), 1, 1, 0x11, 0)
+		return append(b, 0xff, 0xda, 0, 8, 1, 1, 0, 0, 0x3f, 0, 0xff, 0xd9)
+	}
+	// gifFrame is a GIF whose screen is 1×1 (with a global colour table and a
+	// comment of pad bytes first) and whose first frame is w×h at (x, y).
+	gifFrame := func(x, y, w, h uint16, pad int) []byte {
+		b := append(gif(1, 1), 0x80, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff)
+		for pad > 0 {
+			n := min(pad, 255)
+			b = append(append(b, 0x21, 0xfe, byte(n)), make([]byte, n)...)
+			b = append(b, 0)
+			pad -= n
+		}
+		b = append(b, 0x2c, byte(x), byte(x>>8), byte(y), byte(y>>8), byte(w), byte(w>>8), byte(h), byte(h>>8), 0)
+		return append(b, 2, 2, 0x4c, 1, 0, 0x3b)
+	}
 	cases := []struct {
 		mime    string
 		head    []byte
@@ -79,11 +100,20 @@ func TestImageProblem(t *testing.T) {
 		{"image/jpeg", jpeg(65535, 65535, 100), "declares 65535×65535 pixels"},
 		{"image/jpeg", jpeg(100, 100, 70000), ""},
 		{"image/jpeg", jpeg(65535, 65535, 70000), "declares 65535×65535"},
-		{"image/jpeg", jpeg(10, 10, JPEGScanBytes), "its frame header is not within its first 262144 bytes"},
+		{"image/jpeg", jpeg(10, 10, FrameScanBytes), "the headers before its image data do not end within its first 262144 bytes"},
+		{"image/jpeg", twoFrames(1, 1, 12000, 12000), "declares 12000×12000 pixels"},
+		{"image/jpeg", twoFrames(640, 480, 0, 10), "declares 0×10 pixels"},
+		{"image/jpeg", twoFrames(640, 480, 320, 200), ""},
 		{"image/jpeg", []byte("<svg onload='x'/>"), "its bytes are not JPEG (they start 3c737667206f6e6c)"},
 		{"image/gif", gif(1, 1), ""},
 		{"image/gif", gif(65535, 65535), "declares 65535×65535"},
 		{"image/gif", []byte("GIF87a"), ""},
+		{"image/gif", gifFrame(0, 0, 1, 1, 0), ""},
+		{"image/gif", gifFrame(0, 0, 640, 480, 1000), ""},
+		{"image/gif", gifFrame(0, 0, 30000, 30000, 0), "declares 30000×30000 pixels"},
+		{"image/gif", gifFrame(60000, 60000, 2, 2, 0), "declares 60002×60002 pixels"},
+		{"image/gif", gifFrame(0, 0, 30000, 30000, 70000), "declares 30000×30000"},
+		{"image/gif", gifFrame(0, 0, 1, 1, FrameScanBytes), "the headers before its image data do not end within its first 262144 bytes"},
 		{"image/webp", vp8x(1000, 1000), ""},
 		{"image/webp", vp8x(1<<24, 1<<24), "declares 16777216×16777216"},
 		{"image/webp", vp8l(16384, 16384), "declares 16384×16384"},

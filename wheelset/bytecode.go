@@ -5,26 +5,44 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 )
 
 // compileScript compiles the source files named on its standard input
-// (NUL-separated paths, relative to its working directory) into
+// (NUL-separated: first the bytes of bytecode it may write, -1 for no
+// bound, then paths relative to its working directory), within the
+// address space its argument gives in bytes (0: unbounded; a source that
+// needs more raises MemoryError and is skipped), into
 // __pycache__, each .pyc written atomically by py_compile. A file that does
-// not compile, or whose bytecode cannot be written, is skipped: importing
-// it compiles it then, and reports its error as the interpreter would.
+// not compile, or whose bytecode cannot be written, is left without
+// bytecode (a .pyc its wheel shipped in its place is removed: an unchecked
+// one would be imported instead of the source): importing it compiles it
+// then, and reports its error as the interpreter would. Once what it wrote
+// passes its bound it fails, naming the bound: folded constants make a .pyc
+// hundreds of times its source.
 // Timestamp validation is asked for explicitly, as SOURCE_DATE_EPOCH in the
 // environment would otherwise make py_compile write hash-checked files that
 // every import re-hashes.
-const compileScript = `import os, sys, py_compile
+const compileScript = `import os, sys, importlib.util, py_compile, resource
+limit = int(sys.argv[1])
+if limit > 0:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 mode = py_compile.PycInvalidationMode.TIMESTAMP
-for name in sys.stdin.buffer.read().split(b"\0"):
+budget, *names = sys.stdin.buffer.read().split(b"\0")
+left = bound = int(budget or -1)
+for name in names:
     if name:
         try:
-            py_compile.compile(os.fsdecode(name), doraise=True, invalidation_mode=mode)
+            left -= os.path.getsize(py_compile.compile(os.fsdecode(name), doraise=True, invalidation_mode=mode))
+            if bound >= 0 and left < 0:
+                sys.exit(f"the bytecode passed the {bound} bytes the package cache may hold")
         except Exception:
-            pass
+            try:
+                os.remove(importlib.util.cache_from_source(os.fsdecode(name)))
+            except Exception:
+                pass
 `
 
 // sourcesPerCompiler is how many source files justify one more compiling
@@ -45,13 +63,14 @@ type compiler struct {
 // startCompiler starts a compiler in dir (the tree it compiles, written by
 // the daemon only) with the interpreter the set is for, isolated (-I: dir is
 // not on sys.path, so nothing in it shadows the standard library) and
-// without site (-S: nothing installed runs). Its process ends with ctx.
+// without site (-S: nothing installed runs), its address space bounded as
+// a run's is (Options.AddressSpace). Its process ends with ctx.
 func (c *Cache) startCompiler(ctx context.Context, reqs []Requirement, dir string) (*compiler, error) {
 	in, list, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, c.o.Python, "-I", "-S", "-c", compileScript)
+	cmd := exec.CommandContext(ctx, c.o.Python, "-I", "-S", "-c", compileScript, strconv.FormatInt(c.o.AddressSpace, 10))
 	cmd.Dir, cmd.Stdin = dir, in
 	stderr, err := startTool(cmd)
 	in.Close() // the interpreter's now: a write after its end fails rather than blocks
@@ -64,17 +83,16 @@ func (c *Cache) startCompiler(ctx context.Context, reqs []Requirement, dir strin
 	return p, nil
 }
 
-// finish hands p its sources, closes its input and waits for its end; a
-// second call returns the first one's result. finish(nil) stops an idle
-// compiler.
-func (p *compiler) finish(sources []string) error {
+// finish hands p the bytes of bytecode it may write (-1: no bound) and its
+// sources, closes its input and waits for its end; a second call returns
+// the first one's result. finish(0, nil) stops an idle compiler.
+func (p *compiler) finish(budget int64, sources []string) error {
 	if p.done {
 		return p.err
 	}
 	p.done = true
-	if len(sources) > 0 {
-		_, _ = p.list.WriteString(strings.Join(sources, "\x00")) // a failed write: it ended, as its end says
-	}
+	list := strings.Join(append([]string{strconv.FormatInt(budget, 10)}, sources...), "\x00")
+	_, _ = p.list.WriteString(list) // a failed write: it ended, as its end says
 	p.list.Close()
 	p.err = <-p.ended
 	return p.err
@@ -82,8 +100,10 @@ func (p *compiler) finish(sources []string) error {
 
 // compileBytecode compiles sources (paths relative to root) with first and,
 // for a large set, with up to GOMAXPROCS-1 more compilers at once, each
-// taking every n-th source.
-func (c *Cache) compileBytecode(ctx context.Context, reqs []Requirement, root string, sources []string, first *compiler) error {
+// taking every n-th source and each failing once its bytecode passes budget
+// (-1: no bound), the room the cache has left for the set: what they write
+// together stays within n times that.
+func (c *Cache) compileBytecode(ctx context.Context, reqs []Requirement, root string, sources []string, first *compiler, budget int64) error {
 	n := max(1, min(runtime.GOMAXPROCS(0), (len(sources)+sourcesPerCompiler-1)/sourcesPerCompiler))
 	compilers := []*compiler{first}
 	for len(compilers) < n {
@@ -100,7 +120,7 @@ func (c *Cache) compileBytecode(ctx context.Context, reqs []Requirement, root st
 		for j := i; j < len(sources); j += len(compilers) {
 			share = append(share, sources[j])
 		}
-		wg.Go(func() { errs[i] = p.finish(share) })
+		wg.Go(func() { errs[i] = p.finish(budget, share) })
 	}
 	wg.Wait()
 	for _, err := range errs {

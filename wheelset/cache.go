@@ -32,6 +32,10 @@ type Options struct {
 	Allow    AllowList
 	// Timeout bounds one resolution and installation.
 	Timeout time.Duration
+	// AddressSpace bounds each bytecode compiler's address space (RLIMIT_AS,
+	// bytes), as a run's is bounded when its import compiles a source: a
+	// source that needs more is left without bytecode; 0: no bound.
+	AddressSpace int64
 }
 
 // Cache is the content-addressed store of installed package sets

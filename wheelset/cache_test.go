@@ -3,6 +3,7 @@ package wheelset
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -664,5 +665,195 @@ func TestStoppedDuringCompileC1075(t *testing.T) {
 	defer l.Release()
 	if _, err := os.Stat(filepath.Join(l.Dir, "tinya", "__pycache__", "__init__."+cacheTag(t)+".pyc")); err != nil || !l.Installed {
 		t.Errorf("the next installation: installed %v, bytecode %v", l.Installed, err)
+	}
+}
+
+// C1230: only the installer's own notes that differ between installations
+// are left out of the set's content, at the places the installer writes
+// them: a data file a package reads that is named like one of them (RECORD,
+// uv_cache.json, .lock) in the package's own folder, or a .lock at the set's
+// root (uv's own is empty), or a second .dist-info folder's RECORD (placed
+// through the wheel's .data/purelib) is content, so a wheel from another
+// source that differs in it alone is another set.
+func TestNotesOnlyWhereTheInstallerWritesThemC1230(t *testing.T) {
+	leakcheck.Check(t)
+	for _, path := range []string{"conf/RECORD", "conf/uv_cache.json", "conf/.lock", ".lock", "other-9.9.dist-info/RECORD"} {
+		t.Run(path, func(t *testing.T) {
+			root, good, evil := t.TempDir(), t.TempDir(), t.TempDir()
+			code := "import os\nMODE = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), " + strconv.Quote(path) + ")).read()\n"
+			inWheel := path
+			if strings.Contains(path, ".dist-info/") {
+				inWheel = "conf-1.0.data/purelib/" + path
+			}
+			wheeltest.Write(t, good, wheeltest.Wheel{Name: "conf", Version: "1.0",
+				Files: map[string]string{"conf/__init__.py": code, inWheel: "pure"}})
+			wheeltest.Write(t, evil, wheeltest.Wheel{Name: "conf", Version: "1.0",
+				Files: map[string]string{"conf/__init__.py": code, inWheel: "planted"}})
+			attacker := openCache(t, root, wheeltest.UV(t), evil, 0)
+			a, err := attacker.Acquire(context.Background(), reqs(t, "conf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.Release()
+			if got := importFrom(t, a.Dir, "import conf; print(conf.MODE)"); got != "planted" {
+				t.Fatalf("the attacker's set imports %q: the test proves nothing", got)
+			}
+			victim := openCache(t, root, wheeltest.UV(t), good, 0)
+			v, err := victim.Acquire(context.Background(), reqs(t, "conf"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer v.Release()
+			if got := importFrom(t, v.Dir, "import conf; print(conf.MODE)"); got != "pure" || v.Dir == a.Dir {
+				t.Errorf("the victim's run imports %q from %s (the attacker's set: %s)", got, v.Dir, a.Dir)
+			}
+		})
+	}
+}
+
+// C1231: a source that does not compile is left without bytecode, also when
+// its wheel ships some: bytecode that its import would load without looking
+// at the source (hash-based, unchecked) beside a source with a syntax error
+// is not what the import runs; it reports the source's error.
+func TestShippedBytecodeOfABrokenSourceIsNotImportedC1231(t *testing.T) {
+	leakcheck.Check(t)
+	links := t.TempDir()
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "stale", Version: "1.0", Files: map[string]string{
+		"stale/__init__.py": "def f(:\n",
+		"stale/__pycache__/__init__." + cacheTag(t) + ".pyc": uncheckedPyc(t, "X = 'shipped'"),
+	}})
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), links, 0)
+	l, err := c.Acquire(context.Background(), reqs(t, "stale"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	got := importFrom(t, l.Dir, `exec("try:\n import stale\n print(stale.X)\nexcept SyntaxError as e: print(type(e).__name__)")`)
+	if got != "SyntaxError" {
+		t.Errorf("importing the broken package: %q", got)
+	}
+}
+
+// uncheckedPyc is bytecode compiled from src in a .pyc whose import trusts
+// it without reading the source beside it (hash-based, check_source unset).
+func uncheckedPyc(t *testing.T, src string) string {
+	out, err := exec.Command(python(t), "-I", "-c", "import importlib.util, marshal, sys; "+
+		"sys.stdout.buffer.write(importlib.util.MAGIC_NUMBER + (1).to_bytes(4, 'little') + bytes(8) + marshal.dumps(compile(sys.argv[1], 'planted', 'exec')))", src).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
+}
+
+// C1233: a compiler gets no more memory than a run importing the set would:
+// a source whose compilation needs more than the bound (a one-megabyte list
+// literal takes the parser hundreds of megabytes) is left without bytecode,
+// the installation succeeds and the compiler goes on with the sources after it.
+func TestCompilerMemoryBoundC1233(t *testing.T) {
+	leakcheck.Check(t)
+	links, root := t.TempDir(), t.TempDir()
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "huge", Version: "1.0", Files: map[string]string{
+		"huge/__init__.py": "",
+		"huge/literal.py":  "X = [" + strings.Repeat("1,", 500_000) + "]\n",
+		"huge/small.py":    "S = 1\n",
+	}})
+	allow, _ := ParseAllowList("*")
+	c, err := Open(Options{UV: wheeltest.UV(t), Python: python(t), Root: root, FindLinks: []string{links},
+		Allow: allow, Timeout: 2 * time.Minute, AddressSpace: 128 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeTree(root) })
+	l, err := c.Acquire(context.Background(), reqs(t, "huge"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	tag := cacheTag(t)
+	pyc := func(name string) string {
+		return filepath.Join(l.Dir, "huge", "__pycache__", name+"."+tag+".pyc")
+	}
+	if _, err := os.Stat(pyc("literal")); err == nil {
+		t.Errorf("the literal was compiled past the compiler's 128 MiB")
+	}
+	if _, err := os.Stat(pyc("small")); err != nil {
+		t.Errorf("the source after it: %v", err)
+	}
+}
+
+// C1237: the compiler's list holds any name a wheel may carry: sources named
+// with a leading dash, a space, a backslash or non-ASCII letters are each
+// compiled; a name with a control character (a line end among them) is
+// refused by uv, and the installation fails with one line naming the set.
+func TestOddSourceNamesC1237(t *testing.T) {
+	leakcheck.Check(t)
+	links := t.TempDir()
+	names := []string{"-x", "sp ace", `a\b`, "ü"}
+	files := map[string]string{"odd/__init__.py": ""}
+	for _, n := range names {
+		files["odd/"+n+".py"] = "X = 1\n"
+	}
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "odd", Version: "1.0", Files: files})
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "linebreak", Version: "1.0", Files: map[string]string{"linebreak/a\nb.py": "X = 1\n"}})
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), links, 0)
+	l, err := c.Acquire(context.Background(), reqs(t, "odd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	tag := cacheTag(t)
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(l.Dir, "odd", "__pycache__", n+"."+tag+".pyc")); err != nil {
+			t.Errorf("%q: %v", n, err)
+		}
+	}
+	_, err = c.Acquire(context.Background(), reqs(t, "linebreak"))
+	var ie *InstallError
+	if !errors.As(err, &ie) || strings.Contains(ie.Msg, "\n") || !strings.Contains(ie.Msg, "linebreak") {
+		t.Errorf("a line end in a source's name: %v", err)
+	}
+}
+
+// C1238: the daemon reads a distribution's RECORD whole to drop uv's note
+// from it, within a bound: a wheel that plants a RECORD of more than
+// maxRecordBytes (through its .data/purelib, compressed to kilobytes) is
+// refused in one line instead of read into the daemon's memory.
+func TestPlantedHugeRecordRefusedC1238(t *testing.T) {
+	leakcheck.Check(t)
+	links := t.TempDir()
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "fat", Version: "1.0", Files: map[string]string{
+		"fat/__init__.py": "",
+		"fat-1.0.data/purelib/other-9.9.dist-info/RECORD": strings.Repeat("x", maxRecordBytes+1),
+	}})
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), links, 0)
+	_, err := c.Acquire(context.Background(), reqs(t, "fat"))
+	var ie *InstallError
+	if !errors.As(err, &ie) || !strings.Contains(ie.Msg, "other-9.9.dist-info/RECORD is larger than") {
+		t.Errorf("a planted RECORD of %d bytes: %v", maxRecordBytes+1, err)
+	}
+}
+
+// C1240: bytecode cannot take the cache past its bound on the way: a source
+// whose constants fold into a .pyc three hundred times its size (4 000 lines
+// of x = "…" * n make 16 MB) stops the compilers once the set's bytecode
+// passes what the cache may hold, before the next such source is written,
+// and the installation is refused saying so.
+func TestBytecodeWithinTheCacheBoundC1240(t *testing.T) {
+	leakcheck.Check(t)
+	links := t.TempDir()
+	var src strings.Builder
+	for i := range 4000 {
+		fmt.Fprintf(&src, "x = %q * 2048\n", strconv.FormatInt(int64(i), 36))
+	}
+	files := map[string]string{"amp/__init__.py": ""}
+	for i := range 4 {
+		files["amp/m"+strconv.Itoa(i)+".py"] = src.String()
+	}
+	wheeltest.Write(t, links, wheeltest.Wheel{Name: "amp", Version: "1.0", Files: files})
+	c := openCache(t, t.TempDir(), wheeltest.UV(t), links, 8<<20)
+	_, err := c.Acquire(context.Background(), reqs(t, "amp"))
+	var ie *InstallError
+	if !errors.As(err, &ie) || !strings.Contains(ie.Msg, "compiling bytecode: the bytecode passed the 8") {
+		t.Errorf("a set whose bytecode passes the cache's bound: %v", err)
 	}
 }

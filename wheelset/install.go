@@ -50,24 +50,33 @@ func (c *Cache) install(ctx context.Context, reqs []Requirement, rkey string) (s
 	if err != nil {
 		return "", err
 	}
-	defer first.finish(nil)
+	defer first.finish(0, nil)
 	if err := c.uv(ctx, reqs, stage, append(args, "--target", target)...); err != nil {
 		return "", err
+	}
+	if err := dropInstallerNotes(target); err != nil {
+		return "", refused(reqs, err)
 	}
 	installed, err := scan(target)
 	if err != nil {
 		return "", refused(reqs, err)
 	}
-	if err := c.compileBytecode(ctx, reqs, target, installed.sources, first); err != nil {
+	budget := int64(-1)
+	if c.o.MaxBytes > 0 {
+		if err := c.withinBound(reqs, installed.size); err != nil {
+			return "", err // before any bytecode is compiled
+		}
+		budget = c.o.MaxBytes - installed.size
+	}
+	if err := c.compileBytecode(ctx, reqs, target, installed.sources, first, budget); err != nil {
 		return "", err
 	}
 	size, err := seal(target)
 	if err != nil {
 		return "", refused(reqs, err)
 	}
-	if c.o.MaxBytes > 0 && size > c.o.MaxBytes {
-		return "", &InstallError{Msg: fmt.Sprintf("packages %s: the installed set takes %d bytes, more than the package cache may hold (%d)",
-			listOf(reqs), size, c.o.MaxBytes)}
+	if err := c.withinBound(reqs, size); err != nil {
+		return "", err
 	}
 	key := hashLines([]string{"set", c.pyID, installed.digest})
 	if err := c.publish(target, key, size); err != nil {
@@ -76,6 +85,15 @@ func (c *Cache) install(ctx context.Context, reqs []Requirement, rkey string) (s
 	c.record(rkey, key, stage)
 	c.evict(key)
 	return key, nil
+}
+
+// withinBound refuses a set of size bytes larger than the cache may hold.
+func (c *Cache) withinBound(reqs []Requirement, size int64) error {
+	if c.o.MaxBytes > 0 && size > c.o.MaxBytes {
+		return &InstallError{Msg: fmt.Sprintf("packages %s: the installed set takes %d bytes, more than the package cache may hold (%d)",
+			listOf(reqs), size, c.o.MaxBytes)}
+	}
+	return nil
 }
 
 func refused(reqs []Requirement, err error) error {
@@ -248,13 +266,15 @@ func (w *capped) Write(p []byte) (int, error) {
 type installedTree struct {
 	digest  string   // the installed content: each file's path and sha256
 	sources []string // the Python sources (.py), relative to the tree
+	size    int64    // the files' bytes
 }
 
 // scan reads a tree uv installed, before anything else writes into it: a
 // symbolic link or any file that is neither a regular file nor a directory
 // refuses the tree. Its digest covers every file, bytecode the wheels ship
-// included (an import may load it), but the installer's own notes (RECORD,
-// uv_cache.json, .lock): the same wheels give the same digest.
+// included (an import may load it); the installer's notes that differ
+// between installations are gone by then (dropInstallerNotes): the same
+// wheels give the same digest.
 func scan(root string) (installedTree, error) {
 	var t installedTree
 	var lines []string
@@ -262,13 +282,12 @@ func scan(root string) (installedTree, error) {
 		if d.IsDir() {
 			return nil
 		}
-		sum, err := hashFile(path)
+		sum, n, err := hashFile(path)
 		if err != nil {
 			return err
 		}
-		if name := d.Name(); name != "RECORD" && name != "uv_cache.json" && name != ".lock" {
-			lines = append(lines, rel+"\x00"+sum)
-		}
+		t.size += n
+		lines = append(lines, rel+"\x00"+sum)
 		if strings.HasSuffix(rel, ".py") {
 			t.sources = append(t.sources, rel)
 		}
@@ -277,6 +296,59 @@ func scan(root string) (installedTree, error) {
 	slices.Sort(lines)
 	t.digest = hashLines(lines)
 	return t, err
+}
+
+// maxRecordBytes bounds a distribution's RECORD, which the daemon reads
+// whole to rewrite it: a wheel may plant one of any size (a package of
+// fifty thousand files lists them in a few megabytes).
+const maxRecordBytes = 32 << 20
+
+// dropInstallerNotes removes what uv writes into a tree that differs
+// between installations of the same wheels: each distribution's
+// uv_cache.json (a timestamp, for a uv that never touches a set again) and
+// its line in the distribution's RECORD, rewritten without it. Everything
+// else the tree holds is then content, whatever its name (a wheel may plant a
+// second .dist-info folder through its .data/purelib). The tree is uv's
+// output, not yet checked: a .dist-info that is not a folder is left to scan
+// to refuse, no file is opened through a link, and a RECORD past
+// maxRecordBytes refuses the tree.
+func dropInstallerNotes(root string) error {
+	entries, err := os.ReadDir(root) // not a glob: root's own name may hold glob characters
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasSuffix(e.Name(), ".dist-info") { // a link is not a folder here
+			continue
+		}
+		dir, note := filepath.Join(root, e.Name()), e.Name()+"/uv_cache.json,"
+		if err := os.Remove(filepath.Join(dir, "uv_cache.json")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		record := filepath.Join(dir, "RECORD")
+		f, err := os.OpenFile(record, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
+		f.Close()
+		if err != nil {
+			return err
+		}
+		if len(b) > maxRecordBytes {
+			return fmt.Errorf("%s/RECORD is larger than %d bytes", e.Name(), maxRecordBytes)
+		}
+		lines := strings.SplitAfter(string(b), "\n")
+		kept := slices.DeleteFunc(slices.Clone(lines), func(l string) bool { return strings.HasPrefix(l, note) })
+		if len(kept) != len(lines) {
+			if err := writeAtomic(record, strings.Join(kept, ""), dir); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // seal makes a tree read-only (files 0444, directories 0555, each folder
@@ -324,17 +396,17 @@ func walkRegular(root string, visit func(path, rel string, d fs.DirEntry) error)
 	})
 }
 
-// hashFile is a regular file's sha256, read through a descriptor that does
-// not follow a link.
-func hashFile(path string) (string, error) {
+// hashFile is a regular file's sha256 and size, read through a descriptor
+// that does not follow a link.
+func hashFile(path string) (string, int64, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer f.Close()
 	h := sha256.New()
-	_, err = io.Copy(h, f)
-	return hex.EncodeToString(h.Sum(nil)), err
+	n, err := io.Copy(h, f)
+	return hex.EncodeToString(h.Sum(nil)), n, err
 }
 
 // removeTree removes a staged or evicted tree, sealed or not: folders are

@@ -33,6 +33,8 @@ func TestDecodeOutputFrame(t *testing.T) {
 		{`{"type":"output","data":{"image/png":"YQ\u003d\u003d"}}`, false, 0, ""}, // escapes
 		{`{"type":"output","data":{"text/plain":1}}`, false, 0, ""},
 		{`{"type":"output","data":{"text/plain":"a","text/plain":"b"}}`, false, 0, ""},
+		// C1239: a checked image and a second member of its name (a client decoding the JSON keeps the last)
+		{`{"type":"output","data":{"image/png":"` + png + `","image\/png":"R0lGODlh"}}`, false, 0, ""},
 		{`{"type":"output","data":"x"}`, false, 0, ""},
 		{`{"type":"output"}`, false, 0, ""},
 	}
@@ -99,6 +101,9 @@ func TestOutputMislabeledImages(t *testing.T) {
 		{`{"image/webp":"` + b64("RIFF\x01\x00\x00\x00WAVE") + `","application/pdf":"` + b64("x") + `"}`, []string{"image/webp"}, `{"application/pdf":"eA=="}`},
 		{`{"image/gif":""}`, []string{"image/gif"}, ""},
 		{`{"image/svg+xml":"<svg onload='x'/>"}`, nil, `{"image/svg+xml":"<svg onload='x'/>"}`},
+		// C1239: a name spelt with escapes is the type it decodes to
+		{`{"image\/png":"` + b64("GIF89a") + `","text\u002fplain":"x"}`, []string{"image/png"}, `{"text/plain":"x"}`},
+		{`{"\u0069mage/gif":"` + b64("GIF89a\x01\x00\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x30\x75\x30\x75\x00") + `"}`, []string{"image/gif"}, ""},
 	}
 	for _, c := range cases {
 		f, ok := DecodeFrame([]byte(`{"type":"output","data":` + c.data + `}`))

@@ -197,3 +197,31 @@ for size in ((50, 50), (60, 60), (40, 40)):
         assert [im.size for im in step.observations_images or []] == [(50, 50), (40, 40)]
     finally:
         executor.cleanup()
+
+
+def test_step_images_pil_fails_on_are_left_out() -> None:
+    """C1236: an image whose header passes the daemon but whose body makes PIL fail with an
+    error that is not an OSError (a PNG whose image data runs into a broken chunk header: PIL's
+    ``load`` raises SyntaxError) is left out; the step callback does not raise, and the next
+    image is attached."""
+    executor = CoderunExecutor(daemon=code_daemon(), session=False)
+    try:
+        executor.send_tools({})
+        executor("""
+import zlib, struct
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+raw = zlib.compress(bytes(5 * 4))
+head = b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 4, 8, 0, 0, 0, 0))
+class P:
+    def __init__(self, body): self.body = body
+    def _repr_png_(self): return head + self.body
+display(P(chunk(b"IDAT", raw[:len(raw) // 2]) + b"\\x00\\x00\\x00\\x10\\xa1\\x10\\x8d\\x00" + bytes(20)))
+display(P(chunk(b"IDAT", raw) + chunk(b"IEND", b"")))
+""")
+        assert len(executor.images) == 2
+        step = ActionStep(step_number=1, timing=Timing(start_time=0.0))
+        executor.step_callback(step)
+        assert [im.size for im in step.observations_images or []] == [(4, 4)]
+    finally:
+        executor.cleanup()

@@ -155,7 +155,7 @@ class CoderunExecutor(PythonExecutor):  # type: ignore[misc]  # smolagents is un
     def step_callback(self, memory_step: Any, agent: Any = None) -> None:
         """A smolagents step callback: the images the step's code displayed become the step's
         ``observations_images`` (each at most once: a step that ran no code gets none). An
-        image PIL cannot read is left out, and so is one past _MAX_STEP_PIXELS in all."""
+        image PIL fails on is left out, and so is one past _MAX_STEP_PIXELS in all."""
         images, self._unshown = self._unshown, []
         if isinstance(memory_step, ActionStep) and images:
             memory_step.observations_images = _pil_images(images) or None
@@ -172,8 +172,9 @@ image (also 2^26 pixels)."""
 
 
 def _pil_images(images: list[Image]) -> list[PILImage.Image]:
-    """``images`` decoded by PIL, in order, leaving out those PIL cannot read and those that
-    would take the step past _MAX_STEP_PIXELS (the size is read from the header first)."""
+    """``images`` decoded by PIL, in order, leaving out those PIL fails on (whatever its error)
+    and those that would take the step past _MAX_STEP_PIXELS (the size is read from the header
+    first)."""
     decoded: list[PILImage.Image] = []
     left = _MAX_STEP_PIXELS
     for image in images:
@@ -183,7 +184,7 @@ def _pil_images(images: list[Image]) -> list[PILImage.Image]:
             if pixels > left:
                 continue
             im.load()
-        except (OSError, ValueError, PILImage.DecompressionBombError):
+        except Exception:  # PIL's plugins fail on hostile bytes with many types (SyntaxError among them)
             continue
         left -= pixels
         decoded.append(im)
