@@ -15,9 +15,11 @@ import (
 
 // nobodyProgram reports, from inside a run: a GET of URL through the run's
 // proxy, a direct connection to the upstream, a bind of the proxy's port,
-// every listening socket among the program's descriptors, and whether
-// pidfd_getfd on the init's proxy descriptor (fd 100) succeeds.
-const nobodyProgram = `import ctypes, errno, os, socket, stat, urllib.request
+// every listening socket among the program's descriptors, whether
+// pidfd_getfd on the init's proxy descriptor (fd 100) succeeds, and
+// whether the init still holds it once the daemon took it (waiting for the
+// init to close it, up to 20 s).
+const nobodyProgram = `import ctypes, errno, os, socket, stat, time, urllib.request
 out = {}
 try:
     with urllib.request.urlopen(URL, timeout=30) as r:
@@ -55,6 +57,13 @@ pidfd = libc.syscall(434, 1, 0)
 out["getfd"] = libc.syscall(438, pidfd, 100, 0) if pidfd >= 0 else -1
 if pidfd >= 0:
     os.close(pidfd)
+try:
+    deadline = time.monotonic() + 20
+    while "100" in os.listdir("/proc/1/fd") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    out["initFd"] = "open" if "100" in os.listdir("/proc/1/fd") else "closed"
+except OSError as e:
+    out["initFd"] = "unreadable: " + str(e)
 return out
 `
 
@@ -71,7 +80,8 @@ func canSandboxUnprivileged() bool {
 // suite is root) in tier sandbox with an egress policy, its children
 // spawned or forked: a run reaches an allowed loopback upstream through the
 // proxy, is refused a direct connection with the policy's note, cannot bind
-// the proxy's port, holds no listening socket and cannot take the init's.
+// the proxy's port, holds no listening socket and cannot take the init's,
+// which the init closes once the daemon has taken it.
 func TestC1270EgressWithoutRoot(t *testing.T) {
 	for _, mode := range []string{"spawn", "fork"} {
 		t.Run(mode, func(t *testing.T) {
@@ -135,9 +145,9 @@ func checkNobodyRun(t *testing.T, d *daemon, u *egressUpstreams, sid string) {
 	}
 	r, raw := d.egressRun(t, params)
 	var got struct {
-		Fetch, Direct, Bind string
-		Listening           []int
-		Getfd               int
+		Fetch, Direct, Bind, InitFd string
+		Listening                   []int
+		Getfd                       int
 	}
 	if err := json.Unmarshal(r.Value, &got); err != nil {
 		t.Fatalf("result %s; stderr:\n%s", raw, d.stderr)
@@ -156,6 +166,9 @@ func checkNobodyRun(t *testing.T, d *daemon, u *egressUpstreams, sid string) {
 	}
 	if got.Getfd >= 0 {
 		t.Errorf("the program took the init's descriptor 100 (fd %d)", got.Getfd)
+	}
+	if got.InitFd != "closed" {
+		t.Errorf("the init's copy of the listener: %s", got.InitFd)
 	}
 	if len(r.Egress) != 1 || r.Egress[0].Status != 200 {
 		t.Errorf("egress audit %s", raw)

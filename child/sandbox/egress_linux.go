@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"runtime"
 	"unsafe"
 
@@ -160,15 +161,32 @@ func listenForDaemon() {
 	if err != nil {
 		return
 	}
-	if _, err := unix.FcntlInt(uintptr(proxyFd), unix.F_GETFD, 0); err == unix.EBADF {
-		unix.Dup3(fd, proxyFd, unix.O_CLOEXEC)
+	if _, err := unix.FcntlInt(uintptr(proxyFd), unix.F_GETFD, 0); err == unix.EBADF && unix.Dup3(fd, proxyFd, unix.O_CLOEXEC) == nil {
+		closeWhenTaken()
 	}
 	unix.Close(fd)
 }
 
+// proxyTaken is the signal with which the daemon tells the init it has
+// taken the listener.
+const proxyTaken = unix.SIGUSR1
+
+// closeWhenTaken has the init close its copy of the listener once the
+// daemon has taken it, so that the daemon's copy is the only one. A
+// program that sends the signal first only loses its own run's egress.
+func closeWhenTaken() {
+	taken := make(chan os.Signal, 1)
+	signal.Notify(taken, proxyTaken)
+	go func() {
+		<-taken
+		signal.Stop(taken)
+		unix.Close(proxyFd)
+	}()
+}
+
 // TakeListener takes, with pidfd_getfd, the proxy's listener that the init of
-// pid's run made (Config.ProxyListener): pid is the run's init, or a member
-// of a session, the init's child. It needs no privilege (the init is the
+// pid's run made (Config.ProxyListener), and tells the init to close its
+// copy: pid is the run's init, or a member of a session, the init's child. It needs no privilege (the init is the
 // daemon's descendant, of the same user; the program's seccomp filter
 // refuses pidfd_getfd, so only the daemon takes it). Call it once the
 // program has started (its first boot-ack): the init listens before that.
@@ -198,6 +216,7 @@ func TakeListener(pid int) (*os.File, error) {
 		unix.Close(fd)
 		return nil, err
 	}
+	unix.PidfdSendSignal(pidfd, proxyTaken, nil, 0) // the init closes its copy
 	return os.NewFile(uintptr(fd), "egress-proxy"), nil
 }
 
