@@ -18,7 +18,8 @@ import (
 // every listening socket among the program's descriptors, whether
 // pidfd_getfd on the init's proxy descriptor (fd 100) succeeds, and
 // whether the init still holds it once the daemon took it (waiting for the
-// init to close it, up to 20 s).
+// init to close it, up to 20 s); it then sends the init the daemon's
+// signal for that again (SIGUSR1), which must change nothing.
 const nobodyProgram = `import ctypes, errno, os, socket, stat, time, urllib.request
 out = {}
 try:
@@ -64,6 +65,10 @@ try:
     out["initFd"] = "open" if "100" in os.listdir("/proc/1/fd") else "closed"
 except OSError as e:
     out["initFd"] = "unreadable: " + str(e)
+try:
+    os.kill(1, 10)  # the daemon's "taken" signal, again: the init must live on
+except OSError:
+    pass
 return out
 `
 
