@@ -205,7 +205,10 @@ func TakeListener(pid int) (*os.File, error) {
 		return nil, fmt.Errorf("pidfd_open: %w", err)
 	}
 	defer unix.Close(pidfd)
-	if ns, ok := innermostPid(init); !ok || ns != 1 { // checked after the open: not a recycled pid
+	// Checked after the open, so that it holds for the process the pidfd
+	// names: PID 1 of a namespace below the daemon's (the daemon's own PID 1
+	// is never a run's init).
+	if ns, ok := innermostPid(init); !ok || ns != 1 || init == 1 {
 		return nil, fmt.Errorf("process %d is not a run's init", init)
 	}
 	fd, err := unix.PidfdGetfd(pidfd, proxyFd, 0)
