@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -128,6 +129,10 @@ func start(t *testing.T, env map[string]string) *daemon {
 	}
 	cmd.Env = environ(t, env)
 	cmd.Dir = env[workDir]
+	if bin, ok := env[asNobody]; ok {
+		cmd.Path, cmd.Args[0] = bin, bin
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	}
 	d := &daemon{t: t, cmd: cmd, stderr: &lockedBuffer{}, onCall: map[string]behaviour{}, exited: make(chan struct{}),
 		gate: newGate()}
 	cmd.Stderr = d.stderr

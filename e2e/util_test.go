@@ -82,7 +82,7 @@ func environ(t *testing.T, env map[string]string) []string {
 		out = append(out, "CODERUN_ISOLATION="+suiteTier)
 	}
 	for k, v := range env {
-		if k != useDefaultPython && k != workDir && k != useDefaultTier {
+		if k != useDefaultPython && k != workDir && k != useDefaultTier && k != asNobody {
 			out = append(out, k+"="+v)
 		}
 	}
@@ -110,6 +110,10 @@ func onlyInTier(t *testing.T, tier string) {
 
 // workDir in env is the daemon's working directory (not an environment variable).
 const workDir = "E2E_DIR"
+
+// asNobody in env runs the daemon binary it names as uid and gid 65534
+// (the suite must be root); not an environment variable.
+const asNobody = "E2E_AS_NOBODY"
 
 // useDefaultPython in env leaves CODERUN_PYTHON_BIN unset.
 const useDefaultPython = "E2E_DEFAULT_PYTHON"

@@ -4,9 +4,11 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
@@ -18,11 +20,15 @@ import (
 // childEgress is how the Manager's children reach the egress proxy: in
 // tier process at its loopback address; in tier sandbox, where a run's
 // network namespace has nothing else, at 127.0.0.1:sandbox.ProxyPort inside
-// it, a listener the daemon makes there for each child.
+// it, a listener the daemon makes there for each child (a root daemon,
+// through setns) or takes from the child's init (inside: any other daemon).
 type childEgress struct {
 	proxy *egress.Proxy
 	netns bool
-	log   *slog.Logger
+	// inside: the children's inits make the listener
+	// (sandbox.Config.ProxyListener), taken at the child's first boot-ack.
+	inside bool
+	log    *slog.Logger
 	// trust holds the runs' certificate bundle (the daemon's roots and the
 	// proxy's CA, trustBundle), read-only to runs; nil without a CA.
 	trust *rundir.Dir
@@ -36,7 +42,7 @@ const trustBundle = "ca-bundle.pem"
 // it, logged, runs go on without the bundle: an intercepted tunnel then
 // fails their verification, never passes unverified).
 func newChildEgress(proxy *egress.Proxy, netns bool, tempDir string, log *slog.Logger) *childEgress {
-	e := &childEgress{proxy: proxy, netns: netns, log: log}
+	e := &childEgress{proxy: proxy, netns: netns, inside: netns && !sandbox.CanEnterNetwork(), log: log}
 	ca := proxy.CA()
 	if ca == nil {
 		return e
@@ -98,11 +104,18 @@ func (e *childEgress) at() netip.AddrPort {
 	return e.proxy.Addr()
 }
 
-// reach, in tier sandbox, makes the proxy's listener inside w's network
-// namespace before w can run a program. A failure is logged: the child
-// then has no egress (its connections are refused), never more.
+// reach, in tier sandbox, gives w the proxy's listener inside its network
+// namespace before w can run a program: made there now (a root daemon), or
+// the init's, taken at w's first boot-ack (inside). A failure is logged:
+// the child then has no egress (its connections are refused or never
+// answered), never more.
 func (e *childEgress) reach(w *worker) {
-	if e == nil || !e.netns {
+	switch {
+	case e == nil || !e.netns:
+		return
+	case e.inside:
+		pid := w.proc.Pid
+		w.egressLn = e.listener(func() (*os.File, error) { return sandbox.TakeListener(pid) })
 		return
 	}
 	f, err := sandbox.ListenInNetwork(w.proc.Pid)
@@ -110,23 +123,54 @@ func (e *childEgress) reach(w *worker) {
 		e.log.Warn("egress: the proxy cannot listen in the run's network namespace; the run has no egress", "err", err)
 		return
 	}
-	ln, err := net.FileListener(f)
-	f.Close()
-	if err != nil {
-		e.log.Warn("egress: the proxy cannot listen in the run's network namespace; the run has no egress", "err", err)
-		return
-	}
-	w.egressLn = &nsListener{ln: ln}
-	w.egressLn.refs.Add(1)
-	e.proxy.Serve(ln)
+	w.egressLn = e.listener(func() (*os.File, error) { return f, nil })
+	w.egressLn.serve()
+}
+
+// listener is an nsListener, held once, whose socket get gives.
+func (e *childEgress) listener(get func() (*os.File, error)) *nsListener {
+	l := &nsListener{get: get, proxy: e.proxy, log: e.log}
+	l.refs.Add(1)
+	return l
 }
 
 // nsListener is the proxy's listener in a child's network namespace, held
 // by the child and by its session forks (tier sandbox: a fork is a sibling
-// in the same namespaces): closed when the last holder releases it.
+// in the same namespaces): served from the first serve, closed when the
+// last holder releases it.
 type nsListener struct {
-	ln   net.Listener
-	refs atomic.Int64
+	refs  atomic.Int64
+	proxy *egress.Proxy
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	get    func() (*os.File, error) // the socket; nil once called
+	ln     net.Listener             // nil until served, or when get failed
+	closed bool
+}
+
+// serve has the proxy serve the listener, once (nil for nil): it gets the
+// socket, unless the last holder released it already.
+func (l *nsListener) serve() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.get == nil || l.closed {
+		return
+	}
+	f, err := l.get()
+	l.get = nil
+	if err == nil {
+		l.ln, err = net.FileListener(f)
+		f.Close()
+	}
+	if err != nil {
+		l.log.Warn("egress: the proxy cannot listen in the run's network namespace; the run has no egress", "err", err)
+		return
+	}
+	l.proxy.Serve(l.ln)
 }
 
 // hold is l held once more (nil for nil).
@@ -139,7 +183,13 @@ func (l *nsListener) hold() *nsListener {
 
 // release drops one hold; the last closes the listener.
 func (l *nsListener) release() {
-	if l != nil && l.refs.Add(-1) == 0 {
+	if l == nil || l.refs.Add(-1) != 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if l.ln != nil {
 		l.ln.Close()
 	}
 }

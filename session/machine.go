@@ -520,6 +520,7 @@ func (m *machine) bootAck() {
 		return
 	}
 	m.bootAcked = true
+	m.w.egressLn.serve() // the init's listener exists once the program runs
 	m.wr.sendRun(runFrame(m.program))
 }
 

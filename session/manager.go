@@ -84,6 +84,7 @@ func NewManager(cfg Config) *Manager {
 		if dir := m.egress.trustDir(); dir != "" {
 			sb.ReadOnly = append(sb.ReadOnly, dir)
 		}
+		sb.ProxyListener = m.egress != nil && m.egress.inside
 		m.sandbox = &sb
 	}
 	if cfg.StartMode == StartFork {

@@ -282,6 +282,7 @@ func bootSession(w *worker, frame []byte) error {
 			f, ok := wireguard.DecodeFrame(line)
 			switch {
 			case ok && f.Type == protocol.FrameBootAck:
+				w.egressLn.serve() // the init's listener exists once the program runs
 				return nil
 			case ok && f.Type == protocol.FrameDone && f.Error != nil:
 				return errors.New("the session's python process refused its limits: " + f.Error.Message)

@@ -57,7 +57,7 @@ func SpawnForked(srv *forkserver.Server, spec child.Spec, sb Config) (*child.Pro
 		return nil, fmt.Errorf("child: a forked sandbox run needs a script")
 	}
 	c := sandboxConf{rw: append([]string{spec.Dir}, sb.Writable...), ro: sb.ReadOnly, list: sb.Listable, exec: sb.Executable, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
-		fsize: sb.MaxFileBytes, session: sb.Session, prog: []string{spec.Path, spec.Args[len(spec.Args)-1]}}
+		fsize: sb.MaxFileBytes, session: sb.Session, proxy: sb.ProxyListener, prog: []string{spec.Path, spec.Args[len(spec.Args)-1]}}
 	// PID 1 execs the helper binary through a descriptor, so it runs the
 	// daemon's own helper (as Start does) even after an upgrade replaced the
 	// files on disk.

@@ -83,6 +83,7 @@ type sandboxConf struct {
 	memLimits     int // memory limit descriptors after them (memory cgroup)
 	probe         bool
 	session       bool     // the program is a session's child (cpu_linux.go)
+	proxy         bool     // the init makes the proxy's listener (Config.ProxyListener)
 	forked        int      // the program, already forked (forkinit_linux.go): its pid
 	prog          []string // path, args; empty in probe mode
 	// nsRoot prefixes the paths of the namespace's own mounts (/proc,
@@ -116,6 +117,9 @@ func (c sandboxConf) argv(argv0 string) []string {
 	}
 	if c.session {
 		a = append(a, "session=1")
+	}
+	if c.proxy {
+		a = append(a, "proxy=1")
 	}
 	return append(append(a, "--"), c.prog...)
 }
@@ -155,6 +159,8 @@ func parseSandboxConf(args []string) (sandboxConf, error) {
 			c.probe = v == "1"
 		case "session":
 			c.session = v == "1"
+		case "proxy":
+			c.proxy = v == "1"
 		case "prog":
 			c.forked, err = strconv.Atoi(v)
 		default:
@@ -301,6 +307,9 @@ func prepareNamespace(c sandboxConf) error {
 	}
 	if err := unix.Sethostname([]byte(sandboxHostname)); err != nil {
 		return fmt.Errorf("sethostname: %w", err)
+	}
+	if c.proxy {
+		listenForDaemon()
 	}
 	return nil
 }

@@ -54,6 +54,11 @@ type Config struct {
 	// the program must not read, so that Python's import system, which lists
 	// a package's folder, still finds the parts it may read.
 	Listable []string
+	// ProxyListener has the init make the egress proxy's listener inside
+	// the run's network namespace before the program starts, for the daemon
+	// to take (TakeListener): the way in for a daemon that cannot enter the
+	// namespace (ListenInNetwork needs root).
+	ProxyListener bool
 }
 
 // sandboxFlags are the namespaces of every sandboxed run.
@@ -205,7 +210,7 @@ func Start(spec child.Spec, sb Config) (*child.Process, error) {
 		return nil, err
 	}
 	c := sandboxConf{rw: append([]string{spec.Dir}, sb.Writable...), ro: sb.ReadOnly, list: sb.Listable, exec: sb.Executable, nproc: sb.MaxProcs, nofile: sb.MaxFiles,
-		fsize: sb.MaxFileBytes, session: sb.Session, prog: append([]string{spec.Path}, spec.Args...)}
+		fsize: sb.MaxFileBytes, session: sb.Session, proxy: sb.ProxyListener, prog: append([]string{spec.Path}, spec.Args...)}
 	s, err := spawn.OpenStdio(unix.SOCK_STREAM)
 	if err != nil {
 		return nil, err

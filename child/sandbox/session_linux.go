@@ -286,18 +286,38 @@ func ForkRuleset(sb Config, python, home string, member int) (*os.File, error) {
 // groupOf reads pid's process group and session (/proc/<pid>/stat fields
 // 5 and 6, in the daemon's PID namespace).
 func groupOf(pid int) (pgrp, sid int, ok bool) {
+	f, ok := statFields(pid, 3)
+	return f[1], f[2], ok
+}
+
+// parentOf reads pid's parent (/proc/<pid>/stat field 4, in the daemon's
+// PID namespace).
+func parentOf(pid int) (int, bool) {
+	f, ok := statFields(pid, 1)
+	return f[0], ok
+}
+
+// statFields reads n numeric fields of /proc/<pid>/stat from field 4 on
+// (always n values; ok false when unread).
+func statFields(pid, n int) ([]int, bool) {
+	out := make([]int, n)
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	i := bytes.LastIndexByte(b, ')')
 	if err != nil || i < 0 {
-		return 0, 0, false
+		return out, false
 	}
 	f := bytes.Fields(b[i+1:]) // f[0] is field 3
-	if len(f) < 4 {
-		return 0, 0, false
+	if len(f) < n+1 {
+		return out, false
 	}
-	pgrp, e1 := strconv.Atoi(string(f[2]))
-	sid, e2 := strconv.Atoi(string(f[3]))
-	return pgrp, sid, e1 == nil && e2 == nil
+	for k := range out {
+		v, err := strconv.Atoi(string(f[k+1]))
+		if err != nil {
+			return out, false
+		}
+		out[k] = v
+	}
+	return out, true
 }
 
 // innermostPid is pid's pid in its own PID namespace (the last NSpid entry).
