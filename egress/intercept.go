@@ -124,6 +124,8 @@ func (g *Grant) forwardInner(tc *tls.Conn, req *http.Request, t target) (int64, 
 	removeHopHeaders(resp.Header)
 	g.bound.redact(t.host, resp.Header)
 	resp.Body = &meteredBody{ReadCloser: resp.Body, g: g}
+	// The trailers are read with the body's end and written after it.
+	resp.Body = &atEOF{ReadCloser: resp.Body, do: func() { g.bound.redact(t.host, resp.Trailer) }}
 	cw := &countingWriter{w: tc}
 	err = resp.Write(cw)
 	g.finish(entry, resp.StatusCode, cw.n, start)
@@ -185,6 +187,23 @@ func removeHopHeaders(h http.Header) {
 	for _, k := range hopHeaders {
 		h.Del(k)
 	}
+}
+
+// atEOF calls do once, when its body returns io.EOF (the transport has
+// read the trailers then).
+type atEOF struct {
+	io.ReadCloser
+	do   func()
+	done bool
+}
+
+func (b *atEOF) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.do()
+	}
+	return n, err
 }
 
 // countingWriter counts the bytes written through it.

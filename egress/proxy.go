@@ -261,7 +261,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusForbidden, err.Error())
 		return
 	}
-	sw := &statusWriter{ResponseWriter: w}
+	// Every header block the program reads from the upstream passes sw:
+	// 1xx responses and the final one as written, the trailers when the
+	// handler returns (the server writes them from w's header then).
+	sw := &statusWriter{ResponseWriter: w, redact: func(h http.Header) { g.bound.redact(t.host, h) }}
 	if r.Body != nil {
 		r.Body = &meteredBody{ReadCloser: r.Body, g: g}
 	}
@@ -272,6 +275,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		stop()
 		cancel()
+		sw.redact(w.Header())
 		g.finish(entry, sw.status(), sw.n, start)
 	}()
 	g.rp.ServeHTTP(sw, r.WithContext(ctx))
@@ -570,13 +574,10 @@ type meteredBody struct {
 
 func (m *meteredBody) Read(b []byte) (int, error) { return m.g.charge(m.ReadCloser.Read(b)) }
 
-// meterResponse charges the response body to the budget and redacts the
-// run's secrets from its headers.
+// meterResponse charges the response body to the budget (its headers are
+// redacted as they are written: statusWriter).
 func (g *Grant) meterResponse(resp *http.Response) error {
 	resp.Body = &meteredBody{ReadCloser: resp.Body, g: g}
-	if t, ok := resp.Request.Context().Value(targetKey{}).(target); ok {
-		g.bound.redact(t.host, resp.Header)
-	}
 	return nil
 }
 
@@ -656,15 +657,18 @@ func refuse(w http.ResponseWriter, status int, msg string) {
 	_, _ = io.WriteString(w, msg+"\n")
 }
 
-// statusWriter keeps the status and counts the body bytes written.
+// statusWriter keeps the final status, counts the body bytes written and
+// redacts each header block (1xx ones included) before it is written.
 type statusWriter struct {
 	http.ResponseWriter
-	code int
-	n    int64
+	redact func(http.Header)
+	code   int
+	n      int64
 }
 
 func (s *statusWriter) WriteHeader(code int) {
-	if s.code == 0 {
+	s.redact(s.Header())
+	if s.code == 0 && code >= 200 {
 		s.code = code
 	}
 	s.ResponseWriter.WriteHeader(code)
@@ -672,7 +676,7 @@ func (s *statusWriter) WriteHeader(code int) {
 
 func (s *statusWriter) Write(b []byte) (int, error) {
 	if s.code == 0 {
-		s.code = http.StatusOK
+		s.WriteHeader(http.StatusOK) // the implied header block, redacted too
 	}
 	n, err := s.ResponseWriter.Write(b)
 	s.n += int64(n)

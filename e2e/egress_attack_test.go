@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
+)
+
+// rawProxyProgram speaks HTTP/1.1 to the run's proxy over a socket, so
+// that the run sees every byte the proxy answers (1xx responses and
+// trailers included, which urllib hides): a plain GET of PLAIN, and a GET
+// of SECURE through a CONNECT tunnel verified with the run's trust
+// (SSL_CERT_FILE). It returns both answers as text.
+const rawProxyProgram = `import base64, os, socket, ssl, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
+auth = "Proxy-Authorization: Basic " + base64.b64encode(f"{proxy.username}:{proxy.password}".encode()).decode() + "\r\n"
+def read_all(s):
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    return data.decode(errors="replace")
+def plain(url):
+    host = urllib.parse.urlsplit(url).netloc
+    with socket.create_connection((proxy.hostname, proxy.port), timeout=30) as s:
+        s.sendall(f"GET {url} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n".encode())
+        return read_all(s)
+def secure(hostport):
+    s = socket.create_connection((proxy.hostname, proxy.port), timeout=30)
+    s.sendall(f"CONNECT {hostport} HTTP/1.1\r\nHost: {hostport}\r\n{auth}\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    ctx = ssl.create_default_context()
+    with ctx.wrap_socket(s, server_hostname=hostport.rsplit(":", 1)[0]) as t:
+        t.sendall(f"GET / HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n".encode())
+        return read_all(t)
+return [plain(PLAIN), secure(SECURE)]
+`
+
+// echoAroundBody is a bound upstream that reflects the request's
+// Authorization outside the response's header block: in a 103 Early Hints
+// response before it and in a trailer after the body.
+func echoAroundBody() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		w.Header().Set("X-Hint", auth)
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("X-Hint")
+		w.Header().Set("Trailer", "X-Echo")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte("ok"))
+		w.Header().Set("X-Echo", auth)
+	})
+}
+
+// TestC1200EgressSecretsEchoedOutsideHeaders: a bound upstream that echoes
+// a header secret in a 1xx response or in a trailer shows the program no
+// value, over plain HTTP (a "private" entry) nor through an intercepted
+// tunnel: the proxy rewrites those as it does the response's headers. It
+// forwarded both unchanged, the value in the run's result (and audited the
+// plain request with the 103's status).
+func TestC1200EgressSecretsEchoedOutsideHeaders(t *testing.T) {
+	leakcheck.Check(t)
+	plain := httptest.NewServer(echoAroundBody())
+	defer plain.Close()
+	secure := httptest.NewTLSServer(echoAroundBody()) // its certificate is for example.com
+	defer secure.Close()
+	dir := t.TempDir()
+	u := newEgressUpstreams(t, func(string, string) string { return "{}" }) // for its PEM and resolver names
+	caFile := filepath.Join(dir, "upstream-ca.pem")
+	if err := os.WriteFile(caFile, []byte(u.caPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pp, sp := portOf(plain.URL), portOf(secure.URL)
+	policy := `{"allow": [{"host": "plain.test", "ports": [` + pp + `], "private": true},
+		{"host": "example.com", "ports": [` + sp + `], "private": true}],
+	  "secrets": [{"hosts": ["plain.test", "example.com"], "header": "Authorization", "value": "Bearer ECHO-SECRET-C1200"}]}`
+	path := filepath.Join(dir, "egress.json")
+	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := u.env
+	env["CODERUN_EGRESS"], env["SSL_CERT_FILE"] = path, caFile
+	d := started(t, env)
+	prog, _ := json.Marshal(`PLAIN, SECURE = "http://plain.test:` + pp + `/", "example.com:` + sp + `"` + "\n" + rawProxyProgram)
+	r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
+	var got []string
+	if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 2 {
+		t.Fatalf("run: %s", raw)
+	}
+	if !strings.Contains(got[0], "X-Hint: coderun-secret-redacted") || !strings.Contains(got[0], "X-Echo: coderun-secret-redacted") {
+		t.Errorf("plain HTTP: the 1xx or the trailer is not the redaction mark:\n%s", got[0])
+	}
+	if !strings.Contains(got[1], "X-Echo: coderun-secret-redacted") {
+		t.Errorf("intercepted: the trailer is not the redaction mark:\n%s", got[1])
+	}
+	if len(r.Egress) != 3 || r.Egress[0].Status != 200 {
+		t.Errorf("audit (the plain request's status is its final one): %+v", r.Egress)
+	}
+	if strings.Contains(raw, "ECHO-SECRET") || strings.Contains(d.stderr.String(), "ECHO-SECRET") {
+		t.Errorf("the secret's value shows in the result or the log:\n%s", raw)
+	}
+}
