@@ -107,3 +107,61 @@ func TestC1200EgressSecretsEchoedOutsideHeaders(t *testing.T) {
 		t.Errorf("the secret's value shows in the result or the log:\n%s", raw)
 	}
 }
+
+// answerMalformed is a bound upstream that is no HTTP server: it answers
+// with a line quoting the request's query (as a service of another
+// protocol quoting the command it refuses does).
+func answerMalformed() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = c.Write([]byte("-ERR,unknown-command,args:" + r.URL.RawQuery + "\r\n\r\n"))
+	})
+}
+
+// TestC1201EgressSecretsInUpstreamErrors: a bound upstream answering
+// something that is not HTTP, quoting the request, shows the program no
+// value in the proxy's 502, over plain HTTP nor through an intercepted
+// tunnel. The proxy's reason quoted the upstream's line, query secret and
+// all.
+func TestC1201EgressSecretsInUpstreamErrors(t *testing.T) {
+	leakcheck.Check(t)
+	plain := httptest.NewServer(answerMalformed())
+	defer plain.Close()
+	secure := httptest.NewTLSServer(answerMalformed())
+	defer secure.Close()
+	dir := t.TempDir()
+	u := newEgressUpstreams(t, func(string, string) string { return "{}" })
+	caFile := filepath.Join(dir, "upstream-ca.pem")
+	if err := os.WriteFile(caFile, []byte(u.caPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pp, sp := portOf(plain.URL), portOf(secure.URL)
+	policy := `{"allow": [{"host": "plain.test", "ports": [` + pp + `], "private": true},
+		{"host": "example.com", "ports": [` + sp + `], "private": true}],
+	  "secrets": [{"hosts": ["plain.test", "example.com"], "query": "key", "value": "QRY-SECRET-C1201"}]}`
+	path := filepath.Join(dir, "egress.json")
+	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := u.env
+	env["CODERUN_EGRESS"], env["SSL_CERT_FILE"] = path, caFile
+	d := started(t, env)
+	prog, _ := json.Marshal(`PLAIN, SECURE = "http://plain.test:` + pp + `/", "example.com:` + sp + `"` + "\n" + rawProxyProgram)
+	r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
+	var got []string
+	if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 2 {
+		t.Fatalf("run: %s", raw)
+	}
+	for i, answer := range got {
+		if !strings.HasPrefix(answer, "HTTP/1.1 502") || !strings.Contains(answer, "key=coderun-secret-redacted") {
+			t.Errorf("answer %d is not a 502 with the redaction mark:\n%s", i, answer)
+		}
+	}
+	if strings.Contains(raw, "QRY-SECRET") || strings.Contains(d.stderr.String(), "QRY-SECRET") {
+		t.Errorf("the secret's value shows in the result or the log:\n%s", raw)
+	}
+}

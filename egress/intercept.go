@@ -114,7 +114,9 @@ func (g *Grant) forwardInner(tc *tls.Conn, req *http.Request, t target) (int64, 
 		if errors.Is(err, errBudget) {
 			msg = errBudget.Error()
 		} else {
-			msg = "egress refused or failed: " + err.Error() // a dial's reason or the upstream's certificate
+			// A dial's reason, the upstream's certificate, or its malformed
+			// answer, which may quote the request.
+			msg = g.bound.redactText(t.host, "egress refused or failed: "+err.Error())
 		}
 		g.finish(entry, http.StatusBadGateway, 0, start)
 		writeRefusal(tc, req, http.StatusBadGateway, msg)

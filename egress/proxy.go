@@ -183,7 +183,7 @@ func (p *Proxy) Open(token, runID string, policy *Policy, secrets *Bound, b Budg
 		},
 		Transport:      g.tr,
 		ModifyResponse: g.meterResponse,
-		ErrorHandler:   upstreamError,
+		ErrorHandler:   g.upstreamError,
 		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 	}
 	p.mu.Lock()
@@ -581,9 +581,15 @@ func (g *Grant) meterResponse(resp *http.Response) error {
 	return nil
 }
 
-// upstreamError answers a forwarded request that failed upstream.
-func upstreamError(w http.ResponseWriter, _ *http.Request, err error) {
-	msg := "egress refused or failed: " + err.Error() // the dial's reason: resolution, a refused address, a timeout
+// upstreamError answers a forwarded request that failed upstream: the
+// dial's reason (resolution, a refused address, a timeout) or the
+// upstream's malformed answer, which may quote the request, secrets
+// redacted.
+func (g *Grant) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	msg := "egress refused or failed: " + err.Error()
+	if t, ok := r.Context().Value(targetKey{}).(target); ok {
+		msg = g.bound.redactText(t.host, msg)
+	}
 	if errors.Is(err, errBudget) {
 		msg = errBudget.Error()
 	}
