@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
@@ -163,5 +164,130 @@ func TestC1201EgressSecretsInUpstreamErrors(t *testing.T) {
 	}
 	if strings.Contains(raw, "QRY-SECRET") || strings.Contains(d.stderr.String(), "QRY-SECRET") {
 		t.Errorf("the secret's value shows in the result or the log:\n%s", raw)
+	}
+}
+
+// probeProgram sends each raw PROBES entry, [tunnel, bytes], to the run's
+// proxy: with tunnel "" the bytes go to the proxy itself (after the
+// credentials line is put in place of {AUTH}); otherwise through a
+// CONNECT to tunnel, in TLS verified with the run's trust. {PH} and {OTHER}
+// are the env secrets' placeholders. It returns each answer's text.
+const probeProgram = `import base64, os, socket, ssl, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
+auth = "Proxy-Authorization: Basic " + base64.b64encode(f"{proxy.username}:{proxy.password}".encode()).decode() + "\r\n"
+def read_all(s):
+    data = b""
+    try:
+        while chunk := s.recv(65536):
+            data += chunk
+    except (ConnectionError, ssl.SSLError) as e:
+        data += f"[{type(e).__name__}]".encode()
+    return data.decode(errors="replace")
+def fill(text):
+    return text.replace("{AUTH}", auth).replace("{PH}", os.environ["SVC_TOKEN"]).replace("{OTHER}", os.environ["OTHER_TOKEN"]).encode()
+def probe(tunnel, text):
+    s = socket.create_connection((proxy.hostname, proxy.port), timeout=30)
+    if not tunnel:
+        s.sendall(fill(text))
+        with s:
+            return read_all(s)
+    s.sendall(f"CONNECT {tunnel} HTTP/1.1\r\nHost: {tunnel}\r\n{auth}\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    with ssl.create_default_context().wrap_socket(s, server_hostname=tunnel.rsplit(":", 1)[0]) as t:
+        t.sendall(fill(text))
+        return read_all(t)
+return [probe(tunnel, text) for tunnel, text in PROBES]
+`
+
+// TestC1202EgressSecretsRawProbes: hand-made requests to the proxy from a
+// hostile run, each answered as the policy says and none carrying a secret
+// or a placeholder where it must not go: numeric and mapped IP literals in
+// CONNECT; pipelined requests in an intercepted tunnel, the second for
+// another host; a placeholder of another host's secret split by obs-fold
+// and in Proxy-Authorization inside the tunnel; an absolute-form request
+// whose Host header names the bound host.
+func TestC1202EgressSecretsRawProbes(t *testing.T) {
+	leakcheck.Check(t)
+	var mu sync.Mutex
+	var got []string
+	record := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, strings.Join([]string{r.Host, r.URL.Path, "auth=" + r.Header.Get("Authorization"),
+			"token=" + r.Header.Get("X-Token"), "proxy=" + r.Header.Get("Proxy-Authorization")}, " "))
+		mu.Unlock()
+		_, _ = w.Write([]byte("ok"))
+	})
+	secure := httptest.NewTLSServer(record) // its certificate is for example.com
+	defer secure.Close()
+	plain := httptest.NewServer(record)
+	defer plain.Close()
+	dir := t.TempDir()
+	u := newEgressUpstreams(t, func(string, string) string { return "{}" })
+	caFile := filepath.Join(dir, "upstream-ca.pem")
+	if err := os.WriteFile(caFile, []byte(u.caPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sp, pp := portOf(secure.URL), portOf(plain.URL)
+	policy := `{"allow": [{"host": "example.com", "ports": [` + sp + `], "private": true},
+		{"host": "plain.test", "ports": [` + pp + `], "private": true},
+		{"host": "lo.test", "ports": [` + pp + `], "private": true}],
+	  "secrets": [{"hosts": ["example.com"], "header": "Authorization", "value": "Bearer RAW-SECRET-C1202"},
+		{"hosts": ["example.com"], "env": "SVC_TOKEN", "value": "RAW-ENV-C1202"},
+		{"hosts": ["plain.test"], "env": "OTHER_TOKEN", "value": "RAW-OTHER-C1202"}]}`
+	path := filepath.Join(dir, "egress.json")
+	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := u.env
+	env["CODERUN_EGRESS"], env["SSL_CERT_FILE"] = path, caFile
+	d := started(t, env)
+	ex, lo := "example.com:"+sp, "lo.test:"+pp
+	probes := [][2]string{
+		{"", "CONNECT 2130706433:443 HTTP/1.1\r\nHost: 2130706433:443\r\n{AUTH}\r\n"},
+		{"", "CONNECT 0177.0.0.1:" + sp + " HTTP/1.1\r\nHost: x\r\n{AUTH}\r\n"},
+		{"", "CONNECT [::ffff:127.0.0.1]:" + sp + " HTTP/1.1\r\nHost: x\r\n{AUTH}\r\n"},
+		{ex, "GET /first HTTP/1.1\r\nHost: " + ex + "\r\nX-Token: {PH}\r\n\r\nGET /second HTTP/1.1\r\nHost: " + lo + "\r\n\r\n"},
+		{ex, "GET /folded HTTP/1.1\r\nHost: " + ex + "\r\nX-Token: tok\r\n {OTHER}\r\nConnection: close\r\n\r\n"},
+		{ex, "GET /proxyauth HTTP/1.1\r\nHost: " + ex + "\r\nProxy-Authorization: Basic {OTHER}\r\nConnection: close\r\n\r\n"},
+		{ex, "GET /own-proxyauth HTTP/1.1\r\nHost: " + ex + "\r\n{AUTH}Connection: close\r\n\r\n"},
+		{"", "GET http://" + lo + "/absolute HTTP/1.1\r\nHost: " + ex + "\r\n{AUTH}Connection: close\r\n\r\n"},
+	}
+	raw, _ := json.Marshal(probes)
+	prog, _ := json.Marshal("PROBES = " + string(raw) + "\n" + probeProgram)
+	r, result := d.egressRun(t, `{"program":`+string(prog)+`}`)
+	var answers []string
+	if err := json.Unmarshal(r.Value, &answers); err != nil || len(answers) != len(probes) {
+		t.Fatalf("run: %s", result)
+	}
+	status := func(a string) string { return strings.SplitN(a+"   ", " ", 3)[1] }
+	for i, want := range []string{"403", "403", "403"} {
+		if status(answers[i]) != want {
+			t.Errorf("probe %d: %q, want %s", i, answers[i], want)
+		}
+	}
+	if status(answers[3]) != "200" || strings.Count(answers[3], "HTTP/1.1 403") != 1 {
+		t.Errorf("pipelined: %q, want 200 then 403", answers[3])
+	}
+	if a := answers[4]; status(a) != "403" || !strings.Contains(a, "placeholder") {
+		t.Errorf("obs-folded placeholder of another host: %q", a)
+	}
+	if status(answers[5]) != "403" || !strings.Contains(answers[5], "placeholder") || status(answers[6]) != "200" || status(answers[7]) != "200" {
+		t.Errorf("Proxy-Authorization in the tunnel, or absolute-form: %q %q %q", answers[5], answers[6], answers[7])
+	}
+	mu.Lock()
+	seen := strings.Join(got, "\n")
+	mu.Unlock()
+	want := strings.Join([]string{
+		ex + " /first auth=Bearer RAW-SECRET-C1202 token=RAW-ENV-C1202 proxy=",
+		ex + " /own-proxyauth auth=Bearer RAW-SECRET-C1202 token= proxy=",
+		lo + " /absolute auth= token= proxy=",
+	}, "\n")
+	if seen != want {
+		t.Errorf("the upstreams received:\n%s\nwant:\n%s", seen, want)
+	}
+	if strings.Contains(result, "RAW-") || strings.Contains(d.stderr.String(), "RAW-") {
+		t.Errorf("a secret's value shows in the result or the log:\n%s", result)
 	}
 }
