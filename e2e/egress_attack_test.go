@@ -207,7 +207,9 @@ return [probe(tunnel, text) for tunnel, text in PROBES]
 // CONNECT; pipelined requests in an intercepted tunnel, the second for
 // another host; a placeholder of another host's secret split by obs-fold
 // and in Proxy-Authorization inside the tunnel; an absolute-form request
-// whose Host header names the bound host.
+// whose Host header names the bound host; a CONNECT inside an intercepted
+// tunnel (it was forwarded to the bound host, secret added, and its 200
+// made the upstream's connection a raw stream to the program).
 func TestC1202EgressSecretsRawProbes(t *testing.T) {
 	leakcheck.Check(t)
 	var mu sync.Mutex
@@ -253,6 +255,7 @@ func TestC1202EgressSecretsRawProbes(t *testing.T) {
 		{ex, "GET /proxyauth HTTP/1.1\r\nHost: " + ex + "\r\nProxy-Authorization: Basic {OTHER}\r\nConnection: close\r\n\r\n"},
 		{ex, "GET /own-proxyauth HTTP/1.1\r\nHost: " + ex + "\r\n{AUTH}Connection: close\r\n\r\n"},
 		{"", "GET http://" + lo + "/absolute HTTP/1.1\r\nHost: " + ex + "\r\n{AUTH}Connection: close\r\n\r\n"},
+		{ex, "CONNECT " + ex + " HTTP/1.1\r\nHost: " + ex + "\r\n\r\n"},
 	}
 	raw, _ := json.Marshal(probes)
 	prog, _ := json.Marshal("PROBES = " + string(raw) + "\n" + probeProgram)
@@ -275,6 +278,9 @@ func TestC1202EgressSecretsRawProbes(t *testing.T) {
 	}
 	if status(answers[5]) != "403" || !strings.Contains(answers[5], "placeholder") || status(answers[6]) != "200" || status(answers[7]) != "200" {
 		t.Errorf("Proxy-Authorization in the tunnel, or absolute-form: %q %q %q", answers[5], answers[6], answers[7])
+	}
+	if a := answers[8]; status(a) != "403" || !strings.Contains(a, "CONNECT") {
+		t.Errorf("CONNECT inside an intercepted tunnel: %q", a)
 	}
 	mu.Lock()
 	seen := strings.Join(got, "\n")

@@ -148,6 +148,9 @@ func (g *Grant) admitInner(req *http.Request, t target) (int, string) {
 	if recordedMethod(req.Method) != req.Method {
 		return http.StatusForbidden, "egress refused: the proxy forwards " + strings.Join(proxiedMethods, ", ") + " only"
 	}
+	if req.Method == http.MethodConnect { // a tunnel inside the tunnel: the upstream is an origin, not a proxy
+		return http.StatusForbidden, "egress refused: CONNECT is not forwarded inside an intercepted tunnel"
+	}
 	if req.Header.Get("Upgrade") != "" {
 		return http.StatusForbidden, "egress refused: protocol upgrades are not forwarded through an intercepted tunnel"
 	}
