@@ -15,9 +15,10 @@ import (
 
 // rawProxyProgram speaks HTTP/1.1 to the run's proxy over a socket, so
 // that the run sees every byte the proxy answers (1xx responses and
-// trailers included, which urllib hides): a plain GET of PLAIN, and a GET
-// of SECURE through a CONNECT tunnel verified with the run's trust
-// (SSL_CERT_FILE). It returns both answers as text.
+// trailers included, which urllib hides): a plain GET of PLAIN, and GETs
+// of / and of each path of MORE at SECURE through a CONNECT tunnel
+// verified with the run's trust (SSL_CERT_FILE). It returns the answers as
+// text.
 const rawProxyProgram = `import base64, os, socket, ssl, urllib.parse
 proxy = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
 auth = "Proxy-Authorization: Basic " + base64.b64encode(f"{proxy.username}:{proxy.password}".encode()).decode() + "\r\n"
@@ -31,7 +32,7 @@ def plain(url):
     with socket.create_connection((proxy.hostname, proxy.port), timeout=30) as s:
         s.sendall(f"GET {url} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n".encode())
         return read_all(s)
-def secure(hostport):
+def secure(hostport, path="/"):
     s = socket.create_connection((proxy.hostname, proxy.port), timeout=30)
     s.sendall(f"CONNECT {hostport} HTTP/1.1\r\nHost: {hostport}\r\n{auth}\r\n".encode())
     head = b""
@@ -39,17 +40,26 @@ def secure(hostport):
         head += s.recv(1)
     ctx = ssl.create_default_context()
     with ctx.wrap_socket(s, server_hostname=hostport.rsplit(":", 1)[0]) as t:
-        t.sendall(f"GET / HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n".encode())
+        t.sendall(f"GET {path} HTTP/1.1\r\nHost: {hostport}\r\nConnection: close\r\n\r\n".encode())
         return read_all(t)
-return [plain(PLAIN), secure(SECURE)]
+return [plain(PLAIN), secure(SECURE)] + [secure(SECURE, path) for path in MORE]
 `
 
 // echoAroundBody is a bound upstream that reflects the request's
-// Authorization outside the response's header block: in a 103 Early Hints
-// response before it and in a trailer after the body.
+// Authorization outside the response's header fields: in a 103 Early Hints
+// response before them and in a trailer after the body; at /reason, in
+// its status line's reason phrase.
 func echoAroundBody() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth := r.Header.Get("Authorization")
+		if r.URL.Path == "/reason" {
+			c, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				_, _ = c.Write([]byte("HTTP/1.1 200 " + auth + "\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"))
+				c.Close()
+			}
+			return
+		}
 		w.Header().Set("X-Hint", auth)
 		w.WriteHeader(http.StatusEarlyHints)
 		w.Header().Del("X-Hint")
@@ -61,8 +71,8 @@ func echoAroundBody() http.Handler {
 }
 
 // TestC1200EgressSecretsEchoedOutsideHeaders: a bound upstream that echoes
-// a header secret in a 1xx response or in a trailer shows the program no
-// value, over plain HTTP (a "private" entry) nor through an intercepted
+// a header secret in a 1xx response, a trailer or (intercepted) its reason
+// phrase shows the program no value, over plain HTTP (a "private" entry) nor through an intercepted
 // tunnel: the proxy rewrites those as it does the response's headers. It
 // forwarded both unchanged, the value in the run's result (and audited the
 // plain request with the 103's status).
@@ -89,11 +99,14 @@ func TestC1200EgressSecretsEchoedOutsideHeaders(t *testing.T) {
 	env := u.env
 	env["CODERUN_EGRESS"], env["SSL_CERT_FILE"] = path, caFile
 	d := started(t, env)
-	prog, _ := json.Marshal(`PLAIN, SECURE = "http://plain.test:` + pp + `/", "example.com:` + sp + `"` + "\n" + rawProxyProgram)
+	prog, _ := json.Marshal(`PLAIN, SECURE, MORE = "http://plain.test:` + pp + `/", "example.com:` + sp + `", ["/reason"]` + "\n" + rawProxyProgram)
 	r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
 	var got []string
-	if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 2 {
+	if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 3 {
 		t.Fatalf("run: %s", raw)
+	}
+	if !strings.HasPrefix(got[2], "HTTP/1.1 200 coderun-secret-redacted\r\n") {
+		t.Errorf("intercepted: the reason phrase is not redacted:\n%s", got[2])
 	}
 	if !strings.Contains(got[0], "X-Hint: coderun-secret-redacted") || !strings.Contains(got[0], "X-Echo: coderun-secret-redacted") {
 		t.Errorf("plain HTTP: the 1xx or the trailer is not the redaction mark:\n%s", got[0])
@@ -101,7 +114,7 @@ func TestC1200EgressSecretsEchoedOutsideHeaders(t *testing.T) {
 	if !strings.Contains(got[1], "X-Echo: coderun-secret-redacted") {
 		t.Errorf("intercepted: the trailer is not the redaction mark:\n%s", got[1])
 	}
-	if len(r.Egress) != 3 || r.Egress[0].Status != 200 {
+	if len(r.Egress) != 5 || r.Egress[0].Status != 200 {
 		t.Errorf("audit (the plain request's status is its final one): %+v", r.Egress)
 	}
 	if strings.Contains(raw, "ECHO-SECRET") || strings.Contains(d.stderr.String(), "ECHO-SECRET") {
@@ -151,7 +164,7 @@ func TestC1201EgressSecretsInUpstreamErrors(t *testing.T) {
 	env := u.env
 	env["CODERUN_EGRESS"], env["SSL_CERT_FILE"] = path, caFile
 	d := started(t, env)
-	prog, _ := json.Marshal(`PLAIN, SECURE = "http://plain.test:` + pp + `/", "example.com:` + sp + `"` + "\n" + rawProxyProgram)
+	prog, _ := json.Marshal(`PLAIN, SECURE, MORE = "http://plain.test:` + pp + `/", "example.com:` + sp + `", []` + "\n" + rawProxyProgram)
 	r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
 	var got []string
 	if err := json.Unmarshal(r.Value, &got); err != nil || len(got) != 2 {

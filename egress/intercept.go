@@ -125,6 +125,7 @@ func (g *Grant) forwardInner(tc *tls.Conn, req *http.Request, t target) (int64, 
 	defer resp.Body.Close()
 	removeHopHeaders(resp.Header)
 	g.bound.redact(t.host, resp.Header)
+	resp.Status = g.bound.redactText(t.host, resp.Status) // its reason phrase is written as the upstream's
 	resp.Body = &meteredBody{ReadCloser: resp.Body, g: g}
 	// The trailers are read with the body's end and written after it.
 	resp.Body = &atEOF{ReadCloser: resp.Body, do: func() { g.bound.redact(t.host, resp.Trailer) }}
