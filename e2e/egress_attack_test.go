@@ -310,3 +310,68 @@ func TestC1202EgressSecretsRawProbes(t *testing.T) {
 		t.Errorf("a secret's value shows in the result or the log:\n%s", result)
 	}
 }
+
+// holdProgram opens N keep-alive connections to the run's proxy, sends one
+// allowed GET (URL) on each and keeps them (builtins._held) for the
+// session's next run; checkHeldProgram then waits for each to end: how
+// many the proxy closed and how many stayed open.
+const holdProgram = `import base64, builtins, os, socket, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ["HTTP_PROXY"])
+auth = base64.b64encode(f"{proxy.username}:{proxy.password}".encode()).decode()
+held = []
+for _ in range(N):
+    s = socket.create_connection((proxy.hostname, proxy.port), timeout=30)
+    s.sendall(f"GET {URL} HTTP/1.1\r\nHost: x\r\nProxy-Authorization: Basic {auth}\r\n\r\n".encode())
+    answer = b""
+    while not answer.endswith(b"ok"):
+        answer += s.recv(4096)
+    held.append(s)
+builtins._held = held
+return len(held)
+`
+
+const checkHeldProgram = `import builtins, select, time
+pending, closed = list(builtins._held), 0
+deadline = time.monotonic() + 30
+while pending and time.monotonic() < deadline:
+    ready, _, _ = select.select(pending, [], [], max(0, deadline - time.monotonic()))
+    for s in ready:
+        pending.remove(s)
+        try:
+            closed += s.recv(1) == b""
+        except OSError:
+            closed += 1
+return [closed, len(pending)]
+`
+
+// TestC1203EgressIdleConnectionsEndWithTheRun: a session's run that leaves
+// keep-alive connections to the proxy idle (as many as a listener serves
+// at once) loses them when its run ends, so that they neither hold the
+// proxy's descriptors nor, in tier process where every run shares the
+// proxy's loopback listener, keep other runs' requests waiting. They
+// stayed open for the session's life: a fresh run's request waited in
+// the accept queue.
+func TestC1203EgressIdleConnectionsEndWithTheRun(t *testing.T) {
+	leakcheck.Check(t)
+	var bound seen
+	plain := httptest.NewServer(bound.handler())
+	defer plain.Close()
+	pp := portOf(plain.URL)
+	u := newEgressUpstreams(t, func(string, string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + pp + `], "private": true}]}`
+	})
+	d := started(t, u.env)
+	sid := d.open(`{}`)
+	prog, _ := json.Marshal(`N, URL = 64, "http://plain.test:` + pp + `/held"` + "\n" + holdProgram)
+	if r, raw := d.egressRun(t, `{"sessionId":"`+sid+`","program":`+string(prog)+`}`); string(r.Value) != "64" {
+		t.Fatalf("holding run: %s", raw)
+	}
+	fresh, _ := json.Marshal(`URLS = [["http://plain.test:` + pp + `/fresh", 0]]` + "\n" + secretsProgram)
+	if r, raw := d.egressRun(t, `{"program":`+string(fresh)+`}`); !strings.HasSuffix(string(r.Value), `[200,"ok"]]`) {
+		t.Errorf("a fresh run's request while the session holds its connections: %s", raw)
+	}
+	check, _ := json.Marshal(checkHeldProgram)
+	if r, raw := d.egressRun(t, `{"sessionId":"`+sid+`","program":`+string(check)+`}`); string(r.Value) != `[64,0]` {
+		t.Errorf("the session's idle connections after its run: %s", raw)
+	}
+}

@@ -87,7 +87,8 @@ func Listen(opts Options) (*Proxy, error) {
 		p.opts.Resolver = net.DefaultResolver
 	}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: readHeaderTimeout, MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)}
+		ErrorLog:    slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) }}
 	p.Serve(ln)
 	return p, nil
 }
@@ -159,7 +160,7 @@ type Grant struct {
 	requests int64
 	bytes    int64
 	entries  []protocol.EgressEntry
-	tunnels  map[net.Conn]struct{}
+	conns    map[net.Conn]struct{} // closed with the grant: tunnels' ends, and the program's connections to the proxy
 }
 
 // Open grants the child holding token the policy, secrets (nil: none) and
@@ -167,7 +168,7 @@ type Grant struct {
 func (p *Proxy) Open(token, runID string, policy *Policy, secrets *Bound, b Budget) *Grant {
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &Grant{p: p, token: token, run: runID, policy: policy, bound: secrets, budget: b, ctx: ctx, cancel: cancel,
-		tunnels: map[net.Conn]struct{}{}}
+		conns: map[net.Conn]struct{}{}}
 	// One transport for forwarded http:// and intercepted https://
 	// requests: HTTP/1.1 only (a custom dialer turns HTTP/2 off), the
 	// upstream verified against the daemon's roots.
@@ -193,7 +194,10 @@ func (p *Proxy) Open(token, runID string, policy *Policy, secrets *Bound, b Budg
 }
 
 // Close revokes the grant: later requests with its token are refused, its
-// open requests and tunnels end. It returns the run's audit.
+// open requests and tunnels end, and so do the connections its requests
+// came on (one left idle between requests would otherwise outlive the run,
+// holding one of its listener's MaxConnsPerListener). It returns the run's
+// audit.
 func (g *Grant) Close() []protocol.EgressEntry {
 	g.p.mu.Lock()
 	delete(g.p.grants, g.token)
@@ -201,7 +205,7 @@ func (g *Grant) Close() []protocol.EgressEntry {
 	g.cancel()
 	g.mu.Lock()
 	g.closed = true
-	for c := range g.tunnels {
+	for c := range g.conns {
 		c.Close()
 	}
 	entries := g.entries
@@ -236,6 +240,9 @@ func (p *Proxy) grantOf(r *http.Request) *Grant {
 // http:// URL is forwarded; each is checked against the run's policy.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g := p.grantOf(r)
+	if c, ok := r.Context().Value(connKey{}).(net.Conn); g != nil && ok && !g.track(c) {
+		g = nil // closed since
+	}
 	if g == nil {
 		refuse(w, http.StatusProxyAuthRequired, "egress refused: this proxy serves coderun runs only, with their own credentials (HTTP_PROXY)")
 		return
@@ -289,6 +296,9 @@ type target struct {
 }
 
 type targetKey struct{}
+
+// connKey is the context key of a request's connection to the proxy.
+type connKey struct{}
 
 // admit checks r against the grant's budget and policy: its target, or
 // the refusal's text (naming the policy, never the request's path).
@@ -527,7 +537,7 @@ func (g *Grant) track(cs ...net.Conn) bool {
 		return false
 	}
 	for _, c := range cs {
-		g.tunnels[c] = struct{}{}
+		g.conns[c] = struct{}{}
 	}
 	return true
 }
@@ -535,7 +545,7 @@ func (g *Grant) track(cs ...net.Conn) bool {
 func (g *Grant) untrack(cs ...net.Conn) {
 	g.mu.Lock()
 	for _, c := range cs {
-		delete(g.tunnels, c)
+		delete(g.conns, c)
 		c.Close()
 	}
 	g.mu.Unlock()
