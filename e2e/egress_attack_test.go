@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -220,7 +221,8 @@ return [probe(tunnel, text) for tunnel, text in PROBES]
 // CONNECT; pipelined requests in an intercepted tunnel, the second for
 // another host; a placeholder of another host's secret split by obs-fold
 // and in Proxy-Authorization inside the tunnel; an absolute-form request
-// whose Host header names the bound host; a CONNECT inside an intercepted
+// whose Host header names the bound host; two runs' placeholders (each its
+// own, 128 random bits); a CONNECT inside an intercepted
 // tunnel (it was forwarded to the bound host, secret added, and its 200
 // made the upstream's connection a raw stream to the program).
 func TestC1202EgressSecretsRawProbes(t *testing.T) {
@@ -308,6 +310,19 @@ func TestC1202EgressSecretsRawProbes(t *testing.T) {
 	}
 	if strings.Contains(result, "RAW-") || strings.Contains(d.stderr.String(), "RAW-") {
 		t.Errorf("a secret's value shows in the result or the log:\n%s", result)
+	}
+	// Each run has placeholders of its own: 128 random bits in hex.
+	var seenPH []string
+	for range 2 {
+		r, raw := d.egressRun(t, `{"program":"import os\nreturn os.environ['SVC_TOKEN']"}`)
+		var ph string
+		if err := json.Unmarshal(r.Value, &ph); err != nil || !regexp.MustCompile(`^coderun-placeholder-[0-9a-f]{32}$`).MatchString(ph) {
+			t.Fatalf("a run's placeholder: %s", raw)
+		}
+		seenPH = append(seenPH, ph)
+	}
+	if seenPH[0] == seenPH[1] {
+		t.Errorf("two runs share the placeholder %s", seenPH[0])
 	}
 }
 
