@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -88,9 +89,27 @@ func Listen(opts Options) (*Proxy, error) {
 	}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: readHeaderTimeout, MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog:    slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) }}
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+		ConnState:   p.connState}
 	p.Serve(ln)
 	return p, nil
+}
+
+// connState drops a connection the program closed from the grants that
+// hold it, so that a run opening connection after connection does not
+// grow its grant (a hijacked one is its tunnel's to drop).
+func (p *Proxy) connState(c net.Conn, s http.ConnState) {
+	if s != http.StateClosed {
+		return
+	}
+	p.mu.Lock()
+	grants := slices.Collect(maps.Values(p.grants))
+	p.mu.Unlock()
+	for _, g := range grants {
+		g.mu.Lock()
+		delete(g.conns, c)
+		g.mu.Unlock()
+	}
 }
 
 // CA is the proxy's CA (nil: it intercepts nothing).
