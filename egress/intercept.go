@@ -114,7 +114,9 @@ func (g *Grant) forwardInner(tc *tls.Conn, req *http.Request, t target) (int64, 
 		if errors.Is(err, errBudget) {
 			msg = errBudget.Error()
 		} else {
-			msg = "egress refused or failed: " + err.Error() // a dial's reason or the upstream's certificate
+			// A dial's reason, the upstream's certificate, or its malformed
+			// answer, which may quote the request.
+			msg = g.bound.redactText(t.host, "egress refused or failed: "+err.Error())
 		}
 		g.finish(entry, http.StatusBadGateway, 0, start)
 		writeRefusal(tc, req, http.StatusBadGateway, msg)
@@ -123,7 +125,10 @@ func (g *Grant) forwardInner(tc *tls.Conn, req *http.Request, t target) (int64, 
 	defer resp.Body.Close()
 	removeHopHeaders(resp.Header)
 	g.bound.redact(t.host, resp.Header)
+	resp.Status = g.bound.redactText(t.host, resp.Status) // its reason phrase is written as the upstream's
 	resp.Body = &meteredBody{ReadCloser: resp.Body, g: g}
+	// The trailers are read with the body's end and written after it.
+	resp.Body = &atEOF{ReadCloser: resp.Body, do: func() { g.bound.redact(t.host, resp.Trailer) }}
 	cw := &countingWriter{w: tc}
 	err = resp.Write(cw)
 	g.finish(entry, resp.StatusCode, cw.n, start)
@@ -143,6 +148,9 @@ func drained(body io.Reader) bool {
 func (g *Grant) admitInner(req *http.Request, t target) (int, string) {
 	if recordedMethod(req.Method) != req.Method {
 		return http.StatusForbidden, "egress refused: the proxy forwards " + strings.Join(proxiedMethods, ", ") + " only"
+	}
+	if req.Method == http.MethodConnect { // a tunnel inside the tunnel: the upstream is an origin, not a proxy
+		return http.StatusForbidden, "egress refused: CONNECT is not forwarded inside an intercepted tunnel"
 	}
 	if req.Header.Get("Upgrade") != "" {
 		return http.StatusForbidden, "egress refused: protocol upgrades are not forwarded through an intercepted tunnel"
@@ -185,6 +193,23 @@ func removeHopHeaders(h http.Header) {
 	for _, k := range hopHeaders {
 		h.Del(k)
 	}
+}
+
+// atEOF calls do once, when its body returns io.EOF (the transport has
+// read the trailers then).
+type atEOF struct {
+	io.ReadCloser
+	do   func()
+	done bool
+}
+
+func (b *atEOF) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.do()
+	}
+	return n, err
 }
 
 // countingWriter counts the bytes written through it.

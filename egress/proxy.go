@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -87,9 +88,28 @@ func Listen(opts Options) (*Proxy, error) {
 		p.opts.Resolver = net.DefaultResolver
 	}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: readHeaderTimeout, MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug)}
+		ErrorLog:    slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
+		ConnState:   p.connState}
 	p.Serve(ln)
 	return p, nil
+}
+
+// connState drops a connection the program closed from the grants that
+// hold it, so that a run opening connection after connection does not
+// grow its grant (a hijacked one is its tunnel's to drop).
+func (p *Proxy) connState(c net.Conn, s http.ConnState) {
+	if s != http.StateClosed {
+		return
+	}
+	p.mu.Lock()
+	grants := slices.Collect(maps.Values(p.grants))
+	p.mu.Unlock()
+	for _, g := range grants {
+		g.mu.Lock()
+		delete(g.conns, c)
+		g.mu.Unlock()
+	}
 }
 
 // CA is the proxy's CA (nil: it intercepts nothing).
@@ -159,7 +179,7 @@ type Grant struct {
 	requests int64
 	bytes    int64
 	entries  []protocol.EgressEntry
-	tunnels  map[net.Conn]struct{}
+	conns    map[net.Conn]struct{} // closed with the grant: tunnels' ends, and the program's connections to the proxy
 }
 
 // Open grants the child holding token the policy, secrets (nil: none) and
@@ -167,7 +187,7 @@ type Grant struct {
 func (p *Proxy) Open(token, runID string, policy *Policy, secrets *Bound, b Budget) *Grant {
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &Grant{p: p, token: token, run: runID, policy: policy, bound: secrets, budget: b, ctx: ctx, cancel: cancel,
-		tunnels: map[net.Conn]struct{}{}}
+		conns: map[net.Conn]struct{}{}}
 	// One transport for forwarded http:// and intercepted https://
 	// requests: HTTP/1.1 only (a custom dialer turns HTTP/2 off), the
 	// upstream verified against the daemon's roots.
@@ -183,7 +203,7 @@ func (p *Proxy) Open(token, runID string, policy *Policy, secrets *Bound, b Budg
 		},
 		Transport:      g.tr,
 		ModifyResponse: g.meterResponse,
-		ErrorHandler:   upstreamError,
+		ErrorHandler:   g.upstreamError,
 		ErrorLog:       slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
 	}
 	p.mu.Lock()
@@ -193,7 +213,10 @@ func (p *Proxy) Open(token, runID string, policy *Policy, secrets *Bound, b Budg
 }
 
 // Close revokes the grant: later requests with its token are refused, its
-// open requests and tunnels end. It returns the run's audit.
+// open requests and tunnels end, and so do the connections its requests
+// came on (one left idle between requests would otherwise outlive the run,
+// holding one of its listener's MaxConnsPerListener). It returns the run's
+// audit.
 func (g *Grant) Close() []protocol.EgressEntry {
 	g.p.mu.Lock()
 	delete(g.p.grants, g.token)
@@ -201,7 +224,7 @@ func (g *Grant) Close() []protocol.EgressEntry {
 	g.cancel()
 	g.mu.Lock()
 	g.closed = true
-	for c := range g.tunnels {
+	for c := range g.conns {
 		c.Close()
 	}
 	entries := g.entries
@@ -236,6 +259,9 @@ func (p *Proxy) grantOf(r *http.Request) *Grant {
 // http:// URL is forwarded; each is checked against the run's policy.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g := p.grantOf(r)
+	if c, ok := r.Context().Value(connKey{}).(net.Conn); g != nil && ok && !g.track(c) {
+		g = nil // closed since
+	}
 	if g == nil {
 		refuse(w, http.StatusProxyAuthRequired, "egress refused: this proxy serves coderun runs only, with their own credentials (HTTP_PROXY)")
 		return
@@ -261,7 +287,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusForbidden, err.Error())
 		return
 	}
-	sw := &statusWriter{ResponseWriter: w}
+	// Every header block the program reads from the upstream passes sw:
+	// 1xx responses and the final one as written, the trailers when the
+	// handler returns (the server writes them from w's header then).
+	sw := &statusWriter{ResponseWriter: w, redact: func(h http.Header) { g.bound.redact(t.host, h) }}
 	if r.Body != nil {
 		r.Body = &meteredBody{ReadCloser: r.Body, g: g}
 	}
@@ -272,6 +301,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		stop()
 		cancel()
+		sw.redact(w.Header())
 		g.finish(entry, sw.status(), sw.n, start)
 	}()
 	g.rp.ServeHTTP(sw, r.WithContext(ctx))
@@ -285,6 +315,9 @@ type target struct {
 }
 
 type targetKey struct{}
+
+// connKey is the context key of a request's connection to the proxy.
+type connKey struct{}
 
 // admit checks r against the grant's budget and policy: its target, or
 // the refusal's text (naming the policy, never the request's path).
@@ -523,7 +556,7 @@ func (g *Grant) track(cs ...net.Conn) bool {
 		return false
 	}
 	for _, c := range cs {
-		g.tunnels[c] = struct{}{}
+		g.conns[c] = struct{}{}
 	}
 	return true
 }
@@ -531,7 +564,7 @@ func (g *Grant) track(cs ...net.Conn) bool {
 func (g *Grant) untrack(cs ...net.Conn) {
 	g.mu.Lock()
 	for _, c := range cs {
-		delete(g.tunnels, c)
+		delete(g.conns, c)
 		c.Close()
 	}
 	g.mu.Unlock()
@@ -570,19 +603,22 @@ type meteredBody struct {
 
 func (m *meteredBody) Read(b []byte) (int, error) { return m.g.charge(m.ReadCloser.Read(b)) }
 
-// meterResponse charges the response body to the budget and redacts the
-// run's secrets from its headers.
+// meterResponse charges the response body to the budget (its headers are
+// redacted as they are written: statusWriter).
 func (g *Grant) meterResponse(resp *http.Response) error {
 	resp.Body = &meteredBody{ReadCloser: resp.Body, g: g}
-	if t, ok := resp.Request.Context().Value(targetKey{}).(target); ok {
-		g.bound.redact(t.host, resp.Header)
-	}
 	return nil
 }
 
-// upstreamError answers a forwarded request that failed upstream.
-func upstreamError(w http.ResponseWriter, _ *http.Request, err error) {
-	msg := "egress refused or failed: " + err.Error() // the dial's reason: resolution, a refused address, a timeout
+// upstreamError answers a forwarded request that failed upstream: the
+// dial's reason (resolution, a refused address, a timeout) or the
+// upstream's malformed answer, which may quote the request, secrets
+// redacted.
+func (g *Grant) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	msg := "egress refused or failed: " + err.Error()
+	if t, ok := r.Context().Value(targetKey{}).(target); ok {
+		msg = g.bound.redactText(t.host, msg)
+	}
 	if errors.Is(err, errBudget) {
 		msg = errBudget.Error()
 	}
@@ -656,15 +692,18 @@ func refuse(w http.ResponseWriter, status int, msg string) {
 	_, _ = io.WriteString(w, msg+"\n")
 }
 
-// statusWriter keeps the status and counts the body bytes written.
+// statusWriter keeps the final status, counts the body bytes written and
+// redacts each header block (1xx ones included) before it is written.
 type statusWriter struct {
 	http.ResponseWriter
-	code int
-	n    int64
+	redact func(http.Header)
+	code   int
+	n      int64
 }
 
 func (s *statusWriter) WriteHeader(code int) {
-	if s.code == 0 {
+	s.redact(s.Header())
+	if s.code == 0 && code >= 200 {
 		s.code = code
 	}
 	s.ResponseWriter.WriteHeader(code)
@@ -672,7 +711,7 @@ func (s *statusWriter) WriteHeader(code int) {
 
 func (s *statusWriter) Write(b []byte) (int, error) {
 	if s.code == 0 {
-		s.code = http.StatusOK
+		s.WriteHeader(http.StatusOK) // the implied header block, redacted too
 	}
 	n, err := s.ResponseWriter.Write(b)
 	s.n += int64(n)

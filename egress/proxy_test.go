@@ -335,3 +335,30 @@ func (l lockedWriter) Write(b []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(b)
 }
+
+// TestC1204GrantForgetsClosedConnections: a grant holds the program's
+// connections to the proxy (to close them with the run) only while they
+// are open: after 50 requests each on a connection of its own, closed,
+// it holds none. It held every one until the run ended.
+func TestC1204GrantForgetsClosedConnections(t *testing.T) {
+	leakcheck.Check(t)
+	up := upstream(t, false, "reached")
+	h := newHarness(t, `{"allow": ["127.0.0.1:`+port(up)+`"]}`, Budget{}, nil, nil)
+	h.client.Transport.(*http.Transport).DisableKeepAlives = true
+	for range 50 {
+		if code, body := h.get(t, up.URL); code != http.StatusOK {
+			t.Fatalf("%d %q", code, body)
+		}
+	}
+	held := func() int {
+		h.g.mu.Lock()
+		defer h.g.mu.Unlock()
+		return len(h.g.conns)
+	}
+	for deadline := time.Now().Add(time.Minute); held() > 0 && time.Now().Before(deadline); {
+		waitABit() // the server sees each close on its own goroutine
+	}
+	if n := held(); n > 0 {
+		t.Errorf("the grant holds %d closed connections", n)
+	}
+}

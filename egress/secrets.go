@@ -403,27 +403,52 @@ func (b *Bound) inject(host string, header http.Header, rawQuery *string) {
 const redactedValue = "coderun-secret-redacted"
 
 // redact rewrites the headers of a response from host before the program
-// reads them: each value of a secret bound to host (as sent, and
-// query-escaped) becomes the secret's placeholder (an env secret: a
-// redirect followed with it works as before) or redactedValue. An upstream
-// that redirects keeping the query (Location: …?api_key=…) thus shows no
-// value; a body is not rewritten (containment-secrets.md §5).
+// reads them (redactor). An upstream that redirects keeping the query
+// (Location: …?api_key=…) thus shows no value; a body is not rewritten
+// (containment-secrets.md §5).
 func (b *Bound) redact(host string, header http.Header) {
-	if b == nil {
+	r := b.redactor(host)
+	if r == nil {
 		return
 	}
-	for i, s := range b.secrets {
-		if !s.boundTo(host) {
-			continue
-		}
-		with := cmp.Or(b.placeholders[i], redactedValue)
-		r := strings.NewReplacer(s.Value, with, url.QueryEscape(s.Value), with, url.PathEscape(s.Value), with)
-		for k, vs := range header {
-			for j, v := range vs {
-				header[k][j] = r.Replace(v)
-			}
+	for k, vs := range header {
+		for j, v := range vs {
+			header[k][j] = r.Replace(v)
 		}
 	}
+}
+
+// redactText is msg, a reason the program reads (an upstream's failure may
+// quote what it received), with host's secrets redacted (redactor).
+func (b *Bound) redactText(host, msg string) string {
+	if r := b.redactor(host); r != nil {
+		return r.Replace(msg)
+	}
+	return msg
+}
+
+// redactor replaces each value of a secret bound to host, as sent and in
+// the forms an upstream or an error may echo it (query-escaped,
+// path-escaped, Go-quoted), with the secret's placeholder (an env secret:
+// a redirect followed with it works as before) or redactedValue; nil when
+// no secret is bound to host.
+func (b *Bound) redactor(host string) *strings.Replacer {
+	if b == nil {
+		return nil
+	}
+	var pairs []string
+	for i, s := range b.secrets {
+		if s.boundTo(host) {
+			with := cmp.Or(b.placeholders[i], redactedValue)
+			quoted := strconv.Quote(s.Value)
+			pairs = append(pairs, s.Value, with, url.QueryEscape(s.Value), with, url.PathEscape(s.Value), with,
+				quoted[1:len(quoted)-1], with)
+		}
+	}
+	if pairs == nil {
+		return nil
+	}
+	return strings.NewReplacer(pairs...)
 }
 
 func headersContain(h http.Header, ph string) bool {
