@@ -35,8 +35,8 @@ type Secret struct {
 	// Query: the proxy sets this query parameter to Value on every request.
 	Query string
 	// Env: the run's environment has this variable set to a per-run
-	// placeholder, which the proxy replaces with Value in the headers and
-	// query of requests to Hosts and refuses on requests to other hosts.
+	// placeholder, which the proxy replaces with Value in the header values
+	// of requests to Hosts and refuses on requests to other hosts.
 	Env   string
 	Value string
 }
@@ -370,8 +370,10 @@ func (g *Grant) plainAllowed(t target, r *http.Request) error {
 
 // inject rewrites a checked request to host, just before it is sent:
 // header and query secrets bound to host set (replacing what the program
-// sent), their placeholders replaced by the values in header values and
-// the raw query.
+// sent), env secrets' placeholders replaced by their values in header
+// values only. Never in the query: a bound host that echoes its query (a
+// search page, an error naming a bad parameter) would show the value to
+// the program that put the placeholder there.
 func (b *Bound) inject(host string, header http.Header, rawQuery *string) {
 	if b == nil {
 		return
@@ -394,7 +396,6 @@ func (b *Bound) inject(host string, header http.Header, rawQuery *string) {
 					header[k][j] = strings.ReplaceAll(v, ph, s.Value)
 				}
 			}
-			*rawQuery = strings.ReplaceAll(*rawQuery, ph, url.QueryEscape(s.Value))
 		}
 	}
 }
