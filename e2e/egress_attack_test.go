@@ -368,14 +368,8 @@ return [closed, len(pending)]
 // the accept queue.
 func TestC1203EgressIdleConnectionsEndWithTheRun(t *testing.T) {
 	leakcheck.Check(t)
-	var bound seen
-	plain := httptest.NewServer(bound.handler())
-	defer plain.Close()
-	pp := portOf(plain.URL)
-	u := newEgressUpstreams(t, func(string, string) string {
-		return `{"allow": [{"host": "plain.test", "ports": [` + pp + `], "private": true}]}`
-	})
-	d := started(t, u.env)
+	_, pp, env := plainSecretUpstream(t, "")
+	d := started(t, env)
 	sid := d.open(`{}`)
 	prog, _ := json.Marshal(`N, URL = 64, "http://plain.test:` + pp + `/held"` + "\n" + holdProgram)
 	if r, raw := d.egressRun(t, `{"sessionId":"`+sid+`","program":`+string(prog)+`}`); string(r.Value) != "64" {

@@ -59,6 +59,35 @@ for u, send in URLS:
 return out
 `
 
+// plainSecretUpstream is a loopback HTTP upstream named plain.test that
+// records what it receives (bound), its port, and the environment of a
+// daemon whose egress policy allows it and binds it secrets (the JSON
+// array of entries; "" for none).
+func plainSecretUpstream(t *testing.T, secrets string) (bound *seen, port string, env map[string]string) {
+	t.Helper()
+	bound = &seen{}
+	plain := httptest.NewServer(bound.handler())
+	t.Cleanup(plain.Close)
+	port = portOf(plain.URL)
+	policy := `{"allow": [{"host": "plain.test", "ports": [` + port + `], "private": true}]`
+	if secrets != "" {
+		policy += `, "secrets": ` + secrets
+	}
+	return bound, port, newEgressUpstreams(t, func(string, string) string { return policy + "}" }).env
+}
+
+// secretsProgramFor is secretsProgram GETting each of urls with the
+// placeholder, as a JSON string for a run's "program".
+func secretsProgramFor(urls ...string) string {
+	list := make([][]any, len(urls))
+	for i, u := range urls {
+		list[i] = []any{u, 1}
+	}
+	js, _ := json.Marshal(list)
+	prog, _ := json.Marshal("URLS = " + string(js) + "\n" + secretsProgram + "\n")
+	return string(prog)
+}
+
 // TestC1010EgressSecrets: in either tier, with secrets in the daemon's
 // policy file, a run's urllib request to the bound host carries the header
 // and query secrets and the env secret in place of its placeholder, over
@@ -357,18 +386,10 @@ func TestC1014EgressSecretsNotTraced(t *testing.T) {
 // session run's secrets are −32602.
 func TestC1015EgressSecretsSession(t *testing.T) {
 	leakcheck.Check(t)
-	var bound seen
-	plain := httptest.NewServer(bound.handler())
-	defer plain.Close()
-	pp := portOf(plain.URL)
-	u := newEgressUpstreams(t, func(string, string) string {
-		return `{"allow": [{"host": "plain.test", "ports": [` + pp + `], "private": true}],
-		  "secrets": [{"hosts": ["plain.test"], "env": "SVC_TOKEN", "value": "SESSION-SECRET"}]}`
-	})
-	d := started(t, u.env)
+	bound, pp, env := plainSecretUpstream(t, `[{"hosts": ["plain.test"], "env": "SVC_TOKEN", "value": "SESSION-SECRET"}]`)
+	d := started(t, env)
 	sid := d.open(`{}`)
-	urls, _ := json.Marshal([][]any{{"http://plain.test:" + pp + "/s", 1}})
-	prog, _ := json.Marshal("URLS = " + string(urls) + "\n" + secretsProgram + "\n")
+	prog := secretsProgramFor("http://plain.test:" + pp + "/s")
 	var first string
 	for i := range 2 {
 		r, raw := d.egressRun(t, `{"sessionId":"`+sid+`","program":`+string(prog)+`}`)
@@ -464,15 +485,8 @@ return [a.status_code, a.text, b.status_code, b.text, c.status_code, c.text]`)
 // policy's secrets: run_python's description names the env secret, and a
 // run's request carries its value in place of the placeholder.
 func TestC1017EgressSecretsMCP(t *testing.T) {
-	var bound seen
-	plain := httptest.NewServer(bound.handler())
-	defer plain.Close()
-	pp := portOf(plain.URL)
-	u := newEgressUpstreams(t, func(string, string) string {
-		return `{"allow": [{"host": "plain.test", "ports": [` + pp + `], "private": true}],
-		  "secrets": [{"hosts": ["plain.test"], "env": "SVC_TOKEN", "value": "MCP-SECRET"}]}`
-	})
-	cs := mcpServeEnv(t, nil, u.env)
+	bound, pp, env := plainSecretUpstream(t, `[{"hosts": ["plain.test"], "env": "SVC_TOKEN", "value": "MCP-SECRET"}]`)
+	cs := mcpServeEnv(t, nil, env)
 	urls, _ := json.Marshal([][]any{{"http://plain.test:" + pp + "/m", 1}})
 	res := runPython(t, cs, map[string]any{"program": "URLS = " + string(urls) + "\n" + secretsProgram}, nil)
 	b, _ := json.Marshal(res.StructuredContent)
@@ -499,18 +513,10 @@ func TestC1017EgressSecretsMCP(t *testing.T) {
 // the source's next run.
 func TestC1023EgressSecretsFork(t *testing.T) {
 	leakcheck.Check(t)
-	var bound seen
-	plain := httptest.NewServer(bound.handler())
-	defer plain.Close()
-	pp := portOf(plain.URL)
-	u := newEgressUpstreams(t, func(string, string) string {
-		return `{"allow": [{"host": "plain.test", "ports": [` + pp + `], "private": true}],
-		  "secrets": [{"hosts": ["plain.test"], "env": "SVC_TOKEN", "value": "FORK-SECRET"}]}`
-	})
-	d := started(t, u.env)
+	bound, pp, env := plainSecretUpstream(t, `[{"hosts": ["plain.test"], "env": "SVC_TOKEN", "value": "FORK-SECRET"}]`)
+	d := started(t, env)
 	sid := d.open(`{}`)
-	urls, _ := json.Marshal([][]any{{"http://plain.test:" + pp + "/f", 1}})
-	prog, _ := json.Marshal("URLS = " + string(urls) + "\n" + secretsProgram + "\n")
+	prog := secretsProgramFor("http://plain.test:" + pp + "/f")
 	if r, raw := d.egressRun(t, `{"sessionId":"`+sid+`","program":"return 1"}`); string(r.Value) != "1" {
 		t.Fatalf("source run: %s", raw)
 	}
