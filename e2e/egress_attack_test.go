@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -83,22 +81,11 @@ func TestC1200EgressSecretsEchoedOutsideHeaders(t *testing.T) {
 	defer plain.Close()
 	secure := httptest.NewTLSServer(echoAroundBody()) // its certificate is for example.com
 	defer secure.Close()
-	dir := t.TempDir()
-	u := newEgressUpstreams(t, func(string, string) string { return "{}" }) // for its PEM and resolver names
-	caFile := filepath.Join(dir, "upstream-ca.pem")
-	if err := os.WriteFile(caFile, []byte(u.caPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	pp, sp := portOf(plain.URL), portOf(secure.URL)
 	policy := `{"allow": [{"host": "plain.test", "ports": [` + pp + `], "private": true},
 		{"host": "example.com", "ports": [` + sp + `], "private": true}],
 	  "secrets": [{"hosts": ["plain.test", "example.com"], "header": "Authorization", "value": "Bearer ECHO-SECRET-C1200"}]}`
-	path := filepath.Join(dir, "egress.json")
-	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := u.env
-	env["CODERUN_EGRESS"], env["SSL_CERT_FILE"] = path, caFile
+	env := trustingEnv(t, policy)
 	d := started(t, env)
 	prog, _ := json.Marshal(`PLAIN, SECURE, MORE = "http://plain.test:` + pp + `/", "example.com:` + sp + `", ["/reason"]` + "\n" + rawProxyProgram)
 	r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
@@ -148,22 +135,11 @@ func TestC1201EgressSecretsInUpstreamErrors(t *testing.T) {
 	defer plain.Close()
 	secure := httptest.NewTLSServer(answerMalformed())
 	defer secure.Close()
-	dir := t.TempDir()
-	u := newEgressUpstreams(t, func(string, string) string { return "{}" })
-	caFile := filepath.Join(dir, "upstream-ca.pem")
-	if err := os.WriteFile(caFile, []byte(u.caPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	pp, sp := portOf(plain.URL), portOf(secure.URL)
 	policy := `{"allow": [{"host": "plain.test", "ports": [` + pp + `], "private": true},
 		{"host": "example.com", "ports": [` + sp + `], "private": true}],
 	  "secrets": [{"hosts": ["plain.test", "example.com"], "query": "key", "value": "QRY-SECRET-C1201"}]}`
-	path := filepath.Join(dir, "egress.json")
-	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := u.env
-	env["CODERUN_EGRESS"], env["SSL_CERT_FILE"] = path, caFile
+	env := trustingEnv(t, policy)
 	d := started(t, env)
 	prog, _ := json.Marshal(`PLAIN, SECURE, MORE = "http://plain.test:` + pp + `/", "example.com:` + sp + `", []` + "\n" + rawProxyProgram)
 	r, raw := d.egressRun(t, `{"program":`+string(prog)+`}`)
@@ -240,12 +216,6 @@ func TestC1202EgressSecretsRawProbes(t *testing.T) {
 	defer secure.Close()
 	plain := httptest.NewServer(record)
 	defer plain.Close()
-	dir := t.TempDir()
-	u := newEgressUpstreams(t, func(string, string) string { return "{}" })
-	caFile := filepath.Join(dir, "upstream-ca.pem")
-	if err := os.WriteFile(caFile, []byte(u.caPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	sp, pp := portOf(secure.URL), portOf(plain.URL)
 	policy := `{"allow": [{"host": "example.com", "ports": [` + sp + `], "private": true},
 		{"host": "plain.test", "ports": [` + pp + `], "private": true},
@@ -253,12 +223,7 @@ func TestC1202EgressSecretsRawProbes(t *testing.T) {
 	  "secrets": [{"hosts": ["example.com"], "header": "Authorization", "value": "Bearer RAW-SECRET-C1202"},
 		{"hosts": ["example.com"], "env": "SVC_TOKEN", "value": "RAW-ENV-C1202"},
 		{"hosts": ["plain.test"], "env": "OTHER_TOKEN", "value": "RAW-OTHER-C1202"}]}`
-	path := filepath.Join(dir, "egress.json")
-	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := u.env
-	env["CODERUN_EGRESS"], env["SSL_CERT_FILE"] = path, caFile
+	env := trustingEnv(t, policy)
 	d := started(t, env)
 	ex, lo := "example.com:"+sp, "lo.test:"+pp
 	probes := [][2]string{

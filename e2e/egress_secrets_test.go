@@ -106,13 +106,7 @@ func TestC1010EgressSecrets(t *testing.T) {
 	defer secure.Close()
 	unbound := httptest.NewServer(other.handler())
 	defer unbound.Close()
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "upstream-ca.pem")
-	u := newEgressUpstreams(t, func(string, string) string { return "{}" }) // for its PEM helper and resolver names
-	if err := os.WriteFile(caFile, []byte(u.caPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	// httptest's TLS servers share one certificate: u.caPEM trusts secure's.
+	// httptest's TLS servers share one certificate: trustingEnv trusts secure's.
 	pp, sp, op := portOf(plain.URL), portOf(secure.URL), portOf(unbound.URL)
 	policy := `{"allow": [{"host": "plain.test", "ports": [` + pp + `], "private": true},
 		{"host": "example.com", "ports": [` + sp + `], "private": true},
@@ -121,13 +115,7 @@ func TestC1010EgressSecrets(t *testing.T) {
 		{"hosts": ["plain.test", "example.com"], "header": "Authorization", "valueEnv": "C1010_HEADER"},
 		{"hosts": ["plain.test"], "query": "api_key", "value": "QRY-SECRET-C1010"},
 		{"hosts": ["plain.test", "example.com"], "env": "SVC_TOKEN", "value": "ENV-SECRET-C1010"}]}`
-	path := filepath.Join(dir, "egress.json")
-	if err := os.WriteFile(path, []byte(policy), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := u.env
-	env["CODERUN_EGRESS"] = path
-	env["SSL_CERT_FILE"] = caFile
+	env := trustingEnv(t, policy)
 	env["C1010_HEADER"] = "Bearer HDR-SECRET-C1010"
 	env["CODERUN_LOG_LEVEL"] = "debug"
 	d := start(t, env)
@@ -202,11 +190,7 @@ func TestC1011EgressRunSecrets(t *testing.T) {
 		return `{"allow": [{"host": "example.com", "ports": [` + portOf(secure.URL) + `], "private": true},
 			{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
 	})
-	caFile := filepath.Join(t.TempDir(), "upstream-ca.pem")
-	if err := os.WriteFile(caFile, []byte(u.caPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	u.env["SSL_CERT_FILE"] = caFile
+	u.trustTestCA(t)
 	d := started(t, u.env)
 	refused := d.call("run", `{"program":"1","egress":["plain.test:`+portOf(u.plain.URL)+`"],
 		"secrets":[{"hosts":["example.com"],"header":"X-Key","value":"RUN-SECRET-C1011"}]}`)
@@ -444,11 +428,7 @@ func TestC1016EgressSecretsHttpxRequests(t *testing.T) {
 			{"host": "api.example.com", "ports": [` + other + `], "private": true}],
 		  "secrets": [{"hosts": ["example.com"], "env": "SVC_TOKEN", "value": "LIB-SECRET"}]}`
 	})
-	caFile := filepath.Join(t.TempDir(), "upstream-ca.pem")
-	if err := os.WriteFile(caFile, []byte(u.caPEM), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	u.env["SSL_CERT_FILE"] = caFile
+	u.trustTestCA(t)
 	u.env["CODERUN_PYTHON_BIN"] = venvPython
 	u.env["CODERUN_EGRESS_HOSTS"] += ",api.example.com=127.0.0.1"
 	d := started(t, u.env)

@@ -51,6 +51,27 @@ func newEgressUpstreams(t *testing.T, policy func(plainPort, securePort string) 
 	return u
 }
 
+// trustTestCA makes the daemon of u.env trust httptest's TLS certificate
+// (the upstreams' example.com) as an upstream CA, through SSL_CERT_FILE.
+func (u *egressUpstreams) trustTestCA(t *testing.T) {
+	t.Helper()
+	ca := filepath.Join(t.TempDir(), "upstream-ca.pem")
+	if err := os.WriteFile(ca, []byte(u.caPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u.env["SSL_CERT_FILE"] = ca
+}
+
+// trustingEnv is the environment of a daemon whose egress policy is policy
+// (for upstreams of the test's own, under the test names) and which trusts
+// httptest's TLS certificate as an upstream CA.
+func trustingEnv(t *testing.T, policy string) map[string]string {
+	t.Helper()
+	u := newEgressUpstreams(t, func(string, string) string { return policy })
+	u.trustTestCA(t)
+	return u.env
+}
+
 func portOf(hostport string) string { return hostport[strings.LastIndexByte(hostport, ':')+1:] }
 
 // egressResult is a run result with its egress audit.
