@@ -55,13 +55,7 @@ func newHarness(t *testing.T, policy string, b Budget, hosts map[string]netip.Ad
 
 func (h *harness) get(t *testing.T, u string) (int, string) {
 	t.Helper()
-	resp, err := h.client.Get(u)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return h.do(t, u, http.Header{})
 }
 
 func upstream(t *testing.T, tlsToo bool, body string) *httptest.Server {
