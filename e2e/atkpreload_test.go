@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -63,5 +64,70 @@ func TestC1245ForkCredentialsNotInMemory(t *testing.T) {
 	}
 	if slices.Contains(srcFound, forkOwn) {
 		t.Errorf("the source's memory holds its fork's proxy credentials")
+	}
+}
+
+// chrootedSource leaves a session's interpreter with its root changed to a
+// directory of its own whose dev/shm is a symbolic link to the session's
+// working directory, and a thread that restores the real root once a fork's
+// working directory is being copied (the daemon has made the fork's rules
+// by then), so that the fork itself starts from the real root. Where the
+// change of root is refused, it leaves the interpreter as it was.
+const chrootedSource = `import os, threading, time
+cwd = os.getcwd()
+for i in range(2000):
+    with open("f%d" % i, "w") as f:
+        f.write("x")
+os.makedirs("e/dev")
+os.symlink(cwd, "e/dev/shm")
+real_root, here = os.open("/", os.O_PATH), os.open(cwd, os.O_PATH)
+home = os.open(os.path.dirname(cwd), os.O_RDONLY | os.O_DIRECTORY)
+def copying():
+    for name in os.listdir(home):
+        if name == os.path.basename(cwd):
+            continue
+        fork_home = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=home)
+        try:
+            for sub in os.listdir(fork_home):
+                wd = os.open(sub, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fork_home)
+                try:
+                    if os.listdir(wd):
+                        return True
+                finally:
+                    os.close(wd)
+        finally:
+            os.close(fork_home)
+    return False
+def restore():
+    while not copying():
+        time.sleep(0.0005)
+    os.fchdir(real_root)
+    os.chroot(".")
+    os.fchdir(here)
+try:
+    os.chroot("e")
+except PermissionError:
+    return cwd
+threading.Thread(target=restore, daemon=True).start()
+os.fchdir(here)
+return cwd`
+
+// TestC1246ForkRulesetChroot (tier sandbox): a source that changes its root
+// before a session/fork cannot steer the fork's Landlock rules for the
+// namespace's /dev/shm at a directory of its choosing: the fork still
+// cannot write its source's directory.
+func TestC1246ForkRulesetChroot(t *testing.T) {
+	onlyInTier(t, "sandbox")
+	leakcheck.Check(t)
+	d := started(t, nil)
+	src := d.open(`{}`)
+	r := d.srun(src, chrootedSource, `"limits":{"maxWallMs":60000}`)
+	if r.Error != nil {
+		t.Fatalf("the source's set-up: %+v", r.Error)
+	}
+	f := d.fork(src)
+	write := fmt.Sprintf("import os\ntry:\n    open(os.path.join(%s, 'x'), 'w').close()\n    return 'wrote'\nexcept OSError as e:\n    return type(e).__name__", r.Value)
+	if r := d.srun(f, write); r.Error != nil || compact(r.Value) != `"PermissionError"` {
+		t.Errorf("a fork writing its chrooted source's directory: %s %+v, want PermissionError", r.Value, r.Error)
 	}
 }

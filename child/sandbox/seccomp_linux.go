@@ -63,6 +63,12 @@ import (
 //     OPEN_TREE_CLONE copies a mount without its submounts into a detached
 //     tree whose files Landlock still lets it read (they are the same
 //     inodes): a copy of /proc without the masks over it (init_linux.go).
+//   - chroot() → EPERM. The program is root in its user namespace, and
+//     Landlock does not govern a change of root: the daemon makes a session
+//     fork's rules for the namespace's /proc and /dev/shm through its
+//     source's /proc/<pid>/root, which a chroot would point at a directory
+//     of the program's, its dev/shm a symbolic link to a tree of its choice
+//     (the source's own directory, which the fork must not write).
 //   - ptrace, process_vm_readv, process_vm_writev and pidfd_getfd → EPERM.
 //     Within its own processes a program could otherwise trace its
 //     interpreter and never wait for it, so that the daemon's kill of a
@@ -105,7 +111,8 @@ const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWU
 // epermSyscalls change a file's mode, owner, times, extended attributes or
 // attribute flags, watch files and directories (legacySyscalls: the old
 // forms some architectures still have besides these), enter a namespace,
-// use the mount API, or reach into another process (ptrace and kin).
+// change the root, use the mount API, or reach into another process
+// (ptrace and kin).
 var epermSyscalls = append([]uint32{
 	unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2,
 	unix.SYS_FCHOWN, unix.SYS_FCHOWNAT,
@@ -114,7 +121,7 @@ var epermSyscalls = append([]uint32{
 	unix.SYS_REMOVEXATTR, unix.SYS_LREMOVEXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_REMOVEXATTRAT,
 	sysFileSetattr,
 	unix.SYS_INOTIFY_INIT1, unix.SYS_FANOTIFY_INIT, unix.SYS_FANOTIFY_MARK,
-	unix.SYS_SETNS,
+	unix.SYS_SETNS, unix.SYS_CHROOT,
 	unix.SYS_OPEN_TREE, sysOpenTreeAttr, unix.SYS_MOVE_MOUNT, unix.SYS_FSOPEN, unix.SYS_FSCONFIG,
 	unix.SYS_FSMOUNT, unix.SYS_FSPICK, unix.SYS_MOUNT_SETATTR,
 	unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV, unix.SYS_PIDFD_GETFD,
