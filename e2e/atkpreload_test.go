@@ -10,7 +10,8 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/internal/leakcheck"
 )
 
-// TestC1245ForkCredentialsNotInMemory: a session fork and its source each
+// TestC1245ForkCredentialsNotInMemory: a session (a fork of the preloaded
+// server) and its fork each
 // hold proxy credentials of their own, and neither can read the other's out
 // of its own memory (the fork is a copy of its source's at the fork), nor
 // can a second fork read the first's.
@@ -19,7 +20,9 @@ func TestC1245ForkCredentialsNotInMemory(t *testing.T) {
 	u := newEgressUpstreams(t, func(plain, _ string) string {
 		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
 	})
+	u.env["CODERUN_PRELOAD"] = sessionPreload // the session is a fork of the preloaded server
 	d := started(t, u.env)
+	preloadReady(t, d)
 	// holds says whether one of found (memoryScan's matches, which run on
 	// to the next unprintable byte) has url.
 	holds := func(found []string, url string) bool {
@@ -104,14 +107,16 @@ threading.Thread(target=restore, daemon=True).start()
 os.fchdir(here)
 return cwd`
 
-// TestC1246ForkRulesetChroot (tier sandbox): a source that changes its root
+// TestC1246ForkRulesetChroot (tier sandbox): a source (a session forked from
+// the preloaded server) that changes its root
 // before a session/fork cannot steer the fork's Landlock rules for the
 // namespace's /dev/shm at a directory of its choosing: the fork still
 // cannot write its source's directory.
 func TestC1246ForkRulesetChroot(t *testing.T) {
 	onlyInTier(t, "sandbox")
 	leakcheck.Check(t)
-	d := started(t, nil)
+	d := started(t, map[string]string{"CODERUN_PRELOAD": sessionPreload})
+	preloadReady(t, d)
 	src := d.open(`{}`)
 	r := d.srun(src, chrootedSource, `"limits":{"maxWallMs":60000}`)
 	if r.Error != nil {
