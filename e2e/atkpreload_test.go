@@ -128,3 +128,52 @@ func TestC1246ForkRulesetChroot(t *testing.T) {
 		t.Errorf("a fork writing its chrooted source's directory: %s %+v, want PermissionError", r.Value, r.Error)
 	}
 }
+
+// sniffStart, in a session, opens a raw TCP socket in its network
+// namespace and leaves a thread that keeps the Proxy-Authorization lines of
+// the packets it sees (seen, got); where the socket is refused, it returns
+// the refusal's class.
+const sniffStart = `import socket, threading
+seen, got = [], threading.Event()
+try:
+    raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
+except OSError as e:
+    got.set()
+    return type(e).__name__
+def sniff():
+    while True:
+        data = raw.recv(65535)
+        if b"Proxy-Authorization" in data:
+            seen.append(data[data.index(b"Proxy-Authorization"):].split(b"\r\n")[0].decode("latin-1"))
+            got.set()
+threading.Thread(target=sniff, daemon=True).start()
+return "sniffing"`
+
+// TestC1247ForkSniffsSourceProxy (tier sandbox): a fork shares its
+// source's network namespace and the proxy's listener there; it cannot read
+// the source's proxy credentials off the loopback interface with a raw
+// socket while the source makes a request.
+func TestC1247ForkSniffsSourceProxy(t *testing.T) {
+	onlyInTier(t, "sandbox")
+	leakcheck.Check(t)
+	u := newEgressUpstreams(t, func(plain, _ string) string {
+		return `{"allow": [{"host": "plain.test", "ports": [` + plain + `], "private": true}]}`
+	})
+	u.env["CODERUN_PRELOAD"] = sessionPreload
+	d := started(t, u.env)
+	preloadReady(t, d)
+	src := d.open(`{}`)
+	fork := d.fork(src)
+	if r := d.srun(fork, sniffStart); r.Error != nil {
+		t.Fatalf("the fork's raw socket: %+v", r.Error)
+	}
+	url, _ := json.Marshal("http://plain.test:" + portOf(u.plain.URL) + "/")
+	if r := d.srun(src, "import urllib.request\nreturn urllib.request.urlopen("+string(url)+", timeout=30).status"); r.Error != nil || compact(r.Value) != "200" {
+		t.Fatalf("the source's request: %s %+v", r.Value, r.Error)
+	}
+	// The packets were queued on the fork's socket while the source's request ran.
+	r := d.srun(fork, "got.wait(20)\nreturn seen")
+	if r.Error != nil || compact(r.Value) != "[]" {
+		t.Errorf("the fork read its source's proxy credentials off the loopback interface: %s %+v", r.Value, r.Error)
+	}
+}

@@ -18,6 +18,11 @@ import (
 //     AF_UNIX reaches host pathname sockets (connecting to one is not a
 //     Landlock right before LANDLOCK_ACCESS_FS_RESOLVE_UNIX), AF_VSOCK
 //     shares the machine's vsock space with the host and the hypervisor.
+//   - socket() of AF_INET or AF_INET6 with a type other than SOCK_STREAM or
+//     SOCK_DGRAM (SOCK_RAW …) → EACCES: the program holds CAP_NET_RAW in
+//     its user namespace, and a raw socket in the network namespace a
+//     session shares with its forks reads their loopback traffic to the
+//     egress proxy, another member's proxy credentials included.
 //   - socketpair() of a type other than SOCK_STREAM or SOCK_SEQPACKET →
 //     EACCES: an AF_UNIX datagram socket can sendto any pathname address.
 //     Connected stream pairs stay allowed (asyncio's self-pipe,
@@ -167,6 +172,7 @@ const (
 	toEPERM
 	toENOSYS
 	toSocket     // the socket() family check
+	toInetType   // the socket() type check of AF_INET and AF_INET6
 	toSocketpair // the socketpair() type check
 	toIoctl      // the ioctl() request check
 	toNamespaces // the clone() and unshare() flags check
@@ -228,7 +234,10 @@ func seccompFilter() ([]unix.SockFilter, error) {
 	mark(toFallocate)
 	p = append(p, load(24), is(0, toAllow), jump(toEOPNOTSUPP))
 	mark(toSocket)
-	p = append(p, load(16), is(unix.AF_INET, toAllow), is(unix.AF_INET6, toAllow), is(unix.AF_NETLINK, toAllow), jump(toEACCES))
+	p = append(p, load(16), is(unix.AF_INET, toInetType), is(unix.AF_INET6, toInetType), is(unix.AF_NETLINK, toAllow), jump(toEACCES))
+	mark(toInetType)
+	p = append(p, load(24), bpfInsn{unix.SockFilter{Code: and, K: 0xf}, nextInsn, nextInsn}, // SOCK_TYPE_MASK
+		is(unix.SOCK_STREAM, toAllow), is(unix.SOCK_DGRAM, toAllow), jump(toEACCES))
 	mark(toSocketpair)
 	p = append(p, load(24), bpfInsn{unix.SockFilter{Code: and, K: 0xf}, nextInsn, nextInsn}, // SOCK_TYPE_MASK
 		is(unix.SOCK_STREAM, toAllow), is(unix.SOCK_SEQPACKET, toAllow), jump(toEACCES))
