@@ -177,3 +177,35 @@ func TestC1247ForkSniffsSourceProxy(t *testing.T) {
 		t.Errorf("the fork read its source's proxy credentials off the loopback interface: %s %+v", r.Value, r.Error)
 	}
 }
+
+// netfilterProbe asks netfilter, over netlink, to bind the program to
+// packet-log group 1 (nfnetlink_log's first step to copying packets to it)
+// and returns the acknowledgement's errno, or "refused" when the socket is;
+// and the interfaces NETLINK_ROUTE lists.
+const netfilterProbe = `import socket, struct
+names = [name for _, name in socket.if_nameindex()]
+try:
+    s = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12)  # NETLINK_NETFILTER
+except PermissionError:
+    return ["refused", names]
+s.bind((0, 0))
+config = struct.pack("=BBH", socket.AF_INET, 0, 1) + struct.pack("=HHBxxx", 5, 1, 1)  # NFULA_CFG_CMD bind
+s.send(struct.pack("=IHHII", 16 + len(config), (4 << 8) | 1, 0x1 | 0x4, 1, 0) + config)
+reply = s.recv(65535)
+return [struct.unpack("=i", reply[16:20])[0] if struct.unpack("=H", reply[4:6])[0] == 2 else "no ack", names]`
+
+// TestC1248NetfilterRefused (tier sandbox): a session's program, root in a
+// user namespace that owns the network namespace it shares with its forks,
+// cannot configure netfilter there (a packet-log group would copy its
+// family's loopback traffic to the proxy, credentials included), and still
+// lists its interfaces through NETLINK_ROUTE.
+func TestC1248NetfilterRefused(t *testing.T) {
+	onlyInTier(t, "sandbox")
+	leakcheck.Check(t)
+	d := started(t, map[string]string{"CODERUN_PRELOAD": sessionPreload})
+	preloadReady(t, d)
+	src := d.open(`{}`)
+	if r := d.srun(src, netfilterProbe); r.Error != nil || compact(r.Value) != `["refused",["lo"]]` {
+		t.Errorf("netfilter from a session: %s %+v, want [\"refused\",[\"lo\"]]", r.Value, r.Error)
+	}
+}

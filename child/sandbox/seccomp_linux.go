@@ -23,6 +23,12 @@ import (
 //     its user namespace, and a raw socket in the network namespace a
 //     session shares with its forks reads their loopback traffic to the
 //     egress proxy, another member's proxy credentials included.
+//   - socket() of AF_NETLINK with a protocol other than NETLINK_ROUTE
+//     (interfaces and addresses: getifaddrs, getaddrinfo) or
+//     NETLINK_USERSOCK → EACCES: with CAP_NET_ADMIN in the namespace,
+//     NETLINK_NETFILTER would configure netfilter there (a packet-log
+//     group copies the family's loopback traffic to the program), and
+//     NETLINK_GENERIC reaches the drop monitor and other families.
 //   - socketpair() of a type other than SOCK_STREAM or SOCK_SEQPACKET →
 //     EACCES: an AF_UNIX datagram socket can sendto any pathname address.
 //     Connected stream pairs stay allowed (asyncio's self-pipe,
@@ -173,6 +179,7 @@ const (
 	toENOSYS
 	toSocket     // the socket() family check
 	toInetType   // the socket() type check of AF_INET and AF_INET6
+	toNetlink    // the socket() protocol check of AF_NETLINK
 	toSocketpair // the socketpair() type check
 	toIoctl      // the ioctl() request check
 	toNamespaces // the clone() and unshare() flags check
@@ -234,7 +241,9 @@ func seccompFilter() ([]unix.SockFilter, error) {
 	mark(toFallocate)
 	p = append(p, load(24), is(0, toAllow), jump(toEOPNOTSUPP))
 	mark(toSocket)
-	p = append(p, load(16), is(unix.AF_INET, toInetType), is(unix.AF_INET6, toInetType), is(unix.AF_NETLINK, toAllow), jump(toEACCES))
+	p = append(p, load(16), is(unix.AF_INET, toInetType), is(unix.AF_INET6, toInetType), is(unix.AF_NETLINK, toNetlink), jump(toEACCES))
+	mark(toNetlink)
+	p = append(p, load(32), is(unix.NETLINK_ROUTE, toAllow), is(unix.NETLINK_USERSOCK, toAllow), jump(toEACCES))
 	mark(toInetType)
 	p = append(p, load(24), bpfInsn{unix.SockFilter{Code: and, K: 0xf}, nextInsn, nextInsn}, // SOCK_TYPE_MASK
 		is(unix.SOCK_STREAM, toAllow), is(unix.SOCK_DGRAM, toAllow), jump(toEACCES))
