@@ -16,6 +16,9 @@ const (
 	FrameFork       = "fork"
 	FrameForked     = "forked"
 	FrameForkFailed = "fork-failed"
+	// FrameProxy gives a session child its proxy URL after a fork
+	// (docs/containment.md §6).
+	FrameProxy = "proxy"
 )
 
 // The structs below name every fd-3 frame's fields. Optional fields carry
@@ -75,13 +78,17 @@ type RunMessage struct {
 type ForkMessage struct {
 	Type string `json:"type"`
 	Dir  string `json:"dir"`
-	// Proxy and SourceProxy, sent when the source has egress, are the
-	// proxy URLs with the fork's and the source's new credentials
-	// (docs/containment.md §6): the fork sets its proxy variables to the
-	// first, the source to the second once it has forked, so the
-	// credentials both knew are dead and neither knows the other's.
-	Proxy       string `json:"proxy,omitempty"`
-	SourceProxy string `json:"sourceProxy,omitempty"`
+}
+
+// ProxyMessage gives an idle session child its proxy URL, with new
+// credentials (docs/containment.md §6). After a fork with egress the daemon
+// writes one on the fork's channel once the fork is adopted, and one on the
+// source's fd 3 once the fork exists (or has failed): each URL reaches only
+// the process it is for, and only after the fork copied the source's
+// memory, so neither can read the other's credentials out of its own.
+type ProxyMessage struct {
+	Type string `json:"type"`
+	URL  string `json:"url"`
 }
 
 // ForkedMessage is the fork's first frame on its new channel: Pid is the

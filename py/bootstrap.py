@@ -500,7 +500,7 @@ def _coderun_child():
 
         bound_names = load_cold()["top_level_names"]
         os.register_at_fork(after_in_child=went_away)
-        forker = make_session_fork(send, string, fdq, rbuf, away)
+        forker, set_proxy = make_session_fork(send, string, fdq, rbuf, away)
         while True:
             line = read_frame_blocking(receive)
             if line is None:
@@ -516,6 +516,8 @@ def _coderun_child():
                 session_run(msg, bound_names)
             elif kind == P.FRAME_FORK:
                 forker(msg, fdq.pop(0) if fdq else [])
+            elif kind == P.FRAME_PROXY:
+                set_proxy(msg.get("url"))
 
     if session:
         serve_session()
@@ -530,7 +532,8 @@ def _coderun_child():
 
 
 def _make_session_fork(send, string, fdq, rbuf, away):
-    """The `fork` frame of an idle session child (docs/child-protocol-sessions.md §6.3): fork(msg, fds).
+    """The `fork` frame of an idle session child (docs/child-protocol-sessions.md §6.3): returns
+    (fork(msg, fds), set_proxy(url)), the second for the `proxy` frame.
 
     fds are the descriptors that came with the frame: [stdout-w, stderr-w, fd3] of the fork,
     and in tier sandbox a fourth, the Landlock ruleset F stacks on its domain before anything
@@ -549,10 +552,9 @@ def _make_session_fork(send, string, fdq, rbuf, away):
     idle loop, now serving that channel. Any failure is reported as `fork-failed` on the
     new channel.
 
-    With egress, the frame's `proxy` and `sourceProxy` are the proxy URLs of F's credentials and
-    the source's new ones: F sets its proxy variables to the first, the source to the second
-    once F is made (or at once when it cannot fork), so the credentials both held are dead and
-    neither process ever holds the other's (docs/containment.md §6).
+    With egress, the fork frame carries no credentials: F and the source each get a `proxy`
+    frame with new ones on their own channel once F is made, so the credentials both held are
+    dead and neither process's memory ever holds the other's (docs/containment.md §6).
     """
     import builtins as B
     import os
@@ -627,7 +629,7 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         except BaseException:
             pass
 
-    def become_fork(fds, dir_, middle, proxy):
+    def become_fork(fds, dir_, middle):
         """In F: take the new descriptors, then set up as the class says (or raise)."""
         prctl, fcntl, dupfd, _, syscall = helpers
         high = [fcntl(fd, dupfd, 10) for fd in fds]   # above 0-3, whatever fds are
@@ -640,7 +642,6 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         setsid()
         chdir(dir_)
         move_tmpdir(dir_)
-        set_proxy(proxy)
         deadline = monotonic() + 5
         while middle is not None and getppid() == middle:   # the middle process is exiting
             if monotonic() > deadline:
@@ -655,8 +656,8 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         send(b'{"type":"forked","pid":%d}' % getpid())
 
     def set_proxy(url):
-        # The proxy variables the daemon set (none without egress) now carry url; urllib's
-        # installed opener, which read the old ones, is dropped.
+        # The `proxy` frame: the proxy variables the daemon set (none without egress) now carry
+        # url; urllib's installed opener, which read the old ones, is dropped.
         if type(url) is not str:
             return
         for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
@@ -675,14 +676,14 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         if tempfile is not None:
             tempfile.tempdir = None
 
-    def in_fork(fds, dir_, middle, proxy):
+    def in_fork(fds, dir_, middle):
         try:
-            become_fork(fds, dir_, middle, proxy)
+            become_fork(fds, dir_, middle)
         except BaseException as e:
             fork_failed(fds[2], e)
             exit_(1)
 
-    def in_middle(fds, dir_, proxy):
+    def in_middle(fds, dir_):
         """In the middle process: fork F and exit at once, so F is orphaned."""
         middle = getpid()
         try:
@@ -691,13 +692,11 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         except BaseException as e:
             fork_failed(fds[2], e)
             exit_(1)
-        in_fork(fds, dir_, middle, proxy)
+        in_fork(fds, dir_, middle)
 
     def fork(msg, fds):
-        proxy, source_proxy = msg.get("proxy"), msg.get("sourceProxy")
         if len(fds) not in (3, 4):
             close_all(fds)
-            set_proxy(source_proxy)
             return
         dir_ = msg.get("dir")
         try:
@@ -711,22 +710,20 @@ def _make_session_fork(send, string, fdq, rbuf, away):
         except BaseException as e:
             fork_failed(fds[2], e)
             close_all(fds)
-            set_proxy(source_proxy)
             return
         if pid == 0:
             if middle:
-                in_middle(fds, dir_, proxy)
+                in_middle(fds, dir_)
             else:
-                in_fork(fds, dir_, None, proxy)
+                in_fork(fds, dir_, None)
             return                              # F: back to the idle loop, on the new fd 3
-        set_proxy(source_proxy)                 # F is made: it never holds these
         close_all(fds)
         if middle:
             try:
                 waitpid(pid, 0)
             except OSError:
                 pass
-    return fork
+    return fork, set_proxy
 
 
 def _make_log_streams(send, codec, P, TextIOBase):

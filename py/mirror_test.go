@@ -35,7 +35,8 @@ var roster = map[string]fieldSet{
 	"ReplyOk":           {Required: []string{"id", "ok", "type", "value"}},
 	"ReplyErr":          {Required: []string{"id", "message", "ok", "type"}, Optional: []string{"exceptionType", "typeError"}},
 	"OutputMessage":     {Required: []string{"type"}, Optional: []string{"data", "truncated"}},
-	"ForkMessage":       {Required: []string{"dir", "type"}, Optional: []string{"proxy", "sourceProxy"}},
+	"ForkMessage":       {Required: []string{"dir", "type"}},
+	"ProxyMessage":      {Required: []string{"type", "url"}},
 	"ForkedMessage":     {Required: []string{"pid", "type"}},
 	"ForkFailedMessage": {Required: []string{"message", "type"}},
 }
@@ -59,6 +60,7 @@ var goFrames = map[string]any{
 	"ForkMessage":       protocol.ForkMessage{},
 	"ForkedMessage":     protocol.ForkedMessage{},
 	"ForkFailedMessage": protocol.ForkFailedMessage{},
+	"ProxyMessage":      protocol.ProxyMessage{},
 }
 
 // goFields derives a struct's field set: omitempty or a pointer makes a key optional.
@@ -214,6 +216,7 @@ func TestMirrorConstants(t *testing.T) {
 		"FRAME_FORK":             protocol.FrameFork,
 		"FRAME_FORKED":           protocol.FrameForked,
 		"FRAME_FORK_FAILED":      protocol.FrameForkFailed,
+		"FRAME_PROXY":            protocol.FrameProxy,
 		"KIND_EXCEPTION":         protocol.KindException,
 		"KIND_INVALID_OUTPUT":    protocol.KindInvalidOutput,
 		"KIND_OUTPUT_LIMIT":      protocol.KindOutputLimit,

@@ -57,6 +57,7 @@ MAX_OUTPUTS = 10000           # outputs in one run
 FRAME_FORK = "fork"
 FRAME_FORKED = "forked"
 FRAME_FORK_FAILED = "fork-failed"
+FRAME_PROXY = "proxy"
 
 KIND_EXCEPTION = "exception"
 KIND_INVALID_OUTPUT = "invalid-output"
@@ -1232,7 +1233,7 @@ FRAME_TYPES = (
     "BootMessage", "Namespace", "ErrorClass", "Signature", "Param", "RunMessage", "ReplyOk",
     "ReplyErr", "BootAckMessage", "CallMessage", "LogMessage", "DoneErrorField", "DoneMessage",
     "OutputMessage",
-    "ForkMessage", "ForkedMessage", "ForkFailedMessage",
+    "ForkMessage", "ForkedMessage", "ForkFailedMessage", "ProxyMessage",
 )
 
 if TYPE_CHECKING:
@@ -1294,13 +1295,13 @@ if TYPE_CHECKING:
         type: Literal["run"]
         program: str
 
-    class _ForkOptional(TypedDict, total=False):
-        proxy: str
-        sourceProxy: str
-
-    class ForkMessage(_ForkOptional):
+    class ForkMessage(TypedDict):
         type: Literal["fork"]
         dir: str
+
+    class ProxyMessage(TypedDict):
+        type: Literal["proxy"]
+        url: str
 
     class ForkedMessage(TypedDict):
         type: Literal["forked"]

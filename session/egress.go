@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
@@ -213,23 +214,27 @@ func (e *childEgress) forkCredentials(src *worker) forkCredentials {
 	return c
 }
 
-// rotateSource gives src its new credentials after the fork frame is offered:
-// the source takes them from the frame whether or not it can fork. (A
-// frame that was not delivered leaves the source with credentials no
-// grant will name: its requests are refused, never billed to another.)
-// src is idle, between runs: its next run opens its grant with them.
-func (c forkCredentials) rotateSource(src *worker) {
+// rotateSource gives src its new credentials once the fork exists or has
+// failed (a fork made later from a copy of src would hold them): src's
+// proxy frame, written by deadline. src is idle, between runs: its next
+// run opens its grant with them.
+func (c forkCredentials) rotateSource(src *worker, deadline time.Time) {
 	if c.source != "" {
 		src.egressToken = c.source
+		sendProxy(src.conn, c.sourceURL, deadline)
 	}
 }
 
-// give makes w, src's adopted fork, the fork's credentials' holder, and in
-// tier sandbox a holder of src's listener, which their shared namespace
-// reaches. The fork's environment is a copy of src's, so it keeps src's
-// secret placeholders, bound to the same values.
-func (c forkCredentials) give(w, src *worker) {
-	w.egressToken = c.fork
+// give makes w, src's adopted fork, the fork's credentials' holder (its
+// proxy frame, on its own channel, by deadline), and in tier sandbox a
+// holder of src's listener, which their shared namespace reaches. The
+// fork's environment is a copy of src's, so it keeps src's secret
+// placeholders, bound to the same values.
+func (c forkCredentials) give(w, src *worker, deadline time.Time) {
+	if c.fork != "" {
+		w.egressToken = c.fork
+		sendProxy(w.conn, c.forkURL, deadline)
+	}
 	w.egressLn = src.egressLn.hold()
 	w.secrets = src.secrets
 }

@@ -54,7 +54,8 @@ func forkCopyBudget(mb int64) int64 {
 
 // forkWorkerMax is forkWorker copying at most maxCopy bytes. With eg (the
 // Manager's egress) and a source that has egress credentials, the fork gets
-// credentials of its own and the source new ones (forkCredentials).
+// credentials of its own and the source new ones (forkCredentials), each
+// in a proxy frame on its own channel once the fork exists.
 func forkWorkerMax(src *worker, wd *rundir.Dir, maxCopy int64, eg *childEgress, extra ...*os.File) (*worker, error) {
 	if !src.proc.Adoptable() {
 		return nil, fmt.Errorf("%w: %w", errForkFailed, child.ErrNotAdoptable)
@@ -71,8 +72,8 @@ func forkWorkerMax(src *worker, wd *rundir.Dir, maxCopy int64, eg *childEgress, 
 	}
 	deadline := time.Now().Add(forkReplyTimeout)
 	cred := eg.forkCredentials(src)
-	proc, err := offerFork(src, ch, forkFrame(wd.Path(), cred), deadline, extra)
-	cred.rotateSource(src)
+	proc, err := offerFork(src, ch, forkFrame(wd.Path()), deadline, extra)
+	cred.rotateSource(src, deadline)
 	if err != nil {
 		ch.Close()
 		return nil, fmt.Errorf("%w: %w", errForkFailed, err)
@@ -80,7 +81,7 @@ func forkWorkerMax(src *worker, wd *rundir.Dir, maxCopy int64, eg *childEgress, 
 	ch.Conn.SetReadDeadline(time.Time{})
 	w := newWorker(wd, proc)
 	w.conn, w.stdout, w.stderr = ch.Conn, ch.Stdout, ch.Stderr
-	cred.give(w, src)
+	cred.give(w, src, deadline)
 	go w.reap()
 	return w, nil
 }
@@ -110,18 +111,28 @@ func offerFork(src *worker, ch *child.ForkChannel, frame []byte, deadline time.T
 	return src.proc.Adopt(reply.Pid)
 }
 
-// forkFrame encodes {"type":"fork","dir":…}, with the proxy URLs of
-// cred's credentials when it has them.
-func forkFrame(dir string, cred forkCredentials) []byte {
+// forkFrame encodes {"type":"fork","dir":…}. It carries no credentials:
+// the fork is a copy of the source's memory, frame included.
+func forkFrame(dir string) []byte {
 	b := append([]byte(nil), `{"type":"`+protocol.FrameFork+`","dir":`...)
 	b = wireguard.AppendString(b, dir)
-	if cred.fork != "" {
-		b = append(b, `,"proxy":`...)
-		b = wireguard.AppendString(b, cred.forkURL)
-		b = append(b, `,"sourceProxy":`...)
-		b = wireguard.AppendString(b, cred.sourceURL)
-	}
 	return append(b, "}\n"...)
+}
+
+// proxyFrame encodes {"type":"proxy","url":…}.
+func proxyFrame(url string) []byte {
+	b := append([]byte(nil), `{"type":"`+protocol.FrameProxy+`","url":`...)
+	b = wireguard.AppendString(b, url)
+	return append(b, "}\n"...)
+}
+
+// sendProxy writes url's proxy frame on conn, an idle child's fd 3, by
+// deadline. A frame not delivered leaves the child with credentials no
+// grant names: its requests are refused, never billed to another.
+func sendProxy(conn *os.File, url string, deadline time.Time) {
+	conn.SetWriteDeadline(deadline)
+	_, _ = conn.Write(proxyFrame(url))
+	conn.SetWriteDeadline(time.Time{})
 }
 
 // readForkReply reads the fork's first line (without its newline). The fork

@@ -18,6 +18,17 @@ import (
 //     AF_UNIX reaches host pathname sockets (connecting to one is not a
 //     Landlock right before LANDLOCK_ACCESS_FS_RESOLVE_UNIX), AF_VSOCK
 //     shares the machine's vsock space with the host and the hypervisor.
+//   - socket() of AF_INET or AF_INET6 with a type other than SOCK_STREAM or
+//     SOCK_DGRAM (SOCK_RAW …) → EACCES: the program holds CAP_NET_RAW in
+//     its user namespace, and a raw socket in the network namespace a
+//     session shares with its forks reads their loopback traffic to the
+//     egress proxy, another member's proxy credentials included.
+//   - socket() of AF_NETLINK with a protocol other than NETLINK_ROUTE
+//     (interfaces and addresses: getifaddrs, getaddrinfo) or
+//     NETLINK_USERSOCK → EACCES: with CAP_NET_ADMIN in the namespace,
+//     NETLINK_NETFILTER would configure netfilter there (a packet-log
+//     group copies the family's loopback traffic to the program), and
+//     NETLINK_GENERIC reaches the drop monitor and other families.
 //   - socketpair() of a type other than SOCK_STREAM or SOCK_SEQPACKET →
 //     EACCES: an AF_UNIX datagram socket can sendto any pathname address.
 //     Connected stream pairs stay allowed (asyncio's self-pipe,
@@ -63,6 +74,12 @@ import (
 //     OPEN_TREE_CLONE copies a mount without its submounts into a detached
 //     tree whose files Landlock still lets it read (they are the same
 //     inodes): a copy of /proc without the masks over it (init_linux.go).
+//   - chroot() → EPERM. The program is root in its user namespace, and
+//     Landlock does not govern a change of root: the daemon makes a session
+//     fork's rules for the namespace's /proc and /dev/shm through its
+//     source's /proc/<pid>/root, which a chroot would point at a directory
+//     of the program's, its dev/shm a symbolic link to a tree of its choice
+//     (the source's own directory, which the fork must not write).
 //   - ptrace, process_vm_readv, process_vm_writev and pidfd_getfd → EPERM.
 //     Within its own processes a program could otherwise trace its
 //     interpreter and never wait for it, so that the daemon's kill of a
@@ -105,7 +122,8 @@ const namespaceFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWU
 // epermSyscalls change a file's mode, owner, times, extended attributes or
 // attribute flags, watch files and directories (legacySyscalls: the old
 // forms some architectures still have besides these), enter a namespace,
-// use the mount API, or reach into another process (ptrace and kin).
+// change the root, use the mount API, or reach into another process
+// (ptrace and kin).
 var epermSyscalls = append([]uint32{
 	unix.SYS_FCHMOD, unix.SYS_FCHMODAT, unix.SYS_FCHMODAT2,
 	unix.SYS_FCHOWN, unix.SYS_FCHOWNAT,
@@ -114,7 +132,7 @@ var epermSyscalls = append([]uint32{
 	unix.SYS_REMOVEXATTR, unix.SYS_LREMOVEXATTR, unix.SYS_FREMOVEXATTR, unix.SYS_REMOVEXATTRAT,
 	sysFileSetattr,
 	unix.SYS_INOTIFY_INIT1, unix.SYS_FANOTIFY_INIT, unix.SYS_FANOTIFY_MARK,
-	unix.SYS_SETNS,
+	unix.SYS_SETNS, unix.SYS_CHROOT,
 	unix.SYS_OPEN_TREE, sysOpenTreeAttr, unix.SYS_MOVE_MOUNT, unix.SYS_FSOPEN, unix.SYS_FSCONFIG,
 	unix.SYS_FSMOUNT, unix.SYS_FSPICK, unix.SYS_MOUNT_SETATTR,
 	unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV, unix.SYS_PIDFD_GETFD,
@@ -160,6 +178,8 @@ const (
 	toEPERM
 	toENOSYS
 	toSocket     // the socket() family check
+	toInetType   // the socket() type check of AF_INET and AF_INET6
+	toNetlink    // the socket() protocol check of AF_NETLINK
 	toSocketpair // the socketpair() type check
 	toIoctl      // the ioctl() request check
 	toNamespaces // the clone() and unshare() flags check
@@ -221,7 +241,12 @@ func seccompFilter() ([]unix.SockFilter, error) {
 	mark(toFallocate)
 	p = append(p, load(24), is(0, toAllow), jump(toEOPNOTSUPP))
 	mark(toSocket)
-	p = append(p, load(16), is(unix.AF_INET, toAllow), is(unix.AF_INET6, toAllow), is(unix.AF_NETLINK, toAllow), jump(toEACCES))
+	p = append(p, load(16), is(unix.AF_INET, toInetType), is(unix.AF_INET6, toInetType), is(unix.AF_NETLINK, toNetlink), jump(toEACCES))
+	mark(toNetlink)
+	p = append(p, load(32), is(unix.NETLINK_ROUTE, toAllow), is(unix.NETLINK_USERSOCK, toAllow), jump(toEACCES))
+	mark(toInetType)
+	p = append(p, load(24), bpfInsn{unix.SockFilter{Code: and, K: 0xf}, nextInsn, nextInsn}, // SOCK_TYPE_MASK
+		is(unix.SOCK_STREAM, toAllow), is(unix.SOCK_DGRAM, toAllow), jump(toEACCES))
 	mark(toSocketpair)
 	p = append(p, load(24), bpfInsn{unix.SockFilter{Code: and, K: 0xf}, nextInsn, nextInsn}, // SOCK_TYPE_MASK
 		is(unix.SOCK_STREAM, toAllow), is(unix.SOCK_SEQPACKET, toAllow), jump(toEACCES))

@@ -44,6 +44,12 @@ print(json.dumps({
   "inet": attempt(lambda: socket.socket(socket.AF_INET).close()),
   "inet6": attempt(lambda: socket.socket(socket.AF_INET6).close()),
   "netlink": attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW).close()),
+  "netlink usersock": attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 2).close()),
+  "netlink netfilter": attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12).close()),
+  "netlink generic": attempt(lambda: socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 16).close()),
+  "inet raw": attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP).close()),
+  "inet6 raw": attempt(lambda: socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_TCP).close()),
+  "inet dgram": attempt(lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close()),
   "stream pair": attempt(lambda: pair(socket.SOCK_STREAM)),
   "seqpacket pair": attempt(lambda: pair(socket.SOCK_SEQPACKET)),
   "nonblocking stream pair": attempt(lambda: pair(socket.SOCK_STREAM | socket.SOCK_NONBLOCK)),
@@ -55,9 +61,10 @@ print(json.dumps({
 		"chmod host": "PermissionError", "chmod own": "PermissionError", "fchmod read-only": "PermissionError",
 		"chown own": "PermissionError", "utime own": "PermissionError", "setxattr own": "PermissionError",
 		"removexattr own": "PermissionError", "inotify": "PermissionError", "vsock": "PermissionError", "packet": "PermissionError",
-		"unix dgram pair": "PermissionError",
-		"inet":            "ok", "inet6": "ok", "netlink": "ok", "stream pair": "ok", "seqpacket pair": "ok",
-		"nonblocking stream pair": "ok",
+		"unix dgram pair": "PermissionError", "netlink netfilter": "PermissionError", "netlink generic": "PermissionError",
+		"inet raw": "PermissionError", "inet6 raw": "PermissionError",
+		"inet": "ok", "inet6": "ok", "inet dgram": "ok", "netlink": "ok", "netlink usersock": "ok",
+		"stream pair": "ok", "seqpacket pair": "ok", "nonblocking stream pair": "ok",
 	}
 	for k, w := range want {
 		if got[k] != w {

@@ -271,8 +271,9 @@ func (f *family) isEnded() bool {
 // the namespace's own /proc and /dev/shm, which are not the daemon's, are
 // made on those mounts as member sees them (/proc/<member>/root). A
 // program cannot change what those paths name (Landlock forbids it every
-// change of its mount tree); should member be gone and its pid reused, the
-// rules name another process's mounts, which the fork cannot reach.
+// change of its mount tree, the seccomp filter a change of its root);
+// should member be gone and its pid reused, the rules name another
+// process's mounts, which the fork cannot reach.
 func ForkRuleset(sb Config, python, home string, member int) (*os.File, error) {
 	c := sandboxConf{rw: []string{home}, ro: sb.ReadOnly, list: sb.Listable, exec: sb.Executable, prog: []string{python},
 		nsRoot: "/proc/" + strconv.Itoa(member) + "/root"}
