@@ -63,13 +63,14 @@ type authority struct {
 // NewCA makes a CA constrained to allow's hosts, its authorities valid 30
 // days each.
 func NewCA(allow *Policy) (*CA, error) {
-	return newCA(allow, caValidity, time.Now)
+	return NewCAAt(allow, caValidity, time.Now)
 }
 
-// newCA is NewCA with each authority valid validity (at least three leaf
+// NewCAAt is NewCA with each authority valid validity (at least three leaf
 // lives, so that a retired authority outlives the leaves it signed) on the
-// clock now.
-func newCA(allow *Policy, validity time.Duration, now func() time.Time) (*CA, error) {
+// clock now: tests drive the rotation with it, here and where the bundle is
+// published.
+func NewCAAt(allow *Policy, validity time.Duration, now func() time.Time) (*CA, error) {
 	if validity < 3*leafValidity {
 		return nil, errors.New("a CA must be valid at least three leaf lives")
 	}

@@ -56,7 +56,7 @@ func TestCARotation(t *testing.T) {
 		t.Fatalf("%s: %s", entry, rule)
 	}
 	clock := &fakeClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	ca, err := newCA(pol, caValidity, clock.now)
+	ca, err := NewCAAt(pol, caValidity, clock.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestCARotationChain(t *testing.T) {
 	leakcheck.Check(t)
 	pol, _, _ := Parse([]byte(`{"allow": ["api.example.com"]}`))
 	clock := &fakeClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	ca, err := newCA(pol, 3*leafValidity, clock.now)
+	ca, err := NewCAAt(pol, 3*leafValidity, clock.now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestCARotationChain(t *testing.T) {
 
 // C1287: a CA life shorter than three leaf lives is refused.
 func TestCAValidityFloor(t *testing.T) {
-	if _, err := newCA(&Policy{}, 2*leafValidity, time.Now); err == nil {
+	if _, err := NewCAAt(&Policy{}, 2*leafValidity, time.Now); err == nil {
 		t.Fatal("a CA valid less than three leaf lives was made")
 	}
 }
