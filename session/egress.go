@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
 	"github.com/coderun-rpc/coderun-rpc/child/sandbox"
@@ -37,7 +38,17 @@ type childEgress struct {
 	// generation the written bundle holds.
 	bundleMu  sync.Mutex
 	bundleGen uint64
+	// stopRefresh ends refreshEvery's loop; refreshed is closed when it
+	// has.
+	stopRefresh chan struct{}
+	refreshed   chan struct{}
 }
+
+// bundleRefresh is how often the bundle is checked against the CA's
+// generation besides each child's start: a child that lives long (a
+// session's) reads the bundle again whenever its program makes a TLS
+// context, and must find the current authorities there.
+var bundleRefresh = time.Hour
 
 // trustBundle is the bundle's name in childEgress.trust; trustBundleNext is
 // where a new bundle is written before it is renamed over it.
@@ -70,7 +81,24 @@ func newChildEgress(proxy *egress.Proxy, netns bool, tempDir string, log *slog.L
 		return e
 	}
 	e.trust = dir
+	e.stopRefresh, e.refreshed = make(chan struct{}), make(chan struct{})
+	go e.refreshEvery(bundleRefresh)
 	return e
+}
+
+// refreshEvery calls refreshBundle every period until close.
+func (e *childEgress) refreshEvery(period time.Duration) {
+	defer close(e.refreshed)
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.stopRefresh:
+			return
+		case <-tick.C:
+			e.refreshBundle()
+		}
+	}
 }
 
 // writeBundle writes ca's bundle into dir under trustBundle, through dir's
@@ -127,9 +155,12 @@ func (e *childEgress) trustDir() string {
 	return e.trust.Path()
 }
 
-// close removes the bundle's directory (Manager.Shutdown).
+// close stops the bundle's refreshes and removes its directory
+// (Manager.Shutdown).
 func (e *childEgress) close(log *slog.Logger) {
 	if e != nil && e.trust != nil {
+		close(e.stopRefresh)
+		<-e.refreshed
 		dropDir(e.trust, log)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,5 +86,54 @@ func TestC1288TrustBundleFollowsRotation(t *testing.T) {
 	names, _ := os.ReadDir(e.trustDir())
 	if len(names) != 1 || names[0].Name() != trustBundle {
 		t.Fatalf("the bundle directory holds %v", names)
+	}
+}
+
+// C1289: a daemon that starts no child still writes the bundle again after
+// a rotation (a session's child reads it whenever its program makes a TLS
+// context), and stops doing so at close.
+func TestC1289TrustBundleRefreshedWithoutChildren(t *testing.T) {
+	leakcheck.Check(t)
+	pol, _, _ := egress.Parse([]byte(`{"allow": ["api.example.com"]}`))
+	var mu sync.Mutex
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	const life = 90 * 24 * time.Hour
+	ca, err := egress.NewCAAt(pol, life, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := egress.Listen(egress.Options{CA: ca})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	defer func(d time.Duration) { bundleRefresh = d }(bundleRefresh)
+	bundleRefresh = time.Millisecond
+	e := newChildEgress(p, false, t.TempDir(), slog.New(slog.DiscardHandler))
+	defer e.close(nil)
+	bundle := filepath.Join(e.trustDir(), trustBundle)
+	before, err := os.ReadFile(bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(life/3 + 2*time.Hour)
+	mu.Unlock()
+	for deadline := time.Now().Add(time.Minute); ; {
+		after, err := os.ReadFile(bundle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(after, before) {
+			if !bytes.HasSuffix(after, ca.PEM()) {
+				t.Fatal("the bundle written again does not hold the rotated CA's certificates")
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the bundle was not written again within a minute of the rotation")
+		}
+		time.Sleep(5 * time.Millisecond) // polling for the event, not ordering it
 	}
 }
