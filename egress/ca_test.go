@@ -49,7 +49,7 @@ func certificatesOnly(t *testing.T, b []byte) {
 // C1285: the CA rotates once its successor has been published for a third
 // of a CA life; leaves after the rotation verify against the bundle runs
 // read before it and after it, leaves before it against the old bundle.
-func TestCARotation(t *testing.T) {
+func TestC1285CARotation(t *testing.T) {
 	leakcheck.Check(t)
 	pol, entry, rule := Parse([]byte(`{"allow": ["api.example.com", "*.example.org"]}`))
 	if rule != "" {
@@ -125,7 +125,7 @@ func mintFor(t *testing.T, ca *CA, host string) *x509.Certificate {
 // C1286: over many CA lives every leaf verifies against the bundle of the
 // previous generation (what a run that started before the last rotation
 // read) and ends no later than its authority.
-func TestCARotationChain(t *testing.T) {
+func TestC1286CARotationChain(t *testing.T) {
 	leakcheck.Check(t)
 	pol, _, _ := Parse([]byte(`{"allow": ["api.example.com"]}`))
 	clock := &fakeClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -160,7 +160,8 @@ func TestCARotationChain(t *testing.T) {
 }
 
 // C1287: a CA life shorter than three leaf lives is refused.
-func TestCAValidityFloor(t *testing.T) {
+func TestC1287CAValidityFloor(t *testing.T) {
+	leakcheck.Check(t)
 	if _, err := NewCAAt(&Policy{}, 2*leafValidity, time.Now); err == nil {
 		t.Fatal("a CA valid less than three leaf lives was made")
 	}
