@@ -116,22 +116,31 @@ func (ca *CA) newAuthority() (*authority, error) {
 }
 
 // rotateIfDue makes the successor active once it has been published for a
-// third of a CA life (ca.mu held). Authorities are made a third of a life
-// apart, so an active authority is retired with a third of its life left
-// (the first one, made with its successor: two thirds): more than a leaf's
-// life, and every leaf it signed is capped at its end anyway. A failure to
-// make the new successor keeps the current pair (retried on the next call).
+// third of a CA life, or once the active one has less than a third of its
+// life left (ca.mu held). Authorities are made a third of a life apart, so
+// an active authority is retired with a third of its life left (the first
+// one, made with its successor: two thirds): more than a leaf's life, and
+// every leaf it signed is capped at its end anyway. After a gap in the CA's
+// use (a suspended machine) it rotates twice at most, until the active one
+// is fresh enough. A failure to make the new successor keeps the current
+// pair (retried on the next call).
 func (ca *CA) rotateIfDue() {
-	if ca.successor.cert.NotBefore.Add(time.Hour + ca.validity/3).After(ca.now()) {
-		return
+	for ca.rotationDue() {
+		next, err := ca.newAuthority()
+		if err != nil {
+			return
+		}
+		ca.active, ca.successor = ca.successor, next
+		ca.generation++
+		clear(ca.leaves)
 	}
-	next, err := ca.newAuthority()
-	if err != nil {
-		return
-	}
-	ca.active, ca.successor = ca.successor, next
-	ca.generation++
-	clear(ca.leaves)
+}
+
+// rotationDue reports whether the pair must move on (ca.mu held).
+func (ca *CA) rotationDue() bool {
+	now := ca.now()
+	published := now.Sub(ca.successor.cert.NotBefore.Add(time.Hour))
+	return published >= ca.validity/3 || ca.active.cert.NotAfter.Sub(now) < ca.validity/3
 }
 
 // PEM is the certificates runs trust: the active authority's and its

@@ -166,3 +166,30 @@ func TestC1287CAValidityFloor(t *testing.T) {
 		t.Fatal("a CA valid less than three leaf lives was made")
 	}
 }
+
+// C1291: after a gap in the CA's use longer than its life (a suspended
+// machine, a daemon idle for months), the next leaf is signed by an
+// authority with at least a third of its life left and verifies against
+// the certificates published then, for a full leaf life.
+func TestC1291CARotationAfterLongGap(t *testing.T) {
+	leakcheck.Check(t)
+	pol, _, _ := Parse([]byte(`{"allow": ["api.example.com"]}`))
+	clock := &fakeClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	ca, err := NewCAAt(pol, caValidity, clock.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, gap := range []time.Duration{caValidity * 5 / 6, 2 * caValidity, 400 * 24 * time.Hour} {
+		clock.t = clock.t.Add(gap)
+		c, err := ca.leaf("api.example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if left := ca.active.cert.NotAfter.Sub(clock.t); left < caValidity/3 {
+			t.Errorf("after a gap of %v the active authority has %v left", gap, left)
+		}
+		if !verifies(t, ca.PEM(), c.Leaf, "api.example.com", clock.t.Add(leafValidity-2*time.Hour)) {
+			t.Errorf("after a gap of %v the leaf does not verify for a leaf life", gap)
+		}
+	}
+}
