@@ -119,7 +119,7 @@ func secretHarness(t *testing.T, policy string, hosts map[string]netip.Addr, ups
 	bound := Bind(pol.Secrets)
 	g := p.Open(token, "r1", pol, bound, Budget{})
 	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(ca.PEM)
+	roots.AppendCertsFromPEM(ca.PEM())
 	proxyURL := &url.URL{Scheme: "http", User: url.UserPassword(user, token), Host: p.Addr().String()}
 	tr := &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: &tls.Config{RootCAs: roots}}
 	h := &harness{p: p, g: g, client: &http.Client{Transport: tr,
@@ -408,7 +408,7 @@ func TestC1009LeavesVerifyInPython(t *testing.T) {
 		t.Fatal(err)
 	}
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, ca.PEM, 0o600); err != nil {
+	if err := os.WriteFile(caFile, ca.PEM(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -471,7 +471,7 @@ func TestC1019InterceptHeaderBound(t *testing.T) {
 	}
 	_, _ = io.ReadFull(conn, make([]byte, len(" Connection established\r\n\r\n")))
 	caPool := x509.NewCertPool()
-	caPool.AppendCertsFromPEM(h.p.CA().PEM)
+	caPool.AppendCertsFromPEM(h.p.CA().PEM())
 	tc := tls.Client(conn, &tls.Config{ServerName: "example.com", RootCAs: caPool})
 	if err := tc.Handshake(); err != nil {
 		t.Fatal(err)

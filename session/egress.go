@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/coderun-rpc/coderun-rpc/child/rundir"
@@ -33,29 +34,46 @@ type childEgress struct {
 	// trust holds the runs' certificate bundle (the daemon's roots and the
 	// proxy's CA, trustBundle), read-only to runs; nil without a CA.
 	trust *rundir.Dir
+	// bundleMu serialises the bundle's writes; bundleGen is the CA
+	// generation the written bundle holds.
+	bundleMu  sync.Mutex
+	bundleGen uint64
+	// stopRefresh ends refreshEvery's loop; refreshed is closed when it
+	// has.
+	stopRefresh chan struct{}
+	refreshed   chan struct{}
 }
 
-// trustBundle is the bundle's name in childEgress.trust.
-const trustBundle = "ca-bundle.pem"
+// bundleRefresh is how often the bundle is checked against the CA's
+// generation besides each child's start: a child that lives long (a
+// session's) reads the bundle again whenever its program makes a TLS
+// context, and must find the current authorities there.
+var bundleRefresh = time.Hour
+
+// trustBundle is the bundle's name in childEgress.trust; trustBundleNext is
+// where a new bundle is written before it is renamed over it.
+const (
+	trustBundle     = "ca-bundle.pem"
+	trustBundleNext = "ca-bundle.pem.next"
+)
 
 // newChildEgress is how children reach proxy; with the proxy's CA it
-// writes the runs' trust bundle once, in a directory of tempDir (without
-// it, logged, runs go on without the bundle: an intercepted tunnel then
-// fails their verification, never passes unverified).
+// writes the runs' trust bundle, in a directory of tempDir (without it,
+// logged, runs go on without the bundle: an intercepted tunnel then fails
+// their verification, never passes unverified).
 func newChildEgress(proxy *egress.Proxy, netns bool, tempDir string, log *slog.Logger) *childEgress {
 	e := &childEgress{proxy: proxy, netns: netns, inside: netns && !sandbox.CanEnterNetwork(), log: log}
 	ca := proxy.CA()
 	if ca == nil {
 		return e
 	}
-	bundle, roots := ca.Bundle()
-	if !roots {
-		log.Warn("egress: no system roots found (nor SSL_CERT_FILE); the runs' bundle holds the interception CA only, so HTTPS to hosts without secrets will not verify")
-	}
 	dir, err := rundir.Make(tempDir)
 	if err == nil {
-		if err = dir.Do(func(fd int) error { return writeAt(fd, trustBundle, bundle) }); err != nil {
+		var roots bool
+		if e.bundleGen, roots, err = writeBundle(dir, ca); err != nil {
 			dropDir(dir, log)
+		} else if !roots {
+			log.Warn("egress: no system roots found (nor SSL_CERT_FILE); the runs' bundle holds the interception CA only, so HTTPS to hosts without secrets will not verify")
 		}
 	}
 	if err != nil {
@@ -63,7 +81,69 @@ func newChildEgress(proxy *egress.Proxy, netns bool, tempDir string, log *slog.L
 		return e
 	}
 	e.trust = dir
+	e.stopRefresh, e.refreshed = make(chan struct{}), make(chan struct{})
+	go e.refreshEvery(bundleRefresh)
 	return e
+}
+
+// refreshEvery calls refreshBundle every period until close.
+func (e *childEgress) refreshEvery(period time.Duration) {
+	defer close(e.refreshed)
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.stopRefresh:
+			return
+		case <-tick.C:
+			e.refreshBundle()
+		}
+	}
+}
+
+// writeBundle writes ca's bundle into dir under trustBundle, through dir's
+// own descriptor: a new file, renamed over the old one, so a run that opens
+// the bundle reads either the old one or the new one whole, never a part.
+// It returns the CA generation written and whether the bundle holds roots
+// besides the CA's certificates.
+func writeBundle(dir *rundir.Dir, ca *egress.CA) (generation uint64, roots bool, err error) {
+	bundle, generation, roots := ca.Bundle()
+	err = dir.Do(func(fd int) error {
+		if err := syscall.Unlinkat(fd, trustBundleNext); err != nil && err != syscall.ENOENT {
+			return &os.PathError{Op: "unlinkat", Path: trustBundleNext, Err: err}
+		}
+		if err := writeAt(fd, trustBundleNext, bundle); err != nil {
+			return err
+		}
+		if err := syscall.Renameat(fd, trustBundleNext, fd, trustBundle); err != nil {
+			return &os.PathError{Op: "renameat", Path: trustBundle, Err: err}
+		}
+		return nil
+	})
+	return generation, roots, err
+}
+
+// refreshBundle writes the bundle again when the CA has rotated since it
+// was written (egress.CA: the bundle always holds the authority that signs
+// leaves and its successor). It runs before each child gets its
+// environment, so every child's first read of the bundle is of one that
+// trusts the authorities of the next two CA generations at least.
+func (e *childEgress) refreshBundle() {
+	ca := e.proxy.CA()
+	if e.trust == nil || ca == nil {
+		return
+	}
+	e.bundleMu.Lock()
+	defer e.bundleMu.Unlock()
+	if ca.Generation() == e.bundleGen {
+		return
+	}
+	gen, _, err := writeBundle(e.trust, ca)
+	if err != nil {
+		e.log.Warn("egress: cannot write the runs' certificate bundle after the interception CA rotated", "err", err)
+		return
+	}
+	e.bundleGen = gen
 }
 
 // trustDir is the bundle's directory ("" without one), for the sandbox's
@@ -75,9 +155,12 @@ func (e *childEgress) trustDir() string {
 	return e.trust.Path()
 }
 
-// close removes the bundle's directory (Manager.Shutdown).
+// close stops the bundle's refreshes and removes its directory
+// (Manager.Shutdown).
 func (e *childEgress) close(log *slog.Logger) {
 	if e != nil && e.trust != nil {
+		close(e.stopRefresh)
+		<-e.refreshed
 		dropDir(e.trust, log)
 	}
 }
@@ -90,6 +173,7 @@ var inNamespace = netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), san
 // uv reads SSL_CERT_FILE).
 func (e *childEgress) env(token string) []string {
 	env := egress.Env(token, e.at())
+	e.refreshBundle()
 	if dir := e.trustDir(); dir != "" {
 		f := filepath.Join(dir, trustBundle)
 		env = append(env, "SSL_CERT_FILE="+f, "REQUESTS_CA_BUNDLE="+f, "CURL_CA_BUNDLE="+f, "PIP_CERT="+f)
