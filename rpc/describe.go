@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"errors"
+
 	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/session"
 	"github.com/coderun-rpc/coderun-rpc/wire"
@@ -12,8 +14,7 @@ import (
 // run's validation; nothing is queued and no child is started, so it is
 // answered in arrival order from the read loop.
 func (s *Server) describe(id reqID, params []byte) {
-	cfg := s.opts.Daemon
-	p, err := wire.ValidateDescribe(params, cfg.Limits, cfg.Packages, cfg.Egress)
+	p, err := s.opts.Daemon.validateDescribe(params)
 	if err == nil {
 		err = wire.CheckMCPServers(s.opts.MCP, p.Bindings)
 	}
@@ -25,8 +26,42 @@ func (s *Server) describe(id reqID, params []byte) {
 		go s.describeMCP(id, p)
 		return
 	}
-	text := wire.Stubs(session.EffectiveLimits(cfg.Limits, p.Limits), cfg.PythonVersion, p.Bindings)
-	s.w.frame(encodeDescribe(id.text, wire.WithEgressLine(wire.WithImports(text, cfg.Preload, p.Packages, cfg.Packages), p.Egress)))
+	s.w.frame(encodeDescribe(id.text, s.opts.Daemon.Stubs(p)))
+}
+
+// validateDescribe checks describe's params against this daemon's budgets,
+// allow-list and egress policy.
+func (d Daemon) validateDescribe(params []byte) (wire.DescribeParams, error) {
+	return wire.ValidateDescribe(params, d.Limits, d.Packages, d.Egress)
+}
+
+// Stubs is the text bindings/describe answers for p under this daemon: the
+// stubs of p's bindings under the run's effective budgets, with what the
+// run may import and the hosts it may reach in their header. The method and
+// `coderun-rpc describe` both answer this, so they cannot differ.
+func (d Daemon) Stubs(p wire.DescribeParams) string {
+	text := wire.Stubs(session.EffectiveLimits(d.Limits, p.Limits), d.PythonVersion, p.Bindings)
+	return wire.WithEgressLine(wire.WithImports(text, d.Preload, p.Packages, d.Packages), p.Egress)
+}
+
+// MsgDescribeMCP refuses `coderun-rpc describe` bindings backed by an MCP
+// server: their functions are known only once the server is reached, which
+// only a running daemon does.
+const MsgDescribeMCP = "bindings name an MCP server (\"mcp\"): their functions are known only once the server is reached; describe them through a running daemon's bindings/describe"
+
+// Describe is `coderun-rpc describe` (docs/configuration.md §5): params
+// validated as bindings/describe validates them (an error is the method's
+// −32602 message), then the method's answer. Bindings backed by an MCP
+// server are refused (MsgDescribeMCP).
+func (d Daemon) Describe(params []byte) (string, error) {
+	p, err := d.validateDescribe(params)
+	if err != nil {
+		return "", err
+	}
+	if wire.HasMCP(p.Bindings) {
+		return "", errors.New(MsgDescribeMCP)
+	}
+	return d.Stubs(p), nil
 }
 
 // encodeDescribe is describe's response: {"stubs": text}, the text written

@@ -30,7 +30,7 @@ func (s *Server) describeMCP(id reqID, p wire.DescribeParams) {
 		s.w.replyError(&id, protocol.CodeInternalError, err.Error())
 		return
 	}
-	s.w.frame(encodeDescribe(id.text, wire.WithEgressLine(wire.WithImports(wire.Stubs(eff, s.opts.Daemon.PythonVersion, nss), s.opts.Daemon.Preload, p.Packages, s.opts.Daemon.Packages), p.Egress)+cuts))
+	s.w.frame(encodeDescribe(id.text, s.opts.Daemon.Stubs(p)+cuts))
 }
 
 // WithMCP returns a Runner that reaches the MCP servers a run's bindings name

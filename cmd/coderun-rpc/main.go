@@ -28,6 +28,7 @@ import (
 	"github.com/coderun-rpc/coderun-rpc/internal/buildinfo"
 	"github.com/coderun-rpc/coderun-rpc/internal/selfcheck"
 	"github.com/coderun-rpc/coderun-rpc/mcp/upstream"
+	"github.com/coderun-rpc/coderun-rpc/protocol"
 	"github.com/coderun-rpc/coderun-rpc/rpc"
 	"github.com/coderun-rpc/coderun-rpc/session"
 	"github.com/coderun-rpc/coderun-rpc/tracing"
@@ -55,6 +56,9 @@ func run(args []string) int {
 			return 2
 		}
 		return daemon("", func(ctx context.Context, d *daemonEnv) int { return serveMode(ctx, d, listen, admin) })
+	}
+	if len(args) == 1 && args[0] == "describe" {
+		return describe(os.Stdin, os.Stdout, os.Stderr)
 	}
 	mode, mcpConfig := "", ""
 	for i := 0; i < len(args); i++ {
@@ -204,6 +208,36 @@ func daemon(mcpConfig string, serveFn func(ctx context.Context, d *daemonEnv) in
 	}
 	log.Info("exiting", "code", code)
 	return code
+}
+
+// describe is `coderun-rpc describe`: bindings/describe's answer for the
+// params on in, rendered from the configuration the daemon would load,
+// without a fork server, a proxy or a child. Exit 0; 2 for invalid params
+// (the method's message) or a configuration error (the start-up line).
+func describe(in io.Reader, out, errOut io.Writer) int {
+	params, err := io.ReadAll(io.LimitReader(in, protocol.InboundMessageCap+1))
+	if err != nil {
+		fmt.Fprintf(errOut, "coderun-rpc describe: reading stdin: %v\n", err)
+		return 2
+	}
+	if len(params) > protocol.InboundMessageCap {
+		fmt.Fprintf(errOut, "coderun-rpc describe: the params exceed the %d-byte limit of a message\n", protocol.InboundMessageCap)
+		return 2
+	}
+	cfg, err := config.Load(config.Options{})
+	if err != nil {
+		return configFailure(errOut, err)
+	}
+	stubs, err := rpcOptions(cfg, nil).Daemon.Describe(params)
+	if err != nil {
+		fmt.Fprintf(errOut, "coderun-rpc describe: %v\n", err)
+		return 2
+	}
+	_, err = io.WriteString(out, stubs)
+	if err != nil {
+		return 1
+	}
+	return 0
 }
 
 // egressProxy starts the egress proxy when the configuration has a policy.
@@ -402,6 +436,8 @@ Usage:
                          service mode: every connection is a client (docs/service.md);
                          ADDR is unix:PATH, tcp:HOST:PORT or ws://HOST:PORT/PATH (--admin: also HOST:PORT)
   coderun-rpc mcp        serve the Model Context Protocol on stdio (docs/mcp.md)
+  coderun-rpc describe   print the stubs bindings/describe answers for the params
+                         read on stdin, without serving (docs/configuration.md §5)
   --mcp-config FILE      upstream MCP servers (overrides CODERUN_MCP_CONFIG)
   coderun-rpc --check    validate the configuration, probe Python, run a smoke program
   coderun-rpc --version  print the version
