@@ -14,6 +14,7 @@ import itertools
 import logging
 from typing import Any, Awaitable, Callable, Mapping, Optional, Protocol, Sequence, TypedDict, Union
 
+from . import _json
 from . import protocol as P
 from ._framing import FrameParser, FramingError, frame_header
 from ._ws import open_websocket
@@ -23,6 +24,7 @@ from .errors import (
     ClientClosed,
     CodeRunError,
     ConnectionLost,
+    InvalidParams,
     ProtocolViolation,
     SessionNotOpen,
     error_from_response,
@@ -1093,6 +1095,53 @@ def _stderr_target(stderr: Any) -> Any:
             raise ValueError(f'stderr must be "pipe", "inherit", "ignore", a file or a descriptor, not {stderr!r}')
         return named[stderr]
     return stderr
+
+
+async def describe_without_daemon(
+    *,
+    bindings: Optional[Bindings] = None,
+    error_classes: Optional[ErrorClasses] = None,
+    limits: Optional[Union[Limits, Mapping[str, Any]]] = None,
+    packages: Optional[Sequence[str]] = None,
+    command: Optional[str] = None,
+    env: Optional[Mapping[str, Optional[str]]] = None,
+) -> str:
+    """:meth:`Client.describe`'s text without a running daemon: ``coderun-rpc describe`` (the
+    binary :meth:`Client.start` would run for ``command``, with ``env`` layered over
+    ``os.environ``) renders it from the configuration such a daemon would load, and exits.
+    Bindings backed by an MCP server are refused (only a running daemon reaches the server).
+
+    Raises :class:`InvalidParams` for params the daemon refuses (its message), TypeError/ValueError
+    for misuse (as :meth:`Client.describe`), :class:`CodeRunError` with the daemon's start-up line
+    for a configuration it refuses."""
+    table, classes = _check_declarations(bindings, error_classes, limits)
+    params = P.build_describe_params(_declarations(table), classes, limits)
+    if packages is not None:
+        params["packages"] = _check_packages(packages)
+    proc = await asyncio.create_subprocess_exec(
+        find_daemon(command, env), "describe",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env=merged_env(env),
+    )
+    try:
+        out, err = await proc.communicate(_json.encode(params))
+    except BaseException:
+        _kill(proc)
+        await proc.wait()
+        raise
+    said = err.decode("utf-8", "replace").strip()[-_DESCRIBE_STDERR_KEPT:]
+    if proc.returncode == 0:
+        return out.decode("utf-8")
+    if proc.returncode == 2 and said.startswith(_DESCRIBE_REFUSAL):
+        raise InvalidParams(said[len(_DESCRIBE_REFUSAL):])
+    raise CodeRunError(f"coderun-rpc describe exited with {proc.returncode}: {said}")
+
+
+_DESCRIBE_REFUSAL = "coderun-rpc describe: "
+"""How ``coderun-rpc describe`` prefixes the message of params the daemon refuses."""
+
+_DESCRIBE_STDERR_KEPT = 8192
+"""The characters of ``coderun-rpc describe``'s stderr an error keeps (its last ones)."""
 
 
 def _kill(proc: asyncio.subprocess.Process) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Coroutine, Generic, Mapping, Optional, Sequence, TypeVar
 
 from .. import _json
-from ..client import Client
+from ..client import Client, describe_without_daemon
 from ..modeltext import ModelText, model_text
 from ..session import Session
 from ..typed import Binding
@@ -77,7 +77,8 @@ class CodeMode:
     ``namespace``: the global the tools are reached through (an identifier). ``session``: one
     session for every run (default) or a fresh interpreter per run. ``limits``: the budgets of
     every run, also stated in the stubs' header. ``daemon``: how the daemon is started (default
-    :meth:`Client.start`, which finds the binary as documented there).
+    :meth:`Client.start`, which finds the binary as documented there). With the default, the
+    daemon starts at the first run: a description before it comes from ``coderun-rpc describe``.
     """
 
     def __init__(
@@ -96,6 +97,7 @@ class CodeMode:
         self.stateful = session
         self.limits: dict[str, Any] = dict(limits or {})
         self._start_daemon: DaemonFactory = daemon or Client.start
+        self._default_daemon = daemon is None
         self._lock = threading.Lock()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
@@ -122,11 +124,19 @@ class CodeMode:
         bindings = self._bindings(tools, None)
         key = _json.encode([[b.declaration(n) for n, b in bindings[self.namespace].items()], self.limits])
         if self._stubs is None or self._stubs[0] != key:  # frameworks list the tools every step
-            client = await self._daemon()
-            self._stubs = (key, await client.describe(bindings=bindings, limits=self.limits))
+            self._stubs = (key, await self._render(bindings))
         stubs = self._stubs[1]
         state = _STATEFUL if self.stateful else _STATELESS
         return _INTRO.format(ns=self.namespace, state=state) + stubs
+
+    async def _render(self, bindings: dict[str, dict[str, Binding]]) -> str:
+        """The stubs of ``bindings``: from the daemon when it runs; before it is started, when it
+        is the default one, from ``coderun-rpc describe`` (the same binary and environment, so
+        the same text), so that making a tool starts no daemon: the first run does."""
+        if self._default_daemon and (self._client is None or self._client.closed):
+            return await describe_without_daemon(bindings=bindings, limits=self.limits)
+        client = await self._daemon()
+        return await client.describe(bindings=bindings, limits=self.limits)
 
     # ------------------------------------------------------------------ running
 
