@@ -61,6 +61,7 @@ func TestDescribeCommandMatchesMethodC1295(t *testing.T) {
 	}{
 		"defaults": {nil, []string{typed, `{}`, `{"bindings":[{"global":"t","functions":["f"]}],"ignored":1}`}},
 		"limits":   {map[string]string{"CODERUN_CPU_SECONDS": "7", "CODERUN_MAX_LOG_BYTES": "1000"}, []string{typed}},
+		"warned":   {map[string]string{"CODERUN_MAX_WAL_MS": "5"}, []string{typed}},
 		"preload":  {map[string]string{"CODERUN_PRELOAD": "json,?coderun_no_such_module"}, []string{typed}},
 		"packages": {packagesEnv(t, wheeltest.UV(t)), []string{typed, `{"packages":["tinya"]}`}},
 		"egress": {map[string]string{"CODERUN_EGRESS": policy},
@@ -73,6 +74,9 @@ func TestDescribeCommandMatchesMethodC1295(t *testing.T) {
 				got, stderr, code := describeCLI(t, c.env, params)
 				if code != 0 || got != want {
 					t.Errorf("params %s: exit %d, stderr %q\nsubcommand:\n%s\nmethod:\n%s", params, code, stderr, got, want)
+				}
+				if _, misspelled := c.env["CODERUN_MAX_WAL_MS"]; misspelled && !strings.Contains(stderr, "CODERUN_MAX_WAL_MS") {
+					t.Errorf("the daemon's warning of a misspelled variable is not on stderr: %q", stderr)
 				}
 			}
 		})
@@ -100,6 +104,9 @@ func TestDescribeCommandRefusalsC1296(t *testing.T) {
 	out, stderr, code := describeCLI(t, nil, `{"bindings":[{"global":"gh","mcp":"github"}]}`)
 	if code != 2 || out != "" || !strings.Contains(stderr, `bindings name an MCP server ("mcp")`) {
 		t.Errorf("mcp binding: exit %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	if help, err := exec.Command(daemonBin, "--help").Output(); err != nil || !strings.Contains(string(help), "coderun-rpc describe") {
+		t.Errorf("--help does not show describe: %v\n%s", err, help)
 	}
 	bad := map[string]string{"CODERUN_MAX_WALL_MS": "abc"}
 	out, stderr, code = describeCLI(t, bad, `{}`)

@@ -143,16 +143,7 @@ func daemon(mcpConfig string, serveFn func(ctx context.Context, d *daemonEnv) in
 		fmt.Fprintf(os.Stderr, "coderun-rpc: %v\n", err)
 		return 2
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	for _, m := range cfg.Misspelled {
-		log.Warn("configuration: " + m.Line())
-	}
-	for _, name := range cfg.PreloadSkipped {
-		log.Warn("preload: optional module not installed; not preloaded", "module", name)
-	}
-	if cfg.IsolationFellBack {
-		log.Warn("isolation: tier sandbox is not available here; running tier process", "reason", cfg.IsolationReason)
-	}
+	log := startupLog(cfg, os.Stderr)
 	log.Debug("the watchdog and the sandbox's init run from", "binary", sandbox.HelperBinary())
 	// Before the first child: from here on a run's process group dies with
 	// the daemon, however the daemon dies (docs/containment.md §2–§3). The
@@ -210,6 +201,23 @@ func daemon(mcpConfig string, serveFn func(ctx context.Context, d *daemonEnv) in
 	return code
 }
 
+// startupLog is the daemon's log on w, once it has warned of what in cfg
+// is not as asked (misspelled variables, a preload's missing optional
+// modules, the sandbox tier's fallback).
+func startupLog(cfg *config.Config, w io.Writer) *slog.Logger {
+	log := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	for _, m := range cfg.Misspelled {
+		log.Warn("configuration: " + m.Line())
+	}
+	for _, name := range cfg.PreloadSkipped {
+		log.Warn("preload: optional module not installed; not preloaded", "module", name)
+	}
+	if cfg.IsolationFellBack {
+		log.Warn("isolation: tier sandbox is not available here; running tier process", "reason", cfg.IsolationReason)
+	}
+	return log
+}
+
 // describe is `coderun-rpc describe`: bindings/describe's answer for the
 // params on in, rendered from the configuration the daemon would load,
 // without a fork server, a proxy or a child. Exit 0; 2 for invalid params
@@ -228,7 +236,7 @@ func describe(in io.Reader, out, errOut io.Writer) int {
 	if err != nil {
 		return configFailure(errOut, err)
 	}
-	stubs, err := rpcOptions(cfg, nil).Daemon.Describe(params)
+	stubs, err := rpcOptions(cfg, startupLog(cfg, errOut)).Daemon.Describe(params)
 	if err != nil {
 		fmt.Fprintf(errOut, "coderun-rpc describe: %v\n", err)
 		return 2

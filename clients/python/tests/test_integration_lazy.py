@@ -126,6 +126,9 @@ async def test_describe_without_daemon_refuses_as_the_daemon_does(default_daemon
     with pytest.raises(InvalidParams) as offline:
         await describe_without_daemon(bindings=bad)
     assert str(offline.value) == str(served.value)
+    with pytest.raises(InvalidParams) as warned:  # the daemon's warnings come first on stderr
+        await describe_without_daemon(bindings=bad, env={"CODERUN_MAX_WAL_MS": "5"})
+    assert str(warned.value) == str(served.value)
     with pytest.raises(Exception, match="CODERUN_MAX_WALL_MS") as failed:
         await describe_without_daemon(env={"CODERUN_MAX_WALL_MS": "abc"})
     assert not isinstance(failed.value, InvalidParams)

@@ -1129,16 +1129,17 @@ async def describe_without_daemon(
         _kill(proc)
         await proc.wait()
         raise
-    said = err.decode("utf-8", "replace").strip()[-_DESCRIBE_STDERR_KEPT:]
     if proc.returncode == 0:
         return out.decode("utf-8")
-    if proc.returncode == 2 and said.startswith(_DESCRIBE_REFUSAL):
-        raise InvalidParams(said[len(_DESCRIBE_REFUSAL):])
+    said = err.decode("utf-8", "replace").strip()[-_DESCRIBE_STDERR_KEPT:]
+    at = ("\n" + said).rfind(_DESCRIBE_REFUSAL)  # after the log's warnings, if any
+    if proc.returncode == 2 and at >= 0:
+        raise InvalidParams(said[at + len(_DESCRIBE_REFUSAL) - 1:])
     raise CodeRunError(f"coderun-rpc describe exited with {proc.returncode}: {said}")
 
 
-_DESCRIBE_REFUSAL = "coderun-rpc describe: "
-"""How ``coderun-rpc describe`` prefixes the message of params the daemon refuses."""
+_DESCRIBE_REFUSAL = "\ncoderun-rpc describe: "
+"""How a line of ``coderun-rpc describe``'s stderr starts with the message of params it refuses."""
 
 _DESCRIBE_STDERR_KEPT = 8192
 """The characters of ``coderun-rpc describe``'s stderr an error keeps (its last ones)."""
