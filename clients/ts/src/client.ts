@@ -143,6 +143,11 @@ function onAbort(signal: AbortSignal, callback: () => void): () => void {
   return () => set.delete(callback);
 }
 
+/** The `bindings/describe` params of `options`. */
+export function describeParams(options: DescribeOptions): { [k: string]: unknown } {
+  return bindingParams(options.bindings ?? [], options.limits, options.packages);
+}
+
 /** The `bindings`, `limits?` and `packages?` members shared by `run` and `bindings/describe`. */
 function bindingParams(bindings: Binding[], limits: RunLimits | undefined, packages: string[] | undefined): { [k: string]: unknown } {
   const params: { [k: string]: unknown } = { bindings: wireBindings(bindings) };
@@ -152,7 +157,7 @@ function bindingParams(bindings: Binding[], limits: RunLimits | undefined, packa
 }
 
 /** Refuses, before anything is sent, params that are not lossless JSON or exceed the daemon's cap. */
-function checkParams(method: string, params: object): void {
+export function checkParams(method: string, params: object): void {
   const encoded = serializeLossless(params);
   if (!encoded.ok) throw new TypeError(`${method} params must be lossless JSON: ${encoded.reason} (at ${encoded.path})`);
   if (utf8Length(encoded.text) > MAX_MESSAGE_BYTES - 64) {
@@ -417,7 +422,7 @@ export class CodeRunClient {
    */
   async describe(options: DescribeOptions): Promise<string> {
     this.assertOpen();
-    const params = bindingParams(options.bindings ?? [], options.limits, options.packages);
+    const params = describeParams(options);
     const result = await this.request<{ stubs?: unknown } | null>('bindings/describe', params);
     if (typeof result?.stubs !== 'string') {
       throw new ProtocolError(`bindings/describe result has no stubs text: ${JSON.stringify(result)?.slice(0, 200)}`);

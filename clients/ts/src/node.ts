@@ -11,12 +11,14 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { StreamMessageReader, StreamMessageWriter } from 'vscode-jsonrpc/node';
-import { CodeRunClient as CoreClient } from './client.js';
+import { checkParams, CodeRunClient as CoreClient, describeParams } from './client.js';
 import type { ClientOptions, PeerExit, Transport } from './client.js';
 import { openTransport } from './connect.js';
 import type { ConnectTransportOptions } from './connect.js';
 import { losslessJsonEncoder } from './encoder.js';
-import { CodeRunError } from './errors.js';
+import { CodeRunError, InvalidParamsError } from './errors.js';
+import { serializeLossless } from './json.js';
+import type { DescribeOptions } from './types.js';
 import { resolveDaemonCommand } from './locate.js';
 import { fileBytes, relativeOutPath } from './outputs.js';
 import type { OutFile } from './outputs.js';
@@ -125,11 +127,7 @@ export class ProcessTransport implements Transport {
  */
 export async function spawnDaemon(options: StartOptions = {}): Promise<ProcessTransport> {
   const command = resolveDaemonCommand(options);
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const [k, v] of Object.entries(options.env ?? {})) {
-    if (v === undefined) delete env[k];
-    else env[k] = v;
-  }
+  const env = daemonEnv(options);
   const mcpArgs = options.mcpConfig === undefined ? [] : ['--mcp-config', mcpConfigPath(options.mcpConfig)];
   const child = spawn(command, [...(options.args ?? []), ...mcpArgs], {
     env,
@@ -143,6 +141,49 @@ export async function spawnDaemon(options: StartOptions = {}): Promise<ProcessTr
     });
   });
   return new ProcessTransport(child);
+}
+
+/** The daemon's environment: `options.env` merged over `process.env`. */
+function daemonEnv(options: StartOptions): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const [k, v] of Object.entries(options.env ?? {})) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  return env;
+}
+
+/** How a line of `coderun-rpc describe`'s stderr starts with the message of params it refuses. */
+const DESCRIBE_REFUSAL = '\ncoderun-rpc describe: ';
+
+/**
+ * `bindings/describe`'s text without a running daemon: `coderun-rpc describe` (the binary,
+ * environment and directory `CodeRunClient.start(options)` would use) prints what such a daemon
+ * would answer, and exits. Bindings backed by an MCP server are refused (only a running daemon
+ * reaches the server). Rejects with `InvalidParamsError` (the daemon's message) for params it
+ * refuses, `CodeRunError` with the daemon's start-up line for a configuration it refuses.
+ */
+export async function describeWithoutDaemon(describe: DescribeOptions, options: StartOptions = {}): Promise<string> {
+  const params = describeParams(describe);
+  checkParams('bindings/describe', params);
+  const encoded = serializeLossless(params);
+  if (!encoded.ok) throw new TypeError(`bindings/describe params must be lossless JSON: ${encoded.reason}`); // checked above
+  const child = spawn(resolveDaemonCommand(options), ['describe'], { env: daemonEnv(options), cwd: options.cwd, stdio: 'pipe' });
+  const out: Buffer[] = [];
+  const err: Buffer[] = [];
+  child.stdout.on('data', (b: Buffer) => out.push(b));
+  child.stderr.on('data', (b: Buffer) => err.push(b));
+  child.stdin.on('error', () => {}); // an early exit is reported by its code
+  child.stdin.end(encoded.text);
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once('error', (e) => reject(new CodeRunError(`cannot run coderun-rpc describe: ${e.message}`)));
+    child.once('close', resolve);
+  });
+  if (code === 0) return Buffer.concat(out).toString('utf8');
+  const said = Buffer.concat(err).toString('utf8').trim().slice(-STDERR_TAIL);
+  const at = ('\n' + said).lastIndexOf(DESCRIBE_REFUSAL);
+  if (code === 2 && at >= 0) throw new InvalidParamsError(-32602, said.slice(at + DESCRIBE_REFUSAL.length - 1));
+  throw new CodeRunError(`coderun-rpc describe exited with ${code}: ${said}`);
 }
 
 /** Files written for `mcpConfig` objects, removed once their daemon has read them. */

@@ -8,7 +8,7 @@
  * from call to call) unless `session: false`; the stubs in the description and every run use the
  * same limits; the daemon is started when first needed and closed by {@link CodeMode.close}.
  */
-import { CodeRunClient } from '../node.js';
+import { CodeRunClient, describeWithoutDaemon } from '../node.js';
 import type { StartOptions } from '../node.js';
 import { ClientClosedError, InvalidParamsError, SessionLimitError, SessionNotOpenError } from '../errors.js';
 import { formatRun } from '../format.js';
@@ -72,6 +72,16 @@ function intro(global: string, session: boolean): string {
     '',
     '',
   ].join('\n');
+}
+
+/**
+ * Whether the daemon `start` would start has sessions off: `CODERUN_MAX_SESSIONS` (in its env,
+ * else this process's) is zero, as the daemon's integer rule reads it.
+ */
+function sessionsOff(start: StartOptions | undefined): boolean {
+  const env = start?.env ?? {};
+  const value = 'CODERUN_MAX_SESSIONS' in env ? env['CODERUN_MAX_SESSIONS'] : process.env['CODERUN_MAX_SESSIONS'];
+  return value !== undefined && /^[+-]?0+$/.test(value);
 }
 
 /** Tells the model that this call's run ended the session. */
@@ -148,13 +158,27 @@ export class CodeMode<C> implements AsyncDisposable {
     this.functions = checkedFunctions(functions);
   }
 
-  /** What the model reads about the tool: what it does, then the stubs under the runs' limits. */
+  /**
+   * What the model reads about the tool: what it does, then the stubs under the runs' limits.
+   * Before this CodeMode has started its daemon they come from `coderun-rpc describe` (the same
+   * binary and environment), so making a tool starts no daemon: the first run does. The intro
+   * says whether calls share a session, which a daemon with sessions off cannot give: with
+   * `CODERUN_MAX_SESSIONS=0` (and `session` not false) the daemon is started to describe.
+   */
   async description(): Promise<string> {
-    const client = await this.client();
+    if (this.closed) throw new ClientClosedError('this code tool was closed');
     const bindings = [this.binding(() => Promise.reject(new Error('not called')))];
-    const stubs = await client.describe({ bindings, limits: this.options.limits }).catch((err: unknown) => {
+    const describe = { bindings, limits: this.options.limits };
+    const naming = (err: unknown) => {
       throw this.namingTheTool(err);
-    });
+    };
+    const sessionsKnown = this.options.session === false || !sessionsOff(this.options.start);
+    if (this.options.client === undefined && this.clientPromise === undefined && sessionsKnown) {
+      const stubs = await describeWithoutDaemon(describe, this.options.start).catch(naming);
+      return intro(this.global, this.options.session !== false) + stubs;
+    }
+    const client = await this.client();
+    const stubs = await client.describe(describe).catch(naming);
     return intro(this.global, this.usesSessions(client)) + stubs;
   }
 
