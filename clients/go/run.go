@@ -99,15 +99,13 @@ type LogEvent struct {
 	Continued bool   `json:"continued"`
 }
 
-// Stats are a run's measurements (§3.7).
-type Stats struct {
-	WallMs       int64 `json:"wallMs"`
-	CPUMs        int64 `json:"cpuMs"`
-	MaxRssKb     int64 `json:"maxRssKb"`
-	QueueMs      int64 `json:"queueMs"`
-	BindingCalls int64 `json:"bindingCalls"`
-	LogBytes     int64 `json:"logBytes"`
-}
+// Stats are a run's measurements (§3.7): the daemon's own type, so the
+// client has every member it sends (InstallMs, docs/packages.md, included).
+type Stats = protocol.Stats
+
+// EgressEntry is one request the run made through the egress proxy
+// (docs/containment.md §6): host, port, method, status, bytes and ms.
+type EgressEntry = protocol.EgressEntry
 
 // SessionInfo is a session run's "session" member (§11.1).
 type SessionInfo struct {
@@ -127,6 +125,9 @@ type Result struct {
 	Outputs []Output        `json:"outputs,omitempty"`
 	Files   []OutFile       `json:"files,omitempty"`
 	Session *SessionInfo    `json:"session,omitempty"`
+	// Egress is the run's requests through the egress proxy; nil when the
+	// daemon has no egress policy.
+	Egress []EgressEntry `json:"egress,omitempty"`
 }
 
 // RunError is a failed run (§3.6): Run returns it as its error, with the
