@@ -27,13 +27,7 @@ func BenchmarkBindingCall(b *testing.B) {
 	fromDaemon, toClient := io.Pipe()
 	defer fromClient.Close()
 	defer toClient.Close()
-	stream := NewObjectStream(pipeRW{fromDaemon, toDaemon})
-	c := &Client{runs: map[jsonrpc2.ID]*runState{}, calls: map[jsonrpc2.ID]context.CancelFunc{}}
-	var cancel context.CancelFunc
-	c.connCtx, cancel = context.WithCancel(context.Background())
-	defer cancel()
-	c.stream = &exactStream{ObjectStream: stream}
-	c.conn = jsonrpc2.NewConn(context.Background(), c.stream, handler{c})
+	c := connect(NewObjectStream(pipeRW{fromDaemon, toDaemon}), Options{}, nil, false)
 	defer c.conn.Close()
 	echo := Untyped("echo", func(_ context.Context, a json.RawMessage) (any, error) { return a, nil })
 	c.runs[jsonrpc2.ID{Num: 1}] = &runState{functions: map[string]map[string]Function{"tools": {"echo": echo}}}

@@ -93,16 +93,7 @@ func (c *Client) Info() ServerInfo { return c.info }
 // newClient wraps stream in a jsonrpc2 connection and performs initialize
 // and initialized.
 func newClient(ctx context.Context, stream jsonrpc2.ObjectStream, opts Options, d *daemon, ends bool) (*Client, error) {
-	c := &Client{opts: opts, daemon: d, ends: ends, runs: map[jsonrpc2.ID]*runState{}, calls: map[jsonrpc2.ID]context.CancelFunc{}}
-	var connEnded context.CancelFunc
-	c.connCtx, connEnded = context.WithCancel(context.Background())
-	c.stream = &exactStream{ObjectStream: stream}
-	c.conn = jsonrpc2.NewConn(context.Background(), c.stream, handler{c},
-		jsonrpc2.SetLogger(log.New(io.Discard, "", 0)))
-	go func() {
-		<-c.conn.DisconnectNotify()
-		connEnded()
-	}()
+	c := connect(stream, opts, d, ends)
 	name := opts.ClientName
 	if name == "" {
 		name = "coderun-go"
@@ -118,6 +109,22 @@ func newClient(ctx context.Context, stream jsonrpc2.ObjectStream, opts Options, 
 		return nil, c.lost(err)
 	}
 	return c, nil
+}
+
+// connect wraps stream in a jsonrpc2 connection served by the client's
+// handler; connCtx ends when the connection does.
+func connect(stream jsonrpc2.ObjectStream, opts Options, d *daemon, ends bool) *Client {
+	c := &Client{opts: opts, daemon: d, ends: ends, runs: map[jsonrpc2.ID]*runState{}, calls: map[jsonrpc2.ID]context.CancelFunc{}}
+	var connEnded context.CancelFunc
+	c.connCtx, connEnded = context.WithCancel(context.Background())
+	c.stream = &exactStream{ObjectStream: stream}
+	c.conn = jsonrpc2.NewConn(context.Background(), c.stream, handler{c},
+		jsonrpc2.SetLogger(log.New(io.Discard, "", 0)))
+	go func() {
+		<-c.conn.DisconnectNotify()
+		connEnded()
+	}()
+	return c
 }
 
 // maxGrace bounds the grace a daemon advertises (the client waits that long

@@ -20,13 +20,7 @@ func TestC912StringIDs(t *testing.T) {
 	leakcheck.Check(t)
 	fromClient, toDaemon := io.Pipe()
 	fromDaemon, toClient := io.Pipe()
-	stream := NewObjectStream(pipeRW{fromDaemon, toDaemon})
-	c := &Client{runs: map[jsonrpc2.ID]*runState{}, calls: map[jsonrpc2.ID]context.CancelFunc{}}
-	var cancel context.CancelFunc
-	c.connCtx, cancel = context.WithCancel(context.Background())
-	defer cancel()
-	c.stream = &exactStream{ObjectStream: stream}
-	c.conn = jsonrpc2.NewConn(context.Background(), c.stream, handler{c})
+	c := connect(NewObjectStream(pipeRW{fromDaemon, toDaemon}), Options{}, nil, false)
 	defer func() {
 		c.conn.Close()
 		fromClient.Close()
