@@ -38,11 +38,17 @@ func newHarness(t *testing.T, policy string, b Budget, hosts map[string]netip.Ad
 	if err != nil {
 		t.Fatal(err)
 	}
+	return openHarness(t, p, pol, nil, b, roots)
+}
+
+// openHarness grants pol, bound and b to a new token on p and makes the
+// client that uses it (redirects not followed, trusting tlsConf's roots);
+// the test's end closes all three.
+func openHarness(t *testing.T, p *Proxy, pol *Policy, bound *Bound, b Budget, tlsConf *tls.Config) *harness {
 	token := NewToken()
-	_ = Env(token, p.Addr())
-	g := p.Open(token, "r1", pol, nil, b)
+	g := p.Open(token, "r1", pol, bound, b)
 	proxyURL := &url.URL{Scheme: "http", User: url.UserPassword(user, token), Host: p.Addr().String()}
-	tr := &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: roots}
+	tr := &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: tlsConf}
 	h := &harness{p: p, g: g, client: &http.Client{Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	t.Cleanup(func() {

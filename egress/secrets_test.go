@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,21 +114,10 @@ func secretHarness(t *testing.T, policy string, hosts map[string]netip.Addr, ups
 	if err != nil {
 		t.Fatal(err)
 	}
-	token := NewToken()
 	bound := Bind(pol.Secrets)
-	g := p.Open(token, "r1", pol, bound, Budget{})
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(ca.PEM())
-	proxyURL := &url.URL{Scheme: "http", User: url.UserPassword(user, token), Host: p.Addr().String()}
-	tr := &http.Transport{Proxy: http.ProxyURL(proxyURL), TLSClientConfig: &tls.Config{RootCAs: roots}}
-	h := &harness{p: p, g: g, client: &http.Client{Transport: tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	t.Cleanup(func() {
-		tr.CloseIdleConnections()
-		g.Close()
-		p.Close()
-	})
-	return h, bound
+	return openHarness(t, p, pol, bound, Budget{}, &tls.Config{RootCAs: roots}), bound
 }
 
 func (h *harness) do(t *testing.T, u string, header http.Header) (int, string) {
