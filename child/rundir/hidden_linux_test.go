@@ -96,3 +96,30 @@ func TestBorn(t *testing.T) {
 		t.Error("a closed Dir has a birth time")
 	}
 }
+
+// TestHiddenSkipsLinkedFileNamedDeleted (C1311): a program cannot make a
+// file it keeps linked pass for an unlinked one by naming it "x (deleted)":
+// the maps line looks deleted, but a root daemon reads its link count
+// through map_files and leaves it to the directory walk.
+func TestHiddenSkipsLinkedFileNamedDeleted(t *testing.T) {
+	leakcheck.Check(t)
+	if os.Geteuid() != 0 {
+		t.Skip("map_files is shown to root only; otherwise the mapped bytes count")
+	}
+	began := time.Now().Add(-time.Second)
+	d, err := Make(t.TempDir())
+	must(t, err)
+	defer d.Close()
+	defer d.Remove()
+	f, err := os.Create(filepath.Join(d.Path(), "x (deleted)"))
+	must(t, err)
+	_, err = f.Write(make([]byte, 1<<20)) // blocks, not a hole: counted, it would show
+	must(t, err)
+	m, err := unix.Mmap(int(f.Fd()), 0, 1<<20, unix.PROT_READ, unix.MAP_SHARED)
+	must(t, err)
+	defer unix.Munmap(m)
+	f.Close()
+	if n, err := d.Hidden([]int{os.Getpid()}, began, 100000); n != 0 || err != nil {
+		t.Errorf("Hidden of a linked file named like a deleted one = %d, %v; want 0", n, err)
+	}
+}
