@@ -4,6 +4,7 @@ package rundir
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -125,4 +126,34 @@ func dirEntry(t *testing.T, dir string) os.DirEntry {
 	}
 	t.Fatalf("%s not found", dir)
 	return nil
+}
+
+// TestCopyHardLinksCountOncePerName (C1310): a program that links one file
+// under many names cannot make a session's fork copy more than the budget:
+// every name is copied as a file of its own and spends its size.
+func TestCopyHardLinksCountOncePerName(t *testing.T) {
+	leakcheck.Check(t)
+	src, parent := t.TempDir(), t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(src, "f0"), make([]byte, 1<<20), 0o600))
+	for i := 1; i < 8; i++ {
+		must(os.Link(filepath.Join(src, "f0"), filepath.Join(src, fmt.Sprintf("f%d", i))))
+	}
+	if _, err := copyTo(src, parent, 4<<20); !errors.Is(err, ErrCopyTooLarge) {
+		t.Fatalf("copying 8 names of one 1 MiB file under 4 MiB: %v, want ErrCopyTooLarge", err)
+	}
+	d, err := copyTo(src, parent, 8<<20)
+	must(err)
+	defer d.Close()
+	defer d.Remove()
+	var st unix.Stat_t
+	must(unix.Stat(filepath.Join(d.Path(), "f7"), &st))
+	if st.Nlink != 1 || st.Size != 1<<20 {
+		t.Errorf("copied f7: %d links, %d bytes; want a file of its own of 1 MiB", st.Nlink, st.Size)
+	}
 }

@@ -5,6 +5,7 @@ package rundir
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"os"
 	"strconv"
 	"time"
@@ -176,7 +177,8 @@ func (h *hiddenScan) descriptors(proc string) error {
 }
 
 // mappings counts what the mappings of deleted files of the task at proc
-// hold.
+// hold. A line longer than the scanner's 64 KiB ends the scan with
+// ErrTooLarge.
 func (h *hiddenScan) mappings(proc string) error {
 	f, err := os.Open(proc + "/maps")
 	if err != nil {
@@ -203,6 +205,12 @@ func (h *hiddenScan) mappings(proc string) error {
 		// the file was made.
 		h.seen[m.ino] = true
 		h.bytes += int64(m.end - m.start)
+	}
+	if errors.Is(sc.Err(), bufio.ErrTooLong) {
+		// A path deep enough (a newline is shown as four bytes) makes a line
+		// longer than the scanner holds; skipped, it would end the read and
+		// hide every mapping after it.
+		return ErrTooLarge
 	}
 	return nil
 }
